@@ -1,1 +1,111 @@
-//! placeholder
+//! The wirebench data path and sessions: TCP and UDP senders and receivers in both
+//! mechanisms, pacing, per-interval records, and the control session that ties a client to a
+//! server.
+//!
+//! Threads: each side runs its data role on a thread of its own and drives the control
+//! channel from the calling thread. The data thread owns all per-packet state; it shares only
+//! a few atomics (progress, stop) and sends one record per interval over a channel, so nothing
+//! on the data path allocates, locks or logs per packet.
+#![deny(unsafe_code)]
+
+mod channel;
+mod client;
+pub mod pace;
+mod role;
+mod server;
+mod session;
+mod sys;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+pub use client::{run, ClientConfig};
+pub use server::{Server, ServerConfig};
+pub use session::Watch;
+
+use thiserror::Error;
+
+/// What can end a test.
+#[derive(Debug, Error)]
+pub enum EngineError {
+    /// Could not reach the server.
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        /// Address tried.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The server said no.
+    #[error("server refused the test: {0}")]
+    Refused(String),
+    /// The peer broke the protocol.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// The peer reported an error.
+    #[error("peer reported: {0}")]
+    Peer(String),
+    /// A wait ran out.
+    #[error("timed out waiting for {0}")]
+    Timeout(&'static str),
+    /// The peer closed the control connection.
+    #[error("the peer closed the control connection")]
+    PeerClosed,
+    /// A system call failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: &'static str,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+}
+
+impl EngineError {
+    pub(crate) fn io(context: &'static str, source: std::io::Error) -> Self {
+        Self::Io { context, source }
+    }
+}
+
+/// State one side's data thread shares with its control thread.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// The side's start; every `*_ns` time of the side is measured from it.
+    pub start: Instant,
+    /// Set to end the data role at once.
+    pub stop: AtomicBool,
+    /// The sender's final message count, `u64::MAX` until its report arrives.
+    pub peer_messages: AtomicU64,
+    /// When the sender's report arrived (ns since start), `u64::MAX` until then.
+    pub peer_done_ns: AtomicU64,
+    /// Live totals for progress display, stored by the data thread.
+    pub bytes: AtomicU64,
+    /// Live message count for progress display.
+    pub messages: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn new() -> Self {
+        Self {
+            start: Instant::now(),
+            stop: AtomicBool::new(false),
+            peer_messages: AtomicU64::new(u64::MAX),
+            peer_done_ns: AtomicU64::new(u64::MAX),
+            bytes: AtomicU64::new(0),
+            messages: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    pub(crate) fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn peer_done(&self, messages: u64) {
+        self.peer_messages.store(messages, Ordering::Relaxed);
+        self.peer_done_ns.store(self.now_ns(), Ordering::Relaxed);
+    }
+}

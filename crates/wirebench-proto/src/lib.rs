@@ -1,1 +1,12 @@
-//! placeholder
+//! The wirebench wire: control messages and their framing, the UDP data header, the test
+//! spec, the results document and the units the CLI speaks.
+//!
+//! No I/O and no clock: every decoder takes untrusted bytes and returns an error, never
+//! panics (see `fuzz/`).
+#![deny(unsafe_code)]
+
+pub mod control;
+pub mod header;
+pub mod results;
+pub mod spec;
+pub mod units;

@@ -1,1 +1,26 @@
-//! placeholder
+//! Measurement statistics for wirebench: pure state machines and functions.
+//!
+//! This crate holds no sockets and reads no clocks; every time value is passed
+//! in by the caller as `u64` nanoseconds. Nothing here panics on any input, and
+//! the per-packet entry points ([`SeqTracker::record`], [`Jitter::on_packet`])
+//! never allocate: all storage is reserved when the state is constructed.
+//!
+//! - [`SeqTracker`]: receiver-side loss, duplicate and reorder accounting of
+//!   UDP datagram sequence numbers, with a [`LossRuns`] histogram of gap sizes.
+//! - [`Jitter`]: the RFC 3550 (section 6.4.1, appendix A.8) interarrival
+//!   jitter estimator.
+//! - [`summarize`]: count, min, max, mean, sample standard deviation and median
+//!   of a slice of `f64` ([`Summary`]).
+
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
+
+mod jitter;
+mod loss_runs;
+mod seq;
+mod summary;
+
+pub use jitter::Jitter;
+pub use loss_runs::LossRuns;
+pub use seq::{Arrival, SeqCounts, SeqTracker};
+pub use summary::{summarize, Summary};

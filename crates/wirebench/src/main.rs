@@ -1,1 +1,181 @@
-fn main() {}
+//! `wirebench`: measure what a network path delivers over TCP and UDP.
+//!
+//! Glue only: parse flags into a validated spec, call the engine, print with the report
+//! crate. Exit codes: 0 success (and a broken pipe), 1 runtime failure, 2 usage error.
+#![deny(unsafe_code)]
+
+mod cli;
+
+use std::io::{self, IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use wirebench_engine::{ClientConfig, Server, ServerConfig, Watch};
+use wirebench_proto::results::{IntervalRecord, Results, Role};
+use wirebench_proto::spec::{Protocol, TestSpec};
+use wirebench_report::{interval_header, interval_line, Exporter, Json, Table};
+
+use cli::{Cli, Command, RunArgs, ServeArgs};
+
+/// A failure and the exit code it maps to.
+enum Failure {
+    /// Bad flags: exit 2.
+    Usage(String),
+    /// Anything at run time: exit 1.
+    Runtime(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Self::Runtime(e)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve(&args),
+        Command::Run(args) => run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Runtime(e)) => {
+            if is_broken_pipe(&e) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn serve(args: &ServeArgs) -> Result<(), Failure> {
+    let cfg = args.config().map_err(Failure::Usage)?;
+    let server = Server::bind(cfg).context("starting the server")?;
+    let addr = server.local_addr().context("reading the server address")?;
+    let mut out = io::stdout().lock();
+    writeln!(
+        out,
+        "wirebench server listening on {addr} (TCP control and data, UDP data)"
+    )
+    .and_then(|()| out.flush())
+    .context("writing to stdout")?;
+    drop(out);
+    server.run().context("serving")?;
+    Ok(())
+}
+
+/// Prints live interval lines, or drives a progress bar.
+struct Live {
+    protocol: Protocol,
+    lines: bool,
+    header_done: bool,
+    bar: Option<ProgressBar>,
+}
+
+impl Watch for Live {
+    fn progress(&mut self, _elapsed: Duration, bytes: u64, _messages: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(bytes);
+        }
+    }
+
+    fn interval(&mut self, role: Role, rec: &IntervalRecord) {
+        if let Some(bar) = &self.bar {
+            if bar.length().is_none() {
+                bar.set_message(format!("{:.0} s", rec.end_ns as f64 / 1e9));
+            }
+        }
+        if !self.lines {
+            return;
+        }
+        let mut out = io::stdout().lock();
+        if !self.header_done {
+            let _ = writeln!(out, "{}", interval_header(role));
+            self.header_done = true;
+        }
+        let _ = writeln!(out, "{}", interval_line(rec, self.protocol, role));
+    }
+}
+
+fn progress_bar(spec: &TestSpec) -> ProgressBar {
+    let bar = match spec.bytes {
+        Some(total) => ProgressBar::new(total).with_style(
+            ProgressStyle::with_template(
+                "{bar:30} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ),
+        None => ProgressBar::no_length().with_style(
+            ProgressStyle::with_template("{spinner} {bytes} {bytes_per_sec} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        ),
+    };
+    bar.set_draw_target(ProgressDrawTarget::stderr());
+    bar
+}
+
+fn run(args: &RunArgs) -> Result<(), Failure> {
+    let spec = args.spec().map_err(Failure::Usage)?;
+    let (host, port) = match &args.host {
+        Some(h) => (h.clone(), args.port),
+        None => {
+            // No host: measure loopback against a server in this process.
+            let server = Server::bind(ServerConfig {
+                bind: "127.0.0.1:0".parse().context("loopback address")?,
+                max_tests: 1,
+                max_duration: None,
+                max_rate_bps: None,
+                log: false,
+            })
+            .context("starting the in-process server")?;
+            let port = server
+                .local_addr()
+                .context("reading the server address")?
+                .port();
+            std::thread::Builder::new()
+                .name("wirebench-local-server".into())
+                .spawn(move || server.run())
+                .context("starting the in-process server")?;
+            ("127.0.0.1".to_string(), port)
+        }
+    };
+    let lines = args.interval.is_some() && !args.json;
+    let show_bar = !lines && !args.json && io::stdout().is_terminal() && io::stderr().is_terminal();
+    let mut live = Live {
+        protocol: spec.protocol,
+        lines,
+        header_done: false,
+        bar: show_bar.then(|| progress_bar(&spec)),
+    };
+    let cfg = ClientConfig { host, port, spec };
+    let results = wirebench_engine::run(&cfg, &mut live);
+    if let Some(bar) = &live.bar {
+        bar.finish_and_clear();
+    }
+    let results: Results = results.context("running the test")?;
+    let mut out = io::stdout().lock();
+    let exporter: &dyn Exporter = if args.json { &Json } else { &Table };
+    exporter
+        .export(&results, &mut out)
+        .and_then(|()| out.flush())
+        .context("writing the results")?;
+    match results.error {
+        Some(e) => Err(Failure::Runtime(anyhow::anyhow!("test incomplete: {e}"))),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,154 @@
+//! Pacing: when the next message may leave.
+//!
+//! Deadlines are absolute (ns since the sender's start), computed from what was sent so far,
+//! so rounding never accumulates. After a stall longer than [`MAX_LAG_NS`] the schedule is
+//! moved forward instead of sending a catch-up burst above the asked rate. Sans-IO: the caller
+//! passes `now` in and does the waiting (see [`wait_until`]).
+
+use std::time::{Duration, Instant};
+
+/// How far behind schedule the sender may fall before the schedule is reset.
+pub const MAX_LAG_NS: u64 = 10_000_000;
+
+/// Sleep for the bulk of a wait, then spin for the last stretch, which the scheduler would
+/// otherwise overshoot by tens of microseconds.
+const SPIN_NS: u64 = 100_000;
+
+/// Computes send deadlines for a rate in bits/s or messages/s plus a gap after each message.
+#[derive(Debug, Clone)]
+pub struct Pacer {
+    rate_bps: u64,
+    rate_pps: u64,
+    gap_ns: u64,
+    /// Schedule origin, ns since start; moved forward after stalls.
+    base_ns: u64,
+    /// Bytes and messages sent since `base_ns`.
+    bytes: u64,
+    messages: u64,
+    /// Earliest time the gap allows the next message.
+    gap_until_ns: u64,
+}
+
+impl Pacer {
+    /// A pacer; `rate_pps` wins over `rate_bps` when both are set, and 0 means unlimited.
+    pub fn new(rate_bps: u64, rate_pps: u64, gap_ns: u64) -> Self {
+        Self {
+            rate_bps,
+            rate_pps,
+            gap_ns,
+            base_ns: 0,
+            bytes: 0,
+            messages: 0,
+            gap_until_ns: 0,
+        }
+    }
+
+    /// True when no rate and no gap apply: the sender never waits.
+    pub fn unlimited(&self) -> bool {
+        self.rate_bps == 0 && self.rate_pps == 0 && self.gap_ns == 0
+    }
+
+    fn rate_deadline_ns(&self) -> u64 {
+        let offset = if self.rate_pps > 0 {
+            u128::from(self.messages) * 1_000_000_000 / u128::from(self.rate_pps)
+        } else if self.rate_bps > 0 {
+            u128::from(self.bytes) * 8_000_000_000 / u128::from(self.rate_bps)
+        } else {
+            0
+        };
+        self.base_ns
+            .saturating_add(u64::try_from(offset).unwrap_or(u64::MAX))
+    }
+
+    /// The time at which the next message may be sent, given `now_ns`; resets the schedule if
+    /// the sender has fallen more than [`MAX_LAG_NS`] behind.
+    pub fn next_ns(&mut self, now_ns: u64) -> u64 {
+        let due = self.rate_deadline_ns();
+        if (self.rate_bps > 0 || self.rate_pps > 0) && now_ns > due.saturating_add(MAX_LAG_NS) {
+            self.base_ns = now_ns;
+            self.bytes = 0;
+            self.messages = 0;
+        }
+        self.rate_deadline_ns().max(self.gap_until_ns)
+    }
+
+    /// Records that a message of `len` bytes left at `now_ns`.
+    pub fn sent(&mut self, len: u64, now_ns: u64) {
+        self.bytes += len;
+        self.messages += 1;
+        if self.gap_ns > 0 {
+            self.gap_until_ns = now_ns.saturating_add(self.gap_ns);
+        }
+    }
+}
+
+/// Waits until `deadline_ns` after `start`: sleeps, then spins the last 100 µs.
+pub fn wait_until(start: Instant, deadline_ns: u64) {
+    loop {
+        let now = start.elapsed().as_nanos() as u64;
+        if now >= deadline_ns {
+            return;
+        }
+        let left = deadline_ns - now;
+        if left > SPIN_NS {
+            std::thread::sleep(Duration::from_nanos(left - SPIN_NS));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unlimited_never_waits() {
+        let mut p = Pacer::new(0, 0, 0);
+        assert!(p.unlimited());
+        for i in 0..10 {
+            assert_eq!(p.next_ns(i), 0);
+            p.sent(1000, i);
+        }
+    }
+
+    #[test]
+    fn bit_rate_spaces_messages() {
+        // 8 Mbit/s, 1000-byte messages: one per millisecond.
+        let mut p = Pacer::new(8_000_000, 0, 0);
+        let mut now = 0;
+        for i in 0..100u64 {
+            let due = p.next_ns(now);
+            assert_eq!(due, i * 1_000_000);
+            now = due;
+            p.sent(1000, now);
+        }
+    }
+
+    #[test]
+    fn packet_rate_ignores_size() {
+        let mut p = Pacer::new(1, 1000, 0);
+        p.sent(1, 0);
+        p.sent(60_000, 0);
+        assert_eq!(p.next_ns(0), 2_000_000);
+    }
+
+    #[test]
+    fn gap_follows_each_message() {
+        let mut p = Pacer::new(0, 0, 5_000);
+        p.sent(10, 100);
+        assert_eq!(p.next_ns(100), 5_100);
+    }
+
+    #[test]
+    fn no_catch_up_burst_after_a_stall() {
+        let mut p = Pacer::new(8_000_000, 0, 0);
+        p.sent(1000, 0);
+        // Stalled for 50 ms: the schedule restarts at now, rather than allowing 50 messages
+        // at once.
+        let now = 50_000_000;
+        assert_eq!(p.next_ns(now), now);
+        p.sent(1000, now);
+        assert_eq!(p.next_ns(now), now + 1_000_000);
+    }
+}

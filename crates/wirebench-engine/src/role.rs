@@ -1,0 +1,604 @@
+//! The data roles: send or receive one stream over TCP or UDP, streaming or stop-and-wait.
+//!
+//! Each loop owns its counters and checks the clock once per message, which it needs anyway
+//! for the UDP header and pacing. Blocking calls carry short kernel timeouts so that the
+//! loop notices a stop, a deadline or an interval boundary while the path is idle.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpStream, UdpSocket};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+use wirebench_proto::header::{self, DataHeader, ACK_LEN};
+use wirebench_proto::results::{Datapath, IntervalRecord, Role, SideReport, UdpCounts};
+use wirebench_proto::spec::{Mechanism, TestSpec, MAX_INTERVALS};
+use wirebench_stats::{Arrival, Jitter, SeqTracker};
+
+use crate::pace::{wait_until, Pacer};
+use crate::sys::unix_now_ns;
+use crate::Shared;
+
+/// How long a blocking data call may wait before the loop looks at the clock again.
+const POLL: Duration = Duration::from_millis(20);
+
+/// A stop-and-wait sender gives up after this long without an acknowledgement.
+const ACK_GIVE_UP: Duration = Duration::from_secs(10);
+
+/// A connected data socket.
+#[derive(Debug)]
+pub enum DataSocket {
+    /// A TCP data connection.
+    Tcp(TcpStream),
+    /// A connected UDP socket.
+    Udp(UdpSocket),
+}
+
+/// What a role needs besides its socket.
+pub struct RoleParams {
+    /// The test.
+    pub spec: TestSpec,
+    /// Hard stop, ns since the side's start (a server limit); `u64::MAX` for none.
+    pub deadline_ns: u64,
+    /// The UDP hello of this stream: retransmitted copies may arrive and are not data.
+    pub hello: Option<[u8; header::UDP_HELLO_LEN]>,
+    /// Each closed interval is sent here for live display.
+    pub intervals: Option<Sender<IntervalRecord>>,
+    /// What the socket set-up recorded.
+    pub datapath: Datapath,
+}
+
+/// Closes intervals at fixed boundaries of the side's clock.
+struct Recorder {
+    interval_ns: u64,
+    next_ns: u64,
+    last: (u64, u64, u64),
+    records: Vec<IntervalRecord>,
+    tx: Option<Sender<IntervalRecord>>,
+}
+
+impl Recorder {
+    fn new(interval_ns: u64, tx: Option<Sender<IntervalRecord>>) -> Self {
+        Self {
+            interval_ns,
+            next_ns: interval_ns,
+            last: (0, 0, 0),
+            records: Vec::with_capacity(1024),
+            tx,
+        }
+    }
+
+    /// Closes every interval that ended by `now_ns`. `lost` is a running total that may go
+    /// down (a late arrival fills a gap); an interval's loss is its increase, floored at 0.
+    #[inline]
+    fn tick(&mut self, now_ns: u64, bytes: u64, messages: u64, lost: u64) {
+        while now_ns >= self.next_ns {
+            let end = self.next_ns;
+            self.close(end, bytes, messages, lost);
+            self.next_ns += self.interval_ns;
+        }
+    }
+
+    fn close(&mut self, end_ns: u64, bytes: u64, messages: u64, lost: u64) {
+        let start_ns = self.records.last().map_or(0, |r| r.end_ns);
+        let rec = IntervalRecord {
+            start_ns,
+            end_ns,
+            bytes: bytes - self.last.0,
+            messages: messages - self.last.1,
+            lost: lost.saturating_sub(self.last.2),
+        };
+        self.last = (bytes, messages, lost.max(self.last.2));
+        if self.records.len() < MAX_INTERVALS as usize {
+            self.records.push(rec);
+        }
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(rec);
+        }
+    }
+
+    /// Closes the last, partial interval.
+    fn finish(mut self, now_ns: u64, bytes: u64, messages: u64, lost: u64) -> Vec<IntervalRecord> {
+        self.tick(now_ns, bytes, messages, lost);
+        let start = self.records.last().map_or(0, |r| r.end_ns);
+        if now_ns > start {
+            self.close(now_ns, bytes, messages, lost);
+        }
+        self.records
+    }
+}
+
+/// Running totals of a role.
+#[derive(Default)]
+struct Count {
+    bytes: u64,
+    messages: u64,
+    first_ns: Option<u64>,
+    last_ns: Option<u64>,
+}
+
+impl Count {
+    #[inline]
+    fn add(&mut self, len: u64, now_ns: u64) {
+        self.bytes += len;
+        self.messages += 1;
+        self.first_ns.get_or_insert(now_ns);
+        self.last_ns = Some(now_ns);
+    }
+}
+
+/// Why a loop ended early.
+fn early_stop(sh: &Shared, p: &RoleParams, now_ns: u64) -> Option<String> {
+    if sh.stopped() {
+        Some("stopped".into())
+    } else if now_ns >= p.deadline_ns {
+        Some("stopped at the server's --max-duration limit".into())
+    } else {
+        None
+    }
+}
+
+/// Receivers: true once the drain time after the sender's report has passed.
+fn drain_expired(sh: &Shared, p: &RoleParams, now_ns: u64) -> bool {
+    let done_ns = sh.peer_done_ns.load(Ordering::Relaxed);
+    done_ns != u64::MAX && now_ns >= done_ns.saturating_add(p.spec.drain_ns)
+}
+
+/// Receivers: true once the sender's count is reached or the drain time has passed.
+fn drained(sh: &Shared, p: &RoleParams, messages: u64, now_ns: u64) -> bool {
+    messages >= sh.peer_messages.load(Ordering::Relaxed) || drain_expired(sh, p, now_ns)
+}
+
+fn payload(size: u64) -> Vec<u8> {
+    // Not all zeros, so that compression on the path cannot flatter the result.
+    (0..size)
+        .map(|i| (i.wrapping_mul(131) >> 3) as u8)
+        .collect()
+}
+
+/// The amount left to send: the next message's length, or `None` when done.
+fn next_len(spec: &TestSpec, sent: &Count, now_ns: u64) -> Option<u64> {
+    match (spec.bytes, spec.duration_ns) {
+        (Some(total), _) => {
+            let left = total.saturating_sub(sent.bytes);
+            (left > 0).then(|| left.min(spec.size))
+        }
+        (None, Some(d)) => (now_ns < d).then_some(spec.size),
+        (None, None) => None,
+    }
+}
+
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+    )
+}
+
+/// Runs the role and returns what it measured; errors end the role early and are recorded in
+/// the report, with the counts up to then.
+pub fn run(role: Role, sock: DataSocket, p: RoleParams, sh: &Shared) -> SideReport {
+    let epoch_unix_ns = unix_now_ns();
+    let mut rep = match (role, sock) {
+        (Role::Sender, DataSocket::Tcp(s)) => tcp_send(s, &p, sh),
+        (Role::Receiver, DataSocket::Tcp(s)) => tcp_receive(s, &p, sh),
+        (Role::Sender, DataSocket::Udp(s)) => udp_send(s, &p, sh),
+        (Role::Receiver, DataSocket::Udp(s)) => udp_receive(s, &p, sh),
+    };
+    rep.role = Some(role);
+    rep.epoch_unix_ns = epoch_unix_ns;
+    rep.elapsed_ns = sh.now_ns();
+    rep.datapath = p.datapath;
+    rep
+}
+
+fn report(count: &Count, intervals: Vec<IntervalRecord>, error: Option<String>) -> SideReport {
+    SideReport {
+        bytes: count.bytes,
+        messages: count.messages,
+        first_ns: count.first_ns,
+        last_ns: count.last_ns,
+        intervals,
+        error,
+        ..SideReport::default()
+    }
+}
+
+/// Waits for the pacer; returns false if the wait was cut short to look at the clock again.
+fn pace(pacer: &mut Pacer, sh: &Shared, now_ns: u64) -> bool {
+    if pacer.unlimited() {
+        return true;
+    }
+    let due = pacer.next_ns(now_ns);
+    if due <= now_ns {
+        return true;
+    }
+    // Wait in slices so that a stop or an interval boundary is not missed during long gaps.
+    let slice_end = now_ns + POLL.as_nanos() as u64;
+    wait_until(sh.start, due.min(slice_end));
+    due <= slice_end
+}
+
+/// Writes all of `buf`, looking at stop and deadline while the socket is full.
+fn write_full(s: &mut TcpStream, buf: &[u8], sh: &Shared, p: &RoleParams) -> Result<(), String> {
+    let mut off = 0;
+    while off < buf.len() {
+        match s.write(&buf[off..]) {
+            Ok(0) => return Err("the data connection closed".into()),
+            Ok(n) => off += n,
+            Err(e) if is_timeout(&e) => {
+                if let Some(why) = early_stop(sh, p, sh.now_ns()) {
+                    return Err(why);
+                }
+            }
+            Err(e) => return Err(format!("sending data: {e}")),
+        }
+    }
+    Ok(())
+}
+
+fn tcp_send(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
+    let spec = &p.spec;
+    let buf = payload(spec.size);
+    let saw = spec.mechanism == Mechanism::StopAndWait;
+    let _ = s.set_write_timeout(Some(POLL));
+    let _ = s.set_read_timeout(Some(POLL));
+    let mut pacer = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns);
+    let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
+    let mut count = Count::default();
+    let mut error = None;
+    let mut ack = [0u8; 1];
+    loop {
+        let now = sh.now_ns();
+        rec.tick(now, count.bytes, count.messages, 0);
+        if let Some(why) = early_stop(sh, p, now) {
+            error = Some(why);
+            break;
+        }
+        let Some(len) = next_len(spec, &count, now) else {
+            break;
+        };
+        if !pace(&mut pacer, sh, now) {
+            continue;
+        }
+        if let Err(e) = write_full(&mut s, &buf[..len as usize], sh, p) {
+            error = Some(e);
+            break;
+        }
+        if saw {
+            // The receiver answers one byte per whole message.
+            let got = loop {
+                match s.read(&mut ack) {
+                    Ok(1) => break Ok(()),
+                    Ok(_) => {
+                        break Err("the data connection closed while waiting for an ack".into())
+                    }
+                    Err(e) if is_timeout(&e) => {
+                        if let Some(why) = early_stop(sh, p, sh.now_ns()) {
+                            break Err(why);
+                        }
+                    }
+                    Err(e) => break Err(format!("waiting for an ack: {e}")),
+                }
+            };
+            if let Err(e) = got {
+                error = Some(e);
+                break;
+            }
+        }
+        let now = sh.now_ns();
+        count.add(len, now);
+        pacer.sent(len, now);
+        sh.bytes.store(count.bytes, Ordering::Relaxed);
+        sh.messages.store(count.messages, Ordering::Relaxed);
+    }
+    // EOF tells the receiver that everything was sent.
+    let _ = s.shutdown(Shutdown::Write);
+    let intervals = rec.finish(sh.now_ns(), count.bytes, count.messages, 0);
+    report(&count, intervals, error)
+}
+
+fn tcp_receive(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
+    let spec = &p.spec;
+    let saw = spec.mechanism == Mechanism::StopAndWait;
+    let mut buf = vec![
+        0u8;
+        if saw {
+            spec.size as usize
+        } else {
+            (spec.size as usize).max(256 * 1024)
+        }
+    ];
+    let _ = s.set_read_timeout(Some(POLL));
+    let _ = s.set_write_timeout(Some(POLL));
+    let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
+    let mut count = Count::default();
+    // Messages are the sender's unit: here they are counted at message boundaries in the
+    // byte stream (every `size` bytes, the last one possibly shorter).
+    let mut in_message = 0u64;
+    let mut error = None;
+    loop {
+        let now = sh.now_ns();
+        rec.tick(now, count.bytes, count.messages, 0);
+        if let Some(why) = early_stop(sh, p, now) {
+            error = Some(why);
+            break;
+        }
+        if drain_expired(sh, p, now) {
+            error = Some(format!(
+                "data still missing {} ms after the sender finished (--drain)",
+                spec.drain_ns / 1_000_000
+            ));
+            break;
+        }
+        // The current message's length: the last one of a `bytes` test may be shorter.
+        let msg_len = spec.bytes.map_or(spec.size, |total| {
+            total
+                .saturating_sub(count.bytes - in_message)
+                .clamp(1, spec.size)
+        });
+        // Stop-and-wait reads exactly up to the end of the current message.
+        let want = if saw {
+            (msg_len - in_message).max(1) as usize
+        } else {
+            buf.len()
+        };
+        match s.read(&mut buf[..want]) {
+            Ok(0) => break,
+            Ok(n) => {
+                let now = sh.now_ns();
+                let n = n as u64;
+                count.bytes += n;
+                count.first_ns.get_or_insert(now);
+                count.last_ns = Some(now);
+                in_message += n;
+                let msg_len = if saw { msg_len } else { spec.size };
+                while in_message >= msg_len {
+                    in_message -= msg_len;
+                    count.messages += 1;
+                    if saw {
+                        if let Err(e) = write_full(&mut s, &[1], sh, p) {
+                            error = Some(e);
+                        }
+                    }
+                }
+                sh.bytes.store(count.bytes, Ordering::Relaxed);
+                sh.messages.store(count.messages, Ordering::Relaxed);
+                if error.is_some() {
+                    break;
+                }
+            }
+            Err(e) if is_timeout(&e) => {}
+            Err(e) => {
+                error = Some(format!("receiving data: {e}"));
+                break;
+            }
+        }
+    }
+    if in_message > 0 {
+        // The sender's last, shorter message.
+        count.messages += 1;
+    }
+    let intervals = rec.finish(sh.now_ns(), count.bytes, count.messages, 0);
+    report(&count, intervals, error)
+}
+
+/// Sends one datagram, retrying while the kernel is out of buffers. A pending ICMP error
+/// (ECONNREFUSED) is reported by the kernel on the next send, which it then drops: retry it,
+/// and fail only if the peer keeps refusing.
+fn send_datagram(s: &UdpSocket, buf: &[u8], sh: &Shared) -> Result<(), String> {
+    let mut refused = 0;
+    loop {
+        match s.send(buf) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+                refused += 1;
+                if refused > 100 {
+                    return Err("the receiver's UDP port is closed (ICMP port unreachable)".into());
+                }
+            }
+            Err(e) if is_timeout(&e) || e.raw_os_error() == Some(libc::ENOBUFS) => {
+                if sh.stopped() {
+                    return Err("stopped".into());
+                }
+                std::thread::yield_now();
+            }
+            Err(e) => return Err(format!("sending data: {e}")),
+        }
+    }
+}
+
+fn udp_send(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
+    let spec = &p.spec;
+    let mut buf = payload(spec.size);
+    let saw = spec.mechanism == Mechanism::StopAndWait;
+    let headerless = spec.headerless();
+    let _ = s.set_read_timeout(Some(Duration::from_nanos(spec.ack_timeout_ns).min(POLL)));
+    let _ = s.set_write_timeout(Some(POLL));
+    let ack_timeout_ns = spec.ack_timeout_ns;
+    let mut pacer = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns);
+    let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
+    let mut count = Count::default();
+    let mut retransmits = 0u64;
+    let mut error = None;
+    let mut ack = [0u8; 64];
+    let mut seq = 0u64;
+    'messages: loop {
+        let now = sh.now_ns();
+        rec.tick(now, count.bytes, count.messages, 0);
+        if let Some(why) = early_stop(sh, p, now) {
+            error = Some(why);
+            break;
+        }
+        let Some(len) = next_len(spec, &count, now) else {
+            break;
+        };
+        if !pace(&mut pacer, sh, now) {
+            continue;
+        }
+        let len = len as usize;
+        if headerless {
+            buf[0] = seq as u8;
+        } else {
+            let h = DataHeader {
+                seq,
+                stream: 0,
+                send_ns: sh.now_ns(),
+            };
+            // `len` is at least HEADER_LEN when the test is not headerless.
+            let _ = h.write(&mut buf[..len]);
+        }
+        if let Err(e) = send_datagram(&s, &buf[..len], sh) {
+            error = Some(e);
+            break;
+        }
+        if saw {
+            let first_sent = sh.now_ns();
+            let mut sent_at = first_sent;
+            loop {
+                match s.recv(&mut ack) {
+                    Ok(n) => {
+                        let want = if headerless { seq & 0xff } else { seq };
+                        if header::decode_ack(&ack[..n]) == Some(want) {
+                            break;
+                        }
+                    }
+                    Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => {}
+                    Err(e) => {
+                        error = Some(format!("waiting for an ack: {e}"));
+                        break 'messages;
+                    }
+                }
+                let now = sh.now_ns();
+                rec.tick(now, count.bytes, count.messages, 0);
+                if let Some(why) = early_stop(sh, p, now) {
+                    error = Some(why);
+                    break 'messages;
+                }
+                if now - first_sent > ACK_GIVE_UP.as_nanos() as u64 {
+                    error = Some(format!(
+                        "no acknowledgement for {} s: the receiver is gone or the path drops everything",
+                        ACK_GIVE_UP.as_secs()
+                    ));
+                    break 'messages;
+                }
+                if now - sent_at >= ack_timeout_ns {
+                    if let Err(e) = send_datagram(&s, &buf[..len], sh) {
+                        error = Some(e);
+                        break 'messages;
+                    }
+                    retransmits += 1;
+                    sent_at = now;
+                }
+            }
+        }
+        let now = sh.now_ns();
+        count.add(len as u64, now);
+        pacer.sent(len as u64, now);
+        seq += 1;
+        sh.bytes.store(count.bytes, Ordering::Relaxed);
+        sh.messages.store(count.messages, Ordering::Relaxed);
+    }
+    let intervals = rec.finish(sh.now_ns(), count.bytes, count.messages, 0);
+    let mut rep = report(&count, intervals, error);
+    rep.retransmits = retransmits;
+    rep
+}
+
+fn udp_receive(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
+    let spec = &p.spec;
+    let saw = spec.mechanism == Mechanism::StopAndWait;
+    let headerless = spec.headerless();
+    let _ = s.set_read_timeout(Some(POLL));
+    let _ = s.set_write_timeout(Some(POLL));
+    // One byte more than the largest datagram, to see truncation if it ever happened.
+    let mut buf = vec![0u8; 65_536];
+    let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
+    let mut count = Count::default();
+    let mut tracker = SeqTracker::new();
+    let mut jitter = Jitter::new();
+    let mut duplicates = 0u64;
+    let mut expected = 0u64; // stop-and-wait: next message
+    let mut ack = [0u8; ACK_LEN];
+    let mut error = None;
+    loop {
+        let now = sh.now_ns();
+        let lost = if headerless || saw {
+            0
+        } else {
+            tracker.lost_so_far()
+        };
+        rec.tick(now, count.bytes, count.messages, lost);
+        if let Some(why) = early_stop(sh, p, now) {
+            error = Some(why);
+            break;
+        }
+        if drained(sh, p, count.messages, now) {
+            break;
+        }
+        let n = match s.recv(&mut buf) {
+            Ok(n) => n,
+            Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => continue,
+            Err(e) => {
+                error = Some(format!("receiving data: {e}"));
+                break;
+            }
+        };
+        let now = sh.now_ns();
+        let dgram = &buf[..n];
+        if p.hello.is_some_and(|h| dgram == h) {
+            continue;
+        }
+        if saw {
+            let seq = if headerless {
+                dgram.first().map(|&b| u64::from(b))
+            } else {
+                DataHeader::read(dgram).ok().map(|h| h.seq)
+            };
+            let Some(seq) = seq else { continue };
+            let mask = if headerless { 0xff } else { u64::MAX };
+            if seq == expected & mask {
+                count.add(n as u64, now);
+                expected += 1;
+            } else if expected > 0 && seq == (expected - 1) & mask {
+                // The sender did not get our ack and sent the message again.
+                duplicates += 1;
+            } else {
+                continue;
+            }
+            let len = header::encode_ack(seq, spec.size as usize, &mut ack);
+            let _ = s.send(&ack[..len]);
+        } else if headerless {
+            count.add(n as u64, now);
+        } else {
+            let Ok(h) = DataHeader::read(dgram) else {
+                continue;
+            };
+            match tracker.record(h.seq) {
+                Arrival::Duplicate => duplicates += 1,
+                Arrival::TooOld => {}
+                _ => {
+                    count.add(n as u64, now);
+                    jitter.on_packet(h.send_ns, now);
+                }
+            }
+        }
+        sh.bytes.store(count.bytes, Ordering::Relaxed);
+        sh.messages.store(count.messages, Ordering::Relaxed);
+    }
+    let lost = if headerless || saw {
+        0
+    } else {
+        tracker.lost_so_far()
+    };
+    let intervals = rec.finish(sh.now_ns(), count.bytes, count.messages, lost);
+    let mut rep = report(&count, intervals, error);
+    rep.udp = Some(UdpCounts {
+        sequenced: !headerless,
+        duplicates,
+        reordered: tracker.reordered(),
+        too_old: tracker.too_old(),
+        jitter_ns: jitter.jitter_ns(),
+    });
+    rep
+}

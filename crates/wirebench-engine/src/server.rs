@@ -1,0 +1,485 @@
+//! The server: one TCP port for control and data connections, the same port number for UDP.
+//!
+//! Each connection gets a thread. Its first frame says what it is: a `start` opens a test
+//! (the thread then runs that test's control session), an `attach` hands a TCP data
+//! connection to the test whose cookie it carries. UDP streams open with a hello datagram
+//! carrying the cookie, sent to the server's UDP port; only then does the server open a
+//! socket connected to the hello's source, so it never sends UDP to an address that has not
+//! proven it holds a live test's cookie and comes from the control connection's host.
+//! Whatever a client sends, only that client's session ends.
+
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, SockRef, Socket, Type};
+use wirebench_proto::control::{decode, Message, MAX_FRAME, MAX_HELLO_FRAME, PROTOCOL_VERSION};
+use wirebench_proto::header::UdpHello;
+use wirebench_proto::results::{Datapath, Results, Role};
+use wirebench_proto::spec::{Direction, Protocol, TestSpec};
+use wirebench_proto::units::{format_bytes, format_duration, format_rate_bps};
+
+use crate::channel::Channel;
+use crate::client::{tcp_datapath, tool};
+use crate::role::{DataSocket, RoleParams};
+use crate::session::{drive, Quiet};
+use crate::sys::size_buffers;
+use crate::EngineError;
+
+/// How long a new connection may take to send its first frame, and a test its set-up steps.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Server limits and address.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Address and port to listen on (port 0: any free port).
+    pub bind: SocketAddr,
+    /// Most tests running at once.
+    pub max_tests: usize,
+    /// Longest test accepted; tests asking for more are refused, and any test is ended there.
+    pub max_duration: Option<Duration>,
+    /// Highest rate accepted, bits/s.
+    pub max_rate_bps: Option<u64>,
+    /// Print one line per session on stderr.
+    pub log: bool,
+}
+
+struct Pending {
+    peer: IpAddr,
+    local: IpAddr,
+    protocol: Protocol,
+    tx: SyncSender<DataSocket>,
+}
+
+struct State {
+    cfg: ServerConfig,
+    port: u16,
+    active: AtomicUsize,
+    pending: Mutex<HashMap<u64, Pending>>,
+}
+
+/// A bound server, ready to run.
+pub struct Server {
+    listener: TcpListener,
+    udp: UdpSocket,
+    state: Arc<State>,
+}
+
+fn reuse_port_udp(addr: SocketAddr) -> std::io::Result<Socket> {
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, None)?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    s.bind(&addr.into())?;
+    Ok(s)
+}
+
+impl Server {
+    /// Binds the TCP port and the UDP port of the same number.
+    pub fn bind(cfg: ServerConfig) -> Result<Self, EngineError> {
+        let tcp = Socket::new(Domain::for_address(cfg.bind), Type::STREAM, None)
+            .map_err(|e| EngineError::io("creating the listening socket", e))?;
+        let _ = tcp.set_reuse_address(true);
+        tcp.bind(&cfg.bind.into())
+            .map_err(|source| EngineError::Connect {
+                addr: format!("{} (bind)", cfg.bind),
+                source,
+            })?;
+        tcp.listen(128)
+            .map_err(|e| EngineError::io("listening", e))?;
+        let listener: TcpListener = tcp.into();
+        let addr = listener
+            .local_addr()
+            .map_err(|e| EngineError::io("reading the listening address", e))?;
+        let udp = reuse_port_udp(addr).map_err(|source| EngineError::Connect {
+            addr: format!("{addr} (UDP bind)"),
+            source,
+        })?;
+        Ok(Self {
+            listener,
+            udp: udp.into(),
+            state: Arc::new(State {
+                port: addr.port(),
+                cfg,
+                active: AtomicUsize::new(0),
+                pending: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> Result<SocketAddr, EngineError> {
+        self.listener
+            .local_addr()
+            .map_err(|e| EngineError::io("reading the listening address", e))
+    }
+
+    /// Serves until the process ends.
+    pub fn run(self) -> Result<(), EngineError> {
+        let state = Arc::clone(&self.state);
+        let udp = self.udp;
+        thread::Builder::new()
+            .name("wirebench-udp-hello".into())
+            .spawn(move || udp_hellos(&udp, &state))
+            .map_err(|e| EngineError::io("starting the UDP thread", e))?;
+        for conn in self.listener.incoming() {
+            let conn = match conn {
+                Ok(c) => c,
+                // Out of descriptors or a connection reset before accept: keep serving.
+                Err(_) => {
+                    thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+            };
+            let state = Arc::clone(&self.state);
+            let _ = thread::Builder::new()
+                .name("wirebench-conn".into())
+                .spawn(move || connection(conn, &state));
+        }
+        Ok(())
+    }
+}
+
+/// Reads exactly `buf.len()` bytes before `deadline`.
+fn read_exact_by(s: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> Result<(), String> {
+    let mut off = 0;
+    while off < buf.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err("timed out waiting for the first message".into());
+        }
+        let _ = s.set_read_timeout(Some(left));
+        match s.read(&mut buf[off..]) {
+            Ok(0) => return Err("connection closed before the first message".into()),
+            Ok(n) => off += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(())
+}
+
+/// Reads the first frame of a connection byte-exactly, so that no data behind it is consumed.
+fn first_frame(s: &mut TcpStream) -> Result<Message, String> {
+    let deadline = Instant::now() + SETUP_TIMEOUT;
+    let mut prefix = [0u8; 4];
+    read_exact_by(s, &mut prefix, deadline)?;
+    let len = u32::from_be_bytes(prefix) as usize;
+    if len > MAX_HELLO_FRAME {
+        return Err(format!(
+            "first control frame of {len} bytes exceeds the limit of {MAX_HELLO_FRAME} bytes"
+        ));
+    }
+    let mut frame = vec![0u8; 4 + len];
+    frame[..4].copy_from_slice(&prefix);
+    read_exact_by(s, &mut frame[4..], deadline)?;
+    match decode(&frame, MAX_HELLO_FRAME) {
+        Ok(Some((msg, _))) => Ok(msg),
+        Ok(None) => Err("incomplete first frame".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn log(state: &State, line: std::fmt::Arguments<'_>) {
+    if state.cfg.log {
+        eprintln!("{line}");
+    }
+}
+
+fn connection(mut conn: TcpStream, state: &State) {
+    let peer = conn
+        .peer_addr()
+        .map_or_else(|_| "?".to_string(), |a| a.to_string());
+    let first = first_frame(&mut conn);
+    match first {
+        Ok(Message::Start {
+            version,
+            tool,
+            spec,
+        }) => {
+            let Ok(mut ch) = Channel::new(conn, MAX_FRAME) else {
+                return;
+            };
+            if let Err(e) = test_session(&mut ch, state, version, &tool, spec) {
+                log(state, format_args!("{peer}: {e}"));
+            }
+        }
+        Ok(Message::Attach { cookie, stream, .. }) => {
+            if let Err(e) = attach(conn, state, cookie, stream) {
+                log(state, format_args!("{peer}: data connection refused: {e}"));
+            }
+        }
+        Ok(other) => {
+            reject(conn, "the first message must be start or attach");
+            log(
+                state,
+                format_args!("{peer}: unexpected first message {other:?}"),
+            );
+        }
+        Err(e) => {
+            reject(conn, &e);
+            log(state, format_args!("{peer}: {e}"));
+        }
+    }
+}
+
+/// Tells a misbehaving peer why it is being dropped, if it still listens.
+fn reject(conn: TcpStream, reason: &str) {
+    if let Ok(mut ch) = Channel::new(conn, MAX_HELLO_FRAME) {
+        let _ = ch.send(&Message::Error {
+            reason: reason.to_string(),
+        });
+    }
+}
+
+fn attach(conn: TcpStream, state: &State, cookie: u64, stream: u32) -> Result<(), String> {
+    let peer = conn.peer_addr().map_err(|e| e.to_string())?.ip();
+    let pending = state.pending.lock().map_err(|_| "server state poisoned")?;
+    match pending.get(&cookie) {
+        Some(p) if p.peer == peer && p.protocol == Protocol::Tcp && stream == 0 => {
+            p.tx.try_send(DataSocket::Tcp(conn))
+                .map_err(|_| "stream already attached".to_string())
+        }
+        _ => Err("unknown test, wrong stream or wrong address".into()),
+    }
+}
+
+/// Answers UDP hellos: opens a socket connected to the hello's source for the test it names.
+fn udp_hellos(udp: &UdpSocket, state: &State) {
+    let mut buf = [0u8; 64];
+    loop {
+        let Ok((n, src)) = udp.recv_from(&mut buf) else {
+            continue;
+        };
+        // Anything that is not a hello for a pending UDP test from its client is dropped
+        // without an answer.
+        let Ok(hello) = UdpHello::decode(&buf[..n]) else {
+            continue;
+        };
+        let Ok(mut pending) = state.pending.lock() else {
+            return;
+        };
+        let Some(p) = pending.get(&hello.cookie) else {
+            continue;
+        };
+        if p.peer != src.ip() || p.protocol != Protocol::Udp || hello.stream != 0 {
+            continue;
+        }
+        let sock = reuse_port_udp(SocketAddr::new(p.local, state.port))
+            .and_then(|s| s.connect(&src.into()).map(|()| s));
+        if let Ok(sock) = sock {
+            if p.tx.try_send(DataSocket::Udp(sock.into())).is_ok() {
+                pending.remove(&hello.cookie);
+            }
+        }
+    }
+}
+
+/// Holds a test slot; frees it and the pending entry when the session ends, however it ends.
+struct Slot<'a> {
+    state: &'a State,
+    cookie: u64,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut p) = self.state.pending.lock() {
+            p.remove(&self.cookie);
+        }
+        self.state.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Why the server will not run `spec`, if it will not.
+fn check_limits(cfg: &ServerConfig, spec: &TestSpec) -> Result<(), String> {
+    spec.validate().map_err(|e| e.to_string())?;
+    if let (Some(max), Some(d)) = (cfg.max_duration, spec.duration_ns) {
+        if Duration::from_nanos(d) > max {
+            return Err(format!(
+                "--time {} exceeds the server's --max-duration {}",
+                format_duration(Duration::from_nanos(d)),
+                format_duration(max)
+            ));
+        }
+    }
+    if let Some(max) = cfg.max_rate_bps {
+        match spec.offered_bps() {
+            Some(r) if r <= max => {}
+            Some(r) => {
+                return Err(format!(
+                    "rate {} exceeds the server's --max-rate {}",
+                    format_rate_bps(r as f64),
+                    format_rate_bps(max as f64)
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "an unlimited rate was asked but the server allows at most {}: use -b/--rate",
+                    format_rate_bps(max as f64)
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+fn random_cookie() -> Result<u64, EngineError> {
+    let mut b = [0u8; 8];
+    getrandom::getrandom(&mut b).map_err(|e| {
+        EngineError::io(
+            "drawing a test cookie",
+            std::io::Error::other(e.to_string()),
+        )
+    })?;
+    Ok(u64::from_ne_bytes(b))
+}
+
+fn refuse(ch: &mut Channel, reason: String) -> Result<(), EngineError> {
+    let _ = ch.send(&Message::Refuse {
+        reason: reason.clone(),
+    });
+    Err(EngineError::Refused(reason))
+}
+
+fn test_session(
+    ch: &mut Channel,
+    state: &State,
+    version: u32,
+    tool_name: &str,
+    spec: TestSpec,
+) -> Result<(), EngineError> {
+    let cfg = &state.cfg;
+    if version != PROTOCOL_VERSION {
+        return refuse(
+            ch,
+            format!(
+                "the client ({tool_name}) speaks control protocol {version}, this server ({}) speaks {PROTOCOL_VERSION}",
+                tool()
+            ),
+        );
+    }
+    if let Err(reason) = check_limits(cfg, &spec) {
+        return refuse(ch, reason);
+    }
+    let running = state.active.fetch_add(1, Ordering::SeqCst);
+    let cookie = random_cookie()?;
+    let _slot = Slot { state, cookie };
+    if running >= cfg.max_tests {
+        return refuse(
+            ch,
+            format!(
+                "server busy: {running} tests running, the limit is {} (--max-tests)",
+                cfg.max_tests
+            ),
+        );
+    }
+    let peer = ch
+        .stream()
+        .peer_addr()
+        .map_err(|e| EngineError::io("reading the peer address", e))?;
+    let local = ch
+        .stream()
+        .local_addr()
+        .map_err(|e| EngineError::io("reading the local address", e))?;
+    let (tx, rx) = sync_channel(1);
+    state
+        .pending
+        .lock()
+        .map_err(|_| EngineError::Protocol("server state poisoned".into()))?
+        .insert(
+            cookie,
+            Pending {
+                peer: peer.ip(),
+                local: local.ip(),
+                protocol: spec.protocol,
+                tx,
+            },
+        );
+    ch.send(&Message::Accept {
+        cookie,
+        udp_port: state.port,
+        tool: tool(),
+    })?;
+    let sock = rx
+        .recv_timeout(SETUP_TIMEOUT)
+        .map_err(|_| EngineError::Timeout("the client's data stream"))?;
+    if let Ok(mut p) = state.pending.lock() {
+        p.remove(&cookie);
+    }
+    let mut datapath = Datapath::default();
+    let hello = match &sock {
+        DataSocket::Tcp(s) => {
+            tcp_datapath(s, &spec, &mut datapath);
+            None
+        }
+        DataSocket::Udp(s) => {
+            let (snd, rcv) = size_buffers(SockRef::from(s));
+            datapath = Datapath {
+                io: "send/recv".into(),
+                batch: 1,
+                send_buffer_bytes: snd,
+                recv_buffer_bytes: rcv,
+                features: vec!["udp_reuseport".into()],
+            };
+            ch.send(&Message::UdpReady { stream: 0 })?;
+            Some(UdpHello { cookie, stream: 0 }.encode())
+        }
+    };
+    match ch.expect(SETUP_TIMEOUT, "the client's begin")? {
+        Message::Begin => {}
+        other => {
+            let _ = ch.send(&Message::Error {
+                reason: "expected begin".into(),
+            });
+            return Err(EngineError::Protocol(format!(
+                "expected begin, got {other:?}"
+            )));
+        }
+    }
+    let role = match spec.direction {
+        Direction::Forward => Role::Receiver,
+        Direction::Reverse => Role::Sender,
+    };
+    let deadline_ns = cfg.max_duration.map_or(u64::MAX, |d| {
+        (d.as_nanos() as u64).saturating_add(spec.drain_ns)
+    });
+    let params = RoleParams {
+        spec: spec.clone(),
+        deadline_ns,
+        hello,
+        intervals: None,
+        datapath,
+    };
+    let out = drive(ch, role, sock, params, &mut Quiet);
+    let r = Results::assemble(
+        &spec,
+        peer.to_string(),
+        out.peer.as_ref(),
+        Some(&out.local),
+        out.error,
+    );
+    log(
+        state,
+        format_args!(
+            "{peer}: {:?} {:?} {:?} size {}: sent {} in {} messages, received {} in {} messages{}",
+            spec.protocol,
+            spec.mechanism,
+            spec.direction,
+            spec.size,
+            format_bytes(r.end.sent.bytes),
+            r.end.sent.messages,
+            format_bytes(r.end.received.bytes),
+            r.end.received.messages,
+            r.error.map(|e| format!(", error: {e}")).unwrap_or_default()
+        ),
+    );
+    Ok(())
+}

@@ -1,0 +1,241 @@
+//! The header that starts every UDP data datagram, and the stop-and-wait acknowledgement.
+//!
+//! Layout (16 bytes, big-endian), chosen so that a datagram of 16 bytes or more carries
+//! everything the receiver needs for exact per-packet accounting:
+//!
+//! ```text
+//! 0       8        10                    16
+//! | seq u64 | stream u16 | send time, 48 bits of ns since the sender's start |
+//! ```
+//!
+//! 48 bits of nanoseconds cover 78 hours, far longer than any test the server accepts; the
+//! sender's start time travels over the control channel, so the receiver can rebuild absolute
+//! send times. Datagrams shorter than [`HEADER_LEN`] carry no header: those tests count bytes
+//! and messages only (and the results say so), except that stop-and-wait puts the sequence
+//! number modulo 256 in the first byte so a resent message is not counted twice.
+
+use thiserror::Error;
+
+/// Bytes taken by [`DataHeader`] at the start of a datagram.
+pub const HEADER_LEN: usize = 16;
+
+/// Largest send time that fits the header's 48-bit field.
+pub const MAX_SEND_NS: u64 = (1 << 48) - 1;
+
+/// What a datagram of at least [`HEADER_LEN`] bytes carries in front of its payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataHeader {
+    /// Per-stream sequence number, starting at 0.
+    pub seq: u64,
+    /// Stream index within the test.
+    pub stream: u16,
+    /// Nanoseconds since the sender started; wraps (masked) at 2^48.
+    pub send_ns: u64,
+}
+
+/// A buffer too short to hold what was asked of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[error("datagram of {len} bytes is too short for a {need}-byte header")]
+pub struct TooShort {
+    /// Length of the buffer given.
+    pub len: usize,
+    /// Length needed.
+    pub need: usize,
+}
+
+impl DataHeader {
+    /// Writes the header into the first [`HEADER_LEN`] bytes of `buf`.
+    pub fn write(&self, buf: &mut [u8]) -> Result<(), TooShort> {
+        let len = buf.len();
+        let out = buf.get_mut(..HEADER_LEN).ok_or(TooShort {
+            len,
+            need: HEADER_LEN,
+        })?;
+        out[..8].copy_from_slice(&self.seq.to_be_bytes());
+        let word = (u64::from(self.stream) << 48) | (self.send_ns & MAX_SEND_NS);
+        out[8..].copy_from_slice(&word.to_be_bytes());
+        Ok(())
+    }
+
+    /// Reads a header from untrusted bytes.
+    pub fn read(buf: &[u8]) -> Result<Self, TooShort> {
+        let bytes: &[u8; HEADER_LEN] = buf
+            .get(..HEADER_LEN)
+            .and_then(|b| b.try_into().ok())
+            .ok_or(TooShort {
+                len: buf.len(),
+                need: HEADER_LEN,
+            })?;
+        let mut seq = [0u8; 8];
+        let mut word = [0u8; 8];
+        seq.copy_from_slice(&bytes[..8]);
+        word.copy_from_slice(&bytes[8..]);
+        let word = u64::from_be_bytes(word);
+        Ok(Self {
+            seq: u64::from_be_bytes(seq),
+            stream: (word >> 48) as u16,
+            send_ns: word & MAX_SEND_NS,
+        })
+    }
+}
+
+/// Tag at the start of a UDP stream's hello datagram.
+pub const UDP_HELLO_MAGIC: [u8; 4] = *b"WBUH";
+
+/// Length of a UDP hello datagram.
+pub const UDP_HELLO_LEN: usize = 16;
+
+/// The datagram a client sends (and resends) to the server's UDP port to open a UDP stream;
+/// the server answers over the control channel, never to an address that has not proven
+/// itself with the test's secret cookie.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpHello {
+    /// The test's cookie, from the server's accept message.
+    pub cookie: u64,
+    /// Stream index within the test.
+    pub stream: u32,
+}
+
+/// Why bytes are not a [`UdpHello`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum HelloError {
+    /// Wrong length.
+    #[error("hello datagram must be {UDP_HELLO_LEN} bytes, got {0}")]
+    Length(usize),
+    /// Wrong tag.
+    #[error("hello datagram has a wrong tag")]
+    Magic,
+}
+
+impl UdpHello {
+    /// Encodes the hello.
+    pub fn encode(&self) -> [u8; UDP_HELLO_LEN] {
+        let mut out = [0u8; UDP_HELLO_LEN];
+        out[..4].copy_from_slice(&UDP_HELLO_MAGIC);
+        out[4..12].copy_from_slice(&self.cookie.to_be_bytes());
+        out[12..].copy_from_slice(&self.stream.to_be_bytes());
+        out
+    }
+
+    /// Decodes a hello from untrusted bytes.
+    pub fn decode(buf: &[u8]) -> Result<Self, HelloError> {
+        if buf.len() != UDP_HELLO_LEN {
+            return Err(HelloError::Length(buf.len()));
+        }
+        if buf[..4] != UDP_HELLO_MAGIC {
+            return Err(HelloError::Magic);
+        }
+        let mut cookie = [0u8; 8];
+        let mut stream = [0u8; 4];
+        cookie.copy_from_slice(&buf[4..12]);
+        stream.copy_from_slice(&buf[12..16]);
+        Ok(Self {
+            cookie: u64::from_be_bytes(cookie),
+            stream: u32::from_be_bytes(stream),
+        })
+    }
+}
+
+/// Length of a stop-and-wait acknowledgement for a message with a header.
+pub const ACK_LEN: usize = 8;
+
+/// Encodes the acknowledgement of message `seq` for a message of `message_len` bytes: the whole
+/// sequence number when the message could carry a header, else its low byte (one byte).
+pub fn encode_ack(seq: u64, message_len: usize, out: &mut [u8; ACK_LEN]) -> usize {
+    if message_len >= HEADER_LEN {
+        *out = seq.to_be_bytes();
+        ACK_LEN
+    } else {
+        out[0] = seq as u8;
+        1
+    }
+}
+
+/// Decodes an acknowledgement; `None` when the bytes are not one. For headerless messages
+/// only the low byte of the sequence number is returned (the sender compares modulo 256).
+pub fn decode_ack(buf: &[u8]) -> Option<u64> {
+    match buf.len() {
+        ACK_LEN => {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(buf);
+            Some(u64::from_be_bytes(b))
+        }
+        1 => Some(u64::from(buf[0])),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trips() {
+        let h = DataHeader {
+            seq: u64::MAX - 3,
+            stream: 513,
+            send_ns: MAX_SEND_NS,
+        };
+        let mut buf = [0u8; 20];
+        h.write(&mut buf).unwrap();
+        assert_eq!(DataHeader::read(&buf).unwrap(), h);
+    }
+
+    #[test]
+    fn header_masks_send_time() {
+        let h = DataHeader {
+            seq: 1,
+            stream: 7,
+            send_ns: (1 << 48) + 5,
+        };
+        let mut buf = [0u8; 16];
+        h.write(&mut buf).unwrap();
+        let back = DataHeader::read(&buf).unwrap();
+        assert_eq!((back.stream, back.send_ns), (7, 5));
+    }
+
+    #[test]
+    fn short_buffers_are_errors() {
+        for len in 0..HEADER_LEN {
+            let buf = vec![0xffu8; len];
+            assert_eq!(
+                DataHeader::read(&buf),
+                Err(TooShort {
+                    len,
+                    need: HEADER_LEN
+                })
+            );
+            let mut out = vec![0u8; len];
+            assert!(DataHeader {
+                seq: 0,
+                stream: 0,
+                send_ns: 0
+            }
+            .write(&mut out)
+            .is_err());
+        }
+    }
+
+    #[test]
+    fn hello_round_trips_and_rejects_junk() {
+        let h = UdpHello {
+            cookie: 0xdead_beef_0123_4567,
+            stream: 3,
+        };
+        assert_eq!(UdpHello::decode(&h.encode()), Ok(h));
+        assert_eq!(UdpHello::decode(&[0u8; 3]), Err(HelloError::Length(3)));
+        assert_eq!(UdpHello::decode(&[0u8; 16]), Err(HelloError::Magic));
+        assert_eq!(UdpHello::decode(&[0u8; 17]), Err(HelloError::Length(17)));
+    }
+
+    #[test]
+    fn acks_round_trip() {
+        let mut out = [0u8; ACK_LEN];
+        let n = encode_ack(1 << 40, 16, &mut out);
+        assert_eq!(decode_ack(&out[..n]), Some(1 << 40));
+        let n = encode_ack(258, 2, &mut out);
+        assert_eq!(decode_ack(&out[..n]), Some(2));
+        assert_eq!(decode_ack(&[]), None);
+        assert_eq!(decode_ack(&[1, 2, 3]), None);
+    }
+}

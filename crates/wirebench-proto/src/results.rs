@@ -1,0 +1,454 @@
+//! What each side measured ([`SideReport`], sent over the control channel) and the results
+//! document built from both ([`Results`], the JSON contract documented in `docs/results.md`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::spec::{Direction, Mechanism, Protocol, TestSpec};
+
+/// Version of the results document. Keys are only added within a version; renaming or
+/// removing one bumps it.
+pub const SCHEMA: u32 = 1;
+
+const NS_PER_S: f64 = 1e9;
+
+/// What a side does in a test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Sends the data.
+    Sender,
+    /// Receives and counts the data.
+    Receiver,
+}
+
+/// How a side moved the data: recorded, not assumed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Datapath {
+    /// System calls used for data, e.g. "send/recv" or "write/read".
+    pub io: String,
+    /// Messages handed to the kernel per system call.
+    pub batch: u32,
+    /// Socket send buffer granted by the kernel (SO_SNDBUF as read back), bytes.
+    pub send_buffer_bytes: u64,
+    /// Socket receive buffer granted by the kernel (SO_RCVBUF as read back), bytes.
+    pub recv_buffer_bytes: u64,
+    /// Kernel features in use, e.g. "tcp_nodelay".
+    #[serde(default)]
+    pub features: Vec<String>,
+}
+
+/// Counters of one reporting interval, relative to the side's start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IntervalRecord {
+    /// Interval start, ns since the side started.
+    pub start_ns: u64,
+    /// Interval end, ns since the side started.
+    pub end_ns: u64,
+    /// Bytes sent or received in the interval.
+    pub bytes: u64,
+    /// Messages sent or received in the interval.
+    pub messages: u64,
+    /// UDP receivers: datagrams newly found missing in the interval (gaps in sequence numbers
+    /// that late arrivals did not fill by the interval's end; 0 when they filled older ones).
+    #[serde(default)]
+    pub lost: u64,
+}
+
+/// What a UDP receiver learned from sequence numbers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpCounts {
+    /// Whether the datagrams carried the header (16 bytes or more); if not, only bytes and
+    /// messages were counted.
+    pub sequenced: bool,
+    /// Datagrams received more than once (not counted in the totals).
+    pub duplicates: u64,
+    /// Datagrams that arrived after one with a higher sequence number.
+    pub reordered: u64,
+    /// Datagrams too far behind to tell late from duplicate (not counted in the totals).
+    pub too_old: u64,
+    /// RFC 3550 interarrival jitter at the end, ns.
+    pub jitter_ns: f64,
+}
+
+/// Everything one side measured.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SideReport {
+    /// Sender or receiver.
+    pub role: Option<Role>,
+    /// Payload bytes sent, or received (unique).
+    pub bytes: u64,
+    /// Messages sent, or received (unique).
+    pub messages: u64,
+    /// Time of the first message sent or received, ns since the side started.
+    pub first_ns: Option<u64>,
+    /// Time of the last message sent (stop-and-wait: acknowledged) or received.
+    pub last_ns: Option<u64>,
+    /// Time from the side's start to its end, ns.
+    pub elapsed_ns: u64,
+    /// Wall-clock time of the side's start, ns since the Unix epoch.
+    pub epoch_unix_ns: u64,
+    /// Per-interval counters.
+    pub intervals: Vec<IntervalRecord>,
+    /// UDP receivers: sequence accounting.
+    pub udp: Option<UdpCounts>,
+    /// Stop-and-wait over UDP: messages sent again after an ack timeout.
+    pub retransmits: u64,
+    /// How the data moved.
+    pub datapath: Datapath,
+    /// Why the side stopped early, if it did.
+    pub error: Option<String>,
+}
+
+impl SideReport {
+    /// Seconds from the side's start to its last message, or to its end if it had none.
+    fn active_s(&self) -> f64 {
+        self.last_ns.unwrap_or(self.elapsed_ns) as f64 / NS_PER_S
+    }
+}
+
+/// The results document (`run --json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    /// Document version, [`SCHEMA`].
+    pub schema: u32,
+    /// Tool version.
+    pub wirebench: String,
+    /// Server address the test ran against.
+    pub server: String,
+    /// The test as run.
+    pub test: TestView,
+    /// How each side moved the data.
+    pub datapath: Sides<Datapath>,
+    /// Per-interval figures, sender and receiver side by side.
+    pub intervals: Vec<IntervalView>,
+    /// Totals.
+    pub end: End,
+    /// Set when the test did not complete; the figures are then partial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A value for the client and one for the server.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sides<T> {
+    /// Client side.
+    pub client: Option<T>,
+    /// Server side.
+    pub server: Option<T>,
+}
+
+/// The validated spec in the document's units.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestView {
+    /// "tcp" or "udp".
+    pub protocol: Protocol,
+    /// "stream" or "stop-and-wait".
+    pub mechanism: Mechanism,
+    /// "forward" (client sends) or "reverse" (server sends).
+    pub direction: Direction,
+    /// Message size, bytes.
+    pub size: u64,
+    /// Amount of data asked for, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// Duration asked for, s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_s: Option<f64>,
+    /// Rate asked for, bits/s of payload; 0 is unlimited.
+    pub rate_bps: u64,
+    /// Rate asked for, messages/s; 0 is not set.
+    pub rate_pps: u64,
+    /// Pause after each message, s.
+    pub gap_s: f64,
+    /// Parallel streams.
+    pub streams: u32,
+    /// Reporting interval, s.
+    pub interval_s: f64,
+    /// Receiver's wait for data in flight after the sender is done, s.
+    pub drain_s: f64,
+    /// Stop-and-wait over UDP: resend timeout, s.
+    pub ack_timeout_s: f64,
+}
+
+impl From<&TestSpec> for TestView {
+    fn from(s: &TestSpec) -> Self {
+        let secs = |ns: u64| ns as f64 / NS_PER_S;
+        Self {
+            protocol: s.protocol,
+            mechanism: s.mechanism,
+            direction: s.direction,
+            size: s.size,
+            bytes: s.bytes,
+            duration_s: s.duration_ns.map(secs),
+            rate_bps: s.rate_bps,
+            rate_pps: s.rate_pps,
+            gap_s: secs(s.gap_ns),
+            streams: s.streams,
+            interval_s: secs(s.interval_ns),
+            drain_s: secs(s.drain_ns),
+            ack_timeout_s: secs(s.ack_timeout_ns),
+        }
+    }
+}
+
+/// One interval, both sides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalView {
+    /// Start, s since the side started.
+    pub start_s: f64,
+    /// End, s since the side started.
+    pub end_s: f64,
+    /// Bytes sent in the interval.
+    pub sent_bytes: u64,
+    /// Messages sent in the interval.
+    pub sent_messages: u64,
+    /// Bytes received in the interval.
+    pub received_bytes: u64,
+    /// Messages received in the interval.
+    pub received_messages: u64,
+    /// Send rate over the interval, bits/s.
+    pub sent_bps: f64,
+    /// Receive rate over the interval, bits/s.
+    pub received_bps: f64,
+    /// UDP: datagrams found missing in the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<u64>,
+}
+
+/// Totals of one side.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    /// Payload bytes.
+    pub bytes: u64,
+    /// Messages.
+    pub messages: u64,
+    /// From the side's start to its last message, s.
+    pub duration_s: f64,
+}
+
+/// UDP totals.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpEnd {
+    /// Whether datagrams carried sequence numbers; if not, loss is sent minus received
+    /// messages and duplicates and reordering cannot be seen.
+    pub sequenced: bool,
+    /// Datagrams sent but never received, including at the tail.
+    pub lost: u64,
+    /// Datagrams received more than once.
+    pub duplicates: u64,
+    /// Datagrams received out of order.
+    pub reordered: u64,
+    /// `lost` / sent messages.
+    pub loss_ratio: f64,
+    /// RFC 3550 interarrival jitter, ms.
+    pub jitter_ms: f64,
+}
+
+/// The `end` object.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct End {
+    /// The sender's time from start to its last message, s.
+    pub duration_s: f64,
+    /// What the sender sent.
+    pub sent: Totals,
+    /// What the receiver received.
+    pub received: Totals,
+    /// Sent bytes × 8 / sender's duration.
+    pub sent_bps: f64,
+    /// Received bytes × 8 / receiver's duration (its start to its last message).
+    pub received_bps: f64,
+    /// UDP loss accounting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpEnd>,
+    /// Messages sent again after an ack timeout (stop-and-wait over UDP).
+    pub retransmits: u64,
+}
+
+fn bps(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        bytes as f64 * 8.0 / seconds
+    } else {
+        0.0
+    }
+}
+
+impl Results {
+    /// Builds the document from both sides' reports; a missing report (the peer failed)
+    /// leaves its figures at zero, and `error` says why.
+    pub fn assemble(
+        spec: &TestSpec,
+        server: String,
+        client_report: Option<&SideReport>,
+        server_report: Option<&SideReport>,
+        error: Option<String>,
+    ) -> Self {
+        let (sender, receiver) = match spec.direction {
+            Direction::Forward => (client_report, server_report),
+            Direction::Reverse => (server_report, client_report),
+        };
+        let empty = SideReport::default();
+        let s = sender.unwrap_or(&empty);
+        let r = receiver.unwrap_or(&empty);
+        let sent = Totals {
+            bytes: s.bytes,
+            messages: s.messages,
+            duration_s: s.active_s(),
+        };
+        let received = Totals {
+            bytes: r.bytes,
+            messages: r.messages,
+            duration_s: r.active_s(),
+        };
+        let udp = (spec.protocol == Protocol::Udp).then(|| {
+            let counts = r.udp.unwrap_or_default();
+            let lost = s.messages.saturating_sub(r.messages);
+            UdpEnd {
+                sequenced: !spec.headerless(),
+                lost,
+                duplicates: counts.duplicates,
+                reordered: counts.reordered,
+                loss_ratio: if s.messages > 0 {
+                    lost as f64 / s.messages as f64
+                } else {
+                    0.0
+                },
+                jitter_ms: counts.jitter_ns / 1e6,
+            }
+        });
+        let n = s.intervals.len().max(r.intervals.len());
+        let intervals = (0..n)
+            .map(|i| {
+                let si = s.intervals.get(i).copied().unwrap_or_default();
+                let ri = r.intervals.get(i).copied().unwrap_or_default();
+                let (start_ns, end_ns) = if s.intervals.len() > i {
+                    (si.start_ns, si.end_ns)
+                } else {
+                    (ri.start_ns, ri.end_ns)
+                };
+                let secs = |a: u64, b: u64| b.saturating_sub(a) as f64 / NS_PER_S;
+                IntervalView {
+                    start_s: start_ns as f64 / NS_PER_S,
+                    end_s: end_ns as f64 / NS_PER_S,
+                    sent_bytes: si.bytes,
+                    sent_messages: si.messages,
+                    received_bytes: ri.bytes,
+                    received_messages: ri.messages,
+                    sent_bps: bps(si.bytes, secs(si.start_ns, si.end_ns)),
+                    received_bps: bps(ri.bytes, secs(ri.start_ns, ri.end_ns)),
+                    lost: udp.map(|_| ri.lost),
+                }
+            })
+            .collect();
+        let error = error
+            .or_else(|| s.error.clone())
+            .or_else(|| r.error.clone());
+        Self {
+            schema: SCHEMA,
+            wirebench: format!("wirebench {}", env!("CARGO_PKG_VERSION")),
+            server,
+            test: TestView::from(spec),
+            datapath: Sides {
+                client: client_report.map(|c| c.datapath.clone()),
+                server: server_report.map(|c| c.datapath.clone()),
+            },
+            intervals,
+            end: End {
+                duration_s: sent.duration_s,
+                sent_bps: bps(sent.bytes, sent.duration_s),
+                received_bps: bps(received.bytes, received.duration_s),
+                sent,
+                received,
+                udp,
+                retransmits: s.retransmits,
+            },
+            error,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> TestSpec {
+        TestSpec {
+            protocol: Protocol::Udp,
+            mechanism: Mechanism::Stream,
+            direction: Direction::Reverse,
+            size: 1000,
+            bytes: Some(10_000),
+            duration_ns: None,
+            rate_bps: 0,
+            rate_pps: 0,
+            gap_ns: 0,
+            streams: 1,
+            interval_ns: 1_000_000_000,
+            drain_ns: 1_000_000_000,
+            ack_timeout_ns: 200_000_000,
+        }
+    }
+
+    #[test]
+    fn assemble_counts_tail_loss_from_the_senders_total() {
+        let sender = SideReport {
+            role: Some(Role::Sender),
+            bytes: 10_000,
+            messages: 10,
+            last_ns: Some(500_000_000),
+            ..Default::default()
+        };
+        let receiver = SideReport {
+            role: Some(Role::Receiver),
+            bytes: 7_000,
+            messages: 7,
+            last_ns: Some(1_000_000_000),
+            udp: Some(UdpCounts {
+                sequenced: true,
+                duplicates: 2,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        // Reverse: the server sends.
+        let r = Results::assemble(&spec(), "x".into(), Some(&receiver), Some(&sender), None);
+        let udp = r.end.udp.unwrap();
+        assert_eq!((udp.lost, udp.duplicates), (3, 2));
+        assert!((udp.loss_ratio - 0.3).abs() < 1e-12);
+        assert_eq!(r.end.sent_bps, 160_000.0);
+        assert_eq!(r.end.received_bps, 56_000.0);
+        assert_eq!(r.end.duration_s, 0.5);
+    }
+
+    #[test]
+    fn json_has_the_contract_keys() {
+        let r = Results::assemble(&spec(), "x".into(), None, None, Some("boom".into()));
+        let v = serde_json::to_value(&r).unwrap();
+        for key in [
+            "schema",
+            "wirebench",
+            "test",
+            "datapath",
+            "intervals",
+            "end",
+        ] {
+            assert!(v.get(key).is_some(), "{key}");
+        }
+        for key in [
+            "duration_s",
+            "sent",
+            "received",
+            "sent_bps",
+            "received_bps",
+            "udp",
+            "retransmits",
+        ] {
+            assert!(v["end"].get(key).is_some(), "end.{key}");
+        }
+        for key in ["lost", "duplicates", "reordered", "loss_ratio", "jitter_ms"] {
+            assert!(v["end"]["udp"].get(key).is_some(), "end.udp.{key}");
+        }
+        assert_eq!(v["test"]["protocol"], "udp");
+        assert_eq!(v["test"]["direction"], "reverse");
+        assert_eq!(v["error"], "boom");
+    }
+}

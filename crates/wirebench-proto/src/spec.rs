@@ -1,0 +1,295 @@
+//! The test a client asks for: validated once on the client, and again by the server, which
+//! must not trust it.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::header::HEADER_LEN;
+
+/// Largest UDP payload over IPv4: 65535 minus the 20-byte IP and 8-byte UDP headers.
+pub const MAX_UDP_SIZE: u64 = 65_507;
+/// Largest TCP message: a message is the unit of a write, of stop-and-wait and of counting.
+pub const MAX_TCP_SIZE: u64 = 16 * 1024 * 1024;
+/// Most interval records one side keeps; a test that would make more is refused.
+pub const MAX_INTERVALS: u64 = 10_000;
+
+/// Transport protocol of a test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// TCP: one connection per stream.
+    Tcp,
+    /// UDP: one connected socket pair per stream.
+    Udp,
+}
+
+/// How messages are sent (seed 001's mechanisms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mechanism {
+    /// Send without waiting, as fast as the rate allows.
+    Stream,
+    /// Send one message, wait until the receiver acknowledges it whole, then the next.
+    StopAndWait,
+}
+
+/// Which side sends the data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// The client sends, the server receives.
+    Forward,
+    /// The server sends, the client receives (`-R`).
+    Reverse,
+}
+
+/// Everything both sides need to know about a test. All durations are in nanoseconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestSpec {
+    /// Transport protocol.
+    pub protocol: Protocol,
+    /// Streaming or stop-and-wait.
+    pub mechanism: Mechanism,
+    /// Who sends.
+    pub direction: Direction,
+    /// Message (payload) size in bytes; the last message of a `bytes` test may be shorter.
+    pub size: u64,
+    /// Amount of data to send; exclusive with `duration_ns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// How long to send; exclusive with `bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ns: Option<u64>,
+    /// Sending rate in bits/s of payload; 0 means unlimited.
+    pub rate_bps: u64,
+    /// Sending rate in messages/s; 0 means not set (then `rate_bps` applies).
+    #[serde(default)]
+    pub rate_pps: u64,
+    /// Pause after each message, as seed 001's DELAY_AFTER_SENT_MESSAGE.
+    #[serde(default)]
+    pub gap_ns: u64,
+    /// Parallel streams.
+    pub streams: u32,
+    /// Reporting interval for the per-interval records.
+    pub interval_ns: u64,
+    /// How long the receiver waits for data in flight after the sender is done.
+    pub drain_ns: u64,
+    /// Stop-and-wait over UDP: resend a message not acknowledged within this time.
+    pub ack_timeout_ns: u64,
+}
+
+/// A spec that no side can run.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SpecError {
+    /// Message size outside what the protocol allows.
+    #[error("--size {size} is not allowed for {proto}: {allowed}")]
+    Size {
+        /// Size asked for.
+        size: u64,
+        /// "tcp" or "udp".
+        proto: &'static str,
+        /// What is allowed, in words.
+        allowed: &'static str,
+    },
+    /// Neither or both of bytes and duration.
+    #[error("give exactly one of --bytes and --time")]
+    Amount,
+    /// A zero amount.
+    #[error("--bytes and --time must be greater than zero")]
+    ZeroAmount,
+    /// Streams outside the range this version runs.
+    #[error("--parallel {0} is not supported: this version runs 1 stream per test")]
+    Streams(u32),
+    /// Interval too small or would make too many records.
+    #[error(
+        "--interval must be at least 10ms and make at most {MAX_INTERVALS} records over the test"
+    )]
+    Interval,
+    /// Ack timeout out of range.
+    #[error("--ack-timeout must be between 1ms and 60s")]
+    AckTimeout,
+    /// Drain out of range.
+    #[error("--drain must be at most 60s")]
+    Drain,
+    /// Gap out of range.
+    #[error("--gap must be at most 60s")]
+    Gap,
+}
+
+const NS_PER_S: u64 = 1_000_000_000;
+
+impl TestSpec {
+    /// Checks every field; both the client (before any traffic) and the server (on what it
+    /// received) call this.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        match self.protocol {
+            Protocol::Udp if !(1..=MAX_UDP_SIZE).contains(&self.size) => {
+                return Err(SpecError::Size {
+                    size: self.size,
+                    proto: "udp",
+                    allowed: "a datagram carries 1 to 65507 bytes",
+                })
+            }
+            Protocol::Tcp if !(1..=MAX_TCP_SIZE).contains(&self.size) => {
+                return Err(SpecError::Size {
+                    size: self.size,
+                    proto: "tcp",
+                    allowed: "a message is 1 byte to 16 MiB",
+                })
+            }
+            _ => {}
+        }
+        match (self.bytes, self.duration_ns) {
+            (Some(0), None) | (None, Some(0)) => return Err(SpecError::ZeroAmount),
+            (Some(_), None) | (None, Some(_)) => {}
+            _ => return Err(SpecError::Amount),
+        }
+        if self.streams != 1 {
+            return Err(SpecError::Streams(self.streams));
+        }
+        if self.interval_ns < 10_000_000 {
+            return Err(SpecError::Interval);
+        }
+        if let Some(d) = self.duration_ns {
+            if d / self.interval_ns > MAX_INTERVALS {
+                return Err(SpecError::Interval);
+            }
+        }
+        if !(1_000_000..=60 * NS_PER_S).contains(&self.ack_timeout_ns) {
+            return Err(SpecError::AckTimeout);
+        }
+        if self.drain_ns > 60 * NS_PER_S {
+            return Err(SpecError::Drain);
+        }
+        if self.gap_ns > 60 * NS_PER_S {
+            return Err(SpecError::Gap);
+        }
+        Ok(())
+    }
+
+    /// True when messages of this test are too short to carry the UDP data header.
+    pub fn headerless(&self) -> bool {
+        self.protocol == Protocol::Udp && self.size < HEADER_LEN as u64
+    }
+
+    /// The payload rate this test asks for in bits/s, `None` when unlimited.
+    pub fn offered_bps(&self) -> Option<u64> {
+        if self.rate_pps > 0 {
+            Some(self.rate_pps.saturating_mul(self.size).saturating_mul(8))
+        } else if self.rate_bps > 0 {
+            Some(self.rate_bps)
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn spec() -> TestSpec {
+        TestSpec {
+            protocol: Protocol::Udp,
+            mechanism: Mechanism::Stream,
+            direction: Direction::Forward,
+            size: 1000,
+            bytes: Some(1_000_000),
+            duration_ns: None,
+            rate_bps: 0,
+            rate_pps: 0,
+            gap_ns: 0,
+            streams: 1,
+            interval_ns: NS_PER_S,
+            drain_ns: NS_PER_S,
+            ack_timeout_ns: 200_000_000,
+        }
+    }
+
+    #[test]
+    fn valid_spec_passes() {
+        assert_eq!(spec().validate(), Ok(()));
+    }
+
+    #[test]
+    fn udp_size_bounds() {
+        for (size, ok) in [(0, false), (1, true), (65_507, true), (65_508, false)] {
+            let s = TestSpec { size, ..spec() };
+            assert_eq!(s.validate().is_ok(), ok, "size {size}");
+        }
+    }
+
+    #[test]
+    fn tcp_size_bounds() {
+        for (size, ok) in [
+            (0, false),
+            (1, true),
+            (MAX_TCP_SIZE, true),
+            (MAX_TCP_SIZE + 1, false),
+        ] {
+            let s = TestSpec {
+                protocol: Protocol::Tcp,
+                size,
+                ..spec()
+            };
+            assert_eq!(s.validate().is_ok(), ok, "size {size}");
+        }
+    }
+
+    #[test]
+    fn amount_rules() {
+        let both = TestSpec {
+            duration_ns: Some(1),
+            ..spec()
+        };
+        assert_eq!(both.validate(), Err(SpecError::Amount));
+        let none = TestSpec {
+            bytes: None,
+            ..spec()
+        };
+        assert_eq!(none.validate(), Err(SpecError::Amount));
+        let zero = TestSpec {
+            bytes: Some(0),
+            ..spec()
+        };
+        assert_eq!(zero.validate(), Err(SpecError::ZeroAmount));
+    }
+
+    #[test]
+    fn too_many_intervals() {
+        let s = TestSpec {
+            bytes: None,
+            duration_ns: Some(3600 * NS_PER_S),
+            interval_ns: 10_000_000,
+            ..spec()
+        };
+        assert_eq!(s.validate(), Err(SpecError::Interval));
+    }
+
+    #[test]
+    fn offered_rate() {
+        assert_eq!(spec().offered_bps(), None);
+        let pps = TestSpec {
+            rate_pps: 10,
+            ..spec()
+        };
+        assert_eq!(pps.offered_bps(), Some(80_000));
+        let bps = TestSpec {
+            rate_bps: 5,
+            ..spec()
+        };
+        assert_eq!(bps.offered_bps(), Some(5));
+    }
+
+    #[test]
+    fn error_messages_name_the_flag() {
+        let s = TestSpec {
+            size: 70_000,
+            ..spec()
+        };
+        assert_eq!(
+            s.validate().unwrap_err().to_string(),
+            "--size 70000 is not allowed for udp: a datagram carries 1 to 65507 bytes"
+        );
+    }
+}

@@ -1,0 +1,193 @@
+//! Command-line flags, and their conversion into validated configurations.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use wirebench_engine::ServerConfig;
+use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
+use wirebench_proto::units::{parse_duration, parse_rate, parse_size, Rate};
+
+/// The port wirebench listens on unless told otherwise.
+pub const DEFAULT_PORT: u16 = 5300;
+
+/// Default UDP rate: iperf3's 1 Mbit/s hides every interesting effect on a modern path, and
+/// an unlimited default floods it; 1 Gbit/s is a line rate most paths can be asked for.
+pub const DEFAULT_UDP_RATE_BPS: u64 = 1_000_000_000;
+
+/// Measure what a network path delivers over TCP and UDP.
+#[derive(Debug, Parser)]
+#[command(name = "wirebench", version, about, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a server that clients measure against.
+    Serve(ServeArgs),
+    /// Run one test against a server (with no HOST: against one in this process, on loopback).
+    Run(RunArgs),
+}
+
+/// `wirebench serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind: IpAddr,
+    /// TCP port for control and data; UDP data uses the same number (0: any free port).
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Most tests running at once; more are refused with a message.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_tests: u32,
+    /// Longest test accepted (e.g. 60s); any test is ended there.
+    #[arg(long, value_parser = parse_duration)]
+    pub max_duration: Option<Duration>,
+    /// Highest sending rate accepted, bits/s (e.g. 1G); tests must then ask for a rate.
+    #[arg(long, value_parser = parse_rate)]
+    pub max_rate: Option<Rate>,
+    /// Do not log one line per session on stderr.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+impl ServeArgs {
+    /// The server configuration these flags describe.
+    pub fn config(&self) -> Result<ServerConfig, String> {
+        let max_rate_bps = match self.max_rate {
+            None => None,
+            Some(Rate::BitsPerSecond(0)) => None,
+            Some(Rate::BitsPerSecond(b)) => Some(b),
+            Some(Rate::PacketsPerSecond(_)) => {
+                return Err("--max-rate takes bits/s (e.g. 1G), not packets/s".into())
+            }
+        };
+        Ok(ServerConfig {
+            bind: SocketAddr::new(self.bind, self.port),
+            max_tests: self.max_tests as usize,
+            max_duration: self.max_duration,
+            max_rate_bps,
+            log: !self.quiet,
+        })
+    }
+}
+
+/// Transport mechanism, as seed 001 names them.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ModeArg {
+    /// Send without waiting.
+    Stream,
+    /// Wait for the receiver to acknowledge each message before sending the next.
+    StopAndWait,
+}
+
+/// `wirebench run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Server to measure against; without it, a server in this process on loopback.
+    pub host: Option<String>,
+    /// Server port.
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Use TCP (the default).
+    #[arg(long, conflicts_with = "udp")]
+    pub tcp: bool,
+    /// Use UDP.
+    #[arg(short = 'u', long)]
+    pub udp: bool,
+    /// Streaming, or stop-and-wait (each message acknowledged before the next).
+    #[arg(long, value_enum, default_value = "stream")]
+    pub mode: ModeArg,
+    /// Message size in bytes (TCP: 1 to 16Mi, default 128Ki; UDP: 1 to 65507, default 1472).
+    #[arg(short = 'l', long, value_parser = parse_size)]
+    pub size: Option<u64>,
+    /// Amount of data to send (e.g. 100M, 1GiB); the last message may be shorter.
+    #[arg(short = 'n', long, value_parser = parse_size, conflicts_with = "time")]
+    pub bytes: Option<u64>,
+    /// How long to send (e.g. 10s, 250ms); default 10s when --bytes is not given.
+    #[arg(short = 't', long, value_parser = parse_duration)]
+    pub time: Option<Duration>,
+    /// Sending rate: bits/s (10M, 2.5G) or packets/s (100kpps); 0 is unlimited.
+    /// Default: unlimited for TCP, 1G for UDP.
+    #[arg(short = 'b', long, value_parser = parse_rate)]
+    pub rate: Option<Rate>,
+    /// Pause after each message (e.g. 1ms), as seed 001's DELAY_AFTER_SENT_MESSAGE.
+    #[arg(long, value_parser = parse_duration)]
+    pub gap: Option<Duration>,
+    /// Reverse: the server sends, the client receives.
+    #[arg(short = 'R', long)]
+    pub reverse: bool,
+    /// Print a line per interval (e.g. 1s); intervals are always recorded in --json.
+    #[arg(short = 'i', long, value_parser = parse_duration)]
+    pub interval: Option<Duration>,
+    /// Print the results document as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// How long the receiver waits for data in flight after the sender is done.
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pub drain: Duration,
+    /// Stop-and-wait over UDP: resend a message not acknowledged within this time.
+    #[arg(long, value_parser = parse_duration, default_value = "200ms")]
+    pub ack_timeout: Duration,
+}
+
+fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl RunArgs {
+    /// The validated test these flags describe.
+    pub fn spec(&self) -> Result<TestSpec, String> {
+        let protocol = if self.udp {
+            Protocol::Udp
+        } else {
+            Protocol::Tcp
+        };
+        let size = self.size.unwrap_or(match protocol {
+            Protocol::Tcp => 128 * 1024,
+            Protocol::Udp => 1472,
+        });
+        let (rate_bps, rate_pps) = match self.rate {
+            Some(Rate::BitsPerSecond(b)) => (b, 0),
+            Some(Rate::PacketsPerSecond(0)) => {
+                return Err("--rate 0pps is not a rate: use -b 0 for unlimited".into())
+            }
+            Some(Rate::PacketsPerSecond(p)) => (0, p),
+            None if protocol == Protocol::Udp => (DEFAULT_UDP_RATE_BPS, 0),
+            None => (0, 0),
+        };
+        let duration = match (self.bytes, self.time) {
+            (None, None) => Some(Duration::from_secs(10)),
+            (_, t) => t,
+        };
+        let spec = TestSpec {
+            protocol,
+            mechanism: match self.mode {
+                ModeArg::Stream => Mechanism::Stream,
+                ModeArg::StopAndWait => Mechanism::StopAndWait,
+            },
+            direction: if self.reverse {
+                Direction::Reverse
+            } else {
+                Direction::Forward
+            },
+            size,
+            bytes: self.bytes,
+            duration_ns: duration.map(ns),
+            rate_bps,
+            rate_pps,
+            gap_ns: self.gap.map_or(0, ns),
+            streams: 1,
+            interval_ns: ns(self.interval.unwrap_or(Duration::from_secs(1))),
+            drain_ns: ns(self.drain),
+            ack_timeout_ns: ns(self.ack_timeout),
+        };
+        spec.validate().map_err(|e| e.to_string())?;
+        Ok(spec)
+    }
+}
