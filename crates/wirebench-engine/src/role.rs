@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
-use wirebench_proto::header::{self, DataHeader, ACK_LEN};
+use wirebench_proto::header::{self, DataHeader, ACK_LEN, HEADER_LEN};
 use wirebench_proto::results::{Datapath, IntervalRecord, Role, SideReport, UdpCounts};
 use wirebench_proto::spec::{Mechanism, TestSpec, MAX_INTERVALS};
 use wirebench_stats::{Arrival, Jitter, SeqTracker};
@@ -437,7 +437,9 @@ fn udp_send(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
             continue;
         }
         let len = len as usize;
-        if headerless {
+        // A datagram too short for the header (a headerless test, or the short last message of
+        // a `bytes` test) carries the low byte of its sequence number instead.
+        if len < HEADER_LEN {
             buf[0] = seq as u8;
         } else {
             let h = DataHeader {
@@ -445,7 +447,6 @@ fn udp_send(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
                 stream: 0,
                 send_ns: sh.now_ns(),
             };
-            // `len` is at least HEADER_LEN when the test is not headerless.
             let _ = h.write(&mut buf[..len]);
         }
         if let Err(e) = send_datagram(&s, &buf[..len], sh) {
@@ -458,7 +459,7 @@ fn udp_send(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
             loop {
                 match s.recv(&mut ack) {
                     Ok(n) => {
-                        let want = if headerless { seq & 0xff } else { seq };
+                        let want = if len < HEADER_LEN { seq & 0xff } else { seq };
                         if header::decode_ack(&ack[..n]) == Some(want) {
                             break;
                         }
@@ -550,13 +551,14 @@ fn udp_receive(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
             continue;
         }
         if saw {
-            let seq = if headerless {
+            let short = n < HEADER_LEN;
+            let seq = if short {
                 dgram.first().map(|&b| u64::from(b))
             } else {
                 DataHeader::read(dgram).ok().map(|h| h.seq)
             };
             let Some(seq) = seq else { continue };
-            let mask = if headerless { 0xff } else { u64::MAX };
+            let mask = if short { 0xff } else { u64::MAX };
             if seq == expected & mask {
                 count.add(n as u64, now);
                 expected += 1;
@@ -566,9 +568,11 @@ fn udp_receive(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
             } else {
                 continue;
             }
-            let len = header::encode_ack(seq, spec.size as usize, &mut ack);
+            let len = header::encode_ack(seq, n, &mut ack);
             let _ = s.send(&ack[..len]);
-        } else if headerless {
+        } else if n < HEADER_LEN {
+            // Headerless tests, and the short last message of a `bytes` test: counted by
+            // bytes and messages only.
             count.add(n as u64, now);
         } else {
             let Ok(h) = DataHeader::read(dgram) else {

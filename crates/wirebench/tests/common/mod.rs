@@ -1,0 +1,128 @@
+//! Drives the `wirebench` binary for integration tests: a server on a free loopback port,
+//! clients with JSON output, and their exit codes.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// The binary under test.
+pub fn wirebench() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_wirebench"))
+}
+
+/// A `wirebench serve` on 127.0.0.1 and a free port, killed when dropped.
+pub struct Server {
+    child: Child,
+    pub port: u16,
+}
+
+impl Server {
+    pub fn start(extra: &[&str]) -> Self {
+        let mut child = wirebench()
+            .args(["serve", "--bind", "127.0.0.1", "--port", "0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start wirebench serve");
+        let stdout = child.stdout.take().expect("server stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("server banner");
+        // "wirebench server listening on 127.0.0.1:PORT (...)"
+        let addr = line
+            .split_whitespace()
+            .nth(4)
+            .unwrap_or_else(|| panic!("unexpected banner {line:?}"));
+        let port = addr
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        Self { child, port }
+    }
+
+    /// True while the server process is alive.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Runs a client against this server with `args`.
+    pub fn run(&self, args: &[&str]) -> Output {
+        wirebench()
+            .args(["run", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("run wirebench")
+    }
+
+    /// Runs a client with `--json` and returns the document; panics unless it exits 0.
+    pub fn run_json(&self, args: &[&str]) -> Value {
+        let out = self.run(&[args, &["--json"]].concat());
+        assert!(
+            out.status.success(),
+            "wirebench run {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("results JSON")
+    }
+
+    /// A client running in the background.
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        wirebench()
+            .args(["run", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn wirebench run")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads lines of a child's stdout until one contains `needle` (the child is running).
+pub fn wait_for_line(child: &mut Child, needle: &str) {
+    let stdout = child.stdout.take().expect("child stdout");
+    let mut reader = BufReader::new(stdout);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = reader.read_line(&mut line).expect("read child stdout");
+        assert!(n > 0, "child ended before printing {needle:?}");
+        if line.contains(needle) {
+            // Keep draining in the background so the child never blocks on a full pipe.
+            std::thread::spawn(move || {
+                let mut sink = String::new();
+                while reader.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
+                    sink.clear();
+                }
+            });
+            return;
+        }
+    }
+}
+
+/// An integer at a JSON path like "end.sent.bytes".
+pub fn u(v: &Value, path: &str) -> u64 {
+    path.split('.')
+        .fold(v, |v, k| &v[k])
+        .as_u64()
+        .unwrap_or_else(|| panic!("{path} is not an integer in {v}"))
+}
+
+/// A number at a JSON path.
+pub fn f(v: &Value, path: &str) -> f64 {
+    path.split('.')
+        .fold(v, |v, k| &v[k])
+        .as_f64()
+        .unwrap_or_else(|| panic!("{path} is not a number in {v}"))
+}

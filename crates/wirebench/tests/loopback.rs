@@ -1,0 +1,184 @@
+//! End-to-end tests on loopback: exact counts for every protocol, mechanism and direction.
+
+mod common;
+
+use common::{f, u, Server};
+
+/// Both sides agree on every byte and message.
+fn assert_exact(v: &serde_json::Value, bytes: u64, messages: u64) {
+    assert_eq!(u(v, "end.sent.bytes"), bytes, "{v}");
+    assert_eq!(u(v, "end.sent.messages"), messages, "{v}");
+    assert_eq!(u(v, "end.received.bytes"), bytes, "{v}");
+    assert_eq!(u(v, "end.received.messages"), messages, "{v}");
+    assert!(v.get("error").is_none(), "{v}");
+}
+
+#[test]
+fn tcp_stream_is_exact_both_ways_with_a_short_last_message() {
+    let s = Server::start(&[]);
+    for dir in [&[][..], &["-R"][..]] {
+        let v = s.run_json(&[&["-n", "10000001", "-l", "100000"], dir].concat());
+        assert_exact(&v, 10_000_001, 101);
+        assert_eq!(v["test"]["protocol"], "tcp");
+        assert!(f(&v, "end.received_bps") > 0.0);
+    }
+}
+
+#[test]
+fn tcp_stop_and_wait_is_exact_both_ways() {
+    let s = Server::start(&[]);
+    for dir in [&[][..], &["-R"][..]] {
+        let v = s.run_json(
+            &[
+                &["--mode", "stop-and-wait", "-n", "300001", "-l", "1000"],
+                dir,
+            ]
+            .concat(),
+        );
+        assert_exact(&v, 300_001, 301);
+        assert_eq!(v["test"]["mechanism"], "stop-and-wait");
+    }
+}
+
+#[test]
+fn udp_stream_accounts_for_every_datagram_both_ways() {
+    let s = Server::start(&[]);
+    for dir in [&[][..], &["-R"][..]] {
+        let v = s.run_json(&[&["-u", "-n", "2000000", "-l", "1000", "-b", "100M"], dir].concat());
+        assert_eq!(u(&v, "end.sent.messages"), 2000);
+        assert_eq!(u(&v, "end.sent.bytes"), 2_000_000);
+        let received = u(&v, "end.received.messages");
+        // Loopback may drop a few under load; whatever it drops is counted exactly.
+        assert_eq!(received + u(&v, "end.udp.lost"), 2000, "{v}");
+        assert_eq!(u(&v, "end.received.bytes"), received * 1000);
+        assert!(received >= 1000, "{v}");
+        assert_eq!(v["end"]["udp"]["sequenced"], true);
+    }
+}
+
+#[test]
+fn udp_stop_and_wait_delivers_every_byte_both_ways() {
+    let s = Server::start(&[]);
+    for dir in [&[][..], &["-R"][..]] {
+        let v = s.run_json(
+            &[
+                &[
+                    "-u",
+                    "--mode",
+                    "stop-and-wait",
+                    "-n",
+                    "200001",
+                    "-l",
+                    "1000",
+                ],
+                dir,
+            ]
+            .concat(),
+        );
+        assert_exact(&v, 200_001, 201);
+        assert_eq!(u(&v, "end.udp.lost"), 0);
+        assert!(v["end"]["retransmits"].is_u64());
+    }
+}
+
+#[test]
+fn udp_one_byte_and_largest_datagrams() {
+    let s = Server::start(&[]);
+    let v = s.run_json(&["-u", "--mode", "stop-and-wait", "-n", "500", "-l", "1"]);
+    assert_exact(&v, 500, 500);
+    assert_eq!(v["end"]["udp"]["sequenced"], false);
+    let v = s.run_json(&[
+        "-u",
+        "--mode",
+        "stop-and-wait",
+        "-n",
+        "655070",
+        "-l",
+        "65507",
+        "-R",
+    ]);
+    assert_exact(&v, 655_070, 10);
+    // A last datagram too short for the header is still counted.
+    let v = s.run_json(&["-u", "-n", "100005", "-l", "1000", "-b", "50M"]);
+    assert_eq!(u(&v, "end.sent.messages"), 101);
+    assert_eq!(u(&v, "end.received.messages") + u(&v, "end.udp.lost"), 101);
+    let v = s.run_json(&["-u", "-n", "1000", "-l", "1", "-b", "1M"]);
+    assert_eq!(u(&v, "end.sent.messages"), 1000);
+    assert_eq!(u(&v, "end.received.messages") + u(&v, "end.udp.lost"), 1000);
+}
+
+#[test]
+fn json_document_has_the_contract_keys() {
+    let s = Server::start(&[]);
+    let v = s.run_json(&["-u", "-t", "300ms", "-i", "100ms", "-b", "10M"]);
+    assert_eq!(u(&v, "schema"), 1);
+    assert!(v["wirebench"].as_str().unwrap().starts_with("wirebench "));
+    assert_eq!(v["test"]["duration_s"], 0.3);
+    assert!(
+        v["datapath"]["client"]["send_buffer_bytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert!(
+        v["datapath"]["server"]["recv_buffer_bytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    let intervals = v["intervals"].as_array().unwrap();
+    assert!(intervals.len() >= 3, "{v}");
+    let sent: u64 = intervals
+        .iter()
+        .map(|i| i["sent_bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(sent, u(&v, "end.sent.bytes"));
+    let received: u64 = intervals
+        .iter()
+        .map(|i| i["received_bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(received, u(&v, "end.received.bytes"));
+    for key in ["lost", "duplicates", "reordered", "loss_ratio", "jitter_ms"] {
+        assert!(v["end"]["udp"].get(key).is_some(), "end.udp.{key}");
+    }
+    // 10 Mbit/s for 0.3 s is 375 kB; allow wide bounds on a shared machine.
+    let rate = f(&v, "end.sent_bps");
+    assert!(rate > 5e6 && rate < 12e6, "{rate}");
+}
+
+#[test]
+fn run_without_host_measures_loopback_in_process() {
+    let out = common::wirebench()
+        .args(["run", "-n", "1M", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_exact(&v, 1_000_000, 8);
+}
+
+#[test]
+fn human_output_has_the_seed_table() {
+    let s = Server::start(&[]);
+    let out = s.run(&["-u", "-n", "10000", "-l", "100", "-b", "10M", "-i", "50ms"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for col in [
+        "Time (ms)",
+        "Sent messages",
+        "Sent bytes",
+        "Read messages",
+        "Read bytes",
+        "Protocol",
+        "Mechanism",
+        "Lost",
+    ] {
+        assert!(text.contains(col), "{col} missing in {text}");
+    }
+    assert!(text.contains("interval (s)"), "{text}");
+    assert!(text.contains("udp  streaming"), "{text}");
+}

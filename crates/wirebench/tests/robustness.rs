@@ -1,0 +1,164 @@
+//! The server keeps serving whatever clients do; limits are enforced; bad input gets one
+//! clear line and a defined exit code.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, UdpSocket};
+use std::time::Duration;
+
+use common::{u, wait_for_line, wirebench, Server};
+
+/// A good test still completes exactly on `s`.
+fn still_serves(s: &mut Server) {
+    assert!(s.alive(), "the server died");
+    for proto in [&[][..], &["-u"][..]] {
+        let v = s.run_json(
+            &[
+                &["-n", "100000", "-l", "1000", "--mode", "stop-and-wait"],
+                proto,
+            ]
+            .concat(),
+        );
+        assert_eq!(u(&v, "end.received.bytes"), 100_000);
+    }
+}
+
+#[test]
+fn server_survives_killed_clients() {
+    let mut s = Server::start(&[]);
+    for args in [
+        &["-t", "30s", "-i", "50ms"][..],
+        &["-t", "30s", "-i", "50ms", "-R"][..],
+        &["-u", "-t", "30s", "-i", "50ms", "-b", "100M"][..],
+        &["-u", "-t", "30s", "-i", "50ms", "-R", "-b", "100M"][..],
+        &["-u", "-t", "30s", "-i", "50ms", "--mode", "stop-and-wait"][..],
+    ] {
+        let mut client = s.spawn(args);
+        // Killed while data flows: after its first interval line.
+        wait_for_line(&mut client, "-0.");
+        client.kill().unwrap();
+        client.wait().unwrap();
+    }
+    still_serves(&mut s);
+}
+
+#[test]
+fn server_survives_garbage_and_silence() {
+    let mut s = Server::start(&[]);
+    let addr = ("127.0.0.1", s.port);
+    // Huge length prefix, bad JSON, a valid frame of the wrong kind, random bytes.
+    let junk: Vec<Vec<u8>> = vec![
+        vec![0xff, 0xff, 0xff, 0xff, 1, 2, 3],
+        [&5u32.to_be_bytes()[..], b"{nope"].concat(),
+        [&15u32.to_be_bytes()[..], br#"{"type":"begin"}"#].concat(),
+        (0..4096u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect(),
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+    ];
+    for bytes in &junk {
+        let mut c = TcpStream::connect(addr).unwrap();
+        let _ = c.write_all(bytes);
+        // The server answers with an error (or just closes); it must not hang the read.
+        c.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        let mut sink = Vec::new();
+        let _ = c.read_to_end(&mut sink);
+    }
+    // Connections that send nothing, or half a frame, then vanish.
+    for _ in 0..20 {
+        let mut c = TcpStream::connect(addr).unwrap();
+        let _ = c.write_all(&[0, 0]);
+    }
+    // UDP garbage and forged hellos to the data port.
+    let u = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..2000u32 {
+        let mut d = b"WBUH".to_vec();
+        d.extend_from_slice(&u64::from(i).to_be_bytes());
+        d.extend_from_slice(&0u32.to_be_bytes());
+        let _ = u.send_to(&d, addr);
+        let _ = u.send_to(&i.to_be_bytes(), addr);
+    }
+    still_serves(&mut s);
+}
+
+#[test]
+fn limits_are_enforced_with_clear_messages() {
+    let mut s = Server::start(&[
+        "--max-tests",
+        "1",
+        "--max-duration",
+        "5s",
+        "--max-rate",
+        "100M",
+    ]);
+    let refused = |args: &[&str], needle: &str| {
+        let out = s.run(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+    };
+    refused(&["-t", "10s", "-b", "10M"], "--max-duration");
+    refused(&["-n", "1M", "-b", "1G"], "--max-rate");
+    refused(&["-n", "1M"], "unlimited rate");
+    let mut busy = s.spawn(&["-t", "4s", "-b", "10M", "-i", "50ms"]);
+    wait_for_line(&mut busy, "-0.");
+    refused(&["-n", "1M", "-b", "10M"], "server busy");
+    busy.kill().unwrap();
+    busy.wait().unwrap();
+    // The slot is freed once the killed client's session ends.
+    let mut ok = false;
+    for _ in 0..50 {
+        let out = s.run(&["-n", "10000", "-b", "10M"]);
+        if out.status.success() {
+            ok = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(ok, "the busy slot was never freed");
+    assert!(s.alive());
+}
+
+#[test]
+fn bad_flags_exit_2_with_one_line_naming_the_flag() {
+    for (args, needle) in [
+        (&["run", "-u", "-l", "70000"][..], "--size 70000"),
+        (&["run", "-l", "0"][..], "--size 0"),
+        (&["run", "-l", "17Mi"][..], "--size"),
+        (&["run", "-n", "0"][..], "--bytes"),
+        (&["run", "-n", "12Q"][..], "--bytes"),
+        (&["run", "-b", "fast"][..], "--rate"),
+        (&["run", "-t", "1x"][..], "--time"),
+        (&["run", "-n", "1M", "-t", "1s"][..], "--time"),
+        (&["run", "--mode", "nope"][..], "--mode"),
+        (&["run", "-i", "1ms"][..], "--interval"),
+        (&["serve", "--max-rate", "10kpps"][..], "--max-rate"),
+    ] {
+        let out = wirebench().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let first = err.lines().next().unwrap_or("");
+        assert!(first.starts_with("error:"), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn unreachable_server_is_one_line_exit_1() {
+    // A port nobody listens on: bind one, note it, close it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = wirebench()
+        .args(["run", "127.0.0.1", "--port", &port.to_string(), "-n", "1K"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("cannot connect"), "{err}");
+}
