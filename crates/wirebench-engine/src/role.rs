@@ -412,7 +412,6 @@ fn udp_send(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
     let spec = &p.spec;
     let mut buf = payload(spec.size);
     let saw = spec.mechanism == Mechanism::StopAndWait;
-    let headerless = spec.headerless();
     let _ = s.set_read_timeout(Some(Duration::from_nanos(spec.ack_timeout_ns).min(POLL)));
     let _ = s.set_write_timeout(Some(POLL));
     let ack_timeout_ns = spec.ack_timeout_ns;
