@@ -237,6 +237,27 @@ mod tests {
     }
 
     #[test]
+    fn random_bytes_never_panic() {
+        // A cheap stand-in for the fuzz target (`fuzz/`), run on every test.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for round in 0..2000 {
+            let len = round % 300;
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            let mut framed = ((len as u32) % 64).to_be_bytes().to_vec();
+            framed.extend_from_slice(&bytes);
+            let _ = decode(&bytes, MAX_HELLO_FRAME);
+            let _ = decode(&framed, MAX_HELLO_FRAME);
+        }
+    }
+
+    #[test]
     fn partial_frames_wait_for_more() {
         assert!(decode(&[0, 0], MAX_FRAME).unwrap().is_none());
         assert!(decode(&[0, 0, 0, 9, b'{'], MAX_FRAME).unwrap().is_none());
