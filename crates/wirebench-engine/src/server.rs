@@ -469,7 +469,7 @@ fn test_session(
     log(
         state,
         format_args!(
-            "{peer}: {:?} {:?} {:?} size {}: sent {} in {} messages, received {} in {} messages{}",
+            "{peer}: {} {} {} size {}: sent {} in {} messages, received {} in {} messages{}",
             spec.protocol,
             spec.mechanism,
             spec.direction,

@@ -43,6 +43,23 @@ pub enum Direction {
     Reverse,
 }
 
+macro_rules! display_as {
+    ($ty:ty { $($variant:ident => $name:literal),+ $(,)? }) => {
+        impl std::fmt::Display for $ty {
+            /// The name used in the results document.
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(match self {
+                    $(Self::$variant => $name),+
+                })
+            }
+        }
+    };
+}
+
+display_as!(Protocol { Tcp => "tcp", Udp => "udp" });
+display_as!(Mechanism { Stream => "stream", StopAndWait => "stop-and-wait" });
+display_as!(Direction { Forward => "forward", Reverse => "reverse" });
+
 /// Everything both sides need to know about a test. All durations are in nanoseconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestSpec {
@@ -264,6 +281,26 @@ mod tests {
             ..spec()
         };
         assert_eq!(s.validate(), Err(SpecError::Interval));
+    }
+
+    #[test]
+    fn display_matches_the_json_names() {
+        for (shown, json) in [
+            (
+                Protocol::Udp.to_string(),
+                serde_json::to_string(&Protocol::Udp).unwrap(),
+            ),
+            (
+                Mechanism::StopAndWait.to_string(),
+                serde_json::to_string(&Mechanism::StopAndWait).unwrap(),
+            ),
+            (
+                Direction::Reverse.to_string(),
+                serde_json::to_string(&Direction::Reverse).unwrap(),
+            ),
+        ] {
+            assert_eq!(format!("\"{shown}\""), json);
+        }
     }
 
     #[test]

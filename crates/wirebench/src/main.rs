@@ -116,12 +116,12 @@ fn progress_bar(spec: &TestSpec) -> ProgressBar {
     let bar = match spec.bytes {
         Some(total) => ProgressBar::new(total).with_style(
             ProgressStyle::with_template(
-                "{bar:30} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+                "{bar:30} {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} eta {eta}",
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
         ),
         None => ProgressBar::no_length().with_style(
-            ProgressStyle::with_template("{spinner} {bytes} {bytes_per_sec} {msg}")
+            ProgressStyle::with_template("{spinner} {decimal_bytes} {decimal_bytes_per_sec} {msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         ),
     };
