@@ -405,6 +405,11 @@ fn size_multiplier(suffix: &str) -> Option<u128> {
 
 /// The multiplier of a rate suffix and whether it counts packets (else bits).
 fn rate_suffix(suffix: &str) -> Option<(u128, bool)> {
+    // An upper-case B means bytes ("10MB/s"): rates are in bits, and reading it as bits
+    // would be off by 8, so it is refused rather than guessed.
+    if suffix.contains('B') {
+        return None;
+    }
     let lower = suffix.to_ascii_lowercase();
     let (multiplier, unit) = [
         ("k", 1_000),
@@ -588,7 +593,8 @@ mod tests {
                 ("2.5G", Ok(Bps(2_500_000_000))),
                 ("1T", Ok(Bps(1_000_000_000_000))),
                 ("10Mbps", Ok(Bps(10_000_000))),
-                ("10MBPS", Ok(Bps(10_000_000))),
+                ("10MBPS", Err(Bad)),
+                ("10MB/s", Err(Bad)),
                 ("10mbps", Ok(Bps(10_000_000))),
                 ("1Gbit/s", Ok(Bps(1_000_000_000))),
                 ("1gbits/s", Ok(Bps(1_000_000_000))),
