@@ -138,6 +138,21 @@ fn early_stop(sh: &Shared, p: &RoleParams, now_ns: u64) -> Option<String> {
     }
 }
 
+/// How long a side waits without any progress from its peer (no data arriving, or a full
+/// socket that never drains) before it gives up: the peer is stuck or gone. Long enough for
+/// the slowest legitimate test: the message gap and an ack timeout on top of half a minute.
+fn idle_limit_ns(spec: &TestSpec) -> u64 {
+    30_000_000_000 + spec.gap_ns + spec.ack_timeout_ns
+}
+
+/// Receivers: an error once nothing arrived for the idle limit while the sender is not done.
+fn idle_error(sh: &Shared, p: &RoleParams, last_ns: Option<u64>, now_ns: u64) -> Option<String> {
+    let limit = idle_limit_ns(&p.spec);
+    let silent = now_ns.saturating_sub(last_ns.unwrap_or(0));
+    (silent > limit && sh.peer_done_ns.load(Ordering::Relaxed) == u64::MAX)
+        .then(|| format!("no data from the sender for {} s", silent / 1_000_000_000))
+}
+
 /// Receivers: true once the drain time after the sender's report has passed.
 fn drain_expired(sh: &Shared, p: &RoleParams, now_ns: u64) -> bool {
     let done_ns = sh.peer_done_ns.load(Ordering::Relaxed);
@@ -222,13 +237,21 @@ fn pace(pacer: &mut Pacer, sh: &Shared, now_ns: u64) -> bool {
 /// Writes all of `buf`, looking at stop and deadline while the socket is full.
 fn write_full(s: &mut TcpStream, buf: &[u8], sh: &Shared, p: &RoleParams) -> Result<(), String> {
     let mut off = 0;
+    let mut progress_ns = sh.now_ns();
     while off < buf.len() {
         match s.write(&buf[off..]) {
             Ok(0) => return Err("the data connection closed".into()),
-            Ok(n) => off += n,
+            Ok(n) => {
+                off += n;
+                progress_ns = sh.now_ns();
+            }
             Err(e) if is_timeout(&e) => {
-                if let Some(why) = early_stop(sh, p, sh.now_ns()) {
+                let now = sh.now_ns();
+                if let Some(why) = early_stop(sh, p, now) {
                     return Err(why);
+                }
+                if now - progress_ns > idle_limit_ns(&p.spec) {
+                    return Err("the receiver stopped reading".into());
                 }
             }
             Err(e) => return Err(format!("sending data: {e}")),
@@ -321,6 +344,10 @@ fn tcp_receive(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
         let now = sh.now_ns();
         rec.tick(now, count.bytes, count.messages, 0);
         if let Some(why) = early_stop(sh, p, now) {
+            error = Some(why);
+            break;
+        }
+        if let Some(why) = idle_error(sh, p, count.last_ns, now) {
             error = Some(why);
             break;
         }
@@ -530,6 +557,10 @@ fn udp_receive(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
         };
         rec.tick(now, count.bytes, count.messages, lost);
         if let Some(why) = early_stop(sh, p, now) {
+            error = Some(why);
+            break;
+        }
+        if let Some(why) = idle_error(sh, p, count.last_ns, now) {
             error = Some(why);
             break;
         }

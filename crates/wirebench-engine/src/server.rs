@@ -34,6 +34,10 @@ use crate::EngineError;
 /// How long a new connection may take to send its first frame, and a test its set-up steps.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Most connections that have not yet sent their first frame; more are closed at once, so a
+/// flood of silent connections cannot exhaust the server's threads.
+const MAX_HANDSHAKES: usize = 256;
+
 /// Server limits and address.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -60,6 +64,7 @@ struct State {
     cfg: ServerConfig,
     port: u16,
     active: AtomicUsize,
+    handshakes: AtomicUsize,
     pending: Mutex<HashMap<u64, Pending>>,
 }
 
@@ -106,6 +111,7 @@ impl Server {
                 port: addr.port(),
                 cfg,
                 active: AtomicUsize::new(0),
+                handshakes: AtomicUsize::new(0),
                 pending: Mutex::new(HashMap::new()),
             }),
         })
@@ -135,10 +141,18 @@ impl Server {
                     continue;
                 }
             };
+            if self.state.handshakes.fetch_add(1, Ordering::SeqCst) >= MAX_HANDSHAKES {
+                self.state.handshakes.fetch_sub(1, Ordering::SeqCst);
+                continue;
+            }
             let state = Arc::clone(&self.state);
-            let _ = thread::Builder::new()
+            let spawned = thread::Builder::new()
                 .name("wirebench-conn".into())
                 .spawn(move || connection(conn, &state));
+            if spawned.is_err() {
+                // The connection was dropped with the closure; give its place back.
+                self.state.handshakes.fetch_sub(1, Ordering::SeqCst);
+            }
         }
         Ok(())
     }
@@ -199,6 +213,7 @@ fn connection(mut conn: TcpStream, state: &State) {
         .peer_addr()
         .map_or_else(|_| "?".to_string(), |a| a.to_string());
     let first = first_frame(&mut conn);
+    state.handshakes.fetch_sub(1, Ordering::SeqCst);
     match first {
         Ok(Message::Start {
             version,
