@@ -234,6 +234,39 @@ fn pace(pacer: &mut Pacer, sh: &Shared, now_ns: u64) -> bool {
     due <= slice_end
 }
 
+/// What a sender does next.
+enum Step {
+    /// Send a message of this many bytes now.
+    Send(u64),
+    /// Nothing yet: the pacer cut its wait short to look at the clock again.
+    Again,
+    /// The sender is done; with the reason if it stopped early.
+    Done(Option<String>),
+}
+
+/// Closes due intervals, then decides whether the next message goes now.
+fn next_step(
+    rec: &mut Recorder,
+    pacer: &mut Pacer,
+    sh: &Shared,
+    p: &RoleParams,
+    count: &Count,
+) -> Step {
+    let now = sh.now_ns();
+    rec.tick(now, count.bytes, count.messages, 0);
+    if let Some(why) = early_stop(sh, p, now) {
+        return Step::Done(Some(why));
+    }
+    let Some(len) = next_len(&p.spec, count, now) else {
+        return Step::Done(None);
+    };
+    if pace(pacer, sh, now) {
+        Step::Send(len)
+    } else {
+        Step::Again
+    }
+}
+
 /// Writes all of `buf`, looking at stop and deadline while the socket is full.
 fn write_full(s: &mut TcpStream, buf: &[u8], sh: &Shared, p: &RoleParams) -> Result<(), String> {
     let mut off = 0;
@@ -269,21 +302,17 @@ fn tcp_send(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
     let mut pacer = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns);
     let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
     let mut count = Count::default();
-    let mut error = None;
+    let error: Option<String>;
     let mut ack = [0u8; 1];
     loop {
-        let now = sh.now_ns();
-        rec.tick(now, count.bytes, count.messages, 0);
-        if let Some(why) = early_stop(sh, p, now) {
-            error = Some(why);
-            break;
-        }
-        let Some(len) = next_len(spec, &count, now) else {
-            break;
+        let len = match next_step(&mut rec, &mut pacer, sh, p, &count) {
+            Step::Send(len) => len,
+            Step::Again => continue,
+            Step::Done(why) => {
+                error = why;
+                break;
+            }
         };
-        if !pace(&mut pacer, sh, now) {
-            continue;
-        }
         if let Err(e) = write_full(&mut s, &buf[..len as usize], sh, p) {
             error = Some(e);
             break;
@@ -446,23 +475,18 @@ fn udp_send(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
     let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
     let mut count = Count::default();
     let mut retransmits = 0u64;
-    let mut error = None;
+    let error: Option<String>;
     let mut ack = [0u8; 64];
     let mut seq = 0u64;
     'messages: loop {
-        let now = sh.now_ns();
-        rec.tick(now, count.bytes, count.messages, 0);
-        if let Some(why) = early_stop(sh, p, now) {
-            error = Some(why);
-            break;
-        }
-        let Some(len) = next_len(spec, &count, now) else {
-            break;
+        let len = match next_step(&mut rec, &mut pacer, sh, p, &count) {
+            Step::Send(len) => len as usize,
+            Step::Again => continue,
+            Step::Done(why) => {
+                error = why;
+                break;
+            }
         };
-        if !pace(&mut pacer, sh, now) {
-            continue;
-        }
-        let len = len as usize;
         // A datagram too short for the header (a headerless test, or the short last message of
         // a `bytes` test) carries the low byte of its sequence number instead.
         if len < HEADER_LEN {
