@@ -441,12 +441,23 @@ fn tcp_receive(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
 
 /// Sends one datagram, retrying while the kernel is out of buffers. A pending ICMP error
 /// (ECONNREFUSED) is reported by the kernel on the next send, which it then drops: retry it,
-/// and fail only if the peer keeps refusing.
-fn send_datagram(s: &UdpSocket, buf: &[u8], sh: &Shared) -> Result<(), String> {
+/// and fail only if the peer keeps refusing. EPERM is a local firewall rule dropping the
+/// datagram on its way out: it was sent as far as this program is concerned, the path lost
+/// it, and `local_drops` counts it.
+fn send_datagram(
+    s: &UdpSocket,
+    buf: &[u8],
+    sh: &Shared,
+    local_drops: &mut u64,
+) -> Result<(), String> {
     let mut refused = 0;
     loop {
         match s.send(buf) {
             Ok(_) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                *local_drops += 1;
+                return Ok(());
+            }
             Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
                 refused += 1;
                 if refused > 100 {
@@ -475,6 +486,7 @@ fn udp_send(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
     let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
     let mut count = Count::default();
     let mut retransmits = 0u64;
+    let mut local_drops = 0u64;
     let error: Option<String>;
     let mut ack = [0u8; 64];
     let mut seq = 0u64;
@@ -499,7 +511,7 @@ fn udp_send(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
             };
             let _ = h.write(&mut buf[..len]);
         }
-        if let Err(e) = send_datagram(&s, &buf[..len], sh) {
+        if let Err(e) = send_datagram(&s, &buf[..len], sh, &mut local_drops) {
             error = Some(e);
             break;
         }
@@ -534,7 +546,7 @@ fn udp_send(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
                     break 'messages;
                 }
                 if now - sent_at >= ack_timeout_ns {
-                    if let Err(e) = send_datagram(&s, &buf[..len], sh) {
+                    if let Err(e) = send_datagram(&s, &buf[..len], sh, &mut local_drops) {
                         error = Some(e);
                         break 'messages;
                     }
@@ -553,6 +565,7 @@ fn udp_send(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
     let intervals = rec.finish(sh.now_ns(), count.bytes, count.messages, 0);
     let mut rep = report(&count, intervals, error);
     rep.retransmits = retransmits;
+    rep.local_drops = local_drops;
     rep
 }
 

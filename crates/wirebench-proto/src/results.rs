@@ -93,6 +93,10 @@ pub struct SideReport {
     pub udp: Option<UdpCounts>,
     /// Stop-and-wait over UDP: messages sent again after an ack timeout.
     pub retransmits: u64,
+    /// UDP senders: datagrams a local firewall rule dropped on the way out (send gave EPERM);
+    /// they count as sent and, unless resent, as lost.
+    #[serde(default)]
+    pub local_drops: u64,
     /// How the data moved.
     pub datapath: Datapath,
     /// Why the side stopped early, if it did.
@@ -262,6 +266,8 @@ pub struct End {
     pub udp: Option<UdpEnd>,
     /// Messages sent again after an ack timeout (stop-and-wait over UDP).
     pub retransmits: u64,
+    /// UDP: datagrams dropped by a firewall rule on the sending host (send gave EPERM).
+    pub local_drops: u64,
 }
 
 fn bps(bytes: u64, seconds: f64) -> f64 {
@@ -360,6 +366,7 @@ impl Results {
                 received,
                 udp,
                 retransmits: s.retransmits,
+                local_drops: s.local_drops,
             },
             error,
         }

@@ -1,0 +1,72 @@
+//! Loss injected by the kernel, independent of wirebench: an nftables rule in a private
+//! network namespace drops a random tenth of the UDP datagrams on loopback, in both
+//! directions. Stop-and-wait must still deliver every byte (resending what was lost), and
+//! streaming must count every loss. Needs root (CAP_NET_ADMIN) and nft; `.ci/run` installs
+//! nftables.
+
+mod common;
+
+use std::process::Command;
+
+use common::u;
+
+/// Runs `wirebench run ARGS --json` in a new network namespace whose output hook drops
+/// UDP at random with probability `percent`/100; `None` when namespaces or nft are missing
+/// and this is not CI (CI must have them).
+fn run_lossy(percent: u32, args: &str) -> Option<serde_json::Value> {
+    let script = format!(
+        "set -e; ip link set lo up; \
+         nft add table inet wbtest; \
+         nft add chain inet wbtest out '{{ type filter hook output priority 0; }}'; \
+         nft add rule inet wbtest out meta l4proto udp numgen random mod 100 '<' {percent} drop; \
+         exec \"$0\" run {args} --json"
+    );
+    let out = Command::new("unshare")
+        .args(["-n", "sh", "-c", &script, env!("CARGO_BIN_EXE_wirebench")])
+        .output()
+        .expect("run unshare");
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let setup_failed = out.stdout.is_empty();
+        if setup_failed && std::env::var_os("CI").is_none() {
+            eprintln!("skipped: cannot set up a namespace with an nftables drop rule: {err}");
+            return None;
+        }
+        panic!("wirebench run {args} failed: {err}");
+    }
+    Some(serde_json::from_slice(&out.stdout).expect("results JSON"))
+}
+
+#[test]
+fn udp_stop_and_wait_resends_what_the_kernel_drops() {
+    let Some(v) = run_lossy(
+        10,
+        "-u --mode stop-and-wait -n 100001 -l 1000 --ack-timeout 10ms",
+    ) else {
+        return;
+    };
+    assert_eq!(u(&v, "end.received.bytes"), 100_001, "{v}");
+    assert_eq!(u(&v, "end.received.messages"), 101, "{v}");
+    assert_eq!(u(&v, "end.udp.lost"), 0);
+    // About 10% of 101 data datagrams and of their acks are dropped: each needs a resend.
+    // (Loose bound: P(no drop at all in ~200 datagrams at 10%) is about 1e-9.)
+    let resent = u(&v, "end.retransmits");
+    assert!(resent >= 1, "{v}");
+    // A lost ack makes the receiver see the message twice; it is not counted twice.
+    assert!(u(&v, "end.udp.duplicates") <= resent);
+}
+
+#[test]
+fn udp_stream_counts_exactly_what_the_kernel_drops() {
+    for dir in ["", "-R"] {
+        let Some(v) = run_lossy(10, &format!("-u -n 2000000 -l 1000 -b 100M {dir}")) else {
+            return;
+        };
+        let lost = u(&v, "end.udp.lost");
+        // On loopback nothing else drops at this rate: the sender saw each drop as EPERM.
+        assert_eq!(lost, u(&v, "end.local_drops"), "{v}");
+        assert_eq!(u(&v, "end.received.messages") + lost, 2000);
+        // 10% of 2000: expect 200, sd about 13; allow a wide band.
+        assert!((120..=300).contains(&lost), "{v}");
+    }
+}
