@@ -372,11 +372,8 @@ fn tcp_receive(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
     loop {
         let now = sh.now_ns();
         rec.tick(now, count.bytes, count.messages, 0);
-        if let Some(why) = early_stop(sh, p, now) {
-            error = Some(why);
-            break;
-        }
-        if let Some(why) = idle_error(sh, p, count.last_ns, now) {
+        if let Some(why) = early_stop(sh, p, now).or_else(|| idle_error(sh, p, count.last_ns, now))
+        {
             error = Some(why);
             break;
         }
@@ -593,11 +590,8 @@ fn udp_receive(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
             tracker.lost_so_far()
         };
         rec.tick(now, count.bytes, count.messages, lost);
-        if let Some(why) = early_stop(sh, p, now) {
-            error = Some(why);
-            break;
-        }
-        if let Some(why) = idle_error(sh, p, count.last_ns, now) {
+        if let Some(why) = early_stop(sh, p, now).or_else(|| idle_error(sh, p, count.last_ns, now))
+        {
             error = Some(why);
             break;
         }
