@@ -3,16 +3,15 @@
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::time::{Duration, Instant};
 
-use socket2::SockRef;
 use wirebench_proto::control::{encode, Message, MAX_FRAME, PROTOCOL_VERSION};
 use wirebench_proto::header::UdpHello;
-use wirebench_proto::results::{Datapath, Results, Role};
-use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
+use wirebench_proto::results::{Results, Role};
+use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 
 use crate::channel::Channel;
 use crate::role::{DataSocket, RoleParams};
 use crate::session::{drive, Watch};
-use crate::sys::size_buffers;
+use crate::sys::{tcp_datapath, udp_datapath};
 use crate::EngineError;
 
 /// How long the client waits for the server's answer to each set-up step.
@@ -78,7 +77,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
             )))
         }
     };
-    let mut datapath = Datapath::default();
+    let datapath;
     let (sock, hello) = match spec.protocol {
         Protocol::Tcp => {
             let mut s = connect(addr)?;
@@ -90,7 +89,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
             .map_err(|e| EngineError::Protocol(e.to_string()))?;
             std::io::Write::write_all(&mut s, &frame)
                 .map_err(|e| EngineError::io("attaching the data connection", e))?;
-            tcp_datapath(&s, spec, &mut datapath);
+            datapath = tcp_datapath(&s, spec);
             (DataSocket::Tcp(s), None)
         }
         Protocol::Udp => {
@@ -103,14 +102,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
                 .map_err(|e| EngineError::io("opening the UDP data socket", e))?;
             s.connect((addr.ip(), udp_port))
                 .map_err(|e| EngineError::io("connecting the UDP data socket", e))?;
-            let (snd, rcv) = size_buffers(SockRef::from(&s));
-            datapath = Datapath {
-                io: "send/recv".into(),
-                batch: 1,
-                send_buffer_bytes: snd,
-                recv_buffer_bytes: rcv,
-                features: Vec::new(),
-            };
+            datapath = udp_datapath(&s, Vec::new());
             let hello = UdpHello { cookie, stream: 0 }.encode();
             udp_handshake(&mut ch, &s, &hello)?;
             (DataSocket::Udp(s), Some(hello))
@@ -136,24 +128,6 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
         out.peer.as_ref(),
         out.error,
     ))
-}
-
-/// Records a TCP data socket's set-up.
-pub(crate) fn tcp_datapath(s: &TcpStream, spec: &TestSpec, datapath: &mut Datapath) {
-    let mut features = Vec::new();
-    // Stop-and-wait sends one message and waits: Nagle's algorithm would hold a short
-    // message back waiting for an ACK that the peer delays, so it is off for that mechanism.
-    if spec.mechanism == Mechanism::StopAndWait && s.set_nodelay(true).is_ok() {
-        features.push("tcp_nodelay".to_string());
-    }
-    let (snd, rcv) = size_buffers(SockRef::from(s));
-    *datapath = Datapath {
-        io: "write/read".into(),
-        batch: 1,
-        send_buffer_bytes: snd,
-        recv_buffer_bytes: rcv,
-        features,
-    };
 }
 
 /// Sends the UDP hello until the server confirms it over the control channel.

@@ -17,18 +17,18 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use socket2::{Domain, SockRef, Socket, Type};
+use socket2::{Domain, Socket, Type};
 use wirebench_proto::control::{decode, Message, MAX_FRAME, MAX_HELLO_FRAME, PROTOCOL_VERSION};
 use wirebench_proto::header::UdpHello;
-use wirebench_proto::results::{Datapath, Results, Role};
+use wirebench_proto::results::{Results, Role};
 use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 use wirebench_proto::units::{format_bytes, format_duration, format_rate_bps};
 
 use crate::channel::Channel;
-use crate::client::{tcp_datapath, tool};
+use crate::client::tool;
 use crate::role::{DataSocket, RoleParams};
 use crate::session::{drive, Quiet};
-use crate::sys::size_buffers;
+use crate::sys::{tcp_datapath, udp_datapath};
 use crate::EngineError;
 
 /// How long a new connection may take to send its first frame, and a test its set-up steps.
@@ -429,21 +429,14 @@ fn test_session(
     if let Ok(mut p) = state.pending.lock() {
         p.remove(&cookie);
     }
-    let mut datapath = Datapath::default();
+    let datapath;
     let hello = match &sock {
         DataSocket::Tcp(s) => {
-            tcp_datapath(s, &spec, &mut datapath);
+            datapath = tcp_datapath(s, &spec);
             None
         }
         DataSocket::Udp(s) => {
-            let (snd, rcv) = size_buffers(SockRef::from(s));
-            datapath = Datapath {
-                io: "send/recv".into(),
-                batch: 1,
-                send_buffer_bytes: snd,
-                recv_buffer_bytes: rcv,
-                features: vec!["udp_reuseport".into()],
-            };
+            datapath = udp_datapath(s, vec!["udp_reuseport".into()]);
             ch.send(&Message::UdpReady { stream: 0 })?;
             Some(UdpHello { cookie, stream: 0 }.encode())
         }

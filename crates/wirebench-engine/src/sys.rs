@@ -1,6 +1,10 @@
 //! Socket set-up, and what the kernel actually granted.
 
+use std::net::{TcpStream, UdpSocket};
+
 use socket2::SockRef;
+use wirebench_proto::results::Datapath;
+use wirebench_proto::spec::{Mechanism, TestSpec};
 
 /// Socket buffer size asked for on data sockets. The kernel caps it at
 /// `net.core.{r,w}mem_max`; the granted size is read back and recorded.
@@ -23,4 +27,34 @@ pub fn unix_now_ns() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0)
+}
+
+/// Sets up a TCP data socket and records what was granted.
+pub fn tcp_datapath(s: &TcpStream, spec: &TestSpec) -> Datapath {
+    let mut features = Vec::new();
+    // Stop-and-wait sends one message and waits: Nagle's algorithm would hold a short
+    // message back waiting for an ACK that the peer delays, so it is off for that mechanism.
+    if spec.mechanism == Mechanism::StopAndWait && s.set_nodelay(true).is_ok() {
+        features.push("tcp_nodelay".to_string());
+    }
+    let (snd, rcv) = size_buffers(SockRef::from(s));
+    Datapath {
+        io: "write/read".into(),
+        batch: 1,
+        send_buffer_bytes: snd,
+        recv_buffer_bytes: rcv,
+        features,
+    }
+}
+
+/// Sets up a UDP data socket and records what was granted, with `features` in use.
+pub fn udp_datapath(s: &UdpSocket, features: Vec<String>) -> Datapath {
+    let (snd, rcv) = size_buffers(SockRef::from(s));
+    Datapath {
+        io: "send/recv".into(),
+        batch: 1,
+        send_buffer_bytes: snd,
+        recv_buffer_bytes: rcv,
+        features,
+    }
 }
