@@ -30,6 +30,8 @@
 pub struct Jitter {
     /// (send_ns, arrival_ns) of the previous datagram.
     prev: Option<(u64, u64)>,
+    /// Transit time of the previous datagram, for [`on_transit`](Self::on_transit).
+    prev_transit: Option<i64>,
     jitter: f64,
     samples: u64,
 }
@@ -39,6 +41,7 @@ impl Jitter {
     pub const fn new() -> Self {
         Self {
             prev: None,
+            prev_transit: None,
             jitter: 0.0,
             samples: 0,
         }
@@ -56,6 +59,20 @@ impl Jitter {
             self.samples = self.samples.saturating_add(1);
         }
         self.prev = Some((send_ns, arrival_ns));
+    }
+
+    /// Folds in one datagram by its transit time `R_i - S_i` alone, in ns: `D` is the
+    /// difference of consecutive transit times, so this is the same estimator as
+    /// [`on_packet`](Self::on_packet) for a caller that already has the transit (a one-way
+    /// delay, even with an unknown clock offset) and no unwrapped send time.
+    pub fn on_transit(&mut self, transit_ns: i64) {
+        // A caller uses one form or the other; each keeps its own previous datagram.
+        if let Some(prev) = self.prev_transit {
+            let d = (i128::from(transit_ns) - i128::from(prev)).unsigned_abs() as f64;
+            self.jitter += (d - self.jitter) / 16.0;
+            self.samples = self.samples.saturating_add(1);
+        }
+        self.prev_transit = Some(transit_ns);
     }
 
     /// The current jitter estimate `J`, in nanoseconds (0 until two
@@ -159,6 +176,21 @@ mod tests {
         j.on_packet(2_000, 10_000);
         j.on_packet(1_000, 10_500); // D = 500 - (-1000) = 1500
         assert!(close(j.jitter_ns(), 1500.0 / 16.0, 1e-12));
+    }
+
+    #[test]
+    fn transit_form_matches_send_and_arrival_form() {
+        let mut a = Jitter::new();
+        let mut b = Jitter::new();
+        let transit = [5_000i64, 5_200, 4_900, 7_000, 5_000, 5_000, -3_000_000];
+        for (i, t) in transit.into_iter().enumerate() {
+            let send = i as u64 * 1_000_000;
+            a.on_packet(send, (send as i64 + t + 10_000_000) as u64);
+            b.on_transit(t);
+        }
+        assert_eq!(a.samples(), b.samples());
+        assert!(close(a.jitter_ns(), b.jitter_ns(), 1e-9));
+        assert!(b.jitter_ns() > 0.0);
     }
 
     #[test]

@@ -9,18 +9,22 @@
 //!   UDP datagram sequence numbers, with a [`LossRuns`] histogram of gap sizes.
 //! - [`Jitter`]: the RFC 3550 (section 6.4.1, appendix A.8) interarrival
 //!   jitter estimator.
+//! - [`TimeHistogram`]: HDR distribution of signed ns values (one-way delay, interarrival
+//!   gaps) with p50/p90/p99/p99.9 ([`TimeSummary`]).
 //! - [`summarize`]: count, min, max, mean, sample standard deviation and median
 //!   of a slice of `f64` ([`Summary`]).
 
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+mod hist;
 mod jitter;
 mod loss_runs;
 mod seq;
 mod summary;
 
+pub use hist::{TimeHistogram, TimeSummary};
 pub use jitter::Jitter;
 pub use loss_runs::LossRuns;
-pub use seq::{Arrival, SeqCounts, SeqTracker};
+pub use seq::{Arrival, LostRun, SeqCounts, SeqTracker};
 pub use summary::{summarize, Summary};

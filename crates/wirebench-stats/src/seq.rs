@@ -37,6 +37,16 @@ pub enum Arrival {
     TooOld,
 }
 
+/// A maximal run of consecutive sequence numbers that never arrived:
+/// `first ..= first + count - 1`, settled for good (see [`SeqTracker`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LostRun {
+    /// The first missing sequence number of the run.
+    pub first: u64,
+    /// How many consecutive sequence numbers are missing (at least 1).
+    pub count: u64,
+}
+
 /// Receiver-side accounting of UDP datagram sequence numbers.
 ///
 /// The sender numbers datagrams `0, 1, 2, ...` (u64, so streams longer than
@@ -53,6 +63,18 @@ pub enum Arrival {
 /// window forward costs O(distance / 64) word operations and is bounded by
 /// O(window / 64) however far ahead a datagram jumps.
 ///
+/// # Settled loss
+///
+/// A sequence number that leaves the window without having arrived is lost
+/// for good ("settled"): whatever arrives for it later is [`Arrival::TooOld`].
+/// So is, at [`finish`](Self::finish), every sequence number below the
+/// sender's count that has not arrived. Settled losses are merged into
+/// maximal [`LostRun`]s, which go to the [`LossRuns`] histogram and to the
+/// callback of [`record_with`](Self::record_with) /
+/// [`finish_with`](Self::finish_with) (a packet log, say) in increasing
+/// order. After `finish`, the runs add up to exactly [`lost`](Self::lost):
+/// a gap that late arrivals filled is reordering, never loss.
+///
 /// # Too-old arrivals
 ///
 /// A datagram `window` or more below the highest seen is classified
@@ -66,14 +88,13 @@ pub enum Arrival {
 /// loss so the reader can judge; with the default window of 65536 it should
 /// be zero on any sane path.
 ///
-/// # Loss runs
+/// # The in-order prefix
 ///
-/// [`loss_runs`](Self::loss_runs) records each gap once, with its size as
-/// first observed when the [`Arrival::Gap`] happens. A later
-/// [`Arrival::Late`] that fills part or all of a gap does **not** rewrite the
-/// histogram, so it describes gaps as they appeared in arrival order (loss
-/// plus reordering), not the final set of missing sequence numbers.
-/// [`finish`](Self::finish) adds the tail gap once the sender's count is known.
+/// [`prefix`](Self::prefix) is the length of the longest run `0, 1, ...`
+/// received without a hole, whatever the arrival order: UDPmon's "last
+/// sequence number received without loss" is `prefix - 1`. It is advanced
+/// eagerly (amortized O(1) per datagram), so a caller that notes the time
+/// whenever it grows knows when each prefix was complete.
 #[derive(Debug, Clone)]
 pub struct SeqTracker {
     /// Bit `s % window` is set iff sequence number `s` (within the window)
@@ -89,6 +110,12 @@ pub struct SeqTracker {
     max_reorder_extent: u64,
     too_old: u64,
     loss_runs: LossRuns,
+    /// Every sequence number below this one is settled: received, or lost.
+    settled: u64,
+    /// The last settled loss run, still open: the next one may continue it.
+    open_run: Option<LostRun>,
+    /// `0 .. prefix` have all been received.
+    prefix: u64,
     finished: bool,
 }
 
@@ -139,6 +166,9 @@ impl SeqTracker {
             max_reorder_extent: 0,
             too_old: 0,
             loss_runs: LossRuns::new(),
+            settled: 0,
+            open_run: None,
+            prefix: 0,
             finished: false,
         }
     }
@@ -149,32 +179,43 @@ impl SeqTracker {
     }
 
     /// Classifies and counts one received datagram with sequence number `seq`.
+    #[inline]
     pub fn record(&mut self, seq: u64) -> Arrival {
+        self.record_with(seq, &mut |_| {})
+    }
+
+    /// As [`record`](Self::record), and hands every loss run this arrival
+    /// settles to `on_lost`.
+    #[inline]
+    pub fn record_with(&mut self, seq: u64, on_lost: &mut impl FnMut(LostRun)) -> Arrival {
         let Some(high) = self.highest else {
             // First datagram: the sender starts at 0, so anything below
             // `seq` is (so far) missing.
+            self.settle(self.window_low(seq), on_lost);
             self.set(seq);
             self.highest = Some(seq);
             self.received = 1;
+            self.advance_prefix();
             return if seq == 0 {
                 Arrival::InOrder
             } else {
-                self.loss_runs.record(seq);
                 Arrival::Gap { missing: seq }
             };
         };
 
         if seq > high {
             let ahead = seq - high;
+            // Settle what leaves the window before its slots are reused.
+            self.settle(self.window_low(seq), on_lost);
             self.advance(high, ahead);
             self.set(seq);
             self.highest = Some(seq);
             self.received = self.received.saturating_add(1);
+            self.advance_prefix();
             let missing = ahead - 1;
             if missing == 0 {
                 Arrival::InOrder
             } else {
-                self.loss_runs.record(missing);
                 Arrival::Gap { missing }
             }
         } else {
@@ -190,26 +231,32 @@ impl SeqTracker {
                 self.received = self.received.saturating_add(1);
                 self.reordered = self.reordered.saturating_add(1);
                 self.max_reorder_extent = self.max_reorder_extent.max(extent);
+                self.advance_prefix();
                 Arrival::Late { extent }
             }
         }
     }
 
-    /// Records the tail gap once the sender's final datagram count `sent` is
-    /// known: the run `highest + 1 ..= sent - 1` (or `0 ..= sent - 1` if
-    /// nothing arrived) is added to [`loss_runs`](Self::loss_runs). Only the
-    /// first call has an effect; counters other than the histogram are not
-    /// changed (use [`lost`](Self::lost) for the final loss count).
+    /// Settles everything once the sender's final datagram count `sent` is
+    /// known: every sequence number below `sent` that has not arrived is lost
+    /// (the tail `highest + 1 .. sent` included), and the last run is closed.
+    /// Only the first call has an effect; use [`lost`](Self::lost) for the
+    /// final loss count.
     pub fn finish(&mut self, sent: u64) {
+        self.finish_with(sent, &mut |_| {});
+    }
+
+    /// As [`finish`](Self::finish), handing the loss runs it settles to
+    /// `on_lost`.
+    pub fn finish_with(&mut self, sent: u64, on_lost: &mut impl FnMut(LostRun)) {
         if self.finished {
             return;
         }
         self.finished = true;
-        let tail = match self.highest {
-            None => sent,
-            Some(h) => sent.saturating_sub(h.saturating_add(1)),
-        };
-        self.loss_runs.record(tail);
+        self.settle(sent, on_lost);
+        if let Some(run) = self.open_run.take() {
+            self.close_run(run, on_lost);
+        }
     }
 
     /// Unique datagrams counted (duplicates and too-old arrivals excluded).
@@ -237,6 +284,11 @@ impl SeqTracker {
     /// The highest sequence number seen, if any datagram arrived.
     pub fn highest(&self) -> Option<u64> {
         self.highest
+    }
+
+    /// Length of the hole-free run `0, 1, ..., prefix - 1` received so far.
+    pub fn prefix(&self) -> u64 {
+        self.prefix
     }
 
     /// Sequence numbers up to the highest seen that have not (yet) arrived:
@@ -268,8 +320,8 @@ impl SeqTracker {
         self.too_old
     }
 
-    /// The loss-run histogram: gaps as first observed, plus the tail gap
-    /// once [`finish`](Self::finish) has been called.
+    /// The loss-run histogram of settled runs; complete once
+    /// [`finish`](Self::finish) has been called.
     pub fn loss_runs(&self) -> &LossRuns {
         &self.loss_runs
     }
@@ -287,11 +339,110 @@ impl SeqTracker {
         }
     }
 
+    /// The lowest sequence number still in the window once `high` is the
+    /// highest: `high + 1 - window`, at least 0.
+    fn window_low(&self, high: u64) -> u64 {
+        // In u128: `high + 1` overflows u64 at the top of the sequence space.
+        let low = (u128::from(high) + 1).saturating_sub(u128::from(self.window));
+        u64::try_from(low).unwrap_or(u64::MAX)
+    }
+
+    /// Settles every sequence number in `self.settled .. upto`: those with a
+    /// slot (up to the highest seen) are lost if their bit is clear; those
+    /// above the highest never arrived at all.
+    fn settle(&mut self, upto: u64, on_lost: &mut impl FnMut(LostRun)) {
+        let from = self.settled;
+        if upto <= from {
+            return;
+        }
+        let slotted_end = self
+            .highest
+            .map_or(from, |h| upto.min(h.saturating_add(1)).max(from));
+        if slotted_end > from {
+            self.scan_missing(from, slotted_end, on_lost);
+        }
+        if upto > slotted_end {
+            self.lost_run(slotted_end, upto - slotted_end, on_lost);
+        }
+        self.settled = upto;
+    }
+
+    /// Reports the clear bits of `from .. to` (all within the window) as
+    /// loss, a word at a time: a word with every bit set costs one test.
+    fn scan_missing(&mut self, from: u64, to: u64, on_lost: &mut impl FnMut(LostRun)) {
+        let mut seq = from;
+        let mut idx = from % self.window;
+        while seq < to {
+            let bit = idx % 64;
+            let n = (to - seq).min(64 - bit).min(self.window - idx);
+            let mask = if n == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << n) - 1) << bit
+            };
+            let word = self.bits.get((idx / 64) as usize).copied().unwrap_or(0);
+            let mut missing = !word & mask;
+            while missing != 0 {
+                let at = missing.trailing_zeros();
+                let len = (missing >> at).trailing_ones();
+                self.lost_run(seq + u64::from(at - bit as u32), u64::from(len), on_lost);
+                missing &= if at + len >= 64 {
+                    0
+                } else {
+                    !0u64 << (at + len)
+                };
+            }
+            seq += n;
+            idx += n;
+            if idx >= self.window {
+                idx = 0;
+            }
+        }
+    }
+
+    /// Adds `first .. first + count` to the open run, or closes that run and
+    /// opens a new one.
+    fn lost_run(&mut self, first: u64, count: u64, on_lost: &mut impl FnMut(LostRun)) {
+        match &mut self.open_run {
+            Some(run) if run.first.checked_add(run.count) == Some(first) => {
+                run.count = run.count.saturating_add(count);
+            }
+            _ => {
+                if let Some(run) = self.open_run.replace(LostRun { first, count }) {
+                    self.close_run(run, on_lost);
+                }
+            }
+        }
+    }
+
+    fn close_run(&mut self, run: LostRun, on_lost: &mut impl FnMut(LostRun)) {
+        self.loss_runs.record(run.count);
+        on_lost(run);
+    }
+
+    /// Extends the in-order prefix over every received sequence number that
+    /// continues it.
+    #[inline]
+    fn advance_prefix(&mut self) {
+        let Some(high) = self.highest else { return };
+        while self.prefix <= high && self.prefix >= self.settled && self.is_set(self.prefix) {
+            if self.prefix == u64::MAX {
+                break;
+            }
+            self.prefix += 1;
+        }
+    }
+
     /// Bit position of `seq` in the bitmap: (word index, mask).
     fn slot(&self, seq: u64) -> (usize, u64) {
         let idx = seq % self.window;
         // idx < window <= 2^30: the word index fits usize.
         ((idx / 64) as usize, 1u64 << (idx % 64))
+    }
+
+    fn is_set(&self, seq: u64) -> bool {
+        let (w, mask) = self.slot(seq);
+        self.bits.get(w).is_some_and(|word| word & mask != 0)
     }
 
     fn set(&mut self, seq: u64) {
@@ -357,6 +508,105 @@ mod tests {
         }
     }
 
+    fn run(first: u64, count: u64) -> LostRun {
+        LostRun { first, count }
+    }
+
+    /// Finishes `t` at `sent` and returns every loss run it settles then.
+    fn runs_of(t: &mut SeqTracker, sent: u64) -> Vec<LostRun> {
+        let mut out = Vec::new();
+        t.finish_with(sent, &mut |r| out.push(r));
+        out
+    }
+
+    #[test]
+    fn runs_settle_as_the_window_moves() {
+        let mut t = SeqTracker::with_window(64);
+        let mut out = Vec::new();
+        let mut rec = |t: &mut SeqTracker, s: u64, out: &mut Vec<LostRun>| {
+            t.record_with(s, &mut |r| out.push(r));
+        };
+        for s in (0..200).filter(|s| s % 10 != 3 && !(40..45).contains(s)) {
+            rec(&mut t, s, &mut out);
+        }
+        // 0..=199 seen less the holes; the window holds 136..=199, so the holes below
+        // 136 are settled, and closed up to the last one that may still grow.
+        let settled: Vec<LostRun> = [3, 13, 23, 33]
+            .into_iter()
+            .map(|f| run(f, 1))
+            .chain([run(40, 5), run(53, 1)])
+            .chain((63..=123).step_by(10).map(|f| run(f, 1)))
+            .collect();
+        assert_eq!(out, settled);
+        // a hole inside the window can still be filled: 143 arrives late
+        rec(&mut t, 143, &mut out);
+        // the holes still in the window and the tail settle at the end
+        let mut tail = Vec::new();
+        t.finish_with(205, &mut |r| tail.push(r));
+        assert_eq!(
+            tail,
+            vec![
+                run(133, 1),
+                run(153, 1),
+                run(163, 1),
+                run(173, 1),
+                run(183, 1),
+                run(193, 1),
+                run(200, 5)
+            ]
+        );
+        let lost: u64 = out.iter().chain(&tail).map(|r| r.count).sum();
+        assert_eq!(lost, t.lost(205));
+        assert_eq!(t.loss_runs().lost(), lost);
+        assert_eq!(t.prefix(), 3);
+    }
+
+    #[test]
+    fn adjacent_runs_merge_across_words_and_the_tail() {
+        let mut t = SeqTracker::with_window(64);
+        feed(&mut t, 0..60);
+        // 60..=199 missing, then 200 arrives: the run crosses word and window edges
+        assert_eq!(t.record(200), Arrival::Gap { missing: 140 });
+        assert_eq!(runs_of(&mut t, 300), vec![run(60, 140), run(201, 99)]);
+        // a lost run reaching the tail merges with it
+        let mut u = SeqTracker::new();
+        feed(&mut u, 0..10);
+        assert_eq!(u.record(12), Arrival::Gap { missing: 2 });
+        assert_eq!(runs_of(&mut u, 20), vec![run(10, 2), run(13, 7)]);
+        let mut v = SeqTracker::new();
+        feed(&mut v, [0, 1, 2]);
+        assert_eq!(runs_of(&mut v, 10), vec![run(3, 7)]);
+    }
+
+    #[test]
+    fn prefix_follows_late_arrivals_and_freezes_at_a_settled_loss() {
+        let mut t = SeqTracker::with_window(64);
+        feed(&mut t, [1, 2, 3]);
+        assert_eq!(t.prefix(), 0);
+        t.record(0);
+        assert_eq!(t.prefix(), 4);
+        feed(&mut t, 5..100);
+        assert_eq!(t.prefix(), 4);
+        // 4 left the window without arriving: lost, and now too old
+        assert_eq!(t.record(4), Arrival::TooOld);
+        assert_eq!(t.prefix(), 4);
+        // settled while recording, the run stays open (it might grow) until finish
+        assert_eq!(t.loss_runs().runs(), 0);
+        assert_eq!(runs_of(&mut t, 100), vec![run(4, 1)]);
+        assert_eq!(t.loss_runs().runs(), 1);
+    }
+
+    #[test]
+    fn gro_sized_batches_of_two_to_the_32_and_more() {
+        // sequence numbers past u32: a stream that starts high is all loss below it
+        let mut t = SeqTracker::new();
+        let base = (1u64 << 32) - 3;
+        feed(&mut t, base..base + 10);
+        assert_eq!(t.prefix(), 0);
+        assert_eq!(runs_of(&mut t, base + 12), vec![run(0, base), run(base + 10, 2)]);
+        assert_eq!(t.lost(base + 12), base + 2);
+    }
+
     #[test]
     fn window_rounding() {
         assert_eq!(SeqTracker::new().window(), 65536);
@@ -410,6 +660,8 @@ mod tests {
         assert_eq!(t.lost_so_far(), 1);
         assert_eq!(t.lost(100), 1);
         assert_eq!(t.reordered(), 0);
+        assert_eq!(t.prefix(), 50);
+        assert_eq!(runs_of(&mut t, 100), vec![run(50, 1)]);
         assert_eq!(t.loss_runs().runs(), 1);
         assert_eq!(t.loss_runs().buckets()[0], 1);
     }
@@ -419,6 +671,8 @@ mod tests {
         let mut t = SeqTracker::new();
         assert_eq!(t.record(1), Arrival::Gap { missing: 1 });
         assert_eq!(t.lost_so_far(), 1);
+        assert_eq!(t.prefix(), 0);
+        assert_eq!(runs_of(&mut t, 2), vec![run(0, 1)]);
         assert_eq!(t.loss_runs().buckets()[0], 1);
     }
 
@@ -457,6 +711,11 @@ mod tests {
         assert_eq!(t.received(), 10 + 1 + 4 + 3);
         assert_eq!(t.lost_so_far(), 5 + 100 + 1 + 2);
         assert_eq!(t.lost(126), 5 + 100 + 1 + 2);
+        assert_eq!(
+            runs_of(&mut t, 126),
+            vec![run(10, 5), run(20, 100), run(121, 1), run(123, 2)]
+        );
+        assert_eq!(t.prefix(), 10);
         let runs = t.loss_runs();
         assert_eq!(runs.runs(), 4);
         assert_eq!(runs.lost(), 108);
@@ -542,9 +801,10 @@ mod tests {
         assert_eq!(t.max_reorder_extent(), 3);
         assert_eq!(t.duplicates(), 2);
         assert_eq!(t.lost(14), 0);
-        // the histogram keeps the gap as first observed
-        assert_eq!(t.loss_runs().runs(), 1);
-        assert_eq!(t.loss_runs().buckets()[2], 1); // 3-4
+        // a gap that late arrivals filled is reordering, not a loss run
+        assert_eq!(t.prefix(), 14);
+        assert_eq!(runs_of(&mut t, 14), vec![]);
+        assert_eq!(t.loss_runs().runs(), 0);
     }
 
     #[test]
@@ -571,8 +831,12 @@ mod tests {
         assert_eq!(t.too_old(), 1);
         assert_eq!(t.lost_so_far(), START + 4);
         assert_eq!(t.lost(START + 200_006), START + 4);
-        assert_eq!(t.loss_runs().runs(), 2);
-        assert_eq!(t.loss_runs().lost(), START + 5);
+        assert_eq!(
+            runs_of(&mut t, START + 200_006),
+            vec![run(0, START), run(START + 200_000, 1), run(START + 200_002, 3)]
+        );
+        assert_eq!(t.loss_runs().runs(), 3);
+        assert_eq!(t.loss_runs().lost(), START + 4);
     }
 
     #[test]
@@ -812,6 +1076,28 @@ mod tests {
             assert_eq!(t.max_reorder_extent(), ext);
             let h = high.expect("something arrived");
             assert_eq!(t.lost_so_far(), h + 1 - recv);
+            // The settled runs are exactly the missing sequence numbers below `sent`.
+            let sent = next.max(h + 1) + 3;
+            let mut expect_runs: Vec<LostRun> = Vec::new();
+            let mut prefix = None;
+            for s in 0..sent {
+                if seen.contains(&s) {
+                    continue;
+                }
+                prefix.get_or_insert(s);
+                match expect_runs.last_mut() {
+                    Some(r) if r.first + r.count == s => r.count += 1,
+                    _ => expect_runs.push(run(s, 1)),
+                }
+            }
+            let mut got = Vec::new();
+            t.finish_with(sent, &mut |r| got.push(r));
+            let lost_total: u64 = expect_runs.iter().map(|r| r.count).sum();
+            assert_eq!(t.lost(sent), lost_total, "seed {seed}");
+            assert_eq!(t.loss_runs().lost(), lost_total, "seed {seed}");
+            assert_eq!(t.loss_runs().runs(), expect_runs.len() as u64, "seed {seed}");
+            assert_eq!(got.last(), expect_runs.last(), "seed {seed}");
+            assert!(prefix.is_some_and(|p| p == t.prefix()), "seed {seed}");
             // the random stream really exercised every path
             assert!(recv > 0 && dup > 0 && reord > 0 && old > 0, "seed {seed}");
             assert!(t.loss_runs().runs() > 0);
