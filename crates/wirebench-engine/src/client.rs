@@ -1,9 +1,13 @@
 //! The client side of a test: connect, ask, set up the data stream, run, collect.
 
+use std::fs::File;
+use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
+use std::path::PathBuf;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use wirebench_proto::control::{encode, Message, MAX_FRAME, PROTOCOL_VERSION};
+use wirebench_proto::control::{encode, Message, MAX_FRAME, PACKET_LOG_STREAM, PROTOCOL_VERSION};
 use wirebench_proto::header::UdpHello;
 use wirebench_proto::results::{Results, Role};
 use wirebench_proto::spec::{Direction, Protocol, TestSpec};
@@ -11,7 +15,7 @@ use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 use crate::channel::Channel;
 use crate::role::{DataSocket, RoleParams};
 use crate::session::{drive, Watch};
-use crate::sys::{tcp_datapath, udp_datapath};
+use crate::sys::{host_id, same_clock, tcp_datapath, udp_datapath};
 use crate::EngineError;
 
 /// How long the client waits for the server's answer to each set-up step.
@@ -29,6 +33,39 @@ pub struct ClientConfig {
     pub port: u16,
     /// The test, already validated.
     pub spec: TestSpec,
+    /// Where to write the packet log (`spec.packet_log` is set when this is).
+    pub packet_log: Option<PathBuf>,
+}
+
+/// How long the client waits for more of the server's packet log before giving it up.
+const LOG_IDLE: Duration = Duration::from_secs(60);
+
+/// Sends an `attach` for `stream` of the test with `cookie` on a new connection.
+fn attach(addr: SocketAddr, cookie: u64, stream: u32) -> Result<TcpStream, EngineError> {
+    let mut s = TcpStream::connect_timeout(&addr, SETUP_TIMEOUT).map_err(|source| {
+        EngineError::Connect {
+            addr: addr.to_string(),
+            source,
+        }
+    })?;
+    let frame = encode(&Message::Attach {
+        version: PROTOCOL_VERSION,
+        cookie,
+        stream,
+    })
+    .map_err(|e| EngineError::Protocol(e.to_string()))?;
+    s.write_all(&frame)
+        .map_err(|e| EngineError::io("attaching a connection to the test", e))?;
+    Ok(s)
+}
+
+/// Copies the server's packet log from its connection into the file until the server closes
+/// it; returns the bytes copied.
+fn copy_log(mut from: TcpStream, mut to: File) -> std::io::Result<u64> {
+    from.set_read_timeout(Some(LOG_IDLE))?;
+    let n = std::io::copy(&mut from, &mut to)?;
+    to.flush()?;
+    Ok(n)
 }
 
 /// The name and version this build reports to its peer.
@@ -52,6 +89,14 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, EngineError> {
 /// did not complete, the document carries what was measured and `error` says why.
 pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineError> {
     let addr = resolve(&cfg.host, cfg.port)?;
+    // Fail on an unwritable log path before any traffic.
+    let log_file = match &cfg.packet_log {
+        Some(path) => Some(File::create(path).map_err(|e| EngineError::Io {
+            context: "creating the packet log file",
+            source: e,
+        })?),
+        None => None,
+    };
     let connect = |addr: SocketAddr| {
         TcpStream::connect_timeout(&addr, SETUP_TIMEOUT).map_err(|source| EngineError::Connect {
             addr: addr.to_string(),
@@ -64,11 +109,15 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
         version: PROTOCOL_VERSION,
         tool: tool(),
         spec: spec.clone(),
+        host_id: host_id(),
     })?;
-    let (cookie, udp_port) = match ch.expect(SETUP_TIMEOUT, "the server's answer")? {
+    let (cookie, udp_port, server_host) = match ch.expect(SETUP_TIMEOUT, "the server's answer")? {
         Message::Accept {
-            cookie, udp_port, ..
-        } => (cookie, udp_port),
+            cookie,
+            udp_port,
+            host_id,
+            ..
+        } => (cookie, udp_port, host_id),
         Message::Refuse { reason } => return Err(EngineError::Refused(reason)),
         Message::Error { reason } => return Err(EngineError::Peer(reason)),
         other => {
@@ -77,18 +126,31 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
             )))
         }
     };
+    let role = match spec.direction {
+        Direction::Forward => Role::Sender,
+        Direction::Reverse => Role::Receiver,
+    };
+    // The packet log: written here when this side receives, else the server's receiver
+    // streams it over a connection of its own, opened before the UDP handshake.
+    let mut local_log: Option<Box<dyn Write + Send>> = None;
+    let mut log_copier: Option<JoinHandle<std::io::Result<u64>>> = None;
+    if let Some(file) = log_file {
+        if role == Role::Receiver {
+            local_log = Some(Box::new(file));
+        } else {
+            let conn = attach(addr, cookie, PACKET_LOG_STREAM)?;
+            log_copier = Some(
+                std::thread::Builder::new()
+                    .name("wirebench-log-copy".into())
+                    .spawn(move || copy_log(conn, file))
+                    .map_err(|e| EngineError::io("starting the packet log thread", e))?,
+            );
+        }
+    }
     let datapath;
     let (sock, hello) = match spec.protocol {
         Protocol::Tcp => {
-            let mut s = connect(addr)?;
-            let frame = encode(&Message::Attach {
-                version: PROTOCOL_VERSION,
-                cookie,
-                stream: 0,
-            })
-            .map_err(|e| EngineError::Protocol(e.to_string()))?;
-            std::io::Write::write_all(&mut s, &frame)
-                .map_err(|e| EngineError::io("attaching the data connection", e))?;
+            let s = attach(addr, cookie, 0)?;
             datapath = tcp_datapath(&s, spec);
             (DataSocket::Tcp(s), None)
         }
@@ -108,10 +170,6 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
             (DataSocket::Udp(s), Some(hello))
         }
     };
-    let role = match spec.direction {
-        Direction::Forward => Role::Sender,
-        Direction::Reverse => Role::Receiver,
-    };
     ch.send(&Message::Begin)?;
     let params = RoleParams {
         spec: spec.clone(),
@@ -119,14 +177,23 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
         hello,
         intervals: None,
         datapath,
+        same_clock: same_clock(&host_id(), &server_host),
+        packet_log: local_log,
     };
     let out = drive(&mut ch, role, sock, params, watch);
+    let mut error = out.error;
+    if let Some(copier) = log_copier {
+        // The server closes the log connection when its receiver is done.
+        if !matches!(copier.join(), Ok(Ok(_))) {
+            error.get_or_insert("the server's packet log did not arrive whole".into());
+        }
+    }
     Ok(Results::assemble(
         spec,
         addr.to_string(),
         Some(&out.local),
         out.peer.as_ref(),
-        out.error,
+        error,
     ))
 }
 

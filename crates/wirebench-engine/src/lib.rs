@@ -10,8 +10,10 @@
 
 mod channel;
 mod client;
+mod log;
 pub mod pace;
 mod role;
+mod rx;
 mod server;
 mod session;
 mod sys;
@@ -72,6 +74,9 @@ impl EngineError {
 pub(crate) struct Shared {
     /// The side's start; every `*_ns` time of the side is measured from it.
     pub start: Instant,
+    /// Unix time at `start`, ns: `epoch_unix_ns + now_ns()` is the side's Unix time, on a
+    /// clock that a step of the system clock during the test does not move.
+    pub epoch_unix_ns: u64,
     /// Set to end the data role at once.
     pub stop: AtomicBool,
     /// The sender's final message count, `u64::MAX` until its report arrives.
@@ -87,6 +92,7 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn new() -> Self {
         Self {
+            epoch_unix_ns: sys::unix_now_ns(),
             start: Instant::now(),
             stop: AtomicBool::new(false),
             peer_messages: AtomicU64::new(u64::MAX),
@@ -98,6 +104,11 @@ impl Shared {
 
     pub(crate) fn now_ns(&self) -> u64 {
         self.start.elapsed().as_nanos() as u64
+    }
+
+    /// The side's Unix time at `now_ns` (ns since its start).
+    pub(crate) fn unix_ns(&self, now_ns: u64) -> u64 {
+        self.epoch_unix_ns.wrapping_add(now_ns)
     }
 
     pub(crate) fn stopped(&self) -> bool {

@@ -13,10 +13,10 @@ use std::time::Duration;
 use wirebench_proto::header::{self, DataHeader, ACK_LEN, HEADER_LEN};
 use wirebench_proto::results::{Datapath, IntervalRecord, Role, SideReport, UdpCounts};
 use wirebench_proto::spec::{Mechanism, TestSpec, MAX_INTERVALS};
-use wirebench_stats::{Arrival, Jitter, SeqTracker};
 
+use crate::log::LogSink;
 use crate::pace::{wait_until, Pacer};
-use crate::sys::unix_now_ns;
+use crate::rx::{IntervalUdp, UdpRx};
 use crate::Shared;
 
 /// How long a blocking data call may wait before the loop looks at the clock again.
@@ -46,6 +46,28 @@ pub struct RoleParams {
     pub intervals: Option<Sender<IntervalRecord>>,
     /// What the socket set-up recorded.
     pub datapath: Datapath,
+    /// Both ends read one clock (same kernel boot id): one-way delays are absolute.
+    pub same_clock: bool,
+    /// UDP receivers: where the packet log goes, if one was asked for.
+    pub packet_log: Option<Box<dyn Write + Send>>,
+}
+
+/// A side's running totals, as an interval closes.
+#[derive(Debug, Clone, Copy, Default)]
+struct Snapshot {
+    bytes: u64,
+    messages: u64,
+    udp: Option<IntervalUdp>,
+}
+
+impl Snapshot {
+    fn of(count: &Count) -> Self {
+        Self {
+            bytes: count.bytes,
+            messages: count.messages,
+            udp: None,
+        }
+    }
 }
 
 /// Closes intervals at fixed boundaries of the side's clock.
@@ -68,27 +90,32 @@ impl Recorder {
         }
     }
 
-    /// Closes every interval that ended by `now_ns`. `lost` is a running total that may go
+    /// Closes every interval that ended by `now_ns`, with the totals `snap` gives then (it is
+    /// called only when an interval closes). A UDP `lost` is a running total that may go
     /// down (a late arrival fills a gap); an interval's loss is its increase, floored at 0.
     #[inline]
-    fn tick(&mut self, now_ns: u64, bytes: u64, messages: u64, lost: u64) {
+    fn tick(&mut self, now_ns: u64, mut snap: impl FnMut() -> Snapshot) {
         while now_ns >= self.next_ns {
             let end = self.next_ns;
-            self.close(end, bytes, messages, lost);
+            self.close(end, snap());
             self.next_ns += self.interval_ns;
         }
     }
 
-    fn close(&mut self, end_ns: u64, bytes: u64, messages: u64, lost: u64) {
+    fn close(&mut self, end_ns: u64, snap: Snapshot) {
         let start_ns = self.records.last().map_or(0, |r| r.end_ns);
+        let udp = snap.udp.unwrap_or_default();
         let rec = IntervalRecord {
             start_ns,
             end_ns,
-            bytes: bytes - self.last.0,
-            messages: messages - self.last.1,
-            lost: lost.saturating_sub(self.last.2),
+            bytes: snap.bytes - self.last.0,
+            messages: snap.messages - self.last.1,
+            lost: udp.lost.saturating_sub(self.last.2),
+            jitter_ns: udp.jitter_ns,
+            delay_p50_ns: udp.delay_p50_ns,
+            delay_p99_ns: udp.delay_p99_ns,
         };
-        self.last = (bytes, messages, lost.max(self.last.2));
+        self.last = (snap.bytes, snap.messages, udp.lost.max(self.last.2));
         if self.records.len() < MAX_INTERVALS as usize {
             self.records.push(rec);
         }
@@ -98,28 +125,33 @@ impl Recorder {
     }
 
     /// Closes the last, partial interval.
-    fn finish(mut self, now_ns: u64, bytes: u64, messages: u64, lost: u64) -> Vec<IntervalRecord> {
-        self.tick(now_ns, bytes, messages, lost);
+    fn finish(mut self, now_ns: u64, mut snap: impl FnMut() -> Snapshot) -> Vec<IntervalRecord> {
+        self.tick(now_ns, &mut snap);
         let start = self.records.last().map_or(0, |r| r.end_ns);
         if now_ns > start {
-            self.close(now_ns, bytes, messages, lost);
+            self.close(now_ns, snap());
         }
         self.records
     }
 }
 
 /// Running totals of a role.
-#[derive(Default)]
-struct Count {
-    bytes: u64,
-    messages: u64,
-    first_ns: Option<u64>,
-    last_ns: Option<u64>,
+#[derive(Debug, Default)]
+pub struct Count {
+    /// Payload bytes.
+    pub bytes: u64,
+    /// Messages.
+    pub messages: u64,
+    /// First message, ns since the side started.
+    pub first_ns: Option<u64>,
+    /// Last message, ns since the side started.
+    pub last_ns: Option<u64>,
 }
 
 impl Count {
+    /// Counts one message of `len` bytes at `now_ns`.
     #[inline]
-    fn add(&mut self, len: u64, now_ns: u64) {
+    pub fn add(&mut self, len: u64, now_ns: u64) {
         self.bytes += len;
         self.messages += 1;
         self.first_ns.get_or_insert(now_ns);
@@ -192,16 +224,20 @@ fn is_timeout(e: &std::io::Error) -> bool {
 
 /// Runs the role and returns what it measured; errors end the role early and are recorded in
 /// the report, with the counts up to then.
-pub fn run(role: Role, sock: DataSocket, p: RoleParams, sh: &Shared) -> SideReport {
-    let epoch_unix_ns = unix_now_ns();
+pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> SideReport {
+    let saw = p.spec.mechanism == Mechanism::StopAndWait;
     let mut rep = match (role, sock) {
         (Role::Sender, DataSocket::Tcp(s)) => tcp_send(s, &p, sh),
         (Role::Receiver, DataSocket::Tcp(s)) => tcp_receive(s, &p, sh),
         (Role::Sender, DataSocket::Udp(s)) => udp_send(s, &p, sh),
-        (Role::Receiver, DataSocket::Udp(s)) => udp_receive(s, &p, sh),
+        (Role::Receiver, DataSocket::Udp(s)) if saw => udp_receive_saw(s, &p, sh),
+        (Role::Receiver, DataSocket::Udp(s)) => {
+            let log = p.packet_log.take();
+            udp_receive(s, &p, log, sh)
+        }
     };
     rep.role = Some(role);
-    rep.epoch_unix_ns = epoch_unix_ns;
+    rep.epoch_unix_ns = sh.epoch_unix_ns;
     rep.elapsed_ns = sh.now_ns();
     rep.datapath = p.datapath;
     rep
@@ -253,7 +289,7 @@ fn next_step(
     count: &Count,
 ) -> Step {
     let now = sh.now_ns();
-    rec.tick(now, count.bytes, count.messages, 0);
+    rec.tick(now, || Snapshot::of(count));
     if let Some(why) = early_stop(sh, p, now) {
         return Step::Done(Some(why));
     }
@@ -346,7 +382,7 @@ fn tcp_send(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
     }
     // EOF tells the receiver that everything was sent.
     let _ = s.shutdown(Shutdown::Write);
-    let intervals = rec.finish(sh.now_ns(), count.bytes, count.messages, 0);
+    let intervals = rec.finish(sh.now_ns(), || Snapshot::of(&count));
     report(&count, intervals, error)
 }
 
@@ -371,7 +407,7 @@ fn tcp_receive(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
     let mut error = None;
     loop {
         let now = sh.now_ns();
-        rec.tick(now, count.bytes, count.messages, 0);
+        rec.tick(now, || Snapshot::of(&count));
         if let Some(why) = early_stop(sh, p, now).or_else(|| idle_error(sh, p, count.last_ns, now))
         {
             error = Some(why);
@@ -432,7 +468,7 @@ fn tcp_receive(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
         // The sender's last, shorter message.
         count.messages += 1;
     }
-    let intervals = rec.finish(sh.now_ns(), count.bytes, count.messages, 0);
+    let intervals = rec.finish(sh.now_ns(), || Snapshot::of(&count));
     report(&count, intervals, error)
 }
 
@@ -504,7 +540,7 @@ fn udp_send(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
             let h = DataHeader {
                 seq,
                 stream: 0,
-                send_ns: sh.now_ns(),
+                send_ns: sh.unix_ns(sh.now_ns()),
             };
             let _ = h.write(&mut buf[..len]);
         }
@@ -530,7 +566,7 @@ fn udp_send(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
                     }
                 }
                 let now = sh.now_ns();
-                rec.tick(now, count.bytes, count.messages, 0);
+                rec.tick(now, || Snapshot::of(&count));
                 if let Some(why) = early_stop(sh, p, now) {
                     error = Some(why);
                     break 'messages;
@@ -559,37 +595,96 @@ fn udp_send(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
         sh.bytes.store(count.bytes, Ordering::Relaxed);
         sh.messages.store(count.messages, Ordering::Relaxed);
     }
-    let intervals = rec.finish(sh.now_ns(), count.bytes, count.messages, 0);
+    let intervals = rec.finish(sh.now_ns(), || Snapshot::of(&count));
     let mut rep = report(&count, intervals, error);
     rep.retransmits = retransmits;
     rep.local_drops = local_drops;
     rep
 }
 
-fn udp_receive(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
+/// The number of datagrams with a header among the sender's `messages`: all but a short
+/// last one of a `bytes` test.
+fn sequenced_count(spec: &TestSpec, messages: u64) -> u64 {
+    let short_tail = spec
+        .bytes
+        .is_some_and(|b| b % spec.size != 0 && b % spec.size < HEADER_LEN as u64);
+    if short_tail && messages > 0 && spec.bytes.is_some_and(|b| messages * spec.size >= b) {
+        messages - 1
+    } else {
+        messages
+    }
+}
+
+fn udp_receive(
+    s: UdpSocket,
+    p: &RoleParams,
+    packet_log: Option<Box<dyn Write + Send>>,
+    sh: &Shared,
+) -> SideReport {
     let spec = &p.spec;
-    let saw = spec.mechanism == Mechanism::StopAndWait;
-    let headerless = spec.headerless();
     let _ = s.set_read_timeout(Some(POLL));
-    let _ = s.set_write_timeout(Some(POLL));
     // One byte more than the largest datagram, to see truncation if it ever happened.
     let mut buf = vec![0u8; 65_536];
     let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
+    let (log, mut error) = match packet_log.map(LogSink::start) {
+        None => (None, None),
+        Some(Ok(l)) => (Some(l), None),
+        Some(Err(e)) => (None, Some(format!("packet log: {e}"))),
+    };
+    let mut rx = UdpRx::new(sh.epoch_unix_ns, p.hello, log);
+    let snap = |rx: &mut UdpRx| Snapshot {
+        bytes: rx.count.bytes,
+        messages: rx.count.messages,
+        udp: Some(rx.close_interval()),
+    };
+    while error.is_none() {
+        let now = sh.now_ns();
+        rec.tick(now, || snap(&mut rx));
+        if let Some(why) =
+            early_stop(sh, p, now).or_else(|| idle_error(sh, p, rx.count.last_ns, now))
+        {
+            error = Some(why);
+            break;
+        }
+        if drained(sh, p, rx.count.messages, now) {
+            break;
+        }
+        let n = match s.recv(&mut buf) {
+            Ok(n) => n,
+            Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => continue,
+            Err(e) => {
+                error = Some(format!("receiving data: {e}"));
+                break;
+            }
+        };
+        rx.on_datagram(&buf[..n], sh.now_ns());
+        sh.bytes.store(rx.count.bytes, Ordering::Relaxed);
+        sh.messages.store(rx.count.messages, Ordering::Relaxed);
+    }
+    let intervals = rec.finish(sh.now_ns(), || snap(&mut rx));
+    let sent = sh.peer_messages.load(Ordering::Relaxed);
+    let sent = (sent != u64::MAX).then(|| sequenced_count(spec, sent));
+    let (count, mut udp, log_error) = rx.finish(sent, p.same_clock);
+    udp.sequenced = !spec.headerless();
+    let mut rep = report(&count, intervals, error.or(log_error));
+    rep.udp = Some(udp);
+    rep
+}
+
+fn udp_receive_saw(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
+    let spec = &p.spec;
+    let _ = s.set_read_timeout(Some(POLL));
+    let _ = s.set_write_timeout(Some(POLL));
+    let mut buf = vec![0u8; 65_536];
+    let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
     let mut count = Count::default();
-    let mut tracker = SeqTracker::new();
-    let mut jitter = Jitter::new();
     let mut duplicates = 0u64;
-    let mut expected = 0u64; // stop-and-wait: next message
+    let mut expected = 0u64; // next message
     let mut ack = [0u8; ACK_LEN];
     let mut error = None;
     loop {
         let now = sh.now_ns();
-        let lost = if headerless || saw {
-            0
-        } else {
-            tracker.lost_so_far()
-        };
-        rec.tick(now, count.bytes, count.messages, lost);
+        rec.tick(now, || Snapshot::of(&count));
         if let Some(why) = early_stop(sh, p, now).or_else(|| idle_error(sh, p, count.last_ns, now))
         {
             error = Some(why);
@@ -611,59 +706,35 @@ fn udp_receive(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
         if p.hello.is_some_and(|h| dgram == h) {
             continue;
         }
-        if saw {
-            let short = n < HEADER_LEN;
-            let seq = if short {
-                dgram.first().map(|&b| u64::from(b))
-            } else {
-                DataHeader::read(dgram).ok().map(|h| h.seq)
-            };
-            let Some(seq) = seq else { continue };
-            let mask = if short { 0xff } else { u64::MAX };
-            if seq == expected & mask {
-                count.add(n as u64, now);
-                expected += 1;
-            } else if expected > 0 && seq == (expected - 1) & mask {
-                // The sender did not get our ack and sent the message again.
-                duplicates += 1;
-            } else {
-                continue;
-            }
-            let len = header::encode_ack(seq, n, &mut ack);
-            let _ = s.send(&ack[..len]);
-        } else if n < HEADER_LEN {
-            // Headerless tests, and the short last message of a `bytes` test: counted by
-            // bytes and messages only.
-            count.add(n as u64, now);
+        let short = n < HEADER_LEN;
+        let seq = if short {
+            dgram.first().map(|&b| u64::from(b))
         } else {
-            let Ok(h) = DataHeader::read(dgram) else {
-                continue;
-            };
-            match tracker.record(h.seq) {
-                Arrival::Duplicate => duplicates += 1,
-                Arrival::TooOld => {}
-                _ => {
-                    count.add(n as u64, now);
-                    jitter.on_packet(h.send_ns, now);
-                }
-            }
+            DataHeader::read(dgram).ok().map(|h| h.seq)
+        };
+        let Some(seq) = seq else { continue };
+        let mask = if short { 0xff } else { u64::MAX };
+        if seq == expected & mask {
+            count.add(n as u64, now);
+            expected += 1;
+        } else if expected > 0 && seq == (expected - 1) & mask {
+            // The sender did not get our ack and sent the message again.
+            duplicates += 1;
+        } else {
+            continue;
         }
+        let len = header::encode_ack(seq, n, &mut ack);
+        let _ = s.send(&ack[..len]);
         sh.bytes.store(count.bytes, Ordering::Relaxed);
         sh.messages.store(count.messages, Ordering::Relaxed);
     }
-    let lost = if headerless || saw {
-        0
-    } else {
-        tracker.lost_so_far()
-    };
-    let intervals = rec.finish(sh.now_ns(), count.bytes, count.messages, lost);
+    let intervals = rec.finish(sh.now_ns(), || Snapshot::of(&count));
     let mut rep = report(&count, intervals, error);
     rep.udp = Some(UdpCounts {
-        sequenced: !headerless,
+        sequenced: !spec.headerless(),
         duplicates,
-        reordered: tracker.reordered(),
-        too_old: tracker.too_old(),
-        jitter_ns: jitter.jitter_ns(),
+        same_clock: p.same_clock,
+        ..UdpCounts::default()
     });
     rep
 }

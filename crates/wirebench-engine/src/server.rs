@@ -18,7 +18,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Socket, Type};
-use wirebench_proto::control::{decode, Message, MAX_FRAME, MAX_HELLO_FRAME, PROTOCOL_VERSION};
+use wirebench_proto::control::{
+    decode, Message, MAX_FRAME, MAX_HELLO_FRAME, PACKET_LOG_STREAM, PROTOCOL_VERSION,
+};
 use wirebench_proto::header::UdpHello;
 use wirebench_proto::results::{Results, Role};
 use wirebench_proto::spec::{Direction, Protocol, TestSpec};
@@ -28,7 +30,7 @@ use crate::channel::Channel;
 use crate::client::tool;
 use crate::role::{DataSocket, RoleParams};
 use crate::session::{drive, Quiet};
-use crate::sys::{tcp_datapath, udp_datapath};
+use crate::sys::{host_id, same_clock, tcp_datapath, udp_datapath};
 use crate::EngineError;
 
 /// How long a new connection may take to send its first frame, and a test its set-up steps.
@@ -58,6 +60,8 @@ struct Pending {
     local: IpAddr,
     protocol: Protocol,
     tx: SyncSender<DataSocket>,
+    /// The packet log connection, for a test whose server side writes one.
+    log_tx: Option<SyncSender<TcpStream>>,
 }
 
 struct State {
@@ -219,11 +223,17 @@ fn connection(mut conn: TcpStream, state: &State) {
             version,
             tool,
             spec,
+            host_id,
         }) => {
             let Ok(mut ch) = Channel::new(conn, MAX_FRAME) else {
                 return;
             };
-            if let Err(e) = test_session(&mut ch, state, version, &tool, spec) {
+            let hello = Hello {
+                version,
+                tool: &tool,
+                host_id: &host_id,
+            };
+            if let Err(e) = test_session(&mut ch, state, &hello, spec) {
                 log(state, format_args!("{peer}: {e}"));
             }
         }
@@ -263,11 +273,20 @@ fn attach(conn: TcpStream, state: &State, cookie: u64, stream: u32) -> Result<()
             p.tx.try_send(DataSocket::Tcp(conn))
                 .map_err(|_| "stream already attached".to_string())
         }
+        Some(Pending {
+            peer: p,
+            log_tx: Some(tx),
+            ..
+        }) if *p == peer && stream == PACKET_LOG_STREAM => tx
+            .try_send(conn)
+            .map_err(|_| "packet log already attached".to_string()),
         _ => Err("unknown test, wrong stream or wrong address".into()),
     }
 }
 
 /// Answers UDP hellos: opens a socket connected to the hello's source for the test it names.
+/// The test's entry stays pending until its session has every connection it waits for;
+/// repeated hellos meanwhile find the stream taken and are dropped.
 fn udp_hellos(udp: &UdpSocket, state: &State) {
     let mut buf = [0u8; 64];
     loop {
@@ -279,7 +298,7 @@ fn udp_hellos(udp: &UdpSocket, state: &State) {
         let Ok(hello) = UdpHello::decode(&buf[..n]) else {
             continue;
         };
-        let Ok(mut pending) = state.pending.lock() else {
+        let Ok(pending) = state.pending.lock() else {
             return;
         };
         let Some(p) = pending.get(&hello.cookie) else {
@@ -291,9 +310,7 @@ fn udp_hellos(udp: &UdpSocket, state: &State) {
         let sock = reuse_port_udp(SocketAddr::new(p.local, state.port))
             .and_then(|s| s.connect(&src.into()).map(|()| s));
         if let Ok(sock) = sock {
-            if p.tx.try_send(DataSocket::Udp(sock.into())).is_ok() {
-                pending.remove(&hello.cookie);
-            }
+            let _ = p.tx.try_send(DataSocket::Udp(sock.into()));
         }
     }
 }
@@ -364,14 +381,21 @@ fn refuse(ch: &mut Channel, reason: String) -> Result<(), EngineError> {
     Err(EngineError::Refused(reason))
 }
 
+/// What a client said of itself in its `start`.
+struct Hello<'a> {
+    version: u32,
+    tool: &'a str,
+    host_id: &'a str,
+}
+
 fn test_session(
     ch: &mut Channel,
     state: &State,
-    version: u32,
-    tool_name: &str,
+    client: &Hello<'_>,
     spec: TestSpec,
 ) -> Result<(), EngineError> {
     let cfg = &state.cfg;
+    let (version, tool_name) = (client.version, client.tool);
     if version != PROTOCOL_VERSION {
         return refuse(
             ch,
@@ -404,7 +428,13 @@ fn test_session(
         .stream()
         .local_addr()
         .map_err(|e| EngineError::io("reading the local address", e))?;
+    let role = match spec.direction {
+        Direction::Forward => Role::Receiver,
+        Direction::Reverse => Role::Sender,
+    };
     let (tx, rx) = sync_channel(1);
+    let (log_tx, log_rx) = sync_channel(1);
+    let writes_log = spec.packet_log && role == Role::Receiver;
     state
         .pending
         .lock()
@@ -416,16 +446,28 @@ fn test_session(
                 local: local.ip(),
                 protocol: spec.protocol,
                 tx,
+                log_tx: writes_log.then_some(log_tx),
             },
         );
     ch.send(&Message::Accept {
         cookie,
         udp_port: state.port,
         tool: tool(),
+        host_id: host_id(),
     })?;
     let sock = rx
         .recv_timeout(SETUP_TIMEOUT)
         .map_err(|_| EngineError::Timeout("the client's data stream"))?;
+    let packet_log: Option<Box<dyn std::io::Write + Send>> = if writes_log {
+        let conn = log_rx
+            .recv_timeout(SETUP_TIMEOUT)
+            .map_err(|_| EngineError::Timeout("the client's packet log connection"))?;
+        // A client that stops reading its log fails the log, not the server.
+        let _ = conn.set_write_timeout(Some(SETUP_TIMEOUT));
+        Some(Box::new(conn))
+    } else {
+        None
+    };
     if let Ok(mut p) = state.pending.lock() {
         p.remove(&cookie);
     }
@@ -452,10 +494,6 @@ fn test_session(
             )));
         }
     }
-    let role = match spec.direction {
-        Direction::Forward => Role::Receiver,
-        Direction::Reverse => Role::Sender,
-    };
     let deadline_ns = cfg.max_duration.map_or(u64::MAX, |d| {
         (d.as_nanos() as u64).saturating_add(spec.drain_ns)
     });
@@ -465,6 +503,8 @@ fn test_session(
         hello,
         intervals: None,
         datapath,
+        same_clock: same_clock(&host_id(), client.host_id),
+        packet_log,
     };
     let out = drive(ch, role, sock, params, &mut Quiet);
     let r = Results::assemble(

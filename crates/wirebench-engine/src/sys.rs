@@ -29,6 +29,20 @@ pub fn unix_now_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// This kernel's boot id (`/proc/sys/kernel/random/boot_id`), empty where there is none. Two
+/// processes with the same boot id read the same clocks, also from different network
+/// namespaces: their one-way delays are absolute.
+pub fn host_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Whether two hosts' ids say they share a clock.
+pub fn same_clock(a: &str, b: &str) -> bool {
+    !a.is_empty() && a == b
+}
+
 /// Sets up a TCP data socket and records what was granted.
 pub fn tcp_datapath(s: &TcpStream, spec: &TestSpec) -> Datapath {
     let mut features = Vec::new();

@@ -14,7 +14,14 @@ use crate::results::SideReport;
 use crate::spec::TestSpec;
 
 /// Version of the control protocol this build speaks.
-pub const PROTOCOL_VERSION: u32 = 1;
+///
+/// 2: the UDP header's send time is the sender's Unix time (was: time since its start), and
+/// `start`/`accept` carry the host identity that tells whether the clocks are one.
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// The `stream` of an `attach` that opens a packet log connection: the server's receiver
+/// writes its packet log to it (see [`crate::packet_log`]).
+pub const PACKET_LOG_STREAM: u32 = u32::MAX;
 
 /// Cap for the first frame of a connection, before the peer is known to be a wirebench.
 pub const MAX_HELLO_FRAME: usize = 64 * 1024;
@@ -34,6 +41,9 @@ pub enum Message {
         tool: String,
         /// The test.
         spec: TestSpec,
+        /// The client's kernel boot id: equal on both sides means one clock.
+        #[serde(default)]
+        host_id: String,
     },
     /// Client → server, first frame of a TCP data connection: which test and stream it is.
     Attach {
@@ -52,6 +62,9 @@ pub enum Message {
         udp_port: u16,
         /// Tool name and version of the server.
         tool: String,
+        /// The server's kernel boot id: equal on both sides means one clock.
+        #[serde(default)]
+        host_id: String,
     },
     /// Server → client: the test is refused; the connection closes after this.
     Refuse {

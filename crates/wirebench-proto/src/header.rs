@@ -5,12 +5,15 @@
 //!
 //! ```text
 //! 0       8        10                    16
-//! | seq u64 | stream u16 | send time, 48 bits of ns since the sender's start |
+//! | seq u64 | stream u16 | send time: the sender's Unix time in ns, modulo 2^48 |
 //! ```
 //!
-//! 48 bits of nanoseconds cover 78 hours, far longer than any test the server accepts; the
-//! sender's start time travels over the control channel, so the receiver can rebuild absolute
-//! send times. Datagrams shorter than [`HEADER_LEN`] carry no header: those tests count bytes
+//! 48 bits of nanoseconds cover 78 hours. The receiver takes its own Unix time at arrival,
+//! subtracts, and reads the difference modulo 2^48 as a signed number ([`one_way_delay_ns`]):
+//! the one-way delay, exact when both ends share a clock (one host, or its namespaces) and
+//! offset by the clocks' difference otherwise, as long as that stays under 39 hours. Both
+//! sides take their Unix time once at the start and add a monotonic clock to it, so a clock
+//! step during a test does not show as delay. Datagrams shorter than [`HEADER_LEN`] carry no header: those tests count bytes
 //! and messages only (and the results say so), except that stop-and-wait puts the sequence
 //! number modulo 256 in the first byte so a resent message is not counted twice.
 
@@ -29,7 +32,7 @@ pub struct DataHeader {
     pub seq: u64,
     /// Stream index within the test.
     pub stream: u16,
-    /// Nanoseconds since the sender started; wraps (masked) at 2^48.
+    /// The sender's Unix time in ns when it sent the datagram, modulo 2^48.
     pub send_ns: u64,
 }
 
@@ -77,6 +80,15 @@ impl DataHeader {
             send_ns: word & MAX_SEND_NS,
         })
     }
+}
+
+/// The one-way delay of a datagram whose header carried `send_ns`, received at Unix time
+/// `arrival_unix_ns` (receiver's clock): the difference modulo 2^48, as a signed value in
+/// `-2^47 .. 2^47` ns (about ±39 h).
+pub fn one_way_delay_ns(arrival_unix_ns: u64, send_ns: u64) -> i64 {
+    let d = arrival_unix_ns.wrapping_sub(send_ns) & MAX_SEND_NS;
+    // Sign-extend the 48-bit difference.
+    ((d << 16) as i64) >> 16
 }
 
 /// Tag at the start of a UDP stream's hello datagram.
@@ -214,6 +226,20 @@ mod tests {
             .write(&mut out)
             .is_err());
         }
+    }
+
+    #[test]
+    fn one_way_delay_wraps_and_signs() {
+        let now = 1_700_000_000_000_000_000u64; // a Unix time in ns
+        let sent = (now - 250_000) & MAX_SEND_NS;
+        assert_eq!(one_way_delay_ns(now, sent), 250_000);
+        // the sender's clock ahead of the receiver's: negative
+        assert_eq!(one_way_delay_ns(now, (now + 1_000) & MAX_SEND_NS), -1_000);
+        // across the 2^48 wrap of the field
+        let at_wrap = (1u64 << 48) * 6_000 + 10;
+        assert_eq!(one_way_delay_ns(at_wrap, (at_wrap - 20) & MAX_SEND_NS), 20);
+        assert_eq!(one_way_delay_ns(0, 0), 0);
+        assert_eq!(one_way_delay_ns(u64::MAX, u64::MAX), 0);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 pub mod control;
 pub mod header;
+pub mod packet_log;
 pub mod results;
 pub mod spec;
 pub mod units;

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use wirebench_stats::{LossRunsSummary, TimeSummary};
+
 use crate::spec::{Direction, Mechanism, Protocol, TestSpec};
 
 /// Version of the results document. Keys are only added within a version; renaming or
@@ -38,7 +40,7 @@ pub struct Datapath {
 }
 
 /// Counters of one reporting interval, relative to the side's start.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct IntervalRecord {
     /// Interval start, ns since the side started.
     pub start_ns: u64,
@@ -52,10 +54,31 @@ pub struct IntervalRecord {
     /// that late arrivals did not fill by the interval's end; 0 when they filled older ones).
     #[serde(default)]
     pub lost: u64,
+    /// UDP receivers: RFC 3550 jitter at the interval's end, ns.
+    #[serde(default)]
+    pub jitter_ns: Option<f64>,
+    /// UDP receivers: median one-way delay of the interval's datagrams, ns (offset by the
+    /// clocks' difference between hosts).
+    #[serde(default)]
+    pub delay_p50_ns: Option<i64>,
+    /// UDP receivers: 99th percentile of the interval's one-way delays, ns.
+    #[serde(default)]
+    pub delay_p99_ns: Option<i64>,
 }
 
-/// What a UDP receiver learned from sequence numbers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+/// Counts of values in one bucket `low_ns ..= high_ns` of a histogram.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NsBucket {
+    /// Lowest value of the bucket, ns.
+    pub low_ns: u64,
+    /// Highest value of the bucket, ns.
+    pub high_ns: u64,
+    /// Values counted.
+    pub count: u64,
+}
+
+/// What a UDP receiver learned from sequence numbers and send times.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct UdpCounts {
     /// Whether the datagrams carried the header (16 bytes or more); if not, only bytes and
     /// messages were counted.
@@ -68,6 +91,33 @@ pub struct UdpCounts {
     pub too_old: u64,
     /// RFC 3550 interarrival jitter at the end, ns.
     pub jitter_ns: f64,
+    /// Largest distance below the highest sequence number at which a datagram arrived.
+    #[serde(default)]
+    pub max_reorder_extent: u64,
+    /// Whether both ends read one clock (same kernel boot id), so one-way delay is absolute.
+    #[serde(default)]
+    pub same_clock: bool,
+    /// Settled loss runs (after the sender's count was known).
+    #[serde(default)]
+    pub loss_runs: LossRunsSummary,
+    /// Length of the hole-free run of sequence numbers from 0.
+    #[serde(default)]
+    pub in_order_prefix: u64,
+    /// When sequence number 0 arrived, ns since the side started.
+    #[serde(default)]
+    pub prefix_start_ns: Option<u64>,
+    /// When the hole-free run from 0 was last extended, ns since the side started.
+    #[serde(default)]
+    pub prefix_end_ns: Option<u64>,
+    /// One-way delays (receiver's clock minus sender's), ns.
+    #[serde(default)]
+    pub delay: Option<TimeSummary>,
+    /// Times between consecutive arrivals, ns.
+    #[serde(default)]
+    pub interarrival: Option<TimeSummary>,
+    /// Times between consecutive arrivals in power-of-two buckets.
+    #[serde(default)]
+    pub interarrival_buckets: Vec<NsBucket>,
 }
 
 /// Everything one side measured.
@@ -217,6 +267,21 @@ pub struct IntervalView {
     /// UDP: datagrams found missing in the interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost: Option<u64>,
+    /// UDP: RFC 3550 jitter at the interval's end, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_ms: Option<f64>,
+    /// UDP, both ends on one clock: median one-way delay in the interval, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_p50_ms: Option<f64>,
+    /// UDP, both ends on one clock: 99th percentile one-way delay in the interval, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_p99_ms: Option<f64>,
+    /// UDP: median one-way delay in the interval minus the test's smallest, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_variation_p50_ms: Option<f64>,
+    /// UDP: 99th percentile one-way delay in the interval minus the test's smallest, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_variation_p99_ms: Option<f64>,
 }
 
 /// Totals of one side.
@@ -230,8 +295,67 @@ pub struct Totals {
     pub duration_s: f64,
 }
 
-/// UDP totals.
+/// A distribution in the unit its key names (`_ms`, `_us`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    /// Values.
+    pub count: u64,
+    /// Smallest.
+    pub min: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl Percentiles {
+    /// Converts a summary in ns into units of `unit_ns` ns (1e6 for ms).
+    pub fn from_ns(s: &TimeSummary, unit_ns: f64) -> Self {
+        let u = |v: i64| v as f64 / unit_ns;
+        Self {
+            count: s.count,
+            min: u(s.min_ns),
+            mean: s.mean_ns / unit_ns,
+            p50: u(s.p50_ns),
+            p90: u(s.p90_ns),
+            p99: u(s.p99_ns),
+            p999: u(s.p999_ns),
+            max: u(s.max_ns),
+        }
+    }
+}
+
+/// Times between arrivals: percentiles and a histogram, µs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Interarrival {
+    /// Percentiles, µs.
+    #[serde(flatten)]
+    pub percentiles: Percentiles,
+    /// Power-of-two buckets, µs: `{min_us, max_us, count}`.
+    pub histogram: Vec<UsBucket>,
+}
+
+/// One histogram bucket, µs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct UsBucket {
+    /// Lowest value, µs.
+    pub min_us: f64,
+    /// Highest value, µs.
+    pub max_us: f64,
+    /// Values counted.
+    pub count: u64,
+}
+
+/// UDP totals.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct UdpEnd {
     /// Whether datagrams carried sequence numbers; if not, loss is sent minus received
     /// messages and duplicates and reordering cannot be seen.
@@ -246,6 +370,87 @@ pub struct UdpEnd {
     pub loss_ratio: f64,
     /// RFC 3550 interarrival jitter, ms.
     pub jitter_ms: f64,
+    /// Datagrams too far behind to tell late from duplicate (counted as lost).
+    pub too_old: u64,
+    /// Largest distance below the highest sequence number at which a datagram arrived.
+    pub max_reorder_extent: u64,
+    /// "same-host" when both ends read one clock (one-way delay is absolute), else
+    /// "unsynchronized" (only delay variation is meaningful).
+    pub clocks: String,
+    /// One-way delay, ms; only when `clocks` is "same-host".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<Percentiles>,
+    /// One-way delay minus the smallest one, ms: valid whatever the clocks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_variation_ms: Option<Percentiles>,
+    /// Times between consecutive arrivals, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interarrival_us: Option<Interarrival>,
+    /// Loss runs: how many losses came in runs of 1, 2, 3-4, 5-8, ... datagrams.
+    pub loss_runs: LossRunsSummary,
+    /// UDPmon's "last received sequence number without loss": every datagram up to it
+    /// arrived; null when datagram 0 was lost.
+    pub last_in_order_seq: Option<u64>,
+    /// The lowest sequence number lost; null without loss.
+    pub first_lost_seq: Option<u64>,
+    /// UDPmon's "bandwidth without loss": `last_in_order_seq × size × 8` over the time from
+    /// the arrival of datagram 0 to the arrival that completed `0..=last_in_order_seq`,
+    /// bits/s; null with fewer than two datagrams in order.
+    pub bandwidth_without_loss_bps: Option<f64>,
+}
+
+impl UdpEnd {
+    fn new(spec: &TestSpec, sent_messages: u64, received_messages: u64, c: &UdpCounts) -> Self {
+        let lost = sent_messages.saturating_sub(received_messages);
+        let sequenced = !spec.headerless();
+        let ms = |s: &TimeSummary| Percentiles::from_ns(s, 1e6);
+        let last_in_order_seq = c.in_order_prefix.checked_sub(1).filter(|_| sequenced);
+        let bandwidth_without_loss_bps =
+            match (last_in_order_seq, c.prefix_start_ns, c.prefix_end_ns) {
+                (Some(last), Some(a), Some(b)) if last > 0 && b > a => {
+                    Some(last as f64 * spec.size as f64 * 8.0 / ((b - a) as f64 / NS_PER_S))
+                }
+                _ => None,
+            };
+        Self {
+            sequenced,
+            lost,
+            duplicates: c.duplicates,
+            reordered: c.reordered,
+            loss_ratio: if sent_messages > 0 {
+                lost as f64 / sent_messages as f64
+            } else {
+                0.0
+            },
+            jitter_ms: c.jitter_ns / 1e6,
+            too_old: c.too_old,
+            max_reorder_extent: c.max_reorder_extent,
+            clocks: if c.same_clock {
+                "same-host"
+            } else {
+                "unsynchronized"
+            }
+            .into(),
+            delay_ms: c.delay.as_ref().filter(|_| c.same_clock).map(ms),
+            delay_variation_ms: c.delay.as_ref().map(|d| ms(&d.shifted(d.min_ns))),
+            interarrival_us: c.interarrival.as_ref().map(|s| Interarrival {
+                percentiles: Percentiles::from_ns(s, 1e3),
+                histogram: c
+                    .interarrival_buckets
+                    .iter()
+                    .map(|b| UsBucket {
+                        min_us: b.low_ns as f64 / 1e3,
+                        max_us: b.high_ns as f64 / 1e3,
+                        count: b.count,
+                    })
+                    .collect(),
+            }),
+            loss_runs: c.loss_runs.clone(),
+            last_in_order_seq,
+            first_lost_seq: (sequenced && lost > 0).then_some(c.in_order_prefix),
+            bandwidth_without_loss_bps,
+        }
+    }
 }
 
 /// The `end` object.
@@ -305,22 +510,12 @@ impl Results {
             messages: r.messages,
             duration_s: r.active_s(),
         };
-        let udp = (spec.protocol == Protocol::Udp).then(|| {
-            let counts = r.udp.unwrap_or_default();
-            let lost = s.messages.saturating_sub(r.messages);
-            UdpEnd {
-                sequenced: !spec.headerless(),
-                lost,
-                duplicates: counts.duplicates,
-                reordered: counts.reordered,
-                loss_ratio: if s.messages > 0 {
-                    lost as f64 / s.messages as f64
-                } else {
-                    0.0
-                },
-                jitter_ms: counts.jitter_ns / 1e6,
-            }
-        });
+        let counts = r.udp.clone().unwrap_or_default();
+        let udp = (spec.protocol == Protocol::Udp)
+            .then(|| UdpEnd::new(spec, s.messages, r.messages, &counts));
+        // Delay variation is measured from the smallest delay of the whole test.
+        let min_delay_ns = counts.delay.map(|d| d.min_ns);
+        let ms = |ns: i64| ns as f64 / 1e6;
         let n = s.intervals.len().max(r.intervals.len());
         let intervals = (0..n)
             .map(|i| {
@@ -341,7 +536,18 @@ impl Results {
                     received_messages: ri.messages,
                     sent_bps: bps(si.bytes, secs(si.start_ns, si.end_ns)),
                     received_bps: bps(ri.bytes, secs(ri.start_ns, ri.end_ns)),
-                    lost: udp.map(|_| ri.lost),
+                    lost: udp.as_ref().map(|_| ri.lost),
+                    jitter_ms: ri.jitter_ns.map(|j| j / 1e6),
+                    delay_p50_ms: ri.delay_p50_ns.filter(|_| counts.same_clock).map(ms),
+                    delay_p99_ms: ri.delay_p99_ns.filter(|_| counts.same_clock).map(ms),
+                    delay_variation_p50_ms: ri
+                        .delay_p50_ns
+                        .zip(min_delay_ns)
+                        .map(|(d, m)| ms(d.saturating_sub(m))),
+                    delay_variation_p99_ms: ri
+                        .delay_p99_ns
+                        .zip(min_delay_ns)
+                        .map(|(d, m)| ms(d.saturating_sub(m))),
                 }
             })
             .collect();
@@ -392,6 +598,7 @@ mod tests {
             interval_ns: 1_000_000_000,
             drain_ns: 1_000_000_000,
             ack_timeout_ns: 200_000_000,
+            packet_log: false,
         }
     }
 

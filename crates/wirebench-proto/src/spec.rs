@@ -93,6 +93,10 @@ pub struct TestSpec {
     pub drain_ns: u64,
     /// Stop-and-wait over UDP: resend a message not acknowledged within this time.
     pub ack_timeout_ns: u64,
+    /// The receiver writes a packet log (`--packet-log`): a record per datagram and per
+    /// loss run, to the client (over a TCP connection of its own when the server receives).
+    #[serde(default)]
+    pub packet_log: bool,
 }
 
 /// A spec that no side can run.
@@ -131,6 +135,9 @@ pub enum SpecError {
     /// Gap out of range.
     #[error("--gap must be at most 60s")]
     Gap,
+    /// A packet log of a test without sequence numbers.
+    #[error("--packet-log needs UDP streaming (-u) with messages of at least {HEADER_LEN} bytes, which carry sequence numbers")]
+    PacketLog,
 }
 
 const NS_PER_S: u64 = 1_000_000_000;
@@ -181,6 +188,13 @@ impl TestSpec {
         if self.gap_ns > 60 * NS_PER_S {
             return Err(SpecError::Gap);
         }
+        if self.packet_log
+            && (self.protocol != Protocol::Udp
+                || self.mechanism != Mechanism::Stream
+                || self.headerless())
+        {
+            return Err(SpecError::PacketLog);
+        }
         Ok(())
     }
 
@@ -220,6 +234,7 @@ mod tests {
             interval_ns: NS_PER_S,
             drain_ns: NS_PER_S,
             ack_timeout_ns: 200_000_000,
+            packet_log: false,
         }
     }
 

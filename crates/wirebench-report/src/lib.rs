@@ -5,9 +5,10 @@
 //! up in the document).
 #![deny(unsafe_code)]
 
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 
-use wirebench_proto::results::{IntervalRecord, Results, Role};
+use wirebench_proto::packet_log::{Arrived, LogError, Reader, Record};
+use wirebench_proto::results::{IntervalRecord, Percentiles, Results, Role, UdpEnd};
 use wirebench_proto::spec::{Direction, Mechanism, Protocol};
 use wirebench_proto::units::{format_bytes, format_rate_bps};
 
@@ -125,6 +126,7 @@ impl Exporter for Table {
                     "udp: {} lost, {} duplicates, {} reordered, jitter {:.3} ms",
                     u.lost, u.duplicates, u.reordered, u.jitter_ms
                 )?;
+                udp_details(u, r.test.size, out)?;
             } else {
                 writeln!(
                     out,
@@ -143,16 +145,108 @@ impl Exporter for Table {
     }
 }
 
+/// `p50 a, p90 b, p99 c, p99.9 d, max e UNIT`.
+fn percentiles(p: &Percentiles, unit: &str) -> String {
+    format!(
+        "p50 {:.3}, p90 {:.3}, p99 {:.3}, p99.9 {:.3}, max {:.3} {unit}",
+        p.p50, p.p90, p.p99, p.p999, p.max
+    )
+}
+
+/// Delay, loss runs and UDPmon's figures, a line each.
+fn udp_details(u: &UdpEnd, size: u64, out: &mut dyn Write) -> io::Result<()> {
+    if let Some(d) = &u.delay_ms {
+        writeln!(out, "one-way delay (one clock): {}", percentiles(d, "ms"))?;
+    } else if let Some(d) = &u.delay_variation_ms {
+        writeln!(
+            out,
+            "delay variation (clocks not shared: above the smallest delay): {}",
+            percentiles(d, "ms")
+        )?;
+    }
+    if let Some(g) = &u.interarrival_us {
+        writeln!(out, "interarrival: {}", percentiles(&g.percentiles, "µs"))?;
+    }
+    if u.loss_runs.runs > 0 {
+        let runs: Vec<String> = u
+            .loss_runs
+            .buckets
+            .iter()
+            .map(|b| format!("{}: {}", b.label, b.count))
+            .collect();
+        writeln!(out, "loss runs (length: count): {}", runs.join(", "))?;
+    }
+    let last = u
+        .last_in_order_seq
+        .map_or_else(|| "none".to_string(), |s| s.to_string());
+    let bw = u
+        .bandwidth_without_loss_bps
+        .map_or_else(|| "n/a".to_string(), format_rate_bps);
+    writeln!(
+        out,
+        "udpmon: last in-order sequence number {last}, bandwidth without loss {bw} ({size}-byte datagrams)"
+    )
+}
+
+/// Prints a packet log as CSV: `kind,seq,count,size,send_unix_ns,arrival_unix_ns,delay_ns`,
+/// a line per datagram (kind `received`, `duplicate` or `too_old`) and a line per lost
+/// sequence number (kind `lost`, `count` 1). A run longer than a million (a sender that
+/// jumped, not a path that dropped) stays one line, its length in `count`.
+pub fn packet_log_csv(input: impl Read, out: &mut impl Write) -> Result<(), LogError> {
+    const MAX_EXPAND: u64 = 1_000_000;
+    let reader = Reader::new(input)?;
+    writeln!(
+        out,
+        "kind,seq,count,size,send_unix_ns,arrival_unix_ns,delay_ns"
+    )?;
+    for rec in reader {
+        match rec? {
+            Record::Datagram {
+                kind,
+                seq,
+                size,
+                send_unix_ns,
+                arrival_unix_ns,
+            } => {
+                let kind = match kind {
+                    Arrived::Received => "received",
+                    Arrived::Duplicate => "duplicate",
+                    Arrived::TooOld => "too_old",
+                };
+                let delay = arrival_unix_ns.wrapping_sub(send_unix_ns) as i64;
+                writeln!(
+                    out,
+                    "{kind},{seq},1,{size},{send_unix_ns},{arrival_unix_ns},{delay}"
+                )?;
+            }
+            Record::Lost { first, count } if count > MAX_EXPAND => {
+                writeln!(out, "lost,{first},{count},,,,")?;
+            }
+            Record::Lost { first, count } => {
+                for seq in first..first.saturating_add(count) {
+                    writeln!(out, "lost,{seq},1,,,,")?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The header line printed above live interval lines.
-pub fn interval_header(role: Role) -> String {
-    let what = match role {
-        Role::Sender => "sent",
-        Role::Receiver => "received",
+pub fn interval_header(role: Role, protocol: Protocol) -> String {
+    let (what, lost, jitter, delay) = match (role, protocol) {
+        (Role::Receiver, Protocol::Udp) => {
+            ("received", "lost", "jitter (ms)", "delay p50/p99 (ms)")
+        }
+        (Role::Receiver, Protocol::Tcp) => ("received", "", "", ""),
+        (Role::Sender, _) => ("sent", "", "", ""),
     };
     format!(
-        "{:>15}  {:>12}  {:>10}  {:>15}  {:>8}",
-        "interval (s)", what, "messages", "rate", "lost"
+        "{:>15}  {:>12}  {:>10}  {:>15}  {lost:>8}  {jitter:>11}  {delay:>19}",
+        "interval (s)", what, "messages", "rate"
     )
+    .trim_end()
+    .to_string()
 }
 
 /// One live line for a closed interval of this side.
@@ -163,13 +257,21 @@ pub fn interval_line(rec: &IntervalRecord, protocol: Protocol, role: Role) -> St
     } else {
         0.0
     };
-    let lost = if protocol == Protocol::Udp && role == Role::Receiver {
+    let udp_rx = protocol == Protocol::Udp && role == Role::Receiver;
+    let lost = if udp_rx {
         rec.lost.to_string()
     } else {
         String::new()
     };
+    let jitter = rec
+        .jitter_ns
+        .map_or_else(String::new, |j| format!("{:.3}", j / 1e6));
+    let delay = match (rec.delay_p50_ns, rec.delay_p99_ns) {
+        (Some(a), Some(b)) => format!("{:.3}/{:.3}", a as f64 / 1e6, b as f64 / 1e6),
+        _ => String::new(),
+    };
     format!(
-        "{:>15}  {:>12}  {:>10}  {:>15}  {:>8}",
+        "{:>15}  {:>12}  {:>10}  {:>15}  {:>8}  {:>11}  {:>19}",
         format!(
             "{:.2}-{:.2}",
             rec.start_ns as f64 / 1e9,
@@ -178,8 +280,12 @@ pub fn interval_line(rec: &IntervalRecord, protocol: Protocol, role: Role) -> St
         format_bytes(rec.bytes),
         rec.messages,
         format_rate_bps(rate),
-        lost
+        lost,
+        jitter,
+        delay
     )
+    .trim_end()
+    .to_string()
 }
 
 #[cfg(test)]
@@ -203,9 +309,53 @@ mod tests {
             bytes: 125_000_000,
             messages: 1000,
             lost: 3,
+            jitter_ns: Some(12_000.0),
+            delay_p50_ns: Some(50_000),
+            delay_p99_ns: Some(1_250_000),
         };
         let line = interval_line(&rec, Protocol::Udp, Role::Receiver);
         assert!(line.contains("1.00 Gbit/s"), "{line}");
-        assert!(line.trim_end().ends_with('3'), "{line}");
+        assert!(line.contains(" 3  "), "{line}");
+        assert!(line.contains("0.012"), "{line}");
+        assert!(line.ends_with("0.050/1.250"), "{line}");
+    }
+
+    #[test]
+    fn packet_log_csv_expands_loss_runs() {
+        let mut log = wirebench_proto::packet_log::file_header().to_vec();
+        for r in [
+            Record::Datagram {
+                kind: Arrived::Received,
+                seq: 0,
+                size: 100,
+                send_unix_ns: 1000,
+                arrival_unix_ns: 1250,
+            },
+            Record::Lost { first: 1, count: 3 },
+            Record::Lost {
+                first: 10,
+                count: 5_000_000,
+            },
+        ] {
+            let mut b = [0u8; wirebench_proto::packet_log::RECORD_LEN];
+            r.encode(&mut b);
+            log.extend_from_slice(&b);
+        }
+        let mut out = Vec::new();
+        packet_log_csv(&log[..], &mut out).expect("valid log");
+        let text = String::from_utf8(out).expect("utf-8");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            vec![
+                "kind,seq,count,size,send_unix_ns,arrival_unix_ns,delay_ns",
+                "received,0,1,100,1000,1250,250",
+                "lost,1,1,,,,",
+                "lost,2,1,,,,",
+                "lost,3,1,,,,",
+                "lost,10,5000000,,,,",
+            ]
+        );
+        assert!(packet_log_csv(&b"junk"[..], &mut Vec::new()).is_err());
     }
 }

@@ -25,6 +25,6 @@ mod summary;
 
 pub use hist::{TimeHistogram, TimeSummary};
 pub use jitter::Jitter;
-pub use loss_runs::LossRuns;
+pub use loss_runs::{LossRunBucket, LossRuns, LossRunsSummary};
 pub use seq::{Arrival, LostRun, SeqCounts, SeqTracker};
 pub use summary::{summarize, Summary};

@@ -1,7 +1,5 @@
 //! Histogram of loss-run lengths in power-of-two buckets.
 
-use serde::ser::{Serialize, SerializeStruct, Serializer};
-
 /// Number of buckets in a [`LossRuns`] histogram.
 const BUCKETS: usize = 64;
 
@@ -16,11 +14,7 @@ const BUCKETS: usize = 64;
 /// [`SeqTracker`](crate::SeqTracker) fills this as gaps are first observed;
 /// see its documentation for what that means for late arrivals.
 ///
-/// Serialized (serde) as a struct `{ runs, lost, buckets }` where `runs` is the
-/// number of runs, `lost` the sum of their lengths (saturating at `u64::MAX`)
-/// and `buckets` lists only the non-empty buckets in ascending order, each as
-/// `{ label, min, max, count }` (`min`/`max` are the inclusive run-length bounds
-/// of the bucket).
+/// [`summary`](Self::summary) turns it into data for a results document.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LossRuns {
     buckets: [u64; BUCKETS],
@@ -117,24 +111,40 @@ impl LossRuns {
     }
 }
 
-/// One non-empty bucket, as serialized.
-#[derive(serde::Serialize)]
-struct BucketView {
-    label: String,
-    min: u64,
-    max: u64,
-    count: u64,
+/// One non-empty bucket of a [`LossRuns`] histogram.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LossRunBucket {
+    /// Human-readable run lengths: "1", "2", "3-4", "5-8", ...
+    pub label: String,
+    /// Shortest run length in the bucket.
+    pub min: u64,
+    /// Longest run length in the bucket.
+    pub max: u64,
+    /// Runs counted.
+    pub count: u64,
 }
 
-impl Serialize for LossRuns {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let buckets: Vec<BucketView> = self
+/// A [`LossRuns`] histogram as data: what the results document carries.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LossRunsSummary {
+    /// Number of runs.
+    pub runs: u64,
+    /// Sum of their lengths.
+    pub lost: u64,
+    /// The non-empty buckets, shortest runs first.
+    pub buckets: Vec<LossRunBucket>,
+}
+
+impl LossRuns {
+    /// The histogram as data, with only the non-empty buckets.
+    pub fn summary(&self) -> LossRunsSummary {
+        let buckets = self
             .buckets
             .iter()
             .enumerate()
             .filter(|(_, &count)| count > 0)
             .filter_map(|(i, &count)| {
-                Self::bounds(i).map(|(min, max)| BucketView {
+                Self::bounds(i).map(|(min, max)| LossRunBucket {
                     label: Self::label(i),
                     min,
                     max,
@@ -142,11 +152,11 @@ impl Serialize for LossRuns {
                 })
             })
             .collect();
-        let mut s = serializer.serialize_struct("LossRuns", 3)?;
-        s.serialize_field("runs", &self.runs)?;
-        s.serialize_field("lost", &self.lost)?;
-        s.serialize_field("buckets", &buckets)?;
-        s.end()
+        LossRunsSummary {
+            runs: self.runs,
+            lost: self.lost,
+            buckets,
+        }
     }
 }
 
@@ -223,8 +233,22 @@ mod tests {
     }
 
     #[test]
-    fn is_serialize() {
-        fn assert_serialize<T: Serialize>(_: &T) {}
-        assert_serialize(&LossRuns::new());
+    fn summary_lists_non_empty_buckets() {
+        let mut a = LossRuns::new();
+        for len in [1, 1, 3, 4, 100] {
+            a.record(len);
+        }
+        let s = a.summary();
+        assert_eq!((s.runs, s.lost), (5, 109));
+        let got: Vec<(&str, u64, u64, u64)> = s
+            .buckets
+            .iter()
+            .map(|b| (b.label.as_str(), b.min, b.max, b.count))
+            .collect();
+        assert_eq!(
+            got,
+            vec![("1", 1, 1, 2), ("3-4", 3, 4, 2), ("65-128", 65, 128, 1)]
+        );
+        assert_eq!(LossRuns::new().summary(), LossRunsSummary::default());
     }
 }

@@ -523,7 +523,7 @@ mod tests {
     fn runs_settle_as_the_window_moves() {
         let mut t = SeqTracker::with_window(64);
         let mut out = Vec::new();
-        let mut rec = |t: &mut SeqTracker, s: u64, out: &mut Vec<LostRun>| {
+        let rec = |t: &mut SeqTracker, s: u64, out: &mut Vec<LostRun>| {
             t.record_with(s, &mut |r| out.push(r));
         };
         for s in (0..200).filter(|s| s % 10 != 3 && !(40..45).contains(s)) {
@@ -603,7 +603,10 @@ mod tests {
         let base = (1u64 << 32) - 3;
         feed(&mut t, base..base + 10);
         assert_eq!(t.prefix(), 0);
-        assert_eq!(runs_of(&mut t, base + 12), vec![run(0, base), run(base + 10, 2)]);
+        assert_eq!(
+            runs_of(&mut t, base + 12),
+            vec![run(0, base), run(base + 10, 2)]
+        );
         assert_eq!(t.lost(base + 12), base + 2);
     }
 
@@ -833,7 +836,11 @@ mod tests {
         assert_eq!(t.lost(START + 200_006), START + 4);
         assert_eq!(
             runs_of(&mut t, START + 200_006),
-            vec![run(0, START), run(START + 200_000, 1), run(START + 200_002, 3)]
+            vec![
+                run(0, START),
+                run(START + 200_000, 1),
+                run(START + 200_002, 3)
+            ]
         );
         assert_eq!(t.loss_runs().runs(), 3);
         assert_eq!(t.loss_runs().lost(), START + 4);
@@ -1095,7 +1102,11 @@ mod tests {
             let lost_total: u64 = expect_runs.iter().map(|r| r.count).sum();
             assert_eq!(t.lost(sent), lost_total, "seed {seed}");
             assert_eq!(t.loss_runs().lost(), lost_total, "seed {seed}");
-            assert_eq!(t.loss_runs().runs(), expect_runs.len() as u64, "seed {seed}");
+            assert_eq!(
+                t.loss_runs().runs(),
+                expect_runs.len() as u64,
+                "seed {seed}"
+            );
             assert_eq!(got.last(), expect_runs.last(), "seed {seed}");
             assert!(prefix.is_some_and(|p| p == t.prefix()), "seed {seed}");
             // the random stream really exercised every path

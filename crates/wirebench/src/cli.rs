@@ -1,6 +1,7 @@
 //! Command-line flags, and their conversion into validated configurations.
 
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -31,6 +32,15 @@ pub enum Command {
     Serve(ServeArgs),
     /// Run one test against a server (with no HOST: against one in this process, on loopback).
     Run(RunArgs),
+    /// Print a packet log (from `run --packet-log`) as CSV.
+    PacketLog(PacketLogArgs),
+}
+
+/// `wirebench packet-log`.
+#[derive(Debug, Args)]
+pub struct PacketLogArgs {
+    /// The log file written by `run --packet-log`.
+    pub file: PathBuf,
 }
 
 /// `wirebench serve`.
@@ -134,6 +144,10 @@ pub struct RunArgs {
     /// Stop-and-wait over UDP: resend a message not acknowledged within this time.
     #[arg(long, value_parser = parse_duration, default_value = "200ms")]
     pub ack_timeout: Duration,
+    /// UDP streaming: write a binary record per datagram received and per loss run to FILE
+    /// (`wirebench packet-log FILE` prints it as CSV). Either side may be the receiver.
+    #[arg(long, value_name = "FILE")]
+    pub packet_log: Option<PathBuf>,
 }
 
 fn ns(d: Duration) -> u64 {
@@ -186,6 +200,7 @@ impl RunArgs {
             interval_ns: ns(self.interval.unwrap_or(Duration::from_secs(1))),
             drain_ns: ns(self.drain),
             ack_timeout_ns: ns(self.ack_timeout),
+            packet_log: self.packet_log.is_some(),
         };
         spec.validate().map_err(|e| e.to_string())?;
         Ok(spec)

@@ -18,7 +18,7 @@ use wirebench_proto::results::{IntervalRecord, Results, Role};
 use wirebench_proto::spec::{Protocol, TestSpec};
 use wirebench_report::{interval_header, interval_line, Exporter, Json, Table};
 
-use cli::{Cli, Command, RunArgs, ServeArgs};
+use cli::{Cli, Command, PacketLogArgs, RunArgs, ServeArgs};
 
 /// A failure and the exit code it maps to.
 enum Failure {
@@ -39,6 +39,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve(&args),
         Command::Run(args) => run(&args),
+        Command::PacketLog(args) => packet_log(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -61,6 +62,16 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
         c.downcast_ref::<io::Error>()
             .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
     })
+}
+
+fn packet_log(args: &PacketLogArgs) -> Result<(), Failure> {
+    let file = std::fs::File::open(&args.file)
+        .with_context(|| format!("opening {}", args.file.display()))?;
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    wirebench_report::packet_log_csv(io::BufReader::new(file), &mut out)
+        .and_then(|()| out.flush().map_err(Into::into))
+        .with_context(|| format!("reading {}", args.file.display()))?;
+    Ok(())
 }
 
 fn serve(args: &ServeArgs) -> Result<(), Failure> {
@@ -105,7 +116,7 @@ impl Watch for Live {
         }
         let mut out = io::stdout().lock();
         if !self.header_done {
-            let _ = writeln!(out, "{}", interval_header(role));
+            let _ = writeln!(out, "{}", interval_header(role, self.protocol));
             self.header_done = true;
         }
         let _ = writeln!(out, "{}", interval_line(rec, self.protocol, role));
@@ -162,7 +173,12 @@ fn run(args: &RunArgs) -> Result<(), Failure> {
         header_done: false,
         bar: show_bar.then(|| progress_bar(&spec)),
     };
-    let cfg = ClientConfig { host, port, spec };
+    let cfg = ClientConfig {
+        host,
+        port,
+        spec,
+        packet_log: args.packet_log.clone(),
+    };
     let results = wirebench_engine::run(&cfg, &mut live);
     if let Some(bar) = &live.bar {
         bar.finish_and_clear();

@@ -1,0 +1,200 @@
+//! The packet log's writer: the receive thread fills fixed batches of encoded records and
+//! hands them to a writer thread, which writes them out and hands the emptied buffers back.
+//!
+//! Nothing is allocated per record (the buffers are made once), nothing is dropped: when the
+//! writer falls behind by the whole pool (8 MiB of records), the receiver waits for it, which
+//! costs the measurement rather than the log. A writer that stays stuck (a client that stops
+//! reading its log connection) or fails ends the log with an error, never the receiver.
+
+use std::io::Write;
+use std::sync::mpsc::{channel, sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use wirebench_proto::packet_log::{file_header, Record, RECORD_LEN};
+
+/// Bytes of records handed to the writer at once (8192 records).
+const BATCH_BYTES: usize = 8192 * RECORD_LEN;
+
+/// Batches in circulation between the receiver and the writer.
+const POOL: usize = 32;
+
+/// How long the receiver waits for the writer to free a batch before giving the log up.
+const STALL: Duration = Duration::from_secs(10);
+
+/// The receiving end of a packet log.
+pub struct LogSink {
+    buf: Vec<u8>,
+    full: Option<SyncSender<Vec<u8>>>,
+    free: Receiver<Vec<u8>>,
+    writer: Option<JoinHandle<std::io::Result<()>>>,
+    records: u64,
+    error: Option<String>,
+}
+
+impl LogSink {
+    /// Starts the writer thread on `out`; the file header is its first write.
+    pub fn start(mut out: Box<dyn Write + Send>) -> std::io::Result<Self> {
+        let (full_tx, full_rx) = sync_channel::<Vec<u8>>(POOL);
+        let (free_tx, free_rx) = channel::<Vec<u8>>();
+        for _ in 1..POOL {
+            let _ = free_tx.send(Vec::with_capacity(BATCH_BYTES));
+        }
+        let writer = std::thread::Builder::new()
+            .name("wirebench-packet-log".into())
+            .spawn(move || {
+                out.write_all(&file_header())?;
+                for mut batch in full_rx {
+                    out.write_all(&batch)?;
+                    batch.clear();
+                    // The receiver may be done and gone: then the buffer is simply dropped.
+                    let _ = free_tx.send(batch);
+                }
+                out.flush()
+            })?;
+        Ok(Self {
+            buf: Vec::with_capacity(BATCH_BYTES),
+            full: Some(full_tx),
+            free: free_rx,
+            writer: Some(writer),
+            records: 0,
+            error: None,
+        })
+    }
+
+    /// Appends one record.
+    #[inline]
+    pub fn push(&mut self, rec: &Record) {
+        if self.error.is_some() {
+            return;
+        }
+        if self.buf.len() + RECORD_LEN > BATCH_BYTES {
+            self.hand_over();
+            if self.error.is_some() {
+                return;
+            }
+        }
+        let mut b = [0u8; RECORD_LEN];
+        rec.encode(&mut b);
+        self.buf.extend_from_slice(&b);
+        self.records += 1;
+    }
+
+    /// Sends the current batch to the writer and takes a free one.
+    fn hand_over(&mut self) {
+        let next = match self.free.recv_timeout(STALL) {
+            Ok(b) => b,
+            Err(RecvTimeoutError::Timeout) => {
+                self.error = Some(format!(
+                    "packet log: the writer made no progress for {} s",
+                    STALL.as_secs()
+                ));
+                return;
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                self.error = Some("packet log: the writer failed".into());
+                return;
+            }
+        };
+        let batch = std::mem::replace(&mut self.buf, next);
+        if let Some(tx) = &self.full {
+            if tx.send(batch).is_err() {
+                self.error = Some("packet log: the writer failed".into());
+            }
+        }
+    }
+
+    /// Writes what is left and waits for the writer; returns the records written, or why the
+    /// log is incomplete.
+    pub fn finish(mut self) -> Result<u64, String> {
+        if self.error.is_none() && !self.buf.is_empty() {
+            let batch = std::mem::take(&mut self.buf);
+            if let Some(tx) = &self.full {
+                let _ = tx.send(batch);
+            }
+        }
+        drop(self.full.take());
+        let joined = self.writer.take().map(JoinHandle::join);
+        match (self.error.take(), joined) {
+            (Some(e), _) => Err(e),
+            (None, Some(Ok(Ok(())))) => Ok(self.records),
+            (None, Some(Ok(Err(e)))) => Err(format!("packet log: {e}")),
+            (None, _) => Err("packet log: the writer failed".into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+    use wirebench_proto::packet_log::{Arrived, Reader};
+
+    /// A `Write` whose bytes the test can read after the writer thread is done.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+    impl Write for Shared {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .map_err(|_| std::io::Error::other("poisoned"))?
+                .extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn every_record_arrives_in_order_across_many_batches() {
+        let out = Shared::default();
+        let mut sink = LogSink::start(Box::new(out.clone())).expect("start");
+        let n = 3 * POOL as u64 * (BATCH_BYTES / RECORD_LEN) as u64 + 17;
+        for seq in 0..n {
+            sink.push(&Record::Datagram {
+                kind: Arrived::Received,
+                seq,
+                size: 1472,
+                send_unix_ns: seq,
+                arrival_unix_ns: seq + 1,
+            });
+        }
+        sink.push(&Record::Lost { first: n, count: 5 });
+        assert_eq!(sink.finish(), Ok(n + 1));
+        let bytes = out.0.lock().expect("lock").clone();
+        let mut expect = 0u64;
+        for rec in Reader::new(&bytes[..]).expect("header") {
+            match rec.expect("record") {
+                Record::Datagram { seq, .. } => {
+                    assert_eq!(seq, expect);
+                    expect += 1;
+                }
+                Record::Lost { first, count } => assert_eq!((first, count), (n, 5)),
+            }
+        }
+        assert_eq!(expect, n);
+    }
+
+    struct Broken;
+    impl Write for Broken {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::other("disk full"))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_failing_writer_is_an_error_not_a_hang() {
+        let mut sink = LogSink::start(Box::new(Broken)).expect("start");
+        for seq in 0..(POOL as u64 + 2) * 8192 {
+            sink.push(&Record::Lost {
+                first: seq,
+                count: 1,
+            });
+        }
+        assert!(sink.finish().is_err());
+    }
+}

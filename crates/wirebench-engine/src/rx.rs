@@ -1,0 +1,308 @@
+//! What a UDP streaming receiver does with each datagram: sequence accounting, one-way
+//! delay, jitter, arrival gaps, UDPmon's in-order prefix and the packet log. Sans-IO: bytes
+//! and a time in, counters out, so the tests below feed it crafted datagrams and GRO buffers.
+
+use wirebench_proto::header::{one_way_delay_ns, DataHeader, HEADER_LEN, UDP_HELLO_LEN};
+use wirebench_proto::packet_log::{Arrived, Record};
+use wirebench_proto::results::{NsBucket, UdpCounts};
+use wirebench_stats::{Arrival, Jitter, SeqTracker, TimeHistogram};
+
+use crate::log::LogSink;
+use crate::role::Count;
+
+/// Figures of one reporting interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct IntervalUdp {
+    /// Datagrams missing so far (a running total).
+    pub lost: u64,
+    /// RFC 3550 jitter now, ns.
+    pub jitter_ns: Option<f64>,
+    /// Median one-way delay of the interval's datagrams, ns.
+    pub delay_p50_ns: Option<i64>,
+    /// 99th percentile of the interval's one-way delays, ns.
+    pub delay_p99_ns: Option<i64>,
+}
+
+/// A UDP streaming receiver's accounting.
+pub struct UdpRx {
+    /// Unique datagrams and bytes counted.
+    pub count: Count,
+    tracker: SeqTracker,
+    jitter: Jitter,
+    delay: TimeHistogram,
+    interval_delay: TimeHistogram,
+    gaps: TimeHistogram,
+    last_arrival_ns: Option<u64>,
+    prefix_start_ns: Option<u64>,
+    prefix_end_ns: Option<u64>,
+    duplicates: u64,
+    /// This side's Unix time at its start, ns: arrival times are `epoch + now`.
+    epoch_unix_ns: u64,
+    hello: Option<[u8; UDP_HELLO_LEN]>,
+    log: Option<LogSink>,
+}
+
+impl UdpRx {
+    /// A receiver whose side started at Unix time `epoch_unix_ns`, ignoring copies of the
+    /// stream's `hello`, writing a packet log to `log` if given.
+    pub fn new(
+        epoch_unix_ns: u64,
+        hello: Option<[u8; UDP_HELLO_LEN]>,
+        log: Option<LogSink>,
+    ) -> Self {
+        Self {
+            count: Count::default(),
+            tracker: SeqTracker::new(),
+            jitter: Jitter::new(),
+            delay: TimeHistogram::new(),
+            interval_delay: TimeHistogram::new(),
+            gaps: TimeHistogram::new(),
+            last_arrival_ns: None,
+            prefix_start_ns: None,
+            prefix_end_ns: None,
+            duplicates: 0,
+            epoch_unix_ns,
+            hello,
+            log,
+        }
+    }
+
+    /// Accounts for a buffer of datagrams of `segment` bytes each, the last one possibly
+    /// shorter, all received at `now_ns`: what UDP GRO hands over in one read. A plain
+    /// datagram is a buffer of one segment. (The receive loop reads one datagram per call
+    /// until the GRO path lands; the tests feed coalesced buffers.)
+    #[inline]
+    #[allow(dead_code)]
+    pub fn on_buffer(&mut self, buf: &[u8], segment: usize, now_ns: u64) {
+        for d in buf.chunks(segment.max(1)) {
+            self.on_datagram(d, now_ns);
+        }
+    }
+
+    /// Accounts for one datagram received at `now_ns` (ns since the side started).
+    #[inline]
+    pub fn on_datagram(&mut self, d: &[u8], now_ns: u64) {
+        if self.hello.is_some_and(|h| d == h) {
+            return;
+        }
+        if d.len() < HEADER_LEN {
+            // Headerless tests, and the short last message of a `bytes` test: counted by
+            // bytes and messages only.
+            self.count.add(d.len() as u64, now_ns);
+            self.gap(now_ns);
+            return;
+        }
+        let Ok(h) = DataHeader::read(d) else { return };
+        let arrival_unix_ns = self.epoch_unix_ns.wrapping_add(now_ns);
+        let delay_ns = one_way_delay_ns(arrival_unix_ns, h.send_ns);
+        let prefix = self.tracker.prefix();
+        let log = &mut self.log;
+        let arrival = self.tracker.record_with(h.seq, &mut |run| {
+            if let Some(log) = log.as_mut() {
+                log.push(&Record::Lost {
+                    first: run.first,
+                    count: run.count,
+                });
+            }
+        });
+        let kind = match arrival {
+            Arrival::Duplicate => {
+                self.duplicates += 1;
+                Arrived::Duplicate
+            }
+            Arrival::TooOld => Arrived::TooOld,
+            Arrival::InOrder | Arrival::Gap { .. } | Arrival::Late { .. } => {
+                self.count.add(d.len() as u64, now_ns);
+                self.jitter.on_transit(delay_ns);
+                self.delay.record(delay_ns);
+                self.interval_delay.record(delay_ns);
+                self.gap(now_ns);
+                if self.tracker.prefix() != prefix {
+                    if prefix == 0 {
+                        self.prefix_start_ns = Some(now_ns);
+                    }
+                    self.prefix_end_ns = Some(now_ns);
+                }
+                Arrived::Received
+            }
+        };
+        if let Some(log) = self.log.as_mut() {
+            log.push(&Record::Datagram {
+                kind,
+                seq: h.seq,
+                size: d.len() as u32,
+                send_unix_ns: arrival_unix_ns.wrapping_sub(delay_ns as u64),
+                arrival_unix_ns,
+            });
+        }
+    }
+
+    #[inline]
+    fn gap(&mut self, now_ns: u64) {
+        if let Some(last) = self.last_arrival_ns.replace(now_ns) {
+            self.gaps
+                .record(i64::try_from(now_ns.saturating_sub(last)).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// Closes an interval: its figures, and a fresh delay distribution for the next one.
+    pub fn close_interval(&mut self) -> IntervalUdp {
+        let out = IntervalUdp {
+            lost: self.tracker.lost_so_far(),
+            jitter_ns: (self.jitter.samples() > 0).then(|| self.jitter.jitter_ns()),
+            delay_p50_ns: self.interval_delay.quantile(0.5),
+            delay_p99_ns: self.interval_delay.quantile(0.99),
+        };
+        self.interval_delay.reset();
+        out
+    }
+
+    /// Settles the loss of every sequence number below `sent` (the sender's count of
+    /// datagrams with a header; `None` when it never reported: then only the holes below the
+    /// highest seen), finishes the packet log and returns what was counted.
+    pub fn finish(
+        mut self,
+        sent: Option<u64>,
+        same_clock: bool,
+    ) -> (Count, UdpCounts, Option<String>) {
+        let sent =
+            sent.unwrap_or_else(|| self.tracker.highest().map_or(0, |h| h.saturating_add(1)));
+        let log = &mut self.log;
+        self.tracker.finish_with(sent, &mut |run| {
+            if let Some(log) = log.as_mut() {
+                log.push(&Record::Lost {
+                    first: run.first,
+                    count: run.count,
+                });
+            }
+        });
+        let log_error = self.log.take().and_then(|l| l.finish().err());
+        let counts = UdpCounts {
+            sequenced: true,
+            duplicates: self.duplicates,
+            reordered: self.tracker.reordered(),
+            too_old: self.tracker.too_old(),
+            jitter_ns: self.jitter.jitter_ns(),
+            max_reorder_extent: self.tracker.max_reorder_extent(),
+            same_clock,
+            loss_runs: self.tracker.loss_runs().summary(),
+            in_order_prefix: self.tracker.prefix(),
+            prefix_start_ns: self.prefix_start_ns,
+            prefix_end_ns: self.prefix_end_ns,
+            delay: self.delay.summary(),
+            interarrival: self.gaps.summary(),
+            interarrival_buckets: self
+                .gaps
+                .log2_buckets()
+                .into_iter()
+                .map(|(low_ns, high_ns, count)| NsBucket {
+                    low_ns,
+                    high_ns,
+                    count,
+                })
+                .collect(),
+        };
+        (self.count, counts, log_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EPOCH: u64 = 1_700_000_000_000_000_000;
+
+    /// A datagram of `len` bytes with sequence number `seq`, sent `delay_ns` before `now_ns`.
+    fn dgram(seq: u64, len: usize, now_ns: u64, delay_ns: u64) -> Vec<u8> {
+        let mut d = vec![0xabu8; len];
+        DataHeader {
+            seq,
+            stream: 0,
+            send_ns: EPOCH + now_ns - delay_ns,
+        }
+        .write(&mut d)
+        .expect("len >= 16");
+        d
+    }
+
+    #[test]
+    fn a_gro_buffer_counts_as_its_datagrams() {
+        let mut rx = UdpRx::new(EPOCH, None, None);
+        // 64 datagrams of 1000 bytes coalesced, then a short last one (600 bytes),
+        // with 10 and 20 missing and 5 repeated.
+        let seqs: Vec<u64> = (0..64u64)
+            .filter(|s| *s != 10 && *s != 20)
+            .chain([5, 64, 65])
+            .collect();
+        let mut buf = Vec::new();
+        for (i, &s) in seqs.iter().enumerate() {
+            let len = if i + 1 == seqs.len() { 600 } else { 1000 };
+            buf.extend(dgram(s, len, 1_000_000, 50_000));
+        }
+        rx.on_buffer(&buf, 1000, 1_000_000);
+        assert_eq!(rx.count.messages, 64);
+        assert_eq!(rx.count.bytes, 63 * 1000 + 600);
+        assert_eq!(rx.close_interval().lost, 2);
+        let (count, c, err) = rx.finish(Some(68), true);
+        assert_eq!(err, None);
+        assert_eq!(count.messages, 64);
+        assert_eq!(c.duplicates, 1);
+        assert_eq!(c.loss_runs.lost, 4); // 10, 20 and the tail 66, 67
+        assert_eq!(c.loss_runs.runs, 3);
+        assert_eq!(c.in_order_prefix, 10);
+        let d = c.delay.expect("delays");
+        assert_eq!((d.min_ns, d.max_ns, d.count), (50_000, 50_000, 64));
+    }
+
+    #[test]
+    fn delay_jitter_prefix_and_gaps_follow_the_arrivals() {
+        let mut rx = UdpRx::new(EPOCH, Some(*b"WBUH0123456789ab"), None);
+        rx.on_datagram(b"WBUH0123456789ab", 5); // a late hello copy is not data
+                                                // 0..100 every 10 µs, delay 100 µs, except seq 50 arrives 300 µs late
+        for s in 0..100u64 {
+            let now = 1_000_000 + s * 10_000;
+            let extra = if s == 50 { 300_000 } else { 0 };
+            if s == 50 {
+                continue;
+            }
+            rx.on_datagram(&dgram(s, 100, now + extra, 100_000), now + extra);
+        }
+        rx.on_datagram(&dgram(50, 100, 2_300_000, 100_000 + 800_000), 2_300_000);
+        let iv = rx.close_interval();
+        assert_eq!(iv.lost, 0);
+        // HDR precision: within 0.1 %
+        let p50 = iv.delay_p50_ns.expect("delays");
+        assert!((100_000..=100_100).contains(&p50), "{p50}");
+        assert!(iv.jitter_ns.expect("jitter") > 0.0);
+        assert_eq!(rx.close_interval().delay_p50_ns, None);
+        let (count, c, _) = rx.finish(Some(100), false);
+        assert_eq!(count.messages, 100);
+        assert_eq!((c.reordered, c.max_reorder_extent), (1, 49));
+        assert_eq!(c.in_order_prefix, 100);
+        assert_eq!(c.prefix_start_ns, Some(1_000_000));
+        assert_eq!(c.prefix_end_ns, Some(2_300_000));
+        let d = c.delay.expect("delays");
+        assert_eq!((d.min_ns, d.max_ns), (100_000, 900_000));
+        let g = c.interarrival.expect("gaps");
+        assert_eq!(g.count, 99);
+        assert_eq!(g.min_ns, 10_000);
+        assert_eq!(
+            c.interarrival_buckets.iter().map(|b| b.count).sum::<u64>(),
+            99
+        );
+        assert!(!c.same_clock);
+    }
+
+    #[test]
+    fn garbage_and_short_datagrams_never_panic() {
+        let mut rx = UdpRx::new(0, None, None);
+        rx.on_datagram(&[], 1);
+        rx.on_datagram(&[1, 2, 3], 2);
+        rx.on_datagram(&[0xff; 16], 3); // seq u64::MAX, send time in the future
+        rx.on_buffer(&[0u8; 100], 0, 4);
+        let (count, c, _) = rx.finish(None, true);
+        // the empty and 3-byte datagrams, the header, a hundred 1-byte segments
+        assert_eq!(count.messages, 1 + 1 + 1 + 100);
+        assert_eq!(c.in_order_prefix, 0);
+    }
+}
