@@ -182,3 +182,95 @@ fn human_output_has_the_seed_table() {
     assert!(text.contains("interval (s)"), "{text}");
     assert!(text.contains("udp  streaming"), "{text}");
 }
+
+#[test]
+fn udp_results_carry_delay_loss_runs_and_udpmon_figures() {
+    let s = Server::start(&[]);
+    let v = s.run_json(&[
+        "-u", "-n", "1000000", "-l", "1000", "-b", "100M", "-i", "50ms",
+    ]);
+    let udp = &v["end"]["udp"];
+    // One host: one clock, so the one-way delay is absolute.
+    assert_eq!(udp["clocks"], "same-host", "{v}");
+    for key in ["delay_ms", "delay_variation_ms", "interarrival_us"] {
+        for p in ["count", "min", "mean", "p50", "p90", "p99", "p999", "max"] {
+            assert!(udp[key][p].is_number(), "end.udp.{key}.{p} in {v}");
+        }
+    }
+    let d = &udp["delay_ms"];
+    assert!(f(&v, "end.udp.delay_ms.min") >= 0.0, "{v}");
+    assert!(d["p50"].as_f64() <= d["p99"].as_f64() && d["p99"].as_f64() <= d["max"].as_f64());
+    assert_eq!(f(&v, "end.udp.delay_variation_ms.min"), 0.0);
+    assert_eq!(
+        u(&v, "end.udp.delay_ms.count"),
+        u(&v, "end.received.messages")
+    );
+    assert_eq!(u(&v, "end.udp.loss_runs.lost"), u(&v, "end.udp.lost"));
+    if u(&v, "end.udp.lost") == 0 {
+        assert_eq!(u(&v, "end.udp.last_in_order_seq"), 999);
+        assert!(v["end"]["udp"]["first_lost_seq"].is_null());
+        assert!(f(&v, "end.udp.bandwidth_without_loss_bps") > 0.0);
+    }
+    let iv = v["intervals"].as_array().expect("intervals");
+    assert!(iv.len() >= 2, "{v}");
+    assert!(iv.iter().any(|i| i["delay_p99_ms"].is_number()), "{v}");
+    assert!(iv.iter().any(|i| i["jitter_ms"].is_number()), "{v}");
+}
+
+#[test]
+fn packet_log_has_a_record_per_datagram_and_per_loss_both_ways() {
+    let s = Server::start(&[]);
+    let dir = std::env::temp_dir().join(format!("wirebench-loopback-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    for dir_flag in [&[][..], &["-R"][..]] {
+        let log = dir.join(format!("log{}", dir_flag.len()));
+        let log = log.to_str().expect("utf-8 path");
+        let v = s.run_json(
+            &[
+                &[
+                    "-u",
+                    "-n",
+                    "3000000",
+                    "-l",
+                    "1000",
+                    "-b",
+                    "200M",
+                    "--packet-log",
+                    log,
+                ][..],
+                dir_flag,
+            ]
+            .concat(),
+        );
+        let out = common::wirebench()
+            .args(["packet-log", log])
+            .output()
+            .expect("packet-log");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).expect("utf-8");
+        let mut seqs = std::collections::BTreeSet::new();
+        let (mut received, mut lost) = (0u64, 0u64);
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split(',').collect();
+            let seq: u64 = fields[1].parse().expect("seq");
+            match fields[0] {
+                "received" => received += 1,
+                "lost" => lost += fields[2].parse::<u64>().expect("count"),
+                _ => continue,
+            }
+            assert!(seqs.insert(seq), "seq {seq} appears twice");
+        }
+        assert_eq!(received, u(&v, "end.received.messages"), "{v}");
+        assert_eq!(lost, u(&v, "end.udp.lost"), "{v}");
+        assert_eq!(
+            seqs.len() as u64,
+            3000,
+            "every sequence number exactly once"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,298 @@
+//! Loss injected by the kernel between two hosts, independent of wirebench: two network
+//! namespaces joined by veth, the server in one, the client in the other, and an nftables
+//! rule on the receiver's input hook that drops the test's data datagrams, with a counter.
+//! The sender cannot see these drops (unlike an output rule, which fails the send), so
+//! wirebench's loss must equal the kernel's counter from sequence numbers alone.
+//!
+//! Needs root (CAP_NET_ADMIN), `ip` and `nft`; `.ci/run` installs them. Outside CI the tests
+//! skip with a message when namespaces cannot be made.
+
+mod common;
+
+use std::collections::HashSet;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use common::{u, wait_for_line};
+use serde_json::Value;
+
+const PORT: &str = "5300";
+
+/// Two namespaces joined by veth, deleted (with every process and device in them) on drop.
+struct Pair {
+    client: String,
+    server: String,
+    server_proc: Option<Child>,
+}
+
+fn sh(args: &[&str]) -> Result<(), String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args[0]))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// A subnet per pair, so that tests running at once do not meet.
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+impl Pair {
+    /// Makes the pair; `None` (and a message) when this machine cannot and this is not CI.
+    fn new() -> Option<Self> {
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let id = format!("{}-{n}", std::process::id());
+        let mut pair = Pair {
+            client: format!("wbtc-{id}"),
+            server: format!("wbts-{id}"),
+            server_proc: None,
+        };
+        let subnet = format!("10.213.{n}");
+        let setup = || -> Result<(), String> {
+            sh(&["ip", "netns", "add", &pair.client])?;
+            sh(&["ip", "netns", "add", &pair.server])?;
+            let (wbc, wbs) = (format!("wbc{n}"), format!("wbs{n}"));
+            sh(&[
+                "ip",
+                "link",
+                "add",
+                &wbc,
+                "netns",
+                &pair.client,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &wbs,
+                "netns",
+                &pair.server,
+            ])?;
+            for (ns, dev, host) in [(&pair.client, &wbc, 1), (&pair.server, &wbs, 2)] {
+                sh(&[
+                    "ip",
+                    "-n",
+                    ns,
+                    "addr",
+                    "add",
+                    &format!("{subnet}.{host}/24"),
+                    "dev",
+                    dev,
+                ])?;
+                sh(&["ip", "-n", ns, "link", "set", dev, "up"])?;
+                sh(&["ip", "-n", ns, "link", "set", "lo", "up"])?;
+            }
+            Ok(())
+        };
+        if let Err(e) = setup() {
+            if std::env::var_os("CI").is_none() {
+                eprintln!("skipped: cannot make a veth pair in two namespaces: {e}");
+                return None;
+            }
+            panic!("cannot make a veth pair in two namespaces: {e}");
+        }
+        let mut child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &pair.server,
+                env!("CARGO_BIN_EXE_wirebench"),
+            ])
+            .args(["serve", "--bind", &format!("{subnet}.2"), "--port", PORT])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the server in its namespace");
+        wait_for_line(&mut child, "listening");
+        pair.server_proc = Some(child);
+        Some(pair)
+    }
+
+    fn server_addr(&self) -> String {
+        let n: u32 = self
+            .client
+            .rsplit('-')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .expect("pair number");
+        format!("10.213.{n}.2")
+    }
+
+    /// Adds an input-hook rule `expr counter drop` for the test's data datagrams in `ns`
+    /// (UDP from or to the test port, longer than the 16-byte hello).
+    fn drop_rule(&self, ns: &str, expr: &str) {
+        let script = format!(
+            "add table inet wb\n\
+             add chain inet wb in {{ type filter hook input priority 0; }}\n\
+             add rule inet wb in udp sport {PORT} udp length > 100 {expr} counter drop\n\
+             add rule inet wb in udp dport {PORT} udp length > 100 {expr} counter drop\n"
+        );
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns, "nft", "-f", "-"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin
+                    .take()
+                    .expect("nft stdin")
+                    .write_all(script.as_bytes())?;
+                c.wait()
+            })
+            .expect("run nft");
+        assert!(out.success(), "nft rejected {script}");
+    }
+
+    /// Packets the rules in `ns` dropped, from the kernel's counters.
+    fn dropped(&self, ns: &str) -> u64 {
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns, "nft", "-j", "list", "ruleset"])
+            .output()
+            .expect("nft list");
+        let v: Value = serde_json::from_slice(&out.stdout).expect("nft JSON");
+        let mut total = 0;
+        for item in v["nftables"].as_array().expect("nftables array") {
+            for e in item["rule"]["expr"].as_array().into_iter().flatten() {
+                if let Some(n) = e["counter"]["packets"].as_u64() {
+                    total += n;
+                }
+            }
+        }
+        total
+    }
+
+    /// Runs `wirebench run SERVER ARGS --json` in the client namespace.
+    fn run(&self, args: &[&str]) -> Value {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.client,
+                env!("CARGO_BIN_EXE_wirebench"),
+            ])
+            .args(["run", &self.server_addr(), "--port", PORT, "--json"])
+            .args(args)
+            .output()
+            .expect("run the client in its namespace");
+        assert!(
+            out.status.success(),
+            "wirebench run {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("results JSON")
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.server_proc.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        // Deleting a namespace deletes its end of the veth, and with it the other end.
+        let _ = sh(&["ip", "netns", "del", &self.client]);
+        let _ = sh(&["ip", "netns", "del", &self.server]);
+    }
+}
+
+#[test]
+fn random_drops_on_the_receiver_are_counted_exactly_both_ways() {
+    let Some(pair) = Pair::new() else { return };
+    for (receiver_ns, dir) in [(pair.server.clone(), ""), (pair.client.clone(), "-R")] {
+        pair.drop_rule(&receiver_ns, "numgen random mod 100 < 10");
+        let before = pair.dropped(&receiver_ns);
+        let args: Vec<&str> = ["-u", "-n", "2000000", "-l", "1000", "-b", "50M", dir]
+            .into_iter()
+            .filter(|a| !a.is_empty())
+            .collect();
+        let v = pair.run(&args);
+        let dropped = pair.dropped(&receiver_ns) - before;
+        let lost = u(&v, "end.udp.lost");
+        assert_eq!(lost, dropped, "direction {dir:?}: {v}");
+        assert_eq!(u(&v, "end.udp.loss_runs.lost"), lost, "{v}");
+        assert_eq!(u(&v, "end.received.messages") + lost, 2000);
+        // 10% of 2000: expect 200, sd about 13; a wide, safe band.
+        assert!((120..=300).contains(&lost), "{v}");
+        assert_eq!(u(&v, "end.local_drops"), 0, "the sender saw nothing");
+        // Remove the table so that the next direction starts clean.
+        sh(&[
+            "ip",
+            "netns",
+            "exec",
+            &receiver_ns,
+            "nft",
+            "delete",
+            "table",
+            "inet",
+            "wb",
+        ])
+        .expect("delete table");
+    }
+}
+
+#[test]
+fn a_deterministic_drop_pattern_shows_exactly_in_results_and_packet_log() {
+    let Some(pair) = Pair::new() else { return };
+    // The low byte of the sequence number is the 8th payload byte (bits 120..128 after the
+    // transport header's 64): drop every datagram whose sequence number is 3 mod 8.
+    pair.drop_rule(&pair.server, "@th,120,8 & 0x07 == 0x03");
+    let dir = tempdir();
+    let log = dir.join("packets.log");
+    let log_arg = log.to_str().expect("utf-8 path");
+    let v = pair.run(&[
+        "-u",
+        "-n",
+        "2000000",
+        "-l",
+        "1000",
+        "-b",
+        "50M",
+        "--packet-log",
+        log_arg,
+    ]);
+    assert_eq!(pair.dropped(&pair.server), 250, "the kernel's count");
+    assert_eq!(u(&v, "end.udp.lost"), 250, "{v}");
+    assert_eq!(u(&v, "end.received.messages"), 1750);
+    assert_eq!(u(&v, "end.udp.loss_runs.runs"), 250);
+    assert_eq!(u(&v, "end.udp.first_lost_seq"), 3);
+    assert_eq!(u(&v, "end.udp.last_in_order_seq"), 2);
+    assert_eq!(v["end"]["udp"]["clocks"], "same-host");
+    assert!(v["end"]["udp"]["delay_ms"]["p99"].as_f64().is_some(), "{v}");
+
+    // The log: one received record per datagram counted, the lost ones exactly 3 mod 8.
+    let csv = common::wirebench()
+        .args(["packet-log", log_arg])
+        .output()
+        .expect("packet-log");
+    assert!(csv.status.success());
+    let text = String::from_utf8(csv.stdout).expect("utf-8");
+    let mut received = HashSet::new();
+    let mut lost = HashSet::new();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let seq: u64 = f[1].parse().expect("seq");
+        match f[0] {
+            "received" => assert!(received.insert(seq), "seq {seq} twice"),
+            "lost" => assert!(lost.insert(seq), "lost {seq} twice"),
+            other => panic!("unexpected record {other}"),
+        }
+    }
+    assert_eq!(received.len(), 1750);
+    assert_eq!(lost, (0..2000).filter(|s| s % 8 == 3).collect());
+    assert!(received.is_disjoint(&lost));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A fresh directory under the system's temporary directory.
+fn tempdir() -> std::path::PathBuf {
+    let n = NEXT.fetch_add(1, Ordering::SeqCst);
+    let d = std::env::temp_dir().join(format!("wirebench-test-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
