@@ -308,6 +308,23 @@ mod tests {
     }
 
     #[test]
+    fn random_bytes_never_panic() {
+        // xorshift: deterministic, so a failure reproduces.
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for len in 0..2_000usize {
+            let mut bytes = file_header().to_vec();
+            for _ in 0..len {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                bytes.push(x as u8 % 6); // kinds 0..=5: valid and invalid
+            }
+            let n = Reader::new(&bytes[..]).map(|r| r.count()).unwrap_or(0);
+            assert!(n <= len / RECORD_LEN + 1);
+        }
+    }
+
+    #[test]
     fn junk_is_an_error_not_a_panic() {
         assert!(matches!(Reader::new(&b""[..]), Err(LogError::Magic)));
         assert!(matches!(
