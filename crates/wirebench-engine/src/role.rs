@@ -734,6 +734,8 @@ fn udp_receive_saw(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
         sequenced: !spec.headerless(),
         duplicates,
         same_clock: p.same_clock,
+        // Each message is acknowledged before the next: whatever arrived, arrived in order.
+        in_order_prefix: count.messages,
         ..UdpCounts::default()
     });
     rep
