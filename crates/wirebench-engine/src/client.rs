@@ -15,6 +15,7 @@ use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 use crate::channel::Channel;
 use crate::role::{DataSocket, RoleParams};
 use crate::session::{drive, Watch};
+use crate::sys::udp::Offloads;
 use crate::sys::{host_id, same_clock, tcp_datapath, udp_datapath};
 use crate::EngineError;
 
@@ -148,6 +149,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
         }
     }
     let datapath;
+    let mut offloads = Offloads::default();
     let (sock, hello) = match spec.protocol {
         Protocol::Tcp => {
             let s = attach(addr, cookie, 0)?;
@@ -164,7 +166,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
                 .map_err(|e| EngineError::io("opening the UDP data socket", e))?;
             s.connect((addr.ip(), udp_port))
                 .map_err(|e| EngineError::io("connecting the UDP data socket", e))?;
-            datapath = udp_datapath(&s, Vec::new());
+            (datapath, offloads) = udp_datapath(&s, spec, Vec::new());
             let hello = UdpHello { cookie, stream: 0 }.encode();
             udp_handshake(&mut ch, &s, &hello)?;
             (DataSocket::Udp(s), Some(hello))
@@ -179,6 +181,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
         datapath,
         same_clock: same_clock(&host_id(), &server_host),
         packet_log: local_log,
+        offloads,
     };
     let out = drive(&mut ch, role, sock, params, watch);
     let mut error = out.error;

@@ -74,11 +74,41 @@ impl Pacer {
 
     /// Records that a message of `len` bytes left at `now_ns`.
     pub fn sent(&mut self, len: u64, now_ns: u64) {
-        self.bytes += len;
-        self.messages += 1;
+        self.sent_many(1, len, now_ns);
+    }
+
+    /// Records that `messages` messages of `bytes` bytes in all left at `now_ns`.
+    pub fn sent_many(&mut self, messages: u64, bytes: u64, now_ns: u64) {
+        self.bytes += bytes;
+        self.messages += messages;
         if self.gap_ns > 0 {
             self.gap_until_ns = now_ns.saturating_add(self.gap_ns);
         }
+    }
+
+    /// How many messages of `len` bytes are due by `now_ns`, at most `max`: 0 means wait
+    /// until [`next_ns`](Self::next_ns). A batch never runs ahead of the schedule: each of its
+    /// messages is one whose deadline has passed, so sending in batches adds no burst above
+    /// the rate beyond what the schedule already owes (at most [`MAX_LAG_NS`] of it).
+    pub fn due(&mut self, now_ns: u64, len: u64, max: u64) -> u64 {
+        if self.next_ns(now_ns) > now_ns || max == 0 {
+            return 0;
+        }
+        if self.gap_ns > 0 {
+            return 1;
+        }
+        let elapsed = u128::from(now_ns.saturating_sub(self.base_ns));
+        // Index (from the next message) of the last message whose deadline has passed.
+        let last = if self.rate_pps > 0 {
+            (elapsed * u128::from(self.rate_pps) / 1_000_000_000)
+                .saturating_sub(u128::from(self.messages))
+        } else if self.rate_bps > 0 {
+            let budget = elapsed * u128::from(self.rate_bps) / 8_000_000_000;
+            budget.saturating_sub(u128::from(self.bytes)) / u128::from(len.max(1))
+        } else {
+            u128::from(max)
+        };
+        u64::try_from(last + 1).unwrap_or(u64::MAX).min(max)
     }
 }
 
@@ -138,6 +168,33 @@ mod tests {
         let mut p = Pacer::new(0, 0, 5_000);
         p.sent(10, 100);
         assert_eq!(p.next_ns(100), 5_100);
+    }
+
+    #[test]
+    fn due_counts_the_messages_whose_deadline_passed() {
+        // 8 Mbit/s, 1000-byte messages: one per ms.
+        let mut p = Pacer::new(8_000_000, 0, 0);
+        assert_eq!(p.due(0, 1000, 64), 1);
+        p.sent_many(1, 1000, 0);
+        assert_eq!(p.due(999_999, 1000, 64), 0);
+        assert_eq!(p.due(1_000_000, 1000, 64), 1);
+        assert_eq!(p.due(4_500_000, 1000, 64), 4); // deadlines 1, 2, 3, 4 ms
+        assert_eq!(p.due(4_500_000, 1000, 3), 3);
+        p.sent_many(4, 4000, 4_500_000);
+        assert_eq!(p.due(4_500_000, 1000, 64), 0);
+        // packets/s
+        let mut q = Pacer::new(0, 1000, 0);
+        assert_eq!(q.due(2_500_000, 64, 100), 3);
+        // unlimited: a full batch; a gap: one at a time
+        assert_eq!(Pacer::new(0, 0, 0).due(0, 1, 32), 32);
+        let mut g = Pacer::new(0, 0, 1000);
+        assert_eq!(g.due(0, 1, 32), 1);
+        g.sent_many(1, 1, 0);
+        assert_eq!(g.due(999, 1, 32), 0);
+        // a stall longer than MAX_LAG_NS restarts the schedule: no catch-up batch
+        let mut r = Pacer::new(8_000_000, 0, 0);
+        r.sent_many(1, 1000, 0);
+        assert_eq!(r.due(100_000_000, 1000, 64), 1);
     }
 
     #[test]

@@ -17,6 +17,7 @@ use wirebench_proto::spec::{Mechanism, TestSpec, MAX_INTERVALS};
 use crate::log::LogSink;
 use crate::pace::{wait_until, Pacer};
 use crate::rx::{IntervalUdp, UdpRx};
+use crate::sys::udp::{BatchRecv, BatchSend, Offloads};
 use crate::Shared;
 
 /// How long a blocking data call may wait before the loop looks at the clock again.
@@ -50,6 +51,8 @@ pub struct RoleParams {
     pub same_clock: bool,
     /// UDP receivers: where the packet log goes, if one was asked for.
     pub packet_log: Option<Box<dyn Write + Send>>,
+    /// UDP: the batched system calls and offloads the socket set-up enabled.
+    pub offloads: Offloads,
 }
 
 /// A side's running totals, as an interval closes.
@@ -152,8 +155,14 @@ impl Count {
     /// Counts one message of `len` bytes at `now_ns`.
     #[inline]
     pub fn add(&mut self, len: u64, now_ns: u64) {
-        self.bytes += len;
-        self.messages += 1;
+        self.add_many(1, len, now_ns);
+    }
+
+    /// Counts `messages` messages of `bytes` bytes in all at `now_ns`.
+    #[inline]
+    pub fn add_many(&mut self, messages: u64, bytes: u64, now_ns: u64) {
+        self.bytes += bytes;
+        self.messages += messages;
         self.first_ns.get_or_insert(now_ns);
         self.last_ns = Some(now_ns);
     }
@@ -229,7 +238,8 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
     let mut rep = match (role, sock) {
         (Role::Sender, DataSocket::Tcp(s)) => tcp_send(s, &p, sh),
         (Role::Receiver, DataSocket::Tcp(s)) => tcp_receive(s, &p, sh),
-        (Role::Sender, DataSocket::Udp(s)) => udp_send(s, &p, sh),
+        (Role::Sender, DataSocket::Udp(s)) if saw => udp_send(s, &p, sh),
+        (Role::Sender, DataSocket::Udp(s)) => udp_send_stream(s, &p, sh),
         (Role::Receiver, DataSocket::Udp(s)) if saw => udp_receive_saw(s, &p, sh),
         (Role::Receiver, DataSocket::Udp(s)) => {
             let log = p.packet_log.take();
@@ -239,7 +249,9 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
     rep.role = Some(role);
     rep.epoch_unix_ns = sh.epoch_unix_ns;
     rep.elapsed_ns = sh.now_ns();
-    rep.datapath = p.datapath;
+    if rep.datapath.io.is_empty() {
+        rep.datapath = p.datapath;
+    }
     rep
 }
 
@@ -508,6 +520,116 @@ fn send_datagram(
     }
 }
 
+/// Streams UDP in batches: as many datagrams per call as are due (all of a batch when the
+/// rate is unlimited), each with its own header; one clock read per batch, so the datagrams
+/// of a batch carry the same send time, the time they were handed to the kernel together.
+fn udp_send_stream(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
+    let spec = &p.spec;
+    let size = spec.size;
+    let _ = s.set_write_timeout(Some(POLL));
+    let mut io = BatchSend::new(size as usize, p.offloads, &payload(size));
+    let mut pacer = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns);
+    let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
+    let mut count = Count::default();
+    let mut local_drops = 0u64;
+    let mut refused = 0u32;
+    let mut error = None;
+    loop {
+        let now = sh.now_ns();
+        rec.tick(now, || Snapshot::of(&count));
+        if let Some(why) = early_stop(sh, p, now) {
+            error = Some(why);
+            break;
+        }
+        // Datagrams left, and the length of the last one of a `bytes` test.
+        let (left, last_len) = match (spec.bytes, spec.duration_ns) {
+            (Some(total), _) => {
+                let rest = total.saturating_sub(count.bytes);
+                (
+                    rest.div_ceil(size),
+                    rest - (rest.div_ceil(size).max(1) - 1) * size,
+                )
+            }
+            (None, Some(d)) if now < d => (u64::MAX, size),
+            _ => (0, size),
+        };
+        if left == 0 {
+            break;
+        }
+        let cap = (io.capacity() as u64).min(left);
+        let n = pacer.due(now, size, cap);
+        if n == 0 {
+            pace(&mut pacer, sh, now);
+            continue;
+        }
+        let tail_len = if n == left { last_len } else { size };
+        let send_ns = sh.unix_ns(now);
+        for i in 0..n {
+            let seq = count.messages + i;
+            let d = io.datagram(i as usize);
+            let len = if i + 1 == n { tail_len } else { size };
+            if len < HEADER_LEN as u64 {
+                d[0] = seq as u8;
+            } else {
+                let h = DataHeader {
+                    seq,
+                    stream: 0,
+                    send_ns,
+                };
+                let _ = h.write(d);
+            }
+        }
+        let sent = match io.send(&s, n as usize, tail_len as usize) {
+            Ok(k) => k as u64,
+            // A local firewall rule dropped the first message (all its segments): sent, as
+            // far as this program is concerned, and lost on the path.
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                let k = (io.segments() as u64).min(n);
+                local_drops += k;
+                k
+            }
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+                // A pending ICMP error from the peer: the kernel reports it once, then sends.
+                refused += 1;
+                if refused > 100 {
+                    error =
+                        Some("the receiver's UDP port is closed (ICMP port unreachable)".into());
+                    break;
+                }
+                continue;
+            }
+            Err(e) if is_timeout(&e) || e.raw_os_error() == Some(libc::ENOBUFS) => {
+                std::thread::yield_now();
+                continue;
+            }
+            Err(e) => {
+                error = Some(format!("sending data: {e}"));
+                break;
+            }
+        };
+        let bytes = if sent == n {
+            (n - 1) * size + tail_len
+        } else {
+            sent * size
+        };
+        let now = sh.now_ns();
+        count.add_many(sent, bytes, now);
+        pacer.sent_many(sent, bytes, now);
+        sh.bytes.store(count.bytes, Ordering::Relaxed);
+        sh.messages.store(count.messages, Ordering::Relaxed);
+    }
+    let intervals = rec.finish(sh.now_ns(), || Snapshot::of(&count));
+    let mut rep = report(&count, intervals, error);
+    rep.local_drops = local_drops;
+    rep.datapath = p.datapath.clone();
+    if p.offloads.gso && !io.offloads().gso {
+        // The device refused GSO (EIO) and the sender went on without it.
+        rep.datapath.features.retain(|f| f != "udp_gso");
+        rep.datapath.features.push("udp_gso_refused".into());
+    }
+    rep
+}
+
 fn udp_send(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
     let spec = &p.spec;
     let mut buf = payload(spec.size);
@@ -623,8 +745,7 @@ fn udp_receive(
 ) -> SideReport {
     let spec = &p.spec;
     let _ = s.set_read_timeout(Some(POLL));
-    // One byte more than the largest datagram, to see truncation if it ever happened.
-    let mut buf = vec![0u8; 65_536];
+    let mut io = BatchRecv::new(p.offloads);
     let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
     let (log, mut error) = match packet_log.map(LogSink::start) {
         None => (None, None),
@@ -649,7 +770,7 @@ fn udp_receive(
         if drained(sh, p, rx.count.messages, now) {
             break;
         }
-        let n = match s.recv(&mut buf) {
+        let n = match io.recv(&s) {
             Ok(n) => n,
             Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => continue,
             Err(e) => {
@@ -657,7 +778,12 @@ fn udp_receive(
                 break;
             }
         };
-        rx.on_datagram(&buf[..n], sh.now_ns());
+        // One clock read per batch: its datagrams were all queued when the call returned.
+        let now = sh.now_ns();
+        for i in 0..n {
+            let (bytes, segment) = io.message(i);
+            rx.on_buffer(bytes, segment, now);
+        }
         sh.bytes.store(rx.count.bytes, Ordering::Relaxed);
         sh.messages.store(rx.count.messages, Ordering::Relaxed);
     }

@@ -69,10 +69,8 @@ impl UdpRx {
 
     /// Accounts for a buffer of datagrams of `segment` bytes each, the last one possibly
     /// shorter, all received at `now_ns`: what UDP GRO hands over in one read. A plain
-    /// datagram is a buffer of one segment. (The receive loop reads one datagram per call
-    /// until the GRO path lands; the tests feed coalesced buffers.)
+    /// datagram is a buffer of one segment.
     #[inline]
-    #[allow(dead_code)]
     pub fn on_buffer(&mut self, buf: &[u8], segment: usize, now_ns: u64) {
         for d in buf.chunks(segment.max(1)) {
             self.on_datagram(d, now_ns);

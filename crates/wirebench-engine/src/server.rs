@@ -30,6 +30,7 @@ use crate::channel::Channel;
 use crate::client::tool;
 use crate::role::{DataSocket, RoleParams};
 use crate::session::{drive, Quiet};
+use crate::sys::udp::Offloads;
 use crate::sys::{host_id, same_clock, tcp_datapath, udp_datapath};
 use crate::EngineError;
 
@@ -472,13 +473,14 @@ fn test_session(
         p.remove(&cookie);
     }
     let datapath;
+    let mut offloads = Offloads::default();
     let hello = match &sock {
         DataSocket::Tcp(s) => {
             datapath = tcp_datapath(s, &spec);
             None
         }
         DataSocket::Udp(s) => {
-            datapath = udp_datapath(s, vec!["udp_reuseport".into()]);
+            (datapath, offloads) = udp_datapath(s, &spec, vec!["udp_reuseport".into()]);
             ch.send(&Message::UdpReady { stream: 0 })?;
             Some(UdpHello { cookie, stream: 0 }.encode())
         }
@@ -505,6 +507,7 @@ fn test_session(
         datapath,
         same_clock: same_clock(&host_id(), client.host_id),
         packet_log,
+        offloads,
     };
     let out = drive(ch, role, sock, params, &mut Quiet);
     let r = Results::assemble(

@@ -599,6 +599,7 @@ mod tests {
             drain_ns: 1_000_000_000,
             ack_timeout_ns: 200_000_000,
             packet_log: false,
+            no_offload: false,
         }
     }
 

@@ -97,6 +97,9 @@ pub struct TestSpec {
     /// loss run, to the client (over a TCP connection of its own when the server receives).
     #[serde(default)]
     pub packet_log: bool,
+    /// UDP: no batched system calls, GSO or GRO on either side: one datagram per call.
+    #[serde(default)]
+    pub no_offload: bool,
 }
 
 /// A spec that no side can run.
@@ -235,6 +238,7 @@ mod tests {
             drain_ns: NS_PER_S,
             ack_timeout_ns: 200_000_000,
             packet_log: false,
+            no_offload: false,
         }
     }
 

@@ -148,6 +148,10 @@ pub struct RunArgs {
     /// (`wirebench packet-log FILE` prints it as CSV). Either side may be the receiver.
     #[arg(long, value_name = "FILE")]
     pub packet_log: Option<PathBuf>,
+    /// UDP: one datagram per system call on both sides (plain send/recv: no sendmmsg or
+    /// recvmmsg batches, no GSO or GRO), as most applications send.
+    #[arg(long)]
+    pub no_offload: bool,
 }
 
 fn ns(d: Duration) -> u64 {
@@ -201,6 +205,7 @@ impl RunArgs {
             drain_ns: ns(self.drain),
             ack_timeout_ns: ns(self.ack_timeout),
             packet_log: self.packet_log.is_some(),
+            no_offload: self.no_offload,
         };
         spec.validate().map_err(|e| e.to_string())?;
         Ok(spec)

@@ -1,4 +1,9 @@
-//! Socket set-up, and what the kernel actually granted.
+//! Socket set-up, and what the kernel actually granted; the batched UDP system calls.
+//!
+//! The only place in the engine with `unsafe`: [`udp`] wraps sendmmsg/recvmmsg with UDP GSO
+//! and GRO control messages, which the standard library does not offer.
+
+pub mod udp;
 
 use std::net::{TcpStream, UdpSocket};
 
@@ -61,14 +66,23 @@ pub fn tcp_datapath(s: &TcpStream, spec: &TestSpec) -> Datapath {
     }
 }
 
-/// Sets up a UDP data socket and records what was granted, with `features` in use.
-pub fn udp_datapath(s: &UdpSocket, features: Vec<String>) -> Datapath {
+/// Sets up a UDP data socket for `spec`: buffers, and the batched system calls and
+/// offloads unless the test turns them off (`--no-offload`) or is stop-and-wait (one message
+/// at a time). Records what was granted, with `features` the caller already uses.
+pub fn udp_datapath(
+    s: &UdpSocket,
+    spec: &TestSpec,
+    mut features: Vec<String>,
+) -> (Datapath, udp::Offloads) {
     let (snd, rcv) = size_buffers(SockRef::from(s));
-    Datapath {
-        io: "send/recv".into(),
-        batch: 1,
+    let off = udp::enable(s, spec.mechanism == Mechanism::Stream && !spec.no_offload);
+    features.extend(off.features());
+    let dp = Datapath {
+        io: off.io().into(),
+        batch: if off.batch { udp::BATCH as u32 } else { 1 },
         send_buffer_bytes: snd,
         recv_buffer_bytes: rcv,
         features,
-    }
+    };
+    (dp, off)
 }

@@ -1,0 +1,521 @@
+//! Batched UDP: many datagrams per system call.
+//!
+//! - Send: `sendmmsg(2)` of up to [`BATCH`] messages, each with UDP GSO (a `UDP_SEGMENT`
+//!   control message) carrying up to [`MAX_SEGMENTS`] datagrams that the kernel cuts apart,
+//!   as late as the device allows (on loopback and veth: never, the receiver gets them whole).
+//! - Receive: `recvmmsg(2)` with `MSG_WAITFORONE` into [`BATCH`] 64 KiB slots, with UDP GRO
+//!   (`UDP_GRO`), so one slot may hold many datagrams of one size, the size given by a
+//!   control message; the caller splits them (see `rx::UdpRx::on_buffer`).
+//! - Without offloads (`--no-offload`, or a kernel that refuses them): plain `send(2)` and
+//!   `recv(2)`, one datagram per call, what most applications do.
+//!
+//! Everything is probed on the socket at set-up and what was used is recorded in the
+//! results. The buffers and headers are allocated once; a call allocates nothing. Linux's
+//! UDP GSO and GRO: `Documentation/networking/segmentation-offloads.rst`, and quinn-udp's
+//! `unix.rs`, whose approach (probe, send, fall back on EIO) this follows.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::mem;
+use std::net::UdpSocket;
+use std::os::fd::AsRawFd;
+
+/// Messages per sendmmsg/recvmmsg call.
+pub const BATCH: usize = 32;
+
+/// Most datagrams the kernel accepts in one GSO send (`UDP_MAX_SEGMENTS`).
+pub const MAX_SEGMENTS: usize = 64;
+
+/// Most payload bytes in one GSO message: a GSO message is one UDP datagram to the socket
+/// layer until it is cut, so it must fit a UDP length.
+const GSO_MAX_BYTES: usize = 65_000;
+
+/// A receive slot: the largest datagram, or a GRO batch, fits.
+const SLOT: usize = 65_536;
+
+/// What the kernel lets this socket do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Offloads {
+    /// sendmmsg/recvmmsg batches.
+    pub batch: bool,
+    /// UDP GSO on send.
+    pub gso: bool,
+    /// UDP GRO on receive.
+    pub gro: bool,
+}
+
+impl Offloads {
+    /// Names of the features in use, for the results' `datapath.features`.
+    pub fn features(&self) -> Vec<String> {
+        [
+            (self.batch, "mmsg"),
+            (self.gso, "udp_gso"),
+            (self.gro, "udp_gro"),
+        ]
+        .into_iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, name)| name.to_string())
+        .collect()
+    }
+
+    /// The system calls used, for the results' `datapath.io`.
+    pub fn io(&self) -> &'static str {
+        if self.batch {
+            "sendmmsg/recvmmsg"
+        } else {
+            "send/recv"
+        }
+    }
+}
+
+fn setsockopt_int(
+    sock: &UdpSocket,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> bool {
+    // SAFETY: the fd is a live socket owned by `sock`; the option value is a c_int on the
+    // stack whose size is passed alongside it.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    rc == 0
+}
+
+fn getsockopt_ok(sock: &UdpSocket, level: libc::c_int, name: libc::c_int) -> bool {
+    let mut value: libc::c_int = 0;
+    let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: as above; `value` and `len` are valid for writes of their sizes.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            level,
+            name,
+            (&mut value as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    rc == 0
+}
+
+/// Probes and turns on what the kernel offers on `sock`; nothing when `wanted` is false.
+pub fn enable(sock: &UdpSocket, wanted: bool) -> Offloads {
+    if !wanted {
+        return Offloads::default();
+    }
+    Offloads {
+        batch: true,
+        // A kernel without UDP GSO (before 4.18) does not know the option.
+        gso: getsockopt_ok(sock, libc::SOL_UDP, libc::UDP_SEGMENT),
+        gro: setsockopt_int(sock, libc::SOL_UDP, libc::UDP_GRO, 1),
+    }
+}
+
+/// Bytes of control-message space for one int-sized option, in u64 words (for alignment).
+fn cmsg_words() -> usize {
+    // SAFETY: CMSG_SPACE only computes a size.
+    let bytes = unsafe { libc::CMSG_SPACE(mem::size_of::<libc::c_int>() as u32) } as usize;
+    bytes.div_ceil(8)
+}
+
+/// An all-zero `mmsghdr` (a valid "no message" value: null pointers, zero lengths).
+fn empty_mmsghdr() -> libc::mmsghdr {
+    // SAFETY: mmsghdr is a plain C struct of integers and raw pointers, for which all-zero
+    // bytes are a valid value.
+    unsafe { mem::zeroed() }
+}
+
+/// Sends batches of equal-size datagrams.
+pub struct BatchSend {
+    buf: Box<[u8]>,
+    size: usize,
+    /// Datagrams per message: more than one only with GSO.
+    segs: usize,
+    off: Offloads,
+    hdrs: Box<[libc::mmsghdr]>,
+    iovs: Box<[libc::iovec]>,
+    cmsgs: Box<[u64]>,
+}
+
+impl BatchSend {
+    /// Buffers for datagrams of `size` bytes, each pre-filled with `payload` (at least `size`
+    /// bytes long).
+    pub fn new(size: usize, off: Offloads, payload: &[u8]) -> Self {
+        let size = size.max(1);
+        let segs = if off.gso {
+            (GSO_MAX_BYTES / size).clamp(1, MAX_SEGMENTS)
+        } else {
+            1
+        };
+        let slots = if off.batch { BATCH * segs } else { 1 };
+        let mut buf = vec![0u8; slots * size].into_boxed_slice();
+        for d in buf.chunks_mut(size) {
+            let n = d.len().min(payload.len());
+            d[..n].copy_from_slice(&payload[..n]);
+        }
+        Self {
+            buf,
+            size,
+            segs,
+            off,
+            hdrs: (0..BATCH).map(|_| empty_mmsghdr()).collect(),
+            iovs: (0..BATCH)
+                .map(|_| libc::iovec {
+                    iov_base: std::ptr::null_mut(),
+                    iov_len: 0,
+                })
+                .collect(),
+            cmsgs: vec![0u64; BATCH * cmsg_words()].into_boxed_slice(),
+        }
+    }
+
+    /// Most datagrams one [`send`](Self::send) takes.
+    pub fn capacity(&self) -> usize {
+        if self.off.batch {
+            BATCH * self.segs
+        } else {
+            1
+        }
+    }
+
+    /// Datagrams the kernel treats as one: lost together when a firewall drops the message.
+    pub fn segments(&self) -> usize {
+        self.segs
+    }
+
+    /// What is in use (GSO may have been turned off by a device that refused it).
+    pub fn offloads(&self) -> Offloads {
+        self.off
+    }
+
+    /// The bytes of datagram `i` of the next batch (`size` long; the caller writes its header).
+    pub fn datagram(&mut self, i: usize) -> &mut [u8] {
+        let start = (i * self.size).min(self.buf.len());
+        let end = (start + self.size).min(self.buf.len());
+        &mut self.buf[start..end]
+    }
+
+    /// Stops using GSO (the device refused it: EIO).
+    fn disable_gso(&mut self) {
+        self.off.gso = false;
+        self.segs = 1;
+    }
+
+    /// Sends datagrams `0..n` of the batch, all `size` bytes but the last, which is
+    /// `last_len`; returns how many datagrams the kernel accepted (from the first on). A
+    /// failure of the first message is returned as the error; a partial batch as a count.
+    pub fn send(&mut self, sock: &UdpSocket, n: usize, last_len: usize) -> io::Result<usize> {
+        let n = n.min(self.capacity());
+        if n == 0 {
+            return Ok(0);
+        }
+        let last_len = last_len.clamp(1, self.size);
+        if !self.off.batch {
+            return sock.send(&self.buf[..last_len]).map(|_| 1);
+        }
+        loop {
+            match self.send_mmsg(sock, n, last_len) {
+                Err(e) if self.off.gso && e.raw_os_error() == Some(libc::EIO) => {
+                    // The device cannot segment: send one datagram per message from now on.
+                    self.disable_gso();
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn send_mmsg(&mut self, sock: &UdpSocket, n: usize, last_len: usize) -> io::Result<usize> {
+        let messages = n.div_ceil(self.segs).min(BATCH);
+        let words = cmsg_words();
+        let seg = self.size as u16;
+        for m in 0..messages {
+            let first = m * self.segs;
+            let count = self.segs.min(n - first);
+            let tail = if first + count == n {
+                last_len
+            } else {
+                self.size
+            };
+            let len = (count - 1) * self.size + tail;
+            let iov = &mut self.iovs[m];
+            // SAFETY (pointer arithmetic): first * size + len <= n * size <= buf.len().
+            iov.iov_base = self.buf[first * self.size..].as_mut_ptr().cast();
+            iov.iov_len = len;
+            let h = &mut self.hdrs[m];
+            h.msg_hdr.msg_name = std::ptr::null_mut();
+            h.msg_hdr.msg_namelen = 0;
+            h.msg_hdr.msg_iov = iov;
+            h.msg_hdr.msg_iovlen = 1;
+            h.msg_hdr.msg_flags = 0;
+            h.msg_len = 0;
+            if self.off.gso && count > 1 {
+                let space = &mut self.cmsgs[m * words..(m + 1) * words];
+                h.msg_hdr.msg_control = space.as_mut_ptr().cast();
+                h.msg_hdr.msg_controllen = words * 8;
+                // SAFETY: msg_control points at `words * 8` bytes of 8-aligned, writable
+                // memory, enough for one cmsghdr with a u16 (CMSG_SPACE of an int), so
+                // CMSG_FIRSTHDR returns a valid header pointer and CMSG_DATA points inside it.
+                unsafe {
+                    let c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
+                    (*c).cmsg_level = libc::SOL_UDP;
+                    (*c).cmsg_type = libc::UDP_SEGMENT;
+                    (*c).cmsg_len = libc::CMSG_LEN(mem::size_of::<u16>() as u32) as _;
+                    std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg);
+                    h.msg_hdr.msg_controllen = libc::CMSG_SPACE(mem::size_of::<u16>() as u32) as _;
+                }
+            } else {
+                h.msg_hdr.msg_control = std::ptr::null_mut();
+                h.msg_hdr.msg_controllen = 0;
+            }
+        }
+        // SAFETY: the first `messages` headers point at iovecs and control buffers owned by
+        // `self`, which outlive the call; the socket is connected, so no address is needed.
+        let rc =
+            unsafe { libc::sendmmsg(sock.as_raw_fd(), self.hdrs.as_mut_ptr(), messages as u32, 0) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let sent = rc as usize;
+        Ok((sent * self.segs).min(n))
+    }
+}
+
+/// Receives batches of datagrams.
+pub struct BatchRecv {
+    buf: Box<[u8]>,
+    off: Offloads,
+    hdrs: Box<[libc::mmsghdr]>,
+    iovs: Box<[libc::iovec]>,
+    cmsgs: Box<[u64]>,
+    /// (length, GRO segment size) of each message of the last call.
+    got: Box<[(usize, usize)]>,
+    n: usize,
+}
+
+impl BatchRecv {
+    /// Buffers for what `off` allows: one datagram, or [`BATCH`] slots of 64 KiB.
+    pub fn new(off: Offloads) -> Self {
+        let slots = if off.batch { BATCH } else { 1 };
+        Self {
+            buf: vec![0u8; slots * SLOT].into_boxed_slice(),
+            off,
+            hdrs: (0..BATCH).map(|_| empty_mmsghdr()).collect(),
+            iovs: (0..BATCH)
+                .map(|_| libc::iovec {
+                    iov_base: std::ptr::null_mut(),
+                    iov_len: 0,
+                })
+                .collect(),
+            cmsgs: vec![0u64; BATCH * cmsg_words()].into_boxed_slice(),
+            got: vec![(0, 0); BATCH].into_boxed_slice(),
+            n: 0,
+        }
+    }
+
+    /// Receives at least one message (waiting as long as the socket's receive timeout lets
+    /// it) and as many more as are queued, up to [`BATCH`]; returns how many.
+    pub fn recv(&mut self, sock: &UdpSocket) -> io::Result<usize> {
+        self.n = 0;
+        if !self.off.batch {
+            let len = sock.recv(&mut self.buf[..SLOT])?;
+            self.got[0] = (len, len);
+            self.n = 1;
+            return Ok(1);
+        }
+        let words = cmsg_words();
+        for m in 0..BATCH {
+            let iov = &mut self.iovs[m];
+            iov.iov_base = self.buf[m * SLOT..].as_mut_ptr().cast();
+            iov.iov_len = SLOT;
+            let h = &mut self.hdrs[m];
+            h.msg_hdr.msg_name = std::ptr::null_mut();
+            h.msg_hdr.msg_namelen = 0;
+            h.msg_hdr.msg_iov = iov;
+            h.msg_hdr.msg_iovlen = 1;
+            h.msg_hdr.msg_control = self.cmsgs[m * words..].as_mut_ptr().cast();
+            h.msg_hdr.msg_controllen = words * 8;
+            h.msg_hdr.msg_flags = 0;
+            h.msg_len = 0;
+        }
+        // SAFETY: every header points at an iovec over its own 64 KiB slot and at its own
+        // control buffer, all owned by `self` and alive during the call.
+        let rc = unsafe {
+            libc::recvmmsg(
+                sock.as_raw_fd(),
+                self.hdrs.as_mut_ptr(),
+                BATCH as u32,
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.n = (rc as usize).min(BATCH);
+        for m in 0..self.n {
+            let h = &self.hdrs[m];
+            let len = h.msg_len as usize;
+            let mut seg = len;
+            // SAFETY: the kernel set msg_controllen to the bytes it wrote into our control
+            // buffer; CMSG_FIRSTHDR/NXTHDR stay within it and return null past its end.
+            unsafe {
+                let mut c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
+                while !c.is_null() {
+                    if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == libc::UDP_GRO {
+                        let s: libc::c_int = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                        if s > 0 {
+                            seg = s as usize;
+                        }
+                    }
+                    c = libc::CMSG_NXTHDR(&h.msg_hdr, c);
+                }
+            }
+            self.got[m] = (len.min(SLOT), seg);
+        }
+        Ok(self.n)
+    }
+
+    /// Message `i` of the last call: its bytes and the size of the datagrams in it (GRO
+    /// coalesces datagrams of one size; the last may be shorter).
+    pub fn message(&self, i: usize) -> (&[u8], usize) {
+        let (len, seg) = self.got.get(i).copied().unwrap_or((0, 0));
+        let start = (i * SLOT).min(self.buf.len());
+        (
+            &self.buf[start..start + len.min(self.buf.len() - start)],
+            seg,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn pair() -> (UdpSocket, UdpSocket) {
+        let a = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let b = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        a.connect(b.local_addr().expect("addr")).expect("connect");
+        b.connect(a.local_addr().expect("addr")).expect("connect");
+        b.set_read_timeout(Some(Duration::from_millis(200)))
+            .expect("timeout");
+        // Room for every datagram of a test, so loopback drops none.
+        super::super::size_buffers(socket2::SockRef::from(&b));
+        (a, b)
+    }
+
+    /// Sends `n` numbered datagrams of `size` (the last `last` long) and returns the
+    /// numbers the receiver saw, in order, split by segment size.
+    fn round_trip(
+        wanted_tx: bool,
+        wanted_rx: bool,
+        size: usize,
+        n: usize,
+        last: usize,
+    ) -> Vec<(u32, usize)> {
+        let (a, b) = pair();
+        let tx_off = enable(&a, wanted_tx);
+        let rx_off = enable(&b, wanted_rx);
+        let mut tx = BatchSend::new(size, tx_off, &vec![7u8; size]);
+        let mut rx = BatchRecv::new(rx_off);
+        let mut sent = 0;
+        while sent < n {
+            let k = (n - sent).min(tx.capacity());
+            for i in 0..k {
+                tx.datagram(i)[..4].copy_from_slice(&((sent + i) as u32).to_be_bytes());
+            }
+            let tail = if sent + k == n { last } else { size };
+            sent += tx.send(&a, k, tail).expect("send");
+        }
+        let mut seen = Vec::new();
+        while seen.len() < n {
+            let Ok(m) = rx.recv(&b) else { break };
+            for i in 0..m {
+                let (bytes, seg) = rx.message(i);
+                for d in bytes.chunks(seg.max(1)) {
+                    let mut num = [0u8; 4];
+                    num.copy_from_slice(&d[..4]);
+                    seen.push((u32::from_be_bytes(num), d.len()));
+                }
+            }
+        }
+        seen
+    }
+
+    #[test]
+    fn every_combination_delivers_the_same_datagrams() {
+        // 300 datagrams of 1000 bytes with a 600-byte last one: the same numbers and sizes
+        // arrive whether GSO, GRO and mmsg are on or off on either side.
+        let expect: Vec<(u32, usize)> = (0..300u32)
+            .map(|i| (i, if i == 299 { 600 } else { 1000 }))
+            .collect();
+        for tx in [false, true] {
+            for rx in [false, true] {
+                let got = round_trip(tx, rx, 1000, 300, 600);
+                assert_eq!(got, expect, "offloads tx {tx} rx {rx}");
+            }
+        }
+    }
+
+    #[test]
+    fn gso_refused_mid_test_falls_back_without_losing_a_datagram() {
+        let (a, b) = pair();
+        let on = enable(&a, true);
+        let mut tx = BatchSend::new(500, on, &[1u8; 500]);
+        let mut rx = BatchRecv::new(enable(&b, true));
+        let mut sent = 0u32;
+        for round in 0..4 {
+            if round == 2 {
+                // what send does when the device answers EIO
+                tx.disable_gso();
+                assert_eq!(tx.segments(), 1);
+                assert!(!tx.offloads().gso);
+            }
+            let k = tx.capacity().min(100);
+            for i in 0..k {
+                tx.datagram(i)[..4].copy_from_slice(&(sent + i as u32).to_be_bytes());
+            }
+            let n = tx.send(&a, k, 500).expect("send");
+            assert_eq!(n, k);
+            sent += n as u32;
+        }
+        let mut next = 0u32;
+        while next < sent {
+            let m = rx.recv(&b).expect("recv");
+            for i in 0..m {
+                let (bytes, seg) = rx.message(i);
+                for d in bytes.chunks(seg) {
+                    let mut num = [0u8; 4];
+                    num.copy_from_slice(&d[..4]);
+                    assert_eq!(u32::from_be_bytes(num), next);
+                    next += 1;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn offloads_name_what_they_use() {
+        let (a, _b) = pair();
+        assert_eq!(enable(&a, false), Offloads::default());
+        assert_eq!(Offloads::default().io(), "send/recv");
+        let on = enable(&a, true);
+        assert!(on.batch);
+        assert_eq!(on.io(), "sendmmsg/recvmmsg");
+        assert!(on.features().contains(&"mmsg".to_string()));
+        // with GSO refused, a sender still batches one datagram per message
+        let mut s = BatchSend::new(1000, Offloads { gso: false, ..on }, &[0u8; 1000]);
+        assert_eq!((s.segments(), s.capacity()), (1, BATCH));
+        assert_eq!(
+            s.datagram(BATCH).len(),
+            0,
+            "past the end is empty, not a panic"
+        );
+    }
+}
