@@ -32,6 +32,9 @@ pub struct UdpRx {
     delay: TimeHistogram,
     interval_delay: TimeHistogram,
     gaps: TimeHistogram,
+    /// Arrivals at the same time as the one before (a batch read at once), added to `gaps`
+    /// in one go rather than one record each.
+    zero_gaps: u64,
     last_arrival_ns: Option<u64>,
     prefix_start_ns: Option<u64>,
     prefix_end_ns: Option<u64>,
@@ -57,6 +60,7 @@ impl UdpRx {
             delay: TimeHistogram::new(),
             interval_delay: TimeHistogram::new(),
             gaps: TimeHistogram::new(),
+            zero_gaps: 0,
             last_arrival_ns: None,
             prefix_start_ns: None,
             prefix_end_ns: None,
@@ -112,7 +116,8 @@ impl UdpRx {
             Arrival::InOrder | Arrival::Gap { .. } | Arrival::Late { .. } => {
                 self.count.add(d.len() as u64, now_ns);
                 self.jitter.on_transit(delay_ns);
-                self.delay.record(delay_ns);
+                // Into the interval's distribution only; it joins the test's at the interval's
+                // end: one histogram record per datagram.
                 self.interval_delay.record(delay_ns);
                 self.gap(now_ns);
                 if self.tracker.prefix() != prefix {
@@ -137,9 +142,12 @@ impl UdpRx {
 
     #[inline]
     fn gap(&mut self, now_ns: u64) {
-        if let Some(last) = self.last_arrival_ns.replace(now_ns) {
-            self.gaps
-                .record(i64::try_from(now_ns.saturating_sub(last)).unwrap_or(i64::MAX));
+        match self.last_arrival_ns.replace(now_ns) {
+            Some(last) if last == now_ns => self.zero_gaps += 1,
+            Some(last) => self
+                .gaps
+                .record(i64::try_from(now_ns.saturating_sub(last)).unwrap_or(i64::MAX)),
+            None => {}
         }
     }
 
@@ -151,6 +159,7 @@ impl UdpRx {
             delay_p50_ns: self.interval_delay.quantile(0.5),
             delay_p99_ns: self.interval_delay.quantile(0.99),
         };
+        self.delay.add(&self.interval_delay);
         self.interval_delay.reset();
         out
     }
@@ -175,6 +184,8 @@ impl UdpRx {
             }
         });
         let log_error = self.log.take().and_then(|l| l.finish().err());
+        self.delay.add(&self.interval_delay);
+        self.gaps.record_n(0, self.zero_gaps);
         let counts = UdpCounts {
             sequenced: true,
             duplicates: self.duplicates,

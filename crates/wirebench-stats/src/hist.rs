@@ -107,6 +107,38 @@ impl TimeHistogram {
         self.max = self.max.max(value_ns);
     }
 
+    /// Adds `n` copies of one value.
+    #[inline]
+    pub fn record_n(&mut self, value_ns: i64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let h = if value_ns < 0 {
+            &mut self.neg
+        } else {
+            &mut self.pos
+        };
+        let _ = h.record_n(value_ns.unsigned_abs().min(HIGHEST_NS), n);
+        self.count += n;
+        self.sum += i128::from(value_ns) * i128::from(n);
+        self.min = self.min.min(value_ns);
+        self.max = self.max.max(value_ns);
+    }
+
+    /// Adds every value of `other` (e.g. an interval's into the whole test's).
+    pub fn add(&mut self, other: &TimeHistogram) {
+        if other.count == 0 {
+            return;
+        }
+        // Same bounds on both sides: adding cannot fail.
+        let _ = self.pos.add(&other.pos);
+        let _ = self.neg.add(&other.neg);
+        self.count += other.count;
+        self.sum += other.sum;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+    }
+
     /// Values recorded.
     pub fn count(&self) -> u64 {
         self.count
@@ -277,6 +309,24 @@ mod tests {
         h.reset();
         assert_eq!(h.count(), 0);
         assert_eq!(h.summary(), None);
+    }
+
+    #[test]
+    fn record_n_and_add_equal_recording_one_by_one() {
+        let mut a = TimeHistogram::new();
+        let mut b = TimeHistogram::new();
+        let mut c = TimeHistogram::new();
+        for v in [-5i64, 0, 0, 0, 17, 1_000_000] {
+            a.record(v);
+        }
+        b.record(-5);
+        b.record_n(0, 3);
+        b.record_n(99, 0);
+        c.record(17);
+        c.record(1_000_000);
+        b.add(&c);
+        b.add(&TimeHistogram::new());
+        assert_eq!(a.summary(), b.summary());
     }
 
     #[test]

@@ -68,7 +68,12 @@ impl Jitter {
     pub fn on_transit(&mut self, transit_ns: i64) {
         // A caller uses one form or the other; each keeps its own previous datagram.
         if let Some(prev) = self.prev_transit {
-            let d = (i128::from(transit_ns) - i128::from(prev)).unsigned_abs() as f64;
+            // i64 arithmetic where it cannot overflow (any real transit time): the i128 path
+            // converts through software floating point.
+            let d = match transit_ns.checked_sub(prev) {
+                Some(d) => d.unsigned_abs() as f64,
+                None => (i128::from(transit_ns) - i128::from(prev)).unsigned_abs() as f64,
+            };
             self.jitter += (d - self.jitter) / 16.0;
             self.samples = self.samples.saturating_add(1);
         }

@@ -203,6 +203,26 @@ impl SeqTracker {
             };
         };
 
+        if seq == high.wrapping_add(1) && seq != 0 && !self.finished {
+            // The common case, kept to a few word operations: the next datagram. Its slot
+            // last held `seq - window`, which leaves the window now (the general path below
+            // does the same through settle and advance).
+            let (w, mask) = self.slot(seq);
+            let word = self.bits.get(w).copied().unwrap_or(0);
+            if seq >= self.window {
+                if word & mask == 0 {
+                    self.lost_run(seq - self.window, 1, on_lost);
+                }
+                self.settled = seq + 1 - self.window;
+            }
+            if let Some(word) = self.bits.get_mut(w) {
+                *word |= mask;
+            }
+            self.highest = Some(seq);
+            self.received = self.received.saturating_add(1);
+            self.advance_prefix();
+            return Arrival::InOrder;
+        }
         if seq > high {
             let ahead = seq - high;
             // Settle what leaves the window before its slots are reused.
