@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use wirebench_proto::header::{self, DataHeader, ACK_LEN, HEADER_LEN};
 use wirebench_proto::results::{Datapath, IntervalRecord, Role, SideReport, UdpCounts};
-use wirebench_proto::spec::{Mechanism, TestSpec, MAX_INTERVALS};
+use wirebench_proto::spec::{Mechanism, TestSpec, MAX_INTERVALS, RR_SEQ_LEN};
+use wirebench_stats::TimeHistogram;
 
 use crate::log::LogSink;
 use crate::pace::{wait_until, Pacer};
@@ -235,7 +236,12 @@ fn is_timeout(e: &std::io::Error) -> bool {
 /// the report, with the counts up to then.
 pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> SideReport {
     let saw = p.spec.mechanism == Mechanism::StopAndWait;
+    let rr = p.spec.mechanism == Mechanism::Rr;
     let mut rep = match (role, sock) {
+        (Role::Sender, DataSocket::Tcp(s)) if rr => rr_client(&mut TcpRr::new(s, &p), &p, sh),
+        (Role::Sender, DataSocket::Udp(s)) if rr => rr_client(&mut UdpRr::new(s, &p), &p, sh),
+        (Role::Receiver, DataSocket::Tcp(s)) if rr => tcp_rr_server(s, &p, sh),
+        (Role::Receiver, DataSocket::Udp(s)) if rr => udp_rr_server(s, &p, sh),
         (Role::Sender, DataSocket::Tcp(s)) => tcp_send(s, &p, sh),
         (Role::Receiver, DataSocket::Tcp(s)) => tcp_receive(s, &p, sh),
         (Role::Sender, DataSocket::Udp(s)) if saw => udp_send(s, &p, sh),
@@ -865,4 +871,290 @@ fn udp_receive_saw(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
         ..UdpCounts::default()
     });
     rep
+}
+
+/// One request/response transaction of a client, over some transport.
+trait Transact {
+    /// Sends request `seq` of `len` bytes and waits for its whole response: `Ok(true)` when
+    /// it came, `Ok(false)` when it timed out (UDP: a datagram was lost).
+    fn transact(&mut self, seq: u64, len: u64, sh: &Shared, p: &RoleParams)
+        -> Result<bool, String>;
+}
+
+/// Request/response over a TCP connection.
+struct TcpRr {
+    s: TcpStream,
+    request: Vec<u8>,
+    response: Vec<u8>,
+}
+
+impl TcpRr {
+    fn new(s: TcpStream, p: &RoleParams) -> Self {
+        let _ = s.set_write_timeout(Some(POLL));
+        let _ = s.set_read_timeout(Some(POLL));
+        Self {
+            s,
+            request: payload(p.spec.size),
+            response: vec![0u8; p.spec.response_len() as usize],
+        }
+    }
+}
+
+/// Reads exactly `buf.len()` bytes, looking at stop and deadline while nothing comes.
+/// `Ok(false)` when the peer closed the connection before the first byte.
+fn read_full(
+    s: &mut TcpStream,
+    buf: &mut [u8],
+    sh: &Shared,
+    p: &RoleParams,
+) -> Result<bool, String> {
+    let mut off = 0;
+    let mut progress_ns = sh.now_ns();
+    while off < buf.len() {
+        match s.read(&mut buf[off..]) {
+            Ok(0) if off == 0 => return Ok(false),
+            Ok(0) => return Err("the connection closed in the middle of a message".into()),
+            Ok(n) => {
+                off += n;
+                progress_ns = sh.now_ns();
+            }
+            Err(e) if is_timeout(&e) => {
+                let now = sh.now_ns();
+                if let Some(why) = early_stop(sh, p, now) {
+                    return Err(why);
+                }
+                if now - progress_ns > idle_limit_ns(&p.spec) {
+                    return Err("the peer stopped answering".into());
+                }
+            }
+            Err(e) => return Err(format!("receiving: {e}")),
+        }
+    }
+    Ok(true)
+}
+
+impl Transact for TcpRr {
+    fn transact(
+        &mut self,
+        _seq: u64,
+        len: u64,
+        sh: &Shared,
+        p: &RoleParams,
+    ) -> Result<bool, String> {
+        write_full(&mut self.s, &self.request[..len as usize], sh, p)?;
+        if read_full(&mut self.s, &mut self.response, sh, p)? {
+            Ok(true)
+        } else {
+            Err("the server closed the connection".into())
+        }
+    }
+}
+
+/// Request/response over UDP: the request's first 8 bytes are its sequence number, which the
+/// response carries back, so a late answer to an earlier request is not taken for this one.
+struct UdpRr {
+    s: UdpSocket,
+    request: Vec<u8>,
+    response: Vec<u8>,
+    local_drops: u64,
+}
+
+impl UdpRr {
+    fn new(s: UdpSocket, p: &RoleParams) -> Self {
+        let _ = s.set_write_timeout(Some(POLL));
+        let _ = s.set_read_timeout(Some(Duration::from_nanos(p.spec.ack_timeout_ns).min(POLL)));
+        Self {
+            s,
+            request: payload(p.spec.size),
+            response: vec![0u8; 65_536],
+            local_drops: 0,
+        }
+    }
+}
+
+impl Transact for UdpRr {
+    fn transact(
+        &mut self,
+        seq: u64,
+        len: u64,
+        sh: &Shared,
+        p: &RoleParams,
+    ) -> Result<bool, String> {
+        let req = &mut self.request[..len as usize];
+        if let Some(head) = req.get_mut(..8) {
+            head.copy_from_slice(&seq.to_be_bytes());
+        }
+        send_datagram(&self.s, req, sh, &mut self.local_drops)?;
+        let sent = sh.now_ns();
+        loop {
+            match self.s.recv(&mut self.response) {
+                Ok(n) if n >= 8 && self.response[..8] == seq.to_be_bytes() => return Ok(true),
+                Ok(_) => {}
+                Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => {}
+                Err(e) => return Err(format!("waiting for a response: {e}")),
+            }
+            let now = sh.now_ns();
+            if let Some(why) = early_stop(sh, p, now) {
+                return Err(why);
+            }
+            if now - sent >= p.spec.ack_timeout_ns {
+                return Ok(false);
+            }
+        }
+    }
+}
+
+/// The round trips of the interval, as an interval record carries them.
+fn rr_snapshot(count: &Count, interval: &mut TimeHistogram, total: &mut TimeHistogram) -> Snapshot {
+    let udp = IntervalUdp {
+        lost: 0,
+        jitter_ns: None,
+        delay_p50_ns: interval.quantile(0.5),
+        delay_p99_ns: interval.quantile(0.99),
+    };
+    total.add(interval);
+    interval.reset();
+    Snapshot {
+        bytes: count.bytes,
+        messages: count.messages,
+        udp: Some(udp),
+    }
+}
+
+/// Request/response, the client: one transaction in flight, paced by `--rate` (packets/s:
+/// transactions/s) and `--gap`, each round trip recorded in an HDR histogram, from before the
+/// request's write to after the response's last byte.
+fn rr_client(t: &mut impl Transact, p: &RoleParams, sh: &Shared) -> SideReport {
+    let spec = &p.spec;
+    let mut pacer = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns);
+    let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
+    let mut count = Count::default();
+    let mut interval = TimeHistogram::new();
+    let mut total = TimeHistogram::new();
+    let mut timeouts = 0u64;
+    let mut error = None;
+    loop {
+        let now = sh.now_ns();
+        rec.tick(now, || rr_snapshot(&count, &mut interval, &mut total));
+        if let Some(why) = early_stop(sh, p, now) {
+            error = Some(why);
+            break;
+        }
+        let Some(len) = next_len(spec, &count, now) else {
+            break;
+        };
+        if !pace(&mut pacer, sh, now) {
+            continue;
+        }
+        let start = sh.now_ns();
+        let answered = match t.transact(count.messages, len, sh, p) {
+            Ok(a) => a,
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        };
+        let end = sh.now_ns();
+        if answered {
+            interval.record(i64::try_from(end - start).unwrap_or(i64::MAX));
+        } else {
+            timeouts += 1;
+        }
+        count.add(len, end);
+        pacer.sent(len, end);
+        sh.bytes.store(count.bytes, Ordering::Relaxed);
+        sh.messages.store(count.messages, Ordering::Relaxed);
+    }
+    let intervals = rec.finish(sh.now_ns(), || {
+        rr_snapshot(&count, &mut interval, &mut total)
+    });
+    let mut rep = report(&count, intervals, error);
+    rep.latency = total.summary();
+    rep.timeouts = timeouts;
+    rep
+}
+
+/// Request/response over TCP, the server: read a whole request, write the response.
+fn tcp_rr_server(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
+    let spec = &p.spec;
+    let _ = s.set_read_timeout(Some(POLL));
+    let _ = s.set_write_timeout(Some(POLL));
+    let response = payload(spec.response_len());
+    let mut request = vec![0u8; spec.size as usize];
+    let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
+    let mut count = Count::default();
+    let mut error = None;
+    loop {
+        rec.tick(sh.now_ns(), || Snapshot::of(&count));
+        // The request's length: the last one of a `bytes` test may be shorter.
+        let len = spec.bytes.map_or(spec.size, |total| {
+            total.saturating_sub(count.bytes).clamp(1, spec.size)
+        });
+        match read_full(&mut s, &mut request[..len as usize], sh, p) {
+            Ok(true) => {}
+            // The client closed its side: every request was answered.
+            Ok(false) => break,
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        }
+        count.add(len, sh.now_ns());
+        if let Err(e) = write_full(&mut s, &response, sh, p) {
+            error = Some(e);
+            break;
+        }
+        sh.bytes.store(count.bytes, Ordering::Relaxed);
+        sh.messages.store(count.messages, Ordering::Relaxed);
+    }
+    let intervals = rec.finish(sh.now_ns(), || Snapshot::of(&count));
+    report(&count, intervals, error)
+}
+
+/// Request/response over UDP, the server: answer each request with a response that starts
+/// with the request's sequence number.
+fn udp_rr_server(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
+    let spec = &p.spec;
+    let _ = s.set_read_timeout(Some(POLL));
+    let _ = s.set_write_timeout(Some(POLL));
+    let mut response = payload(spec.response_len());
+    let mut buf = vec![0u8; 65_536];
+    let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
+    let mut count = Count::default();
+    let mut local_drops = 0u64;
+    let mut error = None;
+    loop {
+        let now = sh.now_ns();
+        rec.tick(now, || Snapshot::of(&count));
+        if let Some(why) = early_stop(sh, p, now).or_else(|| idle_error(sh, p, count.last_ns, now))
+        {
+            error = Some(why);
+            break;
+        }
+        if drained(sh, p, count.messages, now) {
+            break;
+        }
+        let n = match s.recv(&mut buf) {
+            Ok(n) => n,
+            Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => continue,
+            Err(e) => {
+                error = Some(format!("receiving requests: {e}"));
+                break;
+            }
+        };
+        let request = &buf[..n];
+        if n < RR_SEQ_LEN as usize || p.hello.is_some_and(|h| request == h) {
+            continue;
+        }
+        count.add(n as u64, sh.now_ns());
+        response[..8].copy_from_slice(&request[..8]);
+        if let Err(e) = send_datagram(&s, &response, sh, &mut local_drops) {
+            error = Some(e);
+            break;
+        }
+        sh.bytes.store(count.bytes, Ordering::Relaxed);
+        sh.messages.store(count.messages, Ordering::Relaxed);
+    }
+    let intervals = rec.finish(sh.now_ns(), || Snapshot::of(&count));
+    report(&count, intervals, error)
 }

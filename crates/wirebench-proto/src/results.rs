@@ -147,6 +147,13 @@ pub struct SideReport {
     /// they count as sent and, unless resent, as lost.
     #[serde(default)]
     pub local_drops: u64,
+    /// Request/response clients: the round trips, ns.
+    #[serde(default)]
+    pub latency: Option<TimeSummary>,
+    /// Request/response over UDP: transactions given up after `--ack-timeout` without an
+    /// answer (the request or the response was lost).
+    #[serde(default)]
+    pub timeouts: u64,
     /// How the data moved.
     pub datapath: Datapath,
     /// Why the side stopped early, if it did.
@@ -222,6 +229,9 @@ pub struct TestView {
     pub drain_s: f64,
     /// Stop-and-wait over UDP: resend timeout, s.
     pub ack_timeout_s: f64,
+    /// Request/response: response size, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_size: Option<u64>,
 }
 
 impl From<&TestSpec> for TestView {
@@ -241,6 +251,7 @@ impl From<&TestSpec> for TestView {
             interval_s: secs(s.interval_ns),
             drain_s: secs(s.drain_ns),
             ack_timeout_s: secs(s.ack_timeout_ns),
+            response_size: (s.mechanism == Mechanism::Rr).then(|| s.response_len()),
         }
     }
 }
@@ -276,6 +287,12 @@ pub struct IntervalView {
     /// UDP, both ends on one clock: 99th percentile one-way delay in the interval, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_p99_ms: Option<f64>,
+    /// Request/response: median round trip in the interval, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_p50_us: Option<f64>,
+    /// Request/response: 99th percentile round trip in the interval, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_p99_us: Option<f64>,
     /// UDP: median one-way delay in the interval minus the test's smallest, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_variation_p50_ms: Option<f64>,
@@ -473,6 +490,16 @@ pub struct End {
     pub retransmits: u64,
     /// UDP: datagrams dropped by a firewall rule on the sending host (send gave EPERM).
     pub local_drops: u64,
+    /// Request/response: round-trip times, µs (from the request's write to the response's
+    /// last byte).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_us: Option<Percentiles>,
+    /// Request/response: transactions answered per second of the client's time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transactions_per_s: Option<f64>,
+    /// Request/response over UDP: transactions that timed out (counted in no latency).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rr_timeouts: Option<u64>,
 }
 
 fn bps(bytes: u64, seconds: f64) -> f64 {
@@ -516,6 +543,10 @@ impl Results {
         // Delay variation is measured from the smallest delay of the whole test.
         let min_delay_ns = counts.delay.map(|d| d.min_ns);
         let ms = |ns: i64| ns as f64 / 1e6;
+        let us = |ns: i64| ns as f64 / 1e3;
+        // Request/response: the client's interval records carry round trips where a UDP
+        // receiver's carry one-way delays.
+        let rr = spec.mechanism == Mechanism::Rr;
         let n = s.intervals.len().max(r.intervals.len());
         let intervals = (0..n)
             .map(|i| {
@@ -538,6 +569,8 @@ impl Results {
                     received_bps: bps(ri.bytes, secs(ri.start_ns, ri.end_ns)),
                     lost: udp.as_ref().map(|_| ri.lost),
                     jitter_ms: ri.jitter_ns.map(|j| j / 1e6),
+                    latency_p50_us: si.delay_p50_ns.filter(|_| rr).map(us),
+                    latency_p99_us: si.delay_p99_ns.filter(|_| rr).map(us),
                     delay_p50_ms: ri.delay_p50_ns.filter(|_| counts.same_clock).map(ms),
                     delay_p99_ms: ri.delay_p99_ns.filter(|_| counts.same_clock).map(ms),
                     delay_variation_p50_ms: ri
@@ -573,6 +606,20 @@ impl Results {
                 udp,
                 retransmits: s.retransmits,
                 local_drops: s.local_drops,
+                latency_us: s
+                    .latency
+                    .as_ref()
+                    .filter(|_| rr)
+                    .map(|l| Percentiles::from_ns(l, 1e3)),
+                transactions_per_s: rr.then(|| {
+                    let secs = s.active_s();
+                    if secs > 0.0 {
+                        s.messages.saturating_sub(s.timeouts) as f64 / secs
+                    } else {
+                        0.0
+                    }
+                }),
+                rr_timeouts: (rr && spec.protocol == Protocol::Udp).then_some(s.timeouts),
             },
             error,
         }
@@ -600,6 +647,7 @@ mod tests {
             ack_timeout_ns: 200_000_000,
             packet_log: false,
             no_offload: false,
+            response_size: 0,
         }
     }
 

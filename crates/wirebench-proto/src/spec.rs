@@ -10,6 +10,9 @@ use crate::header::HEADER_LEN;
 pub const MAX_UDP_SIZE: u64 = 65_507;
 /// Largest TCP message: a message is the unit of a write, of stop-and-wait and of counting.
 pub const MAX_TCP_SIZE: u64 = 16 * 1024 * 1024;
+/// Request/response over UDP: the bytes of the sequence number at the start of each request
+/// and response.
+pub const RR_SEQ_LEN: u64 = 8;
 /// Most interval records one side keeps; a test that would make more is refused.
 pub const MAX_INTERVALS: u64 = 10_000;
 
@@ -31,6 +34,9 @@ pub enum Mechanism {
     Stream,
     /// Send one message, wait until the receiver acknowledges it whole, then the next.
     StopAndWait,
+    /// Request/response: the client sends a request of `size` bytes, the server answers with
+    /// `response_size` bytes, one transaction in flight; every round trip is timed.
+    Rr,
 }
 
 /// Which side sends the data.
@@ -57,7 +63,7 @@ macro_rules! display_as {
 }
 
 display_as!(Protocol { Tcp => "tcp", Udp => "udp" });
-display_as!(Mechanism { Stream => "stream", StopAndWait => "stop-and-wait" });
+display_as!(Mechanism { Stream => "stream", StopAndWait => "stop-and-wait", Rr => "rr" });
 display_as!(Direction { Forward => "forward", Reverse => "reverse" });
 
 /// Everything both sides need to know about a test. All durations are in nanoseconds.
@@ -100,6 +106,9 @@ pub struct TestSpec {
     /// UDP: no batched system calls, GSO or GRO on either side: one datagram per call.
     #[serde(default)]
     pub no_offload: bool,
+    /// Request/response: the response's size in bytes (0: the same as `size`).
+    #[serde(default)]
+    pub response_size: u64,
 }
 
 /// A spec that no side can run.
@@ -141,6 +150,15 @@ pub enum SpecError {
     /// A packet log of a test without sequence numbers.
     #[error("--packet-log needs UDP streaming (-u) with messages of at least {HEADER_LEN} bytes, which carry sequence numbers")]
     PacketLog,
+    /// Request/response asked in reverse.
+    #[error("--mode rr: the client always sends the requests; -R does not apply")]
+    RrReverse,
+    /// A UDP request or response too short for its sequence number.
+    #[error("--mode rr over UDP: requests and responses carry an 8-byte sequence number, so --size and --response-size must be at least 8")]
+    RrUdpSize,
+    /// Response size out of range.
+    #[error("--response-size {0} is not allowed: the same limits as --size apply")]
+    ResponseSize(u64),
 }
 
 const NS_PER_S: u64 = 1_000_000_000;
@@ -191,6 +209,27 @@ impl TestSpec {
         if self.gap_ns > 60 * NS_PER_S {
             return Err(SpecError::Gap);
         }
+        if self.mechanism == Mechanism::Rr {
+            if self.direction == Direction::Reverse {
+                return Err(SpecError::RrReverse);
+            }
+            let max = match self.protocol {
+                Protocol::Udp => MAX_UDP_SIZE,
+                Protocol::Tcp => MAX_TCP_SIZE,
+            };
+            if self.response_size > max {
+                return Err(SpecError::ResponseSize(self.response_size));
+            }
+            // Every request, the short last one of a `--bytes` test too, carries the number.
+            let tail = self.bytes.map_or(0, |b| b % self.size);
+            if self.protocol == Protocol::Udp
+                && (self.size < RR_SEQ_LEN
+                    || self.response_len() < RR_SEQ_LEN
+                    || (tail != 0 && tail < RR_SEQ_LEN))
+            {
+                return Err(SpecError::RrUdpSize);
+            }
+        }
         if self.packet_log
             && (self.protocol != Protocol::Udp
                 || self.mechanism != Mechanism::Stream
@@ -199,6 +238,15 @@ impl TestSpec {
             return Err(SpecError::PacketLog);
         }
         Ok(())
+    }
+
+    /// Request/response: the response's length.
+    pub fn response_len(&self) -> u64 {
+        if self.response_size == 0 {
+            self.size
+        } else {
+            self.response_size
+        }
     }
 
     /// True when messages of this test are too short to carry the UDP data header.
@@ -239,7 +287,50 @@ mod tests {
             ack_timeout_ns: 200_000_000,
             packet_log: false,
             no_offload: false,
+            response_size: 0,
         }
+    }
+
+    #[test]
+    fn rr_rules() {
+        let rr = TestSpec {
+            mechanism: Mechanism::Rr,
+            size: 64,
+            ..spec()
+        };
+        assert_eq!(rr.validate(), Ok(()));
+        assert_eq!(rr.response_len(), 64);
+        let big = TestSpec {
+            response_size: 1000,
+            ..rr.clone()
+        };
+        assert_eq!(big.response_len(), 1000);
+        for (bad, err) in [
+            (
+                TestSpec {
+                    direction: Direction::Reverse,
+                    ..rr.clone()
+                },
+                SpecError::RrReverse,
+            ),
+            (
+                TestSpec {
+                    size: 4,
+                    ..rr.clone()
+                },
+                SpecError::RrUdpSize,
+            ),
+            (
+                TestSpec {
+                    response_size: 70_000,
+                    ..rr.clone()
+                },
+                SpecError::ResponseSize(70_000),
+            ),
+        ] {
+            assert_eq!(bad.validate(), Err(err));
+        }
+        assert_eq!(Mechanism::Rr.to_string(), "rr");
     }
 
     #[test]

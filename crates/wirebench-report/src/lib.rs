@@ -42,6 +42,7 @@ fn mechanism_name(m: Mechanism) -> &'static str {
     match m {
         Mechanism::Stream => "streaming",
         Mechanism::StopAndWait => "stop_and_wait",
+        Mechanism::Rr => "request_response",
     }
 }
 
@@ -126,7 +127,9 @@ impl Exporter for Table {
                     "udp: {} lost, {} duplicates, {} reordered, jitter {:.3} ms",
                     u.lost, u.duplicates, u.reordered, u.jitter_ms
                 )?;
-                udp_details(u, r.test.size, out)?;
+                if r.test.mechanism == Mechanism::Stream {
+                    udp_details(u, r.test.size, out)?;
+                }
             } else {
                 writeln!(
                     out,
@@ -134,6 +137,18 @@ impl Exporter for Table {
                     r.test.size
                 )?;
             }
+        }
+        if let Some(l) = &e.latency_us {
+            writeln!(
+                out,
+                "rr: {} transactions, {:.0}/s, round trip {}{}",
+                l.count,
+                e.transactions_per_s.unwrap_or(0.0),
+                percentiles(l, "µs"),
+                e.rr_timeouts
+                    .map(|t| format!(", {t} timed out"))
+                    .unwrap_or_default()
+            )?;
         }
         if r.test.mechanism == Mechanism::StopAndWait && r.test.protocol == Protocol::Udp {
             writeln!(out, "retransmits: {}", e.retransmits)?;

@@ -94,6 +94,8 @@ pub enum ModeArg {
     Stream,
     /// Wait for the receiver to acknowledge each message before sending the next.
     StopAndWait,
+    /// Request/response: time each round trip, one transaction in flight.
+    Rr,
 }
 
 /// `wirebench run`.
@@ -110,7 +112,8 @@ pub struct RunArgs {
     /// Use UDP.
     #[arg(short = 'u', long)]
     pub udp: bool,
-    /// Streaming, or stop-and-wait (each message acknowledged before the next).
+    /// Streaming, stop-and-wait (each message acknowledged before the next), or rr
+    /// (request/response round trips; --size is the request, --response-size the answer).
     #[arg(long, value_enum, default_value = "stream")]
     pub mode: ModeArg,
     /// Message size in bytes (TCP: 1 to 16Mi, default 128Ki; UDP: 1 to 65507, default 1472).
@@ -152,6 +155,9 @@ pub struct RunArgs {
     /// recvmmsg batches, no GSO or GRO), as most applications send.
     #[arg(long)]
     pub no_offload: bool,
+    /// --mode rr: the response's size (default: the same as --size).
+    #[arg(long, value_parser = parse_size)]
+    pub response_size: Option<u64>,
 }
 
 fn ns(d: Duration) -> u64 {
@@ -188,6 +194,7 @@ impl RunArgs {
             mechanism: match self.mode {
                 ModeArg::Stream => Mechanism::Stream,
                 ModeArg::StopAndWait => Mechanism::StopAndWait,
+                ModeArg::Rr => Mechanism::Rr,
             },
             direction: if self.reverse {
                 Direction::Reverse
@@ -206,7 +213,11 @@ impl RunArgs {
             ack_timeout_ns: ns(self.ack_timeout),
             packet_log: self.packet_log.is_some(),
             no_offload: self.no_offload,
+            response_size: self.response_size.unwrap_or(0),
         };
+        if self.response_size.is_some() && spec.mechanism != Mechanism::Rr {
+            return Err("--response-size applies to --mode rr only".into());
+        }
         spec.validate().map_err(|e| e.to_string())?;
         Ok(spec)
     }

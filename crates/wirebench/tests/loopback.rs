@@ -308,3 +308,52 @@ fn offloaded_and_plain_paths_count_the_same() {
         assert_eq!(seen[0].0, 3_000_500);
     }
 }
+
+#[test]
+fn request_response_times_every_transaction() {
+    let s = Server::start(&[]);
+    for proto in ["--tcp", "-u"] {
+        let v = s.run_json(&[
+            proto,
+            "--mode",
+            "rr",
+            "-l",
+            "64",
+            "--response-size",
+            "200",
+            "-n",
+            "64000",
+        ]);
+        assert_eq!(v["test"]["mechanism"], "rr");
+        assert_eq!(u(&v, "test.response_size"), 200);
+        let sent = u(&v, "end.sent.messages");
+        assert_eq!(sent, 1000, "{v}");
+        let timeouts = if proto == "-u" {
+            u(&v, "end.rr_timeouts")
+        } else {
+            0
+        };
+        // Every transaction answered is one round trip in the histogram.
+        assert_eq!(u(&v, "end.latency_us.count") + timeouts, 1000, "{v}");
+        // A timeout lost the request or the response: the server saw at least the rest.
+        assert!(
+            u(&v, "end.received.messages") >= 1000 - timeouts.min(1000),
+            "{v}"
+        );
+        let l = &v["end"]["latency_us"];
+        let (p50, p99, max) = (l["p50"].as_f64(), l["p99"].as_f64(), l["max"].as_f64());
+        assert!(p50 <= p99 && p99 <= max, "{v}");
+        assert!(f(&v, "end.latency_us.min") > 0.0);
+        assert!(f(&v, "end.transactions_per_s") > 0.0);
+        assert!(v["intervals"][0]["latency_p50_us"].is_number(), "{v}");
+    }
+    // Bad combinations are usage errors.
+    for args in [
+        &["--mode", "rr", "-R"][..],
+        &["-u", "--mode", "rr", "-l", "4"][..],
+        &["--response-size", "10"][..],
+    ] {
+        let out = s.run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+}

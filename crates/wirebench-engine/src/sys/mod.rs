@@ -51,9 +51,9 @@ pub fn same_clock(a: &str, b: &str) -> bool {
 /// Sets up a TCP data socket and records what was granted.
 pub fn tcp_datapath(s: &TcpStream, spec: &TestSpec) -> Datapath {
     let mut features = Vec::new();
-    // Stop-and-wait sends one message and waits: Nagle's algorithm would hold a short
-    // message back waiting for an ACK that the peer delays, so it is off for that mechanism.
-    if spec.mechanism == Mechanism::StopAndWait && s.set_nodelay(true).is_ok() {
+    // Stop-and-wait and request/response send one message and wait: Nagle's algorithm would
+    // hold a short message back waiting for an ACK that the peer delays, so it is off there.
+    if spec.mechanism != Mechanism::Stream && s.set_nodelay(true).is_ok() {
         features.push("tcp_nodelay".to_string());
     }
     let (snd, rcv) = size_buffers(SockRef::from(s));
