@@ -153,7 +153,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
     let (sock, hello) = match spec.protocol {
         Protocol::Tcp => {
             let s = attach(addr, cookie, 0)?;
-            datapath = tcp_datapath(&s, spec);
+            datapath = tcp_datapath(&s, spec).map_err(EngineError::Setup)?;
             (DataSocket::Tcp(s), None)
         }
         Protocol::Udp => {

@@ -50,6 +50,9 @@ pub enum EngineError {
     /// A wait ran out.
     #[error("timed out waiting for {0}")]
     Timeout(&'static str),
+    /// The test cannot be set up on this host as asked.
+    #[error("cannot set up the test: {0}")]
+    Setup(String),
     /// The peer closed the control connection.
     #[error("the peer closed the control connection")]
     PeerClosed,

@@ -19,7 +19,9 @@ use crate::log::LogSink;
 use crate::pace::{wait_until, Pacer};
 use crate::rx::{IntervalUdp, UdpRx};
 use crate::sys::udp::{BatchRecv, BatchSend, Offloads};
+use crate::sys::{max_rss_kib, tcp_info, thread_cpu_ns};
 use crate::Shared;
+use wirebench_proto::results::Resources;
 
 /// How long a blocking data call may wait before the loop looks at the clock again.
 const POLL: Duration = Duration::from_millis(20);
@@ -139,6 +141,50 @@ impl Recorder {
     }
 }
 
+/// Bytes sent in each millisecond, folded into a distribution as each millisecond ends: how
+/// evenly a sender spread its data (a paced sender should show little spread). Milliseconds
+/// without a send between the first and the last count as 0; the last, partial one is left
+/// out.
+struct MsBins {
+    bin: Option<u64>,
+    bytes: u64,
+    hist: TimeHistogram,
+}
+
+impl MsBins {
+    const NS: u64 = 1_000_000;
+
+    fn new() -> Self {
+        Self {
+            bin: None,
+            bytes: 0,
+            hist: TimeHistogram::new(),
+        }
+    }
+
+    /// Counts `bytes` sent at `now_ns`.
+    #[inline]
+    fn add(&mut self, now_ns: u64, bytes: u64) {
+        let bin = now_ns / Self::NS;
+        match self.bin {
+            Some(cur) if cur != bin => {
+                self.hist
+                    .record(i64::try_from(self.bytes).unwrap_or(i64::MAX));
+                self.hist.record_n(0, bin.saturating_sub(cur + 1));
+                self.bin = Some(bin);
+                self.bytes = 0;
+            }
+            Some(_) => {}
+            None => self.bin = Some(bin),
+        }
+        self.bytes += bytes;
+    }
+
+    fn finish(self) -> Option<wirebench_stats::TimeSummary> {
+        self.hist.summary()
+    }
+}
+
 /// Running totals of a role.
 #[derive(Debug, Default)]
 pub struct Count {
@@ -235,6 +281,12 @@ fn is_timeout(e: &std::io::Error) -> bool {
 /// Runs the role and returns what it measured; errors end the role early and are recorded in
 /// the report, with the counts up to then.
 pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> SideReport {
+    let cpu_start = thread_cpu_ns();
+    // A second handle on a TCP connection, to read its TCP_INFO once the role is done.
+    let tcp = match &sock {
+        DataSocket::Tcp(s) => s.try_clone().ok(),
+        DataSocket::Udp(_) => None,
+    };
     let saw = p.spec.mechanism == Mechanism::StopAndWait;
     let rr = p.spec.mechanism == Mechanism::Rr;
     let mut rep = match (role, sock) {
@@ -254,6 +306,23 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
     };
     rep.role = Some(role);
     rep.epoch_unix_ns = sh.epoch_unix_ns;
+    rep.tcp_info = tcp.as_ref().and_then(tcp_info);
+    let cpu_end = thread_cpu_ns();
+    let (user, system) = (
+        cpu_end.0.saturating_sub(cpu_start.0) as f64 / 1e9,
+        cpu_end.1.saturating_sub(cpu_start.1) as f64 / 1e9,
+    );
+    let elapsed = sh.now_ns() as f64 / 1e9;
+    rep.resources = Some(Resources {
+        cpu_user_s: user,
+        cpu_system_s: system,
+        cpu_percent: if elapsed > 0.0 {
+            (user + system) / elapsed * 100.0
+        } else {
+            0.0
+        },
+        max_rss_kib: max_rss_kib(),
+    });
     rep.elapsed_ns = sh.now_ns();
     if rep.datapath.io.is_empty() {
         rep.datapath = p.datapath;
@@ -356,6 +425,7 @@ fn tcp_send(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
     let mut pacer = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns);
     let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
     let mut count = Count::default();
+    let mut bins = MsBins::new();
     let error: Option<String>;
     let mut ack = [0u8; 1];
     loop {
@@ -394,6 +464,7 @@ fn tcp_send(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
         }
         let now = sh.now_ns();
         count.add(len, now);
+        bins.add(now, len);
         pacer.sent(len, now);
         sh.bytes.store(count.bytes, Ordering::Relaxed);
         sh.messages.store(count.messages, Ordering::Relaxed);
@@ -401,7 +472,9 @@ fn tcp_send(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
     // EOF tells the receiver that everything was sent.
     let _ = s.shutdown(Shutdown::Write);
     let intervals = rec.finish(sh.now_ns(), || Snapshot::of(&count));
-    report(&count, intervals, error)
+    let mut rep = report(&count, intervals, error);
+    rep.ms_bytes = bins.finish();
+    rep
 }
 
 fn tcp_receive(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
@@ -539,6 +612,7 @@ fn udp_send_stream(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
     let mut count = Count::default();
     let mut local_drops = 0u64;
     let mut refused = 0u32;
+    let mut bins = MsBins::new();
     let mut error = None;
     loop {
         let now = sh.now_ns();
@@ -620,6 +694,7 @@ fn udp_send_stream(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
         };
         let now = sh.now_ns();
         count.add_many(sent, bytes, now);
+        bins.add(now, bytes);
         pacer.sent_many(sent, bytes, now);
         sh.bytes.store(count.bytes, Ordering::Relaxed);
         sh.messages.store(count.messages, Ordering::Relaxed);
@@ -627,6 +702,7 @@ fn udp_send_stream(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
     let intervals = rec.finish(sh.now_ns(), || Snapshot::of(&count));
     let mut rep = report(&count, intervals, error);
     rep.local_drops = local_drops;
+    rep.ms_bytes = bins.finish();
     rep.datapath = p.datapath.clone();
     if p.offloads.gso && !io.offloads().gso {
         // The device refused GSO (EIO) and the sender went on without it.
@@ -1157,4 +1233,23 @@ fn udp_rr_server(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
     }
     let intervals = rec.finish(sh.now_ns(), || Snapshot::of(&count));
     report(&count, intervals, error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ms_bins_count_every_millisecond_between_the_first_and_the_last() {
+        let mut b = MsBins::new();
+        b.add(5_100_000, 100); // ms 5
+        b.add(5_900_000, 100);
+        b.add(6_000_000, 300); // ms 6
+        b.add(9_500_000, 50); // ms 9: ms 7 and 8 sent nothing; ms 9 is partial
+        let s = b.finish().expect("whole milliseconds");
+        assert_eq!(s.count, 4); // 5, 6, 7, 8
+        assert_eq!((s.min_ns, s.max_ns), (0, 300));
+        assert_eq!(s.mean_ns, 125.0);
+        assert_eq!(MsBins::new().finish(), None);
+    }
 }

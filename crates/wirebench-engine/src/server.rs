@@ -476,7 +476,15 @@ fn test_session(
     let mut offloads = Offloads::default();
     let hello = match &sock {
         DataSocket::Tcp(s) => {
-            datapath = tcp_datapath(s, &spec);
+            datapath = match tcp_datapath(s, &spec) {
+                Ok(d) => d,
+                Err(reason) => {
+                    let _ = ch.send(&Message::Error {
+                        reason: format!("server: {reason}"),
+                    });
+                    return Err(EngineError::Setup(reason));
+                }
+            };
             None
         }
         DataSocket::Udp(s) => {

@@ -37,6 +37,37 @@ pub struct Datapath {
     /// Kernel features in use, e.g. "tcp_nodelay".
     #[serde(default)]
     pub features: Vec<String>,
+    /// TCP: the congestion control of the data connection, as the kernel reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_congestion: Option<String>,
+}
+
+/// A TCP connection's state from the kernel's TCP_INFO at the end of the test.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpInfo {
+    /// Segments retransmitted over the connection's life (`tcpi_total_retrans`).
+    pub retransmits: u64,
+    /// Smoothed round-trip time, µs (`tcpi_rtt`).
+    pub rtt_us: u64,
+    /// Its variation, µs (`tcpi_rttvar`).
+    pub rttvar_us: u64,
+    /// Congestion window, segments (`tcpi_snd_cwnd`).
+    pub snd_cwnd_segments: u64,
+    /// Sender's maximum segment size, bytes (`tcpi_snd_mss`).
+    pub snd_mss_bytes: u64,
+}
+
+/// What a side's data thread cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Resources {
+    /// CPU time in user space of the data thread, s.
+    pub cpu_user_s: f64,
+    /// CPU time in the kernel on behalf of the data thread, s.
+    pub cpu_system_s: f64,
+    /// Both, as a percentage of one core over the side's time.
+    pub cpu_percent: f64,
+    /// Peak resident memory of the side's process, KiB (a server's: since it started).
+    pub max_rss_kib: u64,
 }
 
 /// Counters of one reporting interval, relative to the side's start.
@@ -154,6 +185,15 @@ pub struct SideReport {
     /// answer (the request or the response was lost).
     #[serde(default)]
     pub timeouts: u64,
+    /// What the side's data thread cost.
+    #[serde(default)]
+    pub resources: Option<Resources>,
+    /// TCP: the data connection's TCP_INFO at the end.
+    #[serde(default)]
+    pub tcp_info: Option<TcpInfo>,
+    /// Stream senders: bytes sent in each millisecond of the test, as a distribution.
+    #[serde(default)]
+    pub ms_bytes: Option<TimeSummary>,
     /// How the data moved.
     pub datapath: Datapath,
     /// Why the side stopped early, if it did.
@@ -229,6 +269,9 @@ pub struct TestView {
     pub drain_s: f64,
     /// Stop-and-wait over UDP: resend timeout, s.
     pub ack_timeout_s: f64,
+    /// TCP: the congestion control asked for (`--cc`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<String>,
     /// Request/response: response size, bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_size: Option<u64>,
@@ -252,6 +295,7 @@ impl From<&TestSpec> for TestView {
             drain_s: secs(s.drain_ns),
             ack_timeout_s: secs(s.ack_timeout_ns),
             response_size: (s.mechanism == Mechanism::Rr).then(|| s.response_len()),
+            congestion: s.congestion.clone(),
         }
     }
 }
@@ -500,6 +544,15 @@ pub struct End {
     /// Request/response over UDP: transactions that timed out (counted in no latency).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rr_timeouts: Option<u64>,
+    /// Streaming: the sender's rate in each millisecond, bits/s (count is the number of
+    /// milliseconds): how evenly the pacer spread the data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_rate_spread: Option<Percentiles>,
+    /// TCP: the sender's connection as TCP_INFO saw it at the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpInfo>,
+    /// What each side's data thread cost.
+    pub resources: Sides<Resources>,
 }
 
 fn bps(bytes: u64, seconds: f64) -> f64 {
@@ -620,6 +673,16 @@ impl Results {
                     }
                 }),
                 rr_timeouts: (rr && spec.protocol == Protocol::Udp).then_some(s.timeouts),
+                // bytes per ms × 8000 = bits/s
+                send_rate_spread: s
+                    .ms_bytes
+                    .as_ref()
+                    .map(|m| Percentiles::from_ns(m, 1.0 / 8000.0)),
+                tcp: s.tcp_info,
+                resources: Sides {
+                    client: client_report.and_then(|c| c.resources),
+                    server: server_report.and_then(|c| c.resources),
+                },
             },
             error,
         }
@@ -648,6 +711,7 @@ mod tests {
             packet_log: false,
             no_offload: false,
             response_size: 0,
+            congestion: None,
         }
     }
 

@@ -109,6 +109,10 @@ pub struct TestSpec {
     /// Request/response: the response's size in bytes (0: the same as `size`).
     #[serde(default)]
     pub response_size: u64,
+    /// TCP: the congestion control for the data connection on both sides (`--cc`), e.g.
+    /// "cubic", "reno", "bbr"; none: the host's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<String>,
 }
 
 /// A spec that no side can run.
@@ -159,6 +163,9 @@ pub enum SpecError {
     /// Response size out of range.
     #[error("--response-size {0} is not allowed: the same limits as --size apply")]
     ResponseSize(u64),
+    /// A congestion control name that cannot be one, or one for UDP.
+    #[error("--cc takes a TCP congestion control name of 1 to 15 letters, digits or '_' (e.g. cubic, reno, bbr), for TCP tests")]
+    Congestion,
 }
 
 const NS_PER_S: u64 = 1_000_000_000;
@@ -230,6 +237,13 @@ impl TestSpec {
                 return Err(SpecError::RrUdpSize);
             }
         }
+        if let Some(cc) = &self.congestion {
+            let name_ok = (1..=15).contains(&cc.len())
+                && cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !name_ok || self.protocol != Protocol::Tcp {
+                return Err(SpecError::Congestion);
+            }
+        }
         if self.packet_log
             && (self.protocol != Protocol::Udp
                 || self.mechanism != Mechanism::Stream
@@ -288,6 +302,7 @@ mod tests {
             packet_log: false,
             no_offload: false,
             response_size: 0,
+            congestion: None,
         }
     }
 
@@ -331,6 +346,34 @@ mod tests {
             assert_eq!(bad.validate(), Err(err));
         }
         assert_eq!(Mechanism::Rr.to_string(), "rr");
+    }
+
+    #[test]
+    fn congestion_names() {
+        let tcp = TestSpec {
+            protocol: Protocol::Tcp,
+            size: 1000,
+            ..spec()
+        };
+        for good in ["cubic", "bbr", "reno", "h_tcp2"] {
+            let s = TestSpec {
+                congestion: Some(good.into()),
+                ..tcp.clone()
+            };
+            assert_eq!(s.validate(), Ok(()), "{good}");
+        }
+        for bad in ["", "a/b", "x; rm", "sixteen_chars_xx"] {
+            let s = TestSpec {
+                congestion: Some(bad.into()),
+                ..tcp.clone()
+            };
+            assert_eq!(s.validate(), Err(SpecError::Congestion), "{bad:?}");
+        }
+        let udp = TestSpec {
+            congestion: Some("cubic".into()),
+            ..spec()
+        };
+        assert_eq!(udp.validate(), Err(SpecError::Congestion));
     }
 
     #[test]

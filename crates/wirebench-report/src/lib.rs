@@ -153,6 +153,55 @@ impl Exporter for Table {
         if r.test.mechanism == Mechanism::StopAndWait && r.test.protocol == Protocol::Udp {
             writeln!(out, "retransmits: {}", e.retransmits)?;
         }
+        if let Some(t) = &e.tcp {
+            let cc = r
+                .datapath
+                .client
+                .as_ref()
+                .and_then(|d| d.tcp_congestion.clone())
+                .unwrap_or_else(|| "?".into());
+            writeln!(
+                out,
+                "tcp (sender's TCP_INFO): {} retransmits, rtt {:.3} ms, cwnd {} segments of {} bytes; congestion control {cc}",
+                t.retransmits,
+                t.rtt_us as f64 / 1e3,
+                t.snd_cwnd_segments,
+                t.snd_mss_bytes
+            )?;
+        }
+        if let Some(sp) = &e.send_rate_spread {
+            if r.test.rate_bps > 0 || r.test.rate_pps > 0 {
+                writeln!(
+                    out,
+                    "pacing: send rate per millisecond p50 {}, p99 {}, min {}, max {}",
+                    format_rate_bps(sp.p50),
+                    format_rate_bps(sp.p99),
+                    format_rate_bps(sp.min),
+                    format_rate_bps(sp.max)
+                )?;
+            }
+        }
+        let side = |name: &str, res: Option<&wirebench_proto::results::Resources>| {
+            res.map(|x| {
+                format!(
+                    "{name} {:.0}% of a core ({:.2} s user, {:.2} s system), peak RSS {:.1} MiB",
+                    x.cpu_percent,
+                    x.cpu_user_s,
+                    x.cpu_system_s,
+                    x.max_rss_kib as f64 / 1024.0
+                )
+            })
+        };
+        let cost: Vec<String> = [
+            side("client", e.resources.client.as_ref()),
+            side("server", e.resources.server.as_ref()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !cost.is_empty() {
+            writeln!(out, "cost: {}", cost.join("; "))?;
+        }
         if let Some(err) = &r.error {
             writeln!(out, "incomplete: {err}")?;
         }

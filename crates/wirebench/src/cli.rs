@@ -158,6 +158,10 @@ pub struct RunArgs {
     /// --mode rr: the response's size (default: the same as --size).
     #[arg(long, value_parser = parse_size)]
     pub response_size: Option<u64>,
+    /// TCP congestion control for the data connection, on both sides (e.g. cubic, reno,
+    /// bbr); default: each host's own. What was used is in the results' datapath.
+    #[arg(long, value_name = "ALGO")]
+    pub cc: Option<String>,
 }
 
 fn ns(d: Duration) -> u64 {
@@ -214,6 +218,7 @@ impl RunArgs {
             packet_log: self.packet_log.is_some(),
             no_offload: self.no_offload,
             response_size: self.response_size.unwrap_or(0),
+            congestion: self.cc.clone(),
         };
         if self.response_size.is_some() && spec.mechanism != Mechanism::Rr {
             return Err("--response-size applies to --mode rr only".into());

@@ -8,7 +8,7 @@ pub mod udp;
 use std::net::{TcpStream, UdpSocket};
 
 use socket2::SockRef;
-use wirebench_proto::results::Datapath;
+use wirebench_proto::results::{Datapath, TcpInfo};
 use wirebench_proto::spec::{Mechanism, TestSpec};
 
 /// Socket buffer size asked for on data sockets. The kernel caps it at
@@ -48,22 +48,37 @@ pub fn same_clock(a: &str, b: &str) -> bool {
     !a.is_empty() && a == b
 }
 
-/// Sets up a TCP data socket and records what was granted.
-pub fn tcp_datapath(s: &TcpStream, spec: &TestSpec) -> Datapath {
+/// Sets up a TCP data socket and records what was granted; an error when the congestion
+/// control the test asks for (`--cc`) is not available here.
+pub fn tcp_datapath(s: &TcpStream, spec: &TestSpec) -> Result<Datapath, String> {
+    let sock = SockRef::from(s);
+    if let Some(cc) = &spec.congestion {
+        sock.set_tcp_congestion(cc.as_bytes()).map_err(|e| {
+            format!(
+                "congestion control {cc:?} is not available on this host ({e}): see \
+                 /proc/sys/net/ipv4/tcp_available_congestion_control (as root, `modprobe tcp_{cc}`)"
+            )
+        })?;
+    }
     let mut features = Vec::new();
     // Stop-and-wait and request/response send one message and wait: Nagle's algorithm would
     // hold a short message back waiting for an ACK that the peer delays, so it is off there.
     if spec.mechanism != Mechanism::Stream && s.set_nodelay(true).is_ok() {
         features.push("tcp_nodelay".to_string());
     }
-    let (snd, rcv) = size_buffers(SockRef::from(s));
-    Datapath {
+    let (snd, rcv) = size_buffers(sock);
+    Ok(Datapath {
         io: "write/read".into(),
         batch: 1,
         send_buffer_bytes: snd,
         recv_buffer_bytes: rcv,
         features,
-    }
+        tcp_congestion: SockRef::from(s).tcp_congestion().ok().map(|c| {
+            String::from_utf8_lossy(&c)
+                .trim_end_matches('\0')
+                .to_string()
+        }),
+    })
 }
 
 /// Sets up a UDP data socket for `spec`: buffers, and the batched system calls and
@@ -83,6 +98,61 @@ pub fn udp_datapath(
         send_buffer_bytes: snd,
         recv_buffer_bytes: rcv,
         features,
+        tcp_congestion: None,
     };
     (dp, off)
+}
+
+/// CPU time of the calling thread so far, (user, system) in ns (zeros where the kernel does
+/// not say). Linux's RUSAGE_THREAD: the data thread's own time, not its process's, so that
+/// a server running several tests reports each one's cost.
+#[allow(unsafe_code)]
+pub fn thread_cpu_ns() -> (u64, u64) {
+    // SAFETY: all-zero is a valid rusage; getrusage writes into it and nothing else.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable rusage for the call.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
+        return (0, 0);
+    }
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    (ns(ru.ru_utime), ns(ru.ru_stime))
+}
+
+/// The process's peak resident memory so far, KiB (0 where the kernel does not say).
+#[allow(unsafe_code)]
+pub fn max_rss_kib() -> u64 {
+    // SAFETY: as in `thread_cpu_ns`.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable rusage for the call.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0;
+    }
+    ru.ru_maxrss.max(0) as u64
+}
+
+/// What the kernel's TCP_INFO says of a connection now.
+#[allow(unsafe_code)]
+pub fn tcp_info(s: &TcpStream) -> Option<TcpInfo> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: all-zero is a valid tcp_info (plain integers).
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `info` and `len` are valid for writes of their sizes; the kernel writes at
+    // most `len` bytes and sets `len` to what it wrote.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then(|| TcpInfo {
+        retransmits: u64::from(info.tcpi_total_retrans),
+        rtt_us: u64::from(info.tcpi_rtt),
+        rttvar_us: u64::from(info.tcpi_rttvar),
+        snd_cwnd_segments: u64::from(info.tcpi_snd_cwnd),
+        snd_mss_bytes: u64::from(info.tcpi_snd_mss),
+    })
 }
