@@ -100,7 +100,8 @@ pub struct SeqTracker {
     /// Bit `s % window` is set iff sequence number `s` (within the window)
     /// has been received.
     bits: Box<[u64]>,
-    /// Window size in sequence numbers; a multiple of 64, equal to
+    /// Window size in sequence numbers; a power of two (so a slot is a mask, not a division,
+    /// on the per-datagram path) of at least 64, equal to
     /// `bits.len() * 64`.
     window: u64,
     highest: Option<u64>,
@@ -151,9 +152,9 @@ impl SeqTracker {
     }
 
     /// A tracker remembering the last `window` sequence numbers, rounded up
-    /// to a multiple of 64, at least 64 and at most 2^30.
+    /// to a power of two, at least 64 and at most 2^30.
     pub fn with_window(window: u64) -> Self {
-        let window = window.clamp(64, MAX_WINDOW).next_multiple_of(64);
+        let window = window.clamp(64, MAX_WINDOW).next_power_of_two();
         // window <= 2^30, so the word count fits any usize of 32 bits or more.
         let words = usize::try_from(window / 64).unwrap_or(MAX_WINDOW as usize / 64);
         Self {
@@ -391,7 +392,7 @@ impl SeqTracker {
     /// loss, a word at a time: a word with every bit set costs one test.
     fn scan_missing(&mut self, from: u64, to: u64, on_lost: &mut impl FnMut(LostRun)) {
         let mut seq = from;
-        let mut idx = from % self.window;
+        let mut idx = from & (self.window - 1);
         while seq < to {
             let bit = idx % 64;
             let n = (to - seq).min(64 - bit).min(self.window - idx);
@@ -455,7 +456,7 @@ impl SeqTracker {
 
     /// Bit position of `seq` in the bitmap: (word index, mask).
     fn slot(&self, seq: u64) -> (usize, u64) {
-        let idx = seq % self.window;
+        let idx = seq & (self.window - 1);
         // idx < window <= 2^30: the word index fits usize.
         ((idx / 64) as usize, 1u64 << (idx % 64))
     }
@@ -494,7 +495,7 @@ impl SeqTracker {
             return;
         }
         // ahead < window, and high < u64::MAX because high + ahead is a u64.
-        let mut idx = (high + 1) % self.window;
+        let mut idx = (high + 1) & (self.window - 1);
         let mut left = ahead;
         while left > 0 {
             let bit = idx % 64;
@@ -639,6 +640,7 @@ mod tests {
         assert_eq!(SeqTracker::with_window(64).window(), 64);
         assert_eq!(SeqTracker::with_window(65).window(), 128);
         assert_eq!(SeqTracker::with_window(1000).window(), 1024);
+        assert_eq!(SeqTracker::with_window(200).window(), 256);
         assert_eq!(SeqTracker::with_window(u64::MAX).window(), MAX_WINDOW);
     }
 
