@@ -194,6 +194,10 @@ pub struct SideReport {
     /// Stream senders: bytes sent in each millisecond of the test, as a distribution.
     #[serde(default)]
     pub ms_bytes: Option<TimeSummary>,
+    /// With several streams (`-P`): each stream's own report (without intervals); the
+    /// fields above are then their sums (rates, counts) or merged distributions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<SideReport>,
     /// How the data moved.
     pub datapath: Datapath,
     /// Why the side stopped early, if it did.
@@ -222,8 +226,11 @@ pub struct Results {
     pub datapath: Sides<Datapath>,
     /// Per-interval figures, sender and receiver side by side.
     pub intervals: Vec<IntervalView>,
-    /// Totals.
+    /// Totals: the sum over all streams.
     pub end: End,
+    /// With `-P` streams: each stream's own totals, in stream order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<End>,
     /// Set when the test did not complete; the figures are then partial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -580,19 +587,23 @@ impl Results {
         let empty = SideReport::default();
         let s = sender.unwrap_or(&empty);
         let r = receiver.unwrap_or(&empty);
-        let sent = Totals {
-            bytes: s.bytes,
-            messages: s.messages,
-            duration_s: s.active_s(),
-        };
-        let received = Totals {
-            bytes: r.bytes,
-            messages: r.messages,
-            duration_s: r.active_s(),
-        };
         let counts = r.udp.clone().unwrap_or_default();
         let udp = (spec.protocol == Protocol::Udp)
             .then(|| UdpEnd::new(spec, s.messages, r.messages, &counts));
+        let n = s.streams.len().max(r.streams.len());
+        let streams = if n > 1 {
+            (0..n)
+                .map(|i| {
+                    End::of(
+                        spec,
+                        client_report.and_then(|x| x.streams.get(i)),
+                        server_report.and_then(|x| x.streams.get(i)),
+                    )
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         // Delay variation is measured from the smallest delay of the whole test.
         let min_delay_ns = counts.delay.map(|d| d.min_ns);
         let ms = |ns: i64| ns as f64 / 1e6;
@@ -650,41 +661,74 @@ impl Results {
                 server: server_report.map(|c| c.datapath.clone()),
             },
             intervals,
-            end: End {
-                duration_s: sent.duration_s,
-                sent_bps: bps(sent.bytes, sent.duration_s),
-                received_bps: bps(received.bytes, received.duration_s),
-                sent,
-                received,
-                udp,
-                retransmits: s.retransmits,
-                local_drops: s.local_drops,
-                latency_us: s
-                    .latency
-                    .as_ref()
-                    .filter(|_| rr)
-                    .map(|l| Percentiles::from_ns(l, 1e3)),
-                transactions_per_s: rr.then(|| {
-                    let secs = s.active_s();
-                    if secs > 0.0 {
-                        s.messages.saturating_sub(s.timeouts) as f64 / secs
-                    } else {
-                        0.0
-                    }
-                }),
-                rr_timeouts: (rr && spec.protocol == Protocol::Udp).then_some(s.timeouts),
-                // bytes per ms × 8000 = bits/s
-                send_rate_spread: s
-                    .ms_bytes
-                    .as_ref()
-                    .map(|m| Percentiles::from_ns(m, 1.0 / 8000.0)),
-                tcp: s.tcp_info,
-                resources: Sides {
-                    client: client_report.and_then(|c| c.resources),
-                    server: server_report.and_then(|c| c.resources),
-                },
-            },
+            end: End::of(spec, client_report, server_report),
+            streams,
             error,
+        }
+    }
+}
+
+impl End {
+    /// The totals of one test (or one stream of it) from both sides' reports.
+    pub fn of(
+        spec: &TestSpec,
+        client_report: Option<&SideReport>,
+        server_report: Option<&SideReport>,
+    ) -> Self {
+        let (sender, receiver) = match spec.direction {
+            Direction::Forward => (client_report, server_report),
+            Direction::Reverse => (server_report, client_report),
+        };
+        let empty = SideReport::default();
+        let s = sender.unwrap_or(&empty);
+        let r = receiver.unwrap_or(&empty);
+        let rr = spec.mechanism == Mechanism::Rr;
+        let sent = Totals {
+            bytes: s.bytes,
+            messages: s.messages,
+            duration_s: s.active_s(),
+        };
+        let received = Totals {
+            bytes: r.bytes,
+            messages: r.messages,
+            duration_s: r.active_s(),
+        };
+        let counts = r.udp.clone().unwrap_or_default();
+        let udp = (spec.protocol == Protocol::Udp)
+            .then(|| UdpEnd::new(spec, s.messages, r.messages, &counts));
+        End {
+            duration_s: sent.duration_s,
+            sent_bps: bps(sent.bytes, sent.duration_s),
+            received_bps: bps(received.bytes, received.duration_s),
+            sent,
+            received,
+            udp,
+            retransmits: s.retransmits,
+            local_drops: s.local_drops,
+            latency_us: s
+                .latency
+                .as_ref()
+                .filter(|_| rr)
+                .map(|l| Percentiles::from_ns(l, 1e3)),
+            transactions_per_s: rr.then(|| {
+                let secs = s.active_s();
+                if secs > 0.0 {
+                    s.messages.saturating_sub(s.timeouts) as f64 / secs
+                } else {
+                    0.0
+                }
+            }),
+            rr_timeouts: (rr && spec.protocol == Protocol::Udp).then_some(s.timeouts),
+            // bytes per ms × 8000 = bits/s
+            send_rate_spread: s
+                .ms_bytes
+                .as_ref()
+                .map(|m| Percentiles::from_ns(m, 1.0 / 8000.0)),
+            tcp: s.tcp_info,
+            resources: Sides {
+                client: client_report.and_then(|c| c.resources),
+                server: server_report.and_then(|c| c.resources),
+            },
         }
     }
 }

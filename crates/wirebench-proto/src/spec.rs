@@ -13,6 +13,9 @@ pub const MAX_TCP_SIZE: u64 = 16 * 1024 * 1024;
 /// Request/response over UDP: the bytes of the sequence number at the start of each request
 /// and response.
 pub const RR_SEQ_LEN: u64 = 8;
+/// Most parallel streams of a test (`-P`): each is a connection or socket pair and a thread
+/// on both sides.
+pub const MAX_STREAMS: u32 = 64;
 /// Most interval records one side keeps; a test that would make more is refused.
 pub const MAX_INTERVALS: u64 = 10_000;
 
@@ -135,8 +138,11 @@ pub enum SpecError {
     #[error("--bytes and --time must be greater than zero")]
     ZeroAmount,
     /// Streams outside the range this version runs.
-    #[error("--parallel {0} is not supported: this version runs 1 stream per test")]
+    #[error("--parallel {0} is not supported: 1 to {MAX_STREAMS} streams")]
     Streams(u32),
+    /// A packet log of several streams.
+    #[error("--packet-log records one stream: it cannot be combined with --parallel")]
+    PacketLogStreams,
     /// Interval too small or would make too many records.
     #[error(
         "--interval must be at least 10ms and make at most {MAX_INTERVALS} records over the test"
@@ -196,8 +202,11 @@ impl TestSpec {
             (Some(_), None) | (None, Some(_)) => {}
             _ => return Err(SpecError::Amount),
         }
-        if self.streams != 1 {
+        if !(1..=MAX_STREAMS).contains(&self.streams) {
             return Err(SpecError::Streams(self.streams));
+        }
+        if self.packet_log && self.streams > 1 {
+            return Err(SpecError::PacketLogStreams);
         }
         if self.interval_ns < 10_000_000 {
             return Err(SpecError::Interval);
