@@ -148,42 +148,48 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
             );
         }
     }
-    let datapath;
-    let mut offloads = Offloads::default();
-    let (sock, hello) = match spec.protocol {
-        Protocol::Tcp => {
-            let s = attach(addr, cookie, 0)?;
-            datapath = tcp_datapath(&s, spec).map_err(EngineError::Setup)?;
-            (DataSocket::Tcp(s), None)
-        }
-        Protocol::Udp => {
-            let local: IpAddr = ch
-                .stream()
-                .local_addr()
-                .map_err(|e| EngineError::io("reading the control connection's address", e))?
-                .ip();
-            let s = UdpSocket::bind((local, 0))
-                .map_err(|e| EngineError::io("opening the UDP data socket", e))?;
-            s.connect((addr.ip(), udp_port))
-                .map_err(|e| EngineError::io("connecting the UDP data socket", e))?;
-            (datapath, offloads) = udp_datapath(&s, spec, Vec::new());
-            let hello = UdpHello { cookie, stream: 0 }.encode();
-            udp_handshake(&mut ch, &s, &hello)?;
-            (DataSocket::Udp(s), Some(hello))
-        }
-    };
+    // The data streams, in order: TCP connections attached with their index, or UDP sockets
+    // each confirmed by its hello.
+    let same = same_clock(&host_id(), &server_host);
+    let mut streams = Vec::with_capacity(spec.streams as usize);
+    for stream in 0..spec.streams {
+        let (sock, hello, datapath, offloads) = match spec.protocol {
+            Protocol::Tcp => {
+                let s = attach(addr, cookie, stream)?;
+                let dp = tcp_datapath(&s, spec).map_err(EngineError::Setup)?;
+                (DataSocket::Tcp(s), None, dp, Offloads::default())
+            }
+            Protocol::Udp => {
+                let local: IpAddr = ch
+                    .stream()
+                    .local_addr()
+                    .map_err(|e| EngineError::io("reading the control connection's address", e))?
+                    .ip();
+                let s = UdpSocket::bind((local, 0))
+                    .map_err(|e| EngineError::io("opening the UDP data socket", e))?;
+                s.connect((addr.ip(), udp_port))
+                    .map_err(|e| EngineError::io("connecting the UDP data socket", e))?;
+                let (dp, off) = udp_datapath(&s, spec, Vec::new());
+                let hello = UdpHello { cookie, stream }.encode();
+                udp_handshake(&mut ch, &s, stream, &hello)?;
+                (DataSocket::Udp(s), Some(hello), dp, off)
+            }
+        };
+        let params = RoleParams {
+            spec: spec.clone(),
+            deadline_ns: u64::MAX,
+            hello,
+            stream,
+            intervals: None,
+            datapath,
+            same_clock: same,
+            packet_log: if stream == 0 { local_log.take() } else { None },
+            offloads,
+        };
+        streams.push((sock, params));
+    }
     ch.send(&Message::Begin)?;
-    let params = RoleParams {
-        spec: spec.clone(),
-        deadline_ns: u64::MAX,
-        hello,
-        intervals: None,
-        datapath,
-        same_clock: same_clock(&host_id(), &server_host),
-        packet_log: local_log,
-        offloads,
-    };
-    let out = drive(&mut ch, role, sock, params, watch);
+    let out = drive(&mut ch, role, streams, watch);
     let mut error = out.error;
     if let Some(copier) = log_copier {
         // The server closes the log connection when its receiver is done.
@@ -200,15 +206,22 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
     ))
 }
 
-/// Sends the UDP hello until the server confirms it over the control channel.
-fn udp_handshake(ch: &mut Channel, s: &UdpSocket, hello: &[u8]) -> Result<(), EngineError> {
+/// Sends stream `stream`'s UDP hello until the server confirms it over the control channel.
+fn udp_handshake(
+    ch: &mut Channel,
+    s: &UdpSocket,
+    stream: u32,
+    hello: &[u8],
+) -> Result<(), EngineError> {
     let deadline = Instant::now() + SETUP_TIMEOUT;
     while Instant::now() < deadline {
         // A refused send (ICMP from an earlier hello) is retried on the next round.
         let _ = s.send(hello);
         match ch.recv(HELLO_EVERY)? {
             None => {}
-            Some(Message::UdpReady { .. }) => return Ok(()),
+            Some(Message::UdpReady { stream: ready }) if ready == stream => return Ok(()),
+            // A confirmation of an earlier stream, repeated: not this one's.
+            Some(Message::UdpReady { .. }) => {}
             Some(Message::Error { reason }) => return Err(EngineError::Peer(reason)),
             Some(other) => {
                 return Err(EngineError::Protocol(format!(

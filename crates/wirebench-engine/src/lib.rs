@@ -11,6 +11,7 @@
 mod channel;
 mod client;
 mod log;
+mod merge;
 pub mod pace;
 mod role;
 mod rx;
@@ -19,7 +20,10 @@ mod session;
 mod sys;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+use wirebench_stats::{LossRuns, TimeHistogram};
 
 pub use client::{run, ClientConfig};
 pub use server::{Server, ServerConfig};
@@ -72,7 +76,21 @@ impl EngineError {
     }
 }
 
-/// State one side's data thread shares with its control thread.
+/// The raw distributions a stream's role ends with, so that several streams' can be merged
+/// exactly (percentiles of a union are not a function of the parts' percentiles).
+#[derive(Debug, Default)]
+pub(crate) struct Hists {
+    /// One-way delays (UDP receivers).
+    pub delay: Option<TimeHistogram>,
+    /// Times between arrivals (UDP receivers).
+    pub gaps: Option<TimeHistogram>,
+    /// Round trips (request/response clients).
+    pub latency: Option<TimeHistogram>,
+    /// Loss runs (UDP receivers).
+    pub loss_runs: Option<LossRuns>,
+}
+
+/// State one stream's data thread shares with its side's control thread.
 #[derive(Debug)]
 pub(crate) struct Shared {
     /// The side's start; every `*_ns` time of the side is measured from it.
@@ -90,18 +108,32 @@ pub(crate) struct Shared {
     pub bytes: AtomicU64,
     /// Live message count for progress display.
     pub messages: AtomicU64,
+    /// Set once by the role as it ends: its raw distributions.
+    pub hists: Mutex<Hists>,
+    /// Set to end the whole side at once (every stream's `stop` follows it).
+    pub side_stop: Arc<AtomicBool>,
 }
 
 impl Shared {
-    pub(crate) fn new() -> Self {
+    /// A stream's state: its side's start (the same for every stream of a side) and stop.
+    pub(crate) fn new(start: Instant, epoch_unix_ns: u64, side_stop: Arc<AtomicBool>) -> Self {
         Self {
-            epoch_unix_ns: sys::unix_now_ns(),
-            start: Instant::now(),
+            epoch_unix_ns,
+            start,
             stop: AtomicBool::new(false),
             peer_messages: AtomicU64::new(u64::MAX),
             peer_done_ns: AtomicU64::new(u64::MAX),
             bytes: AtomicU64::new(0),
             messages: AtomicU64::new(0),
+            hists: Mutex::new(Hists::default()),
+            side_stop,
+        }
+    }
+
+    /// Keeps the role's raw distributions for the side's merge (once, at the role's end).
+    pub(crate) fn keep_hists(&self, h: Hists) {
+        if let Ok(mut slot) = self.hists.lock() {
+            *slot = h;
         }
     }
 
@@ -115,7 +147,7 @@ impl Shared {
     }
 
     pub(crate) fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
+        self.stop.load(Ordering::Relaxed) || self.side_stop.load(Ordering::Relaxed)
     }
 
     pub(crate) fn peer_done(&self, messages: u64) {

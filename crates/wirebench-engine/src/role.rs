@@ -20,7 +20,7 @@ use crate::pace::{wait_until, Pacer};
 use crate::rx::{IntervalUdp, UdpRx};
 use crate::sys::udp::{BatchRecv, BatchSend, Offloads};
 use crate::sys::{max_rss_kib, tcp_info, thread_cpu_ns};
-use crate::Shared;
+use crate::{Hists, Shared};
 use wirebench_proto::results::Resources;
 
 /// How long a blocking data call may wait before the loop looks at the clock again.
@@ -46,8 +46,10 @@ pub struct RoleParams {
     pub deadline_ns: u64,
     /// The UDP hello of this stream: retransmitted copies may arrive and are not data.
     pub hello: Option<[u8; header::UDP_HELLO_LEN]>,
-    /// Each closed interval is sent here for live display.
-    pub intervals: Option<Sender<IntervalRecord>>,
+    /// Which of the test's streams this is.
+    pub stream: u32,
+    /// Each closed interval is sent here, with the stream, for live display.
+    pub intervals: Option<Sender<(u32, IntervalRecord)>>,
     /// What the socket set-up recorded.
     pub datapath: Datapath,
     /// Both ends read one clock (same kernel boot id): one-way delays are absolute.
@@ -82,17 +84,19 @@ struct Recorder {
     next_ns: u64,
     last: (u64, u64, u64),
     records: Vec<IntervalRecord>,
-    tx: Option<Sender<IntervalRecord>>,
+    stream: u32,
+    tx: Option<Sender<(u32, IntervalRecord)>>,
 }
 
 impl Recorder {
-    fn new(interval_ns: u64, tx: Option<Sender<IntervalRecord>>) -> Self {
+    fn of(p: &RoleParams) -> Self {
         Self {
-            interval_ns,
-            next_ns: interval_ns,
+            interval_ns: p.spec.interval_ns,
+            next_ns: p.spec.interval_ns,
             last: (0, 0, 0),
             records: Vec::with_capacity(1024),
-            tx,
+            stream: p.stream,
+            tx: p.intervals.clone(),
         }
     }
 
@@ -126,7 +130,7 @@ impl Recorder {
             self.records.push(rec);
         }
         if let Some(tx) = &self.tx {
-            let _ = tx.send(rec);
+            let _ = tx.send((self.stream, rec));
         }
     }
 
@@ -423,7 +427,7 @@ fn tcp_send(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
     let _ = s.set_write_timeout(Some(POLL));
     let _ = s.set_read_timeout(Some(POLL));
     let mut pacer = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns);
-    let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
+    let mut rec = Recorder::of(p);
     let mut count = Count::default();
     let mut bins = MsBins::new();
     let error: Option<String>;
@@ -490,7 +494,7 @@ fn tcp_receive(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
     ];
     let _ = s.set_read_timeout(Some(POLL));
     let _ = s.set_write_timeout(Some(POLL));
-    let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
+    let mut rec = Recorder::of(p);
     let mut count = Count::default();
     // Messages are the sender's unit: here they are counted at message boundaries in the
     // byte stream (every `size` bytes, the last one possibly shorter).
@@ -608,7 +612,7 @@ fn udp_send_stream(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
     let _ = s.set_write_timeout(Some(POLL));
     let mut io = BatchSend::new(size as usize, p.offloads, &payload(size));
     let mut pacer = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns);
-    let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
+    let mut rec = Recorder::of(p);
     let mut count = Count::default();
     let mut local_drops = 0u64;
     let mut refused = 0u32;
@@ -720,7 +724,7 @@ fn udp_send(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
     let _ = s.set_write_timeout(Some(POLL));
     let ack_timeout_ns = spec.ack_timeout_ns;
     let mut pacer = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns);
-    let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
+    let mut rec = Recorder::of(p);
     let mut count = Count::default();
     let mut retransmits = 0u64;
     let mut local_drops = 0u64;
@@ -828,7 +832,7 @@ fn udp_receive(
     let spec = &p.spec;
     let _ = s.set_read_timeout(Some(POLL));
     let mut io = BatchRecv::new(p.offloads);
-    let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
+    let mut rec = Recorder::of(p);
     let (log, mut error) = match packet_log.map(LogSink::start) {
         None => (None, None),
         Some(Ok(l)) => (Some(l), None),
@@ -872,7 +876,8 @@ fn udp_receive(
     let intervals = rec.finish(sh.now_ns(), || snap(&mut rx));
     let sent = sh.peer_messages.load(Ordering::Relaxed);
     let sent = (sent != u64::MAX).then(|| sequenced_count(spec, sent));
-    let (count, mut udp, log_error) = rx.finish(sent, p.same_clock);
+    let (count, mut udp, log_error, hists) = rx.finish(sent, p.same_clock);
+    sh.keep_hists(hists);
     udp.sequenced = !spec.headerless();
     let mut rep = report(&count, intervals, error.or(log_error));
     rep.udp = Some(udp);
@@ -884,7 +889,7 @@ fn udp_receive_saw(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
     let _ = s.set_read_timeout(Some(POLL));
     let _ = s.set_write_timeout(Some(POLL));
     let mut buf = vec![0u8; 65_536];
-    let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
+    let mut rec = Recorder::of(p);
     let mut count = Count::default();
     let mut duplicates = 0u64;
     let mut expected = 0u64; // next message
@@ -1103,7 +1108,7 @@ fn rr_snapshot(count: &Count, interval: &mut TimeHistogram, total: &mut TimeHist
 fn rr_client(t: &mut impl Transact, p: &RoleParams, sh: &Shared) -> SideReport {
     let spec = &p.spec;
     let mut pacer = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns);
-    let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
+    let mut rec = Recorder::of(p);
     let mut count = Count::default();
     let mut interval = TimeHistogram::new();
     let mut total = TimeHistogram::new();
@@ -1146,6 +1151,10 @@ fn rr_client(t: &mut impl Transact, p: &RoleParams, sh: &Shared) -> SideReport {
     });
     let mut rep = report(&count, intervals, error);
     rep.latency = total.summary();
+    sh.keep_hists(Hists {
+        latency: Some(total),
+        ..Hists::default()
+    });
     rep.timeouts = timeouts;
     rep
 }
@@ -1157,7 +1166,7 @@ fn tcp_rr_server(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
     let _ = s.set_write_timeout(Some(POLL));
     let response = payload(spec.response_len());
     let mut request = vec![0u8; spec.size as usize];
-    let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
+    let mut rec = Recorder::of(p);
     let mut count = Count::default();
     let mut error = None;
     loop {
@@ -1195,7 +1204,7 @@ fn udp_rr_server(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
     let _ = s.set_write_timeout(Some(POLL));
     let mut response = payload(spec.response_len());
     let mut buf = vec![0u8; 65_536];
-    let mut rec = Recorder::new(spec.interval_ns, p.intervals.clone());
+    let mut rec = Recorder::of(p);
     let mut count = Count::default();
     let mut local_drops = 0u64;
     let mut error = None;

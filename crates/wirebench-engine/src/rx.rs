@@ -9,6 +9,7 @@ use wirebench_stats::{Arrival, Jitter, SeqTracker, TimeHistogram};
 
 use crate::log::LogSink;
 use crate::role::Count;
+use crate::Hists;
 
 /// Figures of one reporting interval.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -171,7 +172,7 @@ impl UdpRx {
         mut self,
         sent: Option<u64>,
         same_clock: bool,
-    ) -> (Count, UdpCounts, Option<String>) {
+    ) -> (Count, UdpCounts, Option<String>, Hists) {
         let sent =
             sent.unwrap_or_else(|| self.tracker.highest().map_or(0, |h| h.saturating_add(1)));
         let log = &mut self.log;
@@ -211,7 +212,13 @@ impl UdpRx {
                 })
                 .collect(),
         };
-        (self.count, counts, log_error)
+        let hists = Hists {
+            delay: Some(self.delay),
+            gaps: Some(self.gaps),
+            latency: None,
+            loss_runs: Some(self.tracker.loss_runs().clone()),
+        };
+        (self.count, counts, log_error, hists)
     }
 }
 
@@ -252,7 +259,7 @@ mod tests {
         assert_eq!(rx.count.messages, 64);
         assert_eq!(rx.count.bytes, 63 * 1000 + 600);
         assert_eq!(rx.close_interval().lost, 2);
-        let (count, c, err) = rx.finish(Some(68), true);
+        let (count, c, err, _) = rx.finish(Some(68), true);
         assert_eq!(err, None);
         assert_eq!(count.messages, 64);
         assert_eq!(c.duplicates, 1);
@@ -284,7 +291,7 @@ mod tests {
         assert!((100_000..=100_100).contains(&p50), "{p50}");
         assert!(iv.jitter_ns.expect("jitter") > 0.0);
         assert_eq!(rx.close_interval().delay_p50_ns, None);
-        let (count, c, _) = rx.finish(Some(100), false);
+        let (count, c, _, _) = rx.finish(Some(100), false);
         assert_eq!(count.messages, 100);
         assert_eq!((c.reordered, c.max_reorder_extent), (1, 49));
         assert_eq!(c.in_order_prefix, 100);
@@ -309,7 +316,7 @@ mod tests {
         rx.on_datagram(&[1, 2, 3], 2);
         rx.on_datagram(&[0xff; 16], 3); // seq u64::MAX, send time in the future
         rx.on_buffer(&[0u8; 100], 0, 4);
-        let (count, c, _) = rx.finish(None, true);
+        let (count, c, _, _) = rx.finish(None, true);
         // the empty and 3-byte datagrams, the header, a hundred 1-byte segments
         assert_eq!(count.messages, 1 + 1 + 1 + 100);
         assert_eq!(c.in_order_prefix, 0);

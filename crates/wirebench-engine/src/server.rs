@@ -60,7 +60,9 @@ struct Pending {
     peer: IpAddr,
     local: IpAddr,
     protocol: Protocol,
-    tx: SyncSender<DataSocket>,
+    /// Streams of the test: attach and hello indices below this are accepted.
+    streams: u32,
+    tx: SyncSender<(u32, DataSocket)>,
     /// The packet log connection, for a test whose server side writes one.
     log_tx: Option<SyncSender<TcpStream>>,
 }
@@ -270,9 +272,9 @@ fn attach(conn: TcpStream, state: &State, cookie: u64, stream: u32) -> Result<()
     let peer = conn.peer_addr().map_err(|e| e.to_string())?.ip();
     let pending = state.pending.lock().map_err(|_| "server state poisoned")?;
     match pending.get(&cookie) {
-        Some(p) if p.peer == peer && p.protocol == Protocol::Tcp && stream == 0 => {
-            p.tx.try_send(DataSocket::Tcp(conn))
-                .map_err(|_| "stream already attached".to_string())
+        Some(p) if p.peer == peer && p.protocol == Protocol::Tcp && stream < p.streams => {
+            p.tx.try_send((stream, DataSocket::Tcp(conn)))
+                .map_err(|_| "more data connections than streams".to_string())
         }
         Some(Pending {
             peer: p,
@@ -305,13 +307,13 @@ fn udp_hellos(udp: &UdpSocket, state: &State) {
         let Some(p) = pending.get(&hello.cookie) else {
             continue;
         };
-        if p.peer != src.ip() || p.protocol != Protocol::Udp || hello.stream != 0 {
+        if p.peer != src.ip() || p.protocol != Protocol::Udp || hello.stream >= p.streams {
             continue;
         }
         let sock = reuse_port_udp(SocketAddr::new(p.local, state.port))
             .and_then(|s| s.connect(&src.into()).map(|()| s));
         if let Ok(sock) = sock {
-            let _ = p.tx.try_send(DataSocket::Udp(sock.into()));
+            let _ = p.tx.try_send((hello.stream, DataSocket::Udp(sock.into())));
         }
     }
 }
@@ -433,7 +435,9 @@ fn test_session(
         Direction::Forward => Role::Receiver,
         Direction::Reverse => Role::Sender,
     };
-    let (tx, rx) = sync_channel(1);
+    // Room for every stream and as many repeats (a resent hello): the session takes the
+    // first socket of each stream and drops the rest.
+    let (tx, rx) = sync_channel(2 * spec.streams as usize);
     let (log_tx, log_rx) = sync_channel(1);
     let writes_log = spec.packet_log && role == Role::Receiver;
     state
@@ -446,6 +450,7 @@ fn test_session(
                 peer: peer.ip(),
                 local: local.ip(),
                 protocol: spec.protocol,
+                streams: spec.streams,
                 tx,
                 log_tx: writes_log.then_some(log_tx),
             },
@@ -456,9 +461,6 @@ fn test_session(
         tool: tool(),
         host_id: host_id(),
     })?;
-    let sock = rx
-        .recv_timeout(SETUP_TIMEOUT)
-        .map_err(|_| EngineError::Timeout("the client's data stream"))?;
     let packet_log: Option<Box<dyn std::io::Write + Send>> = if writes_log {
         let conn = log_rx
             .recv_timeout(SETUP_TIMEOUT)
@@ -469,30 +471,57 @@ fn test_session(
     } else {
         None
     };
-    if let Ok(mut p) = state.pending.lock() {
-        p.remove(&cookie);
-    }
-    let datapath;
-    let mut offloads = Offloads::default();
-    let hello = match &sock {
-        DataSocket::Tcp(s) => {
-            datapath = match tcp_datapath(s, &spec) {
-                Ok(d) => d,
+    // Every stream's socket, each set up as it comes (a UDP stream is confirmed at once, as
+    // the client waits for that before its next hello).
+    let same = same_clock(&host_id(), client.host_id);
+    let deadline_ns = cfg.max_duration.map_or(u64::MAX, |d| {
+        (d.as_nanos() as u64).saturating_add(spec.drain_ns)
+    });
+    let mut slots: Vec<Option<(DataSocket, RoleParams)>> =
+        (0..spec.streams).map(|_| None).collect();
+    let mut packet_log = packet_log;
+    let setup_end = Instant::now() + SETUP_TIMEOUT;
+    while slots.iter().any(Option::is_none) {
+        let left = setup_end.saturating_duration_since(Instant::now());
+        let (stream, sock) = rx
+            .recv_timeout(left)
+            .map_err(|_| EngineError::Timeout("the client's data streams"))?;
+        let Some(slot) = slots.get_mut(stream as usize).filter(|s| s.is_none()) else {
+            continue;
+        };
+        let (datapath, offloads, hello) = match &sock {
+            DataSocket::Tcp(s) => match tcp_datapath(s, &spec) {
+                Ok(d) => (d, Offloads::default(), None),
                 Err(reason) => {
                     let _ = ch.send(&Message::Error {
                         reason: format!("server: {reason}"),
                     });
                     return Err(EngineError::Setup(reason));
                 }
-            };
-            None
-        }
-        DataSocket::Udp(s) => {
-            (datapath, offloads) = udp_datapath(s, &spec, vec!["udp_reuseport".into()]);
-            ch.send(&Message::UdpReady { stream: 0 })?;
-            Some(UdpHello { cookie, stream: 0 }.encode())
-        }
-    };
+            },
+            DataSocket::Udp(s) => {
+                let (dp, off) = udp_datapath(s, &spec, vec!["udp_reuseport".into()]);
+                ch.send(&Message::UdpReady { stream })?;
+                (dp, off, Some(UdpHello { cookie, stream }.encode()))
+            }
+        };
+        let params = RoleParams {
+            spec: spec.clone(),
+            deadline_ns,
+            hello,
+            stream,
+            intervals: None,
+            datapath,
+            same_clock: same,
+            packet_log: if stream == 0 { packet_log.take() } else { None },
+            offloads,
+        };
+        *slot = Some((sock, params));
+    }
+    if let Ok(mut p) = state.pending.lock() {
+        p.remove(&cookie);
+    }
+    let streams: Vec<(DataSocket, RoleParams)> = slots.into_iter().flatten().collect();
     match ch.expect(SETUP_TIMEOUT, "the client's begin")? {
         Message::Begin => {}
         other => {
@@ -504,20 +533,7 @@ fn test_session(
             )));
         }
     }
-    let deadline_ns = cfg.max_duration.map_or(u64::MAX, |d| {
-        (d.as_nanos() as u64).saturating_add(spec.drain_ns)
-    });
-    let params = RoleParams {
-        spec: spec.clone(),
-        deadline_ns,
-        hello,
-        intervals: None,
-        datapath,
-        same_clock: same_clock(&host_id(), client.host_id),
-        packet_log,
-        offloads,
-    };
-    let out = drive(ch, role, sock, params, &mut Quiet);
+    let out = drive(ch, role, streams, &mut Quiet);
     let r = Results::assemble(
         &spec,
         peer.to_string(),

@@ -153,6 +153,22 @@ impl Exporter for Table {
         if r.test.mechanism == Mechanism::StopAndWait && r.test.protocol == Protocol::Udp {
             writeln!(out, "retransmits: {}", e.retransmits)?;
         }
+        for (i, st) in r.streams.iter().enumerate() {
+            let lost = st
+                .udp
+                .as_ref()
+                .map(|u| format!(", {} lost", u.lost))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "  stream {i}: sent {} in {} messages ({}), received {} ({}){lost}",
+                format_bytes(st.sent.bytes),
+                st.sent.messages,
+                format_rate_bps(st.sent_bps),
+                format_bytes(st.received.bytes),
+                format_rate_bps(st.received_bps),
+            )?;
+        }
         if let Some(t) = &e.tcp {
             let cc = r
                 .datapath
@@ -239,6 +255,10 @@ fn udp_details(u: &UdpEnd, size: u64, out: &mut dyn Write) -> io::Result<()> {
             .map(|b| format!("{}: {}", b.label, b.count))
             .collect();
         writeln!(out, "loss runs (length: count): {}", runs.join(", "))?;
+    }
+    if u.last_in_order_seq.is_none() && u.lost == 0 {
+        // Several streams: UDPmon's figures are per sequence, in `streams[]`.
+        return Ok(());
     }
     let last = u
         .last_in_order_seq

@@ -116,7 +116,8 @@ pub struct RunArgs {
     /// (request/response round trips; --size is the request, --response-size the answer).
     #[arg(long, value_enum, default_value = "stream")]
     pub mode: ModeArg,
-    /// Message size in bytes (TCP: 1 to 16Mi, default 128Ki; UDP: 1 to 65507, default 1472).
+    /// Message size in bytes (TCP: 1 to 16Mi, default 128Ki; UDP: 1 to 65507, default 1472;
+    /// --mode rr: the request, default 64).
     #[arg(short = 'l', long, value_parser = parse_size)]
     pub size: Option<u64>,
     /// Amount of data to send (e.g. 100M, 1GiB); the last message may be shorter.
@@ -132,6 +133,10 @@ pub struct RunArgs {
     /// Pause after each message (e.g. 1ms), as seed 001's DELAY_AFTER_SENT_MESSAGE.
     #[arg(long, value_parser = parse_duration)]
     pub gap: Option<Duration>,
+    /// Parallel streams: connections (TCP) or socket pairs (UDP), each on a thread of its own
+    /// on both sides; the results add them up and list each.
+    #[arg(short = 'P', long, default_value_t = 1)]
+    pub parallel: u32,
     /// Reverse: the server sends, the client receives.
     #[arg(short = 'R', long)]
     pub reverse: bool,
@@ -176,9 +181,11 @@ impl RunArgs {
         } else {
             Protocol::Tcp
         };
-        let size = self.size.unwrap_or(match protocol {
-            Protocol::Tcp => 128 * 1024,
-            Protocol::Udp => 1472,
+        let size = self.size.unwrap_or(match (protocol, self.mode) {
+            // Request/response measures latency: small messages, as netperf's and sockperf's.
+            (_, ModeArg::Rr) => 64,
+            (Protocol::Tcp, _) => 128 * 1024,
+            (Protocol::Udp, _) => 1472,
         });
         let (rate_bps, rate_pps) = match self.rate {
             Some(Rate::BitsPerSecond(b)) => (b, 0),
@@ -211,7 +218,7 @@ impl RunArgs {
             rate_bps,
             rate_pps,
             gap_ns: self.gap.map_or(0, ns),
-            streams: 1,
+            streams: self.parallel,
             interval_ns: ns(self.interval.unwrap_or(Duration::from_secs(1))),
             drain_ns: ns(self.drain),
             ack_timeout_ns: ns(self.ack_timeout),

@@ -357,3 +357,48 @@ fn request_response_times_every_transaction() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
     }
 }
+
+#[test]
+fn parallel_streams_add_up_exactly_both_ways() {
+    let s = Server::start(&[]);
+    for dir in [&[][..], &["-R"][..]] {
+        for proto in [
+            &["--tcp", "-l", "100000"][..],
+            &["-u", "-l", "1000", "-b", "100M"][..],
+        ] {
+            // 1,000,100 bytes per stream: a short last message in each (with a UDP header).
+            let v = s.run_json(&[&["-P", "3", "-n", "1000100"][..], proto, dir].concat());
+            let streams = v["streams"].as_array().expect("per-stream results");
+            assert_eq!(streams.len(), 3, "{v}");
+            assert_eq!(u(&v, "test.streams"), 3);
+            let sum = |key: &str| -> u64 { streams.iter().map(|st| u(st, key)).sum() };
+            assert_eq!(u(&v, "end.sent.bytes"), 3_000_300, "{v}");
+            assert_eq!(sum("sent.bytes"), 3_000_300);
+            assert_eq!(sum("received.bytes"), u(&v, "end.received.bytes"));
+            assert_eq!(sum("received.messages"), u(&v, "end.received.messages"));
+            if proto[0] == "-u" {
+                let lost = u(&v, "end.udp.lost");
+                assert_eq!(sum("udp.lost"), lost, "{v}");
+                assert_eq!(
+                    u(&v, "end.received.messages") + lost,
+                    u(&v, "end.sent.messages")
+                );
+                assert_eq!(u(&v, "end.udp.loss_runs.lost"), lost);
+                // the side's delay distribution holds every stream's datagrams
+                assert_eq!(
+                    u(&v, "end.udp.delay_ms.count"),
+                    u(&v, "end.received.messages")
+                );
+            } else {
+                assert_eq!(u(&v, "end.received.bytes"), 3_000_300, "{v}");
+                for st in streams {
+                    assert!(st["tcp"]["snd_mss_bytes"].as_u64().is_some(), "{st}");
+                }
+            }
+            assert!(v.get("error").is_none(), "{v}");
+        }
+    }
+    // Out of range: a usage error.
+    assert_eq!(s.run(&["-P", "0"]).status.code(), Some(2));
+    assert_eq!(s.run(&["-P", "65"]).status.code(), Some(2));
+}
