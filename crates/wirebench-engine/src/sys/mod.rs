@@ -66,7 +66,15 @@ pub fn tcp_datapath(s: &TcpStream, spec: &TestSpec) -> Result<Datapath, String> 
     if spec.mechanism != Mechanism::Stream && s.set_nodelay(true).is_ok() {
         features.push("tcp_nodelay".to_string());
     }
-    let (snd, rcv) = size_buffers(sock);
+    // TCP buffers are left to the kernel's autotuning, which grows them with the path's
+    // bandwidth-delay product (up to net.ipv4.tcp_{w,r}mem); setting SO_SNDBUF/SO_RCVBUF
+    // would turn it off and cap a long, fast path (iperf3 leaves them alone too). What is
+    // recorded is the size at the start.
+    features.push("tcp_autotuning".to_string());
+    let (snd, rcv) = (
+        sock.send_buffer_size().unwrap_or(0) as u64,
+        sock.recv_buffer_size().unwrap_or(0) as u64,
+    );
     Ok(Datapath {
         io: "write/read".into(),
         batch: 1,
