@@ -127,10 +127,12 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
             )))
         }
     };
-    let role = match spec.direction {
-        Direction::Forward => Role::Sender,
+    // The role of stream 0; with --bidir, the second half of the streams has the other.
+    let role_of = |stream: u32| match spec.stream_direction(stream) {
         Direction::Reverse => Role::Receiver,
+        Direction::Forward | Direction::Bidir => Role::Sender,
     };
+    let role = role_of(0);
     // The packet log: written here when this side receives, else the server's receiver
     // streams it over a connection of its own, opened before the UDP handshake.
     let mut local_log: Option<Box<dyn Write + Send>> = None;
@@ -151,8 +153,8 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
     // The data streams, in order: TCP connections attached with their index, or UDP sockets
     // each confirmed by its hello.
     let same = same_clock(&host_id(), &server_host);
-    let mut streams = Vec::with_capacity(spec.streams as usize);
-    for stream in 0..spec.streams {
+    let mut streams = Vec::with_capacity(spec.total_streams() as usize);
+    for stream in 0..spec.total_streams() {
         let (sock, hello, datapath, offloads) = match spec.protocol {
             Protocol::Tcp => {
                 let s = attach(addr, cookie, stream)?;
@@ -186,10 +188,10 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
             packet_log: if stream == 0 { local_log.take() } else { None },
             offloads,
         };
-        streams.push((sock, params));
+        streams.push((role_of(stream), sock, params));
     }
     ch.send(&Message::Begin)?;
-    let out = drive(&mut ch, role, streams, watch);
+    let out = drive(&mut ch, streams, watch);
     let mut error = out.error;
     if let Some(copier) = log_copier {
         // The server closes the log connection when its receiver is done.

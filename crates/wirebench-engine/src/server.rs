@@ -431,13 +431,14 @@ fn test_session(
         .stream()
         .local_addr()
         .map_err(|e| EngineError::io("reading the local address", e))?;
-    let role = match spec.direction {
-        Direction::Forward => Role::Receiver,
+    let role_of = |stream: u32| match spec.stream_direction(stream) {
         Direction::Reverse => Role::Sender,
+        Direction::Forward | Direction::Bidir => Role::Receiver,
     };
+    let role = role_of(0);
     // Room for every stream and as many repeats (a resent hello): the session takes the
     // first socket of each stream and drops the rest.
-    let (tx, rx) = sync_channel(2 * spec.streams as usize);
+    let (tx, rx) = sync_channel(2 * spec.total_streams() as usize);
     let (log_tx, log_rx) = sync_channel(1);
     let writes_log = spec.packet_log && role == Role::Receiver;
     state
@@ -450,7 +451,7 @@ fn test_session(
                 peer: peer.ip(),
                 local: local.ip(),
                 protocol: spec.protocol,
-                streams: spec.streams,
+                streams: spec.total_streams(),
                 tx,
                 log_tx: writes_log.then_some(log_tx),
             },
@@ -477,8 +478,8 @@ fn test_session(
     let deadline_ns = cfg.max_duration.map_or(u64::MAX, |d| {
         (d.as_nanos() as u64).saturating_add(spec.drain_ns)
     });
-    let mut slots: Vec<Option<(DataSocket, RoleParams)>> =
-        (0..spec.streams).map(|_| None).collect();
+    let mut slots: Vec<Option<(Role, DataSocket, RoleParams)>> =
+        (0..spec.total_streams()).map(|_| None).collect();
     let mut packet_log = packet_log;
     let setup_end = Instant::now() + SETUP_TIMEOUT;
     while slots.iter().any(Option::is_none) {
@@ -516,12 +517,12 @@ fn test_session(
             packet_log: if stream == 0 { packet_log.take() } else { None },
             offloads,
         };
-        *slot = Some((sock, params));
+        *slot = Some((role_of(stream), sock, params));
     }
     if let Ok(mut p) = state.pending.lock() {
         p.remove(&cookie);
     }
-    let streams: Vec<(DataSocket, RoleParams)> = slots.into_iter().flatten().collect();
+    let streams: Vec<(Role, DataSocket, RoleParams)> = slots.into_iter().flatten().collect();
     match ch.expect(SETUP_TIMEOUT, "the client's begin")? {
         Message::Begin => {}
         other => {
@@ -533,7 +534,7 @@ fn test_session(
             )));
         }
     }
-    let out = drive(ch, role, streams, &mut Quiet);
+    let out = drive(ch, streams, &mut Quiet);
     let r = Results::assemble(
         &spec,
         peer.to_string(),

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use wirebench_proto::control::Message;
 use wirebench_proto::results::{IntervalRecord, Role, SideReport};
+use wirebench_proto::spec::{Direction, TestSpec};
 
 use crate::channel::Channel;
 use crate::role::{self, DataSocket, RoleParams};
@@ -87,30 +88,58 @@ impl IntervalSum {
     }
 }
 
-/// Runs `role` on each stream's socket, serving `ch` until both sides' reports are
+/// The peer's report of stream `i` (for `--bidir`: within its reverse part for the second
+/// half of the streams), if it sent one.
+fn peer_stream<'a>(report: &'a SideReport, spec: &TestSpec, i: usize) -> Option<&'a SideReport> {
+    let per_way = spec.streams as usize;
+    let (part, j) = if spec.direction == Direction::Bidir && i >= per_way {
+        (report.reverse.as_deref()?, i - per_way)
+    } else {
+        (report, i)
+    };
+    if part.streams.is_empty() {
+        (j == 0).then_some(part)
+    } else {
+        part.streams.get(j)
+    }
+}
+
+/// Runs each stream's role on its socket, serving `ch` until both sides' reports are
 /// exchanged. Each stream runs on a thread of its own; the report sent to the peer is the
-/// streams' merge, with each stream's own report inside it when there are several.
+/// streams' merge, with each stream's own report inside it when there are several (and for
+/// `--bidir`, the reverse direction's streams merged apart, in `reverse`). Live intervals
+/// are those of the first stream's role.
 pub fn drive(
     ch: &mut Channel,
-    role: Role,
-    streams: Vec<(DataSocket, RoleParams)>,
+    streams: Vec<(Role, DataSocket, RoleParams)>,
     watch: &mut dyn Watch,
 ) -> Outcome {
     let n = streams.len();
-    let drain = Duration::from_nanos(streams.first().map_or(0, |s| s.1.spec.drain_ns));
+    let Some(first) = streams.first() else {
+        return Outcome {
+            local: SideReport::default(),
+            peer: None,
+            error: Some("no data stream".into()),
+        };
+    };
+    let role = first.0;
+    let spec = first.2.spec.clone();
+    let shown = streams.iter().filter(|s| s.0 == role).count();
+    let roles: Vec<Role> = streams.iter().map(|s| s.0).collect();
+    let drain = Duration::from_nanos(spec.drain_ns);
     let start = std::time::Instant::now();
     let epoch = crate::sys::unix_now_ns();
     let side_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (tx, rx) = channel();
     let mut shared = Vec::with_capacity(n);
     let mut threads = Vec::with_capacity(n);
-    for (i, (sock, mut params)) in streams.into_iter().enumerate() {
+    for (i, (stream_role, sock, mut params)) in streams.into_iter().enumerate() {
         params.intervals = Some(tx.clone());
         let sh = Arc::new(Shared::new(start, epoch, Arc::clone(&side_stop)));
         shared.push(Arc::clone(&sh));
         let spawned = thread::Builder::new()
-            .name(format!("wirebench-{role:?}-{i}").to_lowercase())
-            .spawn(move || role::run(role, sock, params, &sh));
+            .name(format!("wirebench-{stream_role:?}-{i}").to_lowercase())
+            .spawn(move || role::run(stream_role, sock, params, &sh));
         match spawned {
             Ok(h) => threads.push(h),
             Err(e) => {
@@ -127,31 +156,67 @@ pub fn drive(
         }
     }
     drop(tx);
-    let mut sums = IntervalSum::new(n);
+    let mut sums = IntervalSum::new(shown);
     let mut peer = None;
     let mut error = None;
     let mut channel_ok = true;
     let forward =
         |rx: &Receiver<(u32, IntervalRecord)>, sums: &mut IntervalSum, watch: &mut dyn Watch| {
             for (stream, rec) in rx.try_iter() {
+                // Streams of the shown role come first (forward before reverse).
+                if roles.get(stream as usize) != Some(&role) {
+                    continue;
+                }
                 for done in sums.add(stream as usize, &rec) {
                     watch.interval(role, &done);
                 }
             }
         };
+    // A side that both sends and receives (--bidir) tells its peer the senders' counts as
+    // soon as they are done: the peer's receivers need them to finish, and this side's
+    // final report waits for its own receivers, which wait for the peer's counts.
+    let both_roles = roles.contains(&Role::Sender) && roles.contains(&Role::Receiver);
+    let mut counts_sent = !both_roles;
     while !threads.iter().all(|t| t.is_finished()) {
+        if !counts_sent
+            && channel_ok
+            && threads
+                .iter()
+                .zip(&roles)
+                .all(|(t, r)| *r != Role::Sender || t.is_finished())
+        {
+            let counts = shared
+                .iter()
+                .zip(&roles)
+                .enumerate()
+                .filter(|(_, (_, r))| **r == Role::Sender)
+                .map(|(i, (sh, _))| (i as u32, sh.messages.load(Ordering::Relaxed)))
+                .collect();
+            if let Err(e) = ch.send(&Message::SenderCounts { counts }) {
+                error.get_or_insert(e.to_string());
+                side_stop.store(true, Ordering::Relaxed);
+                channel_ok = false;
+            }
+            counts_sent = true;
+        }
         if channel_ok {
             match ch.recv(TICK) {
                 Ok(None) => {}
-                Ok(Some(Message::Done { report })) => {
-                    if role == Role::Receiver {
-                        // Each stream's receiver waits for its own sender's count.
-                        if report.streams.is_empty() {
-                            if let Some(sh) = shared.first() {
-                                sh.peer_done(report.messages);
+                Ok(Some(Message::SenderCounts { counts })) => {
+                    for (stream, messages) in counts {
+                        let i = stream as usize;
+                        if roles.get(i) == Some(&Role::Receiver) {
+                            if let Some(sh) = shared.get(i) {
+                                sh.peer_done(messages);
                             }
-                        } else {
-                            for (sh, r) in shared.iter().zip(&report.streams) {
+                        }
+                    }
+                }
+                Ok(Some(Message::Done { report })) => {
+                    // Each stream's receiver waits for its own sender's count.
+                    for (i, sh) in shared.iter().enumerate() {
+                        if roles[i] == Role::Receiver {
+                            if let Some(r) = peer_stream(&report, &spec, i) {
                                 sh.peer_done(r.messages);
                             }
                         }
@@ -206,7 +271,16 @@ pub fn drive(
             (report, hists.unwrap_or_default())
         })
         .collect();
-    let local = crate::merge::merge(outputs);
+    let local = if spec.direction == Direction::Bidir {
+        // The first `streams` go forward, the rest in reverse: each half merged on its own.
+        let mut outputs = outputs;
+        let reverse = outputs.split_off((spec.streams as usize).min(outputs.len()));
+        let mut local = crate::merge::merge(outputs);
+        local.reverse = Some(Box::new(crate::merge::merge(reverse)));
+        local
+    } else {
+        crate::merge::merge(outputs)
+    };
     forward(&rx, &mut sums, watch);
     for rec in sums.drain(1) {
         watch.interval(role, &rec);
@@ -220,20 +294,28 @@ pub fn drive(
         }
     }
     if channel_ok && peer.is_none() {
-        match ch.recv(drain + REPORT_GRACE) {
-            Ok(Some(Message::Done { report })) => peer = Some(*report),
-            Ok(Some(Message::Error { reason })) => {
-                error.get_or_insert(format!("peer reported: {reason}"));
+        let deadline = std::time::Instant::now() + drain + REPORT_GRACE;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match ch.recv(left) {
+                Ok(Some(Message::Done { report })) => peer = Some(*report),
+                // The peer's senders finishing after this side's receivers (TCP ends at EOF).
+                Ok(Some(Message::SenderCounts { .. })) if !left.is_zero() => continue,
+                Ok(Some(Message::Error { reason })) => {
+                    error.get_or_insert(format!("peer reported: {reason}"));
+                }
+                Ok(Some(other)) => {
+                    error
+                        .get_or_insert(format!("unexpected control message at the end: {other:?}"));
+                }
+                Ok(None) => {
+                    error.get_or_insert("timed out waiting for the peer's report".into());
+                }
+                Err(e) => {
+                    error.get_or_insert(e.to_string());
+                }
             }
-            Ok(Some(other)) => {
-                error.get_or_insert(format!("unexpected control message at the end: {other:?}"));
-            }
-            Ok(None) => {
-                error.get_or_insert("timed out waiting for the peer's report".into());
-            }
-            Err(e) => {
-                error.get_or_insert(e.to_string());
-            }
+            break;
         }
     }
     Outcome { local, peer, error }

@@ -78,6 +78,13 @@ pub enum Message {
     },
     /// Client → server: all streams are set up; start.
     Begin,
+    /// Either way, `--bidir`: this side's senders are done; each one's final message count
+    /// as `(stream, messages)`, so that the peer's receivers of those streams can stop
+    /// waiting before this side's own receivers are done (which the `done` waits for).
+    SenderCounts {
+        /// (stream index, messages sent) for every sending stream of this side.
+        counts: Vec<(u32, u64)>,
+    },
     /// Either way: this side's role is over; its counters and intervals.
     Done {
         /// What this side measured.

@@ -198,6 +198,10 @@ pub struct SideReport {
     /// fields above are then their sums (rates, counts) or merged distributions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub streams: Vec<SideReport>,
+    /// `--bidir`: this side's streams of the reverse direction, merged the same way; the
+    /// fields above are then the forward direction's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverse: Option<Box<SideReport>>,
     /// How the data moved.
     pub datapath: Datapath,
     /// Why the side stopped early, if it did.
@@ -231,6 +235,10 @@ pub struct Results {
     /// With `-P` streams: each stream's own totals, in stream order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub streams: Vec<End>,
+    /// `--bidir`: the reverse direction (the server sends) with the same keys as the
+    /// top-level `intervals`, `end` and `streams`, which then describe the forward one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverse: Option<Half>,
     /// Set when the test did not complete; the figures are then partial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -580,9 +588,71 @@ impl Results {
         server_report: Option<&SideReport>,
         error: Option<String>,
     ) -> Self {
+        let (forward, reverse) = if spec.direction == Direction::Bidir {
+            (
+                Half::of(
+                    &spec.one_way(Direction::Forward),
+                    client_report,
+                    server_report,
+                ),
+                Some(Half::of(
+                    &spec.one_way(Direction::Reverse),
+                    reverse_part(client_report),
+                    reverse_part(server_report),
+                )),
+            )
+        } else {
+            (Half::of(spec, client_report, server_report), None)
+        };
+        let error = error
+            .or_else(|| client_report.and_then(|c| c.error.clone()))
+            .or_else(|| server_report.and_then(|c| c.error.clone()));
+        Self {
+            schema: SCHEMA,
+            wirebench: format!("wirebench {}", env!("CARGO_PKG_VERSION")),
+            server,
+            test: TestView::from(spec),
+            datapath: Sides {
+                client: client_report.map(|c| c.datapath.clone()),
+                server: server_report.map(|c| c.datapath.clone()),
+            },
+            intervals: forward.intervals,
+            end: forward.end,
+            streams: forward.streams,
+            reverse,
+            error,
+        }
+    }
+}
+
+/// A side's report of the reverse direction of a `--bidir` test.
+fn reverse_part(r: Option<&SideReport>) -> Option<&SideReport> {
+    r.and_then(|x| x.reverse.as_deref())
+}
+
+/// One direction of a test: its intervals, totals and streams.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Half {
+    /// Per-interval figures.
+    pub intervals: Vec<IntervalView>,
+    /// Totals over all streams of this direction.
+    pub end: End,
+    /// Each stream's totals (with several streams).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<End>,
+}
+
+impl Half {
+    /// One direction from both sides' reports (for `--bidir`: their parts of that direction).
+    pub fn of(
+        spec: &TestSpec,
+        client_report: Option<&SideReport>,
+        server_report: Option<&SideReport>,
+    ) -> Self {
         let (sender, receiver) = match spec.direction {
-            Direction::Forward => (client_report, server_report),
             Direction::Reverse => (server_report, client_report),
+            // A bidirectional test is measured one way at a time (`TestSpec::one_way`).
+            Direction::Forward | Direction::Bidir => (client_report, server_report),
         };
         let empty = SideReport::default();
         let s = sender.unwrap_or(&empty);
@@ -648,22 +718,10 @@ impl Results {
                 }
             })
             .collect();
-        let error = error
-            .or_else(|| s.error.clone())
-            .or_else(|| r.error.clone());
         Self {
-            schema: SCHEMA,
-            wirebench: format!("wirebench {}", env!("CARGO_PKG_VERSION")),
-            server,
-            test: TestView::from(spec),
-            datapath: Sides {
-                client: client_report.map(|c| c.datapath.clone()),
-                server: server_report.map(|c| c.datapath.clone()),
-            },
             intervals,
             end: End::of(spec, client_report, server_report),
             streams,
-            error,
         }
     }
 }
@@ -676,8 +734,9 @@ impl End {
         server_report: Option<&SideReport>,
     ) -> Self {
         let (sender, receiver) = match spec.direction {
-            Direction::Forward => (client_report, server_report),
             Direction::Reverse => (server_report, client_report),
+            // A bidirectional test is measured one way at a time (`TestSpec::one_way`).
+            Direction::Forward | Direction::Bidir => (client_report, server_report),
         };
         let empty = SideReport::default();
         let s = sender.unwrap_or(&empty);

@@ -50,6 +50,8 @@ pub enum Direction {
     Forward,
     /// The server sends, the client receives (`-R`).
     Reverse,
+    /// Both at once (`--bidir`): `streams` streams each way.
+    Bidir,
 }
 
 macro_rules! display_as {
@@ -67,7 +69,7 @@ macro_rules! display_as {
 
 display_as!(Protocol { Tcp => "tcp", Udp => "udp" });
 display_as!(Mechanism { Stream => "stream", StopAndWait => "stop-and-wait", Rr => "rr" });
-display_as!(Direction { Forward => "forward", Reverse => "reverse" });
+display_as!(Direction { Forward => "forward", Reverse => "reverse", Bidir => "bidir" });
 
 /// Everything both sides need to know about a test. All durations are in nanoseconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -140,6 +142,12 @@ pub enum SpecError {
     /// Streams outside the range this version runs.
     #[error("--parallel {0} is not supported: 1 to {MAX_STREAMS} streams")]
     Streams(u32),
+    /// Too many streams both ways.
+    #[error("--parallel {0} with --bidir makes {n} streams: at most {MAX_STREAMS} in all", n = 2 * .0)]
+    BidirStreams(u32),
+    /// A mode that has one direction by nature.
+    #[error("--bidir applies to streaming and stop-and-wait, not to --mode rr or --packet-log")]
+    Bidir,
     /// A packet log of several streams.
     #[error("--packet-log records one stream: it cannot be combined with --parallel")]
     PacketLogStreams,
@@ -205,6 +213,14 @@ impl TestSpec {
         if !(1..=MAX_STREAMS).contains(&self.streams) {
             return Err(SpecError::Streams(self.streams));
         }
+        if self.direction == Direction::Bidir {
+            if self.total_streams() > MAX_STREAMS {
+                return Err(SpecError::BidirStreams(self.streams));
+            }
+            if self.mechanism == Mechanism::Rr || self.packet_log {
+                return Err(SpecError::Bidir);
+            }
+        }
         if self.packet_log && self.streams > 1 {
             return Err(SpecError::PacketLogStreams);
         }
@@ -261,6 +277,33 @@ impl TestSpec {
             return Err(SpecError::PacketLog);
         }
         Ok(())
+    }
+
+    /// Streams of the test in all: `streams`, or twice that with `--bidir`.
+    pub fn total_streams(&self) -> u32 {
+        if self.direction == Direction::Bidir {
+            self.streams.saturating_mul(2)
+        } else {
+            self.streams
+        }
+    }
+
+    /// The direction stream `i` carries: with `--bidir`, streams `0..streams` go forward
+    /// and the others in reverse.
+    pub fn stream_direction(&self, i: u32) -> Direction {
+        match self.direction {
+            Direction::Bidir if i < self.streams => Direction::Forward,
+            Direction::Bidir => Direction::Reverse,
+            d => d,
+        }
+    }
+
+    /// This test as one direction of it is measured (for `--bidir`, each half).
+    pub fn one_way(&self, direction: Direction) -> TestSpec {
+        TestSpec {
+            direction,
+            ..self.clone()
+        }
     }
 
     /// Request/response: the response's length.
@@ -355,6 +398,34 @@ mod tests {
             assert_eq!(bad.validate(), Err(err));
         }
         assert_eq!(Mechanism::Rr.to_string(), "rr");
+    }
+
+    #[test]
+    fn bidir_streams_and_directions() {
+        let b = TestSpec {
+            direction: Direction::Bidir,
+            streams: 3,
+            ..spec()
+        };
+        assert_eq!(b.validate(), Ok(()));
+        assert_eq!(b.total_streams(), 6);
+        let dirs: Vec<Direction> = (0..6).map(|i| b.stream_direction(i)).collect();
+        assert_eq!(dirs[..3], [Direction::Forward; 3]);
+        assert_eq!(dirs[3..], [Direction::Reverse; 3]);
+        assert_eq!(b.one_way(Direction::Reverse).direction, Direction::Reverse);
+        assert_eq!(spec().stream_direction(5), Direction::Forward);
+        let many = TestSpec {
+            streams: 40,
+            ..b.clone()
+        };
+        assert_eq!(many.validate(), Err(SpecError::BidirStreams(40)));
+        let rr = TestSpec {
+            mechanism: Mechanism::Rr,
+            size: 64,
+            ..b.clone()
+        };
+        assert!(rr.validate().is_err());
+        assert_eq!(Direction::Bidir.to_string(), "bidir");
     }
 
     #[test]

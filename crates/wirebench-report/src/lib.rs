@@ -71,14 +71,30 @@ fn columns(rows: &[Vec<String>]) -> String {
     out
 }
 
+/// Seed 001's row for one direction's totals.
+fn table_row(r: &Results, e: &wirebench_proto::results::End) -> Vec<String> {
+    let loss = match &e.udp {
+        Some(u) => format!("{} ({:.3}%)", u.lost, u.loss_ratio * 100.0),
+        None => "0".into(),
+    };
+    vec![
+        format!("{:.0}", e.duration_s * 1000.0),
+        e.sent.messages.to_string(),
+        e.sent.bytes.to_string(),
+        e.received.messages.to_string(),
+        e.received.bytes.to_string(),
+        protocol_name(r.test.protocol).into(),
+        mechanism_name(r.test.mechanism).into(),
+        format_rate_bps(e.sent_bps),
+        format_rate_bps(e.received_bps),
+        loss,
+    ]
+}
+
 impl Exporter for Table {
     fn export(&self, r: &Results, out: &mut dyn Write) -> io::Result<()> {
         let e = &r.end;
-        let loss = match &e.udp {
-            Some(u) => format!("{} ({:.3}%)", u.lost, u.loss_ratio * 100.0),
-            None => "0".into(),
-        };
-        let rows = vec![
+        let mut rows = vec![
             [
                 "Time (ms)",
                 "Sent messages",
@@ -93,22 +109,28 @@ impl Exporter for Table {
             ]
             .map(String::from)
             .to_vec(),
-            vec![
-                format!("{:.0}", e.duration_s * 1000.0),
-                e.sent.messages.to_string(),
-                e.sent.bytes.to_string(),
-                e.received.messages.to_string(),
-                e.received.bytes.to_string(),
-                protocol_name(r.test.protocol).into(),
-                mechanism_name(r.test.mechanism).into(),
-                format_rate_bps(e.sent_bps),
-                format_rate_bps(e.received_bps),
-                loss,
-            ],
+            table_row(r, e),
         ];
+        if let Some(rev) = &r.reverse {
+            rows.push(table_row(r, &rev.end));
+        }
         out.write_all(columns(&rows).as_bytes())?;
+        if let Some(rev) = &r.reverse {
+            let lost = rev
+                .end
+                .udp
+                .as_ref()
+                .map(|u| format!(", {} lost", u.lost))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "both directions at once: the first row is client → server, the second server → client (received {} in {:.3} s{lost})",
+                format_bytes(rev.end.received.bytes),
+                rev.end.received.duration_s
+            )?;
+        }
         let dir = match r.test.direction {
-            Direction::Forward => "client → server",
+            Direction::Forward | Direction::Bidir => "client → server",
             Direction::Reverse => "server → client",
         };
         writeln!(

@@ -138,8 +138,11 @@ pub struct RunArgs {
     #[arg(short = 'P', long, default_value_t = 1)]
     pub parallel: u32,
     /// Reverse: the server sends, the client receives.
-    #[arg(short = 'R', long)]
+    #[arg(short = 'R', long, conflicts_with = "bidir")]
     pub reverse: bool,
+    /// Both directions at once: -P streams each way; the results give each direction.
+    #[arg(long)]
+    pub bidir: bool,
     /// Print a line per interval (e.g. 1s); intervals are always recorded in --json.
     #[arg(short = 'i', long, value_parser = parse_duration)]
     pub interval: Option<Duration>,
@@ -207,7 +210,9 @@ impl RunArgs {
                 ModeArg::StopAndWait => Mechanism::StopAndWait,
                 ModeArg::Rr => Mechanism::Rr,
             },
-            direction: if self.reverse {
+            direction: if self.bidir {
+                Direction::Bidir
+            } else if self.reverse {
                 Direction::Reverse
             } else {
                 Direction::Forward

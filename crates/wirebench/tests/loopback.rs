@@ -402,3 +402,29 @@ fn parallel_streams_add_up_exactly_both_ways() {
     assert_eq!(s.run(&["-P", "0"]).status.code(), Some(2));
     assert_eq!(s.run(&["-P", "65"]).status.code(), Some(2));
 }
+
+#[test]
+fn bidir_measures_both_directions_at_once() {
+    let s = Server::start(&[]);
+    for proto in [
+        &["--tcp", "-l", "100000"][..],
+        &["-u", "-l", "1000", "-b", "100M"][..],
+    ] {
+        let v = s.run_json(&[&["--bidir", "-P", "2", "-n", "1000000"][..], proto].concat());
+        assert_eq!(v["test"]["direction"], "bidir");
+        assert!(v.get("error").is_none(), "{v}");
+        for half in [&v, &v["reverse"]] {
+            assert_eq!(u(half, "end.sent.bytes"), 2_000_000, "{v}");
+            assert_eq!(half["streams"].as_array().map(Vec::len), Some(2), "{v}");
+            let received = u(half, "end.received.messages");
+            let lost = if proto[0] == "-u" {
+                u(half, "end.udp.lost")
+            } else {
+                0
+            };
+            assert_eq!(received + lost, u(half, "end.sent.messages"), "{v}");
+        }
+    }
+    assert_eq!(s.run(&["--bidir", "-R"]).status.code(), Some(2));
+    assert_eq!(s.run(&["--bidir", "--mode", "rr"]).status.code(), Some(2));
+}
