@@ -13,6 +13,7 @@ use wirebench_proto::results::{Results, Role};
 use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 
 use crate::channel::Channel;
+use crate::log::LogOut;
 use crate::role::{DataSocket, RoleParams};
 use crate::session::{drive, Watch};
 use crate::sys::udp::Offloads;
@@ -135,11 +136,14 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
     let role = role_of(0);
     // The packet log: written here when this side receives, else the server's receiver
     // streams it over a connection of its own, opened before the UDP handshake.
-    let mut local_log: Option<Box<dyn Write + Send>> = None;
+    let mut local_log: Option<LogOut> = None;
     let mut log_copier: Option<JoinHandle<std::io::Result<u64>>> = None;
     if let Some(file) = log_file {
         if role == Role::Receiver {
-            local_log = Some(Box::new(file));
+            local_log = Some(LogOut {
+                out: Box::new(file),
+                abort: None,
+            });
         } else {
             let conn = attach(addr, cookie, PACKET_LOG_STREAM)?;
             log_copier = Some(

@@ -3,12 +3,13 @@
 //!
 //! Nothing is allocated per record (the buffers are made once), nothing is dropped: when the
 //! writer falls behind by the whole pool (8 MiB of records), the receiver waits for it, which
-//! costs the measurement rather than the log. A writer that stays stuck (a client that stops
-//! reading its log connection) or fails ends the log with an error, never the receiver.
+//! costs the measurement rather than the log. A writer that stays stuck or crawls (a client
+//! that stops reading its log connection, or reads a byte at a time) is cut off: after
+//! [`STALL`] without a free batch, or [`FINISH`] for the last ones, the log's [`LogOut::abort`]
+//! closes its connection and the log ends with an error, never the receiver.
 
 use std::io::Write;
 use std::sync::mpsc::{channel, sync_channel, Receiver, RecvTimeoutError, SyncSender};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use wirebench_proto::packet_log::{file_header, Record, RECORD_LEN};
@@ -20,46 +21,76 @@ const BATCH_BYTES: usize = 8192 * RECORD_LEN;
 const POOL: usize = 32;
 
 /// How long the receiver waits for the writer to free a batch before giving the log up.
-const STALL: Duration = Duration::from_secs(10);
+const STALL: Duration = Duration::from_secs(if cfg!(test) { 1 } else { 10 });
+
+/// How long the end of a test waits for the writer to write what is left (up to the whole
+/// pool, 8 MiB) before giving the log up.
+const FINISH: Duration = Duration::from_secs(if cfg!(test) { 1 } else { 30 });
+
+/// Where a packet log goes, and how to cut it off.
+pub struct LogOut {
+    /// The file, or the connection to the client.
+    pub out: Box<dyn Write + Send>,
+    /// Makes a blocked write of `out` fail at once (shuts a connection down); none for a
+    /// local file.
+    pub abort: Option<Box<dyn FnOnce() + Send>>,
+}
 
 /// The receiving end of a packet log.
 pub struct LogSink {
     buf: Vec<u8>,
     full: Option<SyncSender<Vec<u8>>>,
     free: Receiver<Vec<u8>>,
-    writer: Option<JoinHandle<std::io::Result<()>>>,
+    /// The writer's result, when it is done.
+    done: Receiver<std::io::Result<()>>,
+    abort: Option<Box<dyn FnOnce() + Send>>,
     records: u64,
     error: Option<String>,
 }
 
 impl LogSink {
-    /// Starts the writer thread on `out`; the file header is its first write.
-    pub fn start(mut out: Box<dyn Write + Send>) -> std::io::Result<Self> {
+    /// Starts the writer thread on `log.out`; the file header is its first write.
+    pub fn start(log: LogOut) -> std::io::Result<Self> {
+        let LogOut { mut out, abort } = log;
         let (full_tx, full_rx) = sync_channel::<Vec<u8>>(POOL);
         let (free_tx, free_rx) = channel::<Vec<u8>>();
+        let (done_tx, done_rx) = sync_channel(1);
         for _ in 1..POOL {
             let _ = free_tx.send(Vec::with_capacity(BATCH_BYTES));
         }
-        let writer = std::thread::Builder::new()
+        // Detached: a writer stuck on a dead peer is cut off by `abort`, not joined.
+        std::thread::Builder::new()
             .name("wirebench-packet-log".into())
             .spawn(move || {
-                out.write_all(&file_header())?;
-                for mut batch in full_rx {
-                    out.write_all(&batch)?;
-                    batch.clear();
-                    // The receiver may be done and gone: then the buffer is simply dropped.
-                    let _ = free_tx.send(batch);
-                }
-                out.flush()
+                let result = (|| {
+                    out.write_all(&file_header())?;
+                    for mut batch in full_rx {
+                        out.write_all(&batch)?;
+                        batch.clear();
+                        // The receiver may be done and gone: then the buffer is dropped.
+                        let _ = free_tx.send(batch);
+                    }
+                    out.flush()
+                })();
+                let _ = done_tx.send(result);
             })?;
         Ok(Self {
             buf: Vec::with_capacity(BATCH_BYTES),
             full: Some(full_tx),
             free: free_rx,
-            writer: Some(writer),
+            done: done_rx,
+            abort,
             records: 0,
             error: None,
         })
+    }
+
+    /// Gives the log up: cuts the writer off, if it can be.
+    fn give_up(&mut self, why: String) {
+        if let Some(abort) = self.abort.take() {
+            abort();
+        }
+        self.error.get_or_insert(why);
     }
 
     /// Appends one record.
@@ -85,7 +116,7 @@ impl LogSink {
         let next = match self.free.recv_timeout(STALL) {
             Ok(b) => b,
             Err(RecvTimeoutError::Timeout) => {
-                self.error = Some(format!(
+                self.give_up(format!(
                     "packet log: the writer made no progress for {} s",
                     STALL.as_secs()
                 ));
@@ -114,12 +145,21 @@ impl LogSink {
             }
         }
         drop(self.full.take());
-        let joined = self.writer.take().map(JoinHandle::join);
-        match (self.error.take(), joined) {
-            (Some(e), _) => Err(e),
-            (None, Some(Ok(Ok(())))) => Ok(self.records),
-            (None, Some(Ok(Err(e)))) => Err(format!("packet log: {e}")),
-            (None, _) => Err("packet log: the writer failed".into()),
+        let done = match self.done.recv_timeout(FINISH) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(format!("packet log: {e}")),
+            Err(RecvTimeoutError::Timeout) => {
+                self.give_up(format!(
+                    "packet log: the rest was not taken within {} s",
+                    FINISH.as_secs()
+                ));
+                Ok(())
+            }
+            Err(RecvTimeoutError::Disconnected) => Err("packet log: the writer failed".into()),
+        };
+        match (self.error.take(), done) {
+            (Some(e), _) | (None, Err(e)) => Err(e),
+            (None, Ok(())) => Ok(self.records),
         }
     }
 }
@@ -149,7 +189,11 @@ mod tests {
     #[test]
     fn every_record_arrives_in_order_across_many_batches() {
         let out = Shared::default();
-        let mut sink = LogSink::start(Box::new(out.clone())).expect("start");
+        let mut sink = LogSink::start(LogOut {
+            out: Box::new(out.clone()),
+            abort: None,
+        })
+        .expect("start");
         let n = 3 * POOL as u64 * (BATCH_BYTES / RECORD_LEN) as u64 + 17;
         for seq in 0..n {
             sink.push(&Record::Datagram {
@@ -186,9 +230,54 @@ mod tests {
         }
     }
 
+    /// A reader that takes a byte now and then until it is cut off.
+    struct Crawl(Arc<std::sync::atomic::AtomicBool>);
+    impl Write for Crawl {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            if self.0.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(std::io::Error::other("shut down"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            Ok(b.len().min(1))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_crawling_reader_is_cut_off_in_bounded_time() {
+        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = Arc::clone(&cut);
+        let mut sink = LogSink::start(LogOut {
+            out: Box::new(Crawl(Arc::clone(&cut))),
+            abort: Some(Box::new(move || {
+                flag.store(true, std::sync::atomic::Ordering::SeqCst)
+            })),
+        })
+        .expect("start");
+        for seq in 0..1000 {
+            sink.push(&Record::Lost {
+                first: seq,
+                count: 1,
+            });
+        }
+        let started = std::time::Instant::now();
+        assert!(sink.finish().is_err());
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        assert!(
+            cut.load(std::sync::atomic::Ordering::SeqCst),
+            "the abort ran"
+        );
+    }
+
     #[test]
     fn a_failing_writer_is_an_error_not_a_hang() {
-        let mut sink = LogSink::start(Box::new(Broken)).expect("start");
+        let mut sink = LogSink::start(LogOut {
+            out: Box::new(Broken),
+            abort: None,
+        })
+        .expect("start");
         for seq in 0..(POOL as u64 + 2) * 8192 {
             sink.push(&Record::Lost {
                 first: seq,

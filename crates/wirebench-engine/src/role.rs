@@ -15,7 +15,7 @@ use wirebench_proto::results::{Datapath, IntervalRecord, Role, SideReport, UdpCo
 use wirebench_proto::spec::{Mechanism, TestSpec, MAX_INTERVALS, RR_SEQ_LEN};
 use wirebench_stats::TimeHistogram;
 
-use crate::log::LogSink;
+use crate::log::{LogOut, LogSink};
 use crate::pace::{wait_until, Pacer};
 use crate::rx::{IntervalUdp, UdpRx};
 use crate::sys::udp::{BatchRecv, BatchSend, Offloads};
@@ -55,7 +55,7 @@ pub struct RoleParams {
     /// Both ends read one clock (same kernel boot id): one-way delays are absolute.
     pub same_clock: bool,
     /// UDP receivers: where the packet log goes, if one was asked for.
-    pub packet_log: Option<Box<dyn Write + Send>>,
+    pub packet_log: Option<LogOut>,
     /// UDP: the batched system calls and offloads the socket set-up enabled.
     pub offloads: Offloads,
 }
@@ -816,7 +816,13 @@ fn sequenced_count(spec: &TestSpec, messages: u64) -> u64 {
     let short_tail = spec
         .bytes
         .is_some_and(|b| b % spec.size != 0 && b % spec.size < HEADER_LEN as u64);
-    if short_tail && messages > 0 && spec.bytes.is_some_and(|b| messages * spec.size >= b) {
+    // `messages` comes from the peer: saturate rather than overflow.
+    if short_tail
+        && messages > 0
+        && spec
+            .bytes
+            .is_some_and(|b| messages.saturating_mul(spec.size) >= b)
+    {
         messages - 1
     } else {
         messages
@@ -826,7 +832,7 @@ fn sequenced_count(spec: &TestSpec, messages: u64) -> u64 {
 fn udp_receive(
     s: UdpSocket,
     p: &RoleParams,
-    packet_log: Option<Box<dyn Write + Send>>,
+    packet_log: Option<LogOut>,
     sh: &Shared,
 ) -> SideReport {
     let spec = &p.spec;

@@ -28,6 +28,7 @@ use wirebench_proto::units::{format_bytes, format_duration, format_rate_bps};
 
 use crate::channel::Channel;
 use crate::client::tool;
+use crate::log::LogOut;
 use crate::role::{DataSocket, RoleParams};
 use crate::session::{drive, Quiet};
 use crate::sys::udp::Offloads;
@@ -462,13 +463,22 @@ fn test_session(
         tool: tool(),
         host_id: host_id(),
     })?;
-    let packet_log: Option<Box<dyn std::io::Write + Send>> = if writes_log {
+    let packet_log = if writes_log {
         let conn = log_rx
             .recv_timeout(SETUP_TIMEOUT)
             .map_err(|_| EngineError::Timeout("the client's packet log connection"))?;
-        // A client that stops reading its log fails the log, not the server.
+        // A client that stops reading its log, or crawls, fails the log, not the server:
+        // each write times out, and the log's writer is cut off by shutting it down.
         let _ = conn.set_write_timeout(Some(SETUP_TIMEOUT));
-        Some(Box::new(conn))
+        let handle = conn
+            .try_clone()
+            .map_err(|e| EngineError::io("keeping a handle on the packet log connection", e))?;
+        Some(LogOut {
+            out: Box::new(conn),
+            abort: Some(Box::new(move || {
+                let _ = handle.shutdown(std::net::Shutdown::Both);
+            })),
+        })
     } else {
         None
     };

@@ -213,11 +213,19 @@ pub fn drive(
                     }
                 }
                 Ok(Some(Message::Done { report })) => {
-                    // Each stream's receiver waits for its own sender's count.
+                    // Each stream's receiver waits for its own sender's count; a report
+                    // that does not list every stream is a broken peer, not a slow one.
                     for (i, sh) in shared.iter().enumerate() {
-                        if roles[i] == Role::Receiver {
-                            if let Some(r) = peer_stream(&report, &spec, i) {
-                                sh.peer_done(r.messages);
+                        if roles[i] != Role::Receiver {
+                            continue;
+                        }
+                        match peer_stream(&report, &spec, i) {
+                            Some(r) => sh.peer_done(r.messages),
+                            None => {
+                                error.get_or_insert(format!(
+                                    "protocol error: the peer's report has no stream {i}"
+                                ));
+                                side_stop.store(true, Ordering::Relaxed);
                             }
                         }
                     }

@@ -476,11 +476,19 @@ pub struct UdpEnd {
 }
 
 impl UdpEnd {
-    fn new(spec: &TestSpec, sent_messages: u64, received_messages: u64, c: &UdpCounts) -> Self {
+    /// `merged`: the counts are several streams' sum, so what belongs to one sequence
+    /// (UDPmon's prefix figures) is not given here but per stream.
+    fn new(
+        spec: &TestSpec,
+        sent_messages: u64,
+        received_messages: u64,
+        c: &UdpCounts,
+        merged: bool,
+    ) -> Self {
         let lost = sent_messages.saturating_sub(received_messages);
-        let sequenced = !spec.headerless();
+        let one_sequence = !spec.headerless() && !merged;
         let ms = |s: &TimeSummary| Percentiles::from_ns(s, 1e6);
-        let last_in_order_seq = c.in_order_prefix.checked_sub(1).filter(|_| sequenced);
+        let last_in_order_seq = c.in_order_prefix.checked_sub(1).filter(|_| one_sequence);
         let bandwidth_without_loss_bps =
             match (last_in_order_seq, c.prefix_start_ns, c.prefix_end_ns) {
                 (Some(last), Some(a), Some(b)) if last > 0 && b > a => {
@@ -489,7 +497,7 @@ impl UdpEnd {
                 _ => None,
             };
         Self {
-            sequenced,
+            sequenced: !spec.headerless(),
             lost,
             duplicates: c.duplicates,
             reordered: c.reordered,
@@ -523,7 +531,7 @@ impl UdpEnd {
             }),
             loss_runs: c.loss_runs.clone(),
             last_in_order_seq,
-            first_lost_seq: (sequenced && lost > 0).then_some(c.in_order_prefix),
+            first_lost_seq: (one_sequence && lost > 0).then_some(c.in_order_prefix),
             bandwidth_without_loss_bps,
         }
     }
@@ -659,7 +667,7 @@ impl Half {
         let r = receiver.unwrap_or(&empty);
         let counts = r.udp.clone().unwrap_or_default();
         let udp = (spec.protocol == Protocol::Udp)
-            .then(|| UdpEnd::new(spec, s.messages, r.messages, &counts));
+            .then(|| UdpEnd::new(spec, s.messages, r.messages, &counts, r.streams.len() > 1));
         let n = s.streams.len().max(r.streams.len());
         let streams = if n > 1 {
             (0..n)
@@ -753,8 +761,9 @@ impl End {
             duration_s: r.active_s(),
         };
         let counts = r.udp.clone().unwrap_or_default();
+        let merged = r.streams.len() > 1;
         let udp = (spec.protocol == Protocol::Udp)
-            .then(|| UdpEnd::new(spec, s.messages, r.messages, &counts));
+            .then(|| UdpEnd::new(spec, s.messages, r.messages, &counts, merged));
         End {
             duration_s: sent.duration_s,
             sent_bps: bps(sent.bytes, sent.duration_s),

@@ -214,7 +214,7 @@ impl SeqTracker {
                 if word & mask == 0 {
                     self.lost_run(seq - self.window, 1, on_lost);
                 }
-                self.settled = seq + 1 - self.window;
+                self.settled = self.window_low(seq);
             }
             if let Some(word) = self.bits.get_mut(w) {
                 *word |= mask;

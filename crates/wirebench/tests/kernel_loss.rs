@@ -74,3 +74,38 @@ fn udp_stream_counts_exactly_what_the_kernel_drops() {
         assert!((120..=300).contains(&lost), "{v}");
     }
 }
+
+/// GSO never fragments: datagrams larger than the path MTU make the kernel refuse a GSO send
+/// (EMSGSIZE). The sender must fall back to one datagram per message, which the kernel
+/// fragments, and say so in the results.
+#[test]
+fn datagrams_above_the_mtu_fall_back_from_gso() {
+    let script = "set -e; ip link set lo up; ip link set lo mtu 1500; \
+                  exec \"$0\" run -u -l 8000 -n 8000000 -b 500M --json";
+    let out = Command::new("unshare")
+        .args(["-n", "sh", "-c", script, env!("CARGO_BIN_EXE_wirebench")])
+        .output()
+        .expect("run unshare");
+    if out.stdout.is_empty() && std::env::var_os("CI").is_none() {
+        eprintln!(
+            "skipped: cannot make a network namespace: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("results JSON");
+    assert_eq!(u(&v, "end.sent.messages"), 1000);
+    assert_eq!(
+        u(&v, "end.received.messages") + u(&v, "end.udp.lost"),
+        1000,
+        "{v}"
+    );
+    let features = v["datapath"]["client"]["features"].to_string();
+    assert!(features.contains("udp_gso_refused"), "{v}");
+    assert!(!features.contains("\"udp_gso\""), "{v}");
+}

@@ -221,8 +221,18 @@ impl BatchSend {
         }
         loop {
             match self.send_mmsg(sock, n, last_len) {
-                Err(e) if self.off.gso && e.raw_os_error() == Some(libc::EIO) => {
-                    // The device cannot segment: send one datagram per message from now on.
+                // EIO: the device cannot segment. EMSGSIZE (EINVAL on older kernels): a
+                // datagram and its headers exceed the path MTU, which GSO will not fragment
+                // (IPv6 at 1472 bytes on a 1500-byte link, a tunnel, a learned lower MTU).
+                // Either way: one datagram per message from now on, which the kernel
+                // fragments as it would for any application.
+                Err(e)
+                    if self.off.gso
+                        && matches!(
+                            e.raw_os_error(),
+                            Some(libc::EIO | libc::EMSGSIZE | libc::EINVAL)
+                        ) =>
+                {
                     self.disable_gso();
                 }
                 other => return other,
