@@ -19,9 +19,9 @@ use crate::log::{LogOut, LogSink};
 use crate::pace::{wait_until, Pacer};
 use crate::rx::{IntervalUdp, UdpRx};
 use crate::sys::udp::{BatchRecv, BatchSend, Offloads};
-use crate::sys::{max_rss_kib, tcp_info, thread_cpu_ns};
+use crate::sys::{max_rss_kib, tcp_info, thread_cpu_ns, ZeroCopy};
 use crate::{Hists, Shared};
-use wirebench_proto::results::Resources;
+use wirebench_proto::results::{Resources, ZeroCopyUse};
 
 /// How long a blocking data call may wait before the loop looks at the clock again.
 const POLL: Duration = Duration::from_millis(20);
@@ -396,14 +396,42 @@ fn next_step(
 
 /// Writes all of `buf`, looking at stop and deadline while the socket is full.
 fn write_full(s: &mut TcpStream, buf: &[u8], sh: &Shared, p: &RoleParams) -> Result<(), String> {
+    write_full_zc(s, buf, sh, p, &mut None)
+}
+
+/// As [`write_full`], with `MSG_ZEROCOPY` sends when `zc` is set; completions are read off
+/// the error queue every 64 sends and whenever the kernel runs out of room for them.
+fn write_full_zc(
+    s: &mut TcpStream,
+    buf: &[u8],
+    sh: &Shared,
+    p: &RoleParams,
+    zc: &mut Option<ZeroCopy>,
+) -> Result<(), String> {
     let mut off = 0;
     let mut progress_ns = sh.now_ns();
     while off < buf.len() {
-        match s.write(&buf[off..]) {
+        let sent = match zc {
+            Some(z) => {
+                if z.sends % 64 == 0 {
+                    z.reap(s);
+                }
+                z.send(s, &buf[off..])
+            }
+            None => s.write(&buf[off..]),
+        };
+        match sent {
             Ok(0) => return Err("the data connection closed".into()),
             Ok(n) => {
                 off += n;
                 progress_ns = sh.now_ns();
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) && zc.is_some() => {
+                // Too many sends in flight for the socket's option memory: read completions.
+                if let Some(z) = zc {
+                    z.reap(s);
+                }
+                std::thread::yield_now();
             }
             Err(e) if is_timeout(&e) => {
                 let now = sh.now_ns();
@@ -426,6 +454,11 @@ fn tcp_send(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
     let saw = spec.mechanism == Mechanism::StopAndWait;
     let _ = s.set_write_timeout(Some(POLL));
     let _ = s.set_read_timeout(Some(POLL));
+    let mut zc = if spec.zerocopy {
+        ZeroCopy::enable(&s)
+    } else {
+        None
+    };
     let mut pacer = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns);
     let mut rec = Recorder::of(p);
     let mut count = Count::default();
@@ -441,7 +474,7 @@ fn tcp_send(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
                 break;
             }
         };
-        if let Err(e) = write_full(&mut s, &buf[..len as usize], sh, p) {
+        if let Err(e) = write_full_zc(&mut s, &buf[..len as usize], sh, p, &mut zc) {
             error = Some(e);
             break;
         }
@@ -478,7 +511,32 @@ fn tcp_send(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
     let intervals = rec.finish(sh.now_ns(), || Snapshot::of(&count));
     let mut rep = report(&count, intervals, error);
     rep.ms_bytes = bins.finish();
+    rep.datapath = p.datapath.clone();
+    if spec.zerocopy {
+        rep.datapath.zerocopy = Some(zerocopy_use(&s, zc, sh));
+    }
     rep
+}
+
+/// What became of the MSG_ZEROCOPY sends: waits briefly for the last completions, then
+/// says whether the kernel sent without copying (`zerocopy` in the features) or copied after
+/// all (`zerocopy_copied`, as on loopback), or refused the option (`zerocopy_unavailable`).
+fn zerocopy_use(s: &TcpStream, zc: Option<ZeroCopy>, sh: &Shared) -> ZeroCopyUse {
+    let Some(mut z) = zc else {
+        return ZeroCopyUse::default();
+    };
+    let until = sh.now_ns() + 200_000_000;
+    z.reap(s);
+    while z.completed < z.sends && sh.now_ns() < until {
+        std::thread::sleep(Duration::from_millis(1));
+        z.reap(s);
+    }
+    ZeroCopyUse {
+        enabled: true,
+        sends: z.sends,
+        completed: z.completed,
+        copied: z.copied,
+    }
 }
 
 fn tcp_receive(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {

@@ -40,6 +40,24 @@ pub struct Datapath {
     /// TCP: the congestion control of the data connection, as the kernel reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_congestion: Option<String>,
+    /// TCP senders with `--zerocopy`: what MSG_ZEROCOPY really did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zerocopy: Option<ZeroCopyUse>,
+}
+
+/// What a `--zerocopy` TCP sender's MSG_ZEROCOPY sends became, from the kernel's
+/// completion notifications.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ZeroCopyUse {
+    /// The kernel accepted SO_ZEROCOPY on the socket; if not, plain sends were made.
+    pub enabled: bool,
+    /// Sends made with MSG_ZEROCOPY.
+    pub sends: u64,
+    /// Completions the kernel reported (it may still hold a few at the end).
+    pub completed: u64,
+    /// Completed sends that the kernel copied after all (loopback always does): zero copy
+    /// was really used only for `completed - copied`.
+    pub copied: u64,
 }
 
 /// A TCP connection's state from the kernel's TCP_INFO at the end of the test.
@@ -824,6 +842,7 @@ mod tests {
             no_offload: false,
             response_size: 0,
             congestion: None,
+            zerocopy: false,
         }
     }
 

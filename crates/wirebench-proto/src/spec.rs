@@ -118,6 +118,9 @@ pub struct TestSpec {
     /// "cubic", "reno", "bbr"; none: the host's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub congestion: Option<String>,
+    /// TCP senders: send with MSG_ZEROCOPY (`--zerocopy`).
+    #[serde(default)]
+    pub zerocopy: bool,
 }
 
 /// A spec that no side can run.
@@ -177,6 +180,9 @@ pub enum SpecError {
     /// Response size out of range.
     #[error("--response-size {0} is not allowed: the same limits as --size apply")]
     ResponseSize(u64),
+    /// Zero copy where it does not apply.
+    #[error("--zerocopy applies to TCP streaming and stop-and-wait senders")]
+    ZeroCopy,
     /// A congestion control name that cannot be one, or one for UDP.
     #[error("--cc takes a TCP congestion control name of 1 to 15 letters, digits or '_' (e.g. cubic, reno, bbr), for TCP tests")]
     Congestion,
@@ -269,6 +275,9 @@ impl TestSpec {
                 return Err(SpecError::Congestion);
             }
         }
+        if self.zerocopy && (self.protocol != Protocol::Tcp || self.mechanism == Mechanism::Rr) {
+            return Err(SpecError::ZeroCopy);
+        }
         if self.packet_log
             && (self.protocol != Protocol::Udp
                 || self.mechanism != Mechanism::Stream
@@ -355,6 +364,7 @@ mod tests {
             no_offload: false,
             response_size: 0,
             congestion: None,
+            zerocopy: false,
         }
     }
 

@@ -207,6 +207,25 @@ impl Exporter for Table {
                 t.snd_mss_bytes
             )?;
         }
+        for (side, dp) in [
+            ("client", &r.datapath.client),
+            ("server", &r.datapath.server),
+        ] {
+            if let Some(z) = dp.as_ref().and_then(|d| d.zerocopy) {
+                writeln!(
+                    out,
+                    "zerocopy ({side} sends): {}",
+                    if !z.enabled {
+                        "refused by the kernel, plain sends made".to_string()
+                    } else {
+                        format!(
+                            "{} MSG_ZEROCOPY sends, {} completed, {} of them copied by the kernel after all",
+                            z.sends, z.completed, z.copied
+                        )
+                    }
+                )?;
+            }
+        }
         if let Some(sp) = &e.send_rate_spread {
             if r.test.rate_bps > 0 || r.test.rate_pps > 0 {
                 writeln!(

@@ -170,6 +170,10 @@ pub struct RunArgs {
     /// bbr); default: each host's own. What was used is in the results' datapath.
     #[arg(long, value_name = "ALGO")]
     pub cc: Option<String>,
+    /// TCP: send with MSG_ZEROCOPY; the results say whether the kernel really skipped the
+    /// copy (it does not on loopback).
+    #[arg(long)]
+    pub zerocopy: bool,
 }
 
 fn ns(d: Duration) -> u64 {
@@ -231,6 +235,7 @@ impl RunArgs {
             no_offload: self.no_offload,
             response_size: self.response_size.unwrap_or(0),
             congestion: self.cc.clone(),
+            zerocopy: self.zerocopy,
         };
         if self.response_size.is_some() && spec.mechanism != Mechanism::Rr {
             return Err("--response-size applies to --mode rr only".into());

@@ -428,3 +428,20 @@ fn bidir_measures_both_directions_at_once() {
     assert_eq!(s.run(&["--bidir", "-R"]).status.code(), Some(2));
     assert_eq!(s.run(&["--bidir", "--mode", "rr"]).status.code(), Some(2));
 }
+
+#[test]
+fn zerocopy_reports_what_the_kernel_did() {
+    let s = Server::start(&[]);
+    for (dir, side) in [(&[][..], "client"), (&["-R"][..], "server")] {
+        let v = s.run_json(&[&["--zerocopy", "-n", "50000000", "-l", "100000"][..], dir].concat());
+        assert_eq!(u(&v, "end.received.bytes"), 50_000_000, "{v}");
+        let z = &v["datapath"][side]["zerocopy"];
+        assert_eq!(z["enabled"], true, "{v}");
+        let (sends, completed, copied) = (u(z, "sends"), u(z, "completed"), u(z, "copied"));
+        assert!(
+            sends >= 500 && completed <= sends && copied <= completed,
+            "{v}"
+        );
+    }
+    assert_eq!(s.run(&["-u", "--zerocopy"]).status.code(), Some(2));
+}
