@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use wirebench_proto::control::{encode, Message, MAX_FRAME, PACKET_LOG_STREAM, PROTOCOL_VERSION};
 use wirebench_proto::header::UdpHello;
 use wirebench_proto::results::{Results, Role};
-use wirebench_proto::spec::{Direction, Protocol, TestSpec};
+use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
 
 use crate::channel::Channel;
 use crate::log::LogOut;
-use crate::role::{DataSocket, RoleParams};
+use crate::role::{CrrPart, DataSocket, RoleParams};
 use crate::session::{drive, Watch};
 use crate::sys::udp::Offloads;
 use crate::sys::{host_id, same_clock, tcp_datapath, udp_datapath};
@@ -191,6 +191,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
             same_clock: same,
             packet_log: if stream == 0 { local_log.take() } else { None },
             offloads,
+            crr: (spec.mechanism == Mechanism::Crr).then_some(CrrPart::Client { addr, cookie }),
         };
         streams.push((role_of(stream), sock, params));
     }

@@ -58,6 +58,21 @@ pub struct RoleParams {
     pub packet_log: Option<LogOut>,
     /// UDP: the batched system calls and offloads the socket set-up enabled.
     pub offloads: Offloads,
+    /// `--mode crr`: where transactions' connections go (client) or come from (server).
+    pub crr: Option<CrrPart>,
+}
+
+/// A side's part in a `--mode crr` test.
+pub enum CrrPart {
+    /// The client connects to `addr` for each transaction, attaching with the cookie.
+    Client {
+        /// The server's address.
+        addr: std::net::SocketAddr,
+        /// The test's cookie.
+        cookie: u64,
+    },
+    /// The server gets each transaction's connection from its `attach` here.
+    Server(std::sync::mpsc::Receiver<TcpStream>),
 }
 
 /// A side's running totals, as an interval closes.
@@ -287,13 +302,23 @@ fn is_timeout(e: &std::io::Error) -> bool {
 pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> SideReport {
     let cpu_start = thread_cpu_ns();
     // A second handle on a TCP connection, to read its TCP_INFO once the role is done.
+    // (Not for --mode crr, whose set-up connection carries no data.)
     let tcp = match &sock {
-        DataSocket::Tcp(s) => s.try_clone().ok(),
-        DataSocket::Udp(_) => None,
+        DataSocket::Tcp(s) if p.crr.is_none() => s.try_clone().ok(),
+        _ => None,
     };
     let saw = p.spec.mechanism == Mechanism::StopAndWait;
     let rr = p.spec.mechanism == Mechanism::Rr;
+    let crr = p.crr.take();
     let mut rep = match (role, sock) {
+        // Connect/request/response: the set-up connection is not used.
+        (_, _) if crr.is_some() => match crr {
+            Some(CrrPart::Client { addr, cookie }) => {
+                rr_client(&mut CrrTransact::new(addr, cookie, &p), &p, sh)
+            }
+            Some(CrrPart::Server(conns)) => crr_server(&conns, &p, sh),
+            None => SideReport::default(),
+        },
         (Role::Sender, DataSocket::Tcp(s)) if rr => rr_client(&mut TcpRr::new(s, &p), &p, sh),
         (Role::Sender, DataSocket::Udp(s)) if rr => rr_client(&mut UdpRr::new(s, &p), &p, sh),
         (Role::Receiver, DataSocket::Tcp(s)) if rr => tcp_rr_server(s, &p, sh),
@@ -1301,6 +1326,110 @@ fn udp_rr_server(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
             error = Some(e);
             break;
         }
+        sh.bytes.store(count.bytes, Ordering::Relaxed);
+        sh.messages.store(count.messages, Ordering::Relaxed);
+    }
+    let intervals = rec.finish(sh.now_ns(), || Snapshot::of(&count));
+    report(&count, intervals, error)
+}
+
+/// Connect/request/response: a new TCP connection per transaction, attached to the test with
+/// its cookie in the same write as the request, closed with a reset (SO_LINGER 0) so that
+/// thousands of transactions leave no TIME_WAIT behind to exhaust the client's ports.
+struct CrrTransact {
+    addr: std::net::SocketAddr,
+    /// The attach frame, then the request.
+    request: Vec<u8>,
+    frame_len: usize,
+    response: Vec<u8>,
+}
+
+impl CrrTransact {
+    fn new(addr: std::net::SocketAddr, cookie: u64, p: &RoleParams) -> Self {
+        let frame = wirebench_proto::control::encode(&wirebench_proto::control::Message::Attach {
+            version: wirebench_proto::control::PROTOCOL_VERSION,
+            cookie,
+            stream: wirebench_proto::control::CRR_STREAM,
+        })
+        .unwrap_or_default();
+        let frame_len = frame.len();
+        let mut request = frame;
+        request.extend_from_slice(&payload(p.spec.size));
+        Self {
+            addr,
+            request,
+            frame_len,
+            response: vec![0u8; p.spec.response_len() as usize],
+        }
+    }
+}
+
+impl Transact for CrrTransact {
+    fn transact(
+        &mut self,
+        _seq: u64,
+        len: u64,
+        sh: &Shared,
+        p: &RoleParams,
+    ) -> Result<bool, String> {
+        let mut s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(10))
+            .map_err(|e| format!("connecting for a transaction: {e}"))?;
+        let _ = s.set_nodelay(true);
+        let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
+        let _ = s.set_write_timeout(Some(POLL));
+        let _ = s.set_read_timeout(Some(POLL));
+        let end = self.frame_len + len as usize;
+        write_full(&mut s, &self.request[..end], sh, p)?;
+        if read_full(&mut s, &mut self.response, sh, p)? {
+            Ok(true)
+        } else {
+            Err("the server closed a transaction's connection without answering".into())
+        }
+    }
+}
+
+/// Connect/request/response, the server: each transaction's connection arrives attached;
+/// read its request, answer, close.
+fn crr_server(
+    conns: &std::sync::mpsc::Receiver<TcpStream>,
+    p: &RoleParams,
+    sh: &Shared,
+) -> SideReport {
+    let spec = &p.spec;
+    let response = payload(spec.response_len());
+    let mut request = vec![0u8; spec.size as usize];
+    let mut rec = Recorder::of(p);
+    let mut count = Count::default();
+    let mut error = None;
+    loop {
+        let now = sh.now_ns();
+        rec.tick(now, || Snapshot::of(&count));
+        if let Some(why) = early_stop(sh, p, now).or_else(|| idle_error(sh, p, count.last_ns, now))
+        {
+            error = Some(why);
+            break;
+        }
+        if drained(sh, p, count.messages, now) {
+            break;
+        }
+        let Ok(mut s) = conns.recv_timeout(POLL) else {
+            continue;
+        };
+        let _ = s.set_nodelay(true);
+        let _ = s.set_read_timeout(Some(POLL));
+        let _ = s.set_write_timeout(Some(POLL));
+        let len = spec.bytes.map_or(spec.size, |total| {
+            total.saturating_sub(count.bytes).clamp(1, spec.size)
+        });
+        // A transaction that breaks (the client reset it) ends that transaction only.
+        if !matches!(
+            read_full(&mut s, &mut request[..len as usize], sh, p),
+            Ok(true)
+        ) {
+            continue;
+        }
+        count.add(len, sh.now_ns());
+        let _ = write_full(&mut s, &response, sh, p);
         sh.bytes.store(count.bytes, Ordering::Relaxed);
         sh.messages.store(count.messages, Ordering::Relaxed);
     }

@@ -19,17 +19,17 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Socket, Type};
 use wirebench_proto::control::{
-    decode, Message, MAX_FRAME, MAX_HELLO_FRAME, PACKET_LOG_STREAM, PROTOCOL_VERSION,
+    decode, Message, CRR_STREAM, MAX_FRAME, MAX_HELLO_FRAME, PACKET_LOG_STREAM, PROTOCOL_VERSION,
 };
 use wirebench_proto::header::UdpHello;
 use wirebench_proto::results::{Results, Role};
-use wirebench_proto::spec::{Direction, Protocol, TestSpec};
+use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
 use wirebench_proto::units::{format_bytes, format_duration, format_rate_bps};
 
 use crate::channel::Channel;
 use crate::client::tool;
 use crate::log::LogOut;
-use crate::role::{DataSocket, RoleParams};
+use crate::role::{CrrPart, DataSocket, RoleParams};
 use crate::session::{drive, Quiet};
 use crate::sys::udp::Offloads;
 use crate::sys::{host_id, same_clock, tcp_datapath, udp_datapath};
@@ -74,6 +74,9 @@ struct State {
     active: AtomicUsize,
     handshakes: AtomicUsize,
     pending: Mutex<HashMap<u64, Pending>>,
+    /// Running `--mode crr` tests: where each transaction's connection goes, and the client
+    /// address it must come from.
+    crr: Mutex<HashMap<u64, (IpAddr, SyncSender<TcpStream>)>>,
 }
 
 /// A bound server, ready to run.
@@ -121,6 +124,7 @@ impl Server {
                 active: AtomicUsize::new(0),
                 handshakes: AtomicUsize::new(0),
                 pending: Mutex::new(HashMap::new()),
+                crr: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -271,6 +275,17 @@ fn reject(conn: TcpStream, reason: &str) {
 
 fn attach(conn: TcpStream, state: &State, cookie: u64, stream: u32) -> Result<(), String> {
     let peer = conn.peer_addr().map_err(|e| e.to_string())?.ip();
+    if stream == CRR_STREAM {
+        let crr = state.crr.lock().map_err(|_| "server state poisoned")?;
+        return match crr.get(&cookie) {
+            // A full queue (a client opening connections faster than it waits for answers)
+            // drops the connection: the client sees it closed.
+            Some((ip, tx)) if *ip == peer => tx
+                .try_send(conn)
+                .map_err(|_| "too many transactions at once".to_string()),
+            _ => Err("unknown test or wrong address".into()),
+        };
+    }
     let pending = state.pending.lock().map_err(|_| "server state poisoned")?;
     match pending.get(&cookie) {
         Some(p) if p.peer == peer && p.protocol == Protocol::Tcp && stream < p.streams => {
@@ -329,6 +344,9 @@ impl Drop for Slot<'_> {
     fn drop(&mut self) {
         if let Ok(mut p) = self.state.pending.lock() {
             p.remove(&self.cookie);
+        }
+        if let Ok(mut c) = self.state.crr.lock() {
+            c.remove(&self.cookie);
         }
         self.state.active.fetch_sub(1, Ordering::SeqCst);
     }
@@ -491,6 +509,17 @@ fn test_session(
     let mut slots: Vec<Option<(Role, DataSocket, RoleParams)>> =
         (0..spec.total_streams()).map(|_| None).collect();
     let mut packet_log = packet_log;
+    // --mode crr: each transaction's connection comes through `attach` to this queue.
+    let mut crr_conns = None;
+    if spec.mechanism == Mechanism::Crr {
+        let (crr_tx, crr_rx) = sync_channel(64);
+        state
+            .crr
+            .lock()
+            .map_err(|_| EngineError::Protocol("server state poisoned".into()))?
+            .insert(cookie, (peer.ip(), crr_tx));
+        crr_conns = Some(crr_rx);
+    }
     let setup_end = Instant::now() + SETUP_TIMEOUT;
     while slots.iter().any(Option::is_none) {
         let left = setup_end.saturating_duration_since(Instant::now());
@@ -526,6 +555,7 @@ fn test_session(
             same_clock: same,
             packet_log: if stream == 0 { packet_log.take() } else { None },
             offloads,
+            crr: crr_conns.take().map(CrrPart::Server),
         };
         *slot = Some((role_of(stream), sock, params));
     }

@@ -23,6 +23,10 @@ pub const PROTOCOL_VERSION: u32 = 2;
 /// writes its packet log to it (see [`crate::packet_log`]).
 pub const PACKET_LOG_STREAM: u32 = u32::MAX;
 
+/// The `stream` of an `attach` that opens one transaction of a `--mode crr` test: the request
+/// follows the frame, the response comes back, and the connection closes.
+pub const CRR_STREAM: u32 = u32::MAX - 1;
+
 /// Cap for the first frame of a connection, before the peer is known to be a wirebench.
 pub const MAX_HELLO_FRAME: usize = 64 * 1024;
 

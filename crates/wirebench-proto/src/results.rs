@@ -327,7 +327,7 @@ impl From<&TestSpec> for TestView {
             interval_s: secs(s.interval_ns),
             drain_s: secs(s.drain_ns),
             ack_timeout_s: secs(s.ack_timeout_ns),
-            response_size: (s.mechanism == Mechanism::Rr).then(|| s.response_len()),
+            response_size: s.mechanism.is_rr().then(|| s.response_len()),
             congestion: s.congestion.clone(),
         }
     }
@@ -706,7 +706,7 @@ impl Half {
         let us = |ns: i64| ns as f64 / 1e3;
         // Request/response: the client's interval records carry round trips where a UDP
         // receiver's carry one-way delays.
-        let rr = spec.mechanism == Mechanism::Rr;
+        let rr = spec.mechanism.is_rr();
         let n = s.intervals.len().max(r.intervals.len());
         let intervals = (0..n)
             .map(|i| {
@@ -767,7 +767,7 @@ impl End {
         let empty = SideReport::default();
         let s = sender.unwrap_or(&empty);
         let r = receiver.unwrap_or(&empty);
-        let rr = spec.mechanism == Mechanism::Rr;
+        let rr = spec.mechanism.is_rr();
         let sent = Totals {
             bytes: s.bytes,
             messages: s.messages,

@@ -40,6 +40,16 @@ pub enum Mechanism {
     /// Request/response: the client sends a request of `size` bytes, the server answers with
     /// `response_size` bytes, one transaction in flight; every round trip is timed.
     Rr,
+    /// Connect/request/response (netperf's TCP_CRR): as `Rr`, on a new TCP connection per
+    /// transaction, whose set-up is part of the round trip.
+    Crr,
+}
+
+impl Mechanism {
+    /// Request/response, on one connection or a new one each time.
+    pub fn is_rr(self) -> bool {
+        matches!(self, Mechanism::Rr | Mechanism::Crr)
+    }
 }
 
 /// Which side sends the data.
@@ -68,7 +78,7 @@ macro_rules! display_as {
 }
 
 display_as!(Protocol { Tcp => "tcp", Udp => "udp" });
-display_as!(Mechanism { Stream => "stream", StopAndWait => "stop-and-wait", Rr => "rr" });
+display_as!(Mechanism { Stream => "stream", StopAndWait => "stop-and-wait", Rr => "rr", Crr => "crr" });
 display_as!(Direction { Forward => "forward", Reverse => "reverse", Bidir => "bidir" });
 
 /// Everything both sides need to know about a test. All durations are in nanoseconds.
@@ -172,8 +182,11 @@ pub enum SpecError {
     #[error("--packet-log needs UDP streaming (-u) with messages of at least {HEADER_LEN} bytes, which carry sequence numbers")]
     PacketLog,
     /// Request/response asked in reverse.
-    #[error("--mode rr: the client always sends the requests; -R does not apply")]
+    #[error("--mode rr/crr: the client always sends the requests; -R and --bidir do not apply")]
     RrReverse,
+    /// Connect/request/response outside TCP or with several streams.
+    #[error("--mode crr opens a TCP connection per transaction: TCP only, one stream (no -P)")]
+    Crr,
     /// A UDP request or response too short for its sequence number.
     #[error("--mode rr over UDP: requests and responses carry an 8-byte sequence number, so --size and --response-size must be at least 8")]
     RrUdpSize,
@@ -223,7 +236,7 @@ impl TestSpec {
             if self.total_streams() > MAX_STREAMS {
                 return Err(SpecError::BidirStreams(self.streams));
             }
-            if self.mechanism == Mechanism::Rr || self.packet_log {
+            if self.mechanism.is_rr() || self.packet_log {
                 return Err(SpecError::Bidir);
             }
         }
@@ -247,8 +260,12 @@ impl TestSpec {
         if self.gap_ns > 60 * NS_PER_S {
             return Err(SpecError::Gap);
         }
-        if self.mechanism == Mechanism::Rr {
-            if self.direction == Direction::Reverse {
+        if self.mechanism == Mechanism::Crr && (self.protocol != Protocol::Tcp || self.streams != 1)
+        {
+            return Err(SpecError::Crr);
+        }
+        if self.mechanism.is_rr() {
+            if self.direction != Direction::Forward {
                 return Err(SpecError::RrReverse);
             }
             let max = match self.protocol {

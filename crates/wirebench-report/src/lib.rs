@@ -43,6 +43,7 @@ fn mechanism_name(m: Mechanism) -> &'static str {
         Mechanism::Stream => "streaming",
         Mechanism::StopAndWait => "stop_and_wait",
         Mechanism::Rr => "request_response",
+        Mechanism::Crr => "connect_request_response",
     }
 }
 
@@ -163,7 +164,8 @@ impl Exporter for Table {
         if let Some(l) = &e.latency_us {
             writeln!(
                 out,
-                "rr: {} transactions, {:.0}/s, round trip {}{}",
+                "{}: {} transactions, {:.0}/s, round trip {}{}",
+                r.test.mechanism,
                 l.count,
                 e.transactions_per_s.unwrap_or(0.0),
                 percentiles(l, "µs"),

@@ -96,6 +96,9 @@ pub enum ModeArg {
     StopAndWait,
     /// Request/response: time each round trip, one transaction in flight.
     Rr,
+    /// Connect/request/response: as rr, on a new TCP connection each time (netperf's
+    /// TCP_CRR).
+    Crr,
 }
 
 /// `wirebench run`.
@@ -190,7 +193,7 @@ impl RunArgs {
         };
         let size = self.size.unwrap_or(match (protocol, self.mode) {
             // Request/response measures latency: small messages, as netperf's and sockperf's.
-            (_, ModeArg::Rr) => 64,
+            (_, ModeArg::Rr | ModeArg::Crr) => 64,
             (Protocol::Tcp, _) => 128 * 1024,
             (Protocol::Udp, _) => 1472,
         });
@@ -213,6 +216,7 @@ impl RunArgs {
                 ModeArg::Stream => Mechanism::Stream,
                 ModeArg::StopAndWait => Mechanism::StopAndWait,
                 ModeArg::Rr => Mechanism::Rr,
+                ModeArg::Crr => Mechanism::Crr,
             },
             direction: if self.bidir {
                 Direction::Bidir
@@ -237,8 +241,8 @@ impl RunArgs {
             congestion: self.cc.clone(),
             zerocopy: self.zerocopy,
         };
-        if self.response_size.is_some() && spec.mechanism != Mechanism::Rr {
-            return Err("--response-size applies to --mode rr only".into());
+        if self.response_size.is_some() && !spec.mechanism.is_rr() {
+            return Err("--response-size applies to --mode rr and crr only".into());
         }
         spec.validate().map_err(|e| e.to_string())?;
         Ok(spec)

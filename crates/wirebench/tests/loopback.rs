@@ -445,3 +445,27 @@ fn zerocopy_reports_what_the_kernel_did() {
     }
     assert_eq!(s.run(&["-u", "--zerocopy"]).status.code(), Some(2));
 }
+
+#[test]
+fn connect_request_response_opens_a_connection_per_transaction() {
+    let s = Server::start(&[]);
+    let v = s.run_json(&[
+        "--mode",
+        "crr",
+        "-l",
+        "100",
+        "--response-size",
+        "300",
+        "-n",
+        "20000",
+    ]);
+    assert_eq!(v["test"]["mechanism"], "crr");
+    assert_eq!(u(&v, "end.sent.messages"), 200, "{v}");
+    assert_eq!(u(&v, "end.received.messages"), 200, "{v}");
+    assert_eq!(u(&v, "end.latency_us.count"), 200);
+    assert!(f(&v, "end.latency_us.p50") > 0.0);
+    // The server keeps serving other tests afterwards: no transaction left a slot behind.
+    let v = s.run_json(&["-n", "1000000"]);
+    assert_eq!(u(&v, "end.received.bytes"), 1_000_000);
+    assert_eq!(s.run(&["--mode", "crr", "-P", "2"]).status.code(), Some(2));
+}
