@@ -13,8 +13,9 @@ use wirebench_proto::results::{Results, Role};
 use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
 
 use crate::channel::Channel;
+use crate::file::{FileSink, FileSource};
 use crate::log::LogOut;
-use crate::role::{CrrPart, DataSocket, RoleParams};
+use crate::role::{CrrPart, DataSocket, FilePart, RoleParams};
 use crate::session::{drive, Watch};
 use crate::sys::udp::Offloads;
 use crate::sys::{host_id, same_clock, tcp_datapath, udp_datapath};
@@ -37,6 +38,10 @@ pub struct ClientConfig {
     pub spec: TestSpec,
     /// Where to write the packet log (`spec.packet_log` is set when this is).
     pub packet_log: Option<PathBuf>,
+    /// `--file`: the file to send (forward); its name and the amount are in `spec`.
+    pub file: Option<PathBuf>,
+    /// `-R --file NAME --save PATH`: where to save the server's file.
+    pub save: Option<PathBuf>,
 }
 
 /// How long the client waits for more of the server's packet log before giving it up.
@@ -105,8 +110,22 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
             source,
         })
     };
+    // This side's part of a file transfer, opened before any traffic.
+    let mut file = match (&cfg.file, cfg.spec.direction) {
+        (Some(path), Direction::Forward) => Some(FilePart::Source(
+            FileSource::open(path)
+                .map_err(|e| EngineError::io("opening the file to send", e))?
+                .0,
+        )),
+        (_, Direction::Reverse) if cfg.spec.file.is_some() => Some(FilePart::Sink(
+            FileSink::create(cfg.save.clone())
+                .map_err(|e| EngineError::io("creating the file to save to", e))?,
+        )),
+        _ => None,
+    };
     let mut ch = Channel::new(connect(addr)?, MAX_FRAME)?;
-    let spec = &cfg.spec;
+    let mut spec = cfg.spec.clone();
+    let spec = &mut spec;
     ch.send(&Message::Start {
         version: PROTOCOL_VERSION,
         tool: tool(),
@@ -118,8 +137,17 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
             cookie,
             udp_port,
             host_id,
+            bytes,
             ..
-        } => (cookie, udp_port, host_id),
+        } => {
+            // A reverse file transfer: the server's file sets the amount.
+            if spec.file.is_some() && spec.bytes.is_none() {
+                spec.bytes = bytes;
+                spec.validate()
+                    .map_err(|e| EngineError::Protocol(format!("the server's file: {e}")))?;
+            }
+            (cookie, udp_port, host_id)
+        }
         Message::Refuse { reason } => return Err(EngineError::Refused(reason)),
         Message::Error { reason } => return Err(EngineError::Peer(reason)),
         other => {
@@ -192,6 +220,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
             packet_log: if stream == 0 { local_log.take() } else { None },
             offloads,
             crr: (spec.mechanism == Mechanism::Crr).then_some(CrrPart::Client { addr, cookie }),
+            file: if stream == 0 { file.take() } else { None },
         };
         streams.push((role_of(stream), sock, params));
     }

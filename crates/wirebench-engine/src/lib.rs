@@ -10,6 +10,7 @@
 
 mod channel;
 mod client;
+mod file;
 mod log;
 mod merge;
 pub mod pace;

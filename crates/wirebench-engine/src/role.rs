@@ -15,6 +15,7 @@ use wirebench_proto::results::{Datapath, IntervalRecord, Role, SideReport, UdpCo
 use wirebench_proto::spec::{Mechanism, TestSpec, MAX_INTERVALS, RR_SEQ_LEN};
 use wirebench_stats::TimeHistogram;
 
+use crate::file::{FileSink, FileSource};
 use crate::log::{LogOut, LogSink};
 use crate::pace::{wait_until, Pacer};
 use crate::rx::{IntervalUdp, UdpRx};
@@ -60,6 +61,40 @@ pub struct RoleParams {
     pub offloads: Offloads,
     /// `--mode crr`: where transactions' connections go (client) or come from (server).
     pub crr: Option<CrrPart>,
+    /// `--file`: the file this side sends, or receives.
+    pub file: Option<FilePart>,
+}
+
+/// A side's part in a file transfer.
+pub enum FilePart {
+    /// The sender reads the file into its messages.
+    Source(FileSource),
+    /// The receiver writes them to a file (or only hashes them).
+    Sink(FileSink),
+}
+
+impl FilePart {
+    fn source(&mut self) -> Option<&mut FileSource> {
+        match self {
+            FilePart::Source(s) => Some(s),
+            FilePart::Sink(_) => None,
+        }
+    }
+
+    fn sink(&mut self) -> Option<&mut FileSink> {
+        match self {
+            FilePart::Sink(s) => Some(s),
+            FilePart::Source(_) => None,
+        }
+    }
+
+    /// This side's report, the file being `file_bytes` long.
+    fn finish(self, file_bytes: u64) -> wirebench_proto::results::FileReport {
+        match self {
+            FilePart::Source(s) => s.report(),
+            FilePart::Sink(s) => s.finish(file_bytes),
+        }
+    }
 }
 
 /// A side's part in a `--mode crr` test.
@@ -310,6 +345,7 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
     let saw = p.spec.mechanism == Mechanism::StopAndWait;
     let rr = p.spec.mechanism == Mechanism::Rr;
     let crr = p.crr.take();
+    let mut file = p.file.take();
     let mut rep = match (role, sock) {
         // Connect/request/response: the set-up connection is not used.
         (_, _) if crr.is_some() => match crr {
@@ -323,18 +359,21 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
         (Role::Sender, DataSocket::Udp(s)) if rr => rr_client(&mut UdpRr::new(s, &p), &p, sh),
         (Role::Receiver, DataSocket::Tcp(s)) if rr => tcp_rr_server(s, &p, sh),
         (Role::Receiver, DataSocket::Udp(s)) if rr => udp_rr_server(s, &p, sh),
-        (Role::Sender, DataSocket::Tcp(s)) => tcp_send(s, &p, sh),
-        (Role::Receiver, DataSocket::Tcp(s)) => tcp_receive(s, &p, sh),
-        (Role::Sender, DataSocket::Udp(s)) if saw => udp_send(s, &p, sh),
-        (Role::Sender, DataSocket::Udp(s)) => udp_send_stream(s, &p, sh),
-        (Role::Receiver, DataSocket::Udp(s)) if saw => udp_receive_saw(s, &p, sh),
+        (Role::Sender, DataSocket::Tcp(s)) => tcp_send(s, &p, &mut file, sh),
+        (Role::Receiver, DataSocket::Tcp(s)) => tcp_receive(s, &p, &mut file, sh),
+        (Role::Sender, DataSocket::Udp(s)) if saw => udp_send(s, &p, &mut file, sh),
+        (Role::Sender, DataSocket::Udp(s)) => udp_send_stream(s, &p, &mut file, sh),
+        (Role::Receiver, DataSocket::Udp(s)) if saw => udp_receive_saw(s, &p, &mut file, sh),
         (Role::Receiver, DataSocket::Udp(s)) => {
             let log = p.packet_log.take();
-            udp_receive(s, &p, log, sh)
+            udp_receive(s, &p, log, &mut file, sh)
         }
     };
     rep.role = Some(role);
     rep.epoch_unix_ns = sh.epoch_unix_ns;
+    if let Some(f) = file {
+        rep.file = Some(f.finish(p.spec.file_bytes()));
+    }
     rep.tcp_info = tcp.as_ref().and_then(tcp_info);
     let cpu_end = thread_cpu_ns();
     let (user, system) = (
@@ -473,9 +512,15 @@ fn write_full_zc(
     Ok(())
 }
 
-fn tcp_send(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
+fn tcp_send(
+    mut s: TcpStream,
+    p: &RoleParams,
+    file: &mut Option<FilePart>,
+    sh: &Shared,
+) -> SideReport {
     let spec = &p.spec;
-    let buf = payload(spec.size);
+    let mut buf = payload(spec.size);
+    let mut source = file.as_mut().and_then(FilePart::source);
     let saw = spec.mechanism == Mechanism::StopAndWait;
     let _ = s.set_write_timeout(Some(POLL));
     let _ = s.set_read_timeout(Some(POLL));
@@ -499,6 +544,12 @@ fn tcp_send(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
                 break;
             }
         };
+        if let Some(src) = source.as_mut() {
+            if let Err(e) = src.fill(&mut buf[..len as usize]) {
+                error = Some(e);
+                break;
+            }
+        }
         if let Err(e) = write_full_zc(&mut s, &buf[..len as usize], sh, p, &mut zc) {
             error = Some(e);
             break;
@@ -564,7 +615,13 @@ fn zerocopy_use(s: &TcpStream, zc: Option<ZeroCopy>, sh: &Shared) -> ZeroCopyUse
     }
 }
 
-fn tcp_receive(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
+fn tcp_receive(
+    mut s: TcpStream,
+    p: &RoleParams,
+    file: &mut Option<FilePart>,
+    sh: &Shared,
+) -> SideReport {
+    let mut sink = file.as_mut().and_then(FilePart::sink);
     let spec = &p.spec;
     let saw = spec.mechanism == Mechanism::StopAndWait;
     let mut buf = vec![
@@ -613,6 +670,9 @@ fn tcp_receive(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
         match s.read(&mut buf[..want]) {
             Ok(0) => break,
             Ok(n) => {
+                if let Some(sink) = sink.as_mut() {
+                    sink.write(&buf[..n]);
+                }
                 let now = sh.now_ns();
                 let n = n as u64;
                 count.bytes += n;
@@ -689,7 +749,13 @@ fn send_datagram(
 /// Streams UDP in batches: as many datagrams per call as are due (all of a batch when the
 /// rate is unlimited), each with its own header; one clock read per batch, so the datagrams
 /// of a batch carry the same send time, the time they were handed to the kernel together.
-fn udp_send_stream(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
+fn udp_send_stream(
+    s: UdpSocket,
+    p: &RoleParams,
+    file: &mut Option<FilePart>,
+    sh: &Shared,
+) -> SideReport {
+    let mut source = file.as_mut().and_then(FilePart::source);
     let spec = &p.spec;
     let size = spec.size;
     let _ = s.set_write_timeout(Some(POLL));
@@ -701,6 +767,7 @@ fn udp_send_stream(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
     let mut refused = 0u32;
     let mut bins = MsBins::new();
     let mut error = None;
+    let mut file_error = None;
     loop {
         let now = sh.now_ns();
         rec.tick(now, || Snapshot::of(&count));
@@ -744,7 +811,17 @@ fn udp_send_stream(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
                     send_ns,
                 };
                 let _ = h.write(d);
+                if let Some(src) = source.as_mut() {
+                    // After the header, the file's next piece.
+                    if let Err(e) = src.fill(&mut d[HEADER_LEN..len as usize]) {
+                        file_error = Some(e);
+                    }
+                }
             }
+        }
+        if let Some(e) = file_error.take() {
+            error = Some(e);
+            break;
         }
         let sent = match io.send(&s, n as usize, tail_len as usize) {
             Ok(k) => k as u64,
@@ -799,9 +876,10 @@ fn udp_send_stream(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
     rep
 }
 
-fn udp_send(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
+fn udp_send(s: UdpSocket, p: &RoleParams, file: &mut Option<FilePart>, sh: &Shared) -> SideReport {
     let spec = &p.spec;
     let mut buf = payload(spec.size);
+    let mut source = file.as_mut().and_then(FilePart::source);
     let saw = spec.mechanism == Mechanism::StopAndWait;
     let _ = s.set_read_timeout(Some(Duration::from_nanos(spec.ack_timeout_ns).min(POLL)));
     let _ = s.set_write_timeout(Some(POLL));
@@ -834,6 +912,12 @@ fn udp_send(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
                 send_ns: sh.unix_ns(sh.now_ns()),
             };
             let _ = h.write(&mut buf[..len]);
+            if let Some(src) = source.as_mut() {
+                if let Err(e) = src.fill(&mut buf[HEADER_LEN..len]) {
+                    error = Some(e);
+                    break;
+                }
+            }
         }
         if let Err(e) = send_datagram(&s, &buf[..len], sh, &mut local_drops) {
             error = Some(e);
@@ -916,6 +1000,7 @@ fn udp_receive(
     s: UdpSocket,
     p: &RoleParams,
     packet_log: Option<LogOut>,
+    file: &mut Option<FilePart>,
     sh: &Shared,
 ) -> SideReport {
     let spec = &p.spec;
@@ -928,6 +1013,14 @@ fn udp_receive(
         Some(Err(e)) => (None, Some(format!("packet log: {e}"))),
     };
     let mut rx = UdpRx::new(sh.epoch_unix_ns, p.hello, log);
+    let sink = match file.take() {
+        Some(FilePart::Sink(sink)) => Some(sink),
+        other => {
+            *file = other;
+            None
+        }
+    };
+    rx.save_file(sink, spec.file_chunk(), spec.file_bytes());
     let snap = |rx: &mut UdpRx| Snapshot {
         bytes: rx.count.bytes,
         messages: rx.count.messages,
@@ -965,15 +1058,24 @@ fn udp_receive(
     let intervals = rec.finish(sh.now_ns(), || snap(&mut rx));
     let sent = sh.peer_messages.load(Ordering::Relaxed);
     let sent = (sent != u64::MAX).then(|| sequenced_count(spec, sent));
-    let (count, mut udp, log_error, hists) = rx.finish(sent, p.same_clock);
+    let (count, mut udp, log_error, hists, sink) = rx.finish(sent, p.same_clock);
     sh.keep_hists(hists);
+    if let Some(sink) = sink {
+        *file = Some(FilePart::Sink(sink));
+    }
     udp.sequenced = !spec.headerless();
     let mut rep = report(&count, intervals, error.or(log_error));
     rep.udp = Some(udp);
     rep
 }
 
-fn udp_receive_saw(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
+fn udp_receive_saw(
+    s: UdpSocket,
+    p: &RoleParams,
+    file: &mut Option<FilePart>,
+    sh: &Shared,
+) -> SideReport {
+    let mut sink = file.as_mut().and_then(FilePart::sink);
     let spec = &p.spec;
     let _ = s.set_read_timeout(Some(POLL));
     let _ = s.set_write_timeout(Some(POLL));
@@ -1019,6 +1121,9 @@ fn udp_receive_saw(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
         if seq == expected & mask {
             count.add(n as u64, now);
             expected += 1;
+            if let Some(sink) = sink.as_mut() {
+                sink.write(dgram.get(HEADER_LEN..).unwrap_or_default());
+            }
         } else if expected > 0 && seq == (expected - 1) & mask {
             // The sender did not get our ack and sent the message again.
             duplicates += 1;

@@ -7,6 +7,7 @@ use wirebench_proto::packet_log::{Arrived, Record};
 use wirebench_proto::results::{NsBucket, UdpCounts};
 use wirebench_stats::{Arrival, Jitter, SeqTracker, TimeHistogram};
 
+use crate::file::FileSink;
 use crate::log::LogSink;
 use crate::role::Count;
 use crate::Hists;
@@ -44,6 +45,8 @@ pub struct UdpRx {
     epoch_unix_ns: u64,
     hello: Option<[u8; UDP_HELLO_LEN]>,
     log: Option<LogSink>,
+    /// `--file`: where datagrams' file pieces go, each at `seq * chunk`.
+    file: Option<(FileSink, u64, u64)>,
 }
 
 impl UdpRx {
@@ -69,7 +72,14 @@ impl UdpRx {
             epoch_unix_ns,
             hello,
             log,
+            file: None,
         }
+    }
+
+    /// Writes each datagram's file piece (after its header) to `sink`, at `seq * chunk`, and
+    /// records the byte ranges of lost datagrams of a `file_bytes` file.
+    pub fn save_file(&mut self, sink: Option<FileSink>, chunk: u64, file_bytes: u64) {
+        self.file = sink.map(|s| (s, chunk, file_bytes));
     }
 
     /// Accounts for a buffer of datagrams of `segment` bytes each, the last one possibly
@@ -99,13 +109,16 @@ impl UdpRx {
         let arrival_unix_ns = self.epoch_unix_ns.wrapping_add(now_ns);
         let delay_ns = one_way_delay_ns(arrival_unix_ns, h.send_ns);
         let prefix = self.tracker.prefix();
-        let log = &mut self.log;
+        let (log, file) = (&mut self.log, &mut self.file);
         let arrival = self.tracker.record_with(h.seq, &mut |run| {
             if let Some(log) = log.as_mut() {
                 log.push(&Record::Lost {
                     first: run.first,
                     count: run.count,
                 });
+            }
+            if let Some((sink, chunk, bytes)) = file.as_mut() {
+                sink.lost(run, *chunk, *bytes);
             }
         });
         let kind = match arrival {
@@ -116,6 +129,9 @@ impl UdpRx {
             Arrival::TooOld => Arrived::TooOld,
             Arrival::InOrder | Arrival::Gap { .. } | Arrival::Late { .. } => {
                 self.count.add(d.len() as u64, now_ns);
+                if let Some((sink, chunk, _)) = self.file.as_mut() {
+                    sink.write_at(h.seq.saturating_mul(*chunk), &d[HEADER_LEN..]);
+                }
                 self.jitter.on_transit(delay_ns);
                 // Into the interval's distribution only; it joins the test's at the interval's
                 // end: one histogram record per datagram.
@@ -172,16 +188,19 @@ impl UdpRx {
         mut self,
         sent: Option<u64>,
         same_clock: bool,
-    ) -> (Count, UdpCounts, Option<String>, Hists) {
+    ) -> (Count, UdpCounts, Option<String>, Hists, Option<FileSink>) {
         let sent =
             sent.unwrap_or_else(|| self.tracker.highest().map_or(0, |h| h.saturating_add(1)));
-        let log = &mut self.log;
+        let (log, file) = (&mut self.log, &mut self.file);
         self.tracker.finish_with(sent, &mut |run| {
             if let Some(log) = log.as_mut() {
                 log.push(&Record::Lost {
                     first: run.first,
                     count: run.count,
                 });
+            }
+            if let Some((sink, chunk, bytes)) = file.as_mut() {
+                sink.lost(run, *chunk, *bytes);
             }
         });
         let log_error = self.log.take().and_then(|l| l.finish().err());
@@ -218,7 +237,13 @@ impl UdpRx {
             latency: None,
             loss_runs: Some(self.tracker.loss_runs().clone()),
         };
-        (self.count, counts, log_error, hists)
+        (
+            self.count,
+            counts,
+            log_error,
+            hists,
+            self.file.map(|(sink, _, _)| sink),
+        )
     }
 }
 
@@ -259,7 +284,7 @@ mod tests {
         assert_eq!(rx.count.messages, 64);
         assert_eq!(rx.count.bytes, 63 * 1000 + 600);
         assert_eq!(rx.close_interval().lost, 2);
-        let (count, c, err, _) = rx.finish(Some(68), true);
+        let (count, c, err, _, _) = rx.finish(Some(68), true);
         assert_eq!(err, None);
         assert_eq!(count.messages, 64);
         assert_eq!(c.duplicates, 1);
@@ -291,7 +316,7 @@ mod tests {
         assert!((100_000..=100_100).contains(&p50), "{p50}");
         assert!(iv.jitter_ns.expect("jitter") > 0.0);
         assert_eq!(rx.close_interval().delay_p50_ns, None);
-        let (count, c, _, _) = rx.finish(Some(100), false);
+        let (count, c, _, _, _) = rx.finish(Some(100), false);
         assert_eq!(count.messages, 100);
         assert_eq!((c.reordered, c.max_reorder_extent), (1, 49));
         assert_eq!(c.in_order_prefix, 100);
@@ -316,7 +341,7 @@ mod tests {
         rx.on_datagram(&[1, 2, 3], 2);
         rx.on_datagram(&[0xff; 16], 3); // seq u64::MAX, send time in the future
         rx.on_buffer(&[0u8; 100], 0, 4);
-        let (count, c, _, _) = rx.finish(None, true);
+        let (count, c, _, _, _) = rx.finish(None, true);
         // the empty and 3-byte datagrams, the header, a hundred 1-byte segments
         assert_eq!(count.messages, 1 + 1 + 1 + 100);
         assert_eq!(c.in_order_prefix, 0);

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -28,8 +29,9 @@ use wirebench_proto::units::{format_bytes, format_duration, format_rate_bps};
 
 use crate::channel::Channel;
 use crate::client::tool;
+use crate::file::{FileSink, FileSource};
 use crate::log::LogOut;
-use crate::role::{CrrPart, DataSocket, RoleParams};
+use crate::role::{CrrPart, DataSocket, FilePart, RoleParams};
 use crate::session::{drive, Quiet};
 use crate::sys::udp::Offloads;
 use crate::sys::{host_id, same_clock, tcp_datapath, udp_datapath};
@@ -55,6 +57,10 @@ pub struct ServerConfig {
     pub max_rate_bps: Option<u64>,
     /// Print one line per session on stderr.
     pub log: bool,
+    /// Save what file transfers send here (`--save-dir`); none: only hash them.
+    pub save_dir: Option<PathBuf>,
+    /// Send files from here for reverse file transfers (`--files-dir`); none: refuse them.
+    pub files_dir: Option<PathBuf>,
 }
 
 struct Pending {
@@ -410,11 +416,46 @@ struct Hello<'a> {
     host_id: &'a str,
 }
 
+/// The server's side of a file transfer: a copy to save (in `--save-dir`, named after the
+/// test's cookie and the file) or a file to send (from `--files-dir`, never outside it).
+fn file_part(
+    cfg: &ServerConfig,
+    spec: &mut TestSpec,
+    cookie: u64,
+) -> Result<Option<FilePart>, String> {
+    let Some(name) = spec.file.clone() else {
+        return Ok(None);
+    };
+    if spec.direction == Direction::Forward {
+        let path = cfg
+            .save_dir
+            .as_ref()
+            .map(|d| d.join(format!("{cookie:016x}-{name}")));
+        let sink = FileSink::create(path).map_err(|e| format!("cannot save the file here: {e}"))?;
+        return Ok(Some(FilePart::Sink(sink)));
+    }
+    let dir = cfg
+        .files_dir
+        .as_ref()
+        .ok_or("this server sends no files (it was started without --files-dir)")?;
+    // The name is a plain name (validated); resolving links must not lead out of the dir.
+    let unknown = || format!("no file {name:?} in this server's --files-dir");
+    let base = dir.canonicalize().map_err(|_| unknown())?;
+    let path = base.join(&name).canonicalize().map_err(|_| unknown())?;
+    if !path.starts_with(&base) {
+        return Err(unknown());
+    }
+    let (source, size) = FileSource::open(&path).map_err(|_| unknown())?;
+    spec.bytes = Some(spec.bytes_for_file(size));
+    spec.validate().map_err(|e| e.to_string())?;
+    Ok(Some(FilePart::Source(source)))
+}
+
 fn test_session(
     ch: &mut Channel,
     state: &State,
     client: &Hello<'_>,
-    spec: TestSpec,
+    mut spec: TestSpec,
 ) -> Result<(), EngineError> {
     let cfg = &state.cfg;
     let (version, tool_name) = (client.version, client.tool);
@@ -442,6 +483,10 @@ fn test_session(
             ),
         );
     }
+    let mut file = match file_part(cfg, &mut spec, cookie) {
+        Ok(f) => f,
+        Err(reason) => return refuse(ch, reason),
+    };
     let peer = ch
         .stream()
         .peer_addr()
@@ -480,6 +525,7 @@ fn test_session(
         udp_port: state.port,
         tool: tool(),
         host_id: host_id(),
+        bytes: file.is_some().then_some(spec.bytes).flatten(),
     })?;
     let packet_log = if writes_log {
         let conn = log_rx
@@ -556,6 +602,7 @@ fn test_session(
             packet_log: if stream == 0 { packet_log.take() } else { None },
             offloads,
             crr: crr_conns.take().map(CrrPart::Server),
+            file: if stream == 0 { file.take() } else { None },
         };
         *slot = Some((role_of(stream), sock, params));
     }

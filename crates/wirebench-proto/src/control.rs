@@ -69,6 +69,10 @@ pub enum Message {
         /// The server's kernel boot id: equal on both sides means one clock.
         #[serde(default)]
         host_id: String,
+        /// A reverse file transfer: the test's amount in payload bytes, from the size of the
+        /// server's file; the client adopts it.
+        #[serde(default)]
+        bytes: Option<u64>,
     },
     /// Server → client: the test is refused; the connection closes after this.
     Refuse {

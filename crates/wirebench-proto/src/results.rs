@@ -75,6 +75,28 @@ pub struct TcpInfo {
     pub snd_mss_bytes: u64,
 }
 
+/// One side of a file transfer (`--file`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileReport {
+    /// File bytes sent, or received (the headers of UDP datagrams not included).
+    pub bytes: u64,
+    /// XXH3-64 of the file's bytes as sent, or of the copy as received (hex).
+    #[serde(default)]
+    pub digest: Option<String>,
+    /// Where the receiver saved the copy, if it did.
+    #[serde(default)]
+    pub saved_as: Option<String>,
+    /// UDP streaming: byte ranges `[start, end)` of the file that never arrived.
+    #[serde(default)]
+    pub missing: Vec<(u64, u64)>,
+    /// Ranges beyond the 10,000 listed.
+    #[serde(default)]
+    pub missing_more: u64,
+    /// Why saving failed, if it did.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
 /// What a side's data thread cost.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Resources {
@@ -212,6 +234,9 @@ pub struct SideReport {
     /// Stream senders: bytes sent in each millisecond of the test, as a distribution.
     #[serde(default)]
     pub ms_bytes: Option<TimeSummary>,
+    /// File transfers: this side's part.
+    #[serde(default)]
+    pub file: Option<FileReport>,
     /// With several streams (`-P`): each stream's own report (without intervals); the
     /// fields above are then their sums (rates, counts) or merged distributions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -230,6 +255,26 @@ impl SideReport {
     /// Seconds from the side's start to its last message, or to its end if it had none.
     fn active_s(&self) -> f64 {
         self.last_ns.unwrap_or(self.elapsed_ns) as f64 / NS_PER_S
+    }
+
+    /// Seconds from the first message to the last (seed 002's send or receive time).
+    fn first_to_last_s(&self) -> f64 {
+        match (self.first_ns, self.last_ns) {
+            (Some(a), Some(b)) => b.saturating_sub(a) as f64 / NS_PER_S,
+            _ => 0.0,
+        }
+    }
+
+    /// This side's totals.
+    fn totals(&self) -> Totals {
+        let transfer_s = self.first_to_last_s();
+        Totals {
+            bytes: self.bytes,
+            messages: self.messages,
+            duration_s: self.active_s(),
+            transfer_s,
+            transfer_bps: bps(self.bytes, transfer_s),
+        }
     }
 }
 
@@ -387,6 +432,12 @@ pub struct Totals {
     pub messages: u64,
     /// From the side's start to its last message, s.
     pub duration_s: f64,
+    /// From the side's first message to its last, s: seed 002's send (or receive) time.
+    #[serde(default)]
+    pub transfer_s: f64,
+    /// Bytes × 8 / `transfer_s`: seed 002's send (or receive) rate.
+    #[serde(default)]
+    pub transfer_bps: f64,
 }
 
 /// A distribution in the unit its key names (`_ms`, `_us`).
@@ -594,6 +645,36 @@ pub struct End {
     pub tcp: Option<TcpInfo>,
     /// What each side's data thread cost.
     pub resources: Sides<Resources>,
+    /// A file transfer (`--file`): what went and what arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileEnd>,
+}
+
+/// The `end.file` object of a file transfer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEnd {
+    /// The file's name.
+    pub name: String,
+    /// Its size, bytes.
+    pub bytes: u64,
+    /// File bytes that arrived (over UDP streaming, without duplicates).
+    pub received_bytes: u64,
+    /// The digest's algorithm.
+    pub algorithm: String,
+    /// Digest of the file as sent.
+    pub sent_digest: Option<String>,
+    /// Digest of the copy as received (over UDP streaming: of the saved copy, read back).
+    pub received_digest: Option<String>,
+    /// Both digests known and equal, and every byte arrived.
+    pub identical: bool,
+    /// Where the receiver saved the copy.
+    pub saved_as: Option<String>,
+    /// UDP streaming: `[start, end)` byte ranges of the file that never arrived.
+    pub missing: Vec<(u64, u64)>,
+    /// Bytes in those ranges.
+    pub missing_bytes: u64,
+    /// Ranges beyond the 10,000 listed.
+    pub missing_ranges_more: u64,
 }
 
 fn bps(bytes: u64, seconds: f64) -> f64 {
@@ -768,16 +849,8 @@ impl End {
         let s = sender.unwrap_or(&empty);
         let r = receiver.unwrap_or(&empty);
         let rr = spec.mechanism.is_rr();
-        let sent = Totals {
-            bytes: s.bytes,
-            messages: s.messages,
-            duration_s: s.active_s(),
-        };
-        let received = Totals {
-            bytes: r.bytes,
-            messages: r.messages,
-            duration_s: r.active_s(),
-        };
+        let sent = s.totals();
+        let received = r.totals();
         let counts = r.udp.clone().unwrap_or_default();
         let merged = r.streams.len() > 1;
         let udp = (spec.protocol == Protocol::Udp)
@@ -811,6 +884,27 @@ impl End {
                 .as_ref()
                 .map(|m| Percentiles::from_ns(m, 1.0 / 8000.0)),
             tcp: s.tcp_info,
+            file: spec.file.as_ref().map(|name| {
+                let sent = s.file.clone().unwrap_or_default();
+                let got = r.file.clone().unwrap_or_default();
+                let bytes = spec.file_bytes();
+                FileEnd {
+                    name: name.clone(),
+                    bytes,
+                    received_bytes: got.bytes,
+                    algorithm: "xxh3-64".into(),
+                    identical: sent.digest.is_some()
+                        && sent.digest == got.digest
+                        && got.bytes == bytes
+                        && sent.bytes == bytes,
+                    sent_digest: sent.digest,
+                    received_digest: got.digest,
+                    saved_as: got.saved_as,
+                    missing_bytes: got.missing.iter().map(|(a, b)| b - a).sum(),
+                    missing: got.missing,
+                    missing_ranges_more: got.missing_more,
+                }
+            }),
             resources: Sides {
                 client: client_report.and_then(|c| c.resources),
                 server: server_report.and_then(|c| c.resources),
@@ -843,6 +937,7 @@ mod tests {
             response_size: 0,
             congestion: None,
             zerocopy: false,
+            file: None,
         }
     }
 

@@ -177,6 +177,44 @@ impl Exporter for Table {
         if r.test.mechanism == Mechanism::StopAndWait && r.test.protocol == Protocol::Udp {
             writeln!(out, "retransmits: {}", e.retransmits)?;
         }
+        if let Some(f) = &e.file {
+            let verdict = if f.identical {
+                "identical".to_string()
+            } else if f.missing_bytes > 0 {
+                format!(
+                    "incomplete: {} bytes missing in {} ranges{}",
+                    f.missing_bytes,
+                    f.missing.len() as u64 + f.missing_ranges_more,
+                    f.missing
+                        .first()
+                        .map(|(a, b)| format!(", the first {a}..{b}"))
+                        .unwrap_or_default()
+                )
+            } else {
+                "DIFFERENT".to_string()
+            };
+            writeln!(
+                out,
+                "file {}: {} bytes; {} {} sent, {} received: {verdict}{}",
+                f.name,
+                f.bytes,
+                f.algorithm,
+                f.sent_digest.as_deref().unwrap_or("?"),
+                f.received_digest.as_deref().unwrap_or("?"),
+                f.saved_as
+                    .as_ref()
+                    .map(|p| format!("; saved as {p}"))
+                    .unwrap_or_default()
+            )?;
+            writeln!(
+                out,
+                "send: {:.3} s first to last byte, {}; receive: {:.3} s, {}",
+                e.sent.transfer_s,
+                format_rate_bps(e.sent.transfer_bps),
+                e.received.transfer_s,
+                format_rate_bps(e.received.transfer_bps)
+            )?;
+        }
         for (i, st) in r.streams.iter().enumerate() {
             let lost = st
                 .udp

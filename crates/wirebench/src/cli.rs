@@ -64,6 +64,13 @@ pub struct ServeArgs {
     /// Do not log one line per session on stderr.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Save the files clients send with --file here (one per test, named after the test and
+    /// the file); without it they are only checked, never written.
+    #[arg(long, value_name = "DIR")]
+    pub save_dir: Option<PathBuf>,
+    /// Send files from here to clients that ask with -R --file NAME (never from elsewhere).
+    #[arg(long, value_name = "DIR")]
+    pub files_dir: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -77,7 +84,19 @@ impl ServeArgs {
                 return Err("--max-rate takes bits/s (e.g. 1G), not packets/s".into())
             }
         };
+        for (flag, dir) in [
+            ("--save-dir", &self.save_dir),
+            ("--files-dir", &self.files_dir),
+        ] {
+            if let Some(d) = dir {
+                if !d.is_dir() {
+                    return Err(format!("{flag} {}: not a directory", d.display()));
+                }
+            }
+        }
         Ok(ServerConfig {
+            save_dir: self.save_dir.clone(),
+            files_dir: self.files_dir.clone(),
             bind: SocketAddr::new(self.bind, self.port),
             max_tests: self.max_tests as usize,
             max_duration: self.max_duration,
@@ -177,6 +196,13 @@ pub struct RunArgs {
     /// copy (it does not on loopback).
     #[arg(long)]
     pub zerocopy: bool,
+    /// Send this file's contents (the amount is its size; a server with --save-dir saves it).
+    /// With -R: the NAME of a file in the server's --files-dir, which the server sends.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["bytes", "time"])]
+    pub file: Option<PathBuf>,
+    /// With -R --file: save the server's file here (without it, it is only checked).
+    #[arg(long, value_name = "PATH", requires = "file")]
+    pub save: Option<PathBuf>,
 }
 
 fn ns(d: Duration) -> u64 {
@@ -240,7 +266,32 @@ impl RunArgs {
             response_size: self.response_size.unwrap_or(0),
             congestion: self.cc.clone(),
             zerocopy: self.zerocopy,
+            file: None,
         };
+        let mut spec = spec;
+        if let Some(path) = &self.file {
+            if self.reverse {
+                spec.file = Some(path.to_string_lossy().into_owned());
+                spec.bytes = None;
+                spec.duration_ns = None;
+            } else {
+                let meta = std::fs::metadata(path)
+                    .map_err(|e| format!("--file {}: {e}", path.display()))?;
+                if !meta.is_file() {
+                    return Err(format!("--file {}: not a regular file", path.display()));
+                }
+                spec.file = path.file_name().map(|n| n.to_string_lossy().into_owned());
+                spec.bytes = Some(spec.bytes_for_file(meta.len()));
+                spec.duration_ns = None;
+            }
+        } else if self.save.is_some() {
+            return Err("--save applies to -R --file".into());
+        }
+        if self.save.is_some() && !self.reverse {
+            return Err(
+                "--save applies to -R --file: the server saves a forward file (--save-dir)".into(),
+            );
+        }
         if self.response_size.is_some() && !spec.mechanism.is_rr() {
             return Err("--response-size applies to --mode rr and crr only".into());
         }

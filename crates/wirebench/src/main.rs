@@ -152,6 +152,8 @@ fn run(args: &RunArgs) -> Result<(), Failure> {
                 max_duration: None,
                 max_rate_bps: None,
                 log: false,
+                save_dir: None,
+                files_dir: None,
             })
             .context("starting the in-process server")?;
             let port = server
@@ -178,6 +180,8 @@ fn run(args: &RunArgs) -> Result<(), Failure> {
         port,
         spec,
         packet_log: args.packet_log.clone(),
+        file: args.file.clone().filter(|_| !args.reverse),
+        save: args.save.clone(),
     };
     let results = wirebench_engine::run(&cfg, &mut live);
     if let Some(bar) = &live.bar {

@@ -1,0 +1,242 @@
+//! File transfers (`--file`): the sender reads a file into its messages, the receiver writes
+//! what arrives to a file, and both hash the file's bytes (XXH3-64) so the results can say
+//! whether the copy is identical. Over UDP streaming a datagram may be lost or late: the
+//! receiver writes each at its offset and reports the byte ranges that never arrived.
+
+use std::fs::File;
+use std::io::{BufReader, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use wirebench_proto::results::FileReport;
+use wirebench_stats::LostRun;
+use xxhash_rust::xxh3::Xxh3;
+
+/// Most missing ranges a report lists; more are counted, not listed.
+const MAX_RANGES: usize = 10_000;
+
+fn hex(h: u64) -> String {
+    format!("{h:016x}")
+}
+
+/// The sending side of a file transfer.
+pub struct FileSource {
+    reader: BufReader<File>,
+    hasher: Xxh3,
+    bytes: u64,
+}
+
+impl FileSource {
+    /// Opens `path` for sending; its size is the transfer's.
+    pub fn open(path: &Path) -> std::io::Result<(Self, u64)> {
+        let f = File::open(path)?;
+        let meta = f.metadata()?;
+        if !meta.is_file() {
+            return Err(std::io::Error::other("not a regular file"));
+        }
+        let src = Self {
+            reader: BufReader::with_capacity(1 << 20, f),
+            hasher: Xxh3::new(),
+            bytes: 0,
+        };
+        Ok((src, meta.len()))
+    }
+
+    /// Fills `buf` with the file's next bytes (a file that shrank under us is an error).
+    pub fn fill(&mut self, buf: &mut [u8]) -> Result<(), String> {
+        self.reader
+            .read_exact(buf)
+            .map_err(|e| format!("reading the file to send: {e}"))?;
+        self.hasher.update(buf);
+        self.bytes += buf.len() as u64;
+        Ok(())
+    }
+
+    /// What was sent.
+    pub fn report(&self) -> FileReport {
+        FileReport {
+            bytes: self.bytes,
+            digest: Some(hex(self.hasher.digest())),
+            ..FileReport::default()
+        }
+    }
+}
+
+/// The receiving side of a file transfer.
+pub struct FileSink {
+    out: Option<(File, PathBuf)>,
+    hasher: Xxh3,
+    bytes: u64,
+    /// Out-of-order writes happened (UDP streaming): the digest is made by reading the file
+    /// back at the end, when there is one.
+    scattered: bool,
+    missing: Vec<(u64, u64)>,
+    missing_more: u64,
+    error: Option<String>,
+}
+
+impl FileSink {
+    /// A sink that saves to `path` (created, or truncated), or only hashes with `None`.
+    pub fn create(path: Option<PathBuf>) -> std::io::Result<Self> {
+        let out = match path {
+            // Readable too: a copy written out of order is hashed by reading it back.
+            Some(p) => Some((
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(&p)?,
+                p,
+            )),
+            None => None,
+        };
+        Ok(Self {
+            out,
+            hasher: Xxh3::new(),
+            bytes: 0,
+            scattered: false,
+            missing: Vec::new(),
+            missing_more: 0,
+            error: None,
+        })
+    }
+
+    /// Appends bytes that arrived in order.
+    pub fn write(&mut self, buf: &[u8]) {
+        self.hasher.update(buf);
+        self.bytes += buf.len() as u64;
+        if let Some((f, _)) = &mut self.out {
+            if let Err(e) = f.write_all(buf) {
+                self.error.get_or_insert(format!("saving the file: {e}"));
+                self.out = None;
+            }
+        }
+    }
+
+    /// Writes bytes that belong at `offset` (UDP streaming: datagrams in any order).
+    pub fn write_at(&mut self, offset: u64, buf: &[u8]) {
+        self.scattered = true;
+        self.bytes += buf.len() as u64;
+        if let Some((f, _)) = &self.out {
+            if let Err(e) = f.write_all_at(buf, offset) {
+                self.error.get_or_insert(format!("saving the file: {e}"));
+                self.out = None;
+            }
+        }
+    }
+
+    /// Records that sequence numbers `run` never arrived: with `chunk` file bytes per
+    /// datagram of a `file_bytes` file, the bytes they carried are missing.
+    pub fn lost(&mut self, run: LostRun, chunk: u64, file_bytes: u64) {
+        let start = run.first.saturating_mul(chunk).min(file_bytes);
+        let end = run
+            .first
+            .saturating_add(run.count)
+            .saturating_mul(chunk)
+            .min(file_bytes);
+        if end <= start {
+            return;
+        }
+        let listed = self.missing.len();
+        match self.missing.last_mut() {
+            Some(last) if last.1 == start => last.1 = end,
+            _ if listed < MAX_RANGES => self.missing.push((start, end)),
+            _ => self.missing_more += 1,
+        }
+    }
+
+    /// What was received, saved and missed.
+    pub fn finish(mut self, file_bytes: u64) -> FileReport {
+        let mut digest = None;
+        if let Some((f, _)) = &mut self.out {
+            // A file of the right length even when its tail was lost.
+            let _ = f.set_len(file_bytes.max(self.bytes).min(file_bytes));
+            let _ = f.flush();
+        }
+        if !self.scattered {
+            digest = Some(hex(self.hasher.digest()));
+        } else if let Some((f, _)) = &mut self.out {
+            // Read the file back: what a user of the copy would get.
+            let mut h = Xxh3::new();
+            let mut buf = vec![0u8; 1 << 20];
+            if f.seek(SeekFrom::Start(0)).is_ok() {
+                let mut ok = true;
+                loop {
+                    match f.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => h.update(&buf[..n]),
+                        Err(_) => {
+                            ok = false;
+                            break;
+                        }
+                    }
+                }
+                if ok {
+                    digest = Some(hex(h.digest()));
+                }
+            }
+        }
+        FileReport {
+            bytes: self.bytes,
+            digest,
+            saved_as: self.out.map(|(_, p)| p.display().to_string()),
+            missing: self.missing,
+            missing_more: self.missing_more,
+            error: self.error,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("wirebench-file-{}-{name}", std::process::id()))
+    }
+
+    #[test]
+    fn in_order_copy_is_identical_and_hashes_alike() {
+        let src_path = tmp("src");
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&src_path, &data).expect("write source");
+        let (mut src, size) = FileSource::open(&src_path).expect("open");
+        assert_eq!(size, 100_000);
+        let dst_path = tmp("dst");
+        let mut sink = FileSink::create(Some(dst_path.clone())).expect("create");
+        let mut buf = [0u8; 4096];
+        let mut left = size as usize;
+        while left > 0 {
+            let n = left.min(buf.len());
+            src.fill(&mut buf[..n]).expect("fill");
+            sink.write(&buf[..n]);
+            left -= n;
+        }
+        assert!(src.fill(&mut buf[..1]).is_err(), "past the end");
+        let sent = src.report();
+        let got = sink.finish(size);
+        assert_eq!(sent.digest, got.digest);
+        assert_eq!(std::fs::read(&dst_path).expect("read copy"), data);
+        let _ = std::fs::remove_file(src_path);
+        let _ = std::fs::remove_file(dst_path);
+    }
+
+    #[test]
+    fn scattered_writes_report_missing_ranges() {
+        let path = tmp("scatter");
+        let mut sink = FileSink::create(Some(path.clone())).expect("create");
+        // 10 pieces of 100 bytes, 1000-byte file; pieces 2, 3 and 9 lost, 5 arrives late
+        for i in [0u64, 1, 4, 6, 7, 8, 5] {
+            sink.write_at(i * 100, &[i as u8; 100]);
+        }
+        sink.lost(LostRun { first: 2, count: 2 }, 100, 1000);
+        sink.lost(LostRun { first: 9, count: 5 }, 100, 1000); // past the end: clipped
+        let r = sink.finish(1000);
+        assert_eq!(r.missing, vec![(200, 400), (900, 1000)]);
+        assert_eq!(r.bytes, 700);
+        assert_eq!(std::fs::metadata(&path).expect("saved").len(), 1000);
+        assert!(r.digest.is_some());
+        let _ = std::fs::remove_file(path);
+    }
+}

@@ -1,0 +1,134 @@
+//! File transfers: a generated 200 MB file goes both ways over TCP and over UDP
+//! stop-and-wait and arrives byte for byte (checked with `cmp`-like comparison here, and by
+//! the digests in the results); the server never reads or writes outside its directories.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{f, u, Server};
+
+/// A fresh directory for one test, removed when dropped.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Self {
+        let d = std::env::temp_dir().join(format!("wirebench-files-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("save")).expect("save dir");
+        std::fs::create_dir_all(d.join("files")).expect("files dir");
+        Self(d)
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.0.join(rel)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `len` bytes that no compression flatters and that differ at every offset.
+fn make_file(path: &Path, len: usize) {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let data: Vec<u8> = (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    std::fs::write(path, data).expect("write the test file");
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    std::fs::read(a).expect("read a") == std::fs::read(b).expect("read b")
+}
+
+fn server(dir: &Dir) -> Server {
+    let save = dir.path("save");
+    let files = dir.path("files");
+    Server::start(&[
+        "--save-dir",
+        save.to_str().expect("utf-8"),
+        "--files-dir",
+        files.to_str().expect("utf-8"),
+    ])
+}
+
+fn check_identical(v: &serde_json::Value, bytes: u64) {
+    let fe = &v["end"]["file"];
+    assert_eq!(fe["identical"], true, "{v}");
+    assert_eq!(u(fe, "bytes"), bytes);
+    assert_eq!(u(fe, "received_bytes"), bytes);
+    assert_eq!(fe["algorithm"], "xxh3-64");
+    assert_eq!(fe["sent_digest"], fe["received_digest"]);
+    // Seed 002's times and rates agree with the bytes.
+    for side in ["sent", "received"] {
+        let t = f(v, &format!("end.{side}.transfer_s"));
+        let r = f(v, &format!("end.{side}.transfer_bps"));
+        let b = u(v, &format!("end.{side}.bytes")) as f64;
+        assert!(t > 0.0, "{v}");
+        assert!((r - b * 8.0 / t).abs() <= 1e-6 * r, "{side}: {v}");
+    }
+}
+
+#[test]
+fn a_200_mb_file_arrives_identical_over_tcp_and_udp_stop_and_wait_both_ways() {
+    let dir = Dir::new("big");
+    let src = dir.path("files/big.bin");
+    let len = 200_000_000usize;
+    make_file(&src, len);
+    let s = server(&dir);
+    let src_arg = src.to_str().expect("utf-8");
+    for proto in [
+        &["--tcp"][..],
+        &["-u", "--mode", "stop-and-wait", "-l", "60000"][..],
+    ] {
+        // Forward: the server saves the copy in its --save-dir, named in the results.
+        let v = s.run_json(&[&["--file", src_arg][..], proto].concat());
+        check_identical(&v, len as u64);
+        let saved = PathBuf::from(v["end"]["file"]["saved_as"].as_str().expect("saved_as"));
+        assert!(saved.starts_with(dir.path("save")), "{v}");
+        assert!(same_file(&src, &saved), "forward copy differs ({proto:?})");
+        std::fs::remove_file(&saved).expect("remove copy");
+        // Reverse: the server sends from its --files-dir, the client saves with --save.
+        let copy = dir.path("copy.bin");
+        let copy_arg = copy.to_str().expect("utf-8");
+        let v = s.run_json(&[&["-R", "--file", "big.bin", "--save", copy_arg][..], proto].concat());
+        check_identical(&v, len as u64);
+        assert!(same_file(&src, &copy), "reverse copy differs ({proto:?})");
+        std::fs::remove_file(&copy).expect("remove copy");
+    }
+}
+
+#[test]
+fn udp_streaming_reports_missing_ranges_and_the_server_keeps_to_its_directories() {
+    let dir = Dir::new("udp");
+    let src = dir.path("files/small.bin");
+    make_file(&src, 1_000_000);
+    let s = server(&dir);
+    let v = s.run_json(&["-u", "-b", "100M", "--file", src.to_str().expect("utf-8")]);
+    let fe = &v["end"]["file"];
+    let lost = u(&v, "end.udp.lost");
+    // Loopback at 100 Mbit/s loses nothing, almost always; whatever it loses is listed.
+    let missing = u(fe, "missing_bytes");
+    assert_eq!(missing == 0, lost == 0, "{v}");
+    assert_eq!(fe["identical"], lost == 0, "{v}");
+    assert_eq!(u(fe, "received_bytes") + missing, 1_000_000, "{v}");
+    // The server refuses what it must not touch.
+    for name in ["missing.bin", "..", "../small.bin"] {
+        let out = s.run(&["-R", "--file", name]);
+        assert!(!out.status.success(), "{name}");
+    }
+    // A link out of the files directory is not followed.
+    let link = dir.path("files/passwd");
+    std::os::unix::fs::symlink("/etc/passwd", &link).expect("symlink");
+    let out = s.run(&["-R", "--file", "passwd"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no file"));
+}
