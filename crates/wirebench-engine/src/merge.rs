@@ -73,6 +73,8 @@ pub fn merge(mut outs: Vec<(SideReport, Hists)>) -> SideReport {
             a.cpu_system_s += x.cpu_system_s;
             a.cpu_percent += x.cpu_percent;
             a.max_rss_kib = a.max_rss_kib.max(x.max_rss_kib);
+            a.rss_before_kib = a.rss_before_kib.max(x.rss_before_kib);
+            a.rss_after_kib = a.rss_after_kib.max(x.rss_after_kib);
         }
     }
     let (mut delays, mut gaps, mut latencies, mut runs) = (vec![], vec![], vec![], vec![]);

@@ -20,7 +20,7 @@ use crate::log::{LogOut, LogSink};
 use crate::pace::{wait_until, Pacer};
 use crate::rx::{IntervalUdp, UdpRx};
 use crate::sys::udp::{BatchRecv, BatchSend, Offloads};
-use crate::sys::{max_rss_kib, tcp_info, thread_cpu_ns, ZeroCopy};
+use crate::sys::{max_rss_kib, rss_kib, tcp_info, thread_cpu_ns, ZeroCopy};
 use crate::{Hists, Shared};
 use wirebench_proto::results::{Resources, ZeroCopyUse};
 
@@ -336,6 +336,7 @@ fn is_timeout(e: &std::io::Error) -> bool {
 /// the report, with the counts up to then.
 pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> SideReport {
     let cpu_start = thread_cpu_ns();
+    let rss_before_kib = rss_kib();
     // A second handle on a TCP connection, to read its TCP_INFO once the role is done.
     // (Not for --mode crr, whose set-up connection carries no data.)
     let tcp = match &sock {
@@ -390,6 +391,8 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
             0.0
         },
         max_rss_kib: max_rss_kib(),
+        rss_before_kib,
+        rss_after_kib: rss_kib(),
     });
     rep.elapsed_ns = sh.now_ns();
     if rep.datapath.io.is_empty() {

@@ -34,7 +34,7 @@ use crate::log::LogOut;
 use crate::role::{CrrPart, DataSocket, FilePart, RoleParams};
 use crate::session::{drive, Quiet};
 use crate::sys::udp::Offloads;
-use crate::sys::{host_id, same_clock, tcp_datapath, udp_datapath};
+use crate::sys::{host_id, max_rss_kib, rss_kib, same_clock, tcp_datapath, udp_datapath};
 use crate::EngineError;
 
 /// How long a new connection may take to send its first frame, and a test its set-up steps.
@@ -57,6 +57,8 @@ pub struct ServerConfig {
     pub max_rate_bps: Option<u64>,
     /// Print one line per session on stderr.
     pub log: bool,
+    /// Print the server's memory and load on stderr this often (`--stats`).
+    pub stats_every: Option<Duration>,
     /// Save what file transfers send here (`--save-dir`); none: only hash them.
     pub save_dir: Option<PathBuf>,
     /// Send files from here for reverse file transfers (`--files-dir`); none: refuse them.
@@ -150,6 +152,22 @@ impl Server {
             .name("wirebench-udp-hello".into())
             .spawn(move || udp_hellos(&udp, &state))
             .map_err(|e| EngineError::io("starting the UDP thread", e))?;
+        if let Some(every) = self.state.cfg.stats_every {
+            let state = Arc::clone(&self.state);
+            thread::Builder::new()
+                .name("wirebench-stats".into())
+                .spawn(move || loop {
+                    eprintln!(
+                        "stats: rss {} KiB (peak {} KiB), {} tests running, {} connections not yet identified",
+                        rss_kib(),
+                        max_rss_kib(),
+                        state.active.load(Ordering::SeqCst),
+                        state.handshakes.load(Ordering::SeqCst)
+                    );
+                    thread::sleep(every);
+                })
+                .map_err(|e| EngineError::io("starting the stats thread", e))?;
+        }
         for conn in self.listener.incoming() {
             let conn = match conn {
                 Ok(c) => c,

@@ -108,6 +108,13 @@ pub struct Resources {
     pub cpu_percent: f64,
     /// Peak resident memory of the side's process, KiB (a server's: since it started).
     pub max_rss_kib: u64,
+    /// Resident memory of the side's process when the data began, KiB (a server's: what it
+    /// holds between tests, plus any other tests running).
+    #[serde(default)]
+    pub rss_before_kib: u64,
+    /// Resident memory of the side's process when the data ended, KiB.
+    #[serde(default)]
+    pub rss_after_kib: u64,
 }
 
 /// Counters of one reporting interval, relative to the side's start.

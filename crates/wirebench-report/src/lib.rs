@@ -281,10 +281,12 @@ impl Exporter for Table {
         let side = |name: &str, res: Option<&wirebench_proto::results::Resources>| {
             res.map(|x| {
                 format!(
-                    "{name} {:.0}% of a core ({:.2} s user, {:.2} s system), peak RSS {:.1} MiB",
+                    "{name} {:.0}% of a core ({:.2} s user, {:.2} s system), RSS {:.1} → {:.1} MiB (peak {:.1})",
                     x.cpu_percent,
                     x.cpu_user_s,
                     x.cpu_system_s,
+                    x.rss_before_kib as f64 / 1024.0,
+                    x.rss_after_kib as f64 / 1024.0,
                     x.max_rss_kib as f64 / 1024.0
                 )
             })
@@ -395,6 +397,62 @@ pub fn packet_log_csv(input: impl Read, out: &mut impl Write) -> Result<(), LogE
         }
     }
     Ok(())
+}
+
+/// Seed 002's table for a send test and a receive test: transfer size, send time and rate
+/// (this side sending), receive time and rate (this side receiving), each timed from the
+/// first byte to the last on the side that measures it.
+pub fn seed_002_table(send: &Results, receive: &Results) -> String {
+    let e = &send.end;
+    let r = &receive.end;
+    let size = |x: &wirebench_proto::results::End| {
+        x.file
+            .as_ref()
+            .map_or(x.sent.bytes, |f| f.bytes)
+            .to_string()
+    };
+    let rows = vec![
+        [
+            "Xfer size",
+            "Send time (s)",
+            "Send rate",
+            "Recv size",
+            "Recv time (s)",
+            "Recv rate",
+            "Protocol",
+            "Mechanism",
+        ]
+        .map(String::from)
+        .to_vec(),
+        vec![
+            size(e),
+            format!("{:.3}", e.sent.transfer_s),
+            format_rate_bps(e.sent.transfer_bps),
+            size(r),
+            format!("{:.3}", r.received.transfer_s),
+            format_rate_bps(r.received.transfer_bps),
+            protocol_name(send.test.protocol).into(),
+            mechanism_name(send.test.mechanism).into(),
+        ],
+    ];
+    let mut out = columns(&rows);
+    for (what, res) in [("send", send), ("receive", receive)] {
+        if let Some(f) = &res.end.file {
+            out.push_str(&format!(
+                "{what}: file {} {}\n",
+                f.name,
+                if f.identical {
+                    "arrived identical"
+                } else {
+                    "did NOT arrive identical"
+                }
+            ));
+        }
+        if let Some(err) = &res.error {
+            out.push_str(&format!("{what}: incomplete: {err}\n"));
+        }
+    }
+    out
 }
 
 /// The header line printed above live interval lines.

@@ -64,6 +64,10 @@ pub struct ServeArgs {
     /// Do not log one line per session on stderr.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Print the server's memory (RSS now and at its peak) and the tests running on stderr
+    /// at this interval (e.g. 10s).
+    #[arg(long, value_name = "INTERVAL", value_parser = parse_duration)]
+    pub stats: Option<Duration>,
     /// Save the files clients send with --file here (one per test, named after the test and
     /// the file); without it they are only checked, never written.
     #[arg(long, value_name = "DIR")]
@@ -95,6 +99,7 @@ impl ServeArgs {
             }
         }
         Ok(ServerConfig {
+            stats_every: self.stats,
             save_dir: self.save_dir.clone(),
             files_dir: self.files_dir.clone(),
             bind: SocketAddr::new(self.bind, self.port),
@@ -200,6 +205,10 @@ pub struct RunArgs {
     /// With -R: the NAME of a file in the server's --files-dir, which the server sends.
     #[arg(long, value_name = "PATH", conflicts_with_all = ["bytes", "time"])]
     pub file: Option<PathBuf>,
+    /// Run the test, then the same reversed (with --file: the server sends the file of that
+    /// name from its --files-dir), and print seed 002's table of send and receive times.
+    #[arg(long, conflicts_with_all = ["reverse", "bidir"])]
+    pub both_directions: bool,
     /// With -R --file: save the server's file here (without it, it is only checked).
     #[arg(long, value_name = "PATH", requires = "file")]
     pub save: Option<PathBuf>,

@@ -15,7 +15,7 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use wirebench_engine::{ClientConfig, Server, ServerConfig, Watch};
 use wirebench_proto::results::{IntervalRecord, Results, Role};
-use wirebench_proto::spec::{Protocol, TestSpec};
+use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 use wirebench_report::{interval_header, interval_line, Exporter, Json, Table};
 
 use cli::{Cli, Command, PacketLogArgs, RunArgs, ServeArgs};
@@ -140,6 +140,54 @@ fn progress_bar(spec: &TestSpec) -> ProgressBar {
     bar
 }
 
+/// Runs one test with live output as the flags ask.
+fn one_test(args: &RunArgs, cfg: &ClientConfig) -> Result<Results, Failure> {
+    let lines = args.interval.is_some() && !args.json;
+    let show_bar = !lines && !args.json && io::stdout().is_terminal() && io::stderr().is_terminal();
+    let mut live = Live {
+        protocol: cfg.spec.protocol,
+        lines,
+        header_done: false,
+        bar: show_bar.then(|| progress_bar(&cfg.spec)),
+    };
+    let results = wirebench_engine::run(cfg, &mut live);
+    if let Some(bar) = &live.bar {
+        bar.finish_and_clear();
+    }
+    Ok(results.context("running the test")?)
+}
+
+/// `--both-directions`: the test as given (this side sends), then reversed (this side
+/// receives; a file comes from the server's --files-dir under the same name), and seed 002's
+/// table: transfer size, send time and rate, receive time and rate.
+fn both_directions(args: &RunArgs, cfg: ClientConfig) -> Result<(), Failure> {
+    let send = one_test(args, &cfg)?;
+    let mut back = cfg;
+    back.spec.direction = Direction::Reverse;
+    back.file = None;
+    back.packet_log = None;
+    if back.spec.file.is_some() {
+        // The server's file sets the amount.
+        back.spec.bytes = None;
+    }
+    let receive = one_test(args, &back)?;
+    let mut out = io::stdout().lock();
+    if args.json {
+        let doc = serde_json::json!({ "send": send, "receive": receive });
+        serde_json::to_writer_pretty(&mut out, &doc)
+            .map_err(io::Error::from)
+            .and_then(|()| writeln!(out))
+    } else {
+        write!(out, "{}", wirebench_report::seed_002_table(&send, &receive))
+    }
+    .and_then(|()| out.flush())
+    .context("writing the results")?;
+    match send.error.or(receive.error) {
+        Some(e) => Err(Failure::Runtime(anyhow::anyhow!("test incomplete: {e}"))),
+        None => Ok(()),
+    }
+}
+
 fn run(args: &RunArgs) -> Result<(), Failure> {
     let spec = args.spec().map_err(Failure::Usage)?;
     let (host, port) = match &args.host {
@@ -154,6 +202,7 @@ fn run(args: &RunArgs) -> Result<(), Failure> {
                 log: false,
                 save_dir: None,
                 files_dir: None,
+                stats_every: None,
             })
             .context("starting the in-process server")?;
             let port = server
@@ -167,14 +216,6 @@ fn run(args: &RunArgs) -> Result<(), Failure> {
             ("127.0.0.1".to_string(), port)
         }
     };
-    let lines = args.interval.is_some() && !args.json;
-    let show_bar = !lines && !args.json && io::stdout().is_terminal() && io::stderr().is_terminal();
-    let mut live = Live {
-        protocol: spec.protocol,
-        lines,
-        header_done: false,
-        bar: show_bar.then(|| progress_bar(&spec)),
-    };
     let cfg = ClientConfig {
         host,
         port,
@@ -183,11 +224,10 @@ fn run(args: &RunArgs) -> Result<(), Failure> {
         file: args.file.clone().filter(|_| !args.reverse),
         save: args.save.clone(),
     };
-    let results = wirebench_engine::run(&cfg, &mut live);
-    if let Some(bar) = &live.bar {
-        bar.finish_and_clear();
+    if args.both_directions {
+        return both_directions(args, cfg);
     }
-    let results: Results = results.context("running the test")?;
+    let results = one_test(args, &cfg)?;
     let mut out = io::stdout().lock();
     let exporter: &dyn Exporter = if args.json { &Json } else { &Table };
     exporter

@@ -128,16 +128,26 @@ pub fn thread_cpu_ns() -> (u64, u64) {
     (ns(ru.ru_utime), ns(ru.ru_stime))
 }
 
-/// The process's peak resident memory so far, KiB (0 where the kernel does not say).
-#[allow(unsafe_code)]
+/// A `kB` figure of `/proc/self/status` (0 where there is none).
+fn status_kib(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The process's resident memory now, KiB (`VmRSS`).
+pub fn rss_kib() -> u64 {
+    status_kib("VmRSS:")
+}
+
+/// The process's peak resident memory so far, KiB (`VmHWM`).
 pub fn max_rss_kib() -> u64 {
-    // SAFETY: as in `thread_cpu_ns`.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `ru` is a valid, writable rusage for the call.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-        return 0;
-    }
-    ru.ru_maxrss.max(0) as u64
+    status_kib("VmHWM:")
 }
 
 /// What the kernel's TCP_INFO says of a connection now.
