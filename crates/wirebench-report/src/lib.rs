@@ -206,6 +206,8 @@ impl Exporter for Table {
                     .map(|p| format!("; saved as {p}"))
                     .unwrap_or_default()
             )?;
+        }
+        if r.test.mechanism == Mechanism::Stream || e.file.is_some() {
             writeln!(
                 out,
                 "send: {:.3} s first to last byte, {}; receive: {:.3} s, {}",
