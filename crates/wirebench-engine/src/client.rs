@@ -42,6 +42,8 @@ pub struct ClientConfig {
     pub file: Option<PathBuf>,
     /// `-R --file NAME --save PATH`: where to save the server's file.
     pub save: Option<PathBuf>,
+    /// The pre-shared key to authenticate with (`--psk-file`).
+    pub psk: Option<crate::auth::Psk>,
 }
 
 /// How long the client waits for more of the server's packet log before giving it up.
@@ -126,20 +128,51 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
     let mut ch = Channel::new(connect(addr)?, MAX_FRAME)?;
     let mut spec = cfg.spec.clone();
     let spec = &mut spec;
+    let client_nonce = crate::auth::nonce().map_err(EngineError::Setup)?;
+    let spec_json = serde_json::to_string(&*spec).unwrap_or_default();
     ch.send(&Message::Start {
         version: PROTOCOL_VERSION,
         tool: tool(),
         spec: spec.clone(),
         host_id: host_id(),
+        nonce: client_nonce.clone(),
     })?;
-    let (cookie, udp_port, server_host) = match ch.expect(SETUP_TIMEOUT, "the server's answer")? {
+    let mut answer = ch.expect(SETUP_TIMEOUT, "the server's answer")?;
+    let mut server_nonce = None;
+    if let Message::Challenge { nonce } = &answer {
+        let psk = cfg.psk.as_ref().ok_or_else(|| {
+            EngineError::Setup(
+                "the server asks for a pre-shared key: give it with --psk-file or WIREBENCH_PSK"
+                    .into(),
+            )
+        })?;
+        ch.send(&Message::Auth {
+            mac: psk.client_mac(&client_nonce, nonce, &spec_json),
+        })?;
+        server_nonce = Some(nonce.clone());
+        answer = ch.expect(SETUP_TIMEOUT, "the server's answer")?;
+    }
+    let (cookie, udp_port, server_host) = match answer {
         Message::Accept {
             cookie,
             udp_port,
             host_id,
             bytes,
+            server_mac,
             ..
         } => {
+            // With a key, the server must have proven it has the key too.
+            if let Some(psk) = &cfg.psk {
+                let proven = match (&server_nonce, &server_mac) {
+                    (Some(sn), Some(mac)) => psk.verify_server(sn, &client_nonce, mac),
+                    _ => false,
+                };
+                if !proven {
+                    return Err(EngineError::Setup(
+                        "the server did not prove it holds the pre-shared key".into(),
+                    ));
+                }
+            }
             // A reverse file transfer: the server's file sets the amount.
             if spec.file.is_some() && spec.bytes.is_none() {
                 spec.bytes = bytes;

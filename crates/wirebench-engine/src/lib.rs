@@ -8,6 +8,7 @@
 //! on the data path allocates, locks or logs per packet.
 #![deny(unsafe_code)]
 
+mod auth;
 mod channel;
 mod client;
 mod file;
@@ -26,6 +27,7 @@ use std::time::Instant;
 
 use wirebench_stats::{LossRuns, TimeHistogram};
 
+pub use auth::Psk;
 pub use client::{run, ClientConfig};
 pub use server::{Server, ServerConfig};
 pub use session::Watch;

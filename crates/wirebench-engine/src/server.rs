@@ -59,6 +59,8 @@ pub struct ServerConfig {
     pub log: bool,
     /// Print the server's memory and load on stderr this often (`--stats`).
     pub stats_every: Option<Duration>,
+    /// Clients must prove this pre-shared key (`--psk-file`).
+    pub psk: Option<crate::auth::Psk>,
     /// Save what file transfers send here (`--save-dir`); none: only hash them.
     pub save_dir: Option<PathBuf>,
     /// Send files from here for reverse file transfers (`--files-dir`); none: refuse them.
@@ -81,6 +83,8 @@ struct State {
     port: u16,
     active: AtomicUsize,
     handshakes: AtomicUsize,
+    /// Clients refused for a wrong key, since the start.
+    auth_failures: AtomicUsize,
     pending: Mutex<HashMap<u64, Pending>>,
     /// Running `--mode crr` tests: where each transaction's connection goes, and the client
     /// address it must come from.
@@ -131,6 +135,7 @@ impl Server {
                 cfg,
                 active: AtomicUsize::new(0),
                 handshakes: AtomicUsize::new(0),
+                auth_failures: AtomicUsize::new(0),
                 pending: Mutex::new(HashMap::new()),
                 crr: Mutex::new(HashMap::new()),
             }),
@@ -158,11 +163,12 @@ impl Server {
                 .name("wirebench-stats".into())
                 .spawn(move || loop {
                     eprintln!(
-                        "stats: rss {} KiB (peak {} KiB), {} tests running, {} connections not yet identified",
+                        "stats: rss {} KiB (peak {} KiB), {} tests running, {} connections not yet identified, {} wrong keys",
                         rss_kib(),
                         max_rss_kib(),
                         state.active.load(Ordering::SeqCst),
-                        state.handshakes.load(Ordering::SeqCst)
+                        state.handshakes.load(Ordering::SeqCst),
+                        state.auth_failures.load(Ordering::SeqCst)
                     );
                     thread::sleep(every);
                 })
@@ -256,6 +262,7 @@ fn connection(mut conn: TcpStream, state: &State) {
             tool,
             spec,
             host_id,
+            nonce,
         }) => {
             let Ok(mut ch) = Channel::new(conn, MAX_FRAME) else {
                 return;
@@ -264,6 +271,7 @@ fn connection(mut conn: TcpStream, state: &State) {
                 version,
                 tool: &tool,
                 host_id: &host_id,
+                nonce: &nonce,
             };
             if let Err(e) = test_session(&mut ch, state, &hello, spec) {
                 log(state, format_args!("{peer}: {e}"));
@@ -432,6 +440,33 @@ struct Hello<'a> {
     version: u32,
     tool: &'a str,
     host_id: &'a str,
+    nonce: &'a str,
+}
+
+/// With a key: challenges the client and checks its answer; returns the server's proof
+/// for the `accept`, or why the client is refused.
+fn authenticate(
+    ch: &mut Channel,
+    psk: &crate::auth::Psk,
+    client: &Hello<'_>,
+    spec: &TestSpec,
+) -> Result<String, String> {
+    let server_nonce = crate::auth::nonce()?;
+    ch.send(&Message::Challenge {
+        nonce: server_nonce.clone(),
+    })
+    .map_err(|e| e.to_string())?;
+    let mac = match ch.expect(SETUP_TIMEOUT, "the client's answer to the challenge") {
+        Ok(Message::Auth { mac }) => mac,
+        Ok(other) => return Err(format!("expected auth, got {other:?}")),
+        Err(e) => return Err(e.to_string()),
+    };
+    let spec_json = serde_json::to_string(spec).unwrap_or_default();
+    if client.nonce.is_empty() || !psk.verify_client(client.nonce, &server_nonce, &spec_json, &mac)
+    {
+        return Err("authentication failed: wrong pre-shared key".into());
+    }
+    Ok(psk.server_mac(&server_nonce, client.nonce))
 }
 
 /// The server's side of a file transfer: a copy to save (in `--save-dir`, named after the
@@ -486,6 +521,17 @@ fn test_session(
             ),
         );
     }
+    // Authenticate first: an unauthenticated client learns nothing of the limits.
+    let server_mac = match &cfg.psk {
+        None => None,
+        Some(psk) => match authenticate(ch, psk, client, &spec) {
+            Ok(mac) => Some(mac),
+            Err(reason) => {
+                state.auth_failures.fetch_add(1, Ordering::SeqCst);
+                return refuse(ch, reason);
+            }
+        },
+    };
     if let Err(reason) = check_limits(cfg, &spec) {
         return refuse(ch, reason);
     }
@@ -544,6 +590,7 @@ fn test_session(
         tool: tool(),
         host_id: host_id(),
         bytes: file.is_some().then_some(spec.bytes).flatten(),
+        server_mac,
     })?;
     let packet_log = if writes_log {
         let conn = log_rx

@@ -48,6 +48,19 @@ pub enum Message {
         /// The client's kernel boot id: equal on both sides means one clock.
         #[serde(default)]
         host_id: String,
+        /// The client's fresh nonce, for a server that authenticates (hex).
+        #[serde(default)]
+        nonce: String,
+    },
+    /// Server → client, when the server has a pre-shared key: prove you have it too.
+    Challenge {
+        /// The server's fresh nonce (hex).
+        nonce: String,
+    },
+    /// Client → server: the answer to the challenge (HMAC-SHA256, hex).
+    Auth {
+        /// The client's MAC over both nonces and the spec.
+        mac: String,
     },
     /// Client → server, first frame of a TCP data connection: which test and stream it is.
     Attach {
@@ -73,6 +86,9 @@ pub enum Message {
         /// server's file; the client adopts it.
         #[serde(default)]
         bytes: Option<u64>,
+        /// After a challenge: the server's MAC over both nonces, proving it has the key.
+        #[serde(default)]
+        server_mac: Option<String>,
     },
     /// Server → client: the test is refused; the connection closes after this.
     Refuse {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use wirebench_engine::ServerConfig;
+use wirebench_engine::{Psk, ServerConfig};
 use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
 use wirebench_proto::units::{parse_duration, parse_rate, parse_size, Rate};
 
@@ -64,6 +64,10 @@ pub struct ServeArgs {
     /// Do not log one line per session on stderr.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Clients must prove they hold the pre-shared key in FILE (at least 16 bytes; or give it
+    /// in the WIREBENCH_PSK variable).
+    #[arg(long, value_name = "FILE")]
+    pub psk_file: Option<PathBuf>,
     /// Print the server's memory (RSS now and at its peak) and the tests running on stderr
     /// at this interval (e.g. 10s).
     #[arg(long, value_name = "INTERVAL", value_parser = parse_duration)]
@@ -100,6 +104,7 @@ impl ServeArgs {
         }
         Ok(ServerConfig {
             stats_every: self.stats,
+            psk: load_psk(self.psk_file.as_deref())?,
             save_dir: self.save_dir.clone(),
             files_dir: self.files_dir.clone(),
             bind: SocketAddr::new(self.bind, self.port),
@@ -205,6 +210,10 @@ pub struct RunArgs {
     /// With -R: the NAME of a file in the server's --files-dir, which the server sends.
     #[arg(long, value_name = "PATH", conflicts_with_all = ["bytes", "time"])]
     pub file: Option<PathBuf>,
+    /// Authenticate with the pre-shared key in FILE (or the WIREBENCH_PSK variable), for a
+    /// server started with one.
+    #[arg(long, value_name = "FILE")]
+    pub psk_file: Option<PathBuf>,
     /// Run the test, then the same reversed (with --file: the server sends the file of that
     /// name from its --files-dir), and print seed 002's table of send and receive times.
     #[arg(long, conflicts_with_all = ["reverse", "bidir"])]
@@ -212,6 +221,21 @@ pub struct RunArgs {
     /// With -R --file: save the server's file here (without it, it is only checked).
     #[arg(long, value_name = "PATH", requires = "file")]
     pub save: Option<PathBuf>,
+}
+
+/// The pre-shared key from `--psk-file`, else from WIREBENCH_PSK, else none.
+pub fn load_psk(file: Option<&std::path::Path>) -> Result<Option<Psk>, String> {
+    match file {
+        Some(path) => Psk::load(path)
+            .map(Some)
+            .map_err(|e| format!("--psk-file {e}")),
+        None => match std::env::var_os("WIREBENCH_PSK") {
+            Some(v) => Psk::new(v.as_encoded_bytes())
+                .map(Some)
+                .map_err(|e| format!("WIREBENCH_PSK: {e}")),
+            None => Ok(None),
+        },
+    }
 }
 
 fn ns(d: Duration) -> u64 {

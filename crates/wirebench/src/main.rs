@@ -190,6 +190,7 @@ fn both_directions(args: &RunArgs, cfg: ClientConfig) -> Result<(), Failure> {
 
 fn run(args: &RunArgs) -> Result<(), Failure> {
     let spec = args.spec().map_err(Failure::Usage)?;
+    let psk = cli::load_psk(args.psk_file.as_deref()).map_err(Failure::Usage)?;
     let (host, port) = match &args.host {
         Some(h) => (h.clone(), args.port),
         None => {
@@ -203,6 +204,8 @@ fn run(args: &RunArgs) -> Result<(), Failure> {
                 save_dir: None,
                 files_dir: None,
                 stats_every: None,
+                // With a key, the in-process server asks for it: the exchange can be tried.
+                psk: psk.clone(),
             })
             .context("starting the in-process server")?;
             let port = server
@@ -223,6 +226,7 @@ fn run(args: &RunArgs) -> Result<(), Failure> {
         packet_log: args.packet_log.clone(),
         file: args.file.clone().filter(|_| !args.reverse),
         save: args.save.clone(),
+        psk,
     };
     if args.both_directions {
         return both_directions(args, cfg);

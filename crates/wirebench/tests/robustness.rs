@@ -162,3 +162,61 @@ fn unreachable_server_is_one_line_exit_1() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("cannot connect"), "{err}");
 }
+
+#[test]
+fn a_pre_shared_key_is_proven_both_ways_and_a_wrong_one_refused() {
+    let dir = std::env::temp_dir().join(format!("wirebench-psk-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (good, bad) = (dir.join("good"), dir.join("bad"));
+    std::fs::write(&good, "correct horse battery staple\n").unwrap();
+    std::fs::write(&bad, "incorrect horse battery staple\n").unwrap();
+    let mut s = Server::start(&["--psk-file", good.to_str().unwrap()]);
+    let run = |extra: &[&str]| s.run(&[&["-n", "100000"][..], extra].concat());
+    // No key, wrong key: refused, one line each, exit 1.
+    for (extra, needle) in [
+        (&[][..], "pre-shared key"),
+        (
+            &["--psk-file", bad.to_str().unwrap()][..],
+            "wrong pre-shared key",
+        ),
+    ] {
+        let out = run(extra);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    // The right key, from the file or the variable: the test runs.
+    assert!(run(&["--psk-file", good.to_str().unwrap()])
+        .status
+        .success());
+    let out = common::wirebench()
+        .args([
+            "run",
+            "127.0.0.1",
+            "--port",
+            &s.port.to_string(),
+            "-u",
+            "-n",
+            "100000",
+        ])
+        .env("WIREBENCH_PSK", "correct horse battery staple")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A client with a key refuses a server that cannot prove it has it.
+    let open = Server::start(&[]);
+    let out = open.run(&["-n", "1000", "--psk-file", good.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("did not prove"));
+    // A short key is a usage error.
+    std::fs::write(dir.join("short"), "tiny").unwrap();
+    let out = s.run(&["--psk-file", dir.join("short").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(s.alive());
+    let _ = std::fs::remove_dir_all(&dir);
+}
