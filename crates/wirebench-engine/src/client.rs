@@ -258,7 +258,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
         streams.push((role_of(stream), sock, params));
     }
     ch.send(&Message::Begin)?;
-    let out = drive(&mut ch, streams, watch);
+    let out = drive(&mut ch, streams, watch, None);
     let mut error = out.error;
     if let Some(copier) = log_copier {
         // The server closes the log connection when its receiver is done.

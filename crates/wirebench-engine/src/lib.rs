@@ -29,7 +29,7 @@ use wirebench_stats::{LossRuns, TimeHistogram};
 
 pub use auth::Psk;
 pub use client::{run, ClientConfig};
-pub use server::{Server, ServerConfig};
+pub use server::{Server, ServerConfig, ServerHandle};
 pub use session::Watch;
 
 use thiserror::Error;

@@ -53,8 +53,18 @@ pub struct ServerConfig {
     pub max_tests: usize,
     /// Longest test accepted; tests asking for more are refused, and any test is ended there.
     pub max_duration: Option<Duration>,
-    /// Highest rate accepted, bits/s.
+    /// Highest rate accepted, bits/s, over all of a test's streams.
     pub max_rate_bps: Option<u64>,
+    /// Most bytes a test may move (all streams).
+    pub max_bytes: Option<u64>,
+    /// Most streams a test may have (both ways for --bidir).
+    pub max_streams: Option<u32>,
+    /// Largest message (request, response) a test may use.
+    pub max_size: Option<u64>,
+    /// Most tests one client address may run at once.
+    pub max_tests_per_client: Option<usize>,
+    /// Most tests one client address may start in a minute.
+    pub max_tests_per_minute: Option<usize>,
     /// Print one line per session on stderr.
     pub log: bool,
     /// Print the server's memory and load on stderr this often (`--stats`).
@@ -85,10 +95,33 @@ struct State {
     handshakes: AtomicUsize,
     /// Clients refused for a wrong key, since the start.
     auth_failures: AtomicUsize,
+    /// Each client address's running tests and the starts of its last minute.
+    clients: Mutex<HashMap<IpAddr, ClientUse>>,
+    /// Set on SIGTERM: running tests end with a message, new ones are refused.
+    shutdown: Arc<std::sync::atomic::AtomicBool>,
     pending: Mutex<HashMap<u64, Pending>>,
     /// Running `--mode crr` tests: where each transaction's connection goes, and the client
     /// address it must come from.
     crr: Mutex<HashMap<u64, (IpAddr, SyncSender<TcpStream>)>>,
+}
+
+/// Ends a server gracefully from another thread.
+#[derive(Clone)]
+pub struct ServerHandle {
+    state: Arc<State>,
+}
+
+impl ServerHandle {
+    /// The flag that, once set, ends every running test with a message to its client and
+    /// refuses new ones (for `signal_hook::flag::register`).
+    pub fn shutdown_flag(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        Arc::clone(&self.state.shutdown)
+    }
+
+    /// Tests running now.
+    pub fn running_tests(&self) -> usize {
+        self.state.active.load(Ordering::SeqCst)
+    }
 }
 
 /// A bound server, ready to run.
@@ -136,6 +169,8 @@ impl Server {
                 active: AtomicUsize::new(0),
                 handshakes: AtomicUsize::new(0),
                 auth_failures: AtomicUsize::new(0),
+                clients: Mutex::new(HashMap::new()),
+                shutdown: Arc::new(std::sync::atomic::AtomicBool::new(false)),
                 pending: Mutex::new(HashMap::new()),
                 crr: Mutex::new(HashMap::new()),
             }),
@@ -147,6 +182,13 @@ impl Server {
         self.listener
             .local_addr()
             .map_err(|e| EngineError::io("reading the listening address", e))
+    }
+
+    /// A handle to end the server gracefully (SIGTERM) and watch it drain.
+    pub fn handle(&self) -> ServerHandle {
+        ServerHandle {
+            state: Arc::clone(&self.state),
+        }
     }
 
     /// Serves until the process ends.
@@ -244,10 +286,86 @@ fn first_frame(s: &mut TcpStream) -> Result<Message, String> {
     }
 }
 
+/// The server log: one line per event, `key=value` pairs with values quoted where they have
+/// spaces, starting with the time (Unix seconds) and the client.
 fn log(state: &State, line: std::fmt::Arguments<'_>) {
     if state.cfg.log {
-        eprintln!("{line}");
+        let t = crate::sys::unix_now_ns() as f64 / 1e9;
+        eprintln!("time={t:.3} {line}");
     }
+}
+
+/// A log value: bare when it is one word, else quoted with `"` escaped.
+fn q(v: &str) -> String {
+    if !v.is_empty() && v.chars().all(|c| c.is_ascii_graphic() && c != '"') {
+        v.to_string()
+    } else {
+        format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""))
+    }
+}
+
+/// A client address's use of the server.
+#[derive(Default)]
+struct ClientUse {
+    running: usize,
+    starts: std::collections::VecDeque<Instant>,
+}
+
+/// Holds a client address's running-test count; gives it back when the session ends.
+struct ClientSlot<'a> {
+    state: &'a State,
+    ip: IpAddr,
+}
+
+impl Drop for ClientSlot<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut c) = self.state.clients.lock() {
+            if let Some(u) = c.get_mut(&self.ip) {
+                u.running = u.running.saturating_sub(1);
+                if u.running == 0 && u.starts.is_empty() {
+                    c.remove(&self.ip);
+                }
+            }
+        }
+    }
+}
+
+/// Counts a test for `ip`, or says which per-client limit it would break.
+fn client_slot(state: &State, ip: IpAddr) -> Result<ClientSlot<'_>, String> {
+    let cfg = &state.cfg;
+    let mut clients = state.clients.lock().map_err(|_| "server state poisoned")?;
+    let now = Instant::now();
+    // Forget the starts older than a minute, and the addresses with nothing left.
+    clients.retain(|_, u| {
+        while u
+            .starts
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > Duration::from_secs(60))
+        {
+            u.starts.pop_front();
+        }
+        u.running > 0 || !u.starts.is_empty()
+    });
+    let u = clients.entry(ip).or_default();
+    if let Some(max) = cfg.max_tests_per_client {
+        if u.running >= max {
+            return Err(format!(
+                "{ip} already runs {} tests, the limit per client is {max} (--max-tests-per-client)",
+                u.running
+            ));
+        }
+    }
+    if let Some(max) = cfg.max_tests_per_minute {
+        if u.starts.len() >= max {
+            return Err(format!(
+                "{ip} started {} tests in the last minute, the limit is {max} (--max-tests-per-minute)",
+                u.starts.len()
+            ));
+        }
+    }
+    u.running += 1;
+    u.starts.push_back(now);
+    Ok(ClientSlot { state, ip })
 }
 
 fn connection(mut conn: TcpStream, state: &State) {
@@ -274,24 +392,43 @@ fn connection(mut conn: TcpStream, state: &State) {
                 nonce: &nonce,
             };
             if let Err(e) = test_session(&mut ch, state, &hello, spec) {
-                log(state, format_args!("{peer}: {e}"));
+                let event = match &e {
+                    EngineError::Refused(r) if r.starts_with("authentication failed") => {
+                        "auth_failed"
+                    }
+                    EngineError::Refused(_) => "refused",
+                    _ => "failed",
+                };
+                log(
+                    state,
+                    format_args!("client={peer} event={event} reason={}", q(&e.to_string())),
+                );
             }
         }
         Ok(Message::Attach { cookie, stream, .. }) => {
             if let Err(e) = attach(conn, state, cookie, stream) {
-                log(state, format_args!("{peer}: data connection refused: {e}"));
+                log(
+                    state,
+                    format_args!("client={peer} event=attach_refused reason={}", q(&e)),
+                );
             }
         }
         Ok(other) => {
             reject(conn, "the first message must be start or attach");
             log(
                 state,
-                format_args!("{peer}: unexpected first message {other:?}"),
+                format_args!(
+                    "client={peer} event=rejected reason={}",
+                    q(&format!("unexpected first message {other:?}"))
+                ),
             );
         }
         Err(e) => {
             reject(conn, &e);
-            log(state, format_args!("{peer}: {e}"));
+            log(
+                state,
+                format_args!("client={peer} event=rejected reason={}", q(&e)),
+            );
         }
     }
 }
@@ -396,8 +533,51 @@ fn check_limits(cfg: &ServerConfig, spec: &TestSpec) -> Result<(), String> {
             ));
         }
     }
+    let streams = u64::from(spec.total_streams());
+    if let Some(max) = cfg.max_streams {
+        if spec.total_streams() > max {
+            return Err(format!(
+                "{} streams exceed the server's --max-streams {max}",
+                spec.total_streams()
+            ));
+        }
+    }
+    if let Some(max) = cfg.max_size {
+        let biggest = spec.size.max(spec.response_len());
+        if biggest > max {
+            return Err(format!(
+                "messages of {biggest} bytes exceed the server's --max-size {max}"
+            ));
+        }
+    }
+    if let Some(max) = cfg.max_bytes {
+        // The most a test can move: its amount, or its rate for its duration, every stream.
+        let most = match (spec.bytes, spec.offered_bps(), spec.duration_ns) {
+            (Some(b), _, _) => Some(u128::from(b)),
+            (None, Some(bps), Some(d)) => Some(u128::from(bps) * u128::from(d) / 8_000_000_000),
+            _ => None,
+        }
+        .map(|b| b * u128::from(streams));
+        match most {
+            Some(b) if b <= u128::from(max) => {}
+            Some(b) => {
+                return Err(format!(
+                    "{} would exceed the server's --max-bytes {}",
+                    format_bytes(u64::try_from(b).unwrap_or(u64::MAX)),
+                    format_bytes(max)
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "an unbounded test was asked but the server moves at most {}: use -n, or -b with -t",
+                    format_bytes(max)
+                ))
+            }
+        }
+    }
     if let Some(max) = cfg.max_rate_bps {
-        match spec.offered_bps() {
+        // -b applies to each stream: the server's limit is on their sum.
+        match spec.offered_bps().map(|r| r.saturating_mul(streams)) {
             Some(r) if r <= max => {}
             Some(r) => {
                 return Err(format!(
@@ -535,6 +715,18 @@ fn test_session(
     if let Err(reason) = check_limits(cfg, &spec) {
         return refuse(ch, reason);
     }
+    if state.shutdown.load(Ordering::SeqCst) {
+        return refuse(ch, "the server is shutting down".into());
+    }
+    let client_ip = ch
+        .stream()
+        .peer_addr()
+        .map_err(|e| EngineError::io("reading the peer address", e))?
+        .ip();
+    let _client = match client_slot(state, client_ip) {
+        Ok(slot) => slot,
+        Err(reason) => return refuse(ch, reason),
+    };
     let running = state.active.fetch_add(1, Ordering::SeqCst);
     let cookie = random_cookie()?;
     let _slot = Slot { state, cookie };
@@ -686,7 +878,7 @@ fn test_session(
             )));
         }
     }
-    let out = drive(ch, streams, &mut Quiet);
+    let out = drive(ch, streams, &mut Quiet, Some(&state.shutdown));
     let r = Results::assemble(
         &spec,
         peer.to_string(),
@@ -697,16 +889,18 @@ fn test_session(
     log(
         state,
         format_args!(
-            "{peer}: {} {} {} size {}: sent {} in {} messages, received {} in {} messages{}",
+            "client={peer} event=test test={cookie:016x} protocol={} mechanism={} direction={} size={} streams={} sent_bytes={} sent_messages={} received_bytes={} received_messages={} lost={} result={}",
             spec.protocol,
             spec.mechanism,
             spec.direction,
             spec.size,
-            format_bytes(r.end.sent.bytes),
+            spec.total_streams(),
+            r.end.sent.bytes,
             r.end.sent.messages,
-            format_bytes(r.end.received.bytes),
+            r.end.received.bytes,
             r.end.received.messages,
-            r.error.map(|e| format!(", error: {e}")).unwrap_or_default()
+            r.end.udp.as_ref().map_or(0, |u| u.lost),
+            r.error.map_or_else(|| "ok".to_string(), |e| q(&format!("error: {e}")))
         ),
     );
     Ok(())

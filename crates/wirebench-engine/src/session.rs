@@ -113,6 +113,7 @@ pub fn drive(
     ch: &mut Channel,
     streams: Vec<(Role, DataSocket, RoleParams)>,
     watch: &mut dyn Watch,
+    shutdown: Option<&std::sync::atomic::AtomicBool>,
 ) -> Outcome {
     let n = streams.len();
     let Some(first) = streams.first() else {
@@ -177,7 +178,18 @@ pub fn drive(
     // final report waits for its own receivers, which wait for the peer's counts.
     let both_roles = roles.contains(&Role::Sender) && roles.contains(&Role::Receiver);
     let mut counts_sent = !both_roles;
+    let mut shut = false;
     while !threads.iter().all(|t| t.is_finished()) {
+        if !shut && shutdown.is_some_and(|f| f.load(Ordering::Relaxed)) {
+            // The server is going away: tell the client why, and stop.
+            shut = true;
+            error.get_or_insert("the server is shutting down".to_string());
+            let _ = ch.send(&Message::Error {
+                reason: "the server is shutting down".into(),
+            });
+            side_stop.store(true, Ordering::Relaxed);
+            channel_ok = false;
+        }
         if !counts_sent
             && channel_ok
             && threads
@@ -232,8 +244,10 @@ pub fn drive(
                     peer = Some(*report);
                 }
                 Ok(Some(Message::Error { reason })) => {
-                    error = Some(format!("peer reported: {reason}"));
+                    // The peer's reason is the first cause; what follows (it closes) is not.
+                    error.get_or_insert(format!("peer reported: {reason}"));
                     side_stop.store(true, Ordering::Relaxed);
+                    channel_ok = false;
                 }
                 Ok(Some(other)) => {
                     error = Some(format!(
@@ -246,7 +260,7 @@ pub fn drive(
                     channel_ok = false;
                 }
                 Err(e) => {
-                    error = Some(e.to_string());
+                    error.get_or_insert(e.to_string());
                     side_stop.store(true, Ordering::Relaxed);
                     channel_ok = false;
                 }

@@ -58,9 +58,25 @@ pub struct ServeArgs {
     /// Longest test accepted (e.g. 60s); any test is ended there.
     #[arg(long, value_parser = parse_duration)]
     pub max_duration: Option<Duration>,
-    /// Highest sending rate accepted, bits/s (e.g. 1G); tests must then ask for a rate.
+    /// Highest sending rate accepted, bits/s, over all of a test's streams (e.g. 1G); tests
+    /// must then ask for a rate.
     #[arg(long, value_parser = parse_rate)]
     pub max_rate: Option<Rate>,
+    /// Most bytes a test may move (e.g. 10G); tests must then be bounded (-n, or -b and -t).
+    #[arg(long, value_parser = parse_size)]
+    pub max_bytes: Option<u64>,
+    /// Most parallel streams per test (both ways for --bidir).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_streams: Option<u32>,
+    /// Largest message (or request, or response) per test, bytes.
+    #[arg(long, value_parser = parse_size)]
+    pub max_size: Option<u64>,
+    /// Most tests one client address may run at once.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_tests_per_client: Option<u32>,
+    /// Most tests one client address may start per minute.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_tests_per_minute: Option<u32>,
     /// Do not log one line per session on stderr.
     #[arg(short, long)]
     pub quiet: bool,
@@ -104,6 +120,11 @@ impl ServeArgs {
         }
         Ok(ServerConfig {
             stats_every: self.stats,
+            max_bytes: self.max_bytes,
+            max_streams: self.max_streams,
+            max_size: self.max_size,
+            max_tests_per_client: self.max_tests_per_client.map(|n| n as usize),
+            max_tests_per_minute: self.max_tests_per_minute.map(|n| n as usize),
             psk: load_psk(self.psk_file.as_deref())?,
             save_dir: self.save_dir.clone(),
             files_dir: self.files_dir.clone(),

@@ -86,6 +86,31 @@ fn serve(args: &ServeArgs) -> Result<(), Failure> {
     .and_then(|()| out.flush())
     .context("writing to stdout")?;
     drop(out);
+    // SIGTERM or SIGINT: end the running tests with a message to their clients, wait for
+    // them to finish (at most 10 s), then exit 0.
+    let handle = server.handle();
+    let flag = handle.shutdown_flag();
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, std::sync::Arc::clone(&flag))
+            .context("installing the signal handler")?;
+    }
+    std::thread::Builder::new()
+        .name("wirebench-shutdown".into())
+        .spawn(move || {
+            while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            eprintln!(
+                "shutting down: ending {} running tests",
+                handle.running_tests()
+            );
+            let until = std::time::Instant::now() + Duration::from_secs(10);
+            while handle.running_tests() > 0 && std::time::Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            std::process::exit(0);
+        })
+        .context("starting the shutdown watcher")?;
     server.run().context("serving")?;
     Ok(())
 }
@@ -204,6 +229,11 @@ fn run(args: &RunArgs) -> Result<(), Failure> {
                 save_dir: None,
                 files_dir: None,
                 stats_every: None,
+                max_bytes: None,
+                max_streams: None,
+                max_size: None,
+                max_tests_per_client: None,
+                max_tests_per_minute: None,
                 // With a key, the in-process server asks for it: the exchange can be tried.
                 psk: psk.clone(),
             })

@@ -220,3 +220,134 @@ fn a_pre_shared_key_is_proven_both_ways_and_a_wrong_one_refused() {
     assert!(s.alive());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn every_limit_refuses_ten_times_too_much_with_the_limit_in_the_message() {
+    let mut s = Server::start(&[
+        "--max-bytes",
+        "10M",
+        "--max-streams",
+        "2",
+        "--max-size",
+        "10000",
+        "--max-rate",
+        "100M",
+        "--max-duration",
+        "2s",
+    ]);
+    for (args, needle) in [
+        (
+            &["-n", "100M", "-l", "1000", "-b", "10M"][..],
+            "--max-bytes",
+        ),
+        (
+            &["-n", "1M", "-l", "1000", "-b", "10M", "-P", "20"][..],
+            "--max-streams",
+        ),
+        (&["-n", "1M", "-l", "100000", "-b", "10M"][..], "--max-size"),
+        (&["-n", "1M", "-l", "1000", "-b", "1G"][..], "--max-rate"),
+        // -b is per stream: two streams at 60M are 120M in all
+        (
+            &["-n", "1M", "-l", "1000", "-b", "60M", "-P", "2"][..],
+            "--max-rate",
+        ),
+        (
+            &["-t", "20s", "-l", "1000", "-b", "1M"][..],
+            "--max-duration",
+        ),
+        (&["-t", "2s", "-l", "1000", "-b", "100M"][..], "--max-bytes"),
+    ] {
+        let out = s.run(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    let v = s.run_json(&["-n", "1M", "-l", "1000", "-b", "50M", "-P", "2"]);
+    assert_eq!(u(&v, "end.received.bytes"), 2_000_000);
+    assert!(s.alive());
+}
+
+#[test]
+fn per_client_limits_count_running_and_recent_tests() {
+    let s = Server::start(&[
+        "--max-tests",
+        "10",
+        "--max-tests-per-client",
+        "1",
+        "--max-tests-per-minute",
+        "3",
+    ]);
+    let mut busy = s.spawn(&["-t", "3s", "-b", "10M", "-i", "50ms"]);
+    wait_for_line(&mut busy, "-0.");
+    let out = s.run(&["-n", "1000"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--max-tests-per-client"));
+    busy.kill().unwrap();
+    busy.wait().unwrap();
+    // One started so far; two more fit in the minute, the fourth does not.
+    let mut started = 1;
+    let mut refused_for_rate = false;
+    for _ in 0..40 {
+        let out = s.run(&["-n", "1000"]);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        if out.status.success() {
+            started += 1;
+        } else if err.contains("--max-tests-per-minute") {
+            refused_for_rate = true;
+            break;
+        } else {
+            // The killed client's slot is still being freed.
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    assert_eq!(started, 3);
+    assert!(refused_for_rate);
+}
+
+#[test]
+fn sigterm_ends_running_tests_with_a_message_and_exits() {
+    let mut s = Server::start(&[]);
+    let mut client = s.spawn(&["-t", "30s", "-b", "50M", "-i", "50ms"]);
+    wait_for_line(&mut client, "-0.");
+    let pid = s.pid().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = client.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("shutting down"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = s
+        .wait_exit(Duration::from_secs(15))
+        .expect("the server exits");
+    assert!(status.success());
+}
+
+#[test]
+fn a_thousand_silent_connections_then_a_good_test() {
+    let mut s = Server::start(&[]);
+    let addr = ("127.0.0.1", s.port);
+    let conns: Vec<TcpStream> = (0..1000)
+        .filter_map(|_| TcpStream::connect(addr).ok())
+        .collect();
+    assert!(conns.len() > 200);
+    std::thread::sleep(Duration::from_millis(500));
+    drop(conns);
+    // A client that said start, got its accept and vanished before any data stream.
+    let mut c = TcpStream::connect(addr).unwrap();
+    let spec = serde_json::json!({"type": "start", "version": 2, "tool": "test",
+        "spec": {"protocol": "tcp", "mechanism": "stream", "direction": "forward", "size": 1000,
+                 "bytes": 1000, "rate_bps": 0, "streams": 1, "interval_ns": 1000000000u64,
+                 "drain_ns": 1000000000u64, "ack_timeout_ns": 200000000u64}});
+    let body = serde_json::to_vec(&spec).unwrap();
+    c.write_all(&(body.len() as u32).to_be_bytes()).unwrap();
+    c.write_all(&body).unwrap();
+    let mut prefix = [0u8; 4];
+    c.read_exact(&mut prefix).unwrap();
+    drop(c);
+    still_serves(&mut s);
+}

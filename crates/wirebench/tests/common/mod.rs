@@ -45,6 +45,23 @@ impl Server {
         Self { child, port }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits up to `limit` for the server to exit by itself; its status if it did.
+    pub fn wait_exit(&mut self, limit: std::time::Duration) -> Option<std::process::ExitStatus> {
+        let until = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < until {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        None
+    }
+
     /// True while the server process is alive.
     pub fn alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
