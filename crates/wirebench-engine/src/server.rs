@@ -142,6 +142,7 @@ fn reuse_port_udp(addr: SocketAddr) -> std::io::Result<Socket> {
 impl Server {
     /// Binds the TCP port and the UDP port of the same number.
     pub fn bind(cfg: ServerConfig) -> Result<Self, EngineError> {
+        crate::sys::limit_allocator_arenas();
         let tcp = Socket::new(Domain::for_address(cfg.bind), Type::STREAM, None)
             .map_err(|e| EngineError::io("creating the listening socket", e))?;
         let _ = tcp.set_reuse_address(true);
@@ -391,7 +392,10 @@ fn connection(mut conn: TcpStream, state: &State) {
                 host_id: &host_id,
                 nonce: &nonce,
             };
-            if let Err(e) = test_session(&mut ch, state, &hello, spec) {
+            let result = test_session(&mut ch, state, &hello, spec);
+            // The test's buffers and histograms are freed: give the memory back.
+            crate::sys::release_free_memory();
+            if let Err(e) = result {
                 let event = match &e {
                     EngineError::Refused(r) if r.starts_with("authentication failed") => {
                         "auth_failed"
