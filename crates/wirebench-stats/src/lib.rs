@@ -27,4 +27,4 @@ pub use hist::{TimeHistogram, TimeSummary};
 pub use jitter::Jitter;
 pub use loss_runs::{LossRunBucket, LossRuns, LossRunsSummary};
 pub use seq::{Arrival, LostRun, SeqCounts, SeqTracker};
-pub use summary::{summarize, Summary};
+pub use summary::{knee, summarize, t975, Summary};
