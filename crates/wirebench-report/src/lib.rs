@@ -5,6 +5,8 @@
 //! up in the document).
 #![deny(unsafe_code)]
 
+pub mod experiment;
+
 use std::io::{self, Read, Write};
 
 use wirebench_proto::packet_log::{Arrived, LogError, Reader, Record};
