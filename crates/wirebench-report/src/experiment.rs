@@ -366,12 +366,26 @@ mod tests {
     #[test]
     fn varies_parse_lists_and_ranges() {
         let v = parse_vary("size=2,500").expect("list");
-        assert_eq!((v.param, v.values.clone()), (Param::Size, vec!["2".into(), "500".into()]));
+        assert_eq!(
+            (v.param, v.values.clone()),
+            (Param::Size, vec!["2".into(), "500".into()])
+        );
         let r = parse_vary("rate=1M..1G:log:4").expect("range");
-        assert_eq!(r.values, vec!["1000000", "10000000", "100000000", "1000000000"]);
+        assert_eq!(
+            r.values,
+            vec!["1000000", "10000000", "100000000", "1000000000"]
+        );
         let l = parse_vary("bytes=1M..4M:lin:4").expect("lin");
         assert_eq!(l.values, vec!["1000000", "2000000", "3000000", "4000000"]);
-        for bad in ["size", "color=1", "rate=1G..1M:log:3", "rate=1M..1G:cube:3", "rate=1M..1G:log:1", "size=", "mode=1..2:lin:2"] {
+        for bad in [
+            "size",
+            "color=1",
+            "rate=1G..1M:log:3",
+            "rate=1M..1G:cube:3",
+            "rate=1M..1G:log:1",
+            "size=",
+            "mode=1..2:lin:2",
+        ] {
             assert!(parse_vary(bad).is_err(), "{bad}");
         }
     }
@@ -383,8 +397,14 @@ mod tests {
             parse_vary("size=1,2,3").expect("v"),
         ]);
         assert_eq!(g.len(), 6);
-        assert_eq!(g[0], vec![(Param::Proto, "tcp".into()), (Param::Size, "1".into())]);
-        assert_eq!(g[5], vec![(Param::Proto, "udp".into()), (Param::Size, "3".into())]);
+        assert_eq!(
+            g[0],
+            vec![(Param::Proto, "tcp".into()), (Param::Size, "1".into())]
+        );
+        assert_eq!(
+            g[5],
+            vec![(Param::Proto, "udp".into()), (Param::Size, "3".into())]
+        );
         assert_eq!(grid(&[]), vec![Vec::<(Param, String)>::new()]);
     }
 }

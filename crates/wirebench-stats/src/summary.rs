@@ -33,9 +33,9 @@ pub struct Summary {
 /// the normal approximation's 1.96 refined by the Cornish-Fisher term `(z³ + z) / (4 df)`.
 pub fn t975(df: u64) -> f64 {
     const TABLE: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-        2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
     ];
     match df {
         0 => f64::NAN,
@@ -217,7 +217,10 @@ mod tests {
         assert!(close(s.q1, 4.0) && close(s.q3, 5.5), "{s:?}");
         // identical values: no spread, no interval
         let same = summarize(&[3.0; 10]).expect("values");
-        assert_eq!((same.stddev, same.ci95, same.q1, same.q3), (0.0, 0.0, 3.0, 3.0));
+        assert_eq!(
+            (same.stddev, same.ci95, same.q1, same.q3),
+            (0.0, 0.0, 3.0, 3.0)
+        );
         // one value: no interval
         assert_eq!(summarize(&[1.0]).expect("one").ci95, 0.0);
         assert!((t975(1) - 12.706).abs() < 1e-9);

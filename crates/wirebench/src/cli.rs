@@ -34,6 +34,40 @@ pub enum Command {
     Run(RunArgs),
     /// Print a packet log (from `run --packet-log`) as CSV.
     PacketLog(PacketLogArgs),
+    /// Run a grid of tests, each repeated, and save every result with a summary.
+    Sweep(SweepArgs),
+}
+
+/// `wirebench sweep`.
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// What to vary, NAME=V1,V2,... or NAME=FROM..TO:log|lin:N (rate, size, bytes, time,
+    /// mode, proto, parallel, direction); repeat for a grid.
+    #[arg(long = "vary", value_name = "NAME=VALUES")]
+    pub vary: Vec<String>,
+    /// Trials per point.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub repeat: u32,
+    /// Run the trials in grid order (default: shuffled, so that drift over time does not
+    /// masquerade as an effect of a parameter).
+    #[arg(long)]
+    pub ordered: bool,
+    /// Pause between trials (e.g. 200ms).
+    #[arg(long, value_parser = parse_duration, default_value = "0s")]
+    pub pause: Duration,
+    /// Where to save the experiment (default: ./wirebench-results/DATE-TIME).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// A seed document's experiment: seed-000 (rate sweep, 2 and 500 bytes, UDP and TCP) or
+    /// seed-001 (1 MB to 1536 MB, TCP and UDP, streaming and stop-and-wait).
+    #[arg(long, value_name = "NAME")]
+    pub preset: Option<String>,
+    /// Scale a preset's amounts and point counts down (e.g. 0.01) to keep it short.
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+    /// The test each point varies (the flags of `run`).
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// `wirebench packet-log`.
@@ -152,7 +186,7 @@ pub enum ModeArg {
 }
 
 /// `wirebench run`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Server to measure against; without it, a server in this process on loopback.
     pub host: Option<String>,

@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 
 mod cli;
+mod sweep;
 
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
@@ -21,7 +22,7 @@ use wirebench_report::{interval_header, interval_line, Exporter, Json, Table};
 use cli::{Cli, Command, PacketLogArgs, RunArgs, ServeArgs};
 
 /// A failure and the exit code it maps to.
-enum Failure {
+pub(crate) enum Failure {
     /// Bad flags: exit 2.
     Usage(String),
     /// Anything at run time: exit 1.
@@ -40,6 +41,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve(&args),
         Command::Run(args) => run(&args),
         Command::PacketLog(args) => packet_log(&args),
+        Command::Sweep(args) => sweep::sweep(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -213,16 +215,21 @@ fn both_directions(args: &RunArgs, cfg: ClientConfig) -> Result<(), Failure> {
     }
 }
 
-fn run(args: &RunArgs) -> Result<(), Failure> {
-    let spec = args.spec().map_err(Failure::Usage)?;
-    let psk = cli::load_psk(args.psk_file.as_deref()).map_err(Failure::Usage)?;
-    let (host, port) = match &args.host {
-        Some(h) => (h.clone(), args.port),
+/// The server a `run` or `sweep` without HOST measures against: one in this process on
+/// loopback; its host and port.
+fn server_for(
+    host: Option<&String>,
+    port: u16,
+    psk: Option<&wirebench_engine::Psk>,
+) -> Result<(String, u16), Failure> {
+    Ok(match host {
+        Some(h) => (h.clone(), port),
         None => {
             // No host: measure loopback against a server in this process.
             let server = Server::bind(ServerConfig {
                 bind: "127.0.0.1:0".parse().context("loopback address")?,
-                max_tests: 1,
+                // A sweep's next trial may start while the last one's session winds down.
+                max_tests: 8,
                 max_duration: None,
                 max_rate_bps: None,
                 log: false,
@@ -235,7 +242,7 @@ fn run(args: &RunArgs) -> Result<(), Failure> {
                 max_tests_per_client: None,
                 max_tests_per_minute: None,
                 // With a key, the in-process server asks for it: the exchange can be tried.
-                psk: psk.clone(),
+                psk: psk.cloned(),
             })
             .context("starting the in-process server")?;
             let port = server
@@ -248,7 +255,13 @@ fn run(args: &RunArgs) -> Result<(), Failure> {
                 .context("starting the in-process server")?;
             ("127.0.0.1".to_string(), port)
         }
-    };
+    })
+}
+
+fn run(args: &RunArgs) -> Result<(), Failure> {
+    let spec = args.spec().map_err(Failure::Usage)?;
+    let psk = cli::load_psk(args.psk_file.as_deref()).map_err(Failure::Usage)?;
+    let (host, port) = server_for(args.host.as_ref(), args.port, psk.as_ref())?;
     let cfg = ClientConfig {
         host,
         port,
