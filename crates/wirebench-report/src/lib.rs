@@ -6,6 +6,8 @@
 #![deny(unsafe_code)]
 
 pub mod experiment;
+pub mod html;
+pub mod plot;
 
 use std::io::{self, Read, Write};
 

@@ -36,6 +36,36 @@ pub enum Command {
     PacketLog(PacketLogArgs),
     /// Run a grid of tests, each repeated, and save every result with a summary.
     Sweep(SweepArgs),
+    /// Draw a plot (SVG or PNG) from saved results: an experiment directory, one result's
+    /// JSON, or a packet log.
+    Plot(PlotArgs),
+    /// Write a self-contained HTML report of an experiment directory.
+    Report(ReportArgs),
+}
+
+/// `wirebench plot`.
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// An experiment directory (from sweep), a results JSON file, or a packet log.
+    pub input: PathBuf,
+    /// rate, received, time, box (experiments); throughput, latency (one result); arrival
+    /// (a packet log). Default: rate for an experiment, throughput for a result, arrival for
+    /// a packet log.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// The image to write: .svg or .png.
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+/// `wirebench report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The experiment directory (from sweep).
+    pub dir: PathBuf,
+    /// The HTML file to write.
+    #[arg(short, long, default_value = "report.html")]
+    pub output: PathBuf,
 }
 
 /// `wirebench sweep`.

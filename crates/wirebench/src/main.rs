@@ -42,6 +42,8 @@ fn main() -> ExitCode {
         Command::Run(args) => run(&args),
         Command::PacketLog(args) => packet_log(&args),
         Command::Sweep(args) => sweep::sweep(&args),
+        Command::Plot(args) => plot(&args),
+        Command::Report(args) => report(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -64,6 +66,47 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
         c.downcast_ref::<io::Error>()
             .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
     })
+}
+
+fn plot(args: &cli::PlotArgs) -> Result<(), Failure> {
+    use wirebench_report::plot::{
+        arrival_chart, experiment_chart, load_results, result_chart, write, Kind,
+    };
+    let input = &args.input;
+    let kind = args
+        .kind
+        .as_deref()
+        .map(Kind::parse)
+        .transpose()
+        .map_err(Failure::Usage)?;
+    let chart = if input.is_dir() {
+        let text = std::fs::read(input.join("summary.json"))
+            .with_context(|| format!("{}: not an experiment directory", input.display()))?;
+        let summary = serde_json::from_slice(&text).context("reading summary.json")?;
+        experiment_chart(kind.unwrap_or(Kind::Rate), &summary, input)
+    } else if input.extension().is_some_and(|e| e == "json") {
+        let r = load_results(input).map_err(|e| Failure::Runtime(anyhow::anyhow!(e)))?;
+        result_chart(kind.unwrap_or(Kind::Throughput), &r)
+    } else {
+        match kind {
+            None | Some(Kind::Arrival) => arrival_chart(input),
+            Some(k) => Err(format!(
+                "--kind {}: a packet log draws --kind arrival",
+                k.name()
+            )),
+        }
+    }
+    .map_err(|e| Failure::Runtime(anyhow::anyhow!(e)))?;
+    write(&chart, &args.output).map_err(|e| Failure::Runtime(anyhow::anyhow!(e)))?;
+    Ok(())
+}
+
+fn report(args: &cli::ReportArgs) -> Result<(), Failure> {
+    let html = wirebench_report::html::report(&args.dir)
+        .map_err(|e| Failure::Runtime(anyhow::anyhow!(e)))?;
+    std::fs::write(&args.output, html)
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    Ok(())
 }
 
 fn packet_log(args: &PacketLogArgs) -> Result<(), Failure> {

@@ -1,0 +1,136 @@
+//! The experiment report: one self-contained HTML file (plots inline as SVG, no script, no
+//! link to anything outside it) with the experiment's parameters, the summary table, the
+//! knees and every plot that fits the data.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use wirebench_proto::units::format_rate_bps;
+
+use crate::experiment::ExperimentSummary;
+use crate::plot::{experiment_chart, svg_string, Kind};
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The report of the experiment saved in `dir` (by `wirebench sweep`).
+pub fn report(dir: &Path) -> Result<String, String> {
+    let read = |name: &str| {
+        std::fs::read(dir.join(name)).map_err(|e| format!("{}: {e}", dir.join(name).display()))
+    };
+    let summary: ExperimentSummary =
+        serde_json::from_slice(&read("summary.json")?).map_err(|e| format!("summary.json: {e}"))?;
+    let meta: serde_json::Value = serde_json::from_slice(&read("experiment.json")?)
+        .map_err(|e| format!("experiment.json: {e}"))?;
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>wirebench experiment</title><style>\
+         body{{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}}\
+         table{{border-collapse:collapse;margin:1em 0}}\
+         td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}\
+         th{{background:#f0f0f0}} td.l,th.l{{text-align:left}} code{{background:#f4f4f4}}\
+         figure{{margin:1.5em 0}} svg{{max-width:100%;height:auto}}\
+         </style></head><body>\n<h1>wirebench experiment</h1>\n"
+    );
+    let cmd = meta["command"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default();
+    let _ = write!(
+        h,
+        "<p><code>{}</code></p>\n<table><tr><th class=\"l\">tool</th><td class=\"l\">{}</td></tr>\
+         <tr><th class=\"l\">server</th><td class=\"l\">{}</td></tr>\
+         <tr><th class=\"l\">trials per point</th><td class=\"l\">{}{}</td></tr>\
+         <tr><th class=\"l\">machine</th><td class=\"l\">{}, {} cores, Linux {}</td></tr></table>\n",
+        esc(&cmd),
+        esc(meta["wirebench"].as_str().unwrap_or("")),
+        esc(meta["server"].as_str().unwrap_or("")),
+        meta["repeat"],
+        if meta["ordered"] == true { ", in grid order" } else { ", in random order" },
+        esc(meta["machine"]["cpu"].as_str().unwrap_or("?")),
+        meta["machine"]["cores"],
+        esc(meta["machine"]["kernel"].as_str().unwrap_or("?")),
+    );
+    // The summary table.
+    let params: Vec<String> = summary
+        .points
+        .first()
+        .map(|p| p.point.keys().cloned().collect())
+        .unwrap_or_default();
+    h.push_str("<h2>Summary</h2>\n<table><tr>");
+    for p in &params {
+        let _ = write!(h, "<th class=\"l\">{}</th>", esc(p));
+    }
+    h.push_str(
+        "<th>trials</th><th>received (mean ± 95% CI)</th><th>min</th><th>max</th>\
+         <th>SD</th><th>delivered</th><th>loss</th><th>delay p99 (ms)</th>\
+         <th>round trip p50 (µs)</th></tr>\n",
+    );
+    for p in &summary.points {
+        h.push_str("<tr>");
+        for k in &params {
+            let _ = write!(
+                h,
+                "<td class=\"l\">{}</td>",
+                esc(p.point.get(k).map_or("", String::as_str))
+            );
+        }
+        let f = |k: &str| p.figures.get(k);
+        let rate = |v: f64| format_rate_bps(v);
+        let _ = writeln!(
+            h,
+            "<td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            p.trials,
+            if p.failed > 0 { format!(" ({} failed)", p.failed) } else { String::new() },
+            f("received_bps").map_or("-".into(), |x| format!("{} ± {}", rate(x.mean), rate(x.ci95))),
+            f("received_bps").map_or("-".into(), |x| rate(x.min)),
+            f("received_bps").map_or("-".into(), |x| rate(x.max)),
+            f("received_bps").map_or("-".into(), |x| rate(x.stddev)),
+            f("delivered_fraction").map_or("-".into(), |x| format!("{:.2}%", x.mean * 100.0)),
+            f("loss_ratio").map_or("-".into(), |x| format!("{:.3}%", x.mean * 100.0)),
+            f("delay_p99_ms").map_or("-".into(), |x| format!("{:.3}", x.mean)),
+            f("latency_p50_us").map_or("-".into(), |x| format!("{:.1}", x.mean)),
+        );
+    }
+    h.push_str("</table>\n");
+    if !summary.knees.is_empty() {
+        h.push_str("<h2>Where loss begins (seed 000's threshold)</h2>\n<table><tr><th class=\"l\">series</th><th>99% delivered up to</th><th>95% delivered up to</th></tr>\n");
+        for k in &summary.knees {
+            let series: Vec<String> = k.series.iter().map(|(a, b)| format!("{a} {b}")).collect();
+            let _ = writeln!(
+                h,
+                "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&series.join(", ")),
+                k.knee99_bps.map_or("none".into(), format_rate_bps),
+                k.knee95_bps.map_or("none".into(), format_rate_bps),
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    h.push_str("<h2>Plots</h2>\n");
+    let mut drawn = 0;
+    for kind in [Kind::Rate, Kind::Received, Kind::Time, Kind::Box] {
+        // A plot that does not fit the data (no rate varied, say) is left out.
+        if let Ok(chart) = experiment_chart(kind, &summary, dir) {
+            let svg = svg_string(&chart)?;
+            let _ = writeln!(h, "<figure>{svg}</figure>");
+            drawn += 1;
+        }
+    }
+    if drawn == 0 {
+        h.push_str("<p>No plot fits this experiment's parameters.</p>\n");
+    }
+    h.push_str("<p>Every trial's results are in <code>trials/</code>; the summary in <code>summary.json</code> and <code>summary.csv</code>.</p>\n</body></html>\n");
+    Ok(h)
+}

@@ -1,0 +1,488 @@
+//! Plots from saved results (never from live state): SVG or PNG, with the DejaVu Sans font
+//! built in, so a PNG renders the same on a machine with no fonts installed.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use wirebench_proto::packet_log::{Reader, Record};
+use wirebench_proto::results::Results;
+
+use crate::experiment::ExperimentSummary;
+
+/// DejaVu Sans (fonts/DejaVu-LICENSE: Bitstream Vera license, free to embed).
+static FONT: &[u8] = include_bytes!("../fonts/DejaVuSans.ttf");
+
+fn register_font() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        // A static font that plotters' ab_glyph backend parses once.
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
+    });
+}
+
+/// What to draw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Receive rate against send (offered) rate, with the ideal line (seed 000).
+    Rate,
+    /// Percent of the data received against send rate (seed 000).
+    Received,
+    /// Transfer time against data size, per protocol and mechanism (seed 001).
+    Time,
+    /// Box plots of the receive rate of the repeated trials of each point (seed 003).
+    Box,
+    /// Send and receive rate over time, from one result's intervals.
+    Throughput,
+    /// Round-trip latency distribution from one result's percentiles.
+    Latency,
+    /// Arrival time against sequence number, lost packets marked at zero (seed 004).
+    Arrival,
+}
+
+impl Kind {
+    /// Parses a kind's name.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "rate" => Self::Rate,
+            "received" => Self::Received,
+            "time" => Self::Time,
+            "box" => Self::Box,
+            "throughput" => Self::Throughput,
+            "latency" => Self::Latency,
+            "arrival" => Self::Arrival,
+            other => {
+                return Err(format!(
+                    "--kind {other}: rate, received, time, box, throughput, latency or arrival"
+                ))
+            }
+        })
+    }
+
+    /// Every kind, for a report.
+    pub const ALL: [Kind; 7] = [
+        Kind::Rate,
+        Kind::Received,
+        Kind::Time,
+        Kind::Box,
+        Kind::Throughput,
+        Kind::Latency,
+        Kind::Arrival,
+    ];
+
+    /// The kind's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Rate => "rate",
+            Self::Received => "received",
+            Self::Time => "time",
+            Self::Box => "box",
+            Self::Throughput => "throughput",
+            Self::Latency => "latency",
+            Self::Arrival => "arrival",
+        }
+    }
+}
+
+/// Named series of (x, y) points.
+type Series = Vec<(String, Vec<(f64, f64)>)>;
+
+/// A chart ready to draw: title, axis labels, series, and how to scale the axes.
+pub struct Chart {
+    title: String,
+    x_label: String,
+    y_label: String,
+    series: Series,
+    /// Marked points in red (lost packets), drawn over the series.
+    marks: Vec<(f64, f64)>,
+    /// The ideal line y = x.
+    ideal: bool,
+    log_x: bool,
+    /// Boxes: (x position label, min, q1, median, q3, max).
+    boxes: Vec<(String, [f64; 5])>,
+}
+
+impl Chart {
+    /// The number of data series (boxes count one each).
+    pub fn series_count(&self) -> usize {
+        self.series.len() + self.boxes.len()
+    }
+}
+
+fn series_name(point: &BTreeMap<String, String>, skip: &[&str]) -> String {
+    let parts: Vec<String> = point
+        .iter()
+        .filter(|(k, _)| !skip.contains(&k.as_str()))
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    if parts.is_empty() {
+        "all".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// A chart from an experiment's summary, and the trial results its box plots need.
+pub fn experiment_chart(kind: Kind, s: &ExperimentSummary, dir: &Path) -> Result<Chart, String> {
+    let mut chart = Chart {
+        title: String::new(),
+        x_label: String::new(),
+        y_label: String::new(),
+        series: Vec::new(),
+        marks: Vec::new(),
+        ideal: false,
+        log_x: false,
+        boxes: Vec::new(),
+    };
+    let mut grouped: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    match kind {
+        Kind::Rate | Kind::Received => {
+            for p in &s.points {
+                let Some(x) = p.offered_bps else { continue };
+                let y = match kind {
+                    Kind::Rate => p.figures.get("received_bps").map(|f| f.mean / 1e6),
+                    _ => p.figures.get("delivered_fraction").map(|f| f.mean * 100.0),
+                };
+                if let Some(y) = y {
+                    grouped
+                        .entry(series_name(&p.point, &["rate"]))
+                        .or_default()
+                        .push((x / 1e6, y));
+                }
+            }
+            chart.x_label = "send rate (Mbit/s)".into();
+            if kind == Kind::Rate {
+                chart.title = "Receive rate against send rate".into();
+                chart.y_label = "receive rate (Mbit/s)".into();
+                chart.ideal = true;
+            } else {
+                chart.title = "Data received against send rate".into();
+                chart.y_label = "received (%)".into();
+            }
+            chart.log_x = true;
+        }
+        Kind::Time => {
+            for p in &s.points {
+                let (Some(b), Some(t)) = (
+                    p.point.get("bytes").and_then(|b| b.parse::<f64>().ok()),
+                    p.figures.get("duration_s"),
+                ) else {
+                    continue;
+                };
+                grouped
+                    .entry(series_name(&p.point, &["bytes"]))
+                    .or_default()
+                    .push((b / 1e6, t.mean * 1000.0));
+            }
+            chart.title = "Transfer time against data size".into();
+            chart.x_label = "data (MB)".into();
+            chart.y_label = "time (ms)".into();
+            chart.log_x = true;
+        }
+        Kind::Box => {
+            for p in &s.points {
+                let mut values: Vec<f64> = p
+                    .files
+                    .iter()
+                    .filter_map(|f| load_results(&dir.join(f)).ok())
+                    .map(|r| r.end.received_bps / 1e6)
+                    .collect();
+                let Some(st) = wirebench_stats::summarize(&values) else {
+                    continue;
+                };
+                values.clear();
+                chart.boxes.push((
+                    series_name(&p.point, &[]),
+                    [st.min, st.q1, st.median, st.q3, st.max],
+                ));
+            }
+            chart.title = "Receive rate of the repeated trials".into();
+            chart.x_label = "point".into();
+            chart.y_label = "receive rate (Mbit/s)".into();
+        }
+        _ => return Err(format!(
+            "--kind {} draws one result (a trial's JSON file) or a packet log, not an experiment",
+            kind.name()
+        )),
+    }
+    for pts in grouped.values_mut() {
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    chart.series = grouped.into_iter().collect();
+    if chart.series.is_empty() && chart.boxes.is_empty() {
+        return Err(format!(
+            "--kind {}: this experiment has nothing to draw (a rate plot needs --vary rate, a time plot --vary bytes)",
+            kind.name()
+        ));
+    }
+    Ok(chart)
+}
+
+/// Reads a results document.
+pub fn load_results(path: &Path) -> Result<Results, String> {
+    let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// A chart from one results document.
+pub fn result_chart(kind: Kind, r: &Results) -> Result<Chart, String> {
+    let mut chart = Chart {
+        title: String::new(),
+        x_label: String::new(),
+        y_label: String::new(),
+        series: Vec::new(),
+        marks: Vec::new(),
+        ideal: false,
+        log_x: false,
+        boxes: Vec::new(),
+    };
+    match kind {
+        Kind::Throughput => {
+            let mid = |i: &wirebench_proto::results::IntervalView| (i.start_s + i.end_s) / 2.0;
+            let sent: Vec<(f64, f64)> = r
+                .intervals
+                .iter()
+                .map(|i| (mid(i), i.sent_bps / 1e6))
+                .collect();
+            let got: Vec<(f64, f64)> = r
+                .intervals
+                .iter()
+                .map(|i| (mid(i), i.received_bps / 1e6))
+                .collect();
+            chart.series = vec![("sent".into(), sent), ("received".into(), got)];
+            chart.title = "Rate over time".into();
+            chart.x_label = "time (s)".into();
+            chart.y_label = "rate (Mbit/s)".into();
+        }
+        Kind::Latency => {
+            let l = r
+                .end
+                .latency_us
+                .as_ref()
+                .ok_or("--kind latency needs a request/response result (--mode rr or crr)")?;
+            let pts = vec![
+                (l.min, 0.0),
+                (l.p50, 50.0),
+                (l.p90, 90.0),
+                (l.p99, 99.0),
+                (l.p999, 99.9),
+                (l.max, 100.0),
+            ];
+            chart.series = vec![("round trip (at its percentiles)".into(), pts)];
+            chart.title = "Round-trip latency distribution".into();
+            chart.x_label = "round trip (µs)".into();
+            chart.y_label = "transactions at or below (%)".into();
+            chart.log_x = true;
+        }
+        _ => {
+            return Err(format!(
+                "--kind {} draws an experiment directory, or a packet log",
+                kind.name()
+            ))
+        }
+    }
+    Ok(chart)
+}
+
+/// UDPmon's plot from a packet log: arrival time since the first datagram against sequence
+/// number; lost datagrams marked at zero.
+pub fn arrival_chart(log: &Path) -> Result<Chart, String> {
+    let f = std::fs::File::open(log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let reader = Reader::new(std::io::BufReader::new(f)).map_err(|e| e.to_string())?;
+    let mut first = None;
+    let mut got = Vec::new();
+    let mut lost = Vec::new();
+    for rec in reader {
+        match rec.map_err(|e| e.to_string())? {
+            Record::Datagram {
+                seq,
+                arrival_unix_ns,
+                ..
+            } => {
+                let t0 = *first.get_or_insert(arrival_unix_ns);
+                got.push((seq as f64, arrival_unix_ns.saturating_sub(t0) as f64 / 1e6));
+            }
+            Record::Lost { first: s, count } => {
+                // Long runs are drawn as their ends: a plot has no room for millions.
+                if count <= 10_000 {
+                    lost.extend((s..s + count).map(|q| (q as f64, 0.0)));
+                } else {
+                    lost.push((s as f64, 0.0));
+                    lost.push(((s + count - 1) as f64, 0.0));
+                }
+            }
+        }
+    }
+    if got.is_empty() {
+        return Err(format!("{}: no datagram arrived", log.display()));
+    }
+    Ok(Chart {
+        title: "Arrival time against sequence number".into(),
+        x_label: "sequence number".into(),
+        y_label: "arrival since the first (ms)".into(),
+        series: vec![("received".into(), got)],
+        marks: lost,
+        ideal: false,
+        log_x: false,
+        boxes: Vec::new(),
+    })
+}
+
+fn bounds(chart: &Chart) -> ((f64, f64), (f64, f64)) {
+    let all = chart
+        .series
+        .iter()
+        .flat_map(|(_, p)| p.iter().copied())
+        .chain(chart.marks.iter().copied());
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, 0.0f64, f64::MIN);
+    for (x, y) in all {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(y);
+        y1 = y1.max(y);
+    }
+    for (_, b) in &chart.boxes {
+        y1 = y1.max(b[4]);
+    }
+    if !chart.boxes.is_empty() {
+        (x0, x1) = (0.0, chart.boxes.len() as f64);
+    }
+    if chart.ideal {
+        y1 = y1.max(x1);
+    }
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    if y1 <= y0 {
+        y1 = y0 + 1.0;
+    }
+    ((x0, x1), (y0, y1 * 1.05))
+}
+
+fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, chart: &Chart) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let ((x0, x1), (y0, y1)) = bounds(chart);
+    let mut b = ChartBuilder::on(&root);
+    b.caption(&chart.title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(64);
+    let colors = [&BLUE, &RED, &GREEN, &MAGENTA, &CYAN, &BLACK];
+    macro_rules! finish {
+        ($ctx:expr) => {{
+            let mut ctx = $ctx;
+            ctx.configure_mesh()
+                .x_desc(chart.x_label.as_str())
+                .y_desc(chart.y_label.as_str())
+                .label_style(("sans-serif", 14))
+                .draw()
+                .map_err(e)?;
+            if chart.ideal {
+                let line: Vec<(f64, f64)> = (0..=100)
+                    .map(|i| x0 * (x1 / x0).powf(i as f64 / 100.0))
+                    .map(|x| (x, x))
+                    .collect();
+                ctx.draw_series(LineSeries::new(line, BLACK.mix(0.4)))
+                    .map_err(e)?
+                    .label("ideal: all received")
+                    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK.mix(0.4)));
+            }
+            for (i, (name, pts)) in chart.series.iter().enumerate() {
+                let c = colors[i % colors.len()];
+                if pts.len() > 2000 {
+                    ctx.draw_series(pts.iter().map(|&p| Circle::new(p, 1, c.filled())))
+                        .map_err(e)?
+                        .label(name.as_str())
+                        .legend(move |(x, y)| Circle::new((x + 8, y), 3, c.filled()));
+                } else {
+                    ctx.draw_series(LineSeries::new(pts.iter().copied(), c))
+                        .map_err(e)?
+                        .label(name.as_str())
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c));
+                    ctx.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
+                        .map_err(e)?;
+                }
+            }
+            if !chart.marks.is_empty() {
+                ctx.draw_series(chart.marks.iter().map(|&p| Cross::new(p, 3, RED)))
+                    .map_err(e)?
+                    .label("lost")
+                    .legend(|(x, y)| Cross::new((x + 8, y), 3, RED));
+            }
+            for (i, (_, q)) in chart.boxes.iter().enumerate() {
+                let (l, r, m) = (i as f64 + 0.25, i as f64 + 0.75, i as f64 + 0.5);
+                let c = colors[i % colors.len()];
+                ctx.draw_series(std::iter::once(Rectangle::new(
+                    [(l, q[1]), (r, q[3])],
+                    c.stroke_width(2),
+                )))
+                .map_err(e)?;
+                ctx.draw_series(
+                    [
+                        vec![(l, q[2]), (r, q[2])],
+                        vec![(m, q[0]), (m, q[1])],
+                        vec![(m, q[3]), (m, q[4])],
+                        vec![(l + 0.1, q[0]), (r - 0.1, q[0])],
+                        vec![(l + 0.1, q[4]), (r - 0.1, q[4])],
+                    ]
+                    .into_iter()
+                    .map(|p| PathElement::new(p, c.stroke_width(2))),
+                )
+                .map_err(e)?
+                .label(chart.boxes[i].0.as_str())
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 4), (x + 12, y + 4)], c.stroke_width(2))
+                });
+            }
+            ctx.configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .label_font(("sans-serif", 13))
+                .position(SeriesLabelPosition::UpperLeft)
+                .draw()
+                .map_err(e)?;
+        }};
+    }
+    if chart.log_x && x0 > 0.0 {
+        finish!(b
+            .build_cartesian_2d((x0 * 0.8..x1 * 1.25).log_scale(), y0..y1)
+            .map_err(e)?);
+    } else {
+        finish!(b.build_cartesian_2d(x0..x1, y0..y1).map_err(e)?);
+    }
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+/// Size of every plot, pixels.
+pub const SIZE: (u32, u32) = (960, 600);
+
+/// Writes `chart` to `out`: SVG or PNG by its extension.
+pub fn write(chart: &Chart, out: &Path) -> Result<(), String> {
+    register_font();
+    match out.extension().and_then(|e| e.to_str()) {
+        Some("svg") => draw(SVGBackend::new(out, SIZE).into_drawing_area(), chart),
+        Some("png") => draw(BitMapBackend::new(out, SIZE).into_drawing_area(), chart),
+        _ => Err(format!(
+            "{}: the file must end in .svg or .png",
+            out.display()
+        )),
+    }
+}
+
+/// `chart` as an SVG document, for a report.
+pub fn svg_string(chart: &Chart) -> Result<String, String> {
+    register_font();
+    let mut s = String::new();
+    draw(
+        SVGBackend::with_string(&mut s, SIZE).into_drawing_area(),
+        chart,
+    )?;
+    Ok(s)
+}
