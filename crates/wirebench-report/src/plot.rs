@@ -202,10 +202,12 @@ pub fn experiment_chart(kind: Kind, s: &ExperimentSummary, dir: &Path) -> Result
             chart.x_label = "point".into();
             chart.y_label = "receive rate (Mbit/s)".into();
         }
-        _ => return Err(format!(
+        _ => {
+            return Err(format!(
             "--kind {} draws one result (a trial's JSON file) or a packet log, not an experiment",
             kind.name()
-        )),
+        ))
+        }
     }
     for pts in grouped.values_mut() {
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));

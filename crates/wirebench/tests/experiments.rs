@@ -1,0 +1,270 @@
+//! Experiments on loopback: a small real sweep saves every trial and a summary that matches
+//! them; every plot kind makes a valid SVG and PNG; the HTML report is self-contained and
+//! renders in headless Chromium without console errors.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{u, wirebench};
+use serde_json::Value;
+
+fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("wirebench-exp-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+fn ok(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().expect("run wirebench");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn read_json(p: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).expect("read")).expect("json")
+}
+
+/// Width and height of a PNG, from its IHDR chunk.
+fn png_size(p: &Path) -> (u32, u32) {
+    let b = std::fs::read(p).expect("png");
+    assert_eq!(&b[..8], b"\x89PNG\r\n\x1a\n", "{}", p.display());
+    let be = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    (be(16), be(20))
+}
+
+/// Checks an SVG plot's size and that every series name is in its legend.
+fn check_svg(p: &Path, series: &[&str]) {
+    let s = std::fs::read_to_string(p).expect("svg");
+    assert!(s.trim_start().starts_with("<svg"), "{}", p.display());
+    assert!(s.trim_end().ends_with("</svg>"));
+    assert!(s.contains("width=\"960\"") && s.contains("height=\"600\""));
+    for name in series {
+        assert!(s.contains(name), "{}: no series {name:?}", p.display());
+    }
+}
+
+/// Plots `input` as `kind` to SVG and PNG and checks both.
+fn plot_both(input: &Path, kind: &str, dir: &Path, series: &[&str]) {
+    for ext in ["svg", "png"] {
+        let out = dir.join(format!("{kind}.{ext}"));
+        ok(wirebench()
+            .args(["plot", input.to_str().expect("utf-8"), "--kind", kind, "-o"])
+            .arg(&out));
+        if ext == "svg" {
+            check_svg(&out, series);
+        } else {
+            assert_eq!(png_size(&out), (960, 600));
+        }
+    }
+}
+
+#[test]
+fn a_small_sweep_saves_every_trial_and_a_matching_summary() {
+    let dir = tempdir("sweep");
+    let exp = dir.join("exp");
+    let out = ok(wirebench()
+        .args([
+            "sweep",
+            "-u",
+            "-n",
+            "200K",
+            "--vary",
+            "rate=10M,50M",
+            "--vary",
+            "size=500,1000",
+            "--repeat",
+            "2",
+            "--pause",
+            "10ms",
+            "--out",
+        ])
+        .arg(&exp));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("knee"));
+    let meta = read_json(&exp.join("experiment.json"));
+    assert_eq!(u(&meta, "repeat"), 2);
+    assert!(meta["machine"]["kernel"].is_string());
+    let summary = read_json(&exp.join("summary.json"));
+    let points = summary["points"].as_array().expect("points");
+    assert_eq!(points.len(), 4);
+    for p in points {
+        assert_eq!(u(p, "trials"), 2);
+        let files: Vec<&str> = p["files"]
+            .as_array()
+            .expect("files")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert_eq!(files.len(), 2);
+        // The summary's mean is the mean of the saved trials.
+        let rates: Vec<f64> = files
+            .iter()
+            .map(|f| {
+                read_json(&exp.join(f))["end"]["received_bps"]
+                    .as_f64()
+                    .expect("rate")
+            })
+            .collect();
+        let mean = rates.iter().sum::<f64>() / 2.0;
+        let got = p["figures"]["received_bps"]["mean"].as_f64().expect("mean");
+        assert!(
+            (got - mean).abs() <= 1e-9 * mean.max(1.0),
+            "{got} vs {mean}"
+        );
+        let min = p["figures"]["received_bps"]["min"].as_f64().expect("min");
+        assert_eq!(min, rates.iter().copied().fold(f64::MAX, f64::min));
+    }
+    assert_eq!(
+        std::fs::read_dir(exp.join("trials"))
+            .expect("trials")
+            .count(),
+        8
+    );
+    let csv = std::fs::read_to_string(exp.join("summary.csv")).expect("csv");
+    assert_eq!(csv.lines().count(), 5);
+    assert!(csv.starts_with("rate,size,trials,failed,"));
+    assert_eq!(summary["knees"].as_array().map(Vec::len), Some(2));
+
+    // Every plot of an experiment, as SVG and PNG.
+    plot_both(&exp, "rate", &dir, &["size 500", "size 1000", "ideal"]);
+    plot_both(&exp, "received", &dir, &["size 500", "size 1000"]);
+    plot_both(
+        &exp,
+        "box",
+        &dir,
+        &["rate 10M, size 500", "rate 50M, size 1000"],
+    );
+    // One result: throughput over time.
+    let trial = exp.join(points[0]["files"][0].as_str().expect("file"));
+    plot_both(&trial, "throughput", &dir, &["sent", "received"]);
+
+    // The report: one file, plots inline, nothing fetched from outside.
+    let html_path = dir.join("report.html");
+    ok(wirebench()
+        .arg("report")
+        .arg(&exp)
+        .arg("-o")
+        .arg(&html_path));
+    let html = std::fs::read_to_string(&html_path).expect("html");
+    assert!(html.matches("<svg").count() >= 3, "plots inline");
+    assert!(html.contains("Where loss begins"));
+    let outside = html
+        .replace("http://www.w3.org/2000/svg", "")
+        .replace("http://www.w3.org/1999/xlink", "");
+    assert!(
+        !outside.contains("http://")
+            && !outside.contains("https://")
+            && !outside.contains("<script")
+    );
+    chromium_renders(&html_path, &dir.join("report.png"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Opens the report in headless Chromium (Debian's chromium, which CI installs), takes a
+/// screenshot, and checks that no console error was logged. Skipped without Chromium outside
+/// CI.
+fn chromium_renders(html: &Path, shot: &Path) {
+    let Some(chromium) = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have chromium (.ci/run installs it)"
+        );
+        eprintln!("skipped: no chromium to render the report");
+        return;
+    };
+    let profile = html.with_extension("profile");
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1100,1800",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .expect("run chromium");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = String::from_utf8_lossy(&out.stderr);
+    // Console messages are logged as CONSOLE(line); an error has ERROR on that line.
+    let errors: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("CONSOLE") && (l.contains("ERROR") || l.contains("Uncaught")))
+        .collect();
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+    assert_eq!(png_size(shot), (1100, 1800));
+}
+
+#[test]
+fn latency_and_arrival_plots_from_a_result_and_a_packet_log() {
+    let dir = tempdir("plots");
+    let rr = dir.join("rr.json");
+    let out = ok(wirebench().args(["run", "--mode", "rr", "-n", "6400", "--json"]));
+    std::fs::write(&rr, &out.stdout).expect("write rr");
+    plot_both(&rr, "latency", &dir, &["round trip"]);
+    let log = dir.join("packets.log");
+    ok(wirebench()
+        .args([
+            "run",
+            "-u",
+            "-n",
+            "1M",
+            "-l",
+            "1000",
+            "-b",
+            "100M",
+            "--packet-log",
+        ])
+        .arg(&log));
+    plot_both(&log, "arrival", &dir, &["received"]);
+    // A kind that does not fit the input: one line, exit 1.
+    let out = wirebench()
+        .args(["plot", rr.to_str().expect("utf-8"), "--kind", "rate", "-o"])
+        .arg(dir.join("x.svg"))
+        .output()
+        .expect("plot");
+    assert_eq!(out.status.code(), Some(1));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn presets_run_the_seed_experiments_scaled_down() {
+    let dir = tempdir("preset");
+    let exp = dir.join("seed-001");
+    ok(wirebench()
+        .args([
+            "sweep", "--preset", "seed-001", "--scale", "0.001", "--repeat", "1", "--out",
+        ])
+        .arg(&exp));
+    let summary = read_json(&exp.join("summary.json"));
+    // TCP and UDP, streaming and stop-and-wait, seven sizes.
+    assert_eq!(summary["points"].as_array().map(Vec::len), Some(28));
+    plot_both(
+        &exp,
+        "time",
+        &dir,
+        &["mode stream, proto tcp", "mode stop-and-wait, proto udp"],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
