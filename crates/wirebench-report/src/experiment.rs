@@ -172,6 +172,10 @@ pub fn figures(r: &Results) -> BTreeMap<&'static str, f64> {
     f.insert("sent_bps", e.sent_bps);
     f.insert("received_bps", e.received_bps);
     f.insert("duration_s", e.duration_s);
+    f.insert("sent_bytes", e.sent.bytes as f64);
+    f.insert("sent_messages", e.sent.messages as f64);
+    f.insert("received_bytes", e.received.bytes as f64);
+    f.insert("received_messages", e.received.messages as f64);
     f.insert("received_duration_s", e.received.duration_s);
     if e.sent.bytes > 0 {
         f.insert(
@@ -300,6 +304,44 @@ pub fn summarize_experiment(
         points: summaries,
         knees,
     }
+}
+
+/// Seed 001's table, a row per point (means over the trials): time (ms), sent messages and
+/// bytes, read messages and bytes, protocol, mechanism; for experiments that vary the amount.
+pub fn seed_001_table(s: &ExperimentSummary) -> Option<String> {
+    if !s.points.iter().any(|p| p.point.contains_key("bytes")) {
+        return None;
+    }
+    let mut rows = vec![[
+        "Time (ms)",
+        "Sent messages",
+        "Sent bytes",
+        "Read messages",
+        "Read bytes",
+        "Protocol",
+        "Mechanism",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for p in &s.points {
+        let m = |k: &str| p.figures.get(k).map_or(0.0, |x| x.mean);
+        rows.push(vec![
+            format!("{:.0}", m("duration_s") * 1000.0),
+            format!("{:.0}", m("sent_messages")),
+            format!("{:.0}", m("sent_bytes")),
+            format!("{:.0}", m("received_messages")),
+            format!("{:.0}", m("received_bytes")),
+            p.point
+                .get("proto")
+                .cloned()
+                .unwrap_or_else(|| "tcp".into()),
+            p.point
+                .get("mode")
+                .map(|m| m.replace('-', "_"))
+                .unwrap_or_else(|| "stream".into()),
+        ]);
+    }
+    Some(crate::columns(&rows))
 }
 
 /// The experiment's summary as CSV: a row per point, the parameters, then for each figure

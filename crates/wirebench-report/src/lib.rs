@@ -52,7 +52,7 @@ fn mechanism_name(m: Mechanism) -> &'static str {
 }
 
 /// Renders rows as columns, right-aligned, separated by two spaces.
-fn columns(rows: &[Vec<String>]) -> String {
+pub(crate) fn columns(rows: &[Vec<String>]) -> String {
     let n = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..n)
         .map(|i| {

@@ -321,6 +321,9 @@ fn print_summary(out: &mut impl Write, s: &ExperimentSummary, dir: &Path) -> io:
             }
         )?;
     }
+    if let Some(t) = wirebench_report::experiment::seed_001_table(s) {
+        writeln!(out, "{t}")?;
+    }
     for k in &s.knees {
         let series: Vec<String> = k.series.iter().map(|(a, b)| format!("{a}={b}")).collect();
         writeln!(
