@@ -252,11 +252,25 @@ fn latency_and_arrival_plots_from_a_result_and_a_packet_log() {
 fn presets_run_the_seed_experiments_scaled_down() {
     let dir = tempdir("preset");
     let exp = dir.join("seed-001");
-    ok(wirebench()
+    let out = ok(wirebench()
         .args([
             "sweep", "--preset", "seed-001", "--scale", "0.001", "--repeat", "1", "--out",
         ])
         .arg(&exp));
+    // Seed 001's table, with its columns.
+    let text = String::from_utf8_lossy(&out.stdout);
+    for col in [
+        "Time (ms)",
+        "Sent messages",
+        "Sent bytes",
+        "Read messages",
+        "Read bytes",
+        "Protocol",
+        "Mechanism",
+    ] {
+        assert!(text.contains(col), "{text}");
+    }
+    assert!(text.contains("stop_and_wait"));
     let summary = read_json(&exp.join("summary.json"));
     // TCP and UDP, streaming and stop-and-wait, seven sizes.
     assert_eq!(summary["points"].as_array().map(Vec::len), Some(28));
