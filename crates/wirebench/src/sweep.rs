@@ -209,7 +209,7 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
                     .join(" ")
             ))
         })?;
-        point_args.push((a, spec));
+        point_args.push(spec);
     }
     let psk = crate::cli::load_psk(base.psk_file.as_deref()).map_err(Failure::Usage)?;
     let (host, port) = server_for(base.host.as_ref(), base.port, psk.as_ref())?;
@@ -251,7 +251,7 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
     });
     let mut trials: Vec<Vec<(String, Results)>> = vec![Vec::new(); points.len()];
     for (n, &(p, r)) in order.iter().enumerate() {
-        let (a, spec) = &point_args[p];
+        let spec = &point_args[p];
         bar.set_message(format!("point {}/{} repeat {}", p + 1, points.len(), r + 1));
         let cfg = ClientConfig {
             host: host.clone(),
@@ -262,7 +262,6 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
             save: None,
             psk: psk.clone(),
         };
-        let _ = a;
         // A busy server (another client, or the last trial's session still ending) is
         // asked again a few times before the sweep gives up.
         let mut attempt = 0;
