@@ -301,6 +301,22 @@ fn drain_expired(sh: &Shared, p: &RoleParams, now_ns: u64) -> bool {
     done_ns != u64::MAX && now_ns >= done_ns.saturating_add(p.spec.drain_ns)
 }
 
+/// Receivers: whether the loop ends now: `Some(None)` when every message arrived or the drain
+/// time passed, `Some(Some(why))` when it stops early (a stop, the deadline, a silent sender).
+fn receiver_done(
+    sh: &Shared,
+    p: &RoleParams,
+    count: &Count,
+    now_ns: u64,
+) -> Option<Option<String>> {
+    if let Some(why) =
+        early_stop(sh, p, now_ns).or_else(|| idle_error(sh, p, count.last_ns, now_ns))
+    {
+        return Some(Some(why));
+    }
+    drained(sh, p, count.messages, now_ns).then_some(None)
+}
+
 /// Receivers: true once the sender's count is reached or the drain time has passed.
 fn drained(sh: &Shared, p: &RoleParams, messages: u64, now_ns: u64) -> bool {
     messages >= sh.peer_messages.load(Ordering::Relaxed) || drain_expired(sh, p, now_ns)
@@ -1032,13 +1048,8 @@ fn udp_receive(
     while error.is_none() {
         let now = sh.now_ns();
         rec.tick(now, || snap(&mut rx));
-        if let Some(why) =
-            early_stop(sh, p, now).or_else(|| idle_error(sh, p, rx.count.last_ns, now))
-        {
-            error = Some(why);
-            break;
-        }
-        if drained(sh, p, rx.count.messages, now) {
+        if let Some(why) = receiver_done(sh, p, &rx.count, now) {
+            error = why;
             break;
         }
         let n = match io.recv(&s) {
@@ -1088,16 +1099,12 @@ fn udp_receive_saw(
     let mut duplicates = 0u64;
     let mut expected = 0u64; // next message
     let mut ack = [0u8; ACK_LEN];
-    let mut error = None;
+    let error: Option<String>;
     loop {
         let now = sh.now_ns();
         rec.tick(now, || Snapshot::of(&count));
-        if let Some(why) = early_stop(sh, p, now).or_else(|| idle_error(sh, p, count.last_ns, now))
-        {
-            error = Some(why);
-            break;
-        }
-        if drained(sh, p, count.messages, now) {
+        if let Some(why) = receiver_done(sh, p, &count, now) {
+            error = why;
             break;
         }
         let n = match s.recv(&mut buf) {
@@ -1404,16 +1411,12 @@ fn udp_rr_server(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
     let mut rec = Recorder::of(p);
     let mut count = Count::default();
     let mut local_drops = 0u64;
-    let mut error = None;
+    let error: Option<String>;
     loop {
         let now = sh.now_ns();
         rec.tick(now, || Snapshot::of(&count));
-        if let Some(why) = early_stop(sh, p, now).or_else(|| idle_error(sh, p, count.last_ns, now))
-        {
-            error = Some(why);
-            break;
-        }
-        if drained(sh, p, count.messages, now) {
+        if let Some(why) = receiver_done(sh, p, &count, now) {
+            error = why;
             break;
         }
         let n = match s.recv(&mut buf) {
@@ -1508,16 +1511,12 @@ fn crr_server(
     let mut request = vec![0u8; spec.size as usize];
     let mut rec = Recorder::of(p);
     let mut count = Count::default();
-    let mut error = None;
+    let error: Option<String>;
     loop {
         let now = sh.now_ns();
         rec.tick(now, || Snapshot::of(&count));
-        if let Some(why) = early_stop(sh, p, now).or_else(|| idle_error(sh, p, count.last_ns, now))
-        {
-            error = Some(why);
-            break;
-        }
-        if drained(sh, p, count.messages, now) {
+        if let Some(why) = receiver_done(sh, p, &count, now) {
+            error = why;
             break;
         }
         let Ok(mut s) = conns.recv_timeout(POLL) else {

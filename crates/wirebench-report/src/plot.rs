@@ -90,6 +90,7 @@ impl Kind {
 type Series = Vec<(String, Vec<(f64, f64)>)>;
 
 /// A chart ready to draw: title, axis labels, series, and how to scale the axes.
+#[derive(Default)]
 pub struct Chart {
     title: String,
     x_label: String,
@@ -126,16 +127,7 @@ fn series_name(point: &BTreeMap<String, String>, skip: &[&str]) -> String {
 
 /// A chart from an experiment's summary, and the trial results its box plots need.
 pub fn experiment_chart(kind: Kind, s: &ExperimentSummary, dir: &Path) -> Result<Chart, String> {
-    let mut chart = Chart {
-        title: String::new(),
-        x_label: String::new(),
-        y_label: String::new(),
-        series: Vec::new(),
-        marks: Vec::new(),
-        ideal: false,
-        log_x: false,
-        boxes: Vec::new(),
-    };
+    let mut chart = Chart::default();
     let mut grouped: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     match kind {
         Kind::Rate | Kind::Received => {
@@ -230,16 +222,7 @@ pub fn load_results(path: &Path) -> Result<Results, String> {
 
 /// A chart from one results document.
 pub fn result_chart(kind: Kind, r: &Results) -> Result<Chart, String> {
-    let mut chart = Chart {
-        title: String::new(),
-        x_label: String::new(),
-        y_label: String::new(),
-        series: Vec::new(),
-        marks: Vec::new(),
-        ideal: false,
-        log_x: false,
-        boxes: Vec::new(),
-    };
+    let mut chart = Chart::default();
     match kind {
         Kind::Throughput => {
             let mid = |i: &wirebench_proto::results::IntervalView| (i.start_s + i.end_s) / 2.0;
