@@ -3,9 +3,10 @@
 //! makes sense per stream (UDPmon's in-order prefix, TCP_INFO, per-millisecond rates, jitter
 //! estimates) stays in each stream's own report.
 
-use wirebench_proto::results::{IntervalRecord, NsBucket, Resources, SideReport, UdpCounts};
+use wirebench_proto::results::{IntervalRecord, Resources, SideReport, UdpCounts};
 use wirebench_stats::{LossRuns, TimeHistogram};
 
+use crate::rx::ns_buckets;
 use crate::Hists;
 
 /// Adds a stream's interval record to the side's: the first one is taken whole, later ones
@@ -118,18 +119,7 @@ pub fn merge(mut outs: Vec<(SideReport, Hists)>) -> SideReport {
             loss_runs: loss_runs.summary(),
             delay: merged(delays.into_iter()).and_then(|h| h.summary()),
             interarrival: gaps.as_ref().and_then(TimeHistogram::summary),
-            interarrival_buckets: gaps
-                .map(|g| {
-                    g.log2_buckets()
-                        .into_iter()
-                        .map(|(low_ns, high_ns, count)| NsBucket {
-                            low_ns,
-                            high_ns,
-                            count,
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
+            interarrival_buckets: gaps.as_ref().map(ns_buckets).unwrap_or_default(),
             // UDPmon's prefix is a property of one sequence: see each stream.
             ..UdpCounts::default()
         });

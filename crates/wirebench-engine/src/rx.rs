@@ -5,7 +5,7 @@
 use wirebench_proto::header::{one_way_delay_ns, DataHeader, HEADER_LEN, UDP_HELLO_LEN};
 use wirebench_proto::packet_log::{Arrived, Record};
 use wirebench_proto::results::{NsBucket, UdpCounts};
-use wirebench_stats::{Arrival, Jitter, SeqTracker, TimeHistogram};
+use wirebench_stats::{Arrival, Jitter, LostRun, SeqTracker, TimeHistogram};
 
 use crate::file::FileSink;
 use crate::log::LogSink;
@@ -111,15 +111,7 @@ impl UdpRx {
         let prefix = self.tracker.prefix();
         let (log, file) = (&mut self.log, &mut self.file);
         let arrival = self.tracker.record_with(h.seq, &mut |run| {
-            if let Some(log) = log.as_mut() {
-                log.push(&Record::Lost {
-                    first: run.first,
-                    count: run.count,
-                });
-            }
-            if let Some((sink, chunk, bytes)) = file.as_mut() {
-                sink.lost(run, *chunk, *bytes);
-            }
+            lost_run(log, file, run);
         });
         let kind = match arrival {
             Arrival::Duplicate => {
@@ -193,15 +185,7 @@ impl UdpRx {
             sent.unwrap_or_else(|| self.tracker.highest().map_or(0, |h| h.saturating_add(1)));
         let (log, file) = (&mut self.log, &mut self.file);
         self.tracker.finish_with(sent, &mut |run| {
-            if let Some(log) = log.as_mut() {
-                log.push(&Record::Lost {
-                    first: run.first,
-                    count: run.count,
-                });
-            }
-            if let Some((sink, chunk, bytes)) = file.as_mut() {
-                sink.lost(run, *chunk, *bytes);
-            }
+            lost_run(log, file, run);
         });
         let log_error = self.log.take().and_then(|l| l.finish().err());
         self.delay.add(&self.interval_delay);
@@ -220,16 +204,7 @@ impl UdpRx {
             prefix_end_ns: self.prefix_end_ns,
             delay: self.delay.summary(),
             interarrival: self.gaps.summary(),
-            interarrival_buckets: self
-                .gaps
-                .log2_buckets()
-                .into_iter()
-                .map(|(low_ns, high_ns, count)| NsBucket {
-                    low_ns,
-                    high_ns,
-                    count,
-                })
-                .collect(),
+            interarrival_buckets: ns_buckets(&self.gaps),
         };
         let hists = Hists {
             delay: Some(self.delay),
@@ -245,6 +220,31 @@ impl UdpRx {
             self.file.map(|(sink, _, _)| sink),
         )
     }
+}
+
+/// A settled loss run goes to the packet log and to the file's missing ranges.
+fn lost_run(log: &mut Option<LogSink>, file: &mut Option<(FileSink, u64, u64)>, run: LostRun) {
+    if let Some(log) = log.as_mut() {
+        log.push(&Record::Lost {
+            first: run.first,
+            count: run.count,
+        });
+    }
+    if let Some((sink, chunk, bytes)) = file.as_mut() {
+        sink.lost(run, *chunk, *bytes);
+    }
+}
+
+/// A histogram's power-of-two buckets as the results carry them.
+pub fn ns_buckets(h: &TimeHistogram) -> Vec<NsBucket> {
+    h.log2_buckets()
+        .into_iter()
+        .map(|(low_ns, high_ns, count)| NsBucket {
+            low_ns,
+            high_ns,
+            count,
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -131,6 +131,21 @@ fn empty_mmsghdr() -> libc::mmsghdr {
     unsafe { mem::zeroed() }
 }
 
+/// [`BATCH`] empty message headers.
+fn empty_mmsghdrs() -> Box<[libc::mmsghdr]> {
+    (0..BATCH).map(|_| empty_mmsghdr()).collect()
+}
+
+/// [`BATCH`] empty iovecs (null, 0).
+fn empty_iovecs() -> Box<[libc::iovec]> {
+    (0..BATCH)
+        .map(|_| libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        })
+        .collect()
+}
+
 /// Sends batches of equal-size datagrams.
 pub struct BatchSend {
     buf: Box<[u8]>,
@@ -164,13 +179,8 @@ impl BatchSend {
             size,
             segs,
             off,
-            hdrs: (0..BATCH).map(|_| empty_mmsghdr()).collect(),
-            iovs: (0..BATCH)
-                .map(|_| libc::iovec {
-                    iov_base: std::ptr::null_mut(),
-                    iov_len: 0,
-                })
-                .collect(),
+            hdrs: empty_mmsghdrs(),
+            iovs: empty_iovecs(),
             cmsgs: vec![0u64; BATCH * cmsg_words()].into_boxed_slice(),
         }
     }
@@ -315,13 +325,8 @@ impl BatchRecv {
         Self {
             buf: vec![0u8; slots * SLOT].into_boxed_slice(),
             off,
-            hdrs: (0..BATCH).map(|_| empty_mmsghdr()).collect(),
-            iovs: (0..BATCH)
-                .map(|_| libc::iovec {
-                    iov_base: std::ptr::null_mut(),
-                    iov_len: 0,
-                })
-                .collect(),
+            hdrs: empty_mmsghdrs(),
+            iovs: empty_iovecs(),
             cmsgs: vec![0u64; BATCH * cmsg_words()].into_boxed_slice(),
             got: vec![(0, 0); BATCH].into_boxed_slice(),
             n: 0,
