@@ -1,0 +1,91 @@
+//! Unnamed network namespaces, held by descriptors. A namespace made here has no name in
+//! `/run/netns` and no process of its own: it lives while the lab holds its descriptor or a
+//! process runs in it, so it is gone when they are, however the lab ends.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use crate::sys;
+
+/// One network namespace.
+#[derive(Debug)]
+pub struct NetNs {
+    fd: OwnedFd,
+}
+
+impl NetNs {
+    /// A new, empty network namespace (only `lo`, down).
+    pub fn new() -> io::Result<Self> {
+        // The thread that makes it enters it and ends, so no other thread moves.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                sys::unshare_net()?;
+                let fd = std::fs::File::open("/proc/thread-self/ns/net")?;
+                Ok(Self { fd: fd.into() })
+            })
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("namespace thread panicked")))
+        })
+    }
+
+    /// The namespace behind an open descriptor (e.g. `/proc/PID/ns/net`).
+    pub fn from_fd(fd: OwnedFd) -> Self {
+        Self { fd }
+    }
+
+    /// Runs `f` on a thread of its own inside this namespace: sockets it opens and
+    /// `/proc/sys/net` files it writes belong to the namespace.
+    pub fn run<T: Send>(&self, f: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                sys::setns(self.fd.as_fd(), libc::CLONE_NEWNET)?;
+                f()
+            })
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("namespace thread panicked")))
+        })
+    }
+
+    /// Writes a sysctl of this namespace, e.g. `net/ipv4/ip_forward`.
+    pub fn sysctl(&self, key: &str, value: &str) -> io::Result<()> {
+        let path = format!("/proc/sys/{key}");
+        self.run(|| {
+            std::fs::write(&path, value)
+                .map_err(|e| io::Error::new(e.kind(), format!("setting {key} = {value}: {e}")))
+        })
+    }
+
+    /// Reads a sysctl of this namespace.
+    pub fn read_sysctl(&self, key: &str) -> io::Result<String> {
+        let path = format!("/proc/sys/{key}");
+        self.run(|| Ok(std::fs::read_to_string(&path)?.trim().to_owned()))
+    }
+}
+
+impl AsFd for NetNs {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// Makes sure this process may make network namespaces: as root it may already; otherwise
+/// it enters a user namespace of its own, where it is root. Call at the start of `main`,
+/// while the process has one thread.
+///
+/// # Errors
+///
+/// When neither works, with a message that says what is needed.
+pub fn ensure_privilege() -> io::Result<()> {
+    if sys::euid() == 0 {
+        return Ok(());
+    }
+    sys::enter_user_namespace().map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "the lab needs root or unprivileged user namespaces \
+                 (kernel.unprivileged_userns_clone=1, user.max_user_namespaces>0): {e}"
+            ),
+        )
+    })
+}

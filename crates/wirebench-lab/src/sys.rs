@@ -1,0 +1,285 @@
+//! The system calls the lab needs that neither the standard library nor socket2 offers:
+//! namespaces, packet sockets, ethtool offload switches and child set-up. The only place in
+//! the lab with `unsafe`; each block says why it is sound.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Moves the calling thread into a new, unnamed network namespace. A namespace made in a
+/// thread lives as long as a thread or an open descriptor refers to it.
+pub fn unshare_net() -> io::Result<()> {
+    // SAFETY: unshare takes flags only and touches no memory of ours.
+    check(unsafe { libc::unshare(libc::CLONE_NEWNET) }).map(drop)
+}
+
+/// Moves the calling process (which must have one thread) into a new user namespace and
+/// maps the caller's uid and gid to root in it, so that it may make network namespaces
+/// without privilege.
+pub fn enter_user_namespace() -> io::Result<()> {
+    // SAFETY: getuid/getgid cannot fail and touch no memory.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    // SAFETY: as above, flags only.
+    check(unsafe { libc::unshare(libc::CLONE_NEWUSER) })?;
+    std::fs::write("/proc/self/setgroups", "deny")?;
+    std::fs::write("/proc/self/uid_map", format!("0 {uid} 1"))?;
+    std::fs::write("/proc/self/gid_map", format!("0 {gid} 1"))?;
+    Ok(())
+}
+
+/// The effective uid.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    unsafe { libc::geteuid() }
+}
+
+/// Moves the calling thread into the namespace behind `fd` (`nstype` 0: any kind).
+pub fn setns(fd: BorrowedFd<'_>, nstype: libc::c_int) -> io::Result<()> {
+    // SAFETY: the descriptor is open for the borrow; setns touches no memory of ours.
+    check(unsafe { libc::setns(fd.as_raw_fd(), nstype) }).map(drop)
+}
+
+/// Asks for 1 ns of timer slack on the calling thread, so that its timed waits end when
+/// asked (the default slack is 50 µs).
+pub fn fine_timer_slack() {
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+}
+
+/// Sets up a child between fork and exec: into the network namespace `netns`, and killed
+/// when the thread that spawned it exits. Only async-signal-safe calls.
+pub fn child_enter(netns: RawFd) -> io::Result<()> {
+    // SAFETY: setns and prctl take integers; both are async-signal-safe.
+    check(unsafe { libc::setns(netns, libc::CLONE_NEWNET) })?;
+    // SAFETY: as above.
+    check(unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    })?;
+    // The parent may already be gone; then nobody will send the signal.
+    // SAFETY: getppid cannot fail.
+    if unsafe { libc::getppid() } == 1 {
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    Ok(())
+}
+
+/// A raw packet socket bound to one interface, seeing every frame that arrives on it (not
+/// those sent from it), non-blocking.
+pub fn packet_socket(ifindex: u32) -> io::Result<OwnedFd> {
+    let proto = (libc::ETH_P_ALL as u16).to_be();
+    // SAFETY: socket takes integers and returns a new descriptor or -1.
+    let raw = check(unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            libc::c_int::from(proto),
+        )
+    })?;
+    // SAFETY: `raw` is a new descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let one: libc::c_int = 1;
+    // SAFETY: the option value is a live c_int of the size passed.
+    check(unsafe {
+        libc::setsockopt(
+            raw,
+            libc::SOL_PACKET,
+            libc::PACKET_IGNORE_OUTGOING,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })?;
+    // SAFETY: sockaddr_ll is plain old data; all zeroes is a valid value.
+    let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    addr.sll_family = libc::AF_PACKET as u16;
+    addr.sll_protocol = proto;
+    addr.sll_ifindex = ifindex as i32;
+    // SAFETY: `addr` is a live sockaddr_ll of the size passed.
+    check(unsafe {
+        libc::bind(
+            raw,
+            (&addr as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    })?;
+    Ok(fd)
+}
+
+/// Frames dropped by the kernel because the packet socket's receive buffer was full, since
+/// the last call (the kernel resets the count when it is read).
+pub fn packet_drops(fd: BorrowedFd<'_>) -> u64 {
+    // SAFETY: tpacket_stats is plain old data.
+    let mut st: libc::tpacket_stats = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+    // SAFETY: `st` and `len` are live and `len` is the size of `st`.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            (&mut st as *mut libc::tpacket_stats).cast(),
+            &mut len,
+        )
+    };
+    if ret < 0 {
+        0
+    } else {
+        u64::from(st.tp_drops)
+    }
+}
+
+/// Waits until `fd` is readable or `timeout_ns` has passed; true if readable.
+pub fn wait_readable(fd: BorrowedFd<'_>, timeout_ns: u64) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: one live pollfd, a live timespec, no signal mask.
+    let n = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(n > 0)
+}
+
+/// Receives one frame into `buf` without blocking; `None` when there is none.
+pub fn recv_frame(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    // SAFETY: `buf` is live and writable for its length.
+    let n = unsafe {
+        libc::recv(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+        )
+    };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+            _ => Err(e),
+        };
+    }
+    Ok(Some(n as usize))
+}
+
+/// Sends one frame out of the interface the socket is bound to.
+pub fn send_frame(fd: BorrowedFd<'_>, frame: &[u8]) -> io::Result<()> {
+    loop {
+        // SAFETY: `frame` is live and readable for its length.
+        let n = unsafe { libc::send(fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+        if n >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::Interrupted => {}
+            // The device queue is full: the frame is lost, as on a real wire that is busy.
+            io::ErrorKind::WouldBlock => return Err(e),
+            _ => return Err(e),
+        }
+    }
+}
+
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_STXCSUM: u32 = 0x17;
+const ETHTOOL_SSG: u32 = 0x19;
+const ETHTOOL_STSO: u32 = 0x1f;
+const ETHTOOL_SGSO: u32 = 0x24;
+const ETHTOOL_SGRO: u32 = 0x2c;
+
+#[repr(C)]
+struct EthtoolValue {
+    cmd: u32,
+    data: u32,
+}
+
+#[repr(C)]
+struct IfReq {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    data: *mut EthtoolValue,
+    _pad: [u8; 16],
+}
+
+/// Turns off checksum, segmentation and receive offloads on interface `name` of the calling
+/// thread's network namespace, so that every frame on it is one real, checksummed packet of
+/// at most the MTU: what a packet socket reads is what a wire would carry.
+pub fn offloads_off(name: &str) -> io::Result<()> {
+    // SAFETY: socket takes integers.
+    let raw =
+        check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: `raw` is new and owned by nothing else.
+    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+    if name.len() >= libc::IFNAMSIZ {
+        return Err(io::Error::other(format!(
+            "interface name {name:?} too long"
+        )));
+    }
+    // Segmentation first: the kernel refuses to turn checksums off under TSO on some drivers.
+    for cmd in [
+        ETHTOOL_STSO,
+        ETHTOOL_SGSO,
+        ETHTOOL_SGRO,
+        ETHTOOL_SSG,
+        ETHTOOL_STXCSUM,
+    ] {
+        let mut value = EthtoolValue { cmd, data: 0 };
+        let mut req = IfReq {
+            name: [0; libc::IFNAMSIZ],
+            data: &mut value,
+            _pad: [0; 16],
+        };
+        for (d, s) in req.name.iter_mut().zip(name.bytes()) {
+            *d = s as libc::c_char;
+        }
+        // SAFETY: `req` is a live ifreq whose data pointer points at a live ethtool_value;
+        // both outlive the call.
+        check(unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut req) })?;
+    }
+    Ok(())
+}
+
+/// The index of interface `name` in the calling thread's network namespace.
+pub fn if_index(name: &str) -> io::Result<u32> {
+    let c = std::ffi::CString::new(name).map_err(io::Error::other)?;
+    // SAFETY: `c` is a live NUL-terminated string.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        Err(io::Error::other(format!("no interface {name}")))
+    } else {
+        Ok(i)
+    }
+}
+
+/// Makes `cmd` start in the network namespace `netns` (a descriptor that stays open until
+/// the spawn), killed when the spawning thread exits.
+pub fn run_in(cmd: &mut std::process::Command, netns: RawFd) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the hook runs between fork and exec and makes only async-signal-safe calls
+    // (setns, prctl, getppid); it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || child_enter(netns));
+    }
+}
