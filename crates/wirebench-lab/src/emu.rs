@@ -96,14 +96,14 @@ impl Drop for Direction {
 
 /// Fixed-size frame slots, reused.
 struct Pool {
-    slots: Vec<Box<[u8; SLOT]>>,
+    slots: Vec<[u8; SLOT]>,
     free: Vec<usize>,
 }
 
 impl Pool {
     fn take(&mut self) -> usize {
         self.free.pop().unwrap_or_else(|| {
-            self.slots.push(Box::new([0; SLOT]));
+            self.slots.push([0; SLOT]);
             self.slots.len() - 1
         })
     }

@@ -11,7 +11,9 @@
 pub mod emu;
 pub mod link;
 pub mod netns;
+pub mod props;
 pub mod rtnl;
+pub mod scenario;
 mod sys;
 pub mod topo;
 

@@ -89,3 +89,41 @@ pub fn ensure_privilege() -> io::Result<()> {
         )
     })
 }
+
+impl std::os::fd::AsRawFd for NetNs {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// Whether this process made a user namespace of its own (it is not root outside).
+pub fn in_own_user_namespace() -> bool {
+    // The initial user namespace maps all 2^32 ids; ours maps one.
+    std::fs::read_to_string("/proc/self/uid_map")
+        .map(|m| {
+            !m.split_whitespace()
+                .nth(2)
+                .is_some_and(|n| n == "4294967295")
+        })
+        .unwrap_or(false)
+}
+
+/// Moves this process (which must have one thread) into the network namespace a testbed
+/// process `pid` holds as descriptor `net_fd`, entering its user namespace first if it has
+/// one of its own.
+///
+/// # Errors
+///
+/// When the process or descriptor is gone, or entering is refused.
+pub fn enter_held(pid: u32, net_fd: i32, userns: bool) -> io::Result<()> {
+    sys::enter_held(pid, net_fd, userns)
+}
+
+/// Asks process `pid` (a testbed holder this program started) to end.
+///
+/// # Errors
+///
+/// When the signal cannot be sent.
+pub fn terminate(pid: u32) -> io::Result<()> {
+    sys::terminate(pid)
+}

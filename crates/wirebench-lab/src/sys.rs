@@ -283,3 +283,22 @@ pub fn run_in(cmd: &mut std::process::Command, netns: RawFd) {
         cmd.pre_exec(move || child_enter(netns));
     }
 }
+
+/// Moves this process (which must have one thread) into the namespaces of a testbed held by
+/// process `pid`: its user namespace first if `userns`, then the network namespace behind
+/// its descriptor `net_fd`.
+pub fn enter_held(pid: u32, net_fd: i32, userns: bool) -> io::Result<()> {
+    if userns {
+        let user = std::fs::File::open(format!("/proc/{pid}/ns/user"))?;
+        setns(std::os::fd::AsFd::as_fd(&user), libc::CLONE_NEWUSER)?;
+    }
+    let net = std::fs::File::open(format!("/proc/{pid}/fd/{net_fd}"))?;
+    setns(std::os::fd::AsFd::as_fd(&net), libc::CLONE_NEWNET)
+}
+
+/// Asks process `pid` to end (SIGTERM).
+pub fn terminate(pid: u32) -> io::Result<()> {
+    let pid = libc::pid_t::try_from(pid).map_err(io::Error::other)?;
+    // SAFETY: kill takes integers.
+    check(unsafe { libc::kill(pid, libc::SIGTERM) }).map(drop)
+}

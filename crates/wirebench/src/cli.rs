@@ -41,6 +41,155 @@ pub enum Command {
     Plot(PlotArgs),
     /// Write a self-contained HTML report of an experiment directory.
     Report(ReportArgs),
+    /// Emulate a network in namespaces: run a test or any command over an emulated link,
+    /// keep a testbed up, or run a scenario file's trials.
+    Lab(LabArgs),
+}
+
+/// `wirebench lab`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct LabArgs {
+    /// Keep a testbed up, enter it, take it down, or run a scenario.
+    #[command(subcommand)]
+    pub action: Option<LabAction>,
+    /// The link between the client host (10.77.0.1) and the server host (10.77.0.2).
+    #[command(flatten)]
+    pub link: LinkArgs,
+    /// In `exec` mode, run this in the server host instead of `wirebench serve` (split at
+    /// spaces, e.g. 'iperf3 -s').
+    #[arg(long, value_name = "COMMAND")]
+    pub serve: Option<String>,
+    /// What to run over the link: `run [run options]` (a wirebench test from the client host
+    /// to a server in the server host) or `exec [--] COMMAND...` (any program in the client
+    /// host; LAB_SERVER and LAB_CLIENT hold the two addresses).
+    #[arg(last = true, value_name = "run|exec ...")]
+    pub command: Vec<String>,
+}
+
+/// `wirebench lab up|exec|down|scenario`.
+#[derive(Debug, Subcommand)]
+pub enum LabAction {
+    /// Build a testbed (one link, or a scenario's topology) and keep it until `lab down`.
+    Up {
+        /// Its name.
+        name: String,
+        /// The topology of this scenario file instead of one link.
+        #[arg(long, value_name = "FILE")]
+        scenario: Option<PathBuf>,
+        /// The link, without --scenario.
+        #[command(flatten)]
+        link: LinkArgs,
+    },
+    /// Run a command in a host of a testbed that is up.
+    Exec {
+        /// The testbed.
+        name: String,
+        /// The host (client or server for one link; a node name of the scenario).
+        host: String,
+        /// The command.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Take a testbed down.
+    Down {
+        /// Its name.
+        name: String,
+    },
+    /// List the testbeds that are up.
+    List,
+    /// (internal) The process that builds and holds a testbed for `up`.
+    #[command(hide = true, name = "__hold")]
+    Hold {
+        /// Its name.
+        name: String,
+        /// The topology, as JSON.
+        topology: String,
+    },
+    /// Run a scenario file: its topology, stack profiles and tests, for its trials.
+    Scenario(ScenarioArgs),
+}
+
+/// `wirebench lab scenario`.
+#[derive(Debug, Args)]
+pub struct ScenarioArgs {
+    /// The scenario (TOML).
+    pub file: PathBuf,
+    /// Trials per stack profile (default: the file's).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub trials: Option<u32>,
+    /// Copies of the network run at once, each in namespaces of its own (default: the
+    /// file's, or 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub parallel: Option<u32>,
+    /// Scale every test's duration (e.g. 0.1 for a quick look).
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
+    /// Only these stack profiles (by name; repeat).
+    #[arg(long = "profile", value_name = "NAME")]
+    pub profiles: Vec<String>,
+    /// Where to save the results (default: ./wirebench-results/lab-NAME-DATE-TIME).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+/// One emulated link, as flags.
+#[derive(Debug, Args, Clone, Default)]
+pub struct LinkArgs {
+    /// Link rate, bits/s, each direction (e.g. 10M; default: no limit).
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// One-way propagation delay, each direction (e.g. 50ms).
+    #[arg(long)]
+    pub delay: Option<String>,
+    /// Extra random delay per packet, up to this, never reordering (e.g. 2ms).
+    #[arg(long)]
+    pub jitter: Option<String>,
+    /// Random loss, each direction: a probability (0.05) or a percentage (5%).
+    #[arg(long)]
+    pub loss: Option<String>,
+    /// Random loss client → server.
+    #[arg(long)]
+    pub loss_up: Option<String>,
+    /// Random loss server → client.
+    #[arg(long)]
+    pub loss_down: Option<String>,
+    /// Mean length of a loss burst, packets (Gilbert-Elliott; default 1: independent).
+    #[arg(long)]
+    pub loss_burst: Option<f64>,
+    /// Queue before the link, packets (default 1000; 0: no limit by count).
+    #[arg(long)]
+    pub queue: Option<u32>,
+    /// Queue limit in bytes (e.g. 64K).
+    #[arg(long)]
+    pub queue_bytes: Option<String>,
+    /// Bytes added to each IP packet's length on the wire, for the rate (e.g. 38 for
+    /// Ethernet framing; default 0).
+    #[arg(long)]
+    pub overhead: Option<u32>,
+    /// Seed of the link's random loss and jitter (default 1).
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+impl LinkArgs {
+    /// The link properties these flags give.
+    pub fn props(&self) -> wirebench_lab::props::LinkProps {
+        wirebench_lab::props::LinkProps {
+            rate: self.rate.clone(),
+            delay: self.delay.clone(),
+            jitter: self.jitter.clone(),
+            loss: self.loss.clone(),
+            loss_up: self.loss_up.clone(),
+            loss_down: self.loss_down.clone(),
+            loss_burst: self.loss_burst,
+            queue: self.queue,
+            queue_bytes: self.queue_bytes.clone(),
+            overhead: self.overhead,
+            seed: self.seed,
+            ..Default::default()
+        }
+    }
 }
 
 /// `wirebench plot`.

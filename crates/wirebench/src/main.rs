@@ -5,7 +5,10 @@
 #![deny(unsafe_code)]
 
 mod cli;
+mod lab;
+mod scenario;
 mod sweep;
+mod testbed;
 
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
@@ -44,6 +47,7 @@ fn main() -> ExitCode {
         Command::Sweep(args) => sweep::sweep(&args),
         Command::Plot(args) => plot(&args),
         Command::Report(args) => report(&args),
+        Command::Lab(args) => lab::lab(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -145,6 +145,14 @@ fn default_dir() -> PathBuf {
     ))
 }
 
+/// The UTC date and time now, as in default result directory names (2026-11-22T150258).
+pub fn timestamp() -> String {
+    default_dir()
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// The proleptic Gregorian date of a day count since 1970-01-01 (H. Hinnant's algorithm).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;

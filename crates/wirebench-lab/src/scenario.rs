@@ -1,0 +1,434 @@
+//! Scenario files (TOML): a topology of links between named nodes, the stack profiles to
+//! compare, the tests to run at once in each trial, and the trial count.
+//!
+//! ```toml
+//! name = "random-loss"
+//! trials = 100
+//! parallel = 4
+//!
+//! [[link]]
+//! a = "h1"
+//! b = "r1"
+//! rate = "100M"
+//!
+//! [[link]]
+//! a = "r1"
+//! b = "r2"
+//! rate = "2M"
+//! delay = "100ms"
+//! loss = "5%"
+//!
+//! [[profile]]
+//! name = "cubic-sack"
+//! cc = "cubic"
+//! sack = true
+//!
+//! [[test]]
+//! from = "h1"
+//! to = "h2"
+//! args = ["-t", "60s"]
+//! ```
+//!
+//! Nodes are the names the links join, in order of appearance. A test runs
+//! `wirebench run <address of to> --json ARGS` in `from` against a server in `to`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use wirebench_proto::units::parse_duration;
+
+use crate::netns::NetNs;
+use crate::props::LinkProps;
+use crate::topo::{LinkSpec, NodeSpec, Topology};
+
+/// A scenario file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Its name (for result directories).
+    pub name: String,
+    /// What it reproduces.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Trials per stack profile.
+    #[serde(default = "one")]
+    pub trials: u32,
+    /// Copies of the network run at once.
+    #[serde(default = "one")]
+    pub parallel: u32,
+    /// The links.
+    #[serde(rename = "link")]
+    pub links: Vec<LinkDef>,
+    /// The stack profiles to compare (none: the kernel's defaults, once).
+    #[serde(rename = "profile", default)]
+    pub profiles: Vec<Profile>,
+    /// The tests run at once in each trial.
+    #[serde(rename = "test")]
+    pub tests: Vec<TestDef>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One link of a scenario.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(try_from = "toml::Table")]
+pub struct LinkDef {
+    /// One end (node name).
+    pub a: String,
+    /// The other end.
+    pub b: String,
+    /// Its properties; `up` is a → b.
+    #[serde(flatten)]
+    pub props: LinkProps,
+}
+
+impl TryFrom<toml::Table> for LinkDef {
+    type Error = String;
+
+    // By hand, because serde's `flatten` would let unknown keys through.
+    fn try_from(mut t: toml::Table) -> Result<Self, String> {
+        let mut end = |k: &str| match t.remove(k) {
+            Some(toml::Value::String(s)) => Ok(s),
+            _ => Err(format!("a [[link]] needs {k} = \"NODE\"")),
+        };
+        let (a, b) = (end("a")?, end("b")?);
+        let props = LinkProps::deserialize(toml::Value::Table(t))
+            .map_err(|e| format!("link {a}-{b}: {}", e.message()))?;
+        Ok(Self { a, b, props })
+    }
+}
+
+/// A host's TCP stack settings, applied as sysctls of its namespace. Unset fields keep the
+/// kernel's defaults.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Its name in tables.
+    pub name: String,
+    /// `net.ipv4.tcp_congestion_control` (reno, cubic, bbr, ...).
+    #[serde(default)]
+    pub cc: Option<String>,
+    /// `net.ipv4.tcp_sack`.
+    #[serde(default)]
+    pub sack: Option<bool>,
+    /// `net.ipv4.tcp_timestamps`.
+    #[serde(default)]
+    pub timestamps: Option<bool>,
+    /// `net.ipv4.tcp_ecn` (true: ask for ECN; false: never).
+    #[serde(default)]
+    pub ecn: Option<bool>,
+    /// `net.ipv4.tcp_rmem`, "min default max" bytes.
+    #[serde(default)]
+    pub rmem: Option<String>,
+    /// `net.ipv4.tcp_wmem`, "min default max" bytes.
+    #[serde(default)]
+    pub wmem: Option<String>,
+    /// The hosts it applies to (default: every host a measured test runs between).
+    #[serde(default)]
+    pub hosts: Option<Vec<String>>,
+}
+
+impl Profile {
+    /// The sysctls this profile sets, in order.
+    pub fn sysctls(&self) -> Vec<(&'static str, String)> {
+        let b = |v: bool| if v { "1" } else { "0" }.to_owned();
+        let mut out = Vec::new();
+        if let Some(cc) = &self.cc {
+            out.push(("net/ipv4/tcp_congestion_control", cc.clone()));
+        }
+        if let Some(v) = self.sack {
+            out.push(("net/ipv4/tcp_sack", b(v)));
+        }
+        if let Some(v) = self.timestamps {
+            out.push(("net/ipv4/tcp_timestamps", b(v)));
+        }
+        if let Some(v) = self.ecn {
+            out.push(("net/ipv4/tcp_ecn", b(v)));
+        }
+        if let Some(v) = &self.rmem {
+            out.push(("net/ipv4/tcp_rmem", v.clone()));
+        }
+        if let Some(v) = &self.wmem {
+            out.push(("net/ipv4/tcp_wmem", v.clone()));
+        }
+        out
+    }
+
+    /// Applies the profile to a host's namespace and reads each value back.
+    ///
+    /// # Errors
+    ///
+    /// A refused value (e.g. a congestion control the kernel does not have), named.
+    pub fn apply(&self, ns: &NetNs) -> std::io::Result<BTreeMap<String, String>> {
+        let mut got = BTreeMap::new();
+        for (key, value) in self.sysctls() {
+            ns.sysctl(key, &value)?;
+            got.insert(key.replace('/', "."), ns.read_sysctl(key)?);
+        }
+        Ok(got)
+    }
+}
+
+/// One test of a trial.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct TestDef {
+    /// Its name in results (default: "FROM-TO").
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The client host.
+    pub from: String,
+    /// The server host.
+    pub to: String,
+    /// Options of `wirebench run` (e.g. ["-t", "60s"]).
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Whether its goodput goes into the tables (false: cross traffic).
+    #[serde(default = "yes")]
+    pub measured: bool,
+    /// Start this long after the trial's first test (e.g. "2s"; key `start-after`).
+    #[serde(default)]
+    pub start_after: Option<String>,
+}
+
+impl TestDef {
+    /// Its name.
+    pub fn label(&self) -> String {
+        self.name
+            .clone()
+            .unwrap_or_else(|| format!("{}-{}", self.from, self.to))
+    }
+
+    /// Its start delay.
+    ///
+    /// # Errors
+    ///
+    /// A malformed duration.
+    pub fn delay(&self) -> Result<Duration, String> {
+        self.start_after.as_deref().map_or(Ok(Duration::ZERO), |s| {
+            parse_duration(s).map_err(|e| format!("test {}: start-after: {e}", self.label()))
+        })
+    }
+}
+
+impl Scenario {
+    /// Parses and checks a scenario.
+    ///
+    /// # Errors
+    ///
+    /// A one-line message: TOML syntax, an unknown key, or an inconsistency.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let s: Scenario = toml::from_str(text).map_err(|e| {
+            let msg = e.message().to_owned();
+            match e.span() {
+                Some(sp) => {
+                    let line = text[..sp.start.min(text.len())].lines().count().max(1);
+                    format!("line {line}: {msg}")
+                }
+                None => msg,
+            }
+        })?;
+        s.check()?;
+        Ok(s)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.links.is_empty() {
+            return Err("a scenario needs at least one [[link]]".into());
+        }
+        if self.tests.is_empty() {
+            return Err("a scenario needs at least one [[test]]".into());
+        }
+        if self.trials == 0 || !(1..=64).contains(&self.parallel) {
+            return Err("trials must be at least 1 and parallel 1 to 64".into());
+        }
+        let topo = self.topology()?;
+        let known = |n: &str| topo.node(n).is_some();
+        for t in &self.tests {
+            for h in [&t.from, &t.to] {
+                if !known(h) {
+                    return Err(format!("test {}: no node {h:?}", t.label()));
+                }
+            }
+            t.delay()?;
+        }
+        let mut names = std::collections::HashSet::new();
+        for p in &self.profiles {
+            if !names.insert(&p.name) {
+                return Err(format!("profile {:?} is defined twice", p.name));
+            }
+            for h in p.hosts.iter().flatten() {
+                if !known(h) {
+                    return Err(format!("profile {}: no node {h:?}", p.name));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The topology its links describe.
+    ///
+    /// # Errors
+    ///
+    /// A bad link property or too many links.
+    pub fn topology(&self) -> Result<Topology, String> {
+        let mut topo = Topology::default();
+        let index = |name: &str, topo: &mut Topology| -> usize {
+            topo.node(name).unwrap_or_else(|| {
+                topo.nodes.push(NodeSpec {
+                    name: name.to_owned(),
+                });
+                topo.nodes.len() - 1
+            })
+        };
+        for (i, l) in self.links.iter().enumerate() {
+            let (up, down) = l
+                .props
+                .configs()
+                .map_err(|e| format!("link {i} ({}-{}): {e}", l.a, l.b))?;
+            let a = index(&l.a, &mut topo);
+            let b = index(&l.b, &mut topo);
+            topo.links.push(LinkSpec { a, b, up, down });
+        }
+        topo.validate()?;
+        Ok(topo)
+    }
+
+    /// The profiles to run: the file's, or one that changes nothing.
+    pub fn profiles(&self) -> Vec<Profile> {
+        if self.profiles.is_empty() {
+            vec![Profile {
+                name: "default".into(),
+                ..Profile::default()
+            }]
+        } else {
+            self.profiles.clone()
+        }
+    }
+
+    /// The hosts a profile applies to.
+    pub fn profile_hosts(&self, p: &Profile) -> Vec<String> {
+        match &p.hosts {
+            Some(h) => h.clone(),
+            None => {
+                let mut v: Vec<String> = Vec::new();
+                for t in self.tests.iter().filter(|t| t.measured) {
+                    for h in [&t.from, &t.to] {
+                        if !v.contains(h) {
+                            v.push(h.clone());
+                        }
+                    }
+                }
+                v
+            }
+        }
+    }
+}
+
+/// The topology of trial `trial`: the same as `topo` but with every link direction's seed
+/// mixed with the trial number, so trials differ and each is reproducible.
+pub fn trial_topology(topo: &Topology, trial: u32) -> Topology {
+    let mut t = topo.clone();
+    for l in &mut t.links {
+        for c in [&mut l.up, &mut l.down] {
+            c.seed = c.seed ^ (u64::from(trial) << 32) ^ 0x5EED;
+        }
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DUMBBELL: &str = r#"
+name = "t"
+trials = 3
+[[link]]
+a = "h1"
+b = "r1"
+[[link]]
+a = "h3"
+b = "r1"
+[[link]]
+a = "r1"
+b = "r2"
+rate = "2M"
+delay = "50ms"
+queue = 8
+[[link]]
+a = "r2"
+b = "h2"
+[[link]]
+a = "r2"
+b = "h4"
+[[profile]]
+name = "reno"
+cc = "reno"
+sack = false
+[[test]]
+from = "h1"
+to = "h2"
+args = ["-t", "60s"]
+[[test]]
+from = "h4"
+to = "h3"
+measured = false
+start-after = "1s"
+"#;
+
+    #[test]
+    fn the_dumbbell_parses_into_nodes_links_and_routes() {
+        let s = Scenario::parse(DUMBBELL).unwrap();
+        let topo = s.topology().unwrap();
+        let names: Vec<&str> = topo.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["h1", "r1", "h3", "r2", "h2", "h4"]);
+        assert_eq!(topo.links[2].up.rate_bps, 2_000_000);
+        assert_eq!(topo.links[2].up.queue_packets, 8);
+        // h1 reaches the bottleneck (link 2) and h2's link (3) through r1 (10.77.0.2).
+        let routes = topo.routes(0);
+        assert!(routes.contains(&("10.77.2.0".parse().unwrap(), "10.77.0.2".parse().unwrap())));
+        assert!(routes.contains(&("10.77.3.0".parse().unwrap(), "10.77.0.2".parse().unwrap())));
+        assert_eq!(routes.len(), 4);
+        // r1 reaches h2's link through r2, on the bottleneck.
+        assert!(topo
+            .routes(1)
+            .contains(&("10.77.3.0".parse().unwrap(), "10.77.2.2".parse().unwrap())));
+        assert_eq!(s.profile_hosts(&s.profiles[0]), ["h1", "h2"]);
+        assert_eq!(
+            s.profiles[0].sysctls(),
+            [
+                ("net/ipv4/tcp_congestion_control", "reno".to_owned()),
+                ("net/ipv4/tcp_sack", "0".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn mistakes_are_one_line_errors() {
+        for (text, needle) in [
+            ("name = 1", "line 1"),
+            (
+                &DUMBBELL.replace("queue = 8", "queue = 8\ncolour = 1"),
+                "colour",
+            ),
+            (&DUMBBELL.replace("to = \"h2\"", "to = \"h9\""), "h9"),
+            (
+                &DUMBBELL.replace("rate = \"2M\"", "rate = \"fast\""),
+                "link 2",
+            ),
+            (&DUMBBELL.replace("\"1s\"", "\"later\""), "later"),
+        ] {
+            let e = Scenario::parse(text).unwrap_err();
+            assert!(e.contains(needle), "{e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+}

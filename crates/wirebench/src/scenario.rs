@@ -1,0 +1,339 @@
+//! `lab scenario FILE`: every stack profile × trial, K copies of the network at once; one
+//! JSON file per trial and a summary per profile (goodput min/mean/max/SD, retransmits).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Mutex;
+
+use anyhow::{anyhow, Context};
+use serde_json::{json, Value};
+use wirebench_lab::scenario::{trial_topology, Profile, Scenario};
+use wirebench_lab::topo::{Lab, Topology};
+
+use crate::cli::ScenarioArgs;
+use crate::Failure;
+
+/// Reads and checks a scenario file.
+pub fn load(file: &Path) -> Result<Scenario, Failure> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Failure::Usage(format!("{}: {e}", file.display())))?;
+    Scenario::parse(&text).map_err(|e| Failure::Usage(format!("{}: {e}", file.display())))
+}
+
+struct Job {
+    profile: usize,
+    trial: u32,
+}
+
+pub fn run(args: &ScenarioArgs) -> Result<(), Failure> {
+    let sc = load(&args.file)?;
+    if !(args.time_scale.is_finite() && args.time_scale > 0.0) {
+        return Err(Failure::Usage("--time-scale must be above 0".into()));
+    }
+    let mut profiles = sc.profiles();
+    if !args.profiles.is_empty() {
+        for p in &args.profiles {
+            if !profiles.iter().any(|q| &q.name == p) {
+                return Err(Failure::Usage(format!("the scenario has no profile {p:?}")));
+            }
+        }
+        profiles.retain(|p| args.profiles.contains(&p.name));
+    }
+    let topo = sc.topology().map_err(Failure::Usage)?;
+    let trials = args.trials.unwrap_or(sc.trials);
+    let parallel = args.parallel.unwrap_or(sc.parallel).max(1);
+    let out = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("wirebench-results").join(format!(
+            "lab-{}-{}",
+            sc.name,
+            crate::sweep::timestamp()
+        ))
+    });
+    std::fs::create_dir_all(out.join("trials"))
+        .with_context(|| format!("creating {}", out.display()))?;
+    wirebench_lab::ensure_privilege().map_err(|e| anyhow!(e))?;
+    let exe = std::env::current_exe().context("finding the wirebench executable")?;
+
+    // Trials interleave the profiles, so drift over time spreads over all of them.
+    let jobs: Vec<Job> = (0..trials)
+        .flat_map(|trial| (0..profiles.len()).map(move |profile| Job { profile, trial }))
+        .collect();
+    let total = jobs.len();
+    eprintln!(
+        "scenario {}: {} profiles × {trials} trials, {parallel} at once, into {}",
+        sc.name,
+        profiles.len(),
+        out.display()
+    );
+    let queue = Mutex::new(jobs.into_iter());
+    let done = Mutex::new(Vec::<(usize, Value)>::new());
+    std::thread::scope(|s| {
+        for _ in 0..parallel.min(total as u32) {
+            s.spawn(|| loop {
+                let Some(job) = queue.lock().ok().and_then(|mut q| q.next()) else {
+                    break;
+                };
+                let p = &profiles[job.profile];
+                let v = match trial(&sc, &topo, p, job.trial, args.time_scale, &exe) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        json!({"profile": p.name, "trial": job.trial, "error": format!("{e:#}")})
+                    }
+                };
+                let path = out
+                    .join("trials")
+                    .join(format!("{:04}-{}.json", job.trial, p.name));
+                if let Err(e) =
+                    std::fs::write(&path, serde_json::to_vec_pretty(&v).unwrap_or_default())
+                {
+                    eprintln!("writing {}: {e}", path.display());
+                }
+                if let Ok(mut d) = done.lock() {
+                    d.push((job.profile, v));
+                    eprintln!("trial {}/{total} done ({} #{})", d.len(), p.name, job.trial);
+                }
+            });
+        }
+    });
+    let done = done.into_inner().unwrap_or_default();
+    let summary = summarize(&sc, &profiles, &done);
+    std::fs::write(
+        out.join("summary.json"),
+        serde_json::to_vec_pretty(&summary).context("summary")?,
+    )
+    .context("writing summary.json")?;
+    let table = table(&summary);
+    std::fs::write(out.join("summary.txt"), &table).context("writing summary.txt")?;
+    print!("{table}");
+    let failed = done
+        .iter()
+        .filter(|(_, v)| v.get("error").is_some())
+        .count();
+    if failed > 0 {
+        return Err(Failure::Runtime(anyhow!(
+            "{failed} of {total} trials failed; see {}/trials",
+            out.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Scales the first duration after -t/--time in a test's options.
+fn scaled_args(args: &[String], scale: f64) -> Vec<String> {
+    let mut out = args.to_vec();
+    if scale == 1.0 {
+        return out;
+    }
+    for i in 0..out.len().saturating_sub(1) {
+        if out[i] == "-t" || out[i] == "--time" {
+            if let Ok(d) = wirebench_proto::units::parse_duration(&out[i + 1]) {
+                out[i + 1] = format!(
+                    "{}ms",
+                    ((d.as_secs_f64() * scale * 1000.0).round() as u64).max(100)
+                );
+            }
+        }
+    }
+    out
+}
+
+/// One trial: a fresh copy of the network, the profile applied, every test at once.
+fn trial(
+    sc: &Scenario,
+    topo: &Topology,
+    profile: &Profile,
+    n: u32,
+    scale: f64,
+    exe: &Path,
+) -> anyhow::Result<Value> {
+    let t = trial_topology(topo, n);
+    let lab = Lab::build(&t).context("building the network")?;
+    let mut applied = serde_json::Map::new();
+    for host in sc.profile_hosts(profile) {
+        let node = t.node(&host).context("profile host")?;
+        let got = profile
+            .apply(lab.netns(node))
+            .with_context(|| format!("applying profile {} to {host}", profile.name))?;
+        applied.insert(host, json!(got));
+    }
+    // One server per host that tests go to.
+    let mut servers = Vec::new();
+    let mut server_hosts: Vec<&str> = Vec::new();
+    for test in &sc.tests {
+        if !server_hosts.contains(&test.to.as_str()) {
+            server_hosts.push(&test.to);
+            let node = t.node(&test.to).context("server host")?;
+            servers.push(
+                crate::lab::start_server(&lab, exe, node, "0.0.0.0")
+                    .map_err(|e| anyhow!("starting the server in {}: {}", test.to, fail_text(e)))?,
+            );
+        }
+    }
+    // Start the tests in the order of their delays.
+    let mut order: Vec<usize> = (0..sc.tests.len()).collect();
+    let delay = |i: usize| sc.tests[i].delay().unwrap_or_default().mul_f64(scale);
+    order.sort_by_key(|&i| delay(i));
+    let t0 = std::time::Instant::now();
+    let mut children = Vec::new();
+    for &i in &order {
+        let test = &sc.tests[i];
+        let wait = delay(i).saturating_sub(t0.elapsed());
+        std::thread::sleep(wait);
+        let to = t.node(&test.to).context("test host")?;
+        let addr = t.node_address(to).context("address")?;
+        let mut c = lab.command(t.node(&test.from).context("test host")?, exe);
+        c.arg("run")
+            .arg(addr.to_string())
+            .arg("--json")
+            .args(scaled_args(&test.args, scale))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        children.push((i, c.spawn().context("starting a test")?));
+    }
+    let mut results: Vec<Value> = vec![Value::Null; sc.tests.len()];
+    std::thread::scope(|s| {
+        let handles: Vec<_> = children
+            .into_iter()
+            .map(|(i, mut child)| {
+                s.spawn(move || {
+                    let mut stdout = String::new();
+                    let mut stderr = String::new();
+                    let mut so = child.stdout.take();
+                    let mut se = child.stderr.take();
+                    let err_reader = std::thread::spawn(move || {
+                        if let Some(e) = se.as_mut() {
+                            let _ = e.read_to_string(&mut stderr);
+                        }
+                        stderr
+                    });
+                    if let Some(o) = so.as_mut() {
+                        let _ = o.read_to_string(&mut stdout);
+                    }
+                    let status = child.wait();
+                    let stderr = err_reader.join().unwrap_or_default();
+                    (i, status, stdout, stderr)
+                })
+            })
+            .collect();
+        for h in handles {
+            if let Ok((i, status, stdout, stderr)) = h.join() {
+                let test = &sc.tests[i];
+                let ok = status.as_ref().is_ok_and(std::process::ExitStatus::success);
+                let result = serde_json::from_str::<Value>(&stdout).ok();
+                results[i] = json!({
+                    "name": test.label(),
+                    "from": test.from,
+                    "to": test.to,
+                    "measured": test.measured,
+                    "result": result,
+                    "error": if ok { Value::Null } else { json!(stderr.trim()) },
+                });
+            }
+        }
+    });
+    for mut s in servers {
+        crate::lab::stop_child(&mut s);
+    }
+    let links = lab.stop().context("stopping the emulator")?;
+    let names: Vec<String> = t
+        .links
+        .iter()
+        .map(|l| format!("{}-{}", t.nodes[l.a].name, t.nodes[l.b].name))
+        .collect();
+    Ok(json!({
+        "scenario": sc.name,
+        "profile": profile.name,
+        "trial": n,
+        "time_scale": scale,
+        "sysctls": applied,
+        "tests": results,
+        "links": names.iter().zip(&links).map(|(n, r)| json!({"link": n, "report": r})).collect::<Vec<_>>(),
+    }))
+}
+
+fn fail_text(f: Failure) -> String {
+    match f {
+        Failure::Usage(s) => s,
+        Failure::Runtime(e) => format!("{e:#}"),
+    }
+}
+
+/// Per profile: goodput (the receiver's `end.received_bps` of each measured test) and the
+/// sender's TCP retransmits, over the trials.
+fn summarize(sc: &Scenario, profiles: &[Profile], done: &[(usize, Value)]) -> Value {
+    let mut rows = Vec::new();
+    for (pi, p) in profiles.iter().enumerate() {
+        let mut goodput = Vec::new();
+        let mut retrans = Vec::new();
+        let mut failed = 0;
+        for (_, v) in done.iter().filter(|(i, _)| *i == pi) {
+            let tests = v.get("tests").and_then(Value::as_array);
+            if v.get("error").is_some() || tests.is_none() {
+                failed += 1;
+                continue;
+            }
+            for t in tests.into_iter().flatten() {
+                if t.get("measured") != Some(&json!(true)) {
+                    continue;
+                }
+                let end = t.pointer("/result/end");
+                match end
+                    .and_then(|e| e.get("received_bps"))
+                    .and_then(Value::as_f64)
+                {
+                    Some(bps) if t.get("error").is_some_and(Value::is_null) => {
+                        goodput.push(bps / 1e3);
+                        if let Some(r) = end
+                            .and_then(|e| e.pointer("/tcp/retransmits"))
+                            .and_then(Value::as_f64)
+                        {
+                            retrans.push(r);
+                        }
+                    }
+                    _ => failed += 1,
+                }
+            }
+        }
+        rows.push(json!({
+            "profile": p.name,
+            "settings": p.sysctls().into_iter().map(|(k, v)| (k.replace('/', "."), v)).collect::<std::collections::BTreeMap<_, _>>(),
+            "trials": goodput.len(),
+            "failed": failed,
+            "goodput_kbps": wirebench_stats::summarize(&goodput),
+            "retransmits": wirebench_stats::summarize(&retrans),
+        }));
+    }
+    json!({"scenario": sc.name, "description": sc.description, "profiles": rows})
+}
+
+fn table(summary: &Value) -> String {
+    let mut s = format!(
+        "{:<16} {:>6} {:>10} {:>10} {:>10} {:>9} {:>12}\n",
+        "profile", "trials", "min kbit/s", "mean", "max", "SD", "retrans mean"
+    );
+    for r in summary["profiles"].as_array().into_iter().flatten() {
+        let g = &r["goodput_kbps"];
+        let f = |k: &str| {
+            g.get(k)
+                .and_then(Value::as_f64)
+                .map_or("-".into(), |v| format!("{v:.1}"))
+        };
+        let rt = r["retransmits"]
+            .get("mean")
+            .and_then(Value::as_f64)
+            .map_or("-".into(), |v| format!("{v:.1}"));
+        s += &format!(
+            "{:<16} {:>6} {:>10} {:>10} {:>10} {:>9} {:>12}\n",
+            r["profile"].as_str().unwrap_or("?"),
+            r["trials"],
+            f("min"),
+            f("mean"),
+            f("max"),
+            f("stddev"),
+            rt
+        );
+    }
+    s
+}
