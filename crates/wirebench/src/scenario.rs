@@ -150,7 +150,8 @@ fn trial(
     let t = trial_topology(topo, n);
     let lab = Lab::build(&t).context("building the network")?;
     let mut applied = serde_json::Map::new();
-    for host in sc.profile_hosts(profile) {
+    let profile_hosts = sc.profile_hosts(profile);
+    for host in profile_hosts.iter().cloned() {
         let node = t.node(&host).context("profile host")?;
         let got = profile
             .apply(lab.netns(node))
@@ -183,10 +184,14 @@ fn trial(
         let to = t.node(&test.to).context("test host")?;
         let addr = t.node_address(to).context("address")?;
         let mut c = lab.command(t.node(&test.from).context("test host")?, exe);
-        c.arg("run")
-            .arg(addr.to_string())
-            .arg("--json")
-            .args(scaled_args(&test.args, scale))
+        c.arg("run").arg(addr.to_string()).arg("--json");
+        // The profile's congestion control, per socket too (see Profile::apply).
+        if let Some(cc) = &profile.cc {
+            if profile_hosts.contains(&test.from) && !test.args.iter().any(|a| a == "--cc") {
+                c.args(["--cc", cc]);
+            }
+        }
+        c.args(scaled_args(&test.args, scale))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
