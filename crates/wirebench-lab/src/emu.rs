@@ -18,12 +18,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::link::{Fate, Link, LinkConfig, LinkCounters};
-use crate::sys;
+use crate::sys::{self, Batch, Slot, BATCH, SLOT};
 
-/// Largest frame a slot holds: a 1500-byte MTU with its Ethernet and VLAN headers, rounded up.
-const SLOT: usize = 2048;
-/// Most frames read in one go before due frames are sent.
-const RX_BURST: usize = 64;
 /// Longest wait with nothing to deliver, so that a stop is seen.
 const IDLE_WAIT: Duration = Duration::from_millis(20);
 /// Ethernet header length.
@@ -46,6 +42,13 @@ pub struct DirectionReport {
     pub non_ip: u64,
     /// Bytes of the IP packets delivered (lengths without the Ethernet header).
     pub delivered_bytes: u64,
+    /// How late the emulator sent frames after their modelled delivery time: the sum, ns
+    /// (divide by `delivered` for the mean)...
+    pub late_ns_sum: u64,
+    /// ... the most, ns ...
+    pub late_ns_max: u64,
+    /// ... and how many were more than 100 µs late.
+    pub late_over_100us: u64,
 }
 
 /// A running direction; [`Direction::stop`] ends it and gives its report.
@@ -94,23 +97,14 @@ impl Drop for Direction {
     }
 }
 
-/// Fixed-size frame slots, reused.
-struct Pool {
-    slots: Vec<[u8; SLOT]>,
-    free: Vec<usize>,
-}
-
-impl Pool {
-    fn take(&mut self) -> usize {
-        self.free.pop().unwrap_or_else(|| {
-            self.slots.push([0; SLOT]);
-            self.slots.len() - 1
-        })
-    }
-}
-
 fn is_ip(frame: &[u8]) -> bool {
     frame.len() > ETH_HLEN && matches!([frame[12], frame[13]], [0x08, 0x00] | [0x86, 0xdd])
+}
+
+fn unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 fn forward(
@@ -120,66 +114,90 @@ fn forward(
     stop: &AtomicBool,
 ) -> io::Result<DirectionReport> {
     sys::fine_timer_slack();
+    sys::timestamp_arrivals(rx.as_fd())?;
     let base = Instant::now();
     let now_ns = || base.elapsed().as_nanos() as u64;
     let mut link = Link::new(cfg);
-    let mut pool = Pool {
-        slots: Vec::new(),
-        free: Vec::new(),
-    };
+    // Free slots; a frame's slot moves into `pending` and back, so nothing is allocated per
+    // frame once the pool has grown to the most frames ever in flight.
+    let mut free: Vec<Slot> = Vec::new();
+    let mut rx_slots: Vec<Slot> = Vec::with_capacity(BATCH);
+    let mut rx_out = [(0usize, 0u64); BATCH];
+    let mut batch = Batch::default();
     // (delivery time, slot, length), in delivery order: the model never reorders.
-    let mut pending: VecDeque<(u64, usize, usize)> = VecDeque::new();
+    let mut pending: VecDeque<(u64, Slot, usize)> = VecDeque::new();
     let mut report = DirectionReport::default();
+    let mut last_offer = 0u64;
     // Drops counted before the loop began are not ours.
     let _ = sys::packet_drops(rx.as_fd());
     while !stop.load(Ordering::Relaxed) {
-        // Send what is due.
+        // Send what is due, a batch at a time.
         let now = now_ns();
-        while let Some(&(at, slot, len)) = pending.front() {
-            if at > now {
-                break;
-            }
-            pending.pop_front();
-            if sys::send_frame(tx.as_fd(), &pool.slots[slot][..len]).is_err() {
-                report.send_errors += 1;
-            }
-            pool.free.push(slot);
+        let due = pending.iter().take_while(|p| p.0 <= now).count();
+        let mut sent = 0;
+        while sent < due {
+            let n = (due - sent).min(BATCH);
+            let (took, refused) = batch.send(
+                tx.as_fd(),
+                pending
+                    .iter()
+                    .skip(sent)
+                    .take(n)
+                    .map(|(_, s, len)| &s[..*len]),
+            );
+            report.send_errors += refused as u64;
+            sent += took.max(1);
+        }
+        for (at, slot, _) in pending.drain(..due) {
+            let late = now.saturating_sub(at);
+            report.late_ns_sum += late;
+            report.late_ns_max = report.late_ns_max.max(late);
+            report.late_over_100us += u64::from(late > 100_000);
+            free.push(slot);
         }
         let wait = match pending.front() {
-            Some(&(at, _, _)) => at.saturating_sub(now),
+            Some(&(at, _, _)) => at.saturating_sub(now_ns()),
             None => IDLE_WAIT.as_nanos() as u64,
         };
         if wait > 0 && !sys::wait_readable(rx.as_fd(), wait)? {
             continue;
         }
-        // Read what has arrived.
-        for _ in 0..RX_BURST {
-            let slot = pool.take();
-            let Some(n) = sys::recv_frame(rx.as_fd(), &mut pool.slots[slot][..])? else {
-                pool.free.push(slot);
-                break;
-            };
+        // Read what has arrived, offered to the link at the kernel's arrival time (not the
+        // time of this read, which may come late, in bursts).
+        while rx_slots.len() < BATCH {
+            rx_slots.push(free.pop().unwrap_or_else(|| Box::new([0; SLOT])));
+        }
+        let got = batch.recv(rx.as_fd(), &mut rx_slots, &mut rx_out)?;
+        let now_mono = now_ns();
+        let mono_minus_unix = now_mono.wrapping_sub(unix_ns());
+        for (slot, &(n, stamp)) in rx_slots.drain(..got).zip(&rx_out[..got]) {
             if n > SLOT {
                 report.oversize += 1;
-                pool.free.push(slot);
+                free.push(slot);
                 continue;
             }
-            let frame = &pool.slots[slot][..n];
-            if !is_ip(frame) {
+            if !is_ip(&slot[..n]) {
                 report.non_ip += 1;
-                if sys::send_frame(tx.as_fd(), frame).is_err() {
-                    report.send_errors += 1;
-                }
-                pool.free.push(slot);
+                let (_, refused) = batch.send(tx.as_fd(), std::iter::once(&slot[..n]));
+                report.send_errors += refused as u64;
+                free.push(slot);
                 continue;
             }
+            let arrival = if stamp == 0 {
+                now_mono
+            } else {
+                stamp.wrapping_add(mono_minus_unix).min(now_mono)
+            };
+            // The model wants non-decreasing times.
+            let at = arrival.max(last_offer);
+            last_offer = at;
             let ip_len = (n - ETH_HLEN) as u64;
-            match link.offer(now_ns(), ip_len) {
+            match link.offer(at, ip_len) {
                 Fate::Deliver { at_ns } => {
                     report.delivered_bytes += ip_len;
                     pending.push_back((at_ns, slot, n));
                 }
-                Fate::Lost | Fate::QueueFull => pool.free.push(slot),
+                Fate::Lost | Fate::QueueFull => free.push(slot),
             }
         }
     }

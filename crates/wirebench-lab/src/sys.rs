@@ -164,45 +164,6 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout_ns: u64) -> io::Result<bool> {
     Ok(n > 0)
 }
 
-/// Receives one frame into `buf` without blocking; `None` when there is none.
-pub fn recv_frame(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Option<usize>> {
-    // SAFETY: `buf` is live and writable for its length.
-    let n = unsafe {
-        libc::recv(
-            fd.as_raw_fd(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            libc::MSG_DONTWAIT | libc::MSG_TRUNC,
-        )
-    };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
-            _ => Err(e),
-        };
-    }
-    Ok(Some(n as usize))
-}
-
-/// Sends one frame out of the interface the socket is bound to.
-pub fn send_frame(fd: BorrowedFd<'_>, frame: &[u8]) -> io::Result<()> {
-    loop {
-        // SAFETY: `frame` is live and readable for its length.
-        let n = unsafe { libc::send(fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
-        if n >= 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        match e.kind() {
-            io::ErrorKind::Interrupted => {}
-            // The device queue is full: the frame is lost, as on a real wire that is busy.
-            io::ErrorKind::WouldBlock => return Err(e),
-            _ => return Err(e),
-        }
-    }
-}
-
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
 const ETHTOOL_STXCSUM: u32 = 0x17;
 const ETHTOOL_SSG: u32 = 0x19;
@@ -301,4 +262,185 @@ pub fn terminate(pid: u32) -> io::Result<()> {
     let pid = libc::pid_t::try_from(pid).map_err(io::Error::other)?;
     // SAFETY: kill takes integers.
     check(unsafe { libc::kill(pid, libc::SIGTERM) }).map(drop)
+}
+
+/// Largest frame a slot holds: a 1500-byte MTU with its Ethernet and VLAN headers, rounded up.
+pub const SLOT: usize = 2048;
+/// Frames per recvmmsg/sendmmsg call.
+pub const BATCH: usize = 32;
+/// Control space per received frame: one SCM_TIMESTAMPNS (a timespec), with room to spare.
+const CTRL: usize = 64;
+
+/// A frame's slot.
+pub type Slot = Box<[u8; SLOT]>;
+
+/// Asks the kernel to stamp each frame received on `fd` with its arrival time.
+pub fn timestamp_arrivals(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: the option value is a live c_int of the size passed.
+    check(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+/// Reusable message headers for batched receives and sends on a packet socket.
+pub struct Batch {
+    hdrs: Box<[libc::mmsghdr]>,
+    iovs: Box<[libc::iovec]>,
+    ctrl: Box<[[u8; CTRL]]>,
+}
+
+// SAFETY: the raw pointers inside are scratch, rewritten before every call and never
+// dereferenced by us; the batch can move between threads.
+unsafe impl Send for Batch {}
+
+impl Default for Batch {
+    fn default() -> Self {
+        // SAFETY: mmsghdr and iovec are plain C structs of integers and raw pointers, for
+        // which all-zero is a valid value.
+        let zero_hdr: libc::mmsghdr = unsafe { std::mem::zeroed() };
+        let zero_iov = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
+        Self {
+            hdrs: vec![zero_hdr; BATCH].into_boxed_slice(),
+            iovs: vec![zero_iov; BATCH].into_boxed_slice(),
+            ctrl: vec![[0; CTRL]; BATCH].into_boxed_slice(),
+        }
+    }
+}
+
+impl Batch {
+    /// Receives up to `slots.len()` (at most [`BATCH`]) frames without blocking. For each
+    /// frame `i` < the count returned, `out[i]` is (length, kernel arrival time as Unix ns,
+    /// 0 if unstamped); a length above [`SLOT`] means the frame was cut.
+    pub fn recv(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        slots: &mut [Slot],
+        out: &mut [(usize, u64)],
+    ) -> io::Result<usize> {
+        let n = slots.len().min(BATCH).min(out.len());
+        for (i, slot) in slots.iter_mut().enumerate().take(n) {
+            self.iovs[i] = libc::iovec {
+                iov_base: slot.as_mut_ptr().cast(),
+                iov_len: SLOT,
+            };
+            let h = &mut self.hdrs[i].msg_hdr;
+            h.msg_name = std::ptr::null_mut();
+            h.msg_namelen = 0;
+            h.msg_iov = &mut self.iovs[i];
+            h.msg_iovlen = 1;
+            h.msg_control = self.ctrl[i].as_mut_ptr().cast();
+            h.msg_controllen = CTRL as _;
+            h.msg_flags = 0;
+            self.hdrs[i].msg_len = 0;
+        }
+        // SAFETY: `n` headers are initialised, each pointing at one live iovec over a live
+        // slot of SLOT bytes and a live control buffer of CTRL bytes; all outlive the call.
+        let got = unsafe {
+            libc::recvmmsg(
+                fd.as_raw_fd(),
+                self.hdrs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if got < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                _ => Err(e),
+            };
+        }
+        let got = got as usize;
+        for (i, o) in out.iter_mut().enumerate().take(got) {
+            let h = &self.hdrs[i];
+            let mut len = h.msg_len as usize;
+            if h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+                len = SLOT + 1;
+            }
+            let mut stamp = 0;
+            // SAFETY: the kernel filled msg_controllen bytes of the control buffer the
+            // header points at; CMSG_FIRSTHDR/NXTHDR stay inside it, and a timestamp's
+            // data is a timespec, read unaligned.
+            unsafe {
+                let mut c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
+                while !c.is_null() {
+                    if (*c).cmsg_level == libc::SOL_SOCKET
+                        && (*c).cmsg_type == libc::SCM_TIMESTAMPNS
+                    {
+                        let ts: libc::timespec =
+                            std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                        stamp = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+                    }
+                    c = libc::CMSG_NXTHDR(&h.msg_hdr, c);
+                }
+            }
+            *o = (len, stamp);
+        }
+        Ok(got)
+    }
+
+    /// Sends up to [`BATCH`] frames out of the socket's interface in one call; returns how
+    /// many it took from `frames`, and how many of those the device refused (lost, as on a
+    /// busy wire).
+    pub fn send<'a>(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        frames: impl Iterator<Item = &'a [u8]>,
+    ) -> (usize, usize) {
+        let mut n = 0;
+        for f in frames.take(BATCH) {
+            self.iovs[n] = libc::iovec {
+                iov_base: f.as_ptr() as *mut libc::c_void,
+                iov_len: f.len(),
+            };
+            n += 1;
+        }
+        for i in 0..n {
+            let h = &mut self.hdrs[i].msg_hdr;
+            h.msg_name = std::ptr::null_mut();
+            h.msg_namelen = 0;
+            h.msg_iov = &mut self.iovs[i];
+            h.msg_iovlen = 1;
+            h.msg_control = std::ptr::null_mut();
+            h.msg_controllen = 0;
+            h.msg_flags = 0;
+        }
+        let mut sent = 0;
+        let mut refused = 0;
+        while sent < n {
+            // SAFETY: headers sent..n point at live iovecs over frames borrowed for 'a,
+            // which outlive the call; the kernel only reads them.
+            let r = unsafe {
+                libc::sendmmsg(
+                    fd.as_raw_fd(),
+                    self.hdrs[sent..].as_mut_ptr(),
+                    (n - sent) as libc::c_uint,
+                    0,
+                )
+            };
+            if r <= 0 {
+                if r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                // Skip the frame the device refused and go on with the rest.
+                sent += 1;
+                refused += 1;
+                continue;
+            }
+            sent += r as usize;
+        }
+        (n, refused)
+    }
 }

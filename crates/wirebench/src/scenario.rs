@@ -70,10 +70,8 @@ pub fn run(args: &ScenarioArgs) -> Result<(), Failure> {
     let done = Mutex::new(Vec::<(usize, Value)>::new());
     std::thread::scope(|s| {
         for _ in 0..parallel.min(total as u32) {
-            s.spawn(|| loop {
-                let Some(job) = queue.lock().ok().and_then(|mut q| q.next()) else {
-                    break;
-                };
+            s.spawn(|| {
+                while let Some(job) = queue.lock().ok().and_then(|mut q| q.next()) {
                 let p = &profiles[job.profile];
                 let v = match trial(&sc, &topo, p, job.trial, args.time_scale, &exe) {
                     Ok(v) => v,
@@ -92,6 +90,7 @@ pub fn run(args: &ScenarioArgs) -> Result<(), Failure> {
                 if let Ok(mut d) = done.lock() {
                     d.push((job.profile, v));
                     eprintln!("trial {}/{total} done ({} #{})", d.len(), p.name, job.trial);
+                }
                 }
             });
         }

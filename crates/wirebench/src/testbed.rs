@@ -78,7 +78,7 @@ fn state_path(name: &str) -> PathBuf {
 fn holder_alive(pid: u32, name: &str) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
         let args: Vec<&[u8]> = c.split(|&b| b == 0).collect();
-        args.iter().any(|a| *a == b"__hold") && args.iter().any(|a| *a == name.as_bytes())
+        args.contains(&&b"__hold"[..]) && args.contains(&name.as_bytes())
     })
 }
 
