@@ -101,10 +101,11 @@ fn a_probe_sees_the_configured_delay() {
     assert!(min >= 20.0, "min {min} below the 20 ms delay");
     assert!(p50 - want < 0.5, "p50 {p50} more than 0.5 ms above {want}");
     // The bound is 0.5 ms at p99; a machine that wakes threads late by more than
-    // that at its own p99 cannot meet it in user space, so that lateness is added.
+    // that at its own p99 cannot meet it in user space, so that lateness is added, once for
+    // each sleeping thread on the path (the emulator's and the receiver's).
     assert!(
-        p99 - want < 0.5 + floor,
-        "p99 {p99} more than 0.5 ms + this machine's timer lateness ({floor:.3} ms) above {want}"
+        p99 - want < 0.5 + 2.0 * floor,
+        "p99 {p99} more than 0.5 ms + twice this machine's timer lateness ({floor:.3} ms) above {want}"
     );
 }
 
