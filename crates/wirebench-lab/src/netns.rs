@@ -28,11 +28,6 @@ impl NetNs {
         })
     }
 
-    /// The namespace behind an open descriptor (e.g. `/proc/PID/ns/net`).
-    pub fn from_fd(fd: OwnedFd) -> Self {
-        Self { fd }
-    }
-
     /// Runs `f` on a thread of its own inside this namespace: sockets it opens and
     /// `/proc/sys/net` files it writes belong to the namespace.
     pub fn run<T: Send>(&self, f: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {

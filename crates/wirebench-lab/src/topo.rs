@@ -163,7 +163,7 @@ impl Topology {
             if l.a == from || l.b == from {
                 continue;
             }
-            // The nearer end decides; both ends share the first hop or are equally far.
+            // Towards either end: from there the subnet is on the wire.
             let hop = first[l.a].or(first[l.b]);
             if let Some((link, neighbour)) = hop {
                 routes.push((
@@ -188,7 +188,6 @@ pub struct LinkReport {
 /// A built, running network. Dropping it stops the emulator and closes the namespaces;
 /// they vanish once no process runs in them.
 pub struct Lab {
-    topo: Topology,
     nodes: Vec<NetNs>,
     links: Vec<(Direction, Direction)>,
     // Held so the core namespace lives; the emulator's sockets are in it.
@@ -277,16 +276,10 @@ impl Lab {
             links.push((up, down));
         }
         Ok(Self {
-            topo: topo.clone(),
             nodes,
             links,
             _core: core,
         })
-    }
-
-    /// The topology it was built from.
-    pub fn topology(&self) -> &Topology {
-        &self.topo
     }
 
     /// The namespace of node `node`.

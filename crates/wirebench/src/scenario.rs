@@ -1,7 +1,6 @@
 //! `lab scenario FILE`: every stack profile × trial, K copies of the network at once; one
 //! JSON file per trial and a summary per profile (goodput min/mean/max/SD, retransmits).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Mutex;
@@ -200,31 +199,20 @@ fn trial(
     std::thread::scope(|s| {
         let handles: Vec<_> = children
             .into_iter()
-            .map(|(i, mut child)| {
-                s.spawn(move || {
-                    let mut stdout = String::new();
-                    let mut stderr = String::new();
-                    let mut so = child.stdout.take();
-                    let mut se = child.stderr.take();
-                    let err_reader = std::thread::spawn(move || {
-                        if let Some(e) = se.as_mut() {
-                            let _ = e.read_to_string(&mut stderr);
-                        }
-                        stderr
-                    });
-                    if let Some(o) = so.as_mut() {
-                        let _ = o.read_to_string(&mut stdout);
-                    }
-                    let status = child.wait();
-                    let stderr = err_reader.join().unwrap_or_default();
-                    (i, status, stdout, stderr)
-                })
-            })
+            .map(|(i, child)| s.spawn(move || (i, child.wait_with_output())))
             .collect();
         for h in handles {
-            if let Ok((i, status, stdout, stderr)) = h.join() {
+            if let Ok((i, out)) = h.join() {
                 let test = &sc.tests[i];
-                let ok = status.as_ref().is_ok_and(std::process::ExitStatus::success);
+                let ok = out.as_ref().is_ok_and(|o| o.status.success());
+                let (stdout, stderr) =
+                    out.as_ref()
+                        .map_or((Default::default(), Default::default()), |o| {
+                            (
+                                String::from_utf8_lossy(&o.stdout),
+                                String::from_utf8_lossy(&o.stderr),
+                            )
+                        });
                 let result = serde_json::from_str::<Value>(&stdout).ok();
                 results[i] = json!({
                     "name": test.label(),

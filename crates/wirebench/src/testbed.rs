@@ -44,9 +44,7 @@ fn state_dir() -> PathBuf {
     if let Ok(d) = std::env::var("WIREBENCH_LAB_DIR") {
         return PathBuf::from(d);
     }
-    if std::fs::metadata("/run").is_ok_and(|m| !m.permissions().readonly())
-        && std::fs::create_dir_all("/run/wirebench-lab").is_ok()
-    {
+    if std::fs::create_dir_all("/run/wirebench-lab").is_ok() {
         return PathBuf::from("/run/wirebench-lab");
     }
     match std::env::var("XDG_RUNTIME_DIR") {
