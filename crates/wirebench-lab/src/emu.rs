@@ -49,6 +49,10 @@ pub struct DirectionReport {
     pub late_ns_max: u64,
     /// ... and how many were more than 100 µs late.
     pub late_over_100us: u64,
+    /// The receive buffer the kernel granted the emulator's socket on the link's input,
+    /// bytes: how long a stall of the emulator it absorbs without `emulator_drops`.
+    #[serde(default)]
+    pub rcvbuf_bytes: u64,
 }
 
 /// A running direction; [`Direction::stop`] ends it and gives its report.
@@ -126,7 +130,12 @@ fn forward(
     let mut batch = Batch::default();
     // (delivery time, slot, length), in delivery order: the model never reorders.
     let mut pending: VecDeque<(u64, Slot, usize)> = VecDeque::new();
-    let mut report = DirectionReport::default();
+    let mut report = DirectionReport {
+        rcvbuf_bytes: socket2::SockRef::from(rx)
+            .recv_buffer_size()
+            .map_or(0, |b| b as u64),
+        ..DirectionReport::default()
+    };
     let mut last_offer = 0u64;
     // Drops counted before the loop began are not ours.
     let _ = sys::packet_drops(rx.as_fd());

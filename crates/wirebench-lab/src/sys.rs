@@ -118,6 +118,33 @@ pub fn packet_socket(ifindex: u32) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
+/// Sets a socket's receive and send buffers to `bytes` each, past `net.core.rmem_max` and
+/// `wmem_max` when the caller may (CAP_NET_ADMIN in the first user namespace), else as far
+/// as those limits allow. The kernel's grant is read back with `SO_RCVBUF`/`SO_SNDBUF`.
+pub fn force_buffers(fd: BorrowedFd<'_>, bytes: usize) {
+    let val = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    for (force, plain) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+    ] {
+        for opt in [force, plain] {
+            // SAFETY: the option value is a live c_int of the size passed.
+            let ret = unsafe {
+                libc::setsockopt(
+                    fd.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    opt,
+                    (&val as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if ret == 0 {
+                break;
+            }
+        }
+    }
+}
+
 /// Frames dropped by the kernel because the packet socket's receive buffer was full, since
 /// the last call (the kernel resets the count when it is read).
 pub fn packet_drops(fd: BorrowedFd<'_>) -> u64 {

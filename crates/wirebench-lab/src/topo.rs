@@ -264,10 +264,10 @@ impl Lab {
             let (a, b) = core.run(|| {
                 let a = sys::packet_socket(sys::if_index(&format!("l{i}a"))?)?;
                 let b = sys::packet_socket(sys::if_index(&format!("l{i}b"))?)?;
+                // Room for a stall of the emulator's thread: 32 MiB holds about 140 ms of
+                // full-size frames at 1 Gbit/s (each costs its skb's truesize, ~2.3 KiB).
                 for s in [&a, &b] {
-                    let sock = socket2::SockRef::from(s);
-                    let _ = sock.set_recv_buffer_size(8 << 20);
-                    let _ = sock.set_send_buffer_size(8 << 20);
+                    sys::force_buffers(s.as_fd(), 32 << 20);
                 }
                 Ok((Arc::new(a), Arc::new(b)))
             })?;

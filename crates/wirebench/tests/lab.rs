@@ -115,7 +115,9 @@ fn saturating_udp_gets_the_link_rate_within_1_percent() {
     if !lab_works() {
         return;
     }
-    for (rate, bps, send, queue) in [("10M", 10e6, "12M", "100"), ("500M", 500e6, "600M", "1000")] {
+    // Queues deep enough (about 120 ms and 190 ms) that a sender this shared machine stalls
+    // for tens of ms still finds the link busy when it resumes: the link is what is judged.
+    for (rate, bps, send, queue) in [("10M", 10e6, "12M", "100"), ("500M", 500e6, "600M", "8000")] {
         // One datagram per call, so that every IP packet is its own frame on the link.
         let v = lab_run(
             &["--rate", rate, "--queue", queue],
