@@ -116,5 +116,55 @@ pub fn enter_held(pid: u32, net_fd: i32, userns: bool) -> io::Result<()> {
 ///
 /// When the signal cannot be sent.
 pub fn terminate(pid: u32) -> io::Result<()> {
-    sys::terminate(pid)
+    sys::signal(pid, libc::SIGTERM)
+}
+
+/// A network namespace's identity: the device and inode of its nsfs file.
+pub type NsId = (u64, u64);
+
+/// The identity of the namespace behind `path` (`/proc/PID/ns/net`, `/proc/PID/fd/N`).
+pub fn ns_id(path: &std::path::Path) -> io::Result<NsId> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path)?;
+    Ok((m.dev(), m.ino()))
+}
+
+/// The processes (other than this one) whose network namespace is one of `ids`: what still
+/// runs in a testbed's hosts. Processes that cannot be inspected are skipped.
+pub fn processes_in(ids: &[NsId]) -> Vec<u32> {
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            ns_id(std::path::Path::new(&format!("/proc/{pid}/ns/net")))
+                .is_ok_and(|id| ids.contains(&id))
+        })
+        .collect()
+}
+
+/// Ends every process still running in the namespaces `ids`: SIGTERM, then SIGKILL for
+/// those left after `grace`. Returns how many there were.
+pub fn end_processes_in(ids: &[NsId], grace: std::time::Duration) -> usize {
+    let first = processes_in(ids);
+    for &pid in &first {
+        let _ = sys::signal(pid, libc::SIGTERM);
+    }
+    let until = std::time::Instant::now() + grace;
+    loop {
+        let left = processes_in(ids);
+        if left.is_empty() {
+            break;
+        }
+        if std::time::Instant::now() >= until {
+            for pid in left {
+                let _ = sys::signal(pid, libc::SIGKILL);
+            }
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    first.len()
 }

@@ -284,11 +284,11 @@ pub fn enter_held(pid: u32, net_fd: i32, userns: bool) -> io::Result<()> {
     setns(std::os::fd::AsFd::as_fd(&net), libc::CLONE_NEWNET)
 }
 
-/// Asks process `pid` to end (SIGTERM).
-pub fn terminate(pid: u32) -> io::Result<()> {
+/// Sends signal `sig` to process `pid`.
+pub fn signal(pid: u32, sig: libc::c_int) -> io::Result<()> {
     let pid = libc::pid_t::try_from(pid).map_err(io::Error::other)?;
     // SAFETY: kill takes integers.
-    check(unsafe { libc::kill(pid, libc::SIGTERM) }).map(drop)
+    check(unsafe { libc::kill(pid, sig) }).map(drop)
 }
 
 /// Largest frame a slot holds: a 1500-byte MTU with its Ethernet and VLAN headers, rounded up.

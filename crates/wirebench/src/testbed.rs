@@ -5,8 +5,8 @@
 //! host's namespace in the holder), says "ready" and waits for SIGTERM. `exec` enters a
 //! host's namespace through `/proc/PID/fd/N` (and the holder's user namespace, when it has
 //! one) and becomes the command. `down` sends the holder SIGTERM: it stops the emulator,
-//! removes the state file and exits, and with it go the namespaces (once no command runs
-//! in them). A holder killed outright leaves only a stale state file, which `up`, `list` and
+//! removes the state file and exits; then `down` ends whatever still runs in the hosts
+//! (SIGTERM, SIGKILL after 2 s), and with the last of them go the namespaces. A holder killed outright leaves only a stale state file, which `up`, `list` and
 //! `down` recognise and remove.
 
 use std::io::{BufRead, BufReader};
@@ -243,6 +243,15 @@ pub fn down(name: &str) -> Result<(), Failure> {
     let Some(st) = read_state(name)? else {
         return Err(Failure::Usage(format!("testbed {name} is not up")));
     };
+    // The hosts' namespaces, known while the holder still holds them, so that what a
+    // `lab exec` left running there (a daemon, a server never stopped) goes down too.
+    let ids: Vec<_> = st
+        .hosts
+        .iter()
+        .filter_map(|h| {
+            wirebench_lab::netns::ns_id(Path::new(&format!("/proc/{}/fd/{}", st.pid, h.fd))).ok()
+        })
+        .collect();
     wirebench_lab::netns::terminate(st.pid).context("signalling the holder")?;
     let until = Instant::now() + Duration::from_secs(10);
     while holder_alive(st.pid, name) {
@@ -255,7 +264,12 @@ pub fn down(name: &str) -> Result<(), Failure> {
         std::thread::sleep(Duration::from_millis(20));
     }
     let _ = std::fs::remove_file(state_path(name));
-    println!("testbed {name} is down");
+    let ended = wirebench_lab::netns::end_processes_in(&ids, Duration::from_secs(2));
+    if ended > 0 {
+        println!("testbed {name} is down (ended {ended} program(s) still running in it)");
+    } else {
+        println!("testbed {name} is down");
+    }
     Ok(())
 }
 

@@ -392,12 +392,41 @@ fn a_testbed_stays_up_between_commands() {
     );
     let bad = wb(&["lab", "exec", &name, "nohost", "--", "true"]);
     assert_eq!(bad.status.code(), Some(2));
+    // A program left running in a host (one that ignores SIGTERM, even) ends with the testbed.
+    let mut left = wirebench()
+        .env("WIREBENCH_LAB_DIR", &dir)
+        .args([
+            "lab",
+            "exec",
+            &name,
+            "server",
+            "--",
+            "sh",
+            "-c",
+            "trap '' TERM; sleep 300",
+        ])
+        .spawn()
+        .expect("a program left running");
+    std::thread::sleep(Duration::from_millis(300));
     let down = wb(&["lab", "down", &name]);
     assert!(
         down.status.success(),
         "{}",
         String::from_utf8_lossy(&down.stderr)
     );
+    assert!(
+        String::from_utf8_lossy(&down.stdout).contains("ended"),
+        "{}",
+        String::from_utf8_lossy(&down.stdout)
+    );
+    let until = Instant::now() + Duration::from_secs(5);
+    while left.try_wait().expect("wait").is_none() {
+        assert!(
+            Instant::now() < until,
+            "a program in the testbed outlived down"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let gone = wb(&["lab", "exec", &name, "client", "--", "true"]);
     assert_eq!(gone.status.code(), Some(2), "exec after down");
     let _ = std::fs::remove_dir_all(&dir);
