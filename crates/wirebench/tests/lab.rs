@@ -63,10 +63,10 @@ fn f(v: &Value, ptr: &str) -> f64 {
         .unwrap_or_else(|| panic!("no number at {ptr}"))
 }
 
-/// How late this machine wakes a sleeping thread, p99, ms, sampled for `for_how_long`
-/// (run it beside the measurement): the floor under any emulator that waits for a packet's
-/// time. Virtual machines with steal time reach milliseconds.
-fn timer_lateness_p99_ms(for_how_long: Duration) -> f64 {
+/// How late this machine wakes a sleeping thread, (p50, p99) in ms, sampled for
+/// `for_how_long` (run it beside the measurement): the floor under any emulator that waits
+/// for a packet's time. Virtual machines with steal time reach milliseconds.
+fn timer_lateness_ms(for_how_long: Duration) -> (f64, f64) {
     let end = Instant::now() + for_how_long;
     let mut late = Vec::new();
     while Instant::now() < end {
@@ -75,7 +75,8 @@ fn timer_lateness_p99_ms(for_how_long: Duration) -> f64 {
         late.push(t.elapsed().saturating_sub(Duration::from_millis(1)));
     }
     late.sort();
-    late[late.len() * 99 / 100].as_secs_f64() * 1e3
+    let at = |q: usize| late[late.len() * q / 100].as_secs_f64() * 1e3;
+    (at(50), at(99))
 }
 
 #[test]
@@ -85,27 +86,34 @@ fn a_probe_sees_the_configured_delay() {
         return;
     }
     // 64-byte datagrams (92-byte IP packets) at 100 Mbit/s: 7.4 µs of serialization.
-    let floor = std::thread::spawn(|| timer_lateness_p99_ms(Duration::from_secs(3)));
+    let floor = std::thread::spawn(|| timer_lateness_ms(Duration::from_secs(3)));
     let v = lab_run(
         &["--rate", "100M", "--delay", "20ms"],
         &["-u", "-l", "64", "-b", "100k", "-t", "3"],
     );
-    let floor = floor.join().expect("timer sampler");
+    let (late50, late99) = floor.join().expect("timer sampler");
     let ser_ms = 92.0 * 8.0 / 100e6 * 1e3;
     let want = 20.0 + ser_ms;
     let min = f(&v, "/end/udp/delay_ms/min");
     let p50 = f(&v, "/end/udp/delay_ms/p50");
     let p99 = f(&v, "/end/udp/delay_ms/p99");
-    eprintln!("delay min {min:.3} p50 {p50:.3} p99 {p99:.3} ms; want {want:.3}; timer p99 lateness here {floor:.3} ms");
+    eprintln!(
+        "delay min {min:.3} p50 {p50:.3} p99 {p99:.3} ms; want {want:.3}; \
+         timer lateness here p50 {late50:.3} p99 {late99:.3} ms"
+    );
     // Never early: the emulator holds each packet at least its delay.
     assert!(min >= 20.0, "min {min} below the 20 ms delay");
-    assert!(p50 - want < 0.5, "p50 {p50} more than 0.5 ms above {want}");
-    // The issue's bound is 0.5 ms at p99; a machine that wakes threads late by more than
-    // that at its own p99 cannot meet it in user space, so that lateness is added, once for
-    // each sleeping thread on the path (the emulator's and the receiver's).
+    // The issue's bound is 0.5 ms (at p99). A machine that wakes threads late by more than
+    // that cannot meet it in user space, so its own lateness at the same quantile, sampled
+    // during the run, is added once for each sleeping thread on the path (the emulator's
+    // and the receiver's). On a quiet machine that adds a few tens of µs at p50.
     assert!(
-        p99 - want < 0.5 + 2.0 * floor,
-        "p99 {p99} more than 0.5 ms + twice this machine's timer lateness ({floor:.3} ms) above {want}"
+        p50 - want < 0.5 + 2.0 * late50,
+        "p50 {p50} more than 0.5 ms + twice this machine's median timer lateness ({late50:.3} ms) above {want}"
+    );
+    assert!(
+        p99 - want < 0.5 + 2.0 * late99,
+        "p99 {p99} more than 0.5 ms + twice this machine's timer lateness ({late99:.3} ms) above {want}"
     );
 }
 
