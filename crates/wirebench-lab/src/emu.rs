@@ -55,39 +55,94 @@ pub struct DirectionReport {
     pub rcvbuf_bytes: u64,
 }
 
+/// What one direction did in one interval of a link log: packets are counted in the
+/// interval of their arrival, deliveries in that of their modelled delivery time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bin {
+    /// IP packets offered to the link...
+    pub packets_in: u64,
+    /// ... and their bytes.
+    pub bytes_in: u64,
+    /// Of those, lost at random...
+    pub dropped_loss: u64,
+    /// ... and dropped by the full queue.
+    pub dropped_queue: u64,
+    /// Packets delivered...
+    pub delivered: u64,
+    /// ... and their IP bytes.
+    pub delivered_bytes: u64,
+    /// The longest wait for the serializer of a packet that arrived in the interval, ns.
+    pub max_queue_delay_ns: u64,
+}
+
+/// Most intervals a link log keeps per direction (about 56 MiB): later events are not
+/// logged. At the default 100 ms that is 29 hours.
+const MAX_BINS: usize = 1 << 20;
+
+/// The intervals of one direction's link log.
+struct Log {
+    bin_ns: u64,
+    bins: Vec<Bin>,
+}
+
+impl Log {
+    /// The interval of time `t_ns` (since the lab's start), when logging; grows the log by
+    /// whole intervals, not per packet.
+    fn bin(&mut self, t_ns: u64) -> Option<&mut Bin> {
+        if self.bin_ns == 0 {
+            return None;
+        }
+        let i = usize::try_from(t_ns / self.bin_ns).ok()?;
+        if i >= MAX_BINS {
+            return None;
+        }
+        if i >= self.bins.len() {
+            self.bins.resize(i + 1, Bin::default());
+        }
+        self.bins.get_mut(i)
+    }
+}
+
+/// What a direction gives when it stops: its report and its log.
+type Finished = (DirectionReport, Vec<Bin>);
+
 /// A running direction; [`Direction::stop`] ends it and gives its report.
 pub struct Direction {
     stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<io::Result<DirectionReport>>>,
+    handle: Option<JoinHandle<io::Result<Finished>>>,
 }
 
 impl Direction {
     /// Starts forwarding frames that arrive on `rx` out of `tx` through a link of `cfg`.
+    /// Times are kept from `base`; with `log_ns` > 0, what the link does is also logged in
+    /// intervals of that length.
     pub fn start(
         name: String,
         rx: Arc<OwnedFd>,
         tx: Arc<OwnedFd>,
         cfg: LinkConfig,
+        base: Instant,
+        log_ns: u64,
     ) -> io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let handle = std::thread::Builder::new()
             .name(name)
-            .spawn(move || forward(&rx, &tx, cfg, &flag))?;
+            .spawn(move || forward(&rx, &tx, cfg, &flag, base, log_ns))?;
         Ok(Self {
             stop,
             handle: Some(handle),
         })
     }
 
-    /// Stops the direction and returns what it did.
-    pub fn stop(mut self) -> io::Result<DirectionReport> {
+    /// Stops the direction and returns what it did, and its log (empty when not logging).
+    pub fn stop(mut self) -> io::Result<Finished> {
         self.stop.store(true, Ordering::Relaxed);
         match self.handle.take() {
             Some(h) => h
                 .join()
                 .unwrap_or_else(|_| Err(io::Error::other("link thread panicked"))),
-            None => Ok(DirectionReport::default()),
+            None => Ok((DirectionReport::default(), Vec::new())),
         }
     }
 }
@@ -116,11 +171,16 @@ fn forward(
     tx: &OwnedFd,
     cfg: LinkConfig,
     stop: &AtomicBool,
-) -> io::Result<DirectionReport> {
+    base: Instant,
+    log_ns: u64,
+) -> io::Result<Finished> {
     sys::fine_timer_slack();
     sys::timestamp_arrivals(rx.as_fd())?;
-    let base = Instant::now();
     let now_ns = || base.elapsed().as_nanos() as u64;
+    let mut log = Log {
+        bin_ns: log_ns,
+        bins: Vec::new(),
+    };
     let mut link = Link::new(cfg);
     // Free slots; a frame's slot moves into `pending` and back, so nothing is allocated per
     // frame once the pool has grown to the most frames ever in flight.
@@ -201,9 +261,27 @@ fn forward(
             let at = arrival.max(last_offer);
             last_offer = at;
             let ip_len = (n - ETH_HLEN) as u64;
-            match link.offer(at, ip_len) {
+            let waited_before = link.counters().queue_delay_ns;
+            let fate = link.offer(at, ip_len);
+            if let Some(b) = log.bin(at) {
+                b.packets_in += 1;
+                b.bytes_in += ip_len;
+                match fate {
+                    Fate::Lost => b.dropped_loss += 1,
+                    Fate::QueueFull => b.dropped_queue += 1,
+                    Fate::Deliver { .. } => {
+                        let waited = link.counters().queue_delay_ns - waited_before;
+                        b.max_queue_delay_ns = b.max_queue_delay_ns.max(waited);
+                    }
+                }
+            }
+            match fate {
                 Fate::Deliver { at_ns } => {
                     report.delivered_bytes += ip_len;
+                    if let Some(b) = log.bin(at_ns) {
+                        b.delivered += 1;
+                        b.delivered_bytes += ip_len;
+                    }
                     pending.push_back((at_ns, slot, n));
                 }
                 Fate::Lost | Fate::QueueFull => free.push(slot),
@@ -212,5 +290,5 @@ fn forward(
     }
     report.link = link.counters();
     report.emulator_drops = sys::packet_drops(rx.as_fd());
-    Ok(report)
+    Ok((report, log.bins))
 }

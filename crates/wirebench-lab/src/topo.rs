@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::emu::{Direction, DirectionReport};
+use crate::emu::{Bin, Direction, DirectionReport};
 use crate::link::LinkConfig;
 use crate::netns::NetNs;
 use crate::rtnl::Rtnl;
@@ -185,11 +185,23 @@ pub struct LinkReport {
     pub down: DirectionReport,
 }
 
+/// What one link did, interval by interval (with [`Lab::build_logged`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkLog {
+    /// The length of an interval, ns; interval `k` starts `k` intervals after the lab did.
+    pub interval_ns: u64,
+    /// a → b.
+    pub up: Vec<Bin>,
+    /// b → a.
+    pub down: Vec<Bin>,
+}
+
 /// A built, running network. Dropping it stops the emulator and closes the namespaces;
 /// they vanish once no process runs in them.
 pub struct Lab {
     nodes: Vec<NetNs>,
     links: Vec<(Direction, Direction)>,
+    log_ns: u64,
     // Held so the core namespace lives; the emulator's sockets are in it.
     _core: NetNs,
 }
@@ -210,6 +222,16 @@ impl Lab {
     ///
     /// Any refused set-up step, named; whatever was made so far is undone.
     pub fn build(topo: &Topology) -> io::Result<Self> {
+        Self::build_logged(topo, 0)
+    }
+
+    /// As [`build`](Self::build), and the emulator also logs what each link does in
+    /// intervals of `interval_ns` (0: no log); [`stop_logged`](Self::stop_logged) gives it.
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build).
+    pub fn build_logged(topo: &Topology, interval_ns: u64) -> io::Result<Self> {
         topo.validate().map_err(io::Error::other)?;
         let core = NetNs::new()?;
         ipv6_off(&core)?;
@@ -260,6 +282,8 @@ impl Lab {
             }
         }
         let mut links = Vec::with_capacity(topo.links.len());
+        // One clock origin for every direction, so that their logs line up.
+        let base = std::time::Instant::now();
         for (i, l) in topo.links.iter().enumerate() {
             let (a, b) = core.run(|| {
                 let a = sys::packet_socket(sys::if_index(&format!("l{i}a"))?)?;
@@ -271,13 +295,21 @@ impl Lab {
                 }
                 Ok((Arc::new(a), Arc::new(b)))
             })?;
-            let up = Direction::start(format!("link{i}-up"), a.clone(), b.clone(), l.up)?;
-            let down = Direction::start(format!("link{i}-down"), b, a, l.down)?;
+            let up = Direction::start(
+                format!("link{i}-up"),
+                a.clone(),
+                b.clone(),
+                l.up,
+                base,
+                interval_ns,
+            )?;
+            let down = Direction::start(format!("link{i}-down"), b, a, l.down, base, interval_ns)?;
             links.push((up, down));
         }
         Ok(Self {
             nodes,
             links,
+            log_ns: interval_ns,
             _core: core,
         })
     }
@@ -301,13 +333,28 @@ impl Lab {
     ///
     /// An I/O error of a link thread.
     pub fn stop(self) -> io::Result<Vec<LinkReport>> {
-        let mut out = Vec::with_capacity(self.links.len());
+        self.stop_logged().map(|(reports, _)| reports)
+    }
+
+    /// Stops the emulator and returns each link's report and log (empty unless built with
+    /// [`build_logged`](Self::build_logged)).
+    ///
+    /// # Errors
+    ///
+    /// An I/O error of a link thread.
+    pub fn stop_logged(self) -> io::Result<(Vec<LinkReport>, Vec<LinkLog>)> {
+        let mut reports = Vec::with_capacity(self.links.len());
+        let mut logs = Vec::with_capacity(self.links.len());
         for (up, down) in self.links {
-            out.push(LinkReport {
-                up: up.stop()?,
-                down: down.stop()?,
+            let (up, up_log) = up.stop()?;
+            let (down, down_log) = down.stop()?;
+            reports.push(LinkReport { up, down });
+            logs.push(LinkLog {
+                interval_ns: self.log_ns,
+                up: up_log,
+                down: down_log,
             });
         }
-        Ok(out)
+        Ok((reports, logs))
     }
 }

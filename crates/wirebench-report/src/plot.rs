@@ -315,6 +315,71 @@ pub fn arrival_chart(log: &Path) -> Result<Chart, String> {
     })
 }
 
+/// Mahimahi's throughput and delay graphs from a link log (`wirebench lab --link-log`):
+/// the rate each link direction delivered (`throughput`), or its longest queue wait
+/// (`latency`), interval by interval.
+pub fn link_log_chart(log: &Path, kind: Kind) -> Result<Chart, String> {
+    let text = std::fs::read_to_string(log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or_else(|| format!("{}: not a link log (no {name} column)", log.display()))
+    };
+    let (t, link, dir) = (col("t_s")?, col("link")?, col("direction")?);
+    let (y, y_label, title, scale) = match kind {
+        Kind::Throughput => (
+            col("delivered_bps")?,
+            "delivered (Mbit/s)",
+            "Link throughput",
+            1e-6,
+        ),
+        Kind::Latency => (
+            col("max_queue_delay_ms")?,
+            "longest queue wait (ms)",
+            "Link queueing delay",
+            1.0,
+        ),
+        other => {
+            return Err(format!(
+                "--kind {}: a link log draws --kind throughput or latency",
+                other.name()
+            ))
+        }
+    };
+    let mut series: Series = Vec::new();
+    for (n, line) in lines.enumerate() {
+        let f: Vec<&str> = line.split(',').collect();
+        let num = |i: usize| -> Result<f64, String> {
+            f.get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .ok_or_else(|| format!("{}: line {}: bad field {}", log.display(), n + 2, i + 1))
+        };
+        let name = format!(
+            "link {} {}",
+            f.get(link).unwrap_or(&"?"),
+            f.get(dir).unwrap_or(&"?")
+        );
+        let point = (num(t)?, num(y)? * scale);
+        match series.iter_mut().find(|(s, _)| *s == name) {
+            Some((_, pts)) => pts.push(point),
+            None => series.push((name, vec![point])),
+        }
+    }
+    if series.is_empty() {
+        return Err(format!("{}: the link log is empty", log.display()));
+    }
+    Ok(Chart {
+        title: title.into(),
+        x_label: "time since the lab began (s)".into(),
+        y_label: y_label.into(),
+        series,
+        ..Chart::default()
+    })
+}
+
 fn bounds(chart: &Chart) -> ((f64, f64), (f64, f64)) {
     let all = chart
         .series

@@ -60,6 +60,14 @@ pub struct LabArgs {
     /// spaces, e.g. 'iperf3 -s').
     #[arg(long, value_name = "COMMAND")]
     pub serve: Option<String>,
+    /// Log what each direction of the link does, interval by interval, as CSV to FILE
+    /// (packets in, drops, delivered bytes and rate, longest queue wait); `wirebench plot
+    /// FILE` draws it.
+    #[arg(long, value_name = "FILE")]
+    pub link_log: Option<PathBuf>,
+    /// The interval of --link-log (1ms or more).
+    #[arg(long, value_name = "DURATION", default_value = "100ms")]
+    pub link_log_interval: String,
     /// What to run over the link: `run [run options]` (a wirebench test from the client host
     /// to a server in the server host) or `exec [--] COMMAND...` (any program in the client
     /// host; LAB_SERVER and LAB_CLIENT hold the two addresses).
@@ -195,11 +203,12 @@ impl LinkArgs {
 /// `wirebench plot`.
 #[derive(Debug, Args)]
 pub struct PlotArgs {
-    /// An experiment directory (from sweep), a results JSON file, or a packet log.
+    /// An experiment directory (from sweep), a results JSON file, a packet log, or a link
+    /// log (.csv, from lab --link-log).
     pub input: PathBuf,
-    /// rate, received, time, box (experiments); throughput, latency (one result); arrival
-    /// (a packet log). Default: rate for an experiment, throughput for a result, arrival for
-    /// a packet log.
+    /// rate, received, time, box (experiments); throughput, latency (one result or a link
+    /// log); arrival (a packet log). Default: rate for an experiment, throughput for a result
+    /// or a link log, arrival for a packet log.
     #[arg(long)]
     pub kind: Option<String>,
     /// The image to write: .svg or .png.

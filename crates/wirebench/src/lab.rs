@@ -4,7 +4,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Stdio};
 
 use anyhow::{anyhow, Context};
-use wirebench_lab::topo::{Lab, LinkReport, Topology};
+use wirebench_lab::topo::{Lab, LinkLog, LinkReport, Topology};
 
 use crate::cli::{LabAction, LabArgs};
 use crate::Failure;
@@ -54,8 +54,28 @@ pub fn lab(args: &LabArgs) -> Result<(), Failure> {
             "--serve is for `exec`; `run` uses wirebench serve".into(),
         ));
     }
+    let log_ns = match &args.link_log {
+        None => 0,
+        Some(_) => {
+            let d = wirebench_proto::units::parse_duration(&args.link_log_interval)
+                .map_err(|e| Failure::Usage(format!("--link-log-interval: {e}")))?;
+            if d < std::time::Duration::from_millis(1) {
+                return Err(Failure::Usage(
+                    "--link-log-interval must be at least 1ms".into(),
+                ));
+            }
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+        }
+    };
+    // Made before the lab, so that a path it cannot write is said before any test runs.
+    let mut log_file = match &args.link_log {
+        None => None,
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        )),
+    };
     wirebench_lab::ensure_privilege().map_err(|e| anyhow!(e))?;
-    let lab = Lab::build(&Topology::pair(up, down)).context("building the lab")?;
+    let lab = Lab::build_logged(&Topology::pair(up, down), log_ns).context("building the lab")?;
     let exe = std::env::current_exe().context("finding the wirebench executable")?;
 
     let mut server = match &args.serve {
@@ -107,7 +127,10 @@ pub fn lab(args: &LabArgs) -> Result<(), Failure> {
     }
     let status = child.wait().context("waiting for the command")?;
     stop_child(&mut server);
-    let reports = lab.stop().context("stopping the emulator")?;
+    let (reports, logs) = lab.stop_logged().context("stopping the emulator")?;
+    if let (Some(w), Some(p)) = (&mut log_file, &args.link_log) {
+        write_link_log(w, &logs).with_context(|| format!("writing {}", p.display()))?;
+    }
     if json {
         let mut v: serde_json::Value =
             serde_json::from_str(&out).context("reading the test's JSON")?;
@@ -206,4 +229,36 @@ pub fn report_lines(reports: &[LinkReport]) -> String {
         }
     }
     s
+}
+
+/// The header of a link log (`lab --link-log`): one row per link, direction and interval.
+pub const LINK_LOG_HEADER: &str = "t_s,link,direction,packets_in,bytes_in,dropped_loss,\
+dropped_queue,delivered,delivered_bytes,delivered_bps,max_queue_delay_ms";
+
+/// Writes link logs as CSV: `t_s` is the interval's start since the lab began; rows run
+/// from the first interval to the last in which anything happened, quiet ones included.
+pub fn write_link_log(w: &mut impl Write, logs: &[LinkLog]) -> std::io::Result<()> {
+    writeln!(w, "{LINK_LOG_HEADER}")?;
+    for (i, log) in logs.iter().enumerate() {
+        let secs = log.interval_ns as f64 / 1e9;
+        for (dir, bins) in [("up", &log.up), ("down", &log.down)] {
+            let first = bins.iter().position(|b| *b != Default::default());
+            for (k, b) in bins.iter().enumerate().skip(first.unwrap_or(bins.len())) {
+                writeln!(
+                    w,
+                    "{:.3},{i},{dir},{},{},{},{},{},{},{:.0},{:.3}",
+                    k as f64 * secs,
+                    b.packets_in,
+                    b.bytes_in,
+                    b.dropped_loss,
+                    b.dropped_queue,
+                    b.delivered,
+                    b.delivered_bytes,
+                    b.delivered_bytes as f64 * 8.0 / secs,
+                    b.max_queue_delay_ns as f64 / 1e6,
+                )?;
+            }
+        }
+    }
+    w.flush()
 }

@@ -74,7 +74,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 
 fn plot(args: &cli::PlotArgs) -> Result<(), Failure> {
     use wirebench_report::plot::{
-        arrival_chart, experiment_chart, load_results, result_chart, write, Kind,
+        arrival_chart, experiment_chart, link_log_chart, load_results, result_chart, write, Kind,
     };
     let input = &args.input;
     let kind = args
@@ -88,6 +88,8 @@ fn plot(args: &cli::PlotArgs) -> Result<(), Failure> {
             .with_context(|| format!("{}: not an experiment directory", input.display()))?;
         let summary = serde_json::from_slice(&text).context("reading summary.json")?;
         experiment_chart(kind.unwrap_or(Kind::Rate), &summary, input)
+    } else if input.extension().is_some_and(|e| e == "csv") {
+        link_log_chart(input, kind.unwrap_or(Kind::Throughput))
     } else if input.extension().is_some_and(|e| e == "json") {
         let r = load_results(input).map_err(|e| Failure::Runtime(anyhow::anyhow!(e)))?;
         result_chart(kind.unwrap_or(Kind::Throughput), &r)

@@ -228,6 +228,107 @@ fn loss_and_counters_are_exact_and_seeded() {
     assert_eq!(f(&a, "/end/udp/lost"), f(&b, "/end/udp/lost"));
 }
 
+#[test]
+fn a_link_log_adds_up_to_the_link_counters_and_plots() {
+    let _l = lock();
+    if !lab_works() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("wb-linklog-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("link.csv");
+    let log_s = log.to_str().unwrap();
+    let v = lab_run(
+        &[
+            "--rate",
+            "10M",
+            "--loss-up",
+            "5%",
+            "--queue",
+            "20",
+            "--link-log",
+            log_s,
+            "--link-log-interval",
+            "50ms",
+        ],
+        &["-u", "-b", "12M", "-t", "2", "--no-offload"],
+    );
+    let text = std::fs::read_to_string(&log).expect("the link log");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |n: &str| header.iter().position(|h| *h == n).unwrap();
+    let mut sums = std::collections::HashMap::<(String, &str), f64>::new();
+    let mut max_bps: f64 = 0.0;
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        let d = f[col("direction")].to_string();
+        for key in [
+            "packets_in",
+            "dropped_loss",
+            "dropped_queue",
+            "delivered",
+            "delivered_bytes",
+        ] {
+            *sums.entry((d.clone(), key)).or_default() += f[col(key)].parse::<f64>().unwrap();
+        }
+        max_bps = max_bps.max(f[col("delivered_bps")].parse().unwrap());
+    }
+    // Every packet the link saw is in exactly one interval.
+    for d in ["up", "down"] {
+        let report = &v["lab"]["links"][0][d];
+        for key in [
+            "packets_in",
+            "dropped_loss",
+            "dropped_queue",
+            "delivered",
+            "delivered_bytes",
+        ] {
+            assert_eq!(
+                sums.get(&(d.to_string(), key)).copied().unwrap_or(0.0),
+                f(report, &format!("/{key}")),
+                "{d} {key}: the log's intervals against the report"
+            );
+        }
+    }
+    assert!(sums[&("up".to_string(), "dropped_loss")] > 0.0);
+    assert!(sums[&("up".to_string(), "dropped_queue")] > 0.0);
+    // No interval delivers faster than the link: at most its rate and one packet more.
+    assert!(
+        max_bps <= 10e6 + 1500.0 * 8.0 / 0.05,
+        "an interval delivered {max_bps} bit/s over a 10 Mbit/s link"
+    );
+    assert!(
+        max_bps > 9e6,
+        "the busiest interval delivered {max_bps} bit/s"
+    );
+    let svg = dir.join("link.svg");
+    let plot = wirebench()
+        .args(["plot", log_s, "--kind", "latency", "-o"])
+        .arg(&svg)
+        .output()
+        .expect("plot");
+    assert!(
+        plot.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plot.stderr)
+    );
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("link 0 up"));
+    let bad = wirebench()
+        .args([
+            "lab",
+            "--link-log",
+            log_s,
+            "--link-log-interval",
+            "10us",
+            "--",
+            "run",
+        ])
+        .output()
+        .expect("wirebench");
+    assert_eq!(bad.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Processes whose parent is `pid`.
 fn children(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
