@@ -358,7 +358,7 @@ pub fn link_log_chart(log: &Path, kind: Kind) -> Result<Chart, String> {
                 .ok_or_else(|| format!("{}: line {}: bad field {}", log.display(), n + 2, i + 1))
         };
         let name = format!(
-            "link {} {}",
+            "{} {}",
             f.get(link).unwrap_or(&"?"),
             f.get(dir).unwrap_or(&"?")
         );

@@ -139,6 +139,10 @@ pub struct ScenarioArgs {
     /// Where to save the results (default: ./wirebench-results/lab-NAME-DATE-TIME).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Also log every link of every trial in intervals of this length (1ms or more), as
+    /// trials/NNNN-PROFILE-links.csv (the format of lab --link-log).
+    #[arg(long, value_name = "DURATION")]
+    pub link_log_interval: Option<String>,
 }
 
 /// One emulated link, as flags.

@@ -56,16 +56,7 @@ pub fn lab(args: &LabArgs) -> Result<(), Failure> {
     }
     let log_ns = match &args.link_log {
         None => 0,
-        Some(_) => {
-            let d = wirebench_proto::units::parse_duration(&args.link_log_interval)
-                .map_err(|e| Failure::Usage(format!("--link-log-interval: {e}")))?;
-            if d < std::time::Duration::from_millis(1) {
-                return Err(Failure::Usage(
-                    "--link-log-interval must be at least 1ms".into(),
-                ));
-            }
-            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-        }
+        Some(_) => log_interval_ns(&args.link_log_interval)?,
     };
     // Made before the lab, so that a path it cannot write is said before any test runs.
     let mut log_file = match &args.link_log {
@@ -129,7 +120,8 @@ pub fn lab(args: &LabArgs) -> Result<(), Failure> {
     stop_child(&mut server);
     let (reports, logs) = lab.stop_logged().context("stopping the emulator")?;
     if let (Some(w), Some(p)) = (&mut log_file, &args.link_log) {
-        write_link_log(w, &logs).with_context(|| format!("writing {}", p.display()))?;
+        write_link_log(w, &["client-server".to_string()], &logs)
+            .with_context(|| format!("writing {}", p.display()))?;
     }
     if json {
         let mut v: serde_json::Value =
@@ -237,9 +229,14 @@ dropped_queue,delivered,delivered_bytes,delivered_bps,max_queue_delay_ms";
 
 /// Writes link logs as CSV: `t_s` is the interval's start since the lab began; rows run
 /// from the first interval to the last in which anything happened, quiet ones included.
-pub fn write_link_log(w: &mut impl Write, logs: &[LinkLog]) -> std::io::Result<()> {
+/// `link` is the link's name (its two ends, `client-server` on one link).
+pub fn write_link_log(
+    w: &mut impl Write,
+    names: &[String],
+    logs: &[LinkLog],
+) -> std::io::Result<()> {
     writeln!(w, "{LINK_LOG_HEADER}")?;
-    for (i, log) in logs.iter().enumerate() {
+    for (i, log) in names.iter().zip(logs) {
         let secs = log.interval_ns as f64 / 1e9;
         for (dir, bins) in [("up", &log.up), ("down", &log.down)] {
             let first = bins.iter().position(|b| *b != Default::default());
@@ -261,4 +258,16 @@ pub fn write_link_log(w: &mut impl Write, logs: &[LinkLog]) -> std::io::Result<(
         }
     }
     w.flush()
+}
+
+/// A link log's interval, ns, from its flag's text: 1 ms or more.
+pub fn log_interval_ns(text: &str) -> Result<u64, Failure> {
+    let d = wirebench_proto::units::parse_duration(text)
+        .map_err(|e| Failure::Usage(format!("--link-log-interval: {e}")))?;
+    if d < std::time::Duration::from_millis(1) {
+        return Err(Failure::Usage(
+            "--link-log-interval must be at least 1ms".into(),
+        ));
+    }
+    Ok(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }

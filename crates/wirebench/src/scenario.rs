@@ -53,6 +53,10 @@ pub fn run(args: &ScenarioArgs) -> Result<(), Failure> {
         .with_context(|| format!("creating {}", out.display()))?;
     wirebench_lab::ensure_privilege().map_err(|e| anyhow!(e))?;
     let exe = std::env::current_exe().context("finding the wirebench executable")?;
+    let log_ns = match &args.link_log_interval {
+        None => 0,
+        Some(t) => crate::lab::log_interval_ns(t)?,
+    };
 
     // Trials interleave the profiles, so drift over time spreads over all of them.
     let jobs: Vec<Job> = (0..trials)
@@ -72,7 +76,10 @@ pub fn run(args: &ScenarioArgs) -> Result<(), Failure> {
             s.spawn(|| {
                 while let Some(job) = queue.lock().ok().and_then(|mut q| q.next()) {
                 let p = &profiles[job.profile];
-                let v = match trial(&sc, &topo, p, job.trial, args.time_scale, &exe) {
+                let log = (log_ns > 0).then(|| {
+                    (log_ns, out.join("trials").join(format!("{:04}-{}-links.csv", job.trial, p.name)))
+                });
+                let v = match trial(&sc, &topo, p, job.trial, args.time_scale, &exe, log) {
                     Ok(v) => v,
                     Err(e) => {
                         json!({"profile": p.name, "trial": job.trial, "error": format!("{e:#}")})
@@ -144,9 +151,11 @@ fn trial(
     n: u32,
     scale: f64,
     exe: &Path,
+    log: Option<(u64, PathBuf)>,
 ) -> anyhow::Result<Value> {
     let t = trial_topology(topo, n);
-    let lab = Lab::build(&t).context("building the network")?;
+    let lab =
+        Lab::build_logged(&t, log.as_ref().map_or(0, |l| l.0)).context("building the network")?;
     let mut applied = serde_json::Map::new();
     let profile_hosts = sc.profile_hosts(profile);
     for host in profile_hosts.iter().cloned() {
@@ -228,12 +237,19 @@ fn trial(
     for mut s in servers {
         crate::lab::stop_child(&mut s);
     }
-    let links = lab.stop().context("stopping the emulator")?;
+    let (links, logs) = lab.stop_logged().context("stopping the emulator")?;
     let names: Vec<String> = t
         .links
         .iter()
         .map(|l| format!("{}-{}", t.nodes[l.a].name, t.nodes[l.b].name))
         .collect();
+    if let Some((_, path)) = log {
+        let mut w = std::io::BufWriter::new(
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?,
+        );
+        crate::lab::write_link_log(&mut w, &names, &logs)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     Ok(json!({
         "scenario": sc.name,
         "profile": profile.name,

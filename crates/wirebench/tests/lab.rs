@@ -312,7 +312,9 @@ fn a_link_log_adds_up_to_the_link_counters_and_plots() {
         "{}",
         String::from_utf8_lossy(&plot.stderr)
     );
-    assert!(std::fs::read_to_string(&svg).unwrap().contains("link 0 up"));
+    assert!(std::fs::read_to_string(&svg)
+        .unwrap()
+        .contains("client-server up"));
     let bad = wirebench()
         .args([
             "lab",
@@ -603,6 +605,7 @@ start-after = "200ms"
         .arg(&file)
         .arg("--out")
         .arg(dir.join("out"))
+        .args(["--link-log-interval", "200ms"])
         .output()
         .expect("scenario");
     assert!(
@@ -643,6 +646,15 @@ start-after = "200ms"
     assert_eq!(links[2]["link"], "r1-r2");
     assert!(f(&links[2]["report"], "/up/delivered") > 100.0);
     assert!(f(&links[2]["report"], "/down/delivered") > 100.0);
+    // Each trial's link log names the links and adds up to the trial's report.
+    let log = std::fs::read_to_string(dir.join("out/trials/0001-reno-nosack-links.csv"))
+        .expect("the trial's link log");
+    let bottleneck_up: f64 = log
+        .lines()
+        .filter(|l| l.contains(",r1-r2,up,"))
+        .map(|l| l.split(',').nth(7).unwrap().parse::<f64>().unwrap())
+        .sum();
+    assert_eq!(bottleneck_up, f(&links[2]["report"], "/up/delivered"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
