@@ -139,6 +139,10 @@ pub struct ScenarioArgs {
     /// Where to save the results (default: ./wirebench-results/lab-NAME-DATE-TIME).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Go on with the run in --out: trials already saved there are read, not run again
+    /// (all saved: only the summary is made again).
+    #[arg(long)]
+    pub resume: bool,
     /// Also log every link of every trial in intervals of this length (1ms or more), as
     /// trials/NNNN-PROFILE-links.csv (the format of lab --link-log).
     #[arg(long, value_name = "DURATION")]

@@ -49,28 +49,58 @@ pub fn run(args: &ScenarioArgs) -> Result<(), Failure> {
             crate::sweep::timestamp()
         ))
     });
+    if args.resume && args.out.is_none() {
+        return Err(Failure::Usage(
+            "--resume needs --out DIR: the directory of the run to go on with".into(),
+        ));
+    }
     std::fs::create_dir_all(out.join("trials"))
         .with_context(|| format!("creating {}", out.display()))?;
-    wirebench_lab::ensure_privilege().map_err(|e| anyhow!(e))?;
+    let trial_path = |trial: u32, profile: &str| {
+        out.join("trials")
+            .join(format!("{trial:04}-{profile}.json"))
+    };
+    // With --resume, trials already on disk (and not failed outright) are read, not run.
+    let mut done = Vec::<(usize, Value)>::new();
+    let mut jobs: Vec<Job> = Vec::new();
+    // Trials interleave the profiles, so drift over time spreads over all of them.
+    for trial in 0..trials {
+        for (profile, p) in profiles.iter().enumerate() {
+            let kept = args
+                .resume
+                .then(|| std::fs::read(trial_path(trial, &p.name)).ok())
+                .flatten()
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+                .filter(|v| v.get("error").is_none());
+            match kept {
+                Some(v) => done.push((profile, v)),
+                None => jobs.push(Job { profile, trial }),
+            }
+        }
+    }
+    let total = jobs.len() + done.len();
+    if !jobs.is_empty() {
+        wirebench_lab::ensure_privilege().map_err(|e| anyhow!(e))?;
+    }
     let exe = std::env::current_exe().context("finding the wirebench executable")?;
     let log_ns = match &args.link_log_interval {
         None => 0,
         Some(t) => crate::lab::log_interval_ns(t)?,
     };
 
-    // Trials interleave the profiles, so drift over time spreads over all of them.
-    let jobs: Vec<Job> = (0..trials)
-        .flat_map(|trial| (0..profiles.len()).map(move |profile| Job { profile, trial }))
-        .collect();
-    let total = jobs.len();
     eprintln!(
-        "scenario {}: {} profiles × {trials} trials, {parallel} at once, into {}",
+        "scenario {}: {} profiles × {trials} trials, {parallel} at once, into {}{}",
         sc.name,
         profiles.len(),
-        out.display()
+        out.display(),
+        if done.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} already there)", done.len())
+        }
     );
     let queue = Mutex::new(jobs.into_iter());
-    let done = Mutex::new(Vec::<(usize, Value)>::new());
+    let done = Mutex::new(done);
     std::thread::scope(|s| {
         for _ in 0..parallel.min(total as u32) {
             s.spawn(|| {
@@ -85,9 +115,7 @@ pub fn run(args: &ScenarioArgs) -> Result<(), Failure> {
                         json!({"profile": p.name, "trial": job.trial, "error": format!("{e:#}")})
                     }
                 };
-                let path = out
-                    .join("trials")
-                    .join(format!("{:04}-{}.json", job.trial, p.name));
+                let path = trial_path(job.trial, &p.name);
                 if let Err(e) =
                     std::fs::write(&path, serde_json::to_vec_pretty(&v).unwrap_or_default())
                 {
@@ -268,14 +296,51 @@ fn fail_text(f: Failure) -> String {
     }
 }
 
-/// Per profile: goodput (the receiver's `end.received_bps` of each measured test) and the
-/// sender's TCP retransmits, over the trials.
+/// Goodput as seed 003 defines it: the bytes the receiving application read during the
+/// test's duration, over that duration, from the receiver's interval records (bit/s). Data
+/// still in flight or in the sender's socket buffer when the time is up (a drain that can
+/// take longer than the test on a lossy path) does not count. A test set by size rather
+/// than time has no window: its whole transfer counts (`end.received_bps`).
+fn goodput_bps(result: &Value) -> Option<f64> {
+    let t = result
+        .pointer("/test/duration_s")
+        .and_then(Value::as_f64)
+        .filter(|t| *t > 0.0);
+    let Some(t) = t else {
+        return result.pointer("/end/received_bps").and_then(Value::as_f64);
+    };
+    let intervals = result.get("intervals")?.as_array()?;
+    let mut bytes = 0.0;
+    for i in intervals {
+        let (Some(start), Some(end), Some(b)) = (
+            i.get("start_s").and_then(Value::as_f64),
+            i.get("end_s").and_then(Value::as_f64),
+            i.get("received_bytes").and_then(Value::as_f64),
+        ) else {
+            continue;
+        };
+        if end <= t + 1e-6 {
+            bytes += b;
+        } else if start < t && end > start {
+            // The interval the window ends in: its share, as if received evenly.
+            bytes += b * (t - start) / (end - start);
+        }
+    }
+    Some(bytes * 8.0 / t)
+}
+
+/// Per profile: goodput of each measured test ([`goodput_bps`]), the receiver's rate over
+/// the whole transfer (`end.received_bps`, the drain included), and the sender's TCP
+/// retransmits, over the trials. A measured test that ended incomplete (data still
+/// missing after `--drain`) but has results counts for goodput, and in `incomplete`.
 fn summarize(sc: &Scenario, profiles: &[Profile], done: &[(usize, Value)]) -> Value {
     let mut rows = Vec::new();
     for (pi, p) in profiles.iter().enumerate() {
         let mut goodput = Vec::new();
+        let mut received = Vec::new();
         let mut retrans = Vec::new();
         let mut failed = 0;
+        let mut incomplete = 0;
         for (_, v) in done.iter().filter(|(i, _)| *i == pi) {
             let tests = v.get("tests").and_then(Value::as_array);
             if v.get("error").is_some() || tests.is_none() {
@@ -286,21 +351,27 @@ fn summarize(sc: &Scenario, profiles: &[Profile], done: &[(usize, Value)]) -> Va
                 if t.get("measured") != Some(&json!(true)) {
                     continue;
                 }
-                let end = t.pointer("/result/end");
-                match end
+                let result = t.get("result").filter(|r| r.is_object());
+                let Some(g) = result.and_then(goodput_bps) else {
+                    failed += 1;
+                    continue;
+                };
+                goodput.push(g / 1e3);
+                if t.get("error").is_some_and(|e| !e.is_null()) {
+                    incomplete += 1;
+                }
+                let end = result.and_then(|r| r.get("end"));
+                if let Some(bps) = end
                     .and_then(|e| e.get("received_bps"))
                     .and_then(Value::as_f64)
                 {
-                    Some(bps) if t.get("error").is_some_and(Value::is_null) => {
-                        goodput.push(bps / 1e3);
-                        if let Some(r) = end
-                            .and_then(|e| e.pointer("/tcp/retransmits"))
-                            .and_then(Value::as_f64)
-                        {
-                            retrans.push(r);
-                        }
-                    }
-                    _ => failed += 1,
+                    received.push(bps / 1e3);
+                }
+                if let Some(r) = end
+                    .and_then(|e| e.pointer("/tcp/retransmits"))
+                    .and_then(Value::as_f64)
+                {
+                    retrans.push(r);
                 }
             }
         }
@@ -309,7 +380,9 @@ fn summarize(sc: &Scenario, profiles: &[Profile], done: &[(usize, Value)]) -> Va
             "settings": p.sysctls().into_iter().map(|(k, v)| (k.replace('/', "."), v)).collect::<std::collections::BTreeMap<_, _>>(),
             "trials": goodput.len(),
             "failed": failed,
+            "incomplete": incomplete,
             "goodput_kbps": wirebench_stats::summarize(&goodput),
+            "received_kbps": wirebench_stats::summarize(&received),
             "retransmits": wirebench_stats::summarize(&retrans),
         }));
     }
@@ -344,4 +417,40 @@ fn table(summary: &Value) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(duration: f64, intervals: &[(f64, f64, u64)]) -> Value {
+        json!({
+            "test": {"duration_s": duration},
+            "end": {"received_bps": 1.0},
+            "intervals": intervals.iter().map(|(s, e, b)| json!({
+                "start_s": s, "end_s": e, "received_bytes": b
+            })).collect::<Vec<_>>(),
+        })
+    }
+
+    #[test]
+    fn goodput_counts_what_was_read_within_the_test_only() {
+        // 3 s of 1000 bytes each, then a drain the window leaves out.
+        let r = result(
+            3.0,
+            &[
+                (0.0, 1.0, 1000),
+                (1.0, 2.0, 1000),
+                (2.0, 3.0, 1000),
+                (3.0, 4.0, 5000),
+            ],
+        );
+        assert_eq!(goodput_bps(&r), Some(8000.0));
+        // A window that ends inside an interval takes its share.
+        let r = result(2.5, &[(0.0, 1.0, 1000), (1.0, 2.0, 1000), (2.0, 3.0, 1000)]);
+        assert_eq!(goodput_bps(&r), Some(2500.0 * 8.0 / 2.5));
+        // A test by size has no window: the whole transfer's rate.
+        let r = result(0.0, &[(0.0, 1.0, 1000)]);
+        assert_eq!(goodput_bps(&r), Some(1.0));
+    }
 }

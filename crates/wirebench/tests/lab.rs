@@ -622,9 +622,30 @@ start-after = "200ms"
         serde_json::from_slice(&std::fs::read(dir.join("out/summary.json")).unwrap()).unwrap();
     for p in summary["profiles"].as_array().unwrap() {
         assert_eq!(p["trials"], 2, "{p}");
+        assert_eq!(p["incomplete"], 0, "{p}");
         let mean = f(p, "/goodput_kbps/mean");
         assert!(mean > 100.0 && mean < 10_000.0, "{p}");
+        let whole = f(p, "/received_kbps/mean");
+        assert!(whole > 100.0 && whole < 10_000.0, "{p}");
     }
+    // --resume finds every trial saved and only summarizes them again, the same.
+    let again = wirebench()
+        .args(["lab", "scenario"])
+        .arg(&file)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .arg("--resume")
+        .output()
+        .expect("scenario --resume");
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert!(String::from_utf8_lossy(&again.stderr).contains("(4 already there)"));
+    let resummarized: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("out/summary.json")).unwrap()).unwrap();
+    assert_eq!(resummarized, summary);
     // The profile reached the measured hosts' stacks and sockets.
     let t: Value = serde_json::from_slice(
         &std::fs::read(dir.join("out/trials/0001-reno-nosack.json")).unwrap(),
