@@ -72,10 +72,27 @@ pub fn report(dir: &Path) -> Result<String, String> {
     for p in &params {
         let _ = write!(h, "<th class=\"l\">{}</th>", esc(p));
     }
-    h.push_str(
-        "<th>trials</th><th>received (mean ± 95% CI)</th><th>min</th><th>max</th>\
+    // A lab scenario's headline is goodput (seed 003's), with TCP retransmits beside it.
+    let goodput = summary
+        .points
+        .iter()
+        .any(|p| p.figures.contains_key("goodput_bps"));
+    let main = if goodput {
+        "goodput_bps"
+    } else {
+        "received_bps"
+    };
+    let _ = writeln!(
+        h,
+        "<th>trials</th><th>{} (mean ± 95% CI)</th><th>min</th><th>max</th>\
          <th>SD</th><th>delivered</th><th>loss</th><th>delay p99 (ms)</th>\
-         <th>round trip p50 (µs)</th></tr>\n",
+         <th>round trip p50 (µs)</th>{}</tr>",
+        if goodput { "goodput" } else { "received" },
+        if goodput {
+            "<th>retransmits (mean)</th>"
+        } else {
+            ""
+        },
     );
     for p in &summary.points {
         h.push_str("<tr>");
@@ -90,17 +107,22 @@ pub fn report(dir: &Path) -> Result<String, String> {
         let rate = |v: f64| format_rate_bps(v);
         let _ = writeln!(
             h,
-            "<td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>{}</tr>",
             p.trials,
             if p.failed > 0 { format!(" ({} failed)", p.failed) } else { String::new() },
-            f("received_bps").map_or("-".into(), |x| format!("{} ± {}", rate(x.mean), rate(x.ci95))),
-            f("received_bps").map_or("-".into(), |x| rate(x.min)),
-            f("received_bps").map_or("-".into(), |x| rate(x.max)),
-            f("received_bps").map_or("-".into(), |x| rate(x.stddev)),
+            f(main).map_or("-".into(), |x| format!("{} ± {}", rate(x.mean), rate(x.ci95))),
+            f(main).map_or("-".into(), |x| rate(x.min)),
+            f(main).map_or("-".into(), |x| rate(x.max)),
+            f(main).map_or("-".into(), |x| rate(x.stddev)),
             f("delivered_fraction").map_or("-".into(), |x| format!("{:.2}%", x.mean * 100.0)),
             f("loss_ratio").map_or("-".into(), |x| format!("{:.3}%", x.mean * 100.0)),
             f("delay_p99_ms").map_or("-".into(), |x| format!("{:.3}", x.mean)),
             f("latency_p50_us").map_or("-".into(), |x| format!("{:.1}", x.mean)),
+            if goodput {
+                format!("<td>{}</td>", f("retransmits").map_or("-".into(), |x| format!("{:.1}", x.mean)))
+            } else {
+                String::new()
+            },
         );
     }
     h.push_str("</table>\n");
@@ -122,7 +144,7 @@ pub fn report(dir: &Path) -> Result<String, String> {
     let mut drawn = 0;
     for kind in [Kind::Rate, Kind::Received, Kind::Time, Kind::Box] {
         // A plot that does not fit the data (no rate varied, say) is left out.
-        if let Ok(chart) = experiment_chart(kind, &summary, dir) {
+        if let Ok(chart) = experiment_chart(kind, &summary) {
             let svg = svg_string(&chart)?;
             let _ = writeln!(h, "<figure>{svg}</figure>");
             drawn += 1;

@@ -32,7 +32,8 @@ pub enum Kind {
     Received,
     /// Transfer time against data size, per protocol and mechanism (seed 001).
     Time,
-    /// Box plots of the receive rate of the repeated trials of each point (seed 003).
+    /// Box plots of the receive rate (a lab scenario: the goodput) of the repeated trials of
+    /// each point (seed 003).
     Box,
     /// Send and receive rate over time, from one result's intervals.
     Throughput,
@@ -126,7 +127,7 @@ fn series_name(point: &BTreeMap<String, String>, skip: &[&str]) -> String {
 }
 
 /// A chart from an experiment's summary, and the trial results its box plots need.
-pub fn experiment_chart(kind: Kind, s: &ExperimentSummary, dir: &Path) -> Result<Chart, String> {
+pub fn experiment_chart(kind: Kind, s: &ExperimentSummary) -> Result<Chart, String> {
     let mut chart = Chart::default();
     let mut grouped: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     match kind {
@@ -174,25 +175,31 @@ pub fn experiment_chart(kind: Kind, s: &ExperimentSummary, dir: &Path) -> Result
             chart.log_x = true;
         }
         Kind::Box => {
+            // A lab scenario's points have goodput (seed 003's figure); a sweep's, the
+            // receive rate. The quartiles are over the point's trials.
+            let goodput = s
+                .points
+                .iter()
+                .any(|p| p.figures.contains_key("goodput_bps"));
+            let figure = if goodput {
+                "goodput_bps"
+            } else {
+                "received_bps"
+            };
             for p in &s.points {
-                let mut values: Vec<f64> = p
-                    .files
-                    .iter()
-                    .filter_map(|f| load_results(&dir.join(f)).ok())
-                    .map(|r| r.end.received_bps / 1e6)
-                    .collect();
-                let Some(st) = wirebench_stats::summarize(&values) else {
+                let Some(st) = p.figures.get(figure) else {
                     continue;
                 };
-                values.clear();
+                let m = |x: f64| x / 1e6;
                 chart.boxes.push((
                     series_name(&p.point, &[]),
-                    [st.min, st.q1, st.median, st.q3, st.max],
+                    [m(st.min), m(st.q1), m(st.median), m(st.q3), m(st.max)],
                 ));
             }
-            chart.title = "Receive rate of the repeated trials".into();
+            let what = if goodput { "goodput" } else { "receive rate" };
+            chart.title = format!("The {what} of the repeated trials");
             chart.x_label = "point".into();
-            chart.y_label = "receive rate (Mbit/s)".into();
+            chart.y_label = format!("{what} (Mbit/s)");
         }
         _ => {
             return Err(format!(

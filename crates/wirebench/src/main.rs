@@ -87,7 +87,16 @@ fn plot(args: &cli::PlotArgs) -> Result<(), Failure> {
         let text = std::fs::read(input.join("summary.json"))
             .with_context(|| format!("{}: not an experiment directory", input.display()))?;
         let summary = serde_json::from_slice(&text).context("reading summary.json")?;
-        experiment_chart(kind.unwrap_or(Kind::Rate), &summary, input)
+        let summary: wirebench_report::experiment::ExperimentSummary = summary;
+        // A lab scenario's profiles are best seen as boxes; a sweep's points as a rate curve.
+        let scenario = summary
+            .points
+            .iter()
+            .any(|p| p.figures.contains_key("goodput_bps"));
+        experiment_chart(
+            kind.unwrap_or(if scenario { Kind::Box } else { Kind::Rate }),
+            &summary,
+        )
     } else if input.extension().is_some_and(|e| e == "csv") {
         link_log_chart(input, kind.unwrap_or(Kind::Throughput))
     } else if input.extension().is_some_and(|e| e == "json") {

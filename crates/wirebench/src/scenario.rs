@@ -6,9 +6,13 @@ use std::process::Stdio;
 use std::sync::Mutex;
 
 use anyhow::{anyhow, Context};
+use std::collections::BTreeMap;
+
 use serde_json::{json, Value};
 use wirebench_lab::scenario::{trial_topology, Profile, Scenario};
 use wirebench_lab::topo::{Lab, Topology};
+use wirebench_proto::results::Results;
+use wirebench_report::experiment::{self, ExperimentSummary, PointSummary};
 
 use crate::cli::ScenarioArgs;
 use crate::Failure;
@@ -82,6 +86,26 @@ pub fn run(args: &ScenarioArgs) -> Result<(), Failure> {
     if !jobs.is_empty() {
         wirebench_lab::ensure_privilege().map_err(|e| anyhow!(e))?;
     }
+    // What `report` shows of how the run was made, as a sweep writes it (a resumed run
+    // keeps the first run's).
+    if !(args.resume && out.join("experiment.json").exists()) {
+        std::fs::write(
+            out.join("experiment.json"),
+            serde_json::to_vec_pretty(&json!({
+                "wirebench": format!("wirebench {}", env!("CARGO_PKG_VERSION")),
+                "command": std::env::args().collect::<Vec<_>>(),
+                "server": format!("lab scenario {}", sc.name),
+                "scenario": sc,
+                "repeat": trials,
+                "parallel": parallel,
+                "time_scale": args.time_scale,
+                "ordered": true,
+                "machine": crate::sweep::machine(),
+            }))
+            .context("experiment.json")?,
+        )
+        .context("writing experiment.json")?;
+    }
     let exe = std::env::current_exe().context("finding the wirebench executable")?;
     let log_ns = match &args.link_log_interval {
         None => 0,
@@ -136,6 +160,10 @@ pub fn run(args: &ScenarioArgs) -> Result<(), Failure> {
         serde_json::to_vec_pretty(&summary).context("summary")?,
     )
     .context("writing summary.json")?;
+    if let Ok(e) = serde_json::from_value::<ExperimentSummary>(summary.clone()) {
+        std::fs::write(out.join("summary.csv"), experiment::summary_csv(&e))
+            .context("writing summary.csv")?;
+    }
     let table = table(&summary);
     std::fs::write(out.join("summary.txt"), &table).context("writing summary.txt")?;
     print!("{table}");
@@ -333,15 +361,33 @@ fn goodput_bps(result: &Value) -> Option<f64> {
 /// the whole transfer (`end.received_bps`, the drain included), and the sender's TCP
 /// retransmits, over the trials. A measured test that ended incomplete (data still
 /// missing after `--drain`) but has results counts for goodput, and in `incomplete`.
+///
+/// Also, as an experiment's summary (`points`, one per profile, and `knees`), so that `plot`
+/// and `report` read a scenario's directory as they read a sweep's: each point's figures are
+/// those of a sweep's trials, plus `goodput_bps` and `retransmits`.
 fn summarize(sc: &Scenario, profiles: &[Profile], done: &[(usize, Value)]) -> Value {
     let mut rows = Vec::new();
+    let mut points = Vec::new();
     for (pi, p) in profiles.iter().enumerate() {
         let mut goodput = Vec::new();
         let mut received = Vec::new();
         let mut retrans = Vec::new();
         let mut failed = 0;
         let mut incomplete = 0;
-        for (_, v) in done.iter().filter(|(i, _)| *i == pi) {
+        let mut figures: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        let mut files = Vec::new();
+        let mut runs = 0u64;
+        let mut done_here: Vec<&Value> = done
+            .iter()
+            .filter(|(i, _)| *i == pi)
+            .map(|(_, v)| v)
+            .collect();
+        done_here.sort_by_key(|v| v.get("trial").and_then(Value::as_u64));
+        for v in done_here {
+            runs += 1;
+            if let Some(n) = v.get("trial").and_then(Value::as_u64) {
+                files.push(format!("trials/{n:04}-{}.json", p.name));
+            }
             let tests = v.get("tests").and_then(Value::as_array);
             if v.get("error").is_some() || tests.is_none() {
                 failed += 1;
@@ -357,6 +403,14 @@ fn summarize(sc: &Scenario, profiles: &[Profile], done: &[(usize, Value)]) -> Va
                     continue;
                 };
                 goodput.push(g / 1e3);
+                figures.entry("goodput_bps".into()).or_default().push(g);
+                if let Some(r) =
+                    result.and_then(|r| serde_json::from_value::<Results>(r.clone()).ok())
+                {
+                    for (k, x) in experiment::figures(&r) {
+                        figures.entry(k.into()).or_default().push(x);
+                    }
+                }
                 if t.get("error").is_some_and(|e| !e.is_null()) {
                     incomplete += 1;
                 }
@@ -372,9 +426,21 @@ fn summarize(sc: &Scenario, profiles: &[Profile], done: &[(usize, Value)]) -> Va
                     .and_then(Value::as_f64)
                 {
                     retrans.push(r);
+                    figures.entry("retransmits".into()).or_default().push(r);
                 }
             }
         }
+        points.push(PointSummary {
+            point: BTreeMap::from([("profile".to_string(), p.name.clone())]),
+            offered_bps: None,
+            trials: runs,
+            failed: runs.saturating_sub(goodput.len() as u64),
+            figures: figures
+                .into_iter()
+                .filter_map(|(k, vs)| wirebench_stats::summarize(&vs).map(|s| (k, s)))
+                .collect(),
+            files,
+        });
         rows.push(json!({
             "profile": p.name,
             "settings": p.sysctls().into_iter().map(|(k, v)| (k.replace('/', "."), v)).collect::<std::collections::BTreeMap<_, _>>(),
@@ -386,7 +452,13 @@ fn summarize(sc: &Scenario, profiles: &[Profile], done: &[(usize, Value)]) -> Va
             "retransmits": wirebench_stats::summarize(&retrans),
         }));
     }
-    json!({"scenario": sc.name, "description": sc.description, "profiles": rows})
+    json!({
+        "scenario": sc.name,
+        "description": sc.description,
+        "profiles": rows,
+        "points": points,
+        "knees": [],
+    })
 }
 
 fn table(summary: &Value) -> String {

@@ -112,7 +112,7 @@ fn shuffle<T>(v: &mut [T], mut seed: u64) {
 }
 
 /// Facts of this machine that a rerun should match.
-fn machine() -> serde_json::Value {
+pub fn machine() -> serde_json::Value {
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
     let cpu = read("/proc/cpuinfo")
         .lines()

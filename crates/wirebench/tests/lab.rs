@@ -628,6 +628,34 @@ start-after = "200ms"
         let whole = f(p, "/received_kbps/mean");
         assert!(whole > 100.0 && whole < 10_000.0, "{p}");
     }
+    // Saved as an experiment is: one point per profile, and plot and report read it.
+    let points = summary["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    assert_eq!(points[0]["point"]["profile"], "reno-nosack");
+    assert_eq!(
+        f(&points[0], "/figures/goodput_bps/mean") / 1e3,
+        f(&summary["profiles"][0], "/goodput_kbps/mean")
+    );
+    assert!(dir.join("out/summary.csv").exists() && dir.join("out/experiment.json").exists());
+    for (cmd, file) in [("report", "r.html"), ("plot", "box.svg")] {
+        let o = wirebench()
+            .arg(cmd)
+            .arg(dir.join("out"))
+            .arg("-o")
+            .arg(dir.join(file))
+            .output()
+            .expect(cmd);
+        assert!(
+            o.status.success(),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let text = std::fs::read_to_string(dir.join(file)).unwrap();
+        assert!(
+            text.contains("reno-nosack") && text.contains("goodput"),
+            "{cmd}"
+        );
+    }
     // --resume finds every trial saved and only summarizes them again, the same.
     let again = wirebench()
         .args(["lab", "scenario"])
