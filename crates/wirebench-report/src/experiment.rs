@@ -238,6 +238,25 @@ pub struct ExperimentSummary {
     pub knees: Vec<Knee>,
 }
 
+impl ExperimentSummary {
+    /// Whether these are a lab scenario's stack profiles, whose figure is goodput (seed
+    /// 003's), rather than a sweep's points.
+    pub fn is_scenario(&self) -> bool {
+        self.points
+            .iter()
+            .any(|p| p.figures.contains_key("goodput_bps"))
+    }
+
+    /// The rate figure to lead with: `goodput_bps` for a scenario, else `received_bps`.
+    pub fn rate_figure(&self) -> &'static str {
+        if self.is_scenario() {
+            "goodput_bps"
+        } else {
+            "received_bps"
+        }
+    }
+}
+
 /// The offered rate of a trial, bits/s, if it asked for one.
 fn offered(r: &Results) -> Option<f64> {
     match (r.test.rate_bps, r.test.rate_pps) {

@@ -73,15 +73,8 @@ pub fn report(dir: &Path) -> Result<String, String> {
         let _ = write!(h, "<th class=\"l\">{}</th>", esc(p));
     }
     // A lab scenario's headline is goodput (seed 003's), with TCP retransmits beside it.
-    let goodput = summary
-        .points
-        .iter()
-        .any(|p| p.figures.contains_key("goodput_bps"));
-    let main = if goodput {
-        "goodput_bps"
-    } else {
-        "received_bps"
-    };
+    let goodput = summary.is_scenario();
+    let main = summary.rate_figure();
     let _ = writeln!(
         h,
         "<th>trials</th><th>{} (mean ± 95% CI)</th><th>min</th><th>max</th>\

@@ -177,15 +177,8 @@ pub fn experiment_chart(kind: Kind, s: &ExperimentSummary) -> Result<Chart, Stri
         Kind::Box => {
             // A lab scenario's points have goodput (seed 003's figure); a sweep's, the
             // receive rate. The quartiles are over the point's trials.
-            let goodput = s
-                .points
-                .iter()
-                .any(|p| p.figures.contains_key("goodput_bps"));
-            let figure = if goodput {
-                "goodput_bps"
-            } else {
-                "received_bps"
-            };
+            let goodput = s.is_scenario();
+            let figure = s.rate_figure();
             for p in &s.points {
                 let Some(st) = p.figures.get(figure) else {
                     continue;

@@ -89,10 +89,7 @@ fn plot(args: &cli::PlotArgs) -> Result<(), Failure> {
         let summary = serde_json::from_slice(&text).context("reading summary.json")?;
         let summary: wirebench_report::experiment::ExperimentSummary = summary;
         // A lab scenario's profiles are best seen as boxes; a sweep's points as a rate curve.
-        let scenario = summary
-            .points
-            .iter()
-            .any(|p| p.figures.contains_key("goodput_bps"));
+        let scenario = summary.is_scenario();
         experiment_chart(
             kind.unwrap_or(if scenario { Kind::Box } else { Kind::Rate }),
             &summary,
