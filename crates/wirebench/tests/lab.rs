@@ -163,7 +163,12 @@ fn saturating_udp_gets_the_link_rate_within_1_percent() {
         let want = bps * 1472.0 / 1500.0;
         let got = f(&v, "/end/received_bps");
         let up = &v["lab"]["links"][0]["up"];
-        eprintln!("{rate}: received {got:.0} bit/s, want {want:.0}; link {up}");
+        // Enough to tell, when it fails, whether the link or the receiver lost the rate.
+        eprintln!(
+            "{rate}: received {got:.0} bit/s, want {want:.0}; receiver lost {}, its buffer {}; \
+             link {up}",
+            v["end"]["udp"]["lost"], v["datapath"]["server"]["recv_buffer_bytes"]
+        );
         assert!(
             (got / want - 1.0).abs() < 0.01,
             "{rate}: received {got} bit/s, not within 1% of {want}"
