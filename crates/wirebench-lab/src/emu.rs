@@ -261,7 +261,6 @@ fn forward(
             let at = arrival.max(last_offer);
             last_offer = at;
             let ip_len = (n - ETH_HLEN) as u64;
-            let waited_before = link.counters().queue_delay_ns;
             let fate = link.offer(at, ip_len);
             if let Some(b) = log.bin(at) {
                 b.packets_in += 1;
@@ -269,14 +268,13 @@ fn forward(
                 match fate {
                     Fate::Lost => b.dropped_loss += 1,
                     Fate::QueueFull => b.dropped_queue += 1,
-                    Fate::Deliver { .. } => {
-                        let waited = link.counters().queue_delay_ns - waited_before;
-                        b.max_queue_delay_ns = b.max_queue_delay_ns.max(waited);
+                    Fate::Deliver { waited_ns, .. } => {
+                        b.max_queue_delay_ns = b.max_queue_delay_ns.max(waited_ns);
                     }
                 }
             }
             match fate {
-                Fate::Deliver { at_ns } => {
+                Fate::Deliver { at_ns, .. } => {
                     report.delivered_bytes += ip_len;
                     if let Some(b) = log.bin(at_ns) {
                         b.delivered += 1;

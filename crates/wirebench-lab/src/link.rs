@@ -70,6 +70,8 @@ pub enum Fate {
     Deliver {
         /// When.
         at_ns: u64,
+        /// How long it waited in the queue for the serializer, ns.
+        waited_ns: u64,
     },
 }
 
@@ -209,7 +211,10 @@ impl Link {
         self.counters.delivered += 1;
         self.counters.queue_delay_ns += waited;
         self.counters.max_queue_delay_ns = self.counters.max_queue_delay_ns.max(waited);
-        Fate::Deliver { at_ns: at }
+        Fate::Deliver {
+            at_ns: at,
+            waited_ns: waited,
+        }
     }
 }
 
@@ -232,7 +237,7 @@ mod tests {
 
     fn at(f: Fate) -> u64 {
         match f {
-            Fate::Deliver { at_ns } => at_ns,
+            Fate::Deliver { at_ns, .. } => at_ns,
             other => panic!("not delivered: {other:?}"),
         }
     }

@@ -369,11 +369,10 @@ fn summarize(sc: &Scenario, profiles: &[Profile], done: &[(usize, Value)]) -> Va
     let mut rows = Vec::new();
     let mut points = Vec::new();
     for (pi, p) in profiles.iter().enumerate() {
-        let mut goodput = Vec::new();
-        let mut received = Vec::new();
-        let mut retrans = Vec::new();
         let mut failed = 0;
         let mut incomplete = 0;
+        // Every figure of the profile's measured tests, one value per trial; the profile's
+        // row and its point are both drawn from this.
         let mut figures: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         let mut files = Vec::new();
         let mut runs = 0u64;
@@ -402,7 +401,6 @@ fn summarize(sc: &Scenario, profiles: &[Profile], done: &[(usize, Value)]) -> Va
                     failed += 1;
                     continue;
                 };
-                goodput.push(g / 1e3);
                 figures.entry("goodput_bps".into()).or_default().push(g);
                 if let Some(r) =
                     result.and_then(|r| serde_json::from_value::<Results>(r.clone()).ok())
@@ -414,43 +412,42 @@ fn summarize(sc: &Scenario, profiles: &[Profile], done: &[(usize, Value)]) -> Va
                 if t.get("error").is_some_and(|e| !e.is_null()) {
                     incomplete += 1;
                 }
-                let end = result.and_then(|r| r.get("end"));
-                if let Some(bps) = end
-                    .and_then(|e| e.get("received_bps"))
+                if let Some(r) = result
+                    .and_then(|r| r.pointer("/end/tcp/retransmits"))
                     .and_then(Value::as_f64)
                 {
-                    received.push(bps / 1e3);
-                }
-                if let Some(r) = end
-                    .and_then(|e| e.pointer("/tcp/retransmits"))
-                    .and_then(Value::as_f64)
-                {
-                    retrans.push(r);
                     figures.entry("retransmits".into()).or_default().push(r);
                 }
             }
         }
+        let values = |k: &str, per: f64| -> Vec<f64> {
+            figures
+                .get(k)
+                .map(|v| v.iter().map(|x| x / per).collect())
+                .unwrap_or_default()
+        };
+        let trials = figures.get("goodput_bps").map_or(0, Vec::len);
+        rows.push(json!({
+            "profile": p.name,
+            "settings": p.sysctls().into_iter().map(|(k, v)| (k.replace('/', "."), v)).collect::<BTreeMap<_, _>>(),
+            "trials": trials,
+            "failed": failed,
+            "incomplete": incomplete,
+            "goodput_kbps": wirebench_stats::summarize(&values("goodput_bps", 1e3)),
+            "received_kbps": wirebench_stats::summarize(&values("received_bps", 1e3)),
+            "retransmits": wirebench_stats::summarize(&values("retransmits", 1.0)),
+        }));
         points.push(PointSummary {
             point: BTreeMap::from([("profile".to_string(), p.name.clone())]),
             offered_bps: None,
             trials: runs,
-            failed: runs.saturating_sub(goodput.len() as u64),
+            failed: runs.saturating_sub(trials as u64),
             figures: figures
                 .into_iter()
                 .filter_map(|(k, vs)| wirebench_stats::summarize(&vs).map(|s| (k, s)))
                 .collect(),
             files,
         });
-        rows.push(json!({
-            "profile": p.name,
-            "settings": p.sysctls().into_iter().map(|(k, v)| (k.replace('/', "."), v)).collect::<std::collections::BTreeMap<_, _>>(),
-            "trials": goodput.len(),
-            "failed": failed,
-            "incomplete": incomplete,
-            "goodput_kbps": wirebench_stats::summarize(&goodput),
-            "received_kbps": wirebench_stats::summarize(&received),
-            "retransmits": wirebench_stats::summarize(&retrans),
-        }));
     }
     json!({
         "scenario": sc.name,
