@@ -6,8 +6,11 @@
 #![deny(unsafe_code)]
 
 pub mod experiment;
+pub mod export;
 pub mod html;
 pub mod plot;
+
+pub use export::Exporter;
 
 use std::io::{self, Read, Write};
 
@@ -15,12 +18,6 @@ use wirebench_proto::packet_log::{Arrived, LogError, Reader, Record};
 use wirebench_proto::results::{IntervalRecord, Percentiles, Results, Role, UdpEnd};
 use wirebench_proto::spec::{Direction, Mechanism, Protocol};
 use wirebench_proto::units::{format_bytes, format_rate_bps};
-
-/// Writes a results document in one format.
-pub trait Exporter {
-    /// Writes `results` to `out`.
-    fn export(&self, results: &Results, out: &mut dyn Write) -> io::Result<()>;
-}
 
 /// The results document as pretty-printed JSON (the contract in `docs/results.md`).
 pub struct Json;
