@@ -1,0 +1,419 @@
+//! How the results document is built from both sides' reports: which side sent, the
+//! totals, UDP loss from the sender's count, the intervals side by side.
+
+use wirebench_stats::TimeSummary;
+
+use super::document::{
+    End, FileEnd, Half, Interarrival, IntervalView, Percentiles, Results, Sides, TestView, Totals,
+    UdpEnd, UsBucket, NS_PER_S, SCHEMA,
+};
+use super::side::{SideReport, UdpCounts};
+use crate::spec::{Direction, Protocol, TestSpec};
+
+impl SideReport {
+    /// Seconds from the side's start to its last message, or to its end if it had none.
+    fn active_s(&self) -> f64 {
+        self.last_ns.unwrap_or(self.elapsed_ns) as f64 / NS_PER_S
+    }
+
+    /// Seconds from the first message to the last (seed 002's send or receive time).
+    fn first_to_last_s(&self) -> f64 {
+        match (self.first_ns, self.last_ns) {
+            (Some(a), Some(b)) => b.saturating_sub(a) as f64 / NS_PER_S,
+            _ => 0.0,
+        }
+    }
+
+    /// This side's totals.
+    fn totals(&self) -> Totals {
+        let transfer_s = self.first_to_last_s();
+        Totals {
+            bytes: self.bytes,
+            messages: self.messages,
+            duration_s: self.active_s(),
+            transfer_s,
+            transfer_bps: bps(self.bytes, transfer_s),
+        }
+    }
+}
+
+impl UdpEnd {
+    /// `merged`: the counts are several streams' sum, so what belongs to one sequence
+    /// (UDPmon's prefix figures) is not given here but per stream.
+    fn new(
+        spec: &TestSpec,
+        sent_messages: u64,
+        received_messages: u64,
+        c: &UdpCounts,
+        merged: bool,
+    ) -> Self {
+        let lost = sent_messages.saturating_sub(received_messages);
+        let one_sequence = !spec.headerless() && !merged;
+        let ms = |s: &TimeSummary| Percentiles::from_ns(s, 1e6);
+        let last_in_order_seq = c.in_order_prefix.checked_sub(1).filter(|_| one_sequence);
+        let bandwidth_without_loss_bps =
+            match (last_in_order_seq, c.prefix_start_ns, c.prefix_end_ns) {
+                (Some(last), Some(a), Some(b)) if last > 0 && b > a => {
+                    Some(last as f64 * spec.size as f64 * 8.0 / ((b - a) as f64 / NS_PER_S))
+                }
+                _ => None,
+            };
+        Self {
+            sequenced: !spec.headerless(),
+            lost,
+            duplicates: c.duplicates,
+            reordered: c.reordered,
+            loss_ratio: if sent_messages > 0 {
+                lost as f64 / sent_messages as f64
+            } else {
+                0.0
+            },
+            jitter_ms: c.jitter_ns / 1e6,
+            too_old: c.too_old,
+            max_reorder_extent: c.max_reorder_extent,
+            clocks: if c.same_clock {
+                "same-host"
+            } else {
+                "unsynchronized"
+            }
+            .into(),
+            delay_ms: c.delay.as_ref().filter(|_| c.same_clock).map(ms),
+            delay_variation_ms: c.delay.as_ref().map(|d| ms(&d.shifted(d.min_ns))),
+            interarrival_us: c.interarrival.as_ref().map(|s| Interarrival {
+                percentiles: Percentiles::from_ns(s, 1e3),
+                histogram: c
+                    .interarrival_buckets
+                    .iter()
+                    .map(|b| UsBucket {
+                        min_us: b.low_ns as f64 / 1e3,
+                        max_us: b.high_ns as f64 / 1e3,
+                        count: b.count,
+                    })
+                    .collect(),
+            }),
+            loss_runs: c.loss_runs.clone(),
+            last_in_order_seq,
+            first_lost_seq: (one_sequence && lost > 0).then_some(c.in_order_prefix),
+            bandwidth_without_loss_bps,
+        }
+    }
+}
+
+fn bps(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        bytes as f64 * 8.0 / seconds
+    } else {
+        0.0
+    }
+}
+
+impl Results {
+    /// Builds the document from both sides' reports; a missing report (the peer failed)
+    /// leaves its figures at zero, and `error` says why.
+    pub fn assemble(
+        spec: &TestSpec,
+        server: String,
+        client_report: Option<&SideReport>,
+        server_report: Option<&SideReport>,
+        error: Option<String>,
+    ) -> Self {
+        let (forward, reverse) = if spec.direction == Direction::Bidir {
+            (
+                Half::of(
+                    &spec.one_way(Direction::Forward),
+                    client_report,
+                    server_report,
+                ),
+                Some(Half::of(
+                    &spec.one_way(Direction::Reverse),
+                    reverse_part(client_report),
+                    reverse_part(server_report),
+                )),
+            )
+        } else {
+            (Half::of(spec, client_report, server_report), None)
+        };
+        let error = error
+            .or_else(|| client_report.and_then(|c| c.error.clone()))
+            .or_else(|| server_report.and_then(|c| c.error.clone()));
+        Self {
+            schema: SCHEMA,
+            wirebench: format!("wirebench {}", env!("CARGO_PKG_VERSION")),
+            server,
+            test: TestView::from(spec),
+            datapath: Sides {
+                client: client_report.map(|c| c.datapath.clone()),
+                server: server_report.map(|c| c.datapath.clone()),
+            },
+            intervals: forward.intervals,
+            end: forward.end,
+            streams: forward.streams,
+            reverse,
+            error,
+        }
+    }
+}
+
+/// A side's report of the reverse direction of a `--bidir` test.
+fn reverse_part(r: Option<&SideReport>) -> Option<&SideReport> {
+    r.and_then(|x| x.reverse.as_deref())
+}
+
+impl Half {
+    /// One direction from both sides' reports (for `--bidir`: their parts of that direction).
+    pub fn of(
+        spec: &TestSpec,
+        client_report: Option<&SideReport>,
+        server_report: Option<&SideReport>,
+    ) -> Self {
+        let (sender, receiver) = match spec.direction {
+            Direction::Reverse => (server_report, client_report),
+            // A bidirectional test is measured one way at a time (`TestSpec::one_way`).
+            Direction::Forward | Direction::Bidir => (client_report, server_report),
+        };
+        let empty = SideReport::default();
+        let s = sender.unwrap_or(&empty);
+        let r = receiver.unwrap_or(&empty);
+        let counts = r.udp.clone().unwrap_or_default();
+        let udp = (spec.protocol == Protocol::Udp)
+            .then(|| UdpEnd::new(spec, s.messages, r.messages, &counts, r.streams.len() > 1));
+        let n = s.streams.len().max(r.streams.len());
+        let streams = if n > 1 {
+            (0..n)
+                .map(|i| {
+                    End::of(
+                        spec,
+                        client_report.and_then(|x| x.streams.get(i)),
+                        server_report.and_then(|x| x.streams.get(i)),
+                    )
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        // Delay variation is measured from the smallest delay of the whole test.
+        let min_delay_ns = counts.delay.map(|d| d.min_ns);
+        let ms = |ns: i64| ns as f64 / 1e6;
+        let us = |ns: i64| ns as f64 / 1e3;
+        // Request/response: the client's interval records carry round trips where a UDP
+        // receiver's carry one-way delays.
+        let rr = spec.mechanism.is_rr();
+        let n = s.intervals.len().max(r.intervals.len());
+        let intervals = (0..n)
+            .map(|i| {
+                let si = s.intervals.get(i).copied().unwrap_or_default();
+                let ri = r.intervals.get(i).copied().unwrap_or_default();
+                let (start_ns, end_ns) = if s.intervals.len() > i {
+                    (si.start_ns, si.end_ns)
+                } else {
+                    (ri.start_ns, ri.end_ns)
+                };
+                let secs = |a: u64, b: u64| b.saturating_sub(a) as f64 / NS_PER_S;
+                IntervalView {
+                    start_s: start_ns as f64 / NS_PER_S,
+                    end_s: end_ns as f64 / NS_PER_S,
+                    sent_bytes: si.bytes,
+                    sent_messages: si.messages,
+                    received_bytes: ri.bytes,
+                    received_messages: ri.messages,
+                    sent_bps: bps(si.bytes, secs(si.start_ns, si.end_ns)),
+                    received_bps: bps(ri.bytes, secs(ri.start_ns, ri.end_ns)),
+                    lost: udp.as_ref().map(|_| ri.lost),
+                    jitter_ms: ri.jitter_ns.map(|j| j / 1e6),
+                    latency_p50_us: si.delay_p50_ns.filter(|_| rr).map(us),
+                    latency_p99_us: si.delay_p99_ns.filter(|_| rr).map(us),
+                    delay_p50_ms: ri.delay_p50_ns.filter(|_| counts.same_clock).map(ms),
+                    delay_p99_ms: ri.delay_p99_ns.filter(|_| counts.same_clock).map(ms),
+                    delay_variation_p50_ms: ri
+                        .delay_p50_ns
+                        .zip(min_delay_ns)
+                        .map(|(d, m)| ms(d.saturating_sub(m))),
+                    delay_variation_p99_ms: ri
+                        .delay_p99_ns
+                        .zip(min_delay_ns)
+                        .map(|(d, m)| ms(d.saturating_sub(m))),
+                }
+            })
+            .collect();
+        Self {
+            intervals,
+            end: End::of(spec, client_report, server_report),
+            streams,
+        }
+    }
+}
+
+impl End {
+    /// The totals of one test (or one stream of it) from both sides' reports.
+    pub fn of(
+        spec: &TestSpec,
+        client_report: Option<&SideReport>,
+        server_report: Option<&SideReport>,
+    ) -> Self {
+        let (sender, receiver) = match spec.direction {
+            Direction::Reverse => (server_report, client_report),
+            // A bidirectional test is measured one way at a time (`TestSpec::one_way`).
+            Direction::Forward | Direction::Bidir => (client_report, server_report),
+        };
+        let empty = SideReport::default();
+        let s = sender.unwrap_or(&empty);
+        let r = receiver.unwrap_or(&empty);
+        let rr = spec.mechanism.is_rr();
+        let sent = s.totals();
+        let received = r.totals();
+        let counts = r.udp.clone().unwrap_or_default();
+        let merged = r.streams.len() > 1;
+        let udp = (spec.protocol == Protocol::Udp)
+            .then(|| UdpEnd::new(spec, s.messages, r.messages, &counts, merged));
+        End {
+            duration_s: sent.duration_s,
+            sent_bps: bps(sent.bytes, sent.duration_s),
+            received_bps: bps(received.bytes, received.duration_s),
+            sent,
+            received,
+            udp,
+            retransmits: s.retransmits,
+            local_drops: s.local_drops,
+            latency_us: s
+                .latency
+                .as_ref()
+                .filter(|_| rr)
+                .map(|l| Percentiles::from_ns(l, 1e3)),
+            transactions_per_s: rr.then(|| {
+                let secs = s.active_s();
+                if secs > 0.0 {
+                    s.messages.saturating_sub(s.timeouts) as f64 / secs
+                } else {
+                    0.0
+                }
+            }),
+            rr_timeouts: (rr && spec.protocol == Protocol::Udp).then_some(s.timeouts),
+            // bytes per ms × 8000 = bits/s
+            send_rate_spread: s
+                .ms_bytes
+                .as_ref()
+                .map(|m| Percentiles::from_ns(m, 1.0 / 8000.0)),
+            tcp: s.tcp_info,
+            file: spec.file.as_ref().map(|name| {
+                let sent = s.file.clone().unwrap_or_default();
+                let got = r.file.clone().unwrap_or_default();
+                let bytes = spec.file_bytes();
+                FileEnd {
+                    name: name.clone(),
+                    bytes,
+                    received_bytes: got.bytes,
+                    algorithm: "xxh3-64".into(),
+                    identical: sent.digest.is_some()
+                        && sent.digest == got.digest
+                        && got.bytes == bytes
+                        && sent.bytes == bytes,
+                    sent_digest: sent.digest,
+                    received_digest: got.digest,
+                    saved_as: got.saved_as,
+                    missing_bytes: got.missing.iter().map(|(a, b)| b - a).sum(),
+                    missing: got.missing,
+                    missing_ranges_more: got.missing_more,
+                }
+            }),
+            resources: Sides {
+                client: client_report.and_then(|c| c.resources),
+                server: server_report.and_then(|c| c.resources),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::{Role, UdpCounts};
+    use crate::spec::Mechanism;
+
+    fn spec() -> TestSpec {
+        TestSpec {
+            protocol: Protocol::Udp,
+            mechanism: Mechanism::Stream,
+            direction: Direction::Reverse,
+            size: 1000,
+            bytes: Some(10_000),
+            duration_ns: None,
+            rate_bps: 0,
+            rate_pps: 0,
+            gap_ns: 0,
+            streams: 1,
+            interval_ns: 1_000_000_000,
+            drain_ns: 1_000_000_000,
+            ack_timeout_ns: 200_000_000,
+            packet_log: false,
+            no_offload: false,
+            response_size: 0,
+            congestion: None,
+            zerocopy: false,
+            file: None,
+        }
+    }
+
+    #[test]
+    fn assemble_counts_tail_loss_from_the_senders_total() {
+        let sender = SideReport {
+            role: Some(Role::Sender),
+            bytes: 10_000,
+            messages: 10,
+            last_ns: Some(500_000_000),
+            ..Default::default()
+        };
+        let receiver = SideReport {
+            role: Some(Role::Receiver),
+            bytes: 7_000,
+            messages: 7,
+            last_ns: Some(1_000_000_000),
+            udp: Some(UdpCounts {
+                sequenced: true,
+                duplicates: 2,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        // Reverse: the server sends.
+        let r = Results::assemble(&spec(), "x".into(), Some(&receiver), Some(&sender), None);
+        let udp = r.end.udp.unwrap();
+        assert_eq!((udp.lost, udp.duplicates), (3, 2));
+        assert!((udp.loss_ratio - 0.3).abs() < 1e-12);
+        assert_eq!(r.end.sent_bps, 160_000.0);
+        assert_eq!(r.end.received_bps, 56_000.0);
+        assert_eq!(r.end.duration_s, 0.5);
+    }
+
+    #[test]
+    fn json_has_the_contract_keys() {
+        let r = Results::assemble(&spec(), "x".into(), None, None, Some("boom".into()));
+        let v = serde_json::to_value(&r).unwrap();
+        for key in [
+            "schema",
+            "wirebench",
+            "test",
+            "datapath",
+            "intervals",
+            "end",
+        ] {
+            assert!(v.get(key).is_some(), "{key}");
+        }
+        for key in [
+            "duration_s",
+            "sent",
+            "received",
+            "sent_bps",
+            "received_bps",
+            "udp",
+            "retransmits",
+        ] {
+            assert!(v["end"].get(key).is_some(), "end.{key}");
+        }
+        for key in ["lost", "duplicates", "reordered", "loss_ratio", "jitter_ms"] {
+            assert!(v["end"]["udp"].get(key).is_some(), "end.udp.{key}");
+        }
+        assert_eq!(v["test"]["protocol"], "udp");
+        assert_eq!(v["test"]["direction"], "reverse");
+        assert_eq!(v["error"], "boom");
+    }
+}

@@ -1,0 +1,365 @@
+//! The results document (`run --json`, the contract documented in `docs/results.md`): its
+//! types, as they are written and read back.
+
+use serde::{Deserialize, Serialize};
+
+use wirebench_stats::{LossRunsSummary, TimeSummary};
+
+use super::side::{Datapath, Resources, TcpInfo};
+use crate::spec::{Direction, Mechanism, Protocol, TestSpec};
+
+/// Version of the results document. Keys are only added within a version; renaming or
+/// removing one bumps it.
+pub const SCHEMA: u32 = 1;
+
+/// Nanoseconds in a second, for the document's seconds.
+pub(super) const NS_PER_S: f64 = 1e9;
+
+/// The results document (`run --json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    /// Document version, [`SCHEMA`].
+    pub schema: u32,
+    /// Tool version.
+    pub wirebench: String,
+    /// Server address the test ran against.
+    pub server: String,
+    /// The test as run.
+    pub test: TestView,
+    /// How each side moved the data.
+    pub datapath: Sides<Datapath>,
+    /// Per-interval figures, sender and receiver side by side.
+    pub intervals: Vec<IntervalView>,
+    /// Totals: the sum over all streams.
+    pub end: End,
+    /// With `-P` streams: each stream's own totals, in stream order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<End>,
+    /// `--bidir`: the reverse direction (the server sends) with the same keys as the
+    /// top-level `intervals`, `end` and `streams`, which then describe the forward one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverse: Option<Half>,
+    /// Set when the test did not complete; the figures are then partial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A value for the client and one for the server.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sides<T> {
+    /// Client side.
+    pub client: Option<T>,
+    /// Server side.
+    pub server: Option<T>,
+}
+
+/// The validated spec in the document's units.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestView {
+    /// "tcp" or "udp".
+    pub protocol: Protocol,
+    /// "stream" or "stop-and-wait".
+    pub mechanism: Mechanism,
+    /// "forward" (client sends) or "reverse" (server sends).
+    pub direction: Direction,
+    /// Message size, bytes.
+    pub size: u64,
+    /// Amount of data asked for, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// Duration asked for, s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_s: Option<f64>,
+    /// Rate asked for, bits/s of payload; 0 is unlimited.
+    pub rate_bps: u64,
+    /// Rate asked for, messages/s; 0 is not set.
+    pub rate_pps: u64,
+    /// Pause after each message, s.
+    pub gap_s: f64,
+    /// Parallel streams.
+    pub streams: u32,
+    /// Reporting interval, s.
+    pub interval_s: f64,
+    /// Receiver's wait for data in flight after the sender is done, s.
+    pub drain_s: f64,
+    /// Stop-and-wait over UDP: resend timeout, s.
+    pub ack_timeout_s: f64,
+    /// TCP: the congestion control asked for (`--cc`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<String>,
+    /// Request/response: response size, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_size: Option<u64>,
+}
+
+impl From<&TestSpec> for TestView {
+    fn from(s: &TestSpec) -> Self {
+        let secs = |ns: u64| ns as f64 / NS_PER_S;
+        Self {
+            protocol: s.protocol,
+            mechanism: s.mechanism,
+            direction: s.direction,
+            size: s.size,
+            bytes: s.bytes,
+            duration_s: s.duration_ns.map(secs),
+            rate_bps: s.rate_bps,
+            rate_pps: s.rate_pps,
+            gap_s: secs(s.gap_ns),
+            streams: s.streams,
+            interval_s: secs(s.interval_ns),
+            drain_s: secs(s.drain_ns),
+            ack_timeout_s: secs(s.ack_timeout_ns),
+            response_size: s.mechanism.is_rr().then(|| s.response_len()),
+            congestion: s.congestion.clone(),
+        }
+    }
+}
+
+/// One interval, both sides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalView {
+    /// Start, s since the side started.
+    pub start_s: f64,
+    /// End, s since the side started.
+    pub end_s: f64,
+    /// Bytes sent in the interval.
+    pub sent_bytes: u64,
+    /// Messages sent in the interval.
+    pub sent_messages: u64,
+    /// Bytes received in the interval.
+    pub received_bytes: u64,
+    /// Messages received in the interval.
+    pub received_messages: u64,
+    /// Send rate over the interval, bits/s.
+    pub sent_bps: f64,
+    /// Receive rate over the interval, bits/s.
+    pub received_bps: f64,
+    /// UDP: datagrams found missing in the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<u64>,
+    /// UDP: RFC 3550 jitter at the interval's end, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_ms: Option<f64>,
+    /// UDP, both ends on one clock: median one-way delay in the interval, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_p50_ms: Option<f64>,
+    /// UDP, both ends on one clock: 99th percentile one-way delay in the interval, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_p99_ms: Option<f64>,
+    /// Request/response: median round trip in the interval, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_p50_us: Option<f64>,
+    /// Request/response: 99th percentile round trip in the interval, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_p99_us: Option<f64>,
+    /// UDP: median one-way delay in the interval minus the test's smallest, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_variation_p50_ms: Option<f64>,
+    /// UDP: 99th percentile one-way delay in the interval minus the test's smallest, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_variation_p99_ms: Option<f64>,
+}
+
+/// Totals of one side.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    /// Payload bytes.
+    pub bytes: u64,
+    /// Messages.
+    pub messages: u64,
+    /// From the side's start to its last message, s.
+    pub duration_s: f64,
+    /// From the side's first message to its last, s: seed 002's send (or receive) time.
+    #[serde(default)]
+    pub transfer_s: f64,
+    /// Bytes × 8 / `transfer_s`: seed 002's send (or receive) rate.
+    #[serde(default)]
+    pub transfer_bps: f64,
+}
+
+/// A distribution in the unit its key names (`_ms`, `_us`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    /// Values.
+    pub count: u64,
+    /// Smallest.
+    pub min: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl Percentiles {
+    /// Converts a summary in ns into units of `unit_ns` ns (1e6 for ms).
+    pub fn from_ns(s: &TimeSummary, unit_ns: f64) -> Self {
+        let u = |v: i64| v as f64 / unit_ns;
+        Self {
+            count: s.count,
+            min: u(s.min_ns),
+            mean: s.mean_ns / unit_ns,
+            p50: u(s.p50_ns),
+            p90: u(s.p90_ns),
+            p99: u(s.p99_ns),
+            p999: u(s.p999_ns),
+            max: u(s.max_ns),
+        }
+    }
+}
+
+/// Times between arrivals: percentiles and a histogram, µs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Interarrival {
+    /// Percentiles, µs.
+    #[serde(flatten)]
+    pub percentiles: Percentiles,
+    /// Power-of-two buckets, µs: `{min_us, max_us, count}`.
+    pub histogram: Vec<UsBucket>,
+}
+
+/// One histogram bucket, µs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct UsBucket {
+    /// Lowest value, µs.
+    pub min_us: f64,
+    /// Highest value, µs.
+    pub max_us: f64,
+    /// Values counted.
+    pub count: u64,
+}
+
+/// UDP totals.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpEnd {
+    /// Whether datagrams carried sequence numbers; if not, loss is sent minus received
+    /// messages and duplicates and reordering cannot be seen.
+    pub sequenced: bool,
+    /// Datagrams sent but never received, including at the tail.
+    pub lost: u64,
+    /// Datagrams received more than once.
+    pub duplicates: u64,
+    /// Datagrams received out of order.
+    pub reordered: u64,
+    /// `lost` / sent messages.
+    pub loss_ratio: f64,
+    /// RFC 3550 interarrival jitter, ms.
+    pub jitter_ms: f64,
+    /// Datagrams too far behind to tell late from duplicate (counted as lost).
+    pub too_old: u64,
+    /// Largest distance below the highest sequence number at which a datagram arrived.
+    pub max_reorder_extent: u64,
+    /// "same-host" when both ends read one clock (one-way delay is absolute), else
+    /// "unsynchronized" (only delay variation is meaningful).
+    pub clocks: String,
+    /// One-way delay, ms; only when `clocks` is "same-host".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<Percentiles>,
+    /// One-way delay minus the smallest one, ms: valid whatever the clocks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_variation_ms: Option<Percentiles>,
+    /// Times between consecutive arrivals, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interarrival_us: Option<Interarrival>,
+    /// Loss runs: how many losses came in runs of 1, 2, 3-4, 5-8, ... datagrams.
+    pub loss_runs: LossRunsSummary,
+    /// UDPmon's "last received sequence number without loss": every datagram up to it
+    /// arrived; null when datagram 0 was lost.
+    pub last_in_order_seq: Option<u64>,
+    /// The lowest sequence number lost; null without loss.
+    pub first_lost_seq: Option<u64>,
+    /// UDPmon's "bandwidth without loss": `last_in_order_seq × size × 8` over the time from
+    /// the arrival of datagram 0 to the arrival that completed `0..=last_in_order_seq`,
+    /// bits/s; null with fewer than two datagrams in order.
+    pub bandwidth_without_loss_bps: Option<f64>,
+}
+
+/// The `end` object.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct End {
+    /// The sender's time from start to its last message, s.
+    pub duration_s: f64,
+    /// What the sender sent.
+    pub sent: Totals,
+    /// What the receiver received.
+    pub received: Totals,
+    /// Sent bytes × 8 / sender's duration.
+    pub sent_bps: f64,
+    /// Received bytes × 8 / receiver's duration (its start to its last message).
+    pub received_bps: f64,
+    /// UDP loss accounting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpEnd>,
+    /// Messages sent again after an ack timeout (stop-and-wait over UDP).
+    pub retransmits: u64,
+    /// UDP: datagrams dropped by a firewall rule on the sending host (send gave EPERM).
+    pub local_drops: u64,
+    /// Request/response: round-trip times, µs (from the request's write to the response's
+    /// last byte).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_us: Option<Percentiles>,
+    /// Request/response: transactions answered per second of the client's time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transactions_per_s: Option<f64>,
+    /// Request/response over UDP: transactions that timed out (counted in no latency).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rr_timeouts: Option<u64>,
+    /// Streaming: the sender's rate in each millisecond, bits/s (count is the number of
+    /// milliseconds): how evenly the pacer spread the data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_rate_spread: Option<Percentiles>,
+    /// TCP: the sender's connection as TCP_INFO saw it at the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpInfo>,
+    /// What each side's data thread cost.
+    pub resources: Sides<Resources>,
+    /// A file transfer (`--file`): what went and what arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileEnd>,
+}
+
+/// The `end.file` object of a file transfer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEnd {
+    /// The file's name.
+    pub name: String,
+    /// Its size, bytes.
+    pub bytes: u64,
+    /// File bytes that arrived (over UDP streaming, without duplicates).
+    pub received_bytes: u64,
+    /// The digest's algorithm.
+    pub algorithm: String,
+    /// Digest of the file as sent.
+    pub sent_digest: Option<String>,
+    /// Digest of the copy as received (over UDP streaming: of the saved copy, read back).
+    pub received_digest: Option<String>,
+    /// Both digests known and equal, and every byte arrived.
+    pub identical: bool,
+    /// Where the receiver saved the copy.
+    pub saved_as: Option<String>,
+    /// UDP streaming: `[start, end)` byte ranges of the file that never arrived.
+    pub missing: Vec<(u64, u64)>,
+    /// Bytes in those ranges.
+    pub missing_bytes: u64,
+    /// Ranges beyond the 10,000 listed.
+    pub missing_ranges_more: u64,
+}
+
+/// One direction of a test: its intervals, totals and streams.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Half {
+    /// Per-interval figures.
+    pub intervals: Vec<IntervalView>,
+    /// Totals over all streams of this direction.
+    pub end: End,
+    /// Each stream's totals (with several streams).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<End>,
+}

@@ -1,0 +1,251 @@
+//! What each side measured and sends over the control channel at the end of a test
+//! ([`SideReport`] and the records it holds).
+
+use serde::{Deserialize, Serialize};
+
+use wirebench_stats::{LossRunsSummary, TimeSummary};
+
+/// What a side does in a test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Sends the data.
+    Sender,
+    /// Receives and counts the data.
+    Receiver,
+}
+
+/// How a side moved the data: recorded, not assumed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Datapath {
+    /// System calls used for data, e.g. "send/recv" or "write/read".
+    pub io: String,
+    /// Messages handed to the kernel per system call.
+    pub batch: u32,
+    /// Socket send buffer granted by the kernel (SO_SNDBUF as read back), bytes.
+    pub send_buffer_bytes: u64,
+    /// Socket receive buffer granted by the kernel (SO_RCVBUF as read back), bytes.
+    pub recv_buffer_bytes: u64,
+    /// Kernel features in use, e.g. "tcp_nodelay".
+    #[serde(default)]
+    pub features: Vec<String>,
+    /// TCP: the congestion control of the data connection, as the kernel reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_congestion: Option<String>,
+    /// TCP senders with `--zerocopy`: what MSG_ZEROCOPY really did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zerocopy: Option<ZeroCopyUse>,
+}
+
+/// What a `--zerocopy` TCP sender's MSG_ZEROCOPY sends became, from the kernel's
+/// completion notifications.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ZeroCopyUse {
+    /// The kernel accepted SO_ZEROCOPY on the socket; if not, plain sends were made.
+    pub enabled: bool,
+    /// Sends made with MSG_ZEROCOPY.
+    pub sends: u64,
+    /// Completions the kernel reported (it may still hold a few at the end).
+    pub completed: u64,
+    /// Completed sends that the kernel copied after all (loopback always does): zero copy
+    /// was really used only for `completed - copied`.
+    pub copied: u64,
+}
+
+/// A TCP connection's state from the kernel's TCP_INFO at the end of the test.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpInfo {
+    /// Segments retransmitted over the connection's life (`tcpi_total_retrans`).
+    pub retransmits: u64,
+    /// Smoothed round-trip time, µs (`tcpi_rtt`).
+    pub rtt_us: u64,
+    /// Its variation, µs (`tcpi_rttvar`).
+    pub rttvar_us: u64,
+    /// Congestion window, segments (`tcpi_snd_cwnd`).
+    pub snd_cwnd_segments: u64,
+    /// Sender's maximum segment size, bytes (`tcpi_snd_mss`).
+    pub snd_mss_bytes: u64,
+}
+
+/// One side of a file transfer (`--file`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileReport {
+    /// File bytes sent, or received (the headers of UDP datagrams not included).
+    pub bytes: u64,
+    /// XXH3-64 of the file's bytes as sent, or of the copy as received (hex).
+    #[serde(default)]
+    pub digest: Option<String>,
+    /// Where the receiver saved the copy, if it did.
+    #[serde(default)]
+    pub saved_as: Option<String>,
+    /// UDP streaming: byte ranges `[start, end)` of the file that never arrived.
+    #[serde(default)]
+    pub missing: Vec<(u64, u64)>,
+    /// Ranges beyond the 10,000 listed.
+    #[serde(default)]
+    pub missing_more: u64,
+    /// Why saving failed, if it did.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// What a side's data thread cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Resources {
+    /// CPU time in user space of the data thread, s.
+    pub cpu_user_s: f64,
+    /// CPU time in the kernel on behalf of the data thread, s.
+    pub cpu_system_s: f64,
+    /// Both, as a percentage of one core over the side's time.
+    pub cpu_percent: f64,
+    /// Peak resident memory of the side's process, KiB (a server's: since it started).
+    pub max_rss_kib: u64,
+    /// Resident memory of the side's process when the data began, KiB (a server's: what it
+    /// holds between tests, plus any other tests running).
+    #[serde(default)]
+    pub rss_before_kib: u64,
+    /// Resident memory of the side's process when the data ended, KiB.
+    #[serde(default)]
+    pub rss_after_kib: u64,
+}
+
+/// Counters of one reporting interval, relative to the side's start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct IntervalRecord {
+    /// Interval start, ns since the side started.
+    pub start_ns: u64,
+    /// Interval end, ns since the side started.
+    pub end_ns: u64,
+    /// Bytes sent or received in the interval.
+    pub bytes: u64,
+    /// Messages sent or received in the interval.
+    pub messages: u64,
+    /// UDP receivers: datagrams newly found missing in the interval (gaps in sequence numbers
+    /// that late arrivals did not fill by the interval's end; 0 when they filled older ones).
+    #[serde(default)]
+    pub lost: u64,
+    /// UDP receivers: RFC 3550 jitter at the interval's end, ns.
+    #[serde(default)]
+    pub jitter_ns: Option<f64>,
+    /// UDP receivers: median one-way delay of the interval's datagrams, ns (offset by the
+    /// clocks' difference between hosts).
+    #[serde(default)]
+    pub delay_p50_ns: Option<i64>,
+    /// UDP receivers: 99th percentile of the interval's one-way delays, ns.
+    #[serde(default)]
+    pub delay_p99_ns: Option<i64>,
+}
+
+/// Counts of values in one bucket `low_ns ..= high_ns` of a histogram.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NsBucket {
+    /// Lowest value of the bucket, ns.
+    pub low_ns: u64,
+    /// Highest value of the bucket, ns.
+    pub high_ns: u64,
+    /// Values counted.
+    pub count: u64,
+}
+
+/// What a UDP receiver learned from sequence numbers and send times.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpCounts {
+    /// Whether the datagrams carried the header (16 bytes or more); if not, only bytes and
+    /// messages were counted.
+    pub sequenced: bool,
+    /// Datagrams received more than once (not counted in the totals).
+    pub duplicates: u64,
+    /// Datagrams that arrived after one with a higher sequence number.
+    pub reordered: u64,
+    /// Datagrams too far behind to tell late from duplicate (not counted in the totals).
+    pub too_old: u64,
+    /// RFC 3550 interarrival jitter at the end, ns.
+    pub jitter_ns: f64,
+    /// Largest distance below the highest sequence number at which a datagram arrived.
+    #[serde(default)]
+    pub max_reorder_extent: u64,
+    /// Whether both ends read one clock (same kernel boot id), so one-way delay is absolute.
+    #[serde(default)]
+    pub same_clock: bool,
+    /// Settled loss runs (after the sender's count was known).
+    #[serde(default)]
+    pub loss_runs: LossRunsSummary,
+    /// Length of the hole-free run of sequence numbers from 0.
+    #[serde(default)]
+    pub in_order_prefix: u64,
+    /// When sequence number 0 arrived, ns since the side started.
+    #[serde(default)]
+    pub prefix_start_ns: Option<u64>,
+    /// When the hole-free run from 0 was last extended, ns since the side started.
+    #[serde(default)]
+    pub prefix_end_ns: Option<u64>,
+    /// One-way delays (receiver's clock minus sender's), ns.
+    #[serde(default)]
+    pub delay: Option<TimeSummary>,
+    /// Times between consecutive arrivals, ns.
+    #[serde(default)]
+    pub interarrival: Option<TimeSummary>,
+    /// Times between consecutive arrivals in power-of-two buckets.
+    #[serde(default)]
+    pub interarrival_buckets: Vec<NsBucket>,
+}
+
+/// Everything one side measured.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SideReport {
+    /// Sender or receiver.
+    pub role: Option<Role>,
+    /// Payload bytes sent, or received (unique).
+    pub bytes: u64,
+    /// Messages sent, or received (unique).
+    pub messages: u64,
+    /// Time of the first message sent or received, ns since the side started.
+    pub first_ns: Option<u64>,
+    /// Time of the last message sent (stop-and-wait: acknowledged) or received.
+    pub last_ns: Option<u64>,
+    /// Time from the side's start to its end, ns.
+    pub elapsed_ns: u64,
+    /// Wall-clock time of the side's start, ns since the Unix epoch.
+    pub epoch_unix_ns: u64,
+    /// Per-interval counters.
+    pub intervals: Vec<IntervalRecord>,
+    /// UDP receivers: sequence accounting.
+    pub udp: Option<UdpCounts>,
+    /// Stop-and-wait over UDP: messages sent again after an ack timeout.
+    pub retransmits: u64,
+    /// UDP senders: datagrams a local firewall rule dropped on the way out (send gave EPERM);
+    /// they count as sent and, unless resent, as lost.
+    #[serde(default)]
+    pub local_drops: u64,
+    /// Request/response clients: the round trips, ns.
+    #[serde(default)]
+    pub latency: Option<TimeSummary>,
+    /// Request/response over UDP: transactions given up after `--ack-timeout` without an
+    /// answer (the request or the response was lost).
+    #[serde(default)]
+    pub timeouts: u64,
+    /// What the side's data thread cost.
+    #[serde(default)]
+    pub resources: Option<Resources>,
+    /// TCP: the data connection's TCP_INFO at the end.
+    #[serde(default)]
+    pub tcp_info: Option<TcpInfo>,
+    /// Stream senders: bytes sent in each millisecond of the test, as a distribution.
+    #[serde(default)]
+    pub ms_bytes: Option<TimeSummary>,
+    /// File transfers: this side's part.
+    #[serde(default)]
+    pub file: Option<FileReport>,
+    /// With several streams (`-P`): each stream's own report (without intervals); the
+    /// fields above are then their sums (rates, counts) or merged distributions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<SideReport>,
+    /// `--bidir`: this side's streams of the reverse direction, merged the same way; the
+    /// fields above are then the forward direction's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverse: Option<Box<SideReport>>,
+    /// How the data moved.
+    pub datapath: Datapath,
+    /// Why the side stopped early, if it did.
+    pub error: Option<String>,
+}
