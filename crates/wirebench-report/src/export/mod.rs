@@ -2,6 +2,10 @@
 //! (a results document, an experiment summary, a link log) and writes it out. Each format is a
 //! file of its own here.
 
+pub mod csv;
+pub mod json;
+pub mod table;
+
 use std::io::{self, Write};
 
 use wirebench_proto::results::Results;

@@ -1,0 +1,484 @@
+//! The human table of a results document, and the live interval lines printed while a test
+//! runs (built from the same interval records that end up in the document).
+
+use std::io::{self, Write};
+
+use wirebench_proto::results::{IntervalRecord, Percentiles, Results, Role, UdpEnd};
+use wirebench_proto::spec::{Direction, Mechanism, Protocol};
+use wirebench_proto::units::{format_bytes, format_rate_bps};
+
+use super::Exporter;
+
+/// The human summary: seed 001's table columns plus throughput of both sides and loss.
+pub struct Table;
+
+fn protocol_name(p: Protocol) -> &'static str {
+    match p {
+        Protocol::Tcp => "tcp",
+        Protocol::Udp => "udp",
+    }
+}
+
+fn mechanism_name(m: Mechanism) -> &'static str {
+    match m {
+        Mechanism::Stream => "streaming",
+        Mechanism::StopAndWait => "stop_and_wait",
+        Mechanism::Rr => "request_response",
+        Mechanism::Crr => "connect_request_response",
+    }
+}
+
+/// Renders rows as columns, right-aligned, separated by two spaces.
+pub(crate) fn columns(rows: &[Vec<String>]) -> String {
+    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..n)
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:>w$}"))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Seed 001's row for one direction's totals.
+fn table_row(r: &Results, e: &wirebench_proto::results::End) -> Vec<String> {
+    let loss = match &e.udp {
+        Some(u) => format!("{} ({:.3}%)", u.lost, u.loss_ratio * 100.0),
+        None => "0".into(),
+    };
+    vec![
+        format!("{:.0}", e.duration_s * 1000.0),
+        e.sent.messages.to_string(),
+        e.sent.bytes.to_string(),
+        e.received.messages.to_string(),
+        e.received.bytes.to_string(),
+        protocol_name(r.test.protocol).into(),
+        mechanism_name(r.test.mechanism).into(),
+        format_rate_bps(e.sent_bps),
+        format_rate_bps(e.received_bps),
+        loss,
+    ]
+}
+
+impl Exporter for Table {
+    fn export(&self, r: &Results, out: &mut dyn Write) -> io::Result<()> {
+        let e = &r.end;
+        let mut rows = vec![
+            [
+                "Time (ms)",
+                "Sent messages",
+                "Sent bytes",
+                "Read messages",
+                "Read bytes",
+                "Protocol",
+                "Mechanism",
+                "Send rate",
+                "Receive rate",
+                "Lost",
+            ]
+            .map(String::from)
+            .to_vec(),
+            table_row(r, e),
+        ];
+        if let Some(rev) = &r.reverse {
+            rows.push(table_row(r, &rev.end));
+        }
+        out.write_all(columns(&rows).as_bytes())?;
+        if let Some(rev) = &r.reverse {
+            let lost = rev
+                .end
+                .udp
+                .as_ref()
+                .map(|u| format!(", {} lost", u.lost))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "both directions at once: the first row is client → server, the second server → client (received {} in {:.3} s{lost})",
+                format_bytes(rev.end.received.bytes),
+                rev.end.received.duration_s
+            )?;
+        }
+        let dir = match r.test.direction {
+            Direction::Forward | Direction::Bidir => "client → server",
+            Direction::Reverse => "server → client",
+        };
+        writeln!(
+            out,
+            "{dir} {}, {} messages of {} bytes; received {} in {:.3} s",
+            r.server,
+            protocol_name(r.test.protocol),
+            r.test.size,
+            format_bytes(e.received.bytes),
+            e.received.duration_s,
+        )?;
+        if let Some(u) = &e.udp {
+            if u.sequenced {
+                writeln!(
+                    out,
+                    "udp: {} lost, {} duplicates, {} reordered, jitter {:.3} ms",
+                    u.lost, u.duplicates, u.reordered, u.jitter_ms
+                )?;
+                if r.test.mechanism == Mechanism::Stream {
+                    udp_details(u, r.test.size, out)?;
+                }
+            } else {
+                writeln!(
+                    out,
+                    "udp: messages of {} bytes are too short for the 16-byte header: only bytes and messages were counted (loss = sent - received; no reordering, duplicate or jitter figures)",
+                    r.test.size
+                )?;
+            }
+        }
+        if let Some(l) = &e.latency_us {
+            writeln!(
+                out,
+                "{}: {} transactions, {:.0}/s, round trip {}{}",
+                r.test.mechanism,
+                l.count,
+                e.transactions_per_s.unwrap_or(0.0),
+                percentiles(l, "µs"),
+                e.rr_timeouts
+                    .map(|t| format!(", {t} timed out"))
+                    .unwrap_or_default()
+            )?;
+        }
+        if r.test.mechanism == Mechanism::StopAndWait && r.test.protocol == Protocol::Udp {
+            writeln!(out, "retransmits: {}", e.retransmits)?;
+        }
+        if let Some(f) = &e.file {
+            let verdict = if f.identical {
+                "identical".to_string()
+            } else if f.missing_bytes > 0 {
+                format!(
+                    "incomplete: {} bytes missing in {} ranges{}",
+                    f.missing_bytes,
+                    f.missing.len() as u64 + f.missing_ranges_more,
+                    f.missing
+                        .first()
+                        .map(|(a, b)| format!(", the first {a}..{b}"))
+                        .unwrap_or_default()
+                )
+            } else {
+                "DIFFERENT".to_string()
+            };
+            writeln!(
+                out,
+                "file {}: {} bytes; {} {} sent, {} received: {verdict}{}",
+                f.name,
+                f.bytes,
+                f.algorithm,
+                f.sent_digest.as_deref().unwrap_or("?"),
+                f.received_digest.as_deref().unwrap_or("?"),
+                f.saved_as
+                    .as_ref()
+                    .map(|p| format!("; saved as {p}"))
+                    .unwrap_or_default()
+            )?;
+        }
+        if r.test.mechanism == Mechanism::Stream || e.file.is_some() {
+            writeln!(
+                out,
+                "send: {:.3} s first to last byte, {}; receive: {:.3} s, {}",
+                e.sent.transfer_s,
+                format_rate_bps(e.sent.transfer_bps),
+                e.received.transfer_s,
+                format_rate_bps(e.received.transfer_bps)
+            )?;
+        }
+        for (i, st) in r.streams.iter().enumerate() {
+            let lost = st
+                .udp
+                .as_ref()
+                .map(|u| format!(", {} lost", u.lost))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "  stream {i}: sent {} in {} messages ({}), received {} ({}){lost}",
+                format_bytes(st.sent.bytes),
+                st.sent.messages,
+                format_rate_bps(st.sent_bps),
+                format_bytes(st.received.bytes),
+                format_rate_bps(st.received_bps),
+            )?;
+        }
+        if let Some(t) = &e.tcp {
+            let cc = r
+                .datapath
+                .client
+                .as_ref()
+                .and_then(|d| d.tcp_congestion.clone())
+                .unwrap_or_else(|| "?".into());
+            writeln!(
+                out,
+                "tcp (sender's TCP_INFO): {} retransmits, rtt {:.3} ms, cwnd {} segments of {} bytes; congestion control {cc}",
+                t.retransmits,
+                t.rtt_us as f64 / 1e3,
+                t.snd_cwnd_segments,
+                t.snd_mss_bytes
+            )?;
+        }
+        for (side, dp) in [
+            ("client", &r.datapath.client),
+            ("server", &r.datapath.server),
+        ] {
+            if let Some(z) = dp.as_ref().and_then(|d| d.zerocopy) {
+                writeln!(
+                    out,
+                    "zerocopy ({side} sends): {}",
+                    if !z.enabled {
+                        "refused by the kernel, plain sends made".to_string()
+                    } else {
+                        format!(
+                            "{} MSG_ZEROCOPY sends, {} completed, {} of them copied by the kernel after all",
+                            z.sends, z.completed, z.copied
+                        )
+                    }
+                )?;
+            }
+        }
+        if let Some(sp) = &e.send_rate_spread {
+            if r.test.rate_bps > 0 || r.test.rate_pps > 0 {
+                writeln!(
+                    out,
+                    "pacing: send rate per millisecond p50 {}, p99 {}, min {}, max {}",
+                    format_rate_bps(sp.p50),
+                    format_rate_bps(sp.p99),
+                    format_rate_bps(sp.min),
+                    format_rate_bps(sp.max)
+                )?;
+            }
+        }
+        let side = |name: &str, res: Option<&wirebench_proto::results::Resources>| {
+            res.map(|x| {
+                format!(
+                    "{name} {:.0}% of a core ({:.2} s user, {:.2} s system), RSS {:.1} → {:.1} MiB (peak {:.1})",
+                    x.cpu_percent,
+                    x.cpu_user_s,
+                    x.cpu_system_s,
+                    x.rss_before_kib as f64 / 1024.0,
+                    x.rss_after_kib as f64 / 1024.0,
+                    x.max_rss_kib as f64 / 1024.0
+                )
+            })
+        };
+        let cost: Vec<String> = [
+            side("client", e.resources.client.as_ref()),
+            side("server", e.resources.server.as_ref()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !cost.is_empty() {
+            writeln!(out, "cost: {}", cost.join("; "))?;
+        }
+        if let Some(err) = &r.error {
+            writeln!(out, "incomplete: {err}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `p50 a, p90 b, p99 c, p99.9 d, max e UNIT`.
+fn percentiles(p: &Percentiles, unit: &str) -> String {
+    format!(
+        "p50 {:.3}, p90 {:.3}, p99 {:.3}, p99.9 {:.3}, max {:.3} {unit}",
+        p.p50, p.p90, p.p99, p.p999, p.max
+    )
+}
+
+/// Delay, loss runs and UDPmon's figures, a line each.
+fn udp_details(u: &UdpEnd, size: u64, out: &mut dyn Write) -> io::Result<()> {
+    if let Some(d) = &u.delay_ms {
+        writeln!(out, "one-way delay (one clock): {}", percentiles(d, "ms"))?;
+    } else if let Some(d) = &u.delay_variation_ms {
+        writeln!(
+            out,
+            "delay variation (clocks not shared: above the smallest delay): {}",
+            percentiles(d, "ms")
+        )?;
+    }
+    if let Some(g) = &u.interarrival_us {
+        writeln!(out, "interarrival: {}", percentiles(&g.percentiles, "µs"))?;
+    }
+    if u.loss_runs.runs > 0 {
+        let runs: Vec<String> = u
+            .loss_runs
+            .buckets
+            .iter()
+            .map(|b| format!("{}: {}", b.label, b.count))
+            .collect();
+        writeln!(out, "loss runs (length: count): {}", runs.join(", "))?;
+    }
+    if u.last_in_order_seq.is_none() && u.lost == 0 {
+        // Several streams: UDPmon's figures are per sequence, in `streams[]`.
+        return Ok(());
+    }
+    let last = u
+        .last_in_order_seq
+        .map_or_else(|| "none".to_string(), |s| s.to_string());
+    let bw = u
+        .bandwidth_without_loss_bps
+        .map_or_else(|| "n/a".to_string(), format_rate_bps);
+    writeln!(
+        out,
+        "udpmon: last in-order sequence number {last}, bandwidth without loss {bw} ({size}-byte datagrams)"
+    )
+}
+
+/// Seed 002's table for a send test and a receive test: transfer size, send time and rate
+/// (this side sending), receive time and rate (this side receiving), each timed from the
+/// first byte to the last on the side that measures it.
+pub fn seed_002_table(send: &Results, receive: &Results) -> String {
+    let e = &send.end;
+    let r = &receive.end;
+    let size = |x: &wirebench_proto::results::End| {
+        x.file
+            .as_ref()
+            .map_or(x.sent.bytes, |f| f.bytes)
+            .to_string()
+    };
+    let rows = vec![
+        [
+            "Xfer size",
+            "Send time (s)",
+            "Send rate",
+            "Recv size",
+            "Recv time (s)",
+            "Recv rate",
+            "Protocol",
+            "Mechanism",
+        ]
+        .map(String::from)
+        .to_vec(),
+        vec![
+            size(e),
+            format!("{:.3}", e.sent.transfer_s),
+            format_rate_bps(e.sent.transfer_bps),
+            size(r),
+            format!("{:.3}", r.received.transfer_s),
+            format_rate_bps(r.received.transfer_bps),
+            protocol_name(send.test.protocol).into(),
+            mechanism_name(send.test.mechanism).into(),
+        ],
+    ];
+    let mut out = columns(&rows);
+    for (what, res) in [("send", send), ("receive", receive)] {
+        if let Some(f) = &res.end.file {
+            out.push_str(&format!(
+                "{what}: file {} {}\n",
+                f.name,
+                if f.identical {
+                    "arrived identical"
+                } else {
+                    "did NOT arrive identical"
+                }
+            ));
+        }
+        if let Some(err) = &res.error {
+            out.push_str(&format!("{what}: incomplete: {err}\n"));
+        }
+    }
+    out
+}
+
+/// The header line printed above live interval lines.
+pub fn interval_header(role: Role, protocol: Protocol) -> String {
+    let (what, lost, jitter, delay) = match (role, protocol) {
+        (Role::Receiver, Protocol::Udp) => {
+            ("received", "lost", "jitter (ms)", "delay p50/p99 (ms)")
+        }
+        (Role::Receiver, Protocol::Tcp) => ("received", "", "", ""),
+        (Role::Sender, _) => ("sent", "", "", ""),
+    };
+    format!(
+        "{:>15}  {:>12}  {:>10}  {:>15}  {lost:>8}  {jitter:>11}  {delay:>19}",
+        "interval (s)", what, "messages", "rate"
+    )
+    .trim_end()
+    .to_string()
+}
+
+/// One live line for a closed interval of this side.
+pub fn interval_line(rec: &IntervalRecord, protocol: Protocol, role: Role) -> String {
+    let secs = rec.end_ns.saturating_sub(rec.start_ns) as f64 / 1e9;
+    let rate = if secs > 0.0 {
+        rec.bytes as f64 * 8.0 / secs
+    } else {
+        0.0
+    };
+    let udp_rx = protocol == Protocol::Udp && role == Role::Receiver;
+    let lost = if udp_rx {
+        rec.lost.to_string()
+    } else {
+        String::new()
+    };
+    let jitter = rec
+        .jitter_ns
+        .map_or_else(String::new, |j| format!("{:.3}", j / 1e6));
+    let delay = match (rec.delay_p50_ns, rec.delay_p99_ns) {
+        (Some(a), Some(b)) => format!("{:.3}/{:.3}", a as f64 / 1e6, b as f64 / 1e6),
+        _ => String::new(),
+    };
+    format!(
+        "{:>15}  {:>12}  {:>10}  {:>15}  {:>8}  {:>11}  {:>19}",
+        format!(
+            "{:.2}-{:.2}",
+            rec.start_ns as f64 / 1e9,
+            rec.end_ns as f64 / 1e9
+        ),
+        format_bytes(rec.bytes),
+        rec.messages,
+        format_rate_bps(rate),
+        lost,
+        jitter,
+        delay
+    )
+    .trim_end()
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_align_right() {
+        let rows = vec![
+            vec!["a".to_string(), "bbb".to_string()],
+            vec!["ccc".to_string(), "d".to_string()],
+        ];
+        assert_eq!(columns(&rows), "  a  bbb\nccc    d\n");
+    }
+
+    #[test]
+    fn interval_line_shows_rate() {
+        let rec = IntervalRecord {
+            start_ns: 0,
+            end_ns: 1_000_000_000,
+            bytes: 125_000_000,
+            messages: 1000,
+            lost: 3,
+            jitter_ns: Some(12_000.0),
+            delay_p50_ns: Some(50_000),
+            delay_p99_ns: Some(1_250_000),
+        };
+        let line = interval_line(&rec, Protocol::Udp, Role::Receiver);
+        assert!(line.contains("1.00 Gbit/s"), "{line}");
+        assert!(line.contains(" 3  "), "{line}");
+        assert!(line.contains("0.012"), "{line}");
+        assert!(line.ends_with("0.050/1.250"), "{line}");
+    }
+}
