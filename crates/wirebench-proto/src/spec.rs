@@ -29,7 +29,7 @@ pub enum Protocol {
     Udp,
 }
 
-/// How messages are sent (seed 001's mechanisms).
+/// How messages are sent. The names are the JSON's, and the CLI's, table's and logs' too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mechanism {
@@ -103,7 +103,7 @@ pub struct TestSpec {
     /// Sending rate in messages/s; 0 means not set (then `rate_bps` applies).
     #[serde(default)]
     pub rate_pps: u64,
-    /// Pause after each message, as seed 001's DELAY_AFTER_SENT_MESSAGE.
+    /// Pause after each message (`--gap`), to send more gently than the rate alone would.
     #[serde(default)]
     pub gap_ns: u64,
     /// Parallel streams.

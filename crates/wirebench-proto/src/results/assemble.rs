@@ -16,7 +16,7 @@ impl SideReport {
         self.last_ns.unwrap_or(self.elapsed_ns) as f64 / NS_PER_S
     }
 
-    /// Seconds from the first message to the last (seed 002's send or receive time).
+    /// Seconds from the first message to the last (the send or receive time of a transfer).
     fn first_to_last_s(&self) -> f64 {
         match (self.first_ns, self.last_ns) {
             (Some(a), Some(b)) => b.saturating_sub(a) as f64 / NS_PER_S,

@@ -169,10 +169,10 @@ pub struct Totals {
     pub messages: u64,
     /// From the side's start to its last message, s.
     pub duration_s: f64,
-    /// From the side's first message to its last, s: seed 002's send (or receive) time.
+    /// From the side's first message to its last, s: the send (or receive) time of a transfer.
     #[serde(default)]
     pub transfer_s: f64,
-    /// Bytes × 8 / `transfer_s`: seed 002's send (or receive) rate.
+    /// Bytes × 8 / `transfer_s`: the send (or receive) rate of a transfer.
     #[serde(default)]
     pub transfer_bps: f64,
 }
