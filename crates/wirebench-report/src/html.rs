@@ -3,12 +3,37 @@
 //! knees and every plot that fits the data.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use wirebench_proto::units::format_rate_bps;
 
-use crate::experiment::ExperimentSummary;
-use crate::plot::{experiment_chart, svg_string, Kind};
+use crate::experiment::summary::ExperimentSummary;
+use crate::meta::ExperimentMeta;
+use crate::plot::{experiment_chart, svg_string, Kind, PlotError};
+
+/// Why a report could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// A file of the experiment could not be read.
+    #[error("{}: {source}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file of the experiment is not the JSON it should be.
+    #[error("{name}: {source}")]
+    Json {
+        /// The file's name in the experiment directory.
+        name: &'static str,
+        /// Why.
+        source: serde_json::Error,
+    },
+    /// A plot could not be drawn.
+    #[error(transparent)]
+    Plot(#[from] PlotError),
+}
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -18,14 +43,21 @@ fn esc(s: &str) -> String {
 }
 
 /// The report of the experiment saved in `dir` (by `wirebench sweep`).
-pub fn report(dir: &Path) -> Result<String, String> {
-    let read = |name: &str| {
-        std::fs::read(dir.join(name)).map_err(|e| format!("{}: {e}", dir.join(name).display()))
+pub fn report(dir: &Path) -> Result<String, ReportError> {
+    let read = |name: &'static str| {
+        let path = dir.join(name);
+        std::fs::read(&path).map_err(|source| ReportError::Read { path, source })
     };
     let summary: ExperimentSummary =
-        serde_json::from_slice(&read("summary.json")?).map_err(|e| format!("summary.json: {e}"))?;
-    let meta: serde_json::Value = serde_json::from_slice(&read("experiment.json")?)
-        .map_err(|e| format!("experiment.json: {e}"))?;
+        serde_json::from_slice(&read("summary.json")?).map_err(|source| ReportError::Json {
+            name: "summary.json",
+            source,
+        })?;
+    let meta: ExperimentMeta =
+        serde_json::from_slice(&read("experiment.json")?).map_err(|source| ReportError::Json {
+            name: "experiment.json",
+            source,
+        })?;
     let mut h = String::new();
     let _ = write!(
         h,
@@ -38,15 +70,14 @@ pub fn report(dir: &Path) -> Result<String, String> {
          figure{{margin:1.5em 0}} svg{{max-width:100%;height:auto}}\
          </style></head><body>\n<h1>wirebench experiment</h1>\n"
     );
-    let cmd = meta["command"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str())
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_default();
+    let cmd = meta.command.join(" ");
+    let or_unknown = |s: &str| {
+        if s.is_empty() {
+            "?".to_string()
+        } else {
+            esc(s)
+        }
+    };
     let _ = write!(
         h,
         "<p><code>{}</code></p>\n<table><tr><th class=\"l\">tool</th><td class=\"l\">{}</td></tr>\
@@ -54,13 +85,13 @@ pub fn report(dir: &Path) -> Result<String, String> {
          <tr><th class=\"l\">trials per point</th><td class=\"l\">{}{}</td></tr>\
          <tr><th class=\"l\">machine</th><td class=\"l\">{}, {} cores, Linux {}</td></tr></table>\n",
         esc(&cmd),
-        esc(meta["wirebench"].as_str().unwrap_or("")),
-        esc(meta["server"].as_str().unwrap_or("")),
-        meta["repeat"],
-        if meta["ordered"] == true { ", in grid order" } else { ", in random order" },
-        esc(meta["machine"]["cpu"].as_str().unwrap_or("?")),
-        meta["machine"]["cores"],
-        esc(meta["machine"]["kernel"].as_str().unwrap_or("?")),
+        esc(&meta.wirebench),
+        esc(&meta.server),
+        meta.repeat,
+        if meta.ordered { ", in grid order" } else { ", in random order" },
+        or_unknown(&meta.machine.cpu),
+        meta.machine.cores,
+        or_unknown(&meta.machine.kernel),
     );
     // The summary table.
     let params: Vec<String> = summary
@@ -72,7 +103,7 @@ pub fn report(dir: &Path) -> Result<String, String> {
     for p in &params {
         let _ = write!(h, "<th class=\"l\">{}</th>", esc(p));
     }
-    // A lab scenario's headline is goodput (seed 003's), with TCP retransmits beside it.
+    // A lab scenario's headline is goodput, with TCP retransmits beside it.
     let goodput = summary.is_scenario();
     let main = summary.rate_figure();
     let _ = writeln!(
@@ -120,7 +151,7 @@ pub fn report(dir: &Path) -> Result<String, String> {
     }
     h.push_str("</table>\n");
     if !summary.knees.is_empty() {
-        h.push_str("<h2>Where loss begins (seed 000's threshold)</h2>\n<table><tr><th class=\"l\">series</th><th>99% delivered up to</th><th>95% delivered up to</th></tr>\n");
+        h.push_str("<h2>Where loss begins</h2>\n<table><tr><th class=\"l\">series</th><th>99% delivered up to</th><th>95% delivered up to</th></tr>\n");
         for k in &summary.knees {
             let series: Vec<String> = k.series.iter().map(|(a, b)| format!("{a} {b}")).collect();
             let _ = writeln!(

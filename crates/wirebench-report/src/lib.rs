@@ -1,17 +1,18 @@
-//! Turning results into what people read: the terminal table, live interval lines and JSON.
+//! Turning results into what people read and what other tools load: the formats behind one
+//! [`Exporter`] trait (the terminal table, JSON, CSV, NDJSON; `export/`), live interval lines,
+//! experiments (grids, presets and their summaries; `experiment`), what an experiment
+//! records of how it was run (`meta`), plots (`plot`) and the HTML report (`html`).
 //!
-//! Every output format is an [`Exporter`]; each works from a finished [`Results`] document,
-//! never from live state (the live lines are built from the same interval records that end
-//! up in the document).
+//! Every format works from a finished document, never from live state (the live lines are
+//! built from the same interval records that end up in the document).
 #![deny(unsafe_code)]
 
 pub mod experiment;
 pub mod export;
 pub mod html;
+pub mod meta;
 pub mod plot;
 
-pub use export::csv::packet_log_csv;
-pub use export::json::Json;
-pub(crate) use export::table::columns;
-pub use export::table::{interval_header, interval_line, seed_002_table, Table};
-pub use export::Exporter;
+pub use export::csv::packet_log as packet_log_csv;
+pub use export::table::{interval_header, interval_line};
+pub use export::{BothDirections, Csv, Exporter, Format, Json, Ndjson, Table};

@@ -2,15 +2,15 @@
 //! built in, so a PNG renders the same on a machine with no fonts installed.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use wirebench_proto::packet_log::{Reader, Record};
+use wirebench_proto::packet_log::{LogError, Reader, Record};
 use wirebench_proto::results::Results;
 
-use crate::experiment::ExperimentSummary;
+use crate::experiment::summary::ExperimentSummary;
 
 /// DejaVu Sans (fonts/DejaVu-LICENSE: Bitstream Vera license, free to embed).
 static FONT: &[u8] = include_bytes!("../fonts/DejaVuSans.ttf");
@@ -23,29 +23,119 @@ fn register_font() {
     });
 }
 
+/// Why a plot could not be made; each message says what would work.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    /// A `--kind` that is not one.
+    #[error("--kind {0}: rate, received, time, box, throughput, latency or arrival")]
+    UnknownKind(String),
+    /// A kind that draws one result or a packet log, asked of an experiment.
+    #[error(
+        "--kind {0} draws one result (a trial's JSON file) or a packet log, not an experiment"
+    )]
+    NotForExperiment(&'static str),
+    /// An experiment without the parameter the kind plots against.
+    #[error("--kind {0}: this experiment has nothing to draw (a rate plot needs --vary rate, a time plot --vary bytes)")]
+    NothingToDraw(&'static str),
+    /// A kind that draws an experiment or a packet log, asked of one result.
+    #[error("--kind {0} draws an experiment directory, or a packet log")]
+    NotForResult(&'static str),
+    /// `--kind latency` of a result with no round trips.
+    #[error("--kind latency needs a request/response result (--mode rr or crr)")]
+    NoLatency,
+    /// A kind a packet log cannot draw.
+    #[error("--kind {0}: a packet log draws --kind arrival")]
+    NotForPacketLog(&'static str),
+    /// A kind a link log cannot draw.
+    #[error("--kind {0}: a link log draws --kind throughput or latency")]
+    NotForLinkLog(&'static str),
+    /// A directory without `summary.json`.
+    #[error("{}: not an experiment directory: {source}", .dir.display())]
+    NotAnExperiment {
+        /// The directory.
+        dir: PathBuf,
+        /// Why `summary.json` could not be read.
+        source: std::io::Error,
+    },
+    /// A file that could not be read.
+    #[error("{}: {source}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A JSON document that is not what it should be.
+    #[error("{}: {source}", .path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: serde_json::Error,
+    },
+    /// A packet log that could not be read.
+    #[error("{}: {source}", .path.display())]
+    PacketLog {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: LogError,
+    },
+    /// A packet log in which no datagram arrived.
+    #[error("{}: no datagram arrived", .0.display())]
+    NoDatagram(PathBuf),
+    /// A CSV file without a link log's column.
+    #[error("{}: not a link log (no {column} column)", .path.display())]
+    NotALinkLog {
+        /// The file.
+        path: PathBuf,
+        /// The missing column.
+        column: &'static str,
+    },
+    /// A link log row with a field that is not a number.
+    #[error("{}: line {line}: bad field {field}", .path.display())]
+    BadField {
+        /// The file.
+        path: PathBuf,
+        /// The line, from 1.
+        line: usize,
+        /// The field, from 1.
+        field: usize,
+    },
+    /// A link log without a row.
+    #[error("{}: the link log is empty", .0.display())]
+    EmptyLinkLog(PathBuf),
+    /// An image name that is neither `.svg` nor `.png`.
+    #[error("{}: the file must end in .svg or .png", .0.display())]
+    Extension(PathBuf),
+    /// The drawing library failed (writing the file, most often).
+    #[error("drawing: {0}")]
+    Draw(String),
+}
+
 /// What to draw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// Receive rate against send (offered) rate, with the ideal line (seed 000).
+    /// Receive rate against send (offered) rate, with the ideal line (a rate sweep).
     Rate,
-    /// Percent of the data received against send rate (seed 000).
+    /// Percent of the data received against send rate (a rate sweep).
     Received,
-    /// Transfer time against data size, per protocol and mechanism (seed 001).
+    /// Transfer time against data size, per protocol and mechanism (a transfer-time sweep).
     Time,
     /// Box plots of the receive rate (a lab scenario: the goodput) of the repeated trials of
-    /// each point (seed 003).
+    /// each point.
     Box,
     /// Send and receive rate over time, from one result's intervals.
     Throughput,
     /// Round-trip latency distribution from one result's percentiles.
     Latency,
-    /// Arrival time against sequence number, lost packets marked at zero (seed 004).
+    /// Arrival time against sequence number, lost packets marked at zero (as UDPmon).
     Arrival,
 }
 
 impl Kind {
     /// Parses a kind's name.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, PlotError> {
         Ok(match s {
             "rate" => Self::Rate,
             "received" => Self::Received,
@@ -54,11 +144,7 @@ impl Kind {
             "throughput" => Self::Throughput,
             "latency" => Self::Latency,
             "arrival" => Self::Arrival,
-            other => {
-                return Err(format!(
-                    "--kind {other}: rate, received, time, box, throughput, latency or arrival"
-                ))
-            }
+            other => return Err(PlotError::UnknownKind(other.to_string())),
         })
     }
 
@@ -127,7 +213,7 @@ fn series_name(point: &BTreeMap<String, String>, skip: &[&str]) -> String {
 }
 
 /// A chart from an experiment's summary, and the trial results its box plots need.
-pub fn experiment_chart(kind: Kind, s: &ExperimentSummary) -> Result<Chart, String> {
+pub fn experiment_chart(kind: Kind, s: &ExperimentSummary) -> Result<Chart, PlotError> {
     let mut chart = Chart::default();
     let mut grouped: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     match kind {
@@ -175,8 +261,7 @@ pub fn experiment_chart(kind: Kind, s: &ExperimentSummary) -> Result<Chart, Stri
             chart.log_x = true;
         }
         Kind::Box => {
-            // A lab scenario's points have goodput (seed 003's figure); a sweep's, the
-            // receive rate. The quartiles are over the point's trials.
+            // A lab scenario's points have goodput; a sweep's, the receive rate. The quartiles are over the point's trials.
             let goodput = s.is_scenario();
             let figure = s.rate_figure();
             for p in &s.points {
@@ -194,34 +279,66 @@ pub fn experiment_chart(kind: Kind, s: &ExperimentSummary) -> Result<Chart, Stri
             chart.x_label = "point".into();
             chart.y_label = format!("{what} (Mbit/s)");
         }
-        _ => {
-            return Err(format!(
-            "--kind {} draws one result (a trial's JSON file) or a packet log, not an experiment",
-            kind.name()
-        ))
-        }
+        _ => return Err(PlotError::NotForExperiment(kind.name())),
     }
     for pts in grouped.values_mut() {
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
     chart.series = grouped.into_iter().collect();
     if chart.series.is_empty() && chart.boxes.is_empty() {
-        return Err(format!(
-            "--kind {}: this experiment has nothing to draw (a rate plot needs --vary rate, a time plot --vary bytes)",
-            kind.name()
-        ));
+        return Err(PlotError::NothingToDraw(kind.name()));
     }
     Ok(chart)
 }
 
 /// Reads a results document.
-pub fn load_results(path: &Path) -> Result<Results, String> {
-    let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", path.display()))
+pub fn load_results(path: &Path) -> Result<Results, PlotError> {
+    let text = std::fs::read(path).map_err(|source| PlotError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_slice(&text).map_err(|source| PlotError::Json {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Reads an experiment's `summary.json` from its directory.
+pub fn load_summary(dir: &Path) -> Result<ExperimentSummary, PlotError> {
+    let path = dir.join("summary.json");
+    let text = std::fs::read(&path).map_err(|source| PlotError::NotAnExperiment {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_slice(&text).map_err(|source| PlotError::Json { path, source })
+}
+
+/// The chart of `input` as `kind`, by what `input` is: an experiment directory (default: box
+/// plots for a lab scenario's profiles, else the rate curve), a link log (`.csv`; default
+/// throughput), one result (`.json`; default throughput), or else a packet log (arrival).
+pub fn chart_for(input: &Path, kind: Option<Kind>) -> Result<Chart, PlotError> {
+    if input.is_dir() {
+        let summary = load_summary(input)?;
+        let default = if summary.is_scenario() {
+            Kind::Box
+        } else {
+            Kind::Rate
+        };
+        experiment_chart(kind.unwrap_or(default), &summary)
+    } else if input.extension().is_some_and(|e| e == "csv") {
+        link_log_chart(input, kind.unwrap_or(Kind::Throughput))
+    } else if input.extension().is_some_and(|e| e == "json") {
+        result_chart(kind.unwrap_or(Kind::Throughput), &load_results(input)?)
+    } else {
+        match kind {
+            None | Some(Kind::Arrival) => arrival_chart(input),
+            Some(k) => Err(PlotError::NotForPacketLog(k.name())),
+        }
+    }
 }
 
 /// A chart from one results document.
-pub fn result_chart(kind: Kind, r: &Results) -> Result<Chart, String> {
+pub fn result_chart(kind: Kind, r: &Results) -> Result<Chart, PlotError> {
     let mut chart = Chart::default();
     match kind {
         Kind::Throughput => {
@@ -242,11 +359,7 @@ pub fn result_chart(kind: Kind, r: &Results) -> Result<Chart, String> {
             chart.y_label = "rate (Mbit/s)".into();
         }
         Kind::Latency => {
-            let l = r
-                .end
-                .latency_us
-                .as_ref()
-                .ok_or("--kind latency needs a request/response result (--mode rr or crr)")?;
+            let l = r.end.latency_us.as_ref().ok_or(PlotError::NoLatency)?;
             let pts = vec![
                 (l.min, 0.0),
                 (l.p50, 50.0),
@@ -261,26 +374,28 @@ pub fn result_chart(kind: Kind, r: &Results) -> Result<Chart, String> {
             chart.y_label = "transactions at or below (%)".into();
             chart.log_x = true;
         }
-        _ => {
-            return Err(format!(
-                "--kind {} draws an experiment directory, or a packet log",
-                kind.name()
-            ))
-        }
+        _ => return Err(PlotError::NotForResult(kind.name())),
     }
     Ok(chart)
 }
 
 /// UDPmon's plot from a packet log: arrival time since the first datagram against sequence
 /// number; lost datagrams marked at zero.
-pub fn arrival_chart(log: &Path) -> Result<Chart, String> {
-    let f = std::fs::File::open(log).map_err(|e| format!("{}: {e}", log.display()))?;
-    let reader = Reader::new(std::io::BufReader::new(f)).map_err(|e| e.to_string())?;
+pub fn arrival_chart(log: &Path) -> Result<Chart, PlotError> {
+    let f = std::fs::File::open(log).map_err(|source| PlotError::Read {
+        path: log.to_path_buf(),
+        source,
+    })?;
+    let bad = |source| PlotError::PacketLog {
+        path: log.to_path_buf(),
+        source,
+    };
+    let reader = Reader::new(std::io::BufReader::new(f)).map_err(bad)?;
     let mut first = None;
     let mut got = Vec::new();
     let mut lost = Vec::new();
     for rec in reader {
-        match rec.map_err(|e| e.to_string())? {
+        match rec.map_err(bad)? {
             Record::Datagram {
                 seq,
                 arrival_unix_ns,
@@ -301,7 +416,7 @@ pub fn arrival_chart(log: &Path) -> Result<Chart, String> {
         }
     }
     if got.is_empty() {
-        return Err(format!("{}: no datagram arrived", log.display()));
+        return Err(PlotError::NoDatagram(log.to_path_buf()));
     }
     Ok(Chart {
         title: "Arrival time against sequence number".into(),
@@ -318,15 +433,21 @@ pub fn arrival_chart(log: &Path) -> Result<Chart, String> {
 /// Mahimahi's throughput and delay graphs from a link log (`wirebench lab --link-log`):
 /// the rate each link direction delivered (`throughput`), or its longest queue wait
 /// (`latency`), interval by interval.
-pub fn link_log_chart(log: &Path, kind: Kind) -> Result<Chart, String> {
-    let text = std::fs::read_to_string(log).map_err(|e| format!("{}: {e}", log.display()))?;
+pub fn link_log_chart(log: &Path, kind: Kind) -> Result<Chart, PlotError> {
+    let text = std::fs::read_to_string(log).map_err(|source| PlotError::Read {
+        path: log.to_path_buf(),
+        source,
+    })?;
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
-    let col = |name: &str| {
+    let col = |name: &'static str| {
         header
             .iter()
             .position(|h| *h == name)
-            .ok_or_else(|| format!("{}: not a link log (no {name} column)", log.display()))
+            .ok_or_else(|| PlotError::NotALinkLog {
+                path: log.to_path_buf(),
+                column: name,
+            })
     };
     let (t, link, dir) = (col("t_s")?, col("link")?, col("direction")?);
     let (y, y_label, title, scale) = match kind {
@@ -342,20 +463,19 @@ pub fn link_log_chart(log: &Path, kind: Kind) -> Result<Chart, String> {
             "Link queueing delay",
             1.0,
         ),
-        other => {
-            return Err(format!(
-                "--kind {}: a link log draws --kind throughput or latency",
-                other.name()
-            ))
-        }
+        other => return Err(PlotError::NotForLinkLog(other.name())),
     };
     let mut series: Series = Vec::new();
     for (n, line) in lines.enumerate() {
         let f: Vec<&str> = line.split(',').collect();
-        let num = |i: usize| -> Result<f64, String> {
+        let num = |i: usize| -> Result<f64, PlotError> {
             f.get(i)
                 .and_then(|v| v.parse::<f64>().ok())
-                .ok_or_else(|| format!("{}: line {}: bad field {}", log.display(), n + 2, i + 1))
+                .ok_or_else(|| PlotError::BadField {
+                    path: log.to_path_buf(),
+                    line: n + 2,
+                    field: i + 1,
+                })
         };
         let name = format!(
             "{} {}",
@@ -369,7 +489,7 @@ pub fn link_log_chart(log: &Path, kind: Kind) -> Result<Chart, String> {
         }
     }
     if series.is_empty() {
-        return Err(format!("{}: the link log is empty", log.display()));
+        return Err(PlotError::EmptyLinkLog(log.to_path_buf()));
     }
     Ok(Chart {
         title: title.into(),
@@ -411,11 +531,11 @@ fn bounds(chart: &Chart) -> ((f64, f64), (f64, f64)) {
     ((x0, x1), (y0, y1 * 1.05))
 }
 
-fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, chart: &Chart) -> Result<(), String>
+fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, chart: &Chart) -> Result<(), PlotError>
 where
     DB::ErrorType: 'static,
 {
-    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
+    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| PlotError::Draw(x.to_string());
     root.fill(&WHITE).map_err(e)?;
     let ((x0, x1), (y0, y1)) = bounds(chart);
     let mut b = ChartBuilder::on(&root);
@@ -514,20 +634,17 @@ where
 pub const SIZE: (u32, u32) = (960, 600);
 
 /// Writes `chart` to `out`: SVG or PNG by its extension.
-pub fn write(chart: &Chart, out: &Path) -> Result<(), String> {
+pub fn write(chart: &Chart, out: &Path) -> Result<(), PlotError> {
     register_font();
     match out.extension().and_then(|e| e.to_str()) {
         Some("svg") => draw(SVGBackend::new(out, SIZE).into_drawing_area(), chart),
         Some("png") => draw(BitMapBackend::new(out, SIZE).into_drawing_area(), chart),
-        _ => Err(format!(
-            "{}: the file must end in .svg or .png",
-            out.display()
-        )),
+        _ => Err(PlotError::Extension(out.to_path_buf())),
     }
 }
 
 /// `chart` as an SVG document, for a report.
-pub fn svg_string(chart: &Chart) -> Result<String, String> {
+pub fn svg_string(chart: &Chart) -> Result<String, PlotError> {
     register_font();
     let mut s = String::new();
     draw(

@@ -8,6 +8,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use wirebench_engine::{Psk, ServerConfig};
 use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
 use wirebench_proto::units::{parse_duration, parse_rate, parse_size, Rate};
+use wirebench_report::experiment::{Preset, VaryError};
+use wirebench_report::export::{Format, UnknownFormat};
 
 /// The port wirebench listens on unless told otherwise.
 pub const DEFAULT_PORT: u16 = 5300;
@@ -254,10 +256,11 @@ pub struct SweepArgs {
     /// Where to save the experiment (default: ./wirebench-results/DATE-TIME).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// A seed document's experiment: seed-000 (rate sweep, 2 and 500 bytes, UDP and TCP) or
-    /// seed-001 (1 MB to 1536 MB, TCP and UDP, streaming and stop-and-wait).
-    #[arg(long, value_name = "NAME")]
-    pub preset: Option<String>,
+    /// A ready-made experiment: rate-sweep (receive rate against send rate, 1M to 1G, 2 and
+    /// 500-byte messages, UDP and TCP) or transfer-time (1 MB to 1536 MB, TCP and UDP, stream
+    /// and stop-and-wait, with the table of times and counts).
+    #[arg(long, value_name = "NAME", value_parser = parse_preset)]
+    pub preset: Option<Preset>,
     /// Scale a preset's amounts and point counts down (e.g. 0.01) to keep it short.
     #[arg(long, default_value_t = 1.0)]
     pub scale: f64,
@@ -367,7 +370,7 @@ impl ServeArgs {
     }
 }
 
-/// Transport mechanism, as seed 001 names them.
+/// Transport mechanism, spelled as in the results document.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ModeArg {
     /// Send without waiting.
@@ -395,8 +398,7 @@ pub struct RunArgs {
     /// Use UDP.
     #[arg(short = 'u', long)]
     pub udp: bool,
-    /// Streaming, stop-and-wait (each message acknowledged before the next), or rr
-    /// (request/response round trips; --size is the request, --response-size the answer).
+    /// How messages are sent (rr and crr: --size is the request, --response-size the answer).
     #[arg(long, value_enum, default_value = "stream")]
     pub mode: ModeArg,
     /// Message size in bytes (TCP: 1 to 16Mi, default 128Ki; UDP: 1 to 65507, default 1472;
@@ -413,7 +415,7 @@ pub struct RunArgs {
     /// Default: unlimited for TCP, 1G for UDP.
     #[arg(short = 'b', long, value_parser = parse_rate)]
     pub rate: Option<Rate>,
-    /// Pause after each message (e.g. 1ms), as seed 001's DELAY_AFTER_SENT_MESSAGE.
+    /// Pause after each message (e.g. 1ms), to send more gently than the rate alone would.
     #[arg(long, value_parser = parse_duration)]
     pub gap: Option<Duration>,
     /// Parallel streams: connections (TCP) or socket pairs (UDP), each on a thread of its own
@@ -429,9 +431,13 @@ pub struct RunArgs {
     /// Print a line per interval (e.g. 1s); intervals are always recorded in --json.
     #[arg(short = 'i', long, value_parser = parse_duration)]
     pub interval: Option<Duration>,
-    /// Print the results document as JSON on stdout.
-    #[arg(long)]
+    /// Print the results document as JSON on stdout (the same as --format json).
+    #[arg(long, conflicts_with = "format")]
     pub json: bool,
+    /// How to print the results: table, json, csv (a row per direction) or ndjson (one
+    /// line). Default: table.
+    #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
+    pub format: Option<Format>,
     /// How long the receiver waits for data in flight after the sender is done.
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     pub drain: Duration,
@@ -466,12 +472,22 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub psk_file: Option<PathBuf>,
     /// Run the test, then the same reversed (with --file: the server sends the file of that
-    /// name from its --files-dir), and print seed 002's table of send and receive times.
+    /// name from its --files-dir), and print a table of send and receive times and rates.
     #[arg(long, conflicts_with_all = ["reverse", "bidir"])]
     pub both_directions: bool,
     /// With -R --file: save the server's file here (without it, it is only checked).
     #[arg(long, value_name = "PATH", requires = "file")]
     pub save: Option<PathBuf>,
+}
+
+/// `--preset NAME`: the names in help, and the first releases' names unlisted.
+fn parse_preset(name: &str) -> Result<Preset, VaryError> {
+    Preset::parse(name)
+}
+
+/// `--format NAME`.
+fn parse_format(name: &str) -> Result<Format, UnknownFormat> {
+    Format::parse(name)
 }
 
 /// The pre-shared key from `--psk-file`, else from WIREBENCH_PSK, else none.
@@ -494,6 +510,14 @@ fn ns(d: Duration) -> u64 {
 }
 
 impl RunArgs {
+    /// The format the results are printed in: `--format`, `--json`, else the table.
+    pub fn output_format(&self) -> Format {
+        match (self.json, self.format) {
+            (true, _) => Format::Json,
+            (false, f) => f.unwrap_or(Format::Table),
+        }
+    }
+
     /// The validated test these flags describe.
     pub fn spec(&self) -> Result<TestSpec, String> {
         let protocol = if self.udp {

@@ -249,15 +249,22 @@ fn latency_and_arrival_plots_from_a_result_and_a_packet_log() {
 }
 
 #[test]
-fn presets_run_the_seed_experiments_scaled_down() {
+fn the_transfer_time_preset_runs_scaled_down_and_prints_its_table() {
     let dir = tempdir("preset");
-    let exp = dir.join("seed-001");
+    let exp = dir.join("transfer-time");
     let out = ok(wirebench()
         .args([
-            "sweep", "--preset", "seed-001", "--scale", "0.001", "--repeat", "1", "--out",
+            "sweep",
+            "--preset",
+            "transfer-time",
+            "--scale",
+            "0.001",
+            "--repeat",
+            "1",
+            "--out",
         ])
         .arg(&exp));
-    // Seed 001's table, with its columns.
+    // The transfer table, with its columns.
     let text = String::from_utf8_lossy(&out.stdout);
     for col in [
         "Time (ms)",
@@ -270,7 +277,9 @@ fn presets_run_the_seed_experiments_scaled_down() {
     ] {
         assert!(text.contains(col), "{text}");
     }
-    assert!(text.contains("stop_and_wait"));
+    // Mechanisms spelled as in the JSON.
+    assert!(text.contains("stop-and-wait"), "{text}");
+    assert!(!text.contains("stop_and_wait"), "{text}");
     let summary = read_json(&exp.join("summary.json"));
     // TCP and UDP, streaming and stop-and-wait, seven sizes.
     assert_eq!(summary["points"].as_array().map(Vec::len), Some(28));
@@ -281,4 +290,115 @@ fn presets_run_the_seed_experiments_scaled_down() {
         &["mode stream, proto tcp", "mode stop-and-wait, proto udp"],
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Words of the documents wirebench started from, which users of the tool do not know: their
+/// numbers, section marks and constant names. Help speaks of what things do instead.
+const SOURCE_WORDS: [&str; 10] = [
+    "seed 0",
+    "seed-0",
+    "seed_0",
+    "§",
+    "DELAY_AFTER",
+    "MB_OF_DATA",
+    "STOP_AND_WAIT",
+    "TIMEOUT_AFTER_FIRST",
+    "stop_and_wait",
+    "STREAMING",
+];
+
+#[test]
+fn no_help_speaks_of_source_documents() {
+    let commands: [&[&str]; 13] = [
+        &[],
+        &["run"],
+        &["serve"],
+        &["sweep"],
+        &["plot"],
+        &["report"],
+        &["packet-log"],
+        &["lab"],
+        &["lab", "up"],
+        &["lab", "exec"],
+        &["lab", "down"],
+        &["lab", "list"],
+        &["lab", "scenario"],
+    ];
+    for cmd in commands {
+        let out = ok(wirebench().args(cmd).arg("--help"));
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(help.contains("Usage:"), "{cmd:?}: {help}");
+        for word in SOURCE_WORDS {
+            assert!(
+                !help.contains(word),
+                "{cmd:?} --help says {word:?}:\n{help}"
+            );
+        }
+    }
+}
+
+#[test]
+fn presets_are_named_by_what_they_do_and_the_first_names_still_work() {
+    let help = ok(wirebench().args(["sweep", "--help"])).stdout;
+    let help = String::from_utf8_lossy(&help);
+    assert!(
+        help.contains("rate-sweep") && help.contains("transfer-time"),
+        "{help}"
+    );
+    // An unknown name: a usage error that lists the presets, not the old names.
+    let out = wirebench()
+        .args(["sweep", "--preset", "nope"])
+        .output()
+        .expect("sweep");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the presets are rate-sweep and transfer-time"),
+        "{err}"
+    );
+    // The old names are accepted: the flags are then checked further (here, --scale).
+    for old in ["seed-000", "seed-001"] {
+        let out = wirebench()
+            .args(["sweep", "--preset", old, "--scale", "2"])
+            .output()
+            .expect("sweep");
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--scale is above 0 and at most 1"),
+            "{old}: {err}"
+        );
+    }
+}
+
+#[test]
+fn run_prints_csv_and_ndjson_with_the_jsons_spellings() {
+    let out = ok(wirebench().args([
+        "run",
+        "-u",
+        "--mode",
+        "stop-and-wait",
+        "-n",
+        "20K",
+        "-l",
+        "1000",
+        "--format",
+        "csv",
+    ]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0].starts_with("direction,protocol,mechanism,"),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with("forward,udp,stop-and-wait,1000,"),
+        "{text}"
+    );
+    let out = ok(wirebench().args(["run", "-n", "1M", "--format", "ndjson"]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let v: Value = serde_json::from_str(text.trim()).expect("one JSON document");
+    assert_eq!(v["test"]["mechanism"], "stream");
 }

@@ -134,7 +134,7 @@ fn udp_streaming_reports_missing_ranges_and_the_server_keeps_to_its_directories(
 }
 
 #[test]
-fn both_directions_prints_seed_002s_table_and_both_documents() {
+fn both_directions_prints_the_send_and_receive_table_and_both_documents() {
     let dir = Dir::new("both");
     let src = dir.path("files/both.bin");
     make_file(&src, 3_000_000);
@@ -146,7 +146,7 @@ fn both_directions_prints_seed_002s_table_and_both_documents() {
     }
     assert!(f(&v, "send.end.sent.transfer_s") > 0.0);
     assert!(f(&v, "receive.end.received.transfer_s") > 0.0);
-    // The table, for people: seed 002's columns.
+    // The table, for people: send and receive sizes, times and rates.
     let out = s.run(&["--both-directions", "-n", "5M"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);

@@ -1,14 +1,158 @@
-//! CSV: a packet log, a line per datagram and per lost sequence number.
+//! CSV: a row per direction of a results document, a row per point of an experiment's
+//! summary (`summary.csv`), and a packet log, a line per datagram and per lost sequence
+//! number. Fields that may hold a comma or a quote (an error) are quoted as RFC 4180 says.
 
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 
 use wirebench_proto::packet_log::{Arrived, LogError, Reader, Record};
+use wirebench_proto::results::{End, Results};
+
+use super::{BothDirections, Exporter};
+use crate::experiment::summary::ExperimentSummary;
+
+/// CSV with a header row. For results: a row per direction (`bidir`: forward, then
+/// reverse), the columns of [`RESULTS_HEADER`]. For an experiment's summary: a row per point,
+/// its parameters, `trials`, `failed`, then for each figure its mean, sd, min, median, max
+/// and 95% CI half-width (`FIGURE_mean`, ...).
+pub struct Csv;
+
+/// The columns of a results row. Rates are bits/s, times seconds, as in the JSON.
+pub const RESULTS_HEADER: &str = "direction,protocol,mechanism,size,duration_s,\
+sent_messages,sent_bytes,received_messages,received_bytes,sent_bps,received_bps,\
+lost,loss_ratio,jitter_ms,latency_p50_us,latency_p99_us,error";
+
+/// A field quoted when it must be (RFC 4180): with a comma, a quote or a line break.
+fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or_else(String::new, |x| x.to_string())
+}
+
+/// The row of one direction's totals.
+fn results_row(r: &Results, direction: &str, e: &End, out: &mut dyn Write) -> io::Result<()> {
+    let udp = e.udp.as_ref();
+    writeln!(
+        out,
+        "{direction},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+        r.test.protocol,
+        r.test.mechanism,
+        r.test.size,
+        e.duration_s,
+        e.sent.messages,
+        e.sent.bytes,
+        e.received.messages,
+        e.received.bytes,
+        e.sent_bps,
+        e.received_bps,
+        udp.map_or_else(String::new, |u| u.lost.to_string()),
+        opt(udp.map(|u| u.loss_ratio)),
+        opt(udp.filter(|u| u.sequenced).map(|u| u.jitter_ms)),
+        opt(e.latency_us.map(|l| l.p50)),
+        opt(e.latency_us.map(|l| l.p99)),
+        field(r.error.as_deref().unwrap_or("")),
+    )
+}
+
+/// A document's rows, without the header.
+fn results_rows(r: &Results, out: &mut dyn Write) -> io::Result<()> {
+    match &r.reverse {
+        Some(rev) => {
+            results_row(r, "forward", &r.end, out)?;
+            results_row(r, "reverse", &rev.end, out)
+        }
+        None => results_row(r, &r.test.direction.to_string(), &r.end, out),
+    }
+}
+
+impl Exporter<Results> for Csv {
+    fn export(&self, doc: &Results, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "{RESULTS_HEADER}")?;
+        results_rows(doc, out)
+    }
+}
+
+impl Exporter<[Results]> for Csv {
+    fn export(&self, docs: &[Results], out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "{RESULTS_HEADER}")?;
+        docs.iter().try_for_each(|d| results_rows(d, out))
+    }
+}
+
+impl Exporter<BothDirections> for Csv {
+    fn export(&self, doc: &BothDirections, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "{RESULTS_HEADER}")?;
+        results_rows(&doc.send, out)?;
+        results_rows(&doc.receive, out)
+    }
+}
+
+impl Exporter<ExperimentSummary> for Csv {
+    fn export(&self, s: &ExperimentSummary, out: &mut dyn Write) -> io::Result<()> {
+        let params: Vec<String> = {
+            let mut v: Vec<String> = s
+                .points
+                .iter()
+                .flat_map(|p| p.point.keys().cloned())
+                .collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        let figs: Vec<String> = {
+            let mut v: Vec<String> = s
+                .points
+                .iter()
+                .flat_map(|p| p.figures.keys().cloned())
+                .collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        let mut head: Vec<String> = params.clone();
+        head.push("trials".into());
+        head.push("failed".into());
+        for f in &figs {
+            for stat in ["mean", "sd", "min", "median", "max", "ci95"] {
+                head.push(format!("{f}_{stat}"));
+            }
+        }
+        writeln!(out, "{}", head.join(","))?;
+        for p in &s.points {
+            let mut row: Vec<String> = params
+                .iter()
+                .map(|k| field(p.point.get(k).map_or("", String::as_str)))
+                .collect();
+            row.push(p.trials.to_string());
+            row.push(p.failed.to_string());
+            for f in &figs {
+                match p.figures.get(f) {
+                    Some(x) => {
+                        for v in [x.mean, x.stddev, x.min, x.median, x.max, x.ci95] {
+                            row.push(format!("{v}"));
+                        }
+                    }
+                    None => row.extend(std::iter::repeat_n(String::new(), 6)),
+                }
+            }
+            writeln!(out, "{}", row.join(","))?;
+        }
+        Ok(())
+    }
+}
 
 /// Prints a packet log as CSV: `kind,seq,count,size,send_unix_ns,arrival_unix_ns,delay_ns`,
 /// a line per datagram (kind `received`, `duplicate` or `too_old`) and a line per lost
 /// sequence number (kind `lost`, `count` 1). A run longer than a million (a sender that
 /// jumped, not a path that dropped) stays one line, its length in `count`.
-pub fn packet_log_csv(input: impl Read, out: &mut impl Write) -> Result<(), LogError> {
+///
+/// A log can be larger than memory: it is read record by record, not as a document.
+pub fn packet_log(input: impl Read, out: &mut impl Write) -> Result<(), LogError> {
     const MAX_EXPAND: u64 = 1_000_000;
     let reader = Reader::new(input)?;
     writeln!(
@@ -49,8 +193,79 @@ pub fn packet_log_csv(input: impl Read, out: &mut impl Write) -> Result<(), LogE
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use wirebench_proto::results::{SideReport, UdpCounts};
+    use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
+
+    /// A UDP test's document: 10 datagrams sent, 7 received.
+    pub(crate) fn sample() -> Results {
+        let spec = TestSpec {
+            protocol: Protocol::Udp,
+            mechanism: Mechanism::StopAndWait,
+            direction: Direction::Forward,
+            size: 1000,
+            bytes: Some(10_000),
+            duration_ns: None,
+            rate_bps: 0,
+            rate_pps: 0,
+            gap_ns: 0,
+            streams: 1,
+            interval_ns: 1_000_000_000,
+            drain_ns: 1_000_000_000,
+            ack_timeout_ns: 200_000_000,
+            packet_log: false,
+            no_offload: false,
+            response_size: 0,
+            congestion: None,
+            zerocopy: false,
+            file: None,
+        };
+        let sender = SideReport {
+            bytes: 10_000,
+            messages: 10,
+            last_ns: Some(500_000_000),
+            ..Default::default()
+        };
+        let receiver = SideReport {
+            bytes: 7_000,
+            messages: 7,
+            last_ns: Some(1_000_000_000),
+            udp: Some(UdpCounts {
+                sequenced: true,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        Results::assemble(
+            &spec,
+            "127.0.0.1:5300".into(),
+            Some(&sender),
+            Some(&receiver),
+            Some("peer gone, \"early\"".into()),
+        )
+    }
+
+    #[test]
+    fn a_result_is_a_header_and_a_row_with_the_jsons_spellings() {
+        let mut out = Vec::new();
+        Csv.export(&sample(), &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf-8");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], RESULTS_HEADER);
+        assert_eq!(
+            lines[1],
+            "forward,udp,stop-and-wait,1000,0.5,10,10000,7,7000,160000,56000,3,0.3,0,,,\"peer gone, \"\"early\"\"\""
+        );
+        assert_eq!(lines.len(), 2);
+        assert_eq!(
+            lines[0].split(',').count(),
+            lines[1]
+                .replace("\"peer gone, \"\"early\"\"\"", "e")
+                .split(',')
+                .count()
+        );
+    }
 
     #[test]
     fn packet_log_csv_expands_loss_runs() {
@@ -74,7 +289,7 @@ mod tests {
             log.extend_from_slice(&b);
         }
         let mut out = Vec::new();
-        packet_log_csv(&log[..], &mut out).expect("valid log");
+        packet_log(&log[..], &mut out).expect("valid log");
         let text = String::from_utf8(out).expect("utf-8");
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
@@ -88,6 +303,6 @@ mod tests {
                 "lost,10,5000000,,,,",
             ]
         );
-        assert!(packet_log_csv(&b"junk"[..], &mut Vec::new()).is_err());
+        assert!(packet_log(&b"junk"[..], &mut Vec::new()).is_err());
     }
 }

@@ -1,5 +1,9 @@
-//! The human table of a results document, and the live interval lines printed while a test
-//! runs (built from the same interval records that end up in the document).
+//! The human tables: of a results document, of a `--both-directions` pair, of an
+//! experiment's summary; and the live interval lines printed while a test runs (built from
+//! the same interval records that end up in the document).
+//!
+//! Protocols and mechanisms are spelled as in the JSON (`tcp`, `udp`; `stream`,
+//! `stop-and-wait`, `rr`, `crr`): one spelling everywhere.
 
 use std::io::{self, Write};
 
@@ -7,26 +11,13 @@ use wirebench_proto::results::{IntervalRecord, Percentiles, Results, Role, UdpEn
 use wirebench_proto::spec::{Direction, Mechanism, Protocol};
 use wirebench_proto::units::{format_bytes, format_rate_bps};
 
-use super::Exporter;
+use super::{BothDirections, Exporter};
+use crate::experiment::summary::ExperimentSummary;
 
-/// The human summary: seed 001's table columns plus throughput of both sides and loss.
+/// The human summary. For a results document: a row per direction (time, messages and bytes
+/// each way, protocol, mechanism, both sides' rates, loss), then a line per detail the test
+/// has. For a `--both-directions` pair and an experiment's summary, see their impls.
 pub struct Table;
-
-fn protocol_name(p: Protocol) -> &'static str {
-    match p {
-        Protocol::Tcp => "tcp",
-        Protocol::Udp => "udp",
-    }
-}
-
-fn mechanism_name(m: Mechanism) -> &'static str {
-    match m {
-        Mechanism::Stream => "streaming",
-        Mechanism::StopAndWait => "stop_and_wait",
-        Mechanism::Rr => "request_response",
-        Mechanism::Crr => "connect_request_response",
-    }
-}
 
 /// Renders rows as columns, right-aligned, separated by two spaces.
 pub(crate) fn columns(rows: &[Vec<String>]) -> String {
@@ -53,7 +44,7 @@ pub(crate) fn columns(rows: &[Vec<String>]) -> String {
     out
 }
 
-/// Seed 001's row for one direction's totals.
+/// The row of one direction's totals.
 fn table_row(r: &Results, e: &wirebench_proto::results::End) -> Vec<String> {
     let loss = match &e.udp {
         Some(u) => format!("{} ({:.3}%)", u.lost, u.loss_ratio * 100.0),
@@ -65,8 +56,8 @@ fn table_row(r: &Results, e: &wirebench_proto::results::End) -> Vec<String> {
         e.sent.bytes.to_string(),
         e.received.messages.to_string(),
         e.received.bytes.to_string(),
-        protocol_name(r.test.protocol).into(),
-        mechanism_name(r.test.mechanism).into(),
+        r.test.protocol.to_string(),
+        r.test.mechanism.to_string(),
         format_rate_bps(e.sent_bps),
         format_rate_bps(e.received_bps),
         loss,
@@ -119,7 +110,7 @@ impl Exporter for Table {
             out,
             "{dir} {}, {} messages of {} bytes; received {} in {:.3} s",
             r.server,
-            protocol_name(r.test.protocol),
+            r.test.protocol,
             r.test.size,
             format_bytes(e.received.bytes),
             e.received.duration_s,
@@ -338,60 +329,143 @@ fn udp_details(u: &UdpEnd, size: u64, out: &mut dyn Write) -> io::Result<()> {
     )
 }
 
-/// Seed 002's table for a send test and a receive test: transfer size, send time and rate
-/// (this side sending), receive time and rate (this side receiving), each timed from the
-/// first byte to the last on the side that measures it.
-pub fn seed_002_table(send: &Results, receive: &Results) -> String {
-    let e = &send.end;
-    let r = &receive.end;
-    let size = |x: &wirebench_proto::results::End| {
-        x.file
-            .as_ref()
-            .map_or(x.sent.bytes, |f| f.bytes)
-            .to_string()
-    };
-    let rows = vec![
-        [
-            "Xfer size",
-            "Send time (s)",
-            "Send rate",
-            "Recv size",
-            "Recv time (s)",
-            "Recv rate",
-            "Protocol",
-            "Mechanism",
-        ]
-        .map(String::from)
-        .to_vec(),
-        vec![
-            size(e),
-            format!("{:.3}", e.sent.transfer_s),
-            format_rate_bps(e.sent.transfer_bps),
-            size(r),
-            format!("{:.3}", r.received.transfer_s),
-            format_rate_bps(r.received.transfer_bps),
-            protocol_name(send.test.protocol).into(),
-            mechanism_name(send.test.mechanism).into(),
-        ],
-    ];
-    let mut out = columns(&rows);
-    for (what, res) in [("send", send), ("receive", receive)] {
-        if let Some(f) = &res.end.file {
-            out.push_str(&format!(
-                "{what}: file {} {}\n",
-                f.name,
-                if f.identical {
-                    "arrived identical"
-                } else {
-                    "did NOT arrive identical"
-                }
-            ));
+impl Exporter<BothDirections> for Table {
+    /// The table of a send test and a receive test: transfer size, send time and rate (this
+    /// side sending), receive time and rate (this side receiving), each timed from the first
+    /// byte to the last on the side that measures it.
+    fn export(&self, doc: &BothDirections, out: &mut dyn Write) -> io::Result<()> {
+        let (send, receive) = (&doc.send, &doc.receive);
+        let e = &send.end;
+        let r = &receive.end;
+        let size = |x: &wirebench_proto::results::End| {
+            x.file
+                .as_ref()
+                .map_or(x.sent.bytes, |f| f.bytes)
+                .to_string()
+        };
+        let rows = vec![
+            [
+                "Xfer size",
+                "Send time (s)",
+                "Send rate",
+                "Recv size",
+                "Recv time (s)",
+                "Recv rate",
+                "Protocol",
+                "Mechanism",
+            ]
+            .map(String::from)
+            .to_vec(),
+            vec![
+                size(e),
+                format!("{:.3}", e.sent.transfer_s),
+                format_rate_bps(e.sent.transfer_bps),
+                size(r),
+                format!("{:.3}", r.received.transfer_s),
+                format_rate_bps(r.received.transfer_bps),
+                send.test.protocol.to_string(),
+                send.test.mechanism.to_string(),
+            ],
+        ];
+        out.write_all(columns(&rows).as_bytes())?;
+        for (what, res) in [("send", send), ("receive", receive)] {
+            if let Some(f) = &res.end.file {
+                writeln!(
+                    out,
+                    "{what}: file {} {}",
+                    f.name,
+                    if f.identical {
+                        "arrived identical"
+                    } else {
+                        "did NOT arrive identical"
+                    }
+                )?;
+            }
+            if let Some(err) = &res.error {
+                writeln!(out, "{what}: incomplete: {err}")?;
+            }
         }
-        if let Some(err) = &res.error {
-            out.push_str(&format!("{what}: incomplete: {err}\n"));
-        }
+        Ok(())
     }
-    out
+}
+
+impl Exporter<ExperimentSummary> for Table {
+    /// A line per point (mean received rate with its 95% CI, the data delivered), the
+    /// transfer table when the amount varies, and the knee of each rate series.
+    fn export(&self, s: &ExperimentSummary, out: &mut dyn Write) -> io::Result<()> {
+        for p in &s.points {
+            let params: Vec<String> = p.point.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let rate = p.figures.get("received_bps");
+            let frac = p.figures.get("delivered_fraction");
+            writeln!(
+                out,
+                "{:<40} {} trials  received {} ± {} (95% CI)  delivered {:.2}%{}",
+                params.join(" "),
+                p.trials,
+                rate.map_or("-".into(), |x| format_rate_bps(x.mean)),
+                rate.map_or("-".into(), |x| format_rate_bps(x.ci95)),
+                frac.map_or(f64::NAN, |x| x.mean * 100.0),
+                if p.failed > 0 {
+                    format!("  ({} failed)", p.failed)
+                } else {
+                    String::new()
+                }
+            )?;
+        }
+        if let Some(t) = transfer_table(s) {
+            writeln!(out, "{t}")?;
+        }
+        for k in &s.knees {
+            let series: Vec<String> = k.series.iter().map(|(a, b)| format!("{a}={b}")).collect();
+            writeln!(
+                out,
+                "knee {}: 99% delivered up to {}, 95% up to {}",
+                series.join(" "),
+                k.knee99_bps.map_or("none".into(), format_rate_bps),
+                k.knee95_bps.map_or("none".into(), format_rate_bps),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The transfer table of an experiment that varies the amount, a row per point (means over
+/// the trials): time (ms), sent messages and bytes, read messages and bytes, protocol,
+/// mechanism. `None` when the amount does not vary.
+pub fn transfer_table(s: &ExperimentSummary) -> Option<String> {
+    if !s.points.iter().any(|p| p.point.contains_key("bytes")) {
+        return None;
+    }
+    let mut rows = vec![[
+        "Time (ms)",
+        "Sent messages",
+        "Sent bytes",
+        "Read messages",
+        "Read bytes",
+        "Protocol",
+        "Mechanism",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for p in &s.points {
+        let m = |k: &str| p.figures.get(k).map_or(0.0, |x| x.mean);
+        rows.push(vec![
+            format!("{:.0}", m("duration_s") * 1000.0),
+            format!("{:.0}", m("sent_messages")),
+            format!("{:.0}", m("sent_bytes")),
+            format!("{:.0}", m("received_messages")),
+            format!("{:.0}", m("received_bytes")),
+            p.point
+                .get("proto")
+                .cloned()
+                .unwrap_or_else(|| Protocol::Tcp.to_string()),
+            p.point
+                .get("mode")
+                .cloned()
+                .unwrap_or_else(|| Mechanism::Stream.to_string()),
+        ]);
+    }
+    Some(columns(&rows))
 }
 
 /// The header line printed above live interval lines.
@@ -461,6 +535,25 @@ mod tests {
             vec!["ccc".to_string(), "d".to_string()],
         ];
         assert_eq!(columns(&rows), "  a  bbb\nccc    d\n");
+    }
+
+    #[test]
+    fn the_table_spells_mechanisms_as_the_json_does() {
+        let r = crate::export::csv::tests::sample();
+        let mut out = Vec::new();
+        Table.export(&r, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf-8");
+        let row = text.lines().nth(1).expect("a row");
+        assert!(row.contains("  udp  stop-and-wait  "), "{row}");
+        let both = BothDirections {
+            send: r.clone(),
+            receive: r,
+        };
+        let mut out = Vec::new();
+        Table.export(&both, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(text.lines().next().is_some_and(|h| h.contains("Xfer size")));
+        assert!(text.contains("udp  stop-and-wait"), "{text}");
     }
 
     #[test]

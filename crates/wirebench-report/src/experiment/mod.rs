@@ -1,0 +1,20 @@
+//! Experiments: the plan of a sweep (`--vary`, or a named preset; `plan`), and the summary
+//! of its trials (statistics per point, the knee of a rate sweep; `summary`). Pure: the
+//! binary runs the trials; this module only plans them and reads their results.
+
+pub mod plan;
+pub mod summary;
+
+pub use plan::*;
+pub use summary::*;
+
+/// The experiment's summary as CSV (the [`Csv`](crate::export::csv::Csv) exporter's text):
+/// a row per point, the parameters, then for each figure its mean, sd, min, median, max and
+/// 95% CI half-width.
+pub fn summary_csv(s: &ExperimentSummary) -> String {
+    use crate::Exporter as _;
+    let mut out = Vec::new();
+    // Writing to a Vec cannot fail, and the exporter writes UTF-8.
+    let _ = crate::export::csv::Csv.export(s, &mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}

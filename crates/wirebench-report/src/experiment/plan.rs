@@ -1,0 +1,336 @@
+//! The plan of a sweep: the parameters it varies (`--vary`), the grid of their values, and
+//! the named presets.
+
+use serde::{Deserialize, Serialize};
+use wirebench_proto::units::{parse_rate, parse_size, Rate, UnitError};
+
+/// Why a `--vary` or a `--preset` was refused; each message says what is allowed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum VaryError {
+    /// The name is not a parameter a sweep can vary.
+    #[error(
+        "--vary {0}: not a parameter (rate, size, bytes, time, mode, proto, parallel, direction)"
+    )]
+    UnknownParam(String),
+    /// No `=` in the argument.
+    #[error("--vary {0}: expected NAME=VALUES")]
+    NoEquals(String),
+    /// A range that is not `FROM..TO:log|lin:N`.
+    #[error("--vary {0}: a range is FROM..TO:log|lin:N")]
+    RangeSyntax(String),
+    /// A range's point count outside 2 to 1000.
+    #[error("--vary {0}: N must be 2 to 1000")]
+    PointCount(String),
+    /// A range's scale that is neither `log` nor `lin`.
+    #[error("--vary {0}: the scale is log or lin")]
+    Scale(String),
+    /// A range whose ends are not `0 < FROM < TO`.
+    #[error("--vary {0}: FROM must be above 0 and below TO")]
+    RangeOrder(String),
+    /// A list with no value in it.
+    #[error("--vary {0}: no values")]
+    NoValues(String),
+    /// A rate range given in packets/s.
+    #[error("a rate range takes bits/s (e.g. 1M..1G:log:10), not packets/s")]
+    RangeInPackets,
+    /// A range of a parameter that has no order (mode, proto, ...).
+    #[error("--vary {0}: no ranges, give a list")]
+    NoRanges(&'static str),
+    /// A range end that is not a size or a rate.
+    #[error(transparent)]
+    Unit(#[from] UnitError),
+    /// A preset name that is not one.
+    #[error("--preset {0}: the presets are rate-sweep and transfer-time")]
+    UnknownPreset(String),
+}
+
+/// A parameter of `run` that a sweep can vary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Param {
+    /// `-b`: bits/s (or `Npps`).
+    Rate,
+    /// `-l`: message size, bytes.
+    Size,
+    /// `-n`: amount, bytes.
+    Bytes,
+    /// `-t`: duration.
+    Time,
+    /// `--mode`.
+    Mode,
+    /// `--tcp` / `--udp`.
+    Proto,
+    /// `-P`.
+    Parallel,
+    /// `-R`: `forward` or `reverse`.
+    Direction,
+}
+
+impl Param {
+    fn parse(name: &str) -> Result<Self, VaryError> {
+        Ok(match name {
+            "rate" | "b" => Self::Rate,
+            "size" | "l" => Self::Size,
+            "bytes" | "n" => Self::Bytes,
+            "time" | "t" => Self::Time,
+            "mode" => Self::Mode,
+            "proto" | "protocol" => Self::Proto,
+            "parallel" | "P" => Self::Parallel,
+            "direction" => Self::Direction,
+            other => return Err(VaryError::UnknownParam(other.to_string())),
+        })
+    }
+
+    /// The name in results and CSV headers.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Rate => "rate",
+            Self::Size => "size",
+            Self::Bytes => "bytes",
+            Self::Time => "time",
+            Self::Mode => "mode",
+            Self::Proto => "proto",
+            Self::Parallel => "parallel",
+            Self::Direction => "direction",
+        }
+    }
+}
+
+/// One `--vary NAME=VALUES`: the parameter and its values, as `run` would take them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Vary {
+    /// What varies.
+    pub param: Param,
+    /// Its values, in order.
+    pub values: Vec<String>,
+}
+
+/// A number of a range end: a size or a rate, with suffixes.
+fn range_number(param: Param, s: &str) -> Result<f64, VaryError> {
+    match param {
+        Param::Rate => match parse_rate(s)? {
+            Rate::BitsPerSecond(b) => Ok(b as f64),
+            Rate::PacketsPerSecond(_) => Err(VaryError::RangeInPackets),
+        },
+        Param::Size | Param::Bytes | Param::Parallel => Ok(parse_size(s)? as f64),
+        _ => Err(VaryError::NoRanges(param.name())),
+    }
+}
+
+/// Parses `NAME=V1,V2,...` or `NAME=FROM..TO:log:N` / `NAME=FROM..TO:lin:N` (N points,
+/// ends included; log spaces them evenly in ratio, as a rate sweep's send rates).
+pub fn parse_vary(s: &str) -> Result<Vary, VaryError> {
+    let (name, values) = s
+        .split_once('=')
+        .ok_or_else(|| VaryError::NoEquals(s.to_string()))?;
+    let param = Param::parse(name.trim())?;
+    let values = values.trim();
+    let list: Vec<String> = if let Some((range, spec)) = values.split_once(':') {
+        let (from, to) = range
+            .split_once("..")
+            .ok_or_else(|| VaryError::RangeSyntax(s.to_string()))?;
+        let (scale, n) = spec
+            .split_once(':')
+            .ok_or_else(|| VaryError::RangeSyntax(s.to_string()))?;
+        let n: usize = n
+            .parse()
+            .ok()
+            .filter(|n| (2..=1000).contains(n))
+            .ok_or_else(|| VaryError::PointCount(s.to_string()))?;
+        if scale != "log" && scale != "lin" {
+            return Err(VaryError::Scale(s.to_string()));
+        }
+        let (a, b) = (range_number(param, from)?, range_number(param, to)?);
+        if !(a > 0.0 && b > a) {
+            return Err(VaryError::RangeOrder(s.to_string()));
+        }
+        (0..n)
+            .map(|i| {
+                let f = i as f64 / (n - 1) as f64;
+                let v = match scale {
+                    "log" => a * (b / a).powf(f),
+                    "lin" => a + (b - a) * f,
+                    _ => f64::NAN,
+                };
+                format!("{}", v.round() as u64)
+            })
+            .collect()
+    } else {
+        values
+            .split(',')
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect()
+    };
+    if list.is_empty() {
+        return Err(VaryError::NoValues(s.to_string()));
+    }
+    Ok(Vary {
+        param,
+        values: list,
+    })
+}
+
+/// One point of the grid: a value for each varied parameter.
+pub type Point = Vec<(Param, String)>;
+
+/// Every combination of the values, the first `--vary` varying slowest.
+pub fn grid(varies: &[Vary]) -> Vec<Point> {
+    let mut points: Vec<Point> = vec![Vec::new()];
+    for v in varies {
+        points = points
+            .into_iter()
+            .flat_map(|p| {
+                v.values.iter().map(move |val| {
+                    let mut q = p.clone();
+                    q.push((v.param, val.clone()));
+                    q
+                })
+            })
+            .collect();
+    }
+    points
+}
+
+/// A ready-made experiment, named by what it measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preset {
+    /// Receive rate and data received against send rate, from 1 Mbit/s to 1 Gbit/s on a log
+    /// scale, for 2-byte and 500-byte messages over UDP and TCP, 1 MB each.
+    RateSweep,
+    /// Transfer time against the amount of data, 1 MB to 1536 MB, over TCP and UDP, streaming
+    /// and stop-and-wait, with the table of times and counts.
+    TransferTime,
+}
+
+/// What a preset asks of a sweep: the amount of each trial and the parameters it varies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PresetPlan {
+    /// `-n`: each trial's amount, bytes (`None`: the amount is varied).
+    pub bytes: Option<u64>,
+    /// The `--vary` arguments, as the command line takes them.
+    pub varies: Vec<String>,
+}
+
+impl Preset {
+    /// The names listed in help and errors.
+    pub const NAMES: [&'static str; 2] = ["rate-sweep", "transfer-time"];
+
+    /// Parses a preset's name. The names of the first releases (`seed-000`, `seed-001`)
+    /// still work, unlisted, so that saved command lines keep running.
+    pub fn parse(name: &str) -> Result<Self, VaryError> {
+        match name {
+            "rate-sweep" | "seed-000" => Ok(Self::RateSweep),
+            "transfer-time" | "seed-001" => Ok(Self::TransferTime),
+            other => Err(VaryError::UnknownPreset(other.to_string())),
+        }
+    }
+
+    /// The preset's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::RateSweep => "rate-sweep",
+            Self::TransferTime => "transfer-time",
+        }
+    }
+
+    /// The sweep this preset runs, its amounts and point counts scaled by `scale` (0 to 1)
+    /// to keep it short.
+    pub fn plan(self, scale: f64) -> PresetPlan {
+        let scaled = |bytes: f64| ((bytes * scale).round() as u64).max(1000);
+        match self {
+            Self::RateSweep => {
+                let points = ((12.0 * scale.sqrt()).round() as usize).clamp(3, 12);
+                PresetPlan {
+                    bytes: Some(scaled(1_000_000.0)),
+                    varies: vec![
+                        "proto=udp,tcp".into(),
+                        "size=2,500".into(),
+                        format!("rate=1M..1G:log:{points}"),
+                    ],
+                }
+            }
+            Self::TransferTime => {
+                let sizes: Vec<String> = [1e6, 5e6, 10e6, 50e6, 100e6, 500e6, 1536e6]
+                    .iter()
+                    .map(|b| scaled(*b).to_string())
+                    .collect();
+                PresetPlan {
+                    bytes: None,
+                    varies: vec![
+                        "proto=tcp,udp".into(),
+                        "mode=stream,stop-and-wait".into(),
+                        format!("bytes={}", sizes.join(",")),
+                    ],
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varies_parse_lists_and_ranges() {
+        let v = parse_vary("size=2,500").expect("list");
+        assert_eq!(
+            (v.param, v.values.clone()),
+            (Param::Size, vec!["2".into(), "500".into()])
+        );
+        let r = parse_vary("rate=1M..1G:log:4").expect("range");
+        assert_eq!(
+            r.values,
+            vec!["1000000", "10000000", "100000000", "1000000000"]
+        );
+        let l = parse_vary("bytes=1M..4M:lin:4").expect("lin");
+        assert_eq!(l.values, vec!["1000000", "2000000", "3000000", "4000000"]);
+        for bad in [
+            "size",
+            "color=1",
+            "rate=1G..1M:log:3",
+            "rate=1M..1G:cube:3",
+            "rate=1M..1G:log:1",
+            "size=",
+            "mode=1..2:lin:2",
+        ] {
+            assert!(parse_vary(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_grid_is_every_combination_first_slowest() {
+        let g = grid(&[
+            parse_vary("proto=tcp,udp").expect("v"),
+            parse_vary("size=1,2,3").expect("v"),
+        ]);
+        assert_eq!(g.len(), 6);
+        assert_eq!(
+            g[0],
+            vec![(Param::Proto, "tcp".into()), (Param::Size, "1".into())]
+        );
+        assert_eq!(
+            g[5],
+            vec![(Param::Proto, "udp".into()), (Param::Size, "3".into())]
+        );
+        assert_eq!(grid(&[]), vec![Vec::<(Param, String)>::new()]);
+    }
+
+    #[test]
+    fn presets_parse_by_name_and_by_their_first_names() {
+        assert_eq!(Preset::parse("rate-sweep"), Ok(Preset::RateSweep));
+        assert_eq!(Preset::parse("seed-000"), Ok(Preset::RateSweep));
+        assert_eq!(Preset::parse("transfer-time"), Ok(Preset::TransferTime));
+        assert_eq!(Preset::parse("seed-001"), Ok(Preset::TransferTime));
+        let e = Preset::parse("fast").expect_err("not a preset");
+        assert_eq!(
+            e.to_string(),
+            "--preset fast: the presets are rate-sweep and transfer-time"
+        );
+        let p = Preset::TransferTime.plan(0.001);
+        assert_eq!(p.bytes, None);
+        assert!(p.varies.iter().all(|v| parse_vary(v).is_ok()), "{p:?}");
+        assert_eq!(Preset::RateSweep.plan(1.0).bytes, Some(1_000_000));
+    }
+}

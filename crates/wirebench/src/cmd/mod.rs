@@ -1,0 +1,7 @@
+//! One file per command: each validates its flags, calls a library and prints.
+
+pub mod plot;
+pub mod report;
+pub mod run;
+pub mod serve;
+pub mod sweep;

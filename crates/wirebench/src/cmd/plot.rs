@@ -1,0 +1,35 @@
+//! `wirebench plot` (a figure from saved results) and `wirebench packet-log` (a packet log
+//! as CSV): both read what a test saved; the report crate draws and writes.
+
+use std::io::{self, Write};
+
+use anyhow::Context;
+use wirebench_report::plot::{chart_for, write, Kind};
+
+use crate::cli::{PacketLogArgs, PlotArgs};
+use crate::Failure;
+
+/// Draws `args.input` (an experiment, a result, a packet log or a link log) to `args.output`.
+pub fn plot(args: &PlotArgs) -> Result<(), Failure> {
+    let kind = args
+        .kind
+        .as_deref()
+        .map(Kind::parse)
+        .transpose()
+        .map_err(|e| Failure::Usage(e.to_string()))?;
+    // The errors name the file and say what would work: no context to add.
+    let chart = chart_for(&args.input, kind).map_err(anyhow::Error::from)?;
+    write(&chart, &args.output).map_err(anyhow::Error::from)?;
+    Ok(())
+}
+
+/// Prints the packet log `args.file` as CSV on stdout.
+pub fn packet_log(args: &PacketLogArgs) -> Result<(), Failure> {
+    let file = std::fs::File::open(&args.file)
+        .with_context(|| format!("opening {}", args.file.display()))?;
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    wirebench_report::export::csv::packet_log(io::BufReader::new(file), &mut out)
+        .and_then(|()| out.flush().map_err(Into::into))
+        .with_context(|| format!("reading {}", args.file.display()))?;
+    Ok(())
+}

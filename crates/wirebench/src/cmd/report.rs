@@ -1,0 +1,15 @@
+//! `wirebench report DIR -o FILE`: the experiment's HTML report (built by the report crate).
+
+use anyhow::Context;
+
+use crate::cli::ReportArgs;
+use crate::Failure;
+
+/// Writes the report of `args.dir` to `args.output`.
+pub fn report(args: &ReportArgs) -> Result<(), Failure> {
+    // The error names the file that could not be read: no context to add.
+    let html = wirebench_report::html::report(&args.dir).map_err(anyhow::Error::from)?;
+    std::fs::write(&args.output, html)
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    Ok(())
+}

@@ -1,0 +1,113 @@
+//! `wirebench serve`, and the in-process server that `run` and `sweep` measure against when
+//! given no host.
+
+use std::io::{self, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use wirebench_engine::{Psk, Server, ServerConfig, ServerHandle};
+
+use crate::cli::ServeArgs;
+use crate::Failure;
+
+/// How long a server asked to stop waits for its running tests to end.
+const DRAIN_LIMIT: Duration = Duration::from_secs(10);
+
+/// Serves until SIGTERM or SIGINT, then ends the running tests with a message to their
+/// clients, waits for them (at most [`DRAIN_LIMIT`]) and exits 0.
+pub fn serve(args: &ServeArgs) -> Result<(), Failure> {
+    let cfg = args.config().map_err(Failure::Usage)?;
+    let server = Server::bind(cfg).context("starting the server")?;
+    let addr = server.local_addr().context("reading the server address")?;
+    let mut out = io::stdout().lock();
+    writeln!(
+        out,
+        "wirebench server listening on {addr} (TCP control and data, UDP data)"
+    )
+    .and_then(|()| out.flush())
+    .context("writing to stdout")?;
+    drop(out);
+    let handle = server.handle();
+    let flag = handle.shutdown_flag();
+    // The flag tells the engine at once; the socket pair wakes the watcher below, which
+    // blocks on it rather than polling the flag.
+    let (mut wake, signalled) = UnixStream::pair().context("making the signal pipe")?;
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, std::sync::Arc::clone(&flag))
+            .context("installing the signal handler")?;
+        let end = signalled
+            .try_clone()
+            .context("installing the signal handler")?;
+        signal_hook::low_level::pipe::register(sig, end)
+            .context("installing the signal handler")?;
+    }
+    drop(signalled);
+    std::thread::Builder::new()
+        .name("wirebench-shutdown".into())
+        .spawn(move || {
+            let mut byte = [0u8; 1];
+            if wake.read_exact(&mut byte).is_err() {
+                // The pipe is gone: no signal can be seen, so no shutdown to run.
+                return;
+            }
+            shut_down(&handle);
+        })
+        .context("starting the shutdown watcher")?;
+    server.run().context("serving")?;
+    Ok(())
+}
+
+/// Waits for the running tests to end, at most [`DRAIN_LIMIT`], and exits.
+fn shut_down(handle: &ServerHandle) -> ! {
+    eprintln!(
+        "shutting down: ending {} running tests",
+        handle.running_tests()
+    );
+    let until = Instant::now() + DRAIN_LIMIT;
+    // The engine counts running tests but offers nothing to wait on: look every 50 ms.
+    while handle.running_tests() > 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::process::exit(0);
+}
+
+/// The server a `run` or `sweep` measures against: `host` if given, else one started in this
+/// process on loopback; its host and port.
+pub fn server_for(
+    host: Option<&String>,
+    port: u16,
+    psk: Option<&Psk>,
+) -> Result<(String, u16), Failure> {
+    if let Some(h) = host {
+        return Ok((h.clone(), port));
+    }
+    let server = Server::bind(ServerConfig {
+        bind: "127.0.0.1:0".parse().context("loopback address")?,
+        // A sweep's next trial may start while the last one's session winds down.
+        max_tests: 8,
+        max_duration: None,
+        max_rate_bps: None,
+        log: false,
+        save_dir: None,
+        files_dir: None,
+        stats_every: None,
+        max_bytes: None,
+        max_streams: None,
+        max_size: None,
+        max_tests_per_client: None,
+        max_tests_per_minute: None,
+        // With a key, the in-process server asks for it: the exchange can be tried.
+        psk: psk.cloned(),
+    })
+    .context("starting the in-process server")?;
+    let port = server
+        .local_addr()
+        .context("reading the server address")?
+        .port();
+    std::thread::Builder::new()
+        .name("wirebench-local-server".into())
+        .spawn(move || server.run())
+        .context("starting the in-process server")?;
+    Ok(("127.0.0.1".to_string(), port))
+}
