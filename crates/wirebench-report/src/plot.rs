@@ -653,3 +653,63 @@ pub fn svg_string(chart: &Chart) -> Result<String, PlotError> {
     )?;
     Ok(s)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str, bytes: &[u8]) -> PathBuf {
+        let p = std::env::temp_dir().join(format!("wirebench-plot-{}-{name}", std::process::id()));
+        std::fs::write(&p, bytes).expect("write");
+        p
+    }
+
+    #[test]
+    fn errors_keep_their_words_and_hints() {
+        let e = Kind::parse("pie").expect_err("not a kind");
+        assert_eq!(
+            e.to_string(),
+            "--kind pie: rate, received, time, box, throughput, latency or arrival"
+        );
+        let empty = ExperimentSummary {
+            points: Vec::new(),
+            knees: Vec::new(),
+        };
+        assert_eq!(
+            experiment_chart(Kind::Rate, &empty)
+                .err()
+                .map(|e| e.to_string()),
+            Some("--kind rate: this experiment has nothing to draw (a rate plot needs --vary rate, a time plot --vary bytes)".into())
+        );
+        assert!(matches!(
+            experiment_chart(Kind::Arrival, &empty),
+            Err(PlotError::NotForExperiment("arrival"))
+        ));
+        let log = temp("links.csv", b"t_s,link,direction\n");
+        assert_eq!(
+            link_log_chart(&log, Kind::Throughput)
+                .err()
+                .map(|e| e.to_string()),
+            Some(format!(
+                "{}: not a link log (no delivered_bps column)",
+                log.display()
+            ))
+        );
+        let junk = temp("junk.log", b"junk");
+        assert!(matches!(
+            chart_for(&junk, Some(Kind::Rate)),
+            Err(PlotError::NotForPacketLog("rate"))
+        ));
+        assert!(matches!(
+            chart_for(&junk, None),
+            Err(PlotError::PacketLog { .. })
+        ));
+        let chart = Chart::default();
+        assert_eq!(
+            write(&chart, Path::new("plot.gif")).map_err(|e| e.to_string()),
+            Err("plot.gif: the file must end in .svg or .png".to_string())
+        );
+        let _ = std::fs::remove_file(log);
+        let _ = std::fs::remove_file(junk);
+    }
+}

@@ -297,6 +297,23 @@ mod tests {
         ] {
             assert!(parse_vary(bad).is_err(), "{bad}");
         }
+        let msg = |s: &str| parse_vary(s).err().map(|e| e.to_string());
+        assert_eq!(
+            msg("color=1"),
+            Some("--vary color: not a parameter (rate, size, bytes, time, mode, proto, parallel, direction)".into())
+        );
+        assert_eq!(
+            msg("rate=1M..1G:log:1"),
+            Some("--vary rate=1M..1G:log:1: N must be 2 to 1000".into())
+        );
+        assert_eq!(
+            msg("rate=1kpps..2kpps:lin:2"),
+            Some("a rate range takes bits/s (e.g. 1M..1G:log:10), not packets/s".into())
+        );
+        assert_eq!(
+            msg("mode=1..2:lin:2"),
+            Some("--vary mode: no ranges, give a list".into())
+        );
     }
 
     #[test]

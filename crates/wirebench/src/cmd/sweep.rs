@@ -100,7 +100,10 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
     }
     let meta = ExperimentMeta {
         wirebench: tool_version(),
-        command: std::env::args().collect(),
+        // Lossy: a word that is not UTF-8 is still recorded, not a panic.
+        command: std::env::args_os()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
         server: format!("{host}:{port}"),
         varies,
         repeat: args.repeat,
