@@ -6,15 +6,26 @@
 //! - [`topo`]: namespaces, veth pairs, addresses and routes for a topology; running
 //!   commands inside its nodes.
 //! - [`netns`], [`rtnl`]: unnamed network namespaces and route netlink.
+//! - [`props`], [`scenario`]: links and scenario files as people write them.
+//! - [`pair`]: one link between a client and a server host, a test or a program over it.
+//! - [`testbed`]: a network kept up between commands (`lab up|exec|down|list`).
+//! - [`run`], [`trial`], [`summary`]: a scenario's trials, their files and their summary.
+//! - [`server`]: servers in a lab's hosts, waited for until they listen.
 #![deny(unsafe_code)]
 
 pub mod emu;
 pub mod link;
 pub mod netns;
+pub mod pair;
 pub mod props;
 pub mod rtnl;
+pub mod run;
 pub mod scenario;
+pub mod server;
+pub mod summary;
 mod sys;
+pub mod testbed;
 pub mod topo;
+pub mod trial;
 
 pub use netns::ensure_privilege;

@@ -5,10 +5,8 @@
 #![deny(unsafe_code)]
 
 mod cli;
-mod lab;
-mod scenario;
+mod cmd;
 mod sweep;
-mod testbed;
 
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
@@ -47,7 +45,7 @@ fn main() -> ExitCode {
         Command::Sweep(args) => sweep::sweep(&args),
         Command::Plot(args) => plot(&args),
         Command::Report(args) => report(&args),
-        Command::Lab(args) => lab::lab(&args),
+        Command::Lab(args) => cmd::lab::lab(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

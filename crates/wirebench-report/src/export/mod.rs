@@ -11,3 +11,5 @@ pub trait Exporter<T: ?Sized = Results> {
     /// Writes `doc` to `out`.
     fn export(&self, doc: &T, out: &mut dyn Write) -> io::Result<()>;
 }
+
+pub mod link_log;
