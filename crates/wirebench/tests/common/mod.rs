@@ -143,3 +143,26 @@ pub fn f(v: &Value, path: &str) -> f64 {
         .as_f64()
         .unwrap_or_else(|| panic!("{path} is not a number in {v}"))
 }
+
+/// Whether the lab can build a network here (`wirebench lab -- exec -- true`). Where it
+/// cannot: with `CI` set the test fails with the reason (a CI runner must run the lab
+/// tests, not pass them empty); without, it prints the reason and the caller skips.
+///
+/// `WIREBENCH_LAB_PROBE` replaces the probe's command, to show the failure path.
+pub fn lab_available() -> bool {
+    let probe = std::env::var("WIREBENCH_LAB_PROBE").unwrap_or_else(|_| "true".into());
+    let out = wirebench()
+        .args(["lab", "--", "exec", "--"])
+        .args(probe.split_whitespace())
+        .output()
+        .expect("run wirebench lab");
+    if out.status.success() {
+        return true;
+    }
+    let why = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+    if std::env::var_os("CI").is_some() {
+        panic!("the lab cannot start here, and CI is set: {why}");
+    }
+    eprintln!("skipped: the lab cannot start here: {why}");
+    false
+}
