@@ -328,3 +328,248 @@ impl ExperimentInfo<'_> {
         serde_json::to_vec_pretty(&serde_json::to_value(self)?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    /// A results document of a TCP test of `duration_s` with these intervals (start, end,
+    /// received bytes) and retransmits.
+    fn result(duration_s: f64, intervals: &[(f64, f64, u64)], retransmits: u64) -> Value {
+        let received: u64 = intervals.iter().map(|i| i.2).sum();
+        let end_s = intervals.last().map_or(0.0, |i| i.1);
+        let totals = json!({"bytes": received, "messages": received / 1000, "duration_s": end_s});
+        json!({
+            "schema": 1,
+            "wirebench": "wirebench 0.1.0",
+            "server": "10.77.3.2:5300",
+            "test": {
+                "protocol": "tcp", "mechanism": "stream", "direction": "forward",
+                "size": 131072, "duration_s": duration_s, "rate_bps": 0, "rate_pps": 0,
+                "gap_s": 0.0, "streams": 1, "interval_s": 1.0, "drain_s": 10.0,
+                "ack_timeout_s": 0.2
+            },
+            "datapath": {"client": null, "server": null},
+            "intervals": intervals.iter().map(|(s, e, b)| json!({
+                "start_s": s, "end_s": e, "sent_bytes": b, "sent_messages": b / 1000,
+                "received_bytes": b, "received_messages": b / 1000,
+                "sent_bps": *b as f64 * 8.0 / (e - s), "received_bps": *b as f64 * 8.0 / (e - s)
+            })).collect::<Vec<_>>(),
+            "end": {
+                "duration_s": end_s, "sent": totals, "received": totals,
+                "sent_bps": received as f64 * 8.0 / end_s,
+                "received_bps": received as f64 * 8.0 / end_s,
+                "retransmits": 0, "local_drops": 0,
+                "tcp": {"retransmits": retransmits, "rtt_us": 100000, "rttvar_us": 5000,
+                        "snd_cwnd_segments": 10, "snd_mss_bytes": 1448},
+                "resources": {"client": null, "server": null}
+            }
+        })
+    }
+
+    fn test(name: &str, measured: bool, result: Option<Value>, error: Option<&str>) -> TestOutcome {
+        TestOutcome {
+            name: name.into(),
+            from: if measured { "h1" } else { "h4" }.into(),
+            to: if measured { "h2" } else { "h3" }.into(),
+            measured,
+            result,
+            error: error.map(str::to_owned),
+        }
+    }
+
+    fn doc(profile: &str, trial: u32, measured: TestOutcome) -> TrialFile {
+        TrialFile::Done(TrialDoc {
+            scenario: "mini".into(),
+            profile: profile.into(),
+            trial,
+            time_scale: 1.0,
+            sysctls: BTreeMap::new(),
+            tests: vec![
+                test("cross", false, Some(result(2.0, &[(0.0, 2.0, 500_000)], 9)), None),
+                measured,
+            ],
+            links: Vec::new(),
+        })
+    }
+
+    const SCENARIO: &str = r#"
+name = "mini"
+description = "two stacks over a 10 Mbit/s bottleneck"
+[[link]]
+a = "h1"
+b = "h2"
+rate = "10M"
+[[link]]
+a = "h4"
+b = "h3"
+[[profile]]
+name = "reno-nosack"
+cc = "reno"
+sack = false
+[[profile]]
+name = "cubic-sack"
+cc = "cubic"
+sack = true
+[[test]]
+name = "cross"
+from = "h4"
+to = "h3"
+measured = false
+[[test]]
+name = "measured"
+from = "h1"
+to = "h2"
+args = ["-t", "2s"]
+"#;
+
+    /// The fixed trials: reno-nosack has two good trials and one incomplete (data still
+    /// missing after the drain, its figures counted); cubic-sack one good trial, one that
+    /// did not run, and one whose measured test printed nothing.
+    fn trials() -> Vec<(usize, TrialFile)> {
+        let r = |a: u64, b: u64, drain: u64, rt: u64| {
+            Some(result(2.0, &[(0.0, 1.0, a), (1.0, 2.0, b), (2.0, 3.0, drain)], rt))
+        };
+        vec![
+            (0, doc("reno-nosack", 1, test("measured", true, r(120_000, 130_000, 0, 3), None))),
+            (0, doc("reno-nosack", 0, test("measured", true, r(100_000, 110_000, 5_000, 4), None))),
+            (
+                0,
+                doc(
+                    "reno-nosack",
+                    2,
+                    test("measured", true, r(90_000, 95_000, 40_000, 11), Some("error: test incomplete")),
+                ),
+            ),
+            (1, doc("cubic-sack", 0, test("measured", true, r(200_000, 210_000, 0, 1), None))),
+            (
+                1,
+                TrialFile::Failed(FailedTrial {
+                    profile: "cubic-sack".into(),
+                    trial: 1,
+                    error: "building the network: Operation not permitted (os error 1)".into(),
+                }),
+            ),
+            (1, doc("cubic-sack", 2, test("measured", true, None, Some("error: no route")))),
+        ]
+    }
+
+    #[test]
+    fn goodput_counts_what_was_read_within_the_test_only() {
+        let r = |duration: f64, intervals: &[(f64, f64, u64)]| {
+            let v = result(duration, intervals, 0);
+            goodput_bps(&serde_json::from_value(v).expect("a results document"))
+        };
+        // 3 s of 1000 bytes each, then a drain the window leaves out.
+        let full = [(0.0, 1.0, 1000), (1.0, 2.0, 1000), (2.0, 3.0, 1000), (3.0, 4.0, 5000)];
+        assert_eq!(r(3.0, &full), 8000.0);
+        // A window that ends inside an interval takes its share.
+        assert_eq!(r(2.5, &full[..3]), 2500.0 * 8.0 / 2.5);
+        // A test by size has no window: the whole transfer's rate.
+        assert_eq!(r(0.0, &full[..1]), 8000.0);
+    }
+
+    #[test]
+    fn trial_files_read_back_as_written() {
+        for (_, t) in trials() {
+            let text = serde_json::to_string(&t).expect("serializes");
+            let back: TrialFile = serde_json::from_str(&text).expect("reads back");
+            assert_eq!(back, t);
+        }
+    }
+
+    /// `summary.json`, `summary.csv` and `experiment.json` are a contract (plot, report and
+    /// people's scripts read them): their keys and values for a fixed set of trials.
+    #[test]
+    fn the_summary_files_keep_their_keys_and_values() {
+        let sc = Scenario::parse(SCENARIO).expect("scenario");
+        let summary = summarize(&sc, &sc.profiles(), &trials());
+        let json = String::from_utf8(summary.to_json().expect("json")).expect("utf-8");
+        let v: Value = serde_json::from_str(&json).expect("json");
+        let keys: Vec<&String> = v.as_object().expect("object").keys().collect();
+        assert_eq!(keys, ["description", "knees", "points", "profiles", "scenario"]);
+        assert_eq!(v["scenario"], "mini");
+        assert_eq!(v["knees"], json!([]));
+        let reno = &v["profiles"][0];
+        assert_eq!(
+            reno.as_object().expect("row").keys().collect::<Vec<_>>(),
+            ["failed", "goodput_kbps", "incomplete", "profile", "received_kbps", "retransmits", "settings", "trials"]
+        );
+        assert_eq!(
+            (&reno["profile"], &reno["trials"], &reno["failed"], &reno["incomplete"]),
+            (&json!("reno-nosack"), &json!(3), &json!(0), &json!(1))
+        );
+        assert_eq!(reno["settings"], json!({"net.ipv4.tcp_congestion_control": "reno", "net.ipv4.tcp_sack": "0"}));
+        // Goodput: the bytes read within the 2 s, over 2 s, in kbit/s.
+        assert_eq!(reno["goodput_kbps"]["min"], json!(740.0));
+        assert_eq!(reno["goodput_kbps"]["max"], json!(1000.0));
+        assert_eq!(reno["retransmits"]["mean"], json!(6.0));
+        let cubic = &v["profiles"][1];
+        assert_eq!((&cubic["trials"], &cubic["failed"]), (&json!(1), &json!(2)));
+        let point = &v["points"][1];
+        assert_eq!(
+            point.as_object().expect("point").keys().collect::<Vec<_>>(),
+            ["failed", "figures", "files", "offered_bps", "point", "trials"]
+        );
+        assert_eq!(point["point"], json!({"profile": "cubic-sack"}));
+        assert_eq!((&point["trials"], &point["failed"]), (&json!(3), &json!(2)));
+        assert_eq!(
+            point["files"],
+            json!(["trials/0000-cubic-sack.json", "trials/0001-cubic-sack.json", "trials/0002-cubic-sack.json"])
+        );
+        assert_eq!(point["offered_bps"], Value::Null);
+        assert_eq!(point["figures"]["goodput_bps"]["mean"], json!(1_640_000.0));
+        assert_eq!(v["points"][0]["figures"]["received_bps"]["count"], json!(3));
+        // The whole files, pinned (checked once against the binary's summary before it moved
+        // here: the same bytes).
+        pinned("summary.json", &json);
+        pinned("summary.csv", &summary.to_csv());
+        pinned("summary.txt", &summary.table());
+        // Read back as plot and report read it.
+        let e: ExperimentSummary = serde_json::from_str(&json).expect("an experiment summary");
+        assert!(e.is_scenario());
+        let back: ScenarioSummary = serde_json::from_str(&json).expect("reads back");
+        assert_eq!(back.profiles, summary.profiles);
+
+        let machine = json!({"kernel": "6.1.0", "cpu": "test", "cores": 2});
+        let info = ExperimentInfo {
+            command: &["wirebench".into(), "lab".into(), "scenario".into(), "mini.toml".into()],
+            machine: &machine,
+            ordered: true,
+            parallel: 2,
+            repeat: 3,
+            scenario: &sc,
+            server: "lab scenario mini".into(),
+            time_scale: 1.0,
+            wirebench: "wirebench 0.1.0".into(),
+        };
+        let e: Value = serde_json::from_slice(&info.to_json().expect("json")).expect("json");
+        assert_eq!(
+            e.as_object().expect("object").keys().collect::<Vec<_>>(),
+            ["command", "machine", "ordered", "parallel", "repeat", "scenario", "server", "time_scale", "wirebench"]
+        );
+        assert_eq!(e["scenario"]["name"], "mini");
+        assert_eq!(e["scenario"]["link"][0]["rate"], "10M");
+        assert_eq!(e["scenario"]["profile"][1]["sack"], true);
+        assert_eq!(e["scenario"]["test"][1]["args"], json!(["-t", "2s"]));
+        pinned(
+            "experiment.json",
+            &String::from_utf8(info.to_json().expect("json")).expect("utf-8"),
+        );
+    }
+
+    /// Compares `text` with `tests/data/scenario-summary/NAME`; with `WIREBENCH_BLESS` set,
+    /// writes it there instead (then review the diff).
+    fn pinned(name: &str, text: &str) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/scenario-summary")
+            .join(name);
+        if std::env::var_os("WIREBENCH_BLESS").is_some() {
+            std::fs::create_dir_all(path.parent().expect("a directory")).expect("mkdir");
+            std::fs::write(&path, text).expect("bless");
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_default();
+        assert_eq!(text, want, "{name} changed; with WIREBENCH_BLESS=1 it is rewritten");
+    }
+}
