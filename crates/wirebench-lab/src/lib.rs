@@ -29,3 +29,35 @@ pub mod topo;
 pub mod trial;
 
 pub use netns::ensure_privilege;
+
+/// The lab's errors say whose fault they are, so that the command line can exit 2 for a
+/// usage error (a bad flag, file or name) and 1 for a failure at run time.
+pub trait Usage: std::error::Error + Send + Sync + 'static {
+    /// Whether the user asked for something impossible, rather than the system failing.
+    fn is_usage(&self) -> bool;
+}
+
+impl Usage for props::PropsError {
+    fn is_usage(&self) -> bool {
+        true
+    }
+}
+
+impl Usage for topo::TopologyError {
+    fn is_usage(&self) -> bool {
+        true
+    }
+}
+
+impl Usage for scenario::ScenarioError {
+    /// Also a file that cannot be read: the path given is the problem.
+    fn is_usage(&self) -> bool {
+        true
+    }
+}
+
+impl Usage for pair::LogIntervalError {
+    fn is_usage(&self) -> bool {
+        true
+    }
+}

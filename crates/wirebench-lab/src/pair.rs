@@ -67,9 +67,8 @@ pub enum PairError {
     },
 }
 
-impl PairError {
-    /// Whether the flags are at fault (exit 2) rather than the system (exit 1).
-    pub fn is_usage(&self) -> bool {
+impl crate::Usage for PairError {
+    fn is_usage(&self) -> bool {
         matches!(self, Self::Props(_) | Self::NoCommand(_))
     }
 }
@@ -93,7 +92,7 @@ pub struct PairOutcome {
 }
 
 /// Whether `wirebench run` options ask for JSON.
-fn wants_json(args: &[String]) -> bool {
+pub fn wants_json(args: &[String]) -> bool {
     args.iter().any(|a| a == "--json" || a == "-J")
 }
 

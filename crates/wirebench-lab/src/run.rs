@@ -38,9 +38,8 @@ pub enum RunError {
     },
 }
 
-impl RunError {
-    /// Whether the flags or the file are at fault (exit 2) rather than the system (exit 1).
-    pub fn is_usage(&self) -> bool {
+impl crate::Usage for RunError {
+    fn is_usage(&self) -> bool {
         matches!(
             self,
             Self::Scenario(_) | Self::TimeScale | Self::NoProfile(_)

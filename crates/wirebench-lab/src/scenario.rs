@@ -251,7 +251,7 @@ impl Profile {
     /// control be only one of `net.ipv4.tcp_allowed_congestion_control`; when it refuses,
     /// the value read back stays the kernel's and tests pass `--cc` so that each socket
     /// asks for it (which root in the namespace may).
-    pub fn apply(&self, ns: &NetNs) -> std::io::Result<BTreeMap<String, String>> {
+    pub fn apply(&self, ns: &NetNs) -> std::io::Result<Sysctls> {
         let mut got = BTreeMap::new();
         for (key, value) in self.sysctls() {
             match ns.sysctl(key, &value) {
@@ -265,6 +265,9 @@ impl Profile {
         Ok(got)
     }
 }
+
+/// Sysctls as read back from a host, by key (`net.ipv4.tcp_sack` = "0").
+pub type Sysctls = BTreeMap<String, String>;
 
 /// One test of a trial.
 #[derive(Debug, Clone, Serialize, Deserialize)]

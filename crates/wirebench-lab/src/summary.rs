@@ -13,7 +13,7 @@ use wirebench_proto::results::Results;
 use wirebench_report::experiment::{self, ExperimentSummary};
 use wirebench_stats::Summary;
 
-use crate::scenario::{Profile, Scenario};
+use crate::scenario::{Profile, Scenario, Sysctls};
 use crate::topo::LinkReport;
 
 /// One test of a trial, as it ended.
@@ -54,7 +54,7 @@ pub struct TrialDoc {
     /// How the tests' durations were scaled.
     pub time_scale: f64,
     /// Per host the profile went to: each sysctl as read back.
-    pub sysctls: BTreeMap<String, BTreeMap<String, String>>,
+    pub sysctls: BTreeMap<String, Sysctls>,
     /// The tests, in the scenario's order.
     pub tests: Vec<TestOutcome>,
     /// The links, in the scenario's order.
@@ -387,7 +387,12 @@ mod tests {
             time_scale: 1.0,
             sysctls: BTreeMap::new(),
             tests: vec![
-                test("cross", false, Some(result(2.0, &[(0.0, 2.0, 500_000)], 9)), None),
+                test(
+                    "cross",
+                    false,
+                    Some(result(2.0, &[(0.0, 2.0, 500_000)], 9)),
+                    None,
+                ),
                 measured,
             ],
             links: Vec::new(),
@@ -429,20 +434,50 @@ args = ["-t", "2s"]
     /// did not run, and one whose measured test printed nothing.
     fn trials() -> Vec<(usize, TrialFile)> {
         let r = |a: u64, b: u64, drain: u64, rt: u64| {
-            Some(result(2.0, &[(0.0, 1.0, a), (1.0, 2.0, b), (2.0, 3.0, drain)], rt))
+            Some(result(
+                2.0,
+                &[(0.0, 1.0, a), (1.0, 2.0, b), (2.0, 3.0, drain)],
+                rt,
+            ))
         };
         vec![
-            (0, doc("reno-nosack", 1, test("measured", true, r(120_000, 130_000, 0, 3), None))),
-            (0, doc("reno-nosack", 0, test("measured", true, r(100_000, 110_000, 5_000, 4), None))),
+            (
+                0,
+                doc(
+                    "reno-nosack",
+                    1,
+                    test("measured", true, r(120_000, 130_000, 0, 3), None),
+                ),
+            ),
+            (
+                0,
+                doc(
+                    "reno-nosack",
+                    0,
+                    test("measured", true, r(100_000, 110_000, 5_000, 4), None),
+                ),
+            ),
             (
                 0,
                 doc(
                     "reno-nosack",
                     2,
-                    test("measured", true, r(90_000, 95_000, 40_000, 11), Some("error: test incomplete")),
+                    test(
+                        "measured",
+                        true,
+                        r(90_000, 95_000, 40_000, 11),
+                        Some("error: test incomplete"),
+                    ),
                 ),
             ),
-            (1, doc("cubic-sack", 0, test("measured", true, r(200_000, 210_000, 0, 1), None))),
+            (
+                1,
+                doc(
+                    "cubic-sack",
+                    0,
+                    test("measured", true, r(200_000, 210_000, 0, 1), None),
+                ),
+            ),
             (
                 1,
                 TrialFile::Failed(FailedTrial {
@@ -451,7 +486,14 @@ args = ["-t", "2s"]
                     error: "building the network: Operation not permitted (os error 1)".into(),
                 }),
             ),
-            (1, doc("cubic-sack", 2, test("measured", true, None, Some("error: no route")))),
+            (
+                1,
+                doc(
+                    "cubic-sack",
+                    2,
+                    test("measured", true, None, Some("error: no route")),
+                ),
+            ),
         ]
     }
 
@@ -462,7 +504,12 @@ args = ["-t", "2s"]
             goodput_bps(&serde_json::from_value(v).expect("a results document"))
         };
         // 3 s of 1000 bytes each, then a drain the window leaves out.
-        let full = [(0.0, 1.0, 1000), (1.0, 2.0, 1000), (2.0, 3.0, 1000), (3.0, 4.0, 5000)];
+        let full = [
+            (0.0, 1.0, 1000),
+            (1.0, 2.0, 1000),
+            (2.0, 3.0, 1000),
+            (3.0, 4.0, 5000),
+        ];
         assert_eq!(r(3.0, &full), 8000.0);
         // A window that ends inside an interval takes its share.
         assert_eq!(r(2.5, &full[..3]), 2500.0 * 8.0 / 2.5);
@@ -488,19 +535,39 @@ args = ["-t", "2s"]
         let json = String::from_utf8(summary.to_json().expect("json")).expect("utf-8");
         let v: Value = serde_json::from_str(&json).expect("json");
         let keys: Vec<&String> = v.as_object().expect("object").keys().collect();
-        assert_eq!(keys, ["description", "knees", "points", "profiles", "scenario"]);
+        assert_eq!(
+            keys,
+            ["description", "knees", "points", "profiles", "scenario"]
+        );
         assert_eq!(v["scenario"], "mini");
         assert_eq!(v["knees"], json!([]));
         let reno = &v["profiles"][0];
         assert_eq!(
             reno.as_object().expect("row").keys().collect::<Vec<_>>(),
-            ["failed", "goodput_kbps", "incomplete", "profile", "received_kbps", "retransmits", "settings", "trials"]
+            [
+                "failed",
+                "goodput_kbps",
+                "incomplete",
+                "profile",
+                "received_kbps",
+                "retransmits",
+                "settings",
+                "trials"
+            ]
         );
         assert_eq!(
-            (&reno["profile"], &reno["trials"], &reno["failed"], &reno["incomplete"]),
+            (
+                &reno["profile"],
+                &reno["trials"],
+                &reno["failed"],
+                &reno["incomplete"]
+            ),
             (&json!("reno-nosack"), &json!(3), &json!(0), &json!(1))
         );
-        assert_eq!(reno["settings"], json!({"net.ipv4.tcp_congestion_control": "reno", "net.ipv4.tcp_sack": "0"}));
+        assert_eq!(
+            reno["settings"],
+            json!({"net.ipv4.tcp_congestion_control": "reno", "net.ipv4.tcp_sack": "0"})
+        );
         // Goodput: the bytes read within the 2 s, over 2 s, in kbit/s.
         assert_eq!(reno["goodput_kbps"]["min"], json!(740.0));
         assert_eq!(reno["goodput_kbps"]["max"], json!(1000.0));
@@ -510,13 +577,24 @@ args = ["-t", "2s"]
         let point = &v["points"][1];
         assert_eq!(
             point.as_object().expect("point").keys().collect::<Vec<_>>(),
-            ["failed", "figures", "files", "offered_bps", "point", "trials"]
+            [
+                "failed",
+                "figures",
+                "files",
+                "offered_bps",
+                "point",
+                "trials"
+            ]
         );
         assert_eq!(point["point"], json!({"profile": "cubic-sack"}));
         assert_eq!((&point["trials"], &point["failed"]), (&json!(3), &json!(2)));
         assert_eq!(
             point["files"],
-            json!(["trials/0000-cubic-sack.json", "trials/0001-cubic-sack.json", "trials/0002-cubic-sack.json"])
+            json!([
+                "trials/0000-cubic-sack.json",
+                "trials/0001-cubic-sack.json",
+                "trials/0002-cubic-sack.json"
+            ])
         );
         assert_eq!(point["offered_bps"], Value::Null);
         assert_eq!(point["figures"]["goodput_bps"]["mean"], json!(1_640_000.0));
@@ -534,7 +612,12 @@ args = ["-t", "2s"]
 
         let machine = json!({"kernel": "6.1.0", "cpu": "test", "cores": 2});
         let info = ExperimentInfo {
-            command: &["wirebench".into(), "lab".into(), "scenario".into(), "mini.toml".into()],
+            command: &[
+                "wirebench".into(),
+                "lab".into(),
+                "scenario".into(),
+                "mini.toml".into(),
+            ],
             machine: &machine,
             ordered: true,
             parallel: 2,
@@ -547,7 +630,17 @@ args = ["-t", "2s"]
         let e: Value = serde_json::from_slice(&info.to_json().expect("json")).expect("json");
         assert_eq!(
             e.as_object().expect("object").keys().collect::<Vec<_>>(),
-            ["command", "machine", "ordered", "parallel", "repeat", "scenario", "server", "time_scale", "wirebench"]
+            [
+                "command",
+                "machine",
+                "ordered",
+                "parallel",
+                "repeat",
+                "scenario",
+                "server",
+                "time_scale",
+                "wirebench"
+            ]
         );
         assert_eq!(e["scenario"]["name"], "mini");
         assert_eq!(e["scenario"]["link"][0]["rate"], "10M");
@@ -570,6 +663,9 @@ args = ["-t", "2s"]
             std::fs::write(&path, text).expect("bless");
         }
         let want = std::fs::read_to_string(&path).unwrap_or_default();
-        assert_eq!(text, want, "{name} changed; with WIREBENCH_BLESS=1 it is rewritten");
+        assert_eq!(
+            text, want,
+            "{name} changed; with WIREBENCH_BLESS=1 it is rewritten"
+        );
     }
 }

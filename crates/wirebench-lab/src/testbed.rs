@@ -73,10 +73,8 @@ pub enum TestbedError {
     },
 }
 
-impl TestbedError {
-    /// Whether the user asked for something impossible (exit 2) rather than the system
-    /// failing (exit 1).
-    pub fn is_usage(&self) -> bool {
+impl crate::Usage for TestbedError {
+    fn is_usage(&self) -> bool {
         matches!(
             self,
             Self::Name(_)

@@ -1,23 +1,23 @@
 //! `wirebench lab`: parse the flags, call the lab crate, print.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context};
 use wirebench_lab::pair::{self, ClientCommand, PairRun};
 use wirebench_lab::run::{run_scenario, Progress, ScenarioRun};
 use wirebench_lab::scenario::Scenario;
-use wirebench_lab::testbed;
 use wirebench_lab::topo::Topology;
+use wirebench_lab::{testbed, Usage};
 use wirebench_report::export::link_log::LinkLogCsv;
 use wirebench_report::Exporter;
 
 use crate::cli::{LabAction, LabArgs, LinkArgs, ScenarioArgs};
 use crate::Failure;
 
-/// A library error as a failure: usage (exit 2) or runtime (exit 1), as the error says.
-fn failure(e: impl std::error::Error + Send + Sync + 'static, usage: bool) -> Failure {
-    if usage {
+/// A lab error as a failure: exit 2 when the user's input is at fault, else 1.
+fn fail(e: impl Usage) -> Failure {
+    if e.is_usage() {
         Failure::Usage(e.to_string())
     } else {
         Failure::Runtime(anyhow!(e))
@@ -31,35 +31,26 @@ fn exe() -> Result<PathBuf, Failure> {
 /// `wirebench lab ...`.
 pub fn lab(args: &LabArgs) -> Result<(), Failure> {
     match &args.action {
+        None => pair_run(args),
         Some(LabAction::Up {
             name,
             scenario,
             link,
-        }) => up(name, scenario.as_ref(), link),
+        }) => up(name, scenario.as_deref(), link),
         Some(LabAction::Exec {
             name,
             host,
             command,
-        }) => {
-            let e = testbed::exec(name, host, command);
-            let usage = e.is_usage();
-            Err(failure(e, usage))
-        }
+        }) => Err(fail(testbed::exec(name, host, command))),
         Some(LabAction::Down { name }) => {
-            let ended = testbed::down(name).map_err(|e| {
-                let u = e.is_usage();
-                failure(e, u)
-            })?;
-            if ended > 0 {
-                println!("testbed {name} is down (ended {ended} program(s) still running in it)");
-            } else {
-                println!("testbed {name} is down");
+            match testbed::down(name).map_err(fail)? {
+                0 => println!("testbed {name} is down"),
+                n => println!("testbed {name} is down (ended {n} program(s) still running in it)"),
             }
             Ok(())
         }
         Some(LabAction::List) => {
-            let beds = testbed::list().map_err(|e| failure(e, false))?;
-            for b in beds {
+            for b in testbed::list().map_err(fail)? {
                 let hosts: Vec<String> = b
                     .hosts
                     .iter()
@@ -69,31 +60,22 @@ pub fn lab(args: &LabArgs) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Some(LabAction::Hold { name, topology }) => testbed::hold(name, topology).map_err(|e| {
-            let u = e.is_usage();
-            failure(e, u)
-        }),
+        Some(LabAction::Hold { name, topology }) => testbed::hold(name, topology).map_err(fail),
         Some(LabAction::Scenario(s)) => scenario(s),
-        None => pair_run(args),
     }
 }
 
-fn load(file: &std::path::Path) -> Result<Scenario, Failure> {
-    Scenario::load(file).map_err(|e| failure(e, true))
-}
-
-fn up(name: &str, scenario: Option<&PathBuf>, link: &LinkArgs) -> Result<(), Failure> {
+fn up(name: &str, scenario: Option<&Path>, link: &LinkArgs) -> Result<(), Failure> {
     let topo = match scenario {
-        Some(file) => load(file)?.topology().map_err(|e| failure(e, true))?,
+        Some(file) => Scenario::load(file)
+            .and_then(|s| s.topology())
+            .map_err(fail)?,
         None => {
-            let (up, down) = link.props().configs().map_err(|e| failure(e, true))?;
+            let (up, down) = link.props().configs().map_err(fail)?;
             Topology::pair(up, down)
         }
     };
-    let bed = testbed::up(name, &topo, &exe()?).map_err(|e| {
-        let u = e.is_usage();
-        failure(e, u)
-    })?;
+    let bed = testbed::up(name, &topo, &exe()?).map_err(fail)?;
     println!("testbed {name} is up (holder pid {})", bed.pid);
     for (host, addr) in &bed.hosts {
         println!("  {:<10} {}", host, addr.as_deref().unwrap_or(""));
@@ -104,9 +86,10 @@ fn up(name: &str, scenario: Option<&PathBuf>, link: &LinkArgs) -> Result<(), Fai
     Ok(())
 }
 
+/// `lab [LINK] -- run ...` or `lab [LINK] -- exec [--] COMMAND...`.
 fn pair_run(args: &LabArgs) -> Result<(), Failure> {
     let link = args.link.props();
-    link.configs().map_err(|e| failure(e, true))?;
+    link.configs().map_err(fail)?;
     let (mode, rest) = match args.command.split_first() {
         Some((m, rest)) if m == "run" || m == "exec" => (m.as_str(), rest),
         _ => {
@@ -116,8 +99,8 @@ fn pair_run(args: &LabArgs) -> Result<(), Failure> {
         }
     };
     let rest = match rest.split_first() {
-        Some((dd, r)) if dd == "--" => r,
-        _ => rest,
+        Some((dd, r)) if dd == "--" => r.to_vec(),
+        _ => rest.to_vec(),
     };
     if mode == "exec" && rest.is_empty() {
         return Err(Failure::Usage("lab -- exec needs a COMMAND".into()));
@@ -127,9 +110,10 @@ fn pair_run(args: &LabArgs) -> Result<(), Failure> {
             "--serve is for `exec`; `run` uses wirebench serve".into(),
         ));
     }
+    let json = mode == "run" && pair::wants_json(&rest);
     let link_log_ns = match &args.link_log {
         None => 0,
-        Some(_) => pair::log_interval_ns(&args.link_log_interval).map_err(|e| failure(e, true))?,
+        Some(_) => pair::log_interval_ns(&args.link_log_interval).map_err(fail)?,
     };
     // Made before the lab, so that a path it cannot write is said before any test runs.
     let mut log_file = match &args.link_log {
@@ -138,22 +122,17 @@ fn pair_run(args: &LabArgs) -> Result<(), Failure> {
             std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
         )),
     };
-    let json = mode == "run" && rest.iter().any(|a| a == "--json" || a == "-J");
     let run = PairRun {
         link: link.clone(),
-        client: if mode == "run" {
-            ClientCommand::Run(rest.to_vec())
-        } else {
-            ClientCommand::Exec(rest.to_vec())
+        client: match mode {
+            "run" => ClientCommand::Run(rest),
+            _ => ClientCommand::Exec(rest),
         },
         serve: args.serve.clone(),
         link_log_ns,
         exe: exe()?,
     };
-    let done = pair::run_pair(&run).map_err(|e| {
-        let u = e.is_usage();
-        failure(e, u)
-    })?;
+    let done = pair::run_pair(&run).map_err(fail)?;
     if let (Some(w), Some(p)) = (&mut log_file, &args.link_log) {
         LinkLogCsv
             .export(&done.log, w)
@@ -162,23 +141,21 @@ fn pair_run(args: &LabArgs) -> Result<(), Failure> {
     if json {
         let text = pair::with_lab(&done.stdout, &link, &done.reports)
             .context("reading the test's JSON")?;
-        let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "{text}").context("writing JSON")?;
+        writeln!(std::io::stdout().lock(), "{text}").context("writing JSON")?;
     } else {
         eprint!("{}", pair::report_lines(&done.reports));
     }
-    if done.status.success() {
-        Ok(())
-    } else {
-        Err(Failure::Runtime(anyhow!(
+    if !done.status.success() {
+        return Err(Failure::Runtime(anyhow!(
             "the command in the client host failed ({})",
             done.status
-        )))
+        )));
     }
+    Ok(())
 }
 
 fn scenario(args: &ScenarioArgs) -> Result<(), Failure> {
-    let sc = load(&args.file)?;
+    let sc = Scenario::load(&args.file).map_err(fail)?;
     if args.resume && args.out.is_none() {
         return Err(Failure::Usage(
             "--resume needs --out DIR: the directory of the run to go on with".into(),
@@ -186,14 +163,11 @@ fn scenario(args: &ScenarioArgs) -> Result<(), Failure> {
     }
     let link_log_ns = match &args.link_log_interval {
         None => 0,
-        Some(t) => pair::log_interval_ns(t).map_err(|e| failure(e, true))?,
+        Some(t) => pair::log_interval_ns(t).map_err(fail)?,
     };
     let out = args.out.clone().unwrap_or_else(|| {
-        PathBuf::from("wirebench-results").join(format!(
-            "lab-{}-{}",
-            sc.name,
-            crate::sweep::timestamp()
-        ))
+        let name = format!("lab-{}-{}", sc.name, crate::sweep::timestamp());
+        PathBuf::from("wirebench-results").join(name)
     });
     let run = ScenarioRun {
         scenario: sc,
@@ -201,24 +175,21 @@ fn scenario(args: &ScenarioArgs) -> Result<(), Failure> {
         trials: args.trials,
         parallel: args.parallel,
         time_scale: args.time_scale,
-        out: out.clone(),
+        out,
         resume: args.resume,
         link_log_ns,
         exe: exe()?,
         command: std::env::args().collect(),
         machine: crate::sweep::machine(),
     };
-    let outcome = run_scenario(&run, &print_progress).map_err(|e| {
-        let u = e.is_usage();
-        failure(e, u)
-    })?;
+    let outcome = run_scenario(&run, &print_progress).map_err(fail)?;
     print!("{}", outcome.summary.table());
     if outcome.failed > 0 {
         return Err(Failure::Runtime(anyhow!(
             "{} of {} trials failed; see {}/trials",
             outcome.failed,
             outcome.total,
-            out.display()
+            run.out.display()
         )));
     }
     Ok(())
@@ -233,15 +204,17 @@ fn print_progress(p: Progress<'_>) {
             parallel,
             out,
             already,
-        } => eprintln!(
-            "scenario {scenario}: {profiles} profiles × {trials} trials, {parallel} at once, into {}{}",
-            out.display(),
-            if already == 0 {
-                String::new()
-            } else {
-                format!(" ({already} already there)")
-            }
-        ),
+        } => {
+            let resumed = match already {
+                0 => String::new(),
+                n => format!(" ({n} already there)"),
+            };
+            eprintln!(
+                "scenario {scenario}: {profiles} profiles × {trials} trials, {parallel} at once, \
+                 into {}{resumed}",
+                out.display()
+            );
+        }
         Progress::TrialDone {
             done,
             total,
