@@ -614,6 +614,49 @@ start-after = "200ms"
 }
 
 #[test]
+fn a_serve_program_is_waited_for_until_it_listens() {
+    let _l = lock();
+    if !common::lab_available() {
+        return;
+    }
+    // Any program as the server: the client starts once a socket listens in the server
+    // host, with no fixed pause; one that never listens, or ends first, is said.
+    let exe = env!("CARGO_BIN_EXE_wirebench");
+    let out = wirebench()
+        .args(["lab", "--rate", "50M", "--serve"])
+        .arg(format!("{exe} serve --quiet"))
+        .args([
+            "--",
+            "exec",
+            "--",
+            exe,
+            "run",
+            "10.77.0.2",
+            "-t",
+            "0.5",
+            "--json",
+        ])
+        .output()
+        .expect("lab exec");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The server program's banner shares the lab's stdout; the results follow it.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let json = text.find('{').map_or("", |i| &text[i..]);
+    let v: Value = serde_json::from_str(json).expect("JSON");
+    assert!(f(&v, "/end/received/bytes") > 0.0, "{v}");
+    let ended = wirebench()
+        .args(["lab", "--serve", "false", "--", "exec", "--", "true"])
+        .output()
+        .expect("lab exec");
+    assert_eq!(ended.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&ended.stderr).contains("ended before it listened"));
+}
+
+#[test]
 fn bad_lab_input_is_a_one_line_usage_error() {
     for args in [
         &["lab", "--", "frobnicate"][..],
