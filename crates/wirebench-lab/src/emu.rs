@@ -55,25 +55,9 @@ pub struct DirectionReport {
     pub rcvbuf_bytes: u64,
 }
 
-/// What one direction did in one interval of a link log: packets are counted in the
-/// interval of their arrival, deliveries in that of their modelled delivery time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Bin {
-    /// IP packets offered to the link...
-    pub packets_in: u64,
-    /// ... and their bytes.
-    pub bytes_in: u64,
-    /// Of those, lost at random...
-    pub dropped_loss: u64,
-    /// ... and dropped by the full queue.
-    pub dropped_queue: u64,
-    /// Packets delivered...
-    pub delivered: u64,
-    /// ... and their IP bytes.
-    pub delivered_bytes: u64,
-    /// The longest wait for the serializer of a packet that arrived in the interval, ns.
-    pub max_queue_delay_ns: u64,
-}
+/// What one direction did in one interval of a link log (the row type is the link log's
+/// own, in `wirebench-proto`, so that the report crate reads it without this crate).
+pub use wirebench_proto::link_log::LinkInterval as Bin;
 
 /// Most intervals a link log keeps per direction (about 56 MiB): later events are not
 /// logged. At the default 100 ms that is 29 hours.

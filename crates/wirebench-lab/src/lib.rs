@@ -6,15 +6,58 @@
 //! - [`topo`]: namespaces, veth pairs, addresses and routes for a topology; running
 //!   commands inside its nodes.
 //! - [`netns`], [`rtnl`]: unnamed network namespaces and route netlink.
+//! - [`props`], [`scenario`]: links and scenario files as people write them.
+//! - [`pair`]: one link between a client and a server host, a test or a program over it.
+//! - [`testbed`]: a network kept up between commands (`lab up|exec|down|list`).
+//! - [`run`], [`trial`], [`summary`]: a scenario's trials, their files and their summary.
+//! - [`server`]: servers in a lab's hosts, waited for until they listen.
 #![deny(unsafe_code)]
 
 pub mod emu;
 pub mod link;
 pub mod netns;
+pub mod pair;
 pub mod props;
 pub mod rtnl;
+pub mod run;
 pub mod scenario;
+pub mod server;
+pub mod summary;
 mod sys;
+pub mod testbed;
 pub mod topo;
+pub mod trial;
 
 pub use netns::ensure_privilege;
+
+/// The lab's errors say whose fault they are, so that the command line can exit 2 for a
+/// usage error (a bad flag, file or name) and 1 for a failure at run time.
+pub trait Usage: std::error::Error + Send + Sync + 'static {
+    /// Whether the user asked for something impossible, rather than the system failing.
+    fn is_usage(&self) -> bool;
+}
+
+impl Usage for props::PropsError {
+    fn is_usage(&self) -> bool {
+        true
+    }
+}
+
+impl Usage for topo::TopologyError {
+    fn is_usage(&self) -> bool {
+        true
+    }
+}
+
+impl Usage for scenario::ScenarioError {
+    /// Also a file that cannot be read: the path given is the problem.
+    fn is_usage(&self) -> bool {
+        true
+    }
+}
+
+impl Usage for pair::LogIntervalError {
+    fn is_usage(&self) -> bool {
+        true
+    }
+}

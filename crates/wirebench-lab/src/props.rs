@@ -3,9 +3,32 @@
 //! [`LinkConfig`] for each direction.
 
 use serde::{Deserialize, Serialize};
-use wirebench_proto::units::{parse_duration, parse_rate, parse_size, Rate};
+use wirebench_proto::units::{parse_duration, parse_rate, parse_size, Rate, UnitError};
 
 use crate::link::{LinkConfig, Loss};
+
+/// A link property that does not make sense; each message names the value.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PropsError {
+    /// Not a number, nor a percentage.
+    #[error("invalid probability {0:?} (e.g. 0.05 or 5%)")]
+    InvalidProbability(String),
+    /// A number outside 0 to 1 (0% to 100%).
+    #[error("probability {0:?} is not between 0 and 1")]
+    ProbabilityRange(String),
+    /// A rate in packets/s: a link's rate is in bits/s.
+    #[error("link rate {0:?} must be bits/s (e.g. 10M)")]
+    RateNotBits(String),
+    /// A malformed rate, duration or size.
+    #[error(transparent)]
+    Unit(#[from] UnitError),
+    /// A mean loss burst below one packet.
+    #[error("loss-burst {0} must be at least 1 packet")]
+    BurstTooShort(f64),
+    /// Bursts need a good state to come back to.
+    #[error("loss of 100% cannot come in bursts")]
+    BurstOfTotalLoss,
+}
 
 /// Default queue: 1000 packets, Linux's default `txqueuelen`.
 pub const DEFAULT_QUEUE_PACKETS: u32 = 1000;
@@ -47,7 +70,7 @@ pub struct LinkProps {
 /// # Errors
 ///
 /// Text that is not a number from 0 to 1 (or 0% to 100%).
-pub fn parse_probability(s: &str) -> Result<f64, String> {
+pub fn parse_probability(s: &str) -> Result<f64, PropsError> {
     let t = s.trim();
     let (num, scale) = match t.strip_suffix('%') {
         Some(n) => (n, 100.0),
@@ -56,29 +79,29 @@ pub fn parse_probability(s: &str) -> Result<f64, String> {
     let p = num
         .trim()
         .parse::<f64>()
-        .map_err(|_| format!("invalid probability {t:?} (e.g. 0.05 or 5%)"))?
+        .map_err(|_| PropsError::InvalidProbability(t.to_owned()))?
         / scale;
     if !(0.0..=1.0).contains(&p) {
-        return Err(format!("probability {t:?} is not between 0 and 1"));
+        return Err(PropsError::ProbabilityRange(t.to_owned()));
     }
     Ok(p)
 }
 
-fn rate(s: Option<&String>) -> Result<u64, String> {
+fn rate(s: Option<&String>) -> Result<u64, PropsError> {
     match s {
         None => Ok(0),
-        Some(s) => match parse_rate(s).map_err(|e| e.to_string())? {
+        Some(s) => match parse_rate(s)? {
             Rate::BitsPerSecond(b) => Ok(b),
-            Rate::PacketsPerSecond(_) => Err(format!("link rate {s:?} must be bits/s (e.g. 10M)")),
+            Rate::PacketsPerSecond(_) => Err(PropsError::RateNotBits(s.clone())),
         },
     }
 }
 
-fn ns(s: Option<&String>) -> Result<u64, String> {
+fn ns(s: Option<&String>) -> Result<u64, PropsError> {
     s.map_or(Ok(0), |s| {
         parse_duration(s)
-            .map(|d| d.as_nanos() as u64)
-            .map_err(|e| e.to_string())
+            .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+            .map_err(PropsError::from)
     })
 }
 
@@ -111,14 +134,14 @@ impl LinkProps {
     /// # Errors
     ///
     /// A one-line message naming the bad value.
-    pub fn configs(&self) -> Result<(LinkConfig, LinkConfig), String> {
+    pub fn configs(&self) -> Result<(LinkConfig, LinkConfig), PropsError> {
         let both = rate(self.rate.as_ref())?;
         let up_rate = self.rate_up.as_ref().map_or(Ok(both), |r| rate(Some(r)))?;
         let down_rate = self
             .rate_down
             .as_ref()
             .map_or(Ok(both), |r| rate(Some(r)))?;
-        let loss = |dir: &Option<String>| -> Result<f64, String> {
+        let loss = |dir: &Option<String>| -> Result<f64, PropsError> {
             match dir.as_ref().or(self.loss.as_ref()) {
                 None => Ok(0.0),
                 Some(s) => parse_probability(s),
@@ -126,9 +149,9 @@ impl LinkProps {
         };
         let burst = self.loss_burst.unwrap_or(1.0);
         if !(burst.is_finite() && burst >= 1.0) {
-            return Err(format!("loss-burst {burst} must be at least 1 packet"));
+            return Err(PropsError::BurstTooShort(burst));
         }
-        let model = |p: f64| -> Result<Loss, String> {
+        let model = |p: f64| -> Result<Loss, PropsError> {
             if p == 0.0 {
                 Ok(Loss::None)
             } else if burst == 1.0 {
@@ -137,7 +160,7 @@ impl LinkProps {
                 // Lose every packet in the bad state and none in the good; stay bad for
                 // `burst` packets on average, and be bad a fraction p of the time.
                 if p >= 1.0 {
-                    return Err("loss of 100% cannot come in bursts".into());
+                    return Err(PropsError::BurstOfTotalLoss);
                 }
                 let p_bg = 1.0 / burst;
                 Ok(Loss::GilbertElliott {
@@ -150,7 +173,7 @@ impl LinkProps {
         };
         let queue_bytes = match &self.queue_bytes {
             None => 0,
-            Some(s) => parse_size(s).map_err(|e| e.to_string())?,
+            Some(s) => parse_size(s)?,
         };
         let seed = self.seed.unwrap_or(1);
         let base = LinkConfig {
@@ -249,7 +272,7 @@ mod tests {
                 "at least 1",
             ),
         ] {
-            let e = p.configs().unwrap_err();
+            let e = p.configs().unwrap_err().to_string();
             assert!(e.contains(needle), "{e}");
         }
     }

@@ -39,8 +39,88 @@ use serde::{Deserialize, Serialize};
 use wirebench_proto::units::parse_duration;
 
 use crate::netns::NetNs;
-use crate::props::LinkProps;
-use crate::topo::{LinkSpec, NodeSpec, Topology};
+use crate::props::{LinkProps, PropsError};
+use crate::topo::{LinkSpec, NodeSpec, Topology, TopologyError};
+
+/// A scenario file that cannot be run; each message is one line.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A problem in a file, which the message is prefixed with.
+    #[error("{path}: {source}")]
+    InFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The problem.
+        source: Box<ScenarioError>,
+    },
+    /// TOML syntax or an unknown key, at a line when known.
+    #[error("{}{message}", line.map(|l| format!("line {l}: ")).unwrap_or_default())]
+    Syntax {
+        /// The line, from 1.
+        line: Option<usize>,
+        /// The parser's message.
+        message: String,
+    },
+    /// No `[[link]]`.
+    #[error("a scenario needs at least one [[link]]")]
+    NoLinks,
+    /// No `[[test]]`.
+    #[error("a scenario needs at least one [[test]]")]
+    NoTests,
+    /// Trials or copies out of range.
+    #[error("trials must be at least 1 and parallel 1 to 64")]
+    Counts,
+    /// A test between nodes no link joins.
+    #[error("test {test}: no node {node:?}")]
+    TestNode {
+        /// The test's name.
+        test: String,
+        /// The unknown node.
+        node: String,
+    },
+    /// A malformed `start-after`.
+    #[error("test {test}: start-after: {source}")]
+    StartAfter {
+        /// The test's name.
+        test: String,
+        /// Why.
+        source: wirebench_proto::units::UnitError,
+    },
+    /// Two profiles of one name.
+    #[error("profile {0:?} is defined twice")]
+    ProfileTwice(String),
+    /// A profile for a node no link joins.
+    #[error("profile {profile}: no node {node:?}")]
+    ProfileNode {
+        /// The profile.
+        profile: String,
+        /// The unknown node.
+        node: String,
+    },
+    /// A link property that does not parse.
+    #[error("link {index} ({a}-{b}): {source}")]
+    Link {
+        /// The link's place in the file, from 0.
+        index: usize,
+        /// One end.
+        a: String,
+        /// The other end.
+        b: String,
+        /// Why.
+        source: PropsError,
+    },
+    /// The links do not make a topology.
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+}
 
 /// A scenario file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -171,7 +251,7 @@ impl Profile {
     /// control be only one of `net.ipv4.tcp_allowed_congestion_control`; when it refuses,
     /// the value read back stays the kernel's and tests pass `--cc` so that each socket
     /// asks for it (which root in the namespace may).
-    pub fn apply(&self, ns: &NetNs) -> std::io::Result<BTreeMap<String, String>> {
+    pub fn apply(&self, ns: &NetNs) -> std::io::Result<Sysctls> {
         let mut got = BTreeMap::new();
         for (key, value) in self.sysctls() {
             match ns.sysctl(key, &value) {
@@ -185,6 +265,9 @@ impl Profile {
         Ok(got)
     }
 }
+
+/// Sysctls as read back from a host, by key (`net.ipv4.tcp_sack` = "0").
+pub type Sysctls = BTreeMap<String, String>;
 
 /// One test of a trial.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -221,9 +304,12 @@ impl TestDef {
     /// # Errors
     ///
     /// A malformed duration.
-    pub fn delay(&self) -> Result<Duration, String> {
+    pub fn delay(&self) -> Result<Duration, ScenarioError> {
         self.start_after.as_deref().map_or(Ok(Duration::ZERO), |s| {
-            parse_duration(s).map_err(|e| format!("test {}: start-after: {e}", self.label()))
+            parse_duration(s).map_err(|source| ScenarioError::StartAfter {
+                test: self.label(),
+                source,
+            })
         })
     }
 }
@@ -234,37 +320,54 @@ impl Scenario {
     /// # Errors
     ///
     /// A one-line message: TOML syntax, an unknown key, or an inconsistency.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let s: Scenario = toml::from_str(text).map_err(|e| {
-            let msg = e.message().to_owned();
-            match e.span() {
-                Some(sp) => {
-                    let line = text[..sp.start.min(text.len())].lines().count().max(1);
-                    format!("line {line}: {msg}")
-                }
-                None => msg,
-            }
+    pub fn parse(text: &str) -> Result<Self, ScenarioError> {
+        let s: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Syntax {
+            line: e.span().map(|sp| {
+                text.get(..sp.start.min(text.len()))
+                    .map_or(0, |t| t.lines().count())
+                    .max(1)
+            }),
+            message: e.message().to_owned(),
         })?;
         s.check()?;
         Ok(s)
     }
 
-    fn check(&self) -> Result<(), String> {
+    /// Reads and checks a scenario file; errors name the file.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be read, or [`Scenario::parse`] refuses it.
+    pub fn load(path: &std::path::Path) -> Result<Self, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|e| ScenarioError::InFile {
+            path: path.to_owned(),
+            source: Box::new(e),
+        })
+    }
+
+    fn check(&self) -> Result<(), ScenarioError> {
         if self.links.is_empty() {
-            return Err("a scenario needs at least one [[link]]".into());
+            return Err(ScenarioError::NoLinks);
         }
         if self.tests.is_empty() {
-            return Err("a scenario needs at least one [[test]]".into());
+            return Err(ScenarioError::NoTests);
         }
         if self.trials == 0 || !(1..=64).contains(&self.parallel) {
-            return Err("trials must be at least 1 and parallel 1 to 64".into());
+            return Err(ScenarioError::Counts);
         }
         let topo = self.topology()?;
         let known = |n: &str| topo.node(n).is_some();
         for t in &self.tests {
             for h in [&t.from, &t.to] {
                 if !known(h) {
-                    return Err(format!("test {}: no node {h:?}", t.label()));
+                    return Err(ScenarioError::TestNode {
+                        test: t.label(),
+                        node: h.clone(),
+                    });
                 }
             }
             t.delay()?;
@@ -272,11 +375,14 @@ impl Scenario {
         let mut names = std::collections::HashSet::new();
         for p in &self.profiles {
             if !names.insert(&p.name) {
-                return Err(format!("profile {:?} is defined twice", p.name));
+                return Err(ScenarioError::ProfileTwice(p.name.clone()));
             }
             for h in p.hosts.iter().flatten() {
                 if !known(h) {
-                    return Err(format!("profile {}: no node {h:?}", p.name));
+                    return Err(ScenarioError::ProfileNode {
+                        profile: p.name.clone(),
+                        node: h.clone(),
+                    });
                 }
             }
         }
@@ -288,7 +394,7 @@ impl Scenario {
     /// # Errors
     ///
     /// A bad link property or too many links.
-    pub fn topology(&self) -> Result<Topology, String> {
+    pub fn topology(&self) -> Result<Topology, ScenarioError> {
         let mut topo = Topology::default();
         let index = |name: &str, topo: &mut Topology| -> usize {
             topo.node(name).unwrap_or_else(|| {
@@ -299,10 +405,12 @@ impl Scenario {
             })
         };
         for (i, l) in self.links.iter().enumerate() {
-            let (up, down) = l
-                .props
-                .configs()
-                .map_err(|e| format!("link {i} ({}-{}): {e}", l.a, l.b))?;
+            let (up, down) = l.props.configs().map_err(|source| ScenarioError::Link {
+                index: i,
+                a: l.a.clone(),
+                b: l.b.clone(),
+                source,
+            })?;
             let a = index(&l.a, &mut topo);
             let b = index(&l.b, &mut topo);
             topo.links.push(LinkSpec { a, b, up, down });
@@ -436,7 +544,7 @@ start-after = "1s"
             ),
             (&DUMBBELL.replace("\"1s\"", "\"later\""), "later"),
         ] {
-            let e = Scenario::parse(text).unwrap_err();
+            let e = Scenario::parse(text).unwrap_err().to_string();
             assert!(e.contains(needle), "{e}");
             assert!(!e.contains('\n'), "{e}");
         }

@@ -23,7 +23,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::emu::{Bin, Direction, DirectionReport};
+use wirebench_proto::link_log::{LinkLog, LinkTrace};
+
+use crate::emu::{Direction, DirectionReport};
 use crate::link::LinkConfig;
 use crate::netns::NetNs;
 use crate::rtnl::Rtnl;
@@ -61,6 +63,20 @@ pub struct Topology {
 /// Most links in one topology: each has its own /24 in 10.77.0.0/16.
 pub const MAX_LINKS: usize = 256;
 
+/// A topology that cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TopologyError {
+    /// More links than addresses for them.
+    #[error("at most {MAX_LINKS} links")]
+    TooManyLinks,
+    /// Two nodes share a name, or one has none.
+    #[error("node name {0:?} is empty or used twice")]
+    NodeName(String),
+    /// A link to a node that does not exist, or to itself.
+    #[error("a link must join two different nodes")]
+    LinkEnds,
+}
+
 impl Topology {
     /// One link between a client host (10.77.0.1) and a server host (10.77.0.2).
     pub fn pair(up: LinkConfig, down: LinkConfig) -> Self {
@@ -80,6 +96,17 @@ impl Topology {
                 down,
             }],
         }
+    }
+
+    /// Each link's name, `a-b` from its ends' names (`client-server` on one link).
+    pub fn link_names(&self) -> Vec<String> {
+        self.links
+            .iter()
+            .map(|l| {
+                let name = |n: usize| self.nodes.get(n).map_or("?", |n| n.name.as_str());
+                format!("{}-{}", name(l.a), name(l.b))
+            })
+            .collect()
     }
 
     /// The index of node `name`.
@@ -117,18 +144,18 @@ impl Topology {
     /// # Errors
     ///
     /// A one-line description of the first problem.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), TopologyError> {
         if self.links.len() > MAX_LINKS {
-            return Err(format!("at most {MAX_LINKS} links"));
+            return Err(TopologyError::TooManyLinks);
         }
         for (i, n) in self.nodes.iter().enumerate() {
             if n.name.is_empty() || self.nodes[..i].iter().any(|m| m.name == n.name) {
-                return Err(format!("node name {:?} is empty or used twice", n.name));
+                return Err(TopologyError::NodeName(n.name.clone()));
             }
         }
         for l in &self.links {
             if l.a >= self.nodes.len() || l.b >= self.nodes.len() || l.a == l.b {
-                return Err("a link must join two different nodes".into());
+                return Err(TopologyError::LinkEnds);
             }
         }
         Ok(())
@@ -185,22 +212,13 @@ pub struct LinkReport {
     pub down: DirectionReport,
 }
 
-/// What one link did, interval by interval (with [`Lab::build_logged`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LinkLog {
-    /// The length of an interval, ns; interval `k` starts `k` intervals after the lab did.
-    pub interval_ns: u64,
-    /// a → b.
-    pub up: Vec<Bin>,
-    /// b → a.
-    pub down: Vec<Bin>,
-}
-
 /// A built, running network. Dropping it stops the emulator and closes the namespaces;
 /// they vanish once no process runs in them.
 pub struct Lab {
     nodes: Vec<NetNs>,
     links: Vec<(Direction, Direction)>,
+    /// Each link's name in logs: its ends, `a-b`.
+    names: Vec<String>,
     log_ns: u64,
     // Held so the core namespace lives; the emulator's sockets are in it.
     _core: NetNs,
@@ -309,6 +327,7 @@ impl Lab {
         Ok(Self {
             nodes,
             links,
+            names: topo.link_names(),
             log_ns: interval_ns,
             _core: core,
         })
@@ -342,19 +361,20 @@ impl Lab {
     /// # Errors
     ///
     /// An I/O error of a link thread.
-    pub fn stop_logged(self) -> io::Result<(Vec<LinkReport>, Vec<LinkLog>)> {
+    pub fn stop_logged(self) -> io::Result<(Vec<LinkReport>, LinkLog)> {
         let mut reports = Vec::with_capacity(self.links.len());
-        let mut logs = Vec::with_capacity(self.links.len());
-        for (up, down) in self.links {
+        let mut log = LinkLog::default();
+        for ((up, down), link) in self.links.into_iter().zip(self.names) {
             let (up, up_log) = up.stop()?;
             let (down, down_log) = down.stop()?;
             reports.push(LinkReport { up, down });
-            logs.push(LinkLog {
+            log.links.push(LinkTrace {
+                link,
                 interval_ns: self.log_ns,
                 up: up_log,
                 down: down_log,
             });
         }
-        Ok((reports, logs))
+        Ok((reports, log))
     }
 }

@@ -8,9 +8,6 @@
 
 mod cli;
 mod cmd;
-mod lab;
-mod scenario;
-mod testbed;
 
 use std::io;
 use std::process::ExitCode;
@@ -33,17 +30,6 @@ impl From<anyhow::Error> for Failure {
     }
 }
 
-/// What the lab files still call by the path they had before the report crate held it
-/// (until they move into the lab crate).
-mod sweep {
-    pub use wirebench_report::meta::timestamp;
-
-    /// This machine's facts, for `experiment.json`.
-    pub fn machine() -> wirebench_report::meta::Machine {
-        wirebench_report::meta::Machine::this()
-    }
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -53,7 +39,7 @@ fn main() -> ExitCode {
         Command::Sweep(args) => cmd::sweep::sweep(&args),
         Command::Plot(args) => cmd::plot::plot(&args),
         Command::Report(args) => cmd::report::report(&args),
-        Command::Lab(args) => lab::lab(&args),
+        Command::Lab(args) => cmd::lab::lab(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

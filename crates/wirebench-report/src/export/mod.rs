@@ -13,6 +13,7 @@
 
 pub mod csv;
 pub mod json;
+pub mod link_log;
 pub mod ndjson;
 pub mod table;
 

@@ -143,3 +143,22 @@ pub fn f(v: &Value, path: &str) -> f64 {
         .as_f64()
         .unwrap_or_else(|| panic!("{path} is not a number in {v}"))
 }
+
+/// Whether the lab can build a network here (`wirebench lab -- exec -- true`). Where it
+/// cannot: with `CI` set the test fails with the reason (a CI runner must run the lab
+/// tests, not pass them empty); without, it prints the reason and the caller skips.
+pub fn lab_available() -> bool {
+    let out = wirebench()
+        .args(["lab", "--", "exec", "--", "true"])
+        .output()
+        .expect("run wirebench lab");
+    if out.status.success() {
+        return true;
+    }
+    let why = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+    if std::env::var_os("CI").is_some() {
+        panic!("the lab cannot start here, and CI is set: {why}");
+    }
+    eprintln!("skipped: the lab cannot start here: {why}");
+    false
+}

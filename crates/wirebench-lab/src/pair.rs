@@ -1,0 +1,241 @@
+//! `wirebench lab [LINK] -- run|exec`: one emulated link between a client host
+//! (10.77.0.1) and a server host (10.77.0.2), a server in one, a test or any program in the
+//! other, and what the link did.
+
+use std::io::{self, Read};
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+
+use serde::Serialize;
+use wirebench_proto::link_log::LinkLog;
+
+use crate::props::{LinkProps, PropsError};
+use crate::server::{LabServer, ServerError};
+use crate::topo::{Lab, LinkReport, Topology};
+
+/// The client host's address on a one-link lab.
+pub const CLIENT_ADDR: &str = "10.77.0.1";
+/// The server host's address on a one-link lab.
+pub const SERVER_ADDR: &str = "10.77.0.2";
+
+/// What runs in the client host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientCommand {
+    /// `wirebench run SERVER_ADDR ARGS`.
+    Run(Vec<String>),
+    /// Any program and its arguments (not empty).
+    Exec(Vec<String>),
+}
+
+/// A one-link lab run.
+#[derive(Debug, Clone)]
+pub struct PairRun {
+    /// The link.
+    pub link: LinkProps,
+    /// What runs in the client host.
+    pub client: ClientCommand,
+    /// A program to run in the server host instead of `wirebench serve`, split at spaces.
+    pub serve: Option<String>,
+    /// Log the link in intervals of this many ns (0: no log).
+    pub link_log_ns: u64,
+    /// The wirebench executable.
+    pub exe: PathBuf,
+}
+
+/// Why a one-link run could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum PairError {
+    /// A bad link property.
+    #[error(transparent)]
+    Props(#[from] PropsError),
+    /// `exec` without a program, or `--serve` without one.
+    #[error("{0} needs a command")]
+    NoCommand(&'static str),
+    /// The lab cannot make namespaces here; the message says what it needs.
+    #[error("{0}")]
+    Privilege(io::Error),
+    /// The server did not start.
+    #[error(transparent)]
+    Server(#[from] ServerError),
+    /// An I/O step, named.
+    #[error("{what}: {source}")]
+    Io {
+        /// The step.
+        what: String,
+        /// Why it failed.
+        source: io::Error,
+    },
+}
+
+impl crate::Usage for PairError {
+    fn is_usage(&self) -> bool {
+        matches!(self, Self::Props(_) | Self::NoCommand(_))
+    }
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> PairError {
+    let what = what.into();
+    move |source| PairError::Io { what, source }
+}
+
+/// What a one-link run did.
+#[derive(Debug)]
+pub struct PairOutcome {
+    /// How the client's command ended.
+    pub status: ExitStatus,
+    /// Its stdout, for `run ... --json` (the results document), else empty.
+    pub stdout: String,
+    /// What each direction of the link did.
+    pub reports: Vec<LinkReport>,
+    /// The link log (empty without `link_log_ns`).
+    pub log: LinkLog,
+}
+
+/// Whether `wirebench run` options ask for JSON.
+pub fn wants_json(args: &[String]) -> bool {
+    args.iter().any(|a| a == "--json" || a == "-J")
+}
+
+/// Builds the link, starts the server and the client's command, waits for the command and
+/// stops the link.
+///
+/// # Errors
+///
+/// A bad link, no privilege, or a server or command that cannot be started.
+pub fn run_pair(p: &PairRun) -> Result<PairOutcome, PairError> {
+    let (up, down) = p.link.configs()?;
+    let serve_words: Option<Vec<&str>> = p.serve.as_deref().map(|s| s.split_whitespace().collect());
+    if serve_words.as_ref().is_some_and(Vec::is_empty) {
+        return Err(PairError::NoCommand("--serve"));
+    }
+    if matches!(&p.client, ClientCommand::Exec(c) if c.is_empty()) {
+        return Err(PairError::NoCommand("lab -- exec"));
+    }
+    crate::ensure_privilege().map_err(PairError::Privilege)?;
+    let lab = Lab::build_logged(&Topology::pair(up, down), p.link_log_ns)
+        .map_err(io_err("building the lab"))?;
+    let server = match &serve_words {
+        Some(words) => LabServer::program(&lab, 1, words)?,
+        None => LabServer::wirebench(&lab, &p.exe, 1, SERVER_ADDR)?,
+    };
+    let (mut client, json, what) = match &p.client {
+        ClientCommand::Run(args) => {
+            let mut c = lab.command(0, &p.exe);
+            c.arg("run").arg(SERVER_ADDR).args(args);
+            (c, wants_json(args), "wirebench run".to_owned())
+        }
+        ClientCommand::Exec(words) => {
+            let mut c = lab.command(0, &words[0]);
+            c.args(&words[1..]);
+            (c, false, words[0].clone())
+        }
+    };
+    client
+        .env("LAB_SERVER", SERVER_ADDR)
+        .env("LAB_CLIENT", CLIENT_ADDR);
+    if json {
+        client.stdout(Stdio::piped());
+    }
+    let mut child = client
+        .spawn()
+        .map_err(io_err(format!("starting {what} in the client host")))?;
+    let mut stdout = String::new();
+    if let Some(mut so) = child.stdout.take() {
+        so.read_to_string(&mut stdout)
+            .map_err(io_err("reading the test's output"))?;
+    }
+    let status = child.wait().map_err(io_err("waiting for the command"))?;
+    drop(server);
+    let (reports, log) = lab.stop_logged().map_err(io_err("stopping the emulator"))?;
+    Ok(PairOutcome {
+        status,
+        stdout,
+        reports,
+        log,
+    })
+}
+
+/// The `lab` object added to a results document: the link as configured, the two
+/// addresses and what each direction did.
+#[derive(Debug, Serialize)]
+struct LabObject<'a> {
+    link: &'a LinkProps,
+    client: &'static str,
+    server: &'static str,
+    links: &'a [LinkReport],
+}
+
+/// A results document (`run --json`'s text) with the `lab` object added, pretty-printed.
+///
+/// # Errors
+///
+/// When `results` is not JSON.
+pub fn with_lab(
+    results: &str,
+    link: &LinkProps,
+    reports: &[LinkReport],
+) -> serde_json::Result<String> {
+    let mut v: serde_json::Value = serde_json::from_str(results)?;
+    if let Some(obj) = v.as_object_mut() {
+        let lab = LabObject {
+            link,
+            client: CLIENT_ADDR,
+            server: SERVER_ADDR,
+            links: reports,
+        };
+        obj.insert("lab".into(), serde_json::to_value(lab)?);
+    }
+    serde_json::to_string_pretty(&v)
+}
+
+/// A few lines on what the emulated link did.
+pub fn report_lines(reports: &[LinkReport]) -> String {
+    let mut s = String::new();
+    for (i, r) in reports.iter().enumerate() {
+        for (dir, d) in [
+            ("up (client → server)", &r.up),
+            ("down (server → client)", &r.down),
+        ] {
+            let mean_q = if d.link.delivered > 0 {
+                d.link.queue_delay_ns as f64 / d.link.delivered as f64 / 1e6
+            } else {
+                0.0
+            };
+            s += &format!(
+                "lab link {i} {dir}: {} packets in, {} lost, {} queue drops, {} delivered, \
+                 queue delay mean {mean_q:.3} ms max {:.3} ms, {} emulator drops\n",
+                d.link.packets_in,
+                d.link.dropped_loss,
+                d.link.dropped_queue,
+                d.link.delivered,
+                d.link.max_queue_delay_ns as f64 / 1e6,
+                d.emulator_drops + d.send_errors + d.oversize,
+            );
+        }
+    }
+    s
+}
+
+/// A link log's interval, ns, from its flag's text: 1 ms or more.
+///
+/// # Errors
+///
+/// A malformed duration, or one under 1 ms.
+pub fn log_interval_ns(text: &str) -> Result<u64, LogIntervalError> {
+    let d = wirebench_proto::units::parse_duration(text)?;
+    if d < std::time::Duration::from_millis(1) {
+        return Err(LogIntervalError::TooShort);
+    }
+    Ok(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// A link log interval that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum LogIntervalError {
+    /// Not a duration.
+    #[error("--link-log-interval: {0}")]
+    Malformed(#[from] wirebench_proto::units::UnitError),
+    /// Too short to be useful (and too many intervals to keep).
+    #[error("--link-log-interval must be at least 1ms")]
+    TooShort,
+}

@@ -1,0 +1,285 @@
+//! Running a scenario file: every stack profile × trial, K copies of the network at once,
+//! one JSON file per trial, then the summary (`summary.json`, `.csv`, `.txt`) and
+//! `experiment.json`, as a sweep leaves them. With `resume`, trials already saved are read,
+//! not run again.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use crate::scenario::{Profile, Scenario, ScenarioError};
+use crate::summary::{
+    summarize, trial_file, ExperimentInfo, FailedTrial, ScenarioSummary, TrialFile,
+};
+use crate::trial::{run_trial, TrialSetup};
+
+/// A scenario run that cannot start or finish.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The scenario does not make a network.
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    /// `--time-scale` out of range.
+    #[error("--time-scale must be above 0")]
+    TimeScale,
+    /// `--profile` names none of the file's.
+    #[error("the scenario has no profile {0:?}")]
+    NoProfile(String),
+    /// The lab cannot make namespaces here; the message says what it needs.
+    #[error("{0}")]
+    Privilege(io::Error),
+    /// An I/O step, named.
+    #[error("{what}: {source}")]
+    Io {
+        /// The step.
+        what: String,
+        /// Why it failed.
+        source: io::Error,
+    },
+}
+
+impl crate::Usage for RunError {
+    fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            Self::Scenario(_) | Self::TimeScale | Self::NoProfile(_)
+        )
+    }
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> RunError {
+    let what = what.into();
+    move |source| RunError::Io { what, source }
+}
+
+/// How to run a scenario.
+#[derive(Debug, Clone)]
+pub struct ScenarioRun {
+    /// The scenario, read and checked.
+    pub scenario: Scenario,
+    /// Only these profiles (none: all).
+    pub profiles: Vec<String>,
+    /// Trials per profile (default: the file's).
+    pub trials: Option<u32>,
+    /// Copies of the network at once (default: the file's).
+    pub parallel: Option<u32>,
+    /// Scale of the tests' durations.
+    pub time_scale: f64,
+    /// The run's directory.
+    pub out: PathBuf,
+    /// Read the trials already saved in `out` instead of running them again.
+    pub resume: bool,
+    /// Log every link of every trial in intervals of this many ns (0: no log).
+    pub link_log_ns: u64,
+    /// The wirebench executable, for servers and tests.
+    pub exe: PathBuf,
+    /// The command line, for `experiment.json`.
+    pub command: Vec<String>,
+    /// Facts of this machine, for `experiment.json`.
+    pub machine: wirebench_report::meta::Machine,
+}
+
+/// What a run tells as it goes.
+#[derive(Debug)]
+pub enum Progress<'a> {
+    /// The trials are about to run.
+    Start {
+        /// The scenario's name.
+        scenario: &'a str,
+        /// Profiles to run.
+        profiles: usize,
+        /// Trials per profile.
+        trials: u32,
+        /// Copies at once.
+        parallel: u32,
+        /// The run's directory.
+        out: &'a Path,
+        /// Trials read from a run resumed.
+        already: usize,
+    },
+    /// A trial ended.
+    TrialDone {
+        /// Trials done so far.
+        done: usize,
+        /// Trials in all.
+        total: usize,
+        /// Its profile.
+        profile: &'a str,
+        /// Its number.
+        trial: u32,
+    },
+    /// A trial's file could not be written (the run goes on).
+    WriteFailed {
+        /// The file.
+        path: &'a Path,
+        /// Why.
+        error: &'a io::Error,
+    },
+}
+
+/// What a run did.
+#[derive(Debug)]
+pub struct ScenarioOutcome {
+    /// The summary, as saved.
+    pub summary: ScenarioSummary,
+    /// Trials that did not run.
+    pub failed: usize,
+    /// Trials in all.
+    pub total: usize,
+}
+
+struct Job {
+    profile: usize,
+    trial: u32,
+}
+
+/// Runs a scenario and writes its directory.
+///
+/// # Errors
+///
+/// Bad options or scenario, no privilege, or a file of the run that cannot be written;
+/// a trial that fails is saved as such and counted in [`ScenarioOutcome::failed`].
+pub fn run_scenario(
+    run: &ScenarioRun,
+    progress: &(dyn Fn(Progress<'_>) + Sync),
+) -> Result<ScenarioOutcome, RunError> {
+    let sc = &run.scenario;
+    if !(run.time_scale.is_finite() && run.time_scale > 0.0) {
+        return Err(RunError::TimeScale);
+    }
+    let mut profiles: Vec<Profile> = sc.profiles();
+    if !run.profiles.is_empty() {
+        for p in &run.profiles {
+            if !profiles.iter().any(|q| &q.name == p) {
+                return Err(RunError::NoProfile(p.clone()));
+            }
+        }
+        profiles.retain(|p| run.profiles.contains(&p.name));
+    }
+    let topo = sc.topology()?;
+    let trials = run.trials.unwrap_or(sc.trials);
+    let parallel = run.parallel.unwrap_or(sc.parallel).max(1);
+    let out = &run.out;
+    std::fs::create_dir_all(out.join("trials"))
+        .map_err(io_err(format!("creating {}", out.display())))?;
+    // With resume, trials already on disk (and not failed outright) are read, not run.
+    let mut done = Vec::<(usize, TrialFile)>::new();
+    let mut jobs: Vec<Job> = Vec::new();
+    // Trials interleave the profiles, so drift over time spreads over all of them.
+    for trial in 0..trials {
+        for (profile, p) in profiles.iter().enumerate() {
+            let kept = run
+                .resume
+                .then(|| std::fs::read(out.join(trial_file(trial, &p.name))).ok())
+                .flatten()
+                .and_then(|b| serde_json::from_slice::<TrialFile>(&b).ok())
+                .filter(|t| matches!(t, TrialFile::Done(_)));
+            match kept {
+                Some(t) => done.push((profile, t)),
+                None => jobs.push(Job { profile, trial }),
+            }
+        }
+    }
+    let total = jobs.len() + done.len();
+    if !jobs.is_empty() {
+        crate::ensure_privilege().map_err(RunError::Privilege)?;
+    }
+    // What `report` shows of how the run was made (a resumed run keeps the first run's).
+    if !(run.resume && out.join("experiment.json").exists()) {
+        let info = ExperimentInfo {
+            command: &run.command,
+            machine: &run.machine,
+            ordered: true,
+            parallel,
+            repeat: trials,
+            scenario: sc,
+            server: format!("lab scenario {}", sc.name),
+            time_scale: run.time_scale,
+            wirebench: format!("wirebench {}", env!("CARGO_PKG_VERSION")),
+        };
+        let json = info
+            .to_json()
+            .map_err(io::Error::from)
+            .map_err(io_err("experiment.json"))?;
+        std::fs::write(out.join("experiment.json"), json)
+            .map_err(io_err("writing experiment.json"))?;
+    }
+    progress(Progress::Start {
+        scenario: &sc.name,
+        profiles: profiles.len(),
+        trials,
+        parallel,
+        out,
+        already: done.len(),
+    });
+    let setup = |log: Option<(u64, PathBuf)>| TrialSetup {
+        scenario: sc,
+        topology: &topo,
+        time_scale: run.time_scale,
+        exe: &run.exe,
+        link_log: log,
+    };
+    let queue = Mutex::new(jobs.into_iter());
+    let done = Mutex::new(done);
+    std::thread::scope(|s| {
+        for _ in 0..parallel.min(total as u32) {
+            s.spawn(|| {
+                while let Some(job) = queue.lock().ok().and_then(|mut q| q.next()) {
+                    let p = &profiles[job.profile];
+                    let log = (run.link_log_ns > 0).then(|| {
+                        let name = format!("{:04}-{}-links.csv", job.trial, p.name);
+                        (run.link_log_ns, out.join("trials").join(name))
+                    });
+                    let file = match run_trial(&setup(log), p, job.trial) {
+                        Ok(doc) => TrialFile::Done(doc),
+                        Err(e) => TrialFile::Failed(FailedTrial {
+                            profile: p.name.clone(),
+                            trial: job.trial,
+                            error: e.to_string(),
+                        }),
+                    };
+                    let path = out.join(trial_file(job.trial, &p.name));
+                    let written = serde_json::to_value(&file)
+                        .and_then(|v| serde_json::to_vec_pretty(&v))
+                        .map_err(io::Error::from)
+                        .and_then(|b| std::fs::write(&path, b));
+                    if let Err(error) = written {
+                        progress(Progress::WriteFailed {
+                            path: &path,
+                            error: &error,
+                        });
+                    }
+                    if let Ok(mut d) = done.lock() {
+                        d.push((job.profile, file));
+                        progress(Progress::TrialDone {
+                            done: d.len(),
+                            total,
+                            profile: &p.name,
+                            trial: job.trial,
+                        });
+                    }
+                }
+            });
+        }
+    });
+    let done = done.into_inner().unwrap_or_else(|e| e.into_inner());
+    let summary = summarize(sc, &profiles, &done);
+    let json = summary
+        .to_json()
+        .map_err(io::Error::from)
+        .map_err(io_err("summary"))?;
+    std::fs::write(out.join("summary.json"), json).map_err(io_err("writing summary.json"))?;
+    std::fs::write(out.join("summary.csv"), summary.to_csv())
+        .map_err(io_err("writing summary.csv"))?;
+    std::fs::write(out.join("summary.txt"), summary.table())
+        .map_err(io_err("writing summary.txt"))?;
+    let failed = done
+        .iter()
+        .filter(|(_, t)| matches!(t, TrialFile::Failed(_)))
+        .count();
+    Ok(ScenarioOutcome {
+        summary,
+        failed,
+        total,
+    })
+}

@@ -1,0 +1,675 @@
+//! What a scenario's trials leave on disk, and their summary.
+//!
+//! Each trial is one JSON file ([`TrialFile`]); the summary ([`ScenarioSummary`]) is the
+//! report crate's experiment summary (one point per stack profile, so that `plot` and
+//! `report` read a scenario's directory as they read a sweep's) with a row per profile
+//! beside it. `summary.json`, `summary.csv` and `experiment.json` are a contract: their
+//! keys and values stay (see the test at the bottom).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use wirebench_proto::results::Results;
+use wirebench_report::experiment::{self, ExperimentSummary};
+use wirebench_stats::Summary;
+
+use crate::scenario::{Profile, Scenario, Sysctls};
+use crate::topo::LinkReport;
+
+/// One test of a trial, as it ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestOutcome {
+    /// Its name.
+    pub name: String,
+    /// The client host.
+    pub from: String,
+    /// The server host.
+    pub to: String,
+    /// Whether it counts in the summary (false: cross traffic).
+    pub measured: bool,
+    /// Its results document as `wirebench run --json` printed it (kept whole), if any.
+    pub result: Option<serde_json::Value>,
+    /// What it said on stderr when it did not exit 0.
+    pub error: Option<String>,
+}
+
+/// One link's report in a trial, by name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NamedLinkReport {
+    /// The link, `a-b`.
+    pub link: String,
+    /// What it did.
+    pub report: LinkReport,
+}
+
+/// A trial that ran (some of its tests may still have failed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialDoc {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The stack profile.
+    pub profile: String,
+    /// The trial's number, from 0.
+    pub trial: u32,
+    /// How the tests' durations were scaled.
+    pub time_scale: f64,
+    /// Per host the profile went to: each sysctl as read back.
+    pub sysctls: BTreeMap<String, Sysctls>,
+    /// The tests, in the scenario's order.
+    pub tests: Vec<TestOutcome>,
+    /// The links, in the scenario's order.
+    pub links: Vec<NamedLinkReport>,
+}
+
+/// A trial that could not run at all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedTrial {
+    /// The stack profile.
+    pub profile: String,
+    /// The trial's number.
+    pub trial: u32,
+    /// Why.
+    pub error: String,
+}
+
+/// A trial's file, `trials/NNNN-PROFILE.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum TrialFile {
+    /// It ran.
+    Done(TrialDoc),
+    /// It could not run.
+    Failed(FailedTrial),
+}
+
+impl TrialFile {
+    /// The trial's number.
+    pub fn trial(&self) -> u32 {
+        match self {
+            Self::Done(d) => d.trial,
+            Self::Failed(f) => f.trial,
+        }
+    }
+}
+
+/// The file name of a trial, relative to the run's directory.
+pub fn trial_file(trial: u32, profile: &str) -> String {
+    format!("trials/{trial:04}-{profile}.json")
+}
+
+/// Goodput as the scenario files define it: the bytes the receiving application read during
+/// the test's duration, over that duration, from the receiver's interval records (bit/s).
+/// Data still in flight or in the sender's socket buffer when the time is up (a drain that
+/// can take longer than the test on a lossy path) does not count. A test set by size rather
+/// than time has no window: its whole transfer counts (`end.received_bps`).
+pub fn goodput_bps(r: &Results) -> f64 {
+    let Some(t) = r.test.duration_s.filter(|t| *t > 0.0) else {
+        return r.end.received_bps;
+    };
+    let mut bytes = 0.0;
+    for i in &r.intervals {
+        let (start, end, b) = (i.start_s, i.end_s, i.received_bytes as f64);
+        if end <= t + 1e-6 {
+            bytes += b;
+        } else if start < t && end > start {
+            // The interval the window ends in: its share, as if received evenly.
+            bytes += b * (t - start) / (end - start);
+        }
+    }
+    bytes * 8.0 / t
+}
+
+/// A profile's row of the summary: goodput of its measured tests ([`goodput_bps`]), the
+/// receiver's rate over the whole transfer (`end.received_bps`, the drain included) and the
+/// sender's TCP retransmits, over the trials. Fields in the order the file has them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileRow {
+    /// Trials that did not run, and measured tests without results.
+    pub failed: u64,
+    /// Goodput, kbit/s.
+    pub goodput_kbps: Option<Summary>,
+    /// Measured tests that ended incomplete but have results (they count).
+    pub incomplete: u64,
+    /// The profile's name.
+    pub profile: String,
+    /// The receiver's whole-transfer rate, kbit/s.
+    pub received_kbps: Option<Summary>,
+    /// TCP retransmits of the sender.
+    pub retransmits: Option<Summary>,
+    /// The sysctls the profile sets, `net.ipv4.tcp_sack` = "0".
+    pub settings: BTreeMap<String, String>,
+    /// Measured tests with results.
+    pub trials: u64,
+}
+
+/// A scenario's `summary.json`: the profiles' rows, and the experiment summary (`points`,
+/// one per profile, whose figures are a sweep's plus `goodput_bps` and `retransmits`; and
+/// `knees`, none).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioSummary {
+    /// What the scenario reproduces.
+    pub description: Option<String>,
+    /// The experiment summary: `points` and `knees`.
+    #[serde(flatten)]
+    pub experiment: ExperimentSummary,
+    /// One row per profile.
+    pub profiles: Vec<ProfileRow>,
+    /// The scenario's name.
+    pub scenario: String,
+}
+
+/// Summarizes the trials: `done` holds each trial's file with the index of its profile in
+/// `profiles`.
+pub fn summarize(
+    sc: &Scenario,
+    profiles: &[Profile],
+    done: &[(usize, TrialFile)],
+) -> ScenarioSummary {
+    let mut rows = Vec::new();
+    let mut runs = Vec::new();
+    let mut extra = Vec::new();
+    for (pi, p) in profiles.iter().enumerate() {
+        let mut here: Vec<&TrialFile> = done
+            .iter()
+            .filter(|(i, _)| *i == pi)
+            .map(|(_, t)| t)
+            .collect();
+        here.sort_by_key(|t| t.trial());
+        let (mut failed, mut incomplete) = (0u64, 0u64);
+        let mut results = Vec::new();
+        let (mut goodput, mut received, mut retransmits) = (Vec::new(), Vec::new(), Vec::new());
+        for t in &here {
+            let TrialFile::Done(doc) = t else {
+                failed += 1;
+                continue;
+            };
+            for test in doc.tests.iter().filter(|t| t.measured) {
+                let r = test
+                    .result
+                    .as_ref()
+                    .filter(|r| r.is_object())
+                    .and_then(|r| serde_json::from_value::<Results>(r.clone()).ok());
+                let Some(r) = r else {
+                    failed += 1;
+                    continue;
+                };
+                goodput.push(goodput_bps(&r));
+                received.push(r.end.received_bps);
+                if let Some(tcp) = &r.end.tcp {
+                    retransmits.push(tcp.retransmits as f64);
+                }
+                if test.error.is_some() {
+                    incomplete += 1;
+                }
+                results.push((trial_file(doc.trial, &p.name), r));
+            }
+        }
+        let per = |v: &[f64], d: f64| {
+            wirebench_stats::summarize(&v.iter().map(|x| x / d).collect::<Vec<_>>())
+        };
+        rows.push(ProfileRow {
+            failed,
+            goodput_kbps: per(&goodput, 1e3),
+            incomplete,
+            profile: p.name.clone(),
+            received_kbps: per(&received, 1e3),
+            retransmits: per(&retransmits, 1.0),
+            settings: p
+                .sysctls()
+                .into_iter()
+                .map(|(k, v)| (k.replace('/', "."), v))
+                .collect(),
+            trials: goodput.len() as u64,
+        });
+        extra.push((
+            here.len() as u64,
+            here.iter()
+                .map(|t| trial_file(t.trial(), &p.name))
+                .collect::<Vec<_>>(),
+            [("goodput_bps", goodput), ("retransmits", retransmits)],
+        ));
+        runs.push(results);
+    }
+    // The report crate's experiment summary, one point per profile (no swept parameter);
+    // then what only a scenario has: the profile's name, goodput and retransmits, and its
+    // trial files (failed ones too).
+    let mut experiment = experiment::summarize_experiment(&vec![Vec::new(); profiles.len()], &runs);
+    for ((point, p), (trials, files, figures)) in
+        experiment.points.iter_mut().zip(profiles).zip(extra)
+    {
+        point.point = BTreeMap::from([("profile".to_owned(), p.name.clone())]);
+        point.offered_bps = None;
+        point.failed = trials.saturating_sub(point.trials);
+        point.trials = trials;
+        point.files = files;
+        for (name, values) in figures {
+            if let Some(s) = wirebench_stats::summarize(&values) {
+                point.figures.insert(name.to_owned(), s);
+            }
+        }
+    }
+    ScenarioSummary {
+        description: sc.description.clone(),
+        experiment,
+        profiles: rows,
+        scenario: sc.name.clone(),
+    }
+}
+
+impl ScenarioSummary {
+    /// `summary.json`: keys sorted, as the file always had them.
+    ///
+    /// # Errors
+    ///
+    /// A figure serde_json cannot write (not a finite number is written as null).
+    pub fn to_json(&self) -> serde_json::Result<Vec<u8>> {
+        serde_json::to_vec_pretty(&serde_json::to_value(self)?)
+    }
+
+    /// `summary.csv`: the experiment's CSV, a row per profile.
+    pub fn to_csv(&self) -> String {
+        experiment::summary_csv(&self.experiment)
+    }
+
+    /// The table printed at the end and saved as `summary.txt`: goodput per profile.
+    pub fn table(&self) -> String {
+        let mut s = format!(
+            "{:<16} {:>6} {:>10} {:>10} {:>10} {:>9} {:>12}\n",
+            "profile", "trials", "min kbit/s", "mean", "max", "SD", "retrans mean"
+        );
+        for r in &self.profiles {
+            let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
+            let g = r.goodput_kbps.as_ref();
+            s += &format!(
+                "{:<16} {:>6} {:>10} {:>10} {:>10} {:>9} {:>12}\n",
+                r.profile,
+                r.trials,
+                f(g.map(|g| g.min)),
+                f(g.map(|g| g.mean)),
+                f(g.map(|g| g.max)),
+                f(g.map(|g| g.stddev)),
+                f(r.retransmits.as_ref().map(|r| r.mean)),
+            );
+        }
+        s
+    }
+}
+
+/// A scenario run's `experiment.json`: how it was made, as a sweep's says it (keys sorted).
+#[derive(Debug, Clone, Serialize)]
+pub struct ExperimentInfo<'a> {
+    /// The command line.
+    pub command: &'a [String],
+    /// Facts of the machine a rerun should match.
+    pub machine: &'a wirebench_report::meta::Machine,
+    /// Trials interleave the profiles in a fixed order.
+    pub ordered: bool,
+    /// Copies of the network at once.
+    pub parallel: u32,
+    /// Trials per profile.
+    pub repeat: u32,
+    /// The scenario as read.
+    pub scenario: &'a Scenario,
+    /// `lab scenario NAME`.
+    pub server: String,
+    /// How the tests' durations were scaled.
+    pub time_scale: f64,
+    /// The tool's version, `wirebench X.Y.Z`.
+    pub wirebench: String,
+}
+
+impl ExperimentInfo<'_> {
+    /// `experiment.json`, keys sorted.
+    ///
+    /// # Errors
+    ///
+    /// As serde_json's.
+    pub fn to_json(&self) -> serde_json::Result<Vec<u8>> {
+        serde_json::to_vec_pretty(&serde_json::to_value(self)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    /// A results document of a TCP test of `duration_s` with these intervals (start, end,
+    /// received bytes) and retransmits.
+    fn result(duration_s: f64, intervals: &[(f64, f64, u64)], retransmits: u64) -> Value {
+        let received: u64 = intervals.iter().map(|i| i.2).sum();
+        let end_s = intervals.last().map_or(0.0, |i| i.1);
+        let totals = json!({"bytes": received, "messages": received / 1000, "duration_s": end_s});
+        json!({
+            "schema": 1,
+            "wirebench": "wirebench 0.1.0",
+            "server": "10.77.3.2:5300",
+            "test": {
+                "protocol": "tcp", "mechanism": "stream", "direction": "forward",
+                "size": 131072, "duration_s": duration_s, "rate_bps": 0, "rate_pps": 0,
+                "gap_s": 0.0, "streams": 1, "interval_s": 1.0, "drain_s": 10.0,
+                "ack_timeout_s": 0.2
+            },
+            "datapath": {"client": null, "server": null},
+            "intervals": intervals.iter().map(|(s, e, b)| json!({
+                "start_s": s, "end_s": e, "sent_bytes": b, "sent_messages": b / 1000,
+                "received_bytes": b, "received_messages": b / 1000,
+                "sent_bps": *b as f64 * 8.0 / (e - s), "received_bps": *b as f64 * 8.0 / (e - s)
+            })).collect::<Vec<_>>(),
+            "end": {
+                "duration_s": end_s, "sent": totals, "received": totals,
+                "sent_bps": received as f64 * 8.0 / end_s,
+                "received_bps": received as f64 * 8.0 / end_s,
+                "retransmits": 0, "local_drops": 0,
+                "tcp": {"retransmits": retransmits, "rtt_us": 100000, "rttvar_us": 5000,
+                        "snd_cwnd_segments": 10, "snd_mss_bytes": 1448},
+                "resources": {"client": null, "server": null}
+            }
+        })
+    }
+
+    fn test(name: &str, measured: bool, result: Option<Value>, error: Option<&str>) -> TestOutcome {
+        TestOutcome {
+            name: name.into(),
+            from: if measured { "h1" } else { "h4" }.into(),
+            to: if measured { "h2" } else { "h3" }.into(),
+            measured,
+            result,
+            error: error.map(str::to_owned),
+        }
+    }
+
+    fn doc(profile: &str, trial: u32, measured: TestOutcome) -> TrialFile {
+        TrialFile::Done(TrialDoc {
+            scenario: "mini".into(),
+            profile: profile.into(),
+            trial,
+            time_scale: 1.0,
+            sysctls: BTreeMap::new(),
+            tests: vec![
+                test(
+                    "cross",
+                    false,
+                    Some(result(2.0, &[(0.0, 2.0, 500_000)], 9)),
+                    None,
+                ),
+                measured,
+            ],
+            links: Vec::new(),
+        })
+    }
+
+    const SCENARIO: &str = r#"
+name = "mini"
+description = "two stacks over a 10 Mbit/s bottleneck"
+[[link]]
+a = "h1"
+b = "h2"
+rate = "10M"
+[[link]]
+a = "h4"
+b = "h3"
+[[profile]]
+name = "reno-nosack"
+cc = "reno"
+sack = false
+[[profile]]
+name = "cubic-sack"
+cc = "cubic"
+sack = true
+[[test]]
+name = "cross"
+from = "h4"
+to = "h3"
+measured = false
+[[test]]
+name = "measured"
+from = "h1"
+to = "h2"
+args = ["-t", "2s"]
+"#;
+
+    /// The fixed trials: reno-nosack has two good trials and one incomplete (data still
+    /// missing after the drain, its figures counted); cubic-sack one good trial, one that
+    /// did not run, and one whose measured test printed nothing.
+    fn trials() -> Vec<(usize, TrialFile)> {
+        let r = |a: u64, b: u64, drain: u64, rt: u64| {
+            Some(result(
+                2.0,
+                &[(0.0, 1.0, a), (1.0, 2.0, b), (2.0, 3.0, drain)],
+                rt,
+            ))
+        };
+        vec![
+            (
+                0,
+                doc(
+                    "reno-nosack",
+                    1,
+                    test("measured", true, r(120_000, 130_000, 0, 3), None),
+                ),
+            ),
+            (
+                0,
+                doc(
+                    "reno-nosack",
+                    0,
+                    test("measured", true, r(100_000, 110_000, 5_000, 4), None),
+                ),
+            ),
+            (
+                0,
+                doc(
+                    "reno-nosack",
+                    2,
+                    test(
+                        "measured",
+                        true,
+                        r(90_000, 95_000, 40_000, 11),
+                        Some("error: test incomplete"),
+                    ),
+                ),
+            ),
+            (
+                1,
+                doc(
+                    "cubic-sack",
+                    0,
+                    test("measured", true, r(200_000, 210_000, 0, 1), None),
+                ),
+            ),
+            (
+                1,
+                TrialFile::Failed(FailedTrial {
+                    profile: "cubic-sack".into(),
+                    trial: 1,
+                    error: "building the network: Operation not permitted (os error 1)".into(),
+                }),
+            ),
+            (
+                1,
+                doc(
+                    "cubic-sack",
+                    2,
+                    test("measured", true, None, Some("error: no route")),
+                ),
+            ),
+        ]
+    }
+
+    #[test]
+    fn goodput_counts_what_was_read_within_the_test_only() {
+        let r = |duration: f64, intervals: &[(f64, f64, u64)]| {
+            let v = result(duration, intervals, 0);
+            goodput_bps(&serde_json::from_value(v).expect("a results document"))
+        };
+        // 3 s of 1000 bytes each, then a drain the window leaves out.
+        let full = [
+            (0.0, 1.0, 1000),
+            (1.0, 2.0, 1000),
+            (2.0, 3.0, 1000),
+            (3.0, 4.0, 5000),
+        ];
+        assert_eq!(r(3.0, &full), 8000.0);
+        // A window that ends inside an interval takes its share.
+        assert_eq!(r(2.5, &full[..3]), 2500.0 * 8.0 / 2.5);
+        // A test by size has no window: the whole transfer's rate.
+        assert_eq!(r(0.0, &full[..1]), 8000.0);
+    }
+
+    #[test]
+    fn trial_files_read_back_as_written() {
+        for (_, t) in trials() {
+            let text = serde_json::to_string(&t).expect("serializes");
+            let back: TrialFile = serde_json::from_str(&text).expect("reads back");
+            assert_eq!(back, t);
+        }
+    }
+
+    /// `summary.json`, `summary.csv` and `experiment.json` are a contract (plot, report and
+    /// people's scripts read them): their keys and values for a fixed set of trials.
+    #[test]
+    fn the_summary_files_keep_their_keys_and_values() {
+        let sc = Scenario::parse(SCENARIO).expect("scenario");
+        let summary = summarize(&sc, &sc.profiles(), &trials());
+        let json = String::from_utf8(summary.to_json().expect("json")).expect("utf-8");
+        let v: Value = serde_json::from_str(&json).expect("json");
+        let keys: Vec<&String> = v.as_object().expect("object").keys().collect();
+        assert_eq!(
+            keys,
+            ["description", "knees", "points", "profiles", "scenario"]
+        );
+        assert_eq!(v["scenario"], "mini");
+        assert_eq!(v["knees"], json!([]));
+        let reno = &v["profiles"][0];
+        assert_eq!(
+            reno.as_object().expect("row").keys().collect::<Vec<_>>(),
+            [
+                "failed",
+                "goodput_kbps",
+                "incomplete",
+                "profile",
+                "received_kbps",
+                "retransmits",
+                "settings",
+                "trials"
+            ]
+        );
+        assert_eq!(
+            (
+                &reno["profile"],
+                &reno["trials"],
+                &reno["failed"],
+                &reno["incomplete"]
+            ),
+            (&json!("reno-nosack"), &json!(3), &json!(0), &json!(1))
+        );
+        assert_eq!(
+            reno["settings"],
+            json!({"net.ipv4.tcp_congestion_control": "reno", "net.ipv4.tcp_sack": "0"})
+        );
+        // Goodput: the bytes read within the 2 s, over 2 s, in kbit/s.
+        assert_eq!(reno["goodput_kbps"]["min"], json!(740.0));
+        assert_eq!(reno["goodput_kbps"]["max"], json!(1000.0));
+        assert_eq!(reno["retransmits"]["mean"], json!(6.0));
+        let cubic = &v["profiles"][1];
+        assert_eq!((&cubic["trials"], &cubic["failed"]), (&json!(1), &json!(2)));
+        let point = &v["points"][1];
+        assert_eq!(
+            point.as_object().expect("point").keys().collect::<Vec<_>>(),
+            [
+                "failed",
+                "figures",
+                "files",
+                "offered_bps",
+                "point",
+                "trials"
+            ]
+        );
+        assert_eq!(point["point"], json!({"profile": "cubic-sack"}));
+        assert_eq!((&point["trials"], &point["failed"]), (&json!(3), &json!(2)));
+        assert_eq!(
+            point["files"],
+            json!([
+                "trials/0000-cubic-sack.json",
+                "trials/0001-cubic-sack.json",
+                "trials/0002-cubic-sack.json"
+            ])
+        );
+        assert_eq!(point["offered_bps"], Value::Null);
+        assert_eq!(point["figures"]["goodput_bps"]["mean"], json!(1_640_000.0));
+        assert_eq!(v["points"][0]["figures"]["received_bps"]["count"], json!(3));
+        // The whole files, pinned (checked once against the binary's summary before it moved
+        // here: the same bytes).
+        pinned("summary.json", &json);
+        pinned("summary.csv", &summary.to_csv());
+        pinned("summary.txt", &summary.table());
+        // Read back as plot and report read it.
+        let e: ExperimentSummary = serde_json::from_str(&json).expect("an experiment summary");
+        assert!(e.is_scenario());
+        let back: ScenarioSummary = serde_json::from_str(&json).expect("reads back");
+        assert_eq!(back.profiles, summary.profiles);
+
+        let machine = wirebench_report::meta::Machine {
+            kernel: "6.1.0".into(),
+            cpu: "test".into(),
+            cores: 2,
+        };
+        let info = ExperimentInfo {
+            command: &[
+                "wirebench".into(),
+                "lab".into(),
+                "scenario".into(),
+                "mini.toml".into(),
+            ],
+            machine: &machine,
+            ordered: true,
+            parallel: 2,
+            repeat: 3,
+            scenario: &sc,
+            server: "lab scenario mini".into(),
+            time_scale: 1.0,
+            wirebench: "wirebench 0.1.0".into(),
+        };
+        let e: Value = serde_json::from_slice(&info.to_json().expect("json")).expect("json");
+        assert_eq!(
+            e.as_object().expect("object").keys().collect::<Vec<_>>(),
+            [
+                "command",
+                "machine",
+                "ordered",
+                "parallel",
+                "repeat",
+                "scenario",
+                "server",
+                "time_scale",
+                "wirebench"
+            ]
+        );
+        assert_eq!(e["scenario"]["name"], "mini");
+        assert_eq!(e["scenario"]["link"][0]["rate"], "10M");
+        assert_eq!(e["scenario"]["profile"][1]["sack"], true);
+        assert_eq!(e["scenario"]["test"][1]["args"], json!(["-t", "2s"]));
+        pinned(
+            "experiment.json",
+            &String::from_utf8(info.to_json().expect("json")).expect("utf-8"),
+        );
+    }
+
+    /// Compares `text` with `tests/data/scenario-summary/NAME`; with `WIREBENCH_BLESS` set,
+    /// writes it there instead (then review the diff).
+    fn pinned(name: &str, text: &str) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/scenario-summary")
+            .join(name);
+        if std::env::var_os("WIREBENCH_BLESS").is_some() {
+            std::fs::create_dir_all(path.parent().expect("a directory")).expect("mkdir");
+            std::fs::write(&path, text).expect("bless");
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_default();
+        assert_eq!(
+            text, want,
+            "{name} changed; with WIREBENCH_BLESS=1 it is rewritten"
+        );
+    }
+}

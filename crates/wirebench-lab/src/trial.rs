@@ -1,0 +1,218 @@
+//! One trial of a scenario: a fresh copy of its network, the stack profile applied, a
+//! server in each host tests go to, and every test at once (each after its start delay).
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Instant;
+
+use wirebench_proto::link_log::LinkLog;
+use wirebench_report::export::link_log::LinkLogCsv;
+use wirebench_report::Exporter;
+
+use crate::scenario::{trial_topology, Profile, Scenario};
+use crate::server::{LabServer, ServerError};
+use crate::summary::{NamedLinkReport, TestOutcome, TrialDoc};
+use crate::topo::{Lab, Topology};
+
+/// Why a trial could not run; saved in its file as `error`.
+#[derive(Debug, thiserror::Error)]
+pub enum TrialError {
+    /// An I/O step, named.
+    #[error("{what}: {source}")]
+    Io {
+        /// The step.
+        what: String,
+        /// Why it failed.
+        source: io::Error,
+    },
+    /// A host's server.
+    #[error("starting the server in {host}: {source}")]
+    Server {
+        /// The host.
+        host: String,
+        /// Why.
+        source: ServerError,
+    },
+    /// A node the scenario names and its topology lacks (a bug: the file was checked).
+    #[error("no node {0:?} in the topology")]
+    Node(String),
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> TrialError {
+    let what = what.into();
+    move |source| TrialError::Io { what, source }
+}
+
+/// What a trial needs besides its scenario.
+#[derive(Debug, Clone)]
+pub struct TrialSetup<'a> {
+    /// The scenario.
+    pub scenario: &'a Scenario,
+    /// Its topology.
+    pub topology: &'a Topology,
+    /// How to scale the tests' durations.
+    pub time_scale: f64,
+    /// The wirebench executable, for servers and tests.
+    pub exe: &'a Path,
+    /// With a link log: its interval, ns, and its file.
+    pub link_log: Option<(u64, PathBuf)>,
+}
+
+/// Scales the first duration after -t/--time in a test's options.
+fn scaled_args(args: &[String], scale: f64) -> Vec<String> {
+    let mut out = args.to_vec();
+    if scale == 1.0 {
+        return out;
+    }
+    for i in 0..out.len().saturating_sub(1) {
+        if out[i] == "-t" || out[i] == "--time" {
+            if let Ok(d) = wirebench_proto::units::parse_duration(&out[i + 1]) {
+                out[i + 1] = format!(
+                    "{}ms",
+                    ((d.as_secs_f64() * scale * 1000.0).round() as u64).max(100)
+                );
+            }
+        }
+    }
+    out
+}
+
+fn node(t: &Topology, name: &str) -> Result<usize, TrialError> {
+    t.node(name)
+        .ok_or_else(|| TrialError::Node(name.to_owned()))
+}
+
+/// Runs trial `n` of `profile`.
+///
+/// # Errors
+///
+/// When the network, a server or a test cannot be started; a test that fails is recorded
+/// in the document, not returned.
+pub fn run_trial(s: &TrialSetup<'_>, profile: &Profile, n: u32) -> Result<TrialDoc, TrialError> {
+    let sc = s.scenario;
+    let t = trial_topology(s.topology, n);
+    let log_ns = s.link_log.as_ref().map_or(0, |l| l.0);
+    let lab = Lab::build_logged(&t, log_ns).map_err(io_err("building the network"))?;
+    let mut sysctls = BTreeMap::new();
+    let profile_hosts = sc.profile_hosts(profile);
+    for host in &profile_hosts {
+        let got = profile
+            .apply(lab.netns(node(&t, host)?))
+            .map_err(io_err(format!(
+                "applying profile {} to {host}",
+                profile.name
+            )))?;
+        sysctls.insert(host.clone(), got);
+    }
+    // One server per host that tests go to; they end when dropped.
+    let mut servers = Vec::new();
+    let mut server_hosts: Vec<&str> = Vec::new();
+    for test in &sc.tests {
+        if !server_hosts.contains(&test.to.as_str()) {
+            server_hosts.push(&test.to);
+            let server = LabServer::wirebench(&lab, s.exe, node(&t, &test.to)?, "0.0.0.0")
+                .map_err(|source| TrialError::Server {
+                    host: test.to.clone(),
+                    source,
+                })?;
+            servers.push(server);
+        }
+    }
+    // Start the tests in the order of their delays.
+    let mut order: Vec<usize> = (0..sc.tests.len()).collect();
+    let delay = |i: usize| {
+        sc.tests[i]
+            .delay()
+            .unwrap_or_default()
+            .mul_f64(s.time_scale)
+    };
+    order.sort_by_key(|&i| delay(i));
+    let t0 = Instant::now();
+    let mut children = Vec::new();
+    for &i in &order {
+        let test = &sc.tests[i];
+        // The scenario's start delay: time itself is what is waited for.
+        std::thread::sleep(delay(i).saturating_sub(t0.elapsed()));
+        let to = node(&t, &test.to)?;
+        let addr = t
+            .node_address(to)
+            .ok_or_else(|| TrialError::Node(test.to.clone()))?;
+        let mut c = lab.command(node(&t, &test.from)?, s.exe);
+        c.arg("run").arg(addr.to_string()).arg("--json");
+        // The profile's congestion control, per socket too (see Profile::apply).
+        if let Some(cc) = &profile.cc {
+            if profile_hosts.contains(&test.from) && !test.args.iter().any(|a| a == "--cc") {
+                c.args(["--cc", cc]);
+            }
+        }
+        c.args(scaled_args(&test.args, s.time_scale))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        children.push((i, c.spawn().map_err(io_err("starting a test"))?));
+    }
+    let mut tests: Vec<Option<TestOutcome>> = vec![None; sc.tests.len()];
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = children
+            .into_iter()
+            .map(|(i, child)| scope.spawn(move || (i, child.wait_with_output())))
+            .collect();
+        for h in handles {
+            if let Ok((i, out)) = h.join() {
+                let test = &sc.tests[i];
+                let (ok, stdout, stderr) = match &out {
+                    Ok(o) => (
+                        o.status.success(),
+                        String::from_utf8_lossy(&o.stdout).into_owned(),
+                        String::from_utf8_lossy(&o.stderr).into_owned(),
+                    ),
+                    Err(_) => (false, String::new(), String::new()),
+                };
+                tests[i] = Some(TestOutcome {
+                    name: test.label(),
+                    from: test.from.clone(),
+                    to: test.to.clone(),
+                    measured: test.measured,
+                    result: serde_json::from_str(&stdout).ok(),
+                    error: (!ok).then(|| stderr.trim().to_owned()),
+                });
+            }
+        }
+    });
+    drop(servers);
+    let (links, log) = lab.stop_logged().map_err(io_err("stopping the emulator"))?;
+    if let Some((_, path)) = &s.link_log {
+        write_link_log(path, &log)?;
+    }
+    let names = t.link_names();
+    Ok(TrialDoc {
+        scenario: sc.name.clone(),
+        profile: profile.name.clone(),
+        trial: n,
+        time_scale: s.time_scale,
+        sysctls,
+        // A test whose thread panicked has no outcome; it is left out, as before.
+        tests: tests.into_iter().flatten().collect(),
+        links: names
+            .into_iter()
+            .zip(links)
+            .map(|(link, report)| NamedLinkReport { link, report })
+            .collect(),
+    })
+}
+
+/// Writes a link log as CSV to `path`.
+///
+/// # Errors
+///
+/// The file cannot be made or written.
+pub fn write_link_log(path: &Path, log: &LinkLog) -> Result<(), TrialError> {
+    let file =
+        std::fs::File::create(path).map_err(io_err(format!("creating {}", path.display())))?;
+    let mut w = io::BufWriter::new(file);
+    LinkLogCsv
+        .export(log, &mut w)
+        .map_err(io_err(format!("writing {}", path.display())))
+}

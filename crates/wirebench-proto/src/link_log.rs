@@ -1,0 +1,137 @@
+//! The link log of `wirebench lab --link-log`: what each direction of each emulated link did,
+//! interval by interval. The lab produces it; the report crate writes it as CSV and plots it
+//! from that CSV. It lives here, beside the packet log, so that neither needs the other.
+
+use serde::{Deserialize, Serialize};
+
+/// The CSV header of a link log: one row per link, direction and interval.
+pub const HEADER: &str = "t_s,link,direction,packets_in,bytes_in,dropped_loss,\
+dropped_queue,delivered,delivered_bytes,delivered_bps,max_queue_delay_ms";
+
+/// What one direction did in one interval: packets are counted in the interval of their
+/// arrival, deliveries in that of their modelled delivery time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkInterval {
+    /// IP packets offered to the link...
+    pub packets_in: u64,
+    /// ... and their bytes.
+    pub bytes_in: u64,
+    /// Of those, lost at random...
+    pub dropped_loss: u64,
+    /// ... and dropped by the full queue.
+    pub dropped_queue: u64,
+    /// Packets delivered...
+    pub delivered: u64,
+    /// ... and their IP bytes.
+    pub delivered_bytes: u64,
+    /// The longest wait for the serializer of a packet that arrived in the interval, ns.
+    pub max_queue_delay_ns: u64,
+}
+
+/// One link's log, both directions.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkTrace {
+    /// The link's name: its two ends, `a-b` (`client-server` on one link).
+    pub link: String,
+    /// The length of an interval, ns; interval `k` starts `k` intervals after the lab did.
+    pub interval_ns: u64,
+    /// a → b ("up").
+    pub up: Vec<LinkInterval>,
+    /// b → a ("down").
+    pub down: Vec<LinkInterval>,
+}
+
+/// The log of every link of a lab, in link order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkLog {
+    /// The links.
+    pub links: Vec<LinkTrace>,
+}
+
+/// One row of a link log: a link's direction in one interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkLogRow<'a> {
+    /// The interval's number: it starts `index` intervals after the lab began.
+    pub index: u64,
+    /// The interval's length, ns.
+    pub interval_ns: u64,
+    /// The link's name.
+    pub link: &'a str,
+    /// `up` or `down`.
+    pub direction: &'static str,
+    /// What happened in it.
+    pub counts: LinkInterval,
+}
+
+impl LinkLogRow<'_> {
+    /// The interval's length, s.
+    fn secs(&self) -> f64 {
+        self.interval_ns as f64 / 1e9
+    }
+
+    /// The interval's start since the lab began, s (as the index times the length in s, so
+    /// that the CSV's figures stay those it always had).
+    pub fn t_s(&self) -> f64 {
+        self.index as f64 * self.secs()
+    }
+
+    /// The rate the direction delivered in the interval, bits/s of IP packets.
+    pub fn delivered_bps(&self) -> f64 {
+        self.counts.delivered_bytes as f64 * 8.0 / self.secs()
+    }
+
+    /// The longest queue wait, ms.
+    pub fn max_queue_delay_ms(&self) -> f64 {
+        self.counts.max_queue_delay_ns as f64 / 1e6
+    }
+}
+
+impl LinkLog {
+    /// Its rows: link by link, `up` then `down`, each from its first interval in which
+    /// anything happened to its last kept, quiet ones between included.
+    pub fn rows(&self) -> impl Iterator<Item = LinkLogRow<'_>> + '_ {
+        self.links.iter().flat_map(|l| {
+            [("up", &l.up), ("down", &l.down)]
+                .into_iter()
+                .flat_map(move |(direction, bins)| {
+                    let first = bins
+                        .iter()
+                        .position(|b| *b != LinkInterval::default())
+                        .unwrap_or(bins.len());
+                    bins.iter()
+                        .enumerate()
+                        .skip(first)
+                        .map(move |(k, counts)| LinkLogRow {
+                            index: k as u64,
+                            interval_ns: l.interval_ns,
+                            link: &l.link,
+                            direction,
+                            counts: *counts,
+                        })
+                })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_start_at_the_first_busy_interval_of_each_direction() {
+        let busy = LinkInterval {
+            packets_in: 1,
+            ..LinkInterval::default()
+        };
+        let log = LinkLog {
+            links: vec![LinkTrace {
+                link: "a-b".into(),
+                interval_ns: 100_000_000,
+                up: vec![LinkInterval::default(), busy, LinkInterval::default()],
+                down: vec![LinkInterval::default()],
+            }],
+        };
+        let rows: Vec<_> = log.rows().map(|r| (r.index, r.direction)).collect();
+        assert_eq!(rows, [(1, "up"), (2, "up")]);
+    }
+}
