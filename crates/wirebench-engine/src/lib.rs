@@ -9,16 +9,13 @@
 #![deny(unsafe_code)]
 
 mod auth;
-mod channel;
-mod client;
 mod file;
 mod log;
 mod merge;
 pub mod pace;
 mod role;
+mod net;
 mod rx;
-mod server;
-mod session;
 mod sys;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -28,9 +25,9 @@ use std::time::Instant;
 use wirebench_stats::{LossRuns, TimeHistogram};
 
 pub use auth::Psk;
-pub use client::{run, ClientConfig};
-pub use server::{Server, ServerConfig, ServerHandle};
-pub use session::Watch;
+pub use net::client::{run, ClientConfig};
+pub use net::roles::Watch;
+pub use net::server::{Server, ServerConfig, ServerHandle};
 
 use thiserror::Error;
 

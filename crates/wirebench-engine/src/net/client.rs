@@ -12,11 +12,11 @@ use wirebench_proto::header::UdpHello;
 use wirebench_proto::results::{Results, Role};
 use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
 
-use crate::channel::Channel;
+use crate::net::channel::Channel;
 use crate::file::{FileSink, FileSource};
 use crate::log::LogOut;
 use crate::role::{CrrPart, DataSocket, FilePart, RoleParams};
-use crate::session::{drive, Watch};
+use crate::net::roles::{drive, Watch};
 use crate::sys::udp::Offloads;
 use crate::sys::{host_id, same_clock, tcp_datapath, udp_datapath};
 use crate::EngineError;

@@ -11,7 +11,7 @@ use wirebench_proto::control::Message;
 use wirebench_proto::results::{IntervalRecord, Role, SideReport};
 use wirebench_proto::spec::{Direction, TestSpec};
 
-use crate::channel::Channel;
+use crate::net::channel::Channel;
 use crate::role::{self, DataSocket, RoleParams};
 use crate::Shared;
 

@@ -27,12 +27,12 @@ use wirebench_proto::results::{Results, Role};
 use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
 use wirebench_proto::units::{format_bytes, format_duration, format_rate_bps};
 
-use crate::channel::Channel;
-use crate::client::tool;
+use crate::net::channel::Channel;
+use crate::net::client::tool;
 use crate::file::{FileSink, FileSource};
 use crate::log::LogOut;
 use crate::role::{CrrPart, DataSocket, FilePart, RoleParams};
-use crate::session::{drive, Quiet};
+use crate::net::roles::{drive, Quiet};
 use crate::sys::udp::Offloads;
 use crate::sys::{host_id, max_rss_kib, rss_kib, same_clock, tcp_datapath, udp_datapath};
 use crate::EngineError;
