@@ -9,6 +9,7 @@
 #![deny(unsafe_code)]
 
 mod auth;
+mod control;
 mod file;
 mod log;
 mod merge;
@@ -24,7 +25,7 @@ use std::time::Instant;
 
 use wirebench_stats::{LossRuns, TimeHistogram};
 
-pub use auth::Psk;
+pub use auth::{Psk, PskError};
 pub use net::client::{run, ClientConfig};
 pub use net::roles::Watch;
 pub use net::server::{Server, ServerConfig, ServerHandle};
@@ -57,6 +58,19 @@ pub enum EngineError {
     /// The test cannot be set up on this host as asked.
     #[error("cannot set up the test: {0}")]
     Setup(String),
+    /// The server answered, but not as a wirebench server does.
+    #[error("{server} is not a wirebench server: it answered {seen}; {hint}")]
+    NotWirebench {
+        /// The server as the user named it.
+        server: String,
+        /// What it answered, in words.
+        seen: String,
+        /// What to do.
+        hint: &'static str,
+    },
+    /// The server is going away (SIGTERM).
+    #[error("the server is shutting down")]
+    Shutdown,
     /// The peer closed the control connection.
     #[error("the peer closed the control connection")]
     PeerClosed,

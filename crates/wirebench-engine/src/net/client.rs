@@ -1,31 +1,29 @@
-//! The client side of a test: connect, ask, set up the data stream, run, collect.
+//! The client's driver: connects, runs a [`ClientSession`] over the control connection,
+//! opens the data streams and starts the roles when it says so, and turns the outcome into
+//! the results document.
 
 use std::fs::File;
 use std::io::Write;
-use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::path::PathBuf;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use wirebench_proto::control::{encode, Message, MAX_FRAME, PACKET_LOG_STREAM, PROTOCOL_VERSION};
+use wirebench_proto::control::{encode, Message, PACKET_LOG_STREAM, PROTOCOL_VERSION};
 use wirebench_proto::header::UdpHello;
-use wirebench_proto::results::{Results, Role};
+use wirebench_proto::results::{Datapath, Results, Role};
 use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
 
-use crate::net::channel::Channel;
+use super::roles::{RoleEvent, Roles, Watch};
+use super::{Pump, TICK};
+use crate::control::client::{ClientAction, ClientEvent, ClientParams, ClientSession};
+use crate::control::{RunAction, SETUP_TIMEOUT};
 use crate::file::{FileSink, FileSource};
 use crate::log::LogOut;
 use crate::role::{CrrPart, DataSocket, FilePart, RoleParams};
-use crate::net::roles::{drive, Watch};
 use crate::sys::udp::Offloads;
 use crate::sys::{host_id, same_clock, tcp_datapath, udp_datapath};
 use crate::EngineError;
-
-/// How long the client waits for the server's answer to each set-up step.
-const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How often a UDP hello is sent until the server confirms it.
-const HELLO_EVERY: Duration = Duration::from_millis(100);
 
 /// What the client needs to run a test.
 #[derive(Debug, Clone)]
@@ -94,26 +92,130 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, EngineError> {
         .ok_or_else(|| err(std::io::Error::other("the name resolved to no address")))
 }
 
+/// A stream opened, waiting for the roles to start.
+struct Opened {
+    sock: DataSocket,
+    datapath: Datapath,
+    offloads: Offloads,
+    hello: Option<[u8; wirebench_proto::header::UDP_HELLO_LEN]>,
+}
+
+/// The client's side of one test, as the session's actions build it.
+struct Setup {
+    addr: SocketAddr,
+    cookie: u64,
+    udp_port: u16,
+    same_clock: bool,
+    spec: TestSpec,
+    streams: Vec<Option<Opened>>,
+    log_file: Option<File>,
+    local_log: Option<LogOut>,
+    log_copier: Option<JoinHandle<std::io::Result<u64>>>,
+    file: Option<FilePart>,
+}
+
+impl Setup {
+    fn open_log(&mut self) -> Result<(), EngineError> {
+        let Some(file) = self.log_file.take() else {
+            return Ok(());
+        };
+        let conn = attach(self.addr, self.cookie, PACKET_LOG_STREAM)?;
+        let copier = std::thread::Builder::new()
+            .name("wirebench-log-copy".into())
+            .spawn(move || copy_log(conn, file))
+            .map_err(|e| EngineError::io("starting the packet log thread", e))?;
+        self.log_copier = Some(copier);
+        Ok(())
+    }
+
+    fn open_stream(&mut self, control: &TcpStream, stream: u32) -> Result<(), EngineError> {
+        let opened = match self.spec.protocol {
+            Protocol::Tcp => {
+                let s = attach(self.addr, self.cookie, stream)?;
+                let datapath = tcp_datapath(&s, &self.spec).map_err(EngineError::Setup)?;
+                Opened {
+                    sock: DataSocket::Tcp(s),
+                    datapath,
+                    offloads: Offloads::default(),
+                    hello: None,
+                }
+            }
+            Protocol::Udp => {
+                let local = control
+                    .local_addr()
+                    .map_err(|e| EngineError::io("reading the control connection's address", e))?
+                    .ip();
+                let s = UdpSocket::bind((local, 0))
+                    .map_err(|e| EngineError::io("opening the UDP data socket", e))?;
+                s.connect((self.addr.ip(), self.udp_port))
+                    .map_err(|e| EngineError::io("connecting the UDP data socket", e))?;
+                let (datapath, offloads) = udp_datapath(&s, &self.spec, Vec::new());
+                Opened {
+                    sock: DataSocket::Udp(s),
+                    datapath,
+                    offloads,
+                    hello: Some(UdpHello { cookie: self.cookie, stream }.encode()),
+                }
+            }
+        };
+        if let Some(slot) = self.streams.get_mut(stream as usize) {
+            *slot = Some(opened);
+        }
+        Ok(())
+    }
+
+    fn send_hello(&self, stream: u32) {
+        if let Some(Some(Opened {
+            sock: DataSocket::Udp(s),
+            hello: Some(h),
+            ..
+        })) = self.streams.get(stream as usize)
+        {
+            // A refused send (ICMP from an earlier hello) is retried on the next round.
+            let _ = s.send(h);
+        }
+    }
+
+    /// Every stream's role and parameters, in order.
+    fn roles(&mut self, session: &ClientSession) -> Vec<(Role, DataSocket, RoleParams)> {
+        let spec = &self.spec;
+        let (addr, cookie) = (self.addr, self.cookie);
+        let mut out = Vec::with_capacity(self.streams.len());
+        for (i, opened) in std::mem::take(&mut self.streams).into_iter().enumerate() {
+            let Some(o) = opened else { continue };
+            let stream = i as u32;
+            let params = RoleParams {
+                spec: spec.clone(),
+                deadline_ns: u64::MAX,
+                hello: o.hello,
+                stream,
+                intervals: None,
+                datapath: o.datapath,
+                same_clock: self.same_clock,
+                packet_log: if stream == 0 { self.local_log.take() } else { None },
+                offloads: o.offloads,
+                crr: (spec.mechanism == Mechanism::Crr).then_some(CrrPart::Client { addr, cookie }),
+                file: if stream == 0 { self.file.take() } else { None },
+            };
+            out.push((session.role_of(stream), o.sock, params));
+        }
+        out
+    }
+}
+
 /// Runs one test against a server. Returns the results document; when the test started but
 /// did not complete, the document carries what was measured and `error` says why.
 pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineError> {
     let addr = resolve(&cfg.host, cfg.port)?;
     // Fail on an unwritable log path before any traffic.
     let log_file = match &cfg.packet_log {
-        Some(path) => Some(File::create(path).map_err(|e| EngineError::Io {
-            context: "creating the packet log file",
-            source: e,
-        })?),
+        Some(path) => Some(
+            File::create(path).map_err(|e| EngineError::io("creating the packet log file", e))?,
+        ),
         None => None,
     };
-    let connect = |addr: SocketAddr| {
-        TcpStream::connect_timeout(&addr, SETUP_TIMEOUT).map_err(|source| EngineError::Connect {
-            addr: addr.to_string(),
-            source,
-        })
-    };
     // This side's part of a file transfer, opened before any traffic.
-    let mut file = match (&cfg.file, cfg.spec.direction) {
+    let file = match (&cfg.file, cfg.spec.direction) {
         (Some(path), Direction::Forward) => Some(FilePart::Source(
             FileSource::open(path)
                 .map_err(|e| EngineError::io("opening the file to send", e))?
@@ -125,181 +227,131 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
         )),
         _ => None,
     };
-    let mut ch = Channel::new(connect(addr)?, MAX_FRAME)?;
-    let mut spec = cfg.spec.clone();
-    let spec = &mut spec;
-    let client_nonce = crate::auth::nonce().map_err(EngineError::Setup)?;
-    let spec_json = serde_json::to_string(&*spec).unwrap_or_default();
-    ch.send(&Message::Start {
-        version: PROTOCOL_VERSION,
-        tool: tool(),
-        spec: spec.clone(),
-        host_id: host_id(),
-        nonce: client_nonce.clone(),
+    let conn = TcpStream::connect_timeout(&addr, SETUP_TIMEOUT).map_err(|source| {
+        EngineError::Connect {
+            addr: addr.to_string(),
+            source,
+        }
     })?;
-    let mut answer = ch.expect(SETUP_TIMEOUT, "the server's answer")?;
-    let mut server_nonce = None;
-    if let Message::Challenge { nonce } = &answer {
-        let psk = cfg.psk.as_ref().ok_or_else(|| {
-            EngineError::Setup(
-                "the server asks for a pre-shared key: give it with --psk-file or WIREBENCH_PSK"
-                    .into(),
-            )
-        })?;
-        ch.send(&Message::Auth {
-            mac: psk.client_mac(&client_nonce, nonce, &spec_json),
-        })?;
-        server_nonce = Some(nonce.clone());
-        answer = ch.expect(SETUP_TIMEOUT, "the server's answer")?;
-    }
-    let (cookie, udp_port, server_host) = match answer {
-        Message::Accept {
-            cookie,
-            udp_port,
-            host_id,
-            bytes,
-            server_mac,
-            ..
-        } => {
-            // With a key, the server must have proven it has the key too.
-            if let Some(psk) = &cfg.psk {
-                let proven = match (&server_nonce, &server_mac) {
-                    (Some(sn), Some(mac)) => psk.verify_server(sn, &client_nonce, mac),
-                    _ => false,
-                };
-                if !proven {
-                    return Err(EngineError::Setup(
-                        "the server did not prove it holds the pre-shared key".into(),
-                    ));
+    let mut pump = Pump::new(conn).map_err(|e| EngineError::io("configuring the control connection", e))?;
+    let params = ClientParams {
+        spec: cfg.spec.clone(),
+        psk: cfg.psk.clone(),
+        nonce: crate::auth::nonce()?,
+        tool: tool(),
+        host_id: host_id(),
+        server: format!("{}:{}", cfg.host, cfg.port),
+        packet_log: cfg.packet_log.is_some(),
+    };
+    let mut session = ClientSession::new(Instant::now(), params);
+    let mut setup = Setup {
+        addr,
+        cookie: 0,
+        udp_port: 0,
+        same_clock: false,
+        spec: cfg.spec.clone(),
+        streams: Vec::new(),
+        log_file,
+        local_log: None,
+        log_copier: None,
+        file,
+    };
+    let mut roles: Option<Roles> = None;
+    loop {
+        while let Some(action) = session.poll_action() {
+            let now = Instant::now();
+            match action {
+                ClientAction::Accepted {
+                    cookie,
+                    udp_port,
+                    host_id: server_host,
+                } => {
+                    setup.cookie = cookie;
+                    setup.udp_port = udp_port;
+                    setup.same_clock = same_clock(&host_id(), &server_host);
+                    setup.spec = session.spec().clone();
+                    setup.streams = (0..setup.spec.total_streams()).map(|_| None).collect();
+                    // The packet log: written here when this side receives, else the
+                    // server's receiver streams it over a connection of its own.
+                    if session.logs_locally() {
+                        if let Some(file) = setup.log_file.take() {
+                            setup.local_log = Some(LogOut {
+                                out: Box::new(file),
+                                abort: None,
+                            });
+                        }
+                    }
+                }
+                ClientAction::OpenLog => {
+                    let event = match setup.open_log() {
+                        Ok(()) => ClientEvent::Opened {
+                            stream: PACKET_LOG_STREAM,
+                        },
+                        Err(error) => ClientEvent::OpenFailed { error },
+                    };
+                    session.handle_event(Instant::now(), event);
+                }
+                ClientAction::OpenStream { stream } => {
+                    let event = match setup.open_stream(pump.stream(), stream) {
+                        Ok(()) => ClientEvent::Opened { stream },
+                        Err(error) => ClientEvent::OpenFailed { error },
+                    };
+                    session.handle_event(Instant::now(), event);
+                }
+                ClientAction::SendHello { stream } => setup.send_hello(stream),
+                ClientAction::StartRoles => match Roles::start(setup.roles(&session)) {
+                    Ok(r) => roles = Some(r),
+                    Err(e) => {
+                        let report = wirebench_proto::results::SideReport {
+                            error: Some(e.to_string()),
+                            ..Default::default()
+                        };
+                        session.handle_event(now, ClientEvent::RolesDone { report });
+                    }
+                },
+                ClientAction::Run(RunAction::PeerCounts(counts)) => {
+                    if let Some(r) = &roles {
+                        r.peer_counts(&counts);
+                    }
+                }
+                ClientAction::Run(RunAction::StopRoles) => {
+                    if let Some(r) = &roles {
+                        r.stop();
+                    }
                 }
             }
-            // A reverse file transfer: the server's file sets the amount.
-            if spec.file.is_some() && spec.bytes.is_none() {
-                spec.bytes = bytes;
-                spec.validate()
-                    .map_err(|e| EngineError::Protocol(format!("the server's file: {e}")))?;
+        }
+        if session.is_closed() {
+            break;
+        }
+        pump.round(&mut session, TICK);
+        if let Some(r) = &mut roles {
+            for event in r.poll(watch) {
+                let event = match event {
+                    RoleEvent::SendersDone(counts) => ClientEvent::SendersDone { counts },
+                    RoleEvent::Done(report) => ClientEvent::RolesDone { report },
+                };
+                session.handle_event(Instant::now(), event);
             }
-            (cookie, udp_port, host_id)
-        }
-        Message::Refuse { reason } => return Err(EngineError::Refused(reason)),
-        Message::Error { reason } => return Err(EngineError::Peer(reason)),
-        other => {
-            return Err(EngineError::Protocol(format!(
-                "expected accept or refuse, got {other:?}"
-            )))
-        }
-    };
-    // The role of stream 0; with --bidir, the second half of the streams has the other.
-    let role_of = |stream: u32| match spec.stream_direction(stream) {
-        Direction::Reverse => Role::Receiver,
-        Direction::Forward | Direction::Bidir => Role::Sender,
-    };
-    let role = role_of(0);
-    // The packet log: written here when this side receives, else the server's receiver
-    // streams it over a connection of its own, opened before the UDP handshake.
-    let mut local_log: Option<LogOut> = None;
-    let mut log_copier: Option<JoinHandle<std::io::Result<u64>>> = None;
-    if let Some(file) = log_file {
-        if role == Role::Receiver {
-            local_log = Some(LogOut {
-                out: Box::new(file),
-                abort: None,
-            });
-        } else {
-            let conn = attach(addr, cookie, PACKET_LOG_STREAM)?;
-            log_copier = Some(
-                std::thread::Builder::new()
-                    .name("wirebench-log-copy".into())
-                    .spawn(move || copy_log(conn, file))
-                    .map_err(|e| EngineError::io("starting the packet log thread", e))?,
-            );
         }
     }
-    // The data streams, in order: TCP connections attached with their index, or UDP sockets
-    // each confirmed by its hello.
-    let same = same_clock(&host_id(), &server_host);
-    let mut streams = Vec::with_capacity(spec.total_streams() as usize);
-    for stream in 0..spec.total_streams() {
-        let (sock, hello, datapath, offloads) = match spec.protocol {
-            Protocol::Tcp => {
-                let s = attach(addr, cookie, stream)?;
-                let dp = tcp_datapath(&s, spec).map_err(EngineError::Setup)?;
-                (DataSocket::Tcp(s), None, dp, Offloads::default())
-            }
-            Protocol::Udp => {
-                let local: IpAddr = ch
-                    .stream()
-                    .local_addr()
-                    .map_err(|e| EngineError::io("reading the control connection's address", e))?
-                    .ip();
-                let s = UdpSocket::bind((local, 0))
-                    .map_err(|e| EngineError::io("opening the UDP data socket", e))?;
-                s.connect((addr.ip(), udp_port))
-                    .map_err(|e| EngineError::io("connecting the UDP data socket", e))?;
-                let (dp, off) = udp_datapath(&s, spec, Vec::new());
-                let hello = UdpHello { cookie, stream }.encode();
-                udp_handshake(&mut ch, &s, stream, &hello)?;
-                (DataSocket::Udp(s), Some(hello), dp, off)
-            }
-        };
-        let params = RoleParams {
-            spec: spec.clone(),
-            deadline_ns: u64::MAX,
-            hello,
-            stream,
-            intervals: None,
-            datapath,
-            same_clock: same,
-            packet_log: if stream == 0 { local_log.take() } else { None },
-            offloads,
-            crr: (spec.mechanism == Mechanism::Crr).then_some(CrrPart::Client { addr, cookie }),
-            file: if stream == 0 { file.take() } else { None },
-        };
-        streams.push((role_of(stream), sock, params));
+    drop(roles);
+    let outcome = session.outcome().unwrap_or_default();
+    if !outcome.started {
+        return Err(outcome.error.unwrap_or(EngineError::PeerClosed));
     }
-    ch.send(&Message::Begin)?;
-    let out = drive(&mut ch, streams, watch, None);
-    let mut error = out.error;
-    if let Some(copier) = log_copier {
+    let mut error = outcome.error.map(|e| e.to_string());
+    if let Some(copier) = setup.log_copier {
         // The server closes the log connection when its receiver is done.
         if !matches!(copier.join(), Ok(Ok(_))) {
             error.get_or_insert("the server's packet log did not arrive whole".into());
         }
     }
     Ok(Results::assemble(
-        spec,
+        &setup.spec,
         addr.to_string(),
-        Some(&out.local),
-        out.peer.as_ref(),
+        outcome.local.as_ref(),
+        outcome.peer.as_ref(),
         error,
-    ))
-}
-
-/// Sends stream `stream`'s UDP hello until the server confirms it over the control channel.
-fn udp_handshake(
-    ch: &mut Channel,
-    s: &UdpSocket,
-    stream: u32,
-    hello: &[u8],
-) -> Result<(), EngineError> {
-    let deadline = Instant::now() + SETUP_TIMEOUT;
-    while Instant::now() < deadline {
-        // A refused send (ICMP from an earlier hello) is retried on the next round.
-        let _ = s.send(hello);
-        match ch.recv(HELLO_EVERY)? {
-            None => {}
-            Some(Message::UdpReady { stream: ready }) if ready == stream => return Ok(()),
-            // A confirmation of an earlier stream, repeated: not this one's.
-            Some(Message::UdpReady { .. }) => {}
-            Some(Message::Error { reason }) => return Err(EngineError::Peer(reason)),
-            Some(other) => {
-                return Err(EngineError::Protocol(format!(
-                    "expected udp_ready, got {other:?}"
-                )))
-            }
-        }
-    }
-    Err(EngineError::Timeout(
-        "the server to see our UDP datagrams (is UDP to the server's port blocked?)",
     ))
 }

@@ -9,40 +9,32 @@
 //! Whatever a client sends, only that client's session ends.
 
 use std::collections::HashMap;
-use std::io::{ErrorKind, Read};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Socket, Type};
-use wirebench_proto::control::{
-    decode, Message, CRR_STREAM, MAX_FRAME, MAX_HELLO_FRAME, PACKET_LOG_STREAM, PROTOCOL_VERSION,
-};
+use wirebench_proto::control::{CRR_STREAM, PACKET_LOG_STREAM};
 use wirebench_proto::header::UdpHello;
-use wirebench_proto::results::{Results, Role};
+use wirebench_proto::results::{Datapath, Results, Role, SideReport};
 use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
-use wirebench_proto::units::{format_bytes, format_duration, format_rate_bps};
 
-use crate::net::channel::Channel;
-use crate::net::client::tool;
+use super::client::tool;
+use super::roles::{Quiet, RoleEvent, Roles};
+use super::{Pump, SETUP_TICK, TICK};
+use crate::control::admission::{Admission, PendingId, Refusal, SlotLimits, SpecLimits, Ticket};
+use crate::control::server::{ServerAction, ServerEvent, ServerParams, ServerSession};
+use crate::control::{RunAction, SETUP_TIMEOUT};
 use crate::file::{FileSink, FileSource};
 use crate::log::LogOut;
 use crate::role::{CrrPart, DataSocket, FilePart, RoleParams};
-use crate::net::roles::{drive, Quiet};
 use crate::sys::udp::Offloads;
 use crate::sys::{host_id, max_rss_kib, rss_kib, same_clock, tcp_datapath, udp_datapath};
 use crate::EngineError;
-
-/// How long a new connection may take to send its first frame, and a test its set-up steps.
-const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Most connections that have not yet sent their first frame; more are closed at once, so a
-/// flood of silent connections cannot exhaust the server's threads.
-const MAX_HANDSHAKES: usize = 256;
 
 /// Server limits and address.
 #[derive(Debug, Clone)]
@@ -91,14 +83,14 @@ struct Pending {
 struct State {
     cfg: ServerConfig,
     port: u16,
-    active: AtomicUsize,
-    handshakes: AtomicUsize,
+    /// Who is let in: the pending stage, test slots, starts per minute.
+    admission: Mutex<Admission>,
+    /// A second handle on each connection in the pending stage, to drop it when evicted.
+    pending_conns: Mutex<HashMap<PendingId, TcpStream>>,
     /// Clients refused for a wrong key, since the start.
     auth_failures: AtomicUsize,
-    /// Each client address's running tests and the starts of its last minute.
-    clients: Mutex<HashMap<IpAddr, ClientUse>>,
     /// Set on SIGTERM: running tests end with a message, new ones are refused.
-    shutdown: Arc<std::sync::atomic::AtomicBool>,
+    shutdown: Arc<AtomicBool>,
     pending: Mutex<HashMap<u64, Pending>>,
     /// Running `--mode crr` tests: where each transaction's connection goes, and the client
     /// address it must come from.
@@ -114,13 +106,13 @@ pub struct ServerHandle {
 impl ServerHandle {
     /// The flag that, once set, ends every running test with a message to its client and
     /// refuses new ones (for `signal_hook::flag::register`).
-    pub fn shutdown_flag(&self) -> Arc<std::sync::atomic::AtomicBool> {
+    pub fn shutdown_flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.state.shutdown)
     }
 
     /// Tests running now.
     pub fn running_tests(&self) -> usize {
-        self.state.active.load(Ordering::SeqCst)
+        self.state.admission().running()
     }
 }
 
@@ -166,12 +158,15 @@ impl Server {
             udp: udp.into(),
             state: Arc::new(State {
                 port: addr.port(),
+                admission: Mutex::new(Admission::new(SlotLimits {
+                    max_tests: cfg.max_tests,
+                    per_client: cfg.max_tests_per_client,
+                    per_minute: cfg.max_tests_per_minute,
+                })),
+                pending_conns: Mutex::new(HashMap::new()),
                 cfg,
-                active: AtomicUsize::new(0),
-                handshakes: AtomicUsize::new(0),
                 auth_failures: AtomicUsize::new(0),
-                clients: Mutex::new(HashMap::new()),
-                shutdown: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+                shutdown: Arc::new(AtomicBool::new(false)),
                 pending: Mutex::new(HashMap::new()),
                 crr: Mutex::new(HashMap::new()),
             }),
@@ -209,8 +204,8 @@ impl Server {
                         "stats: rss {} KiB (peak {} KiB), {} tests running, {} connections not yet identified, {} wrong keys",
                         rss_kib(),
                         max_rss_kib(),
-                        state.active.load(Ordering::SeqCst),
-                        state.handshakes.load(Ordering::SeqCst),
+                        state.admission().running(),
+                        state.admission().pending(),
                         state.auth_failures.load(Ordering::SeqCst)
                     );
                     thread::sleep(every);
@@ -226,64 +221,30 @@ impl Server {
                     continue;
                 }
             };
-            if self.state.handshakes.fetch_add(1, Ordering::SeqCst) >= MAX_HANDSHAKES {
-                self.state.handshakes.fetch_sub(1, Ordering::SeqCst);
+            let Ok(peer) = conn.peer_addr() else {
                 continue;
+            };
+            // A full pending stage drops its oldest connection (from this address when it
+            // holds its share), so silent connections age out instead of locking others out.
+            let (id, evict) = self.state.admission().pending_open(peer.ip());
+            if let Ok(mut conns) = self.state.pending_conns.lock() {
+                if let Some(old) = evict.and_then(|old| conns.remove(&old)) {
+                    let _ = old.shutdown(std::net::Shutdown::Both);
+                }
+                if let Ok(c) = conn.try_clone() {
+                    conns.insert(id, c);
+                }
             }
             let state = Arc::clone(&self.state);
             let spawned = thread::Builder::new()
                 .name("wirebench-conn".into())
-                .spawn(move || connection(conn, &state));
+                .spawn(move || connection(conn, id, &state));
             if spawned.is_err() {
                 // The connection was dropped with the closure; give its place back.
-                self.state.handshakes.fetch_sub(1, Ordering::SeqCst);
+                self.state.leave_pending(id);
             }
         }
         Ok(())
-    }
-}
-
-/// Reads exactly `buf.len()` bytes before `deadline`.
-fn read_exact_by(s: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> Result<(), String> {
-    let mut off = 0;
-    while off < buf.len() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err("timed out waiting for the first message".into());
-        }
-        let _ = s.set_read_timeout(Some(left));
-        match s.read(&mut buf[off..]) {
-            Ok(0) => return Err("connection closed before the first message".into()),
-            Ok(n) => off += n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                ) => {}
-            Err(e) => return Err(e.to_string()),
-        }
-    }
-    Ok(())
-}
-
-/// Reads the first frame of a connection byte-exactly, so that no data behind it is consumed.
-fn first_frame(s: &mut TcpStream) -> Result<Message, String> {
-    let deadline = Instant::now() + SETUP_TIMEOUT;
-    let mut prefix = [0u8; 4];
-    read_exact_by(s, &mut prefix, deadline)?;
-    let len = u32::from_be_bytes(prefix) as usize;
-    if len > MAX_HELLO_FRAME {
-        return Err(format!(
-            "first control frame of {len} bytes exceeds the limit of {MAX_HELLO_FRAME} bytes"
-        ));
-    }
-    let mut frame = vec![0u8; 4 + len];
-    frame[..4].copy_from_slice(&prefix);
-    read_exact_by(s, &mut frame[4..], deadline)?;
-    match decode(&frame, MAX_HELLO_FRAME) {
-        Ok(Some((msg, _))) => Ok(msg),
-        Ok(None) => Err("incomplete first frame".into()),
-        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -305,145 +266,206 @@ fn q(v: &str) -> String {
     }
 }
 
-/// A client address's use of the server.
-#[derive(Default)]
-struct ClientUse {
-    running: usize,
-    starts: std::collections::VecDeque<Instant>,
+impl State {
+    /// The admission state; a panic elsewhere while holding it leaves it usable.
+    fn admission(&self) -> MutexGuard<'_, Admission> {
+        self.admission.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The connection `id` said what it is, or ended: it leaves the pending stage.
+    fn leave_pending(&self, id: PendingId) {
+        self.admission().pending_close(id);
+        if let Ok(mut conns) = self.pending_conns.lock() {
+            conns.remove(&id);
+        }
+    }
+
+    fn spec_limits(&self) -> SpecLimits {
+        let cfg = &self.cfg;
+        SpecLimits {
+            max_duration: cfg.max_duration,
+            max_rate_bps: cfg.max_rate_bps,
+            max_bytes: cfg.max_bytes,
+            max_streams: cfg.max_streams,
+            max_size: cfg.max_size,
+        }
+    }
 }
 
-/// Holds a client address's running-test count; gives it back when the session ends.
-struct ClientSlot<'a> {
-    state: &'a State,
-    ip: IpAddr,
-}
-
-impl Drop for ClientSlot<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut c) = self.state.clients.lock() {
-            if let Some(u) = c.get_mut(&self.ip) {
-                u.running = u.running.saturating_sub(1);
-                if u.running == 0 && u.starts.is_empty() {
-                    c.remove(&self.ip);
+/// Serves one accepted connection: runs its session, carries out what it asks, logs how it
+/// ended.
+fn connection(conn: TcpStream, id: PendingId, state: &State) {
+    let (Ok(peer), Ok(local), Ok(nonce)) = (conn.peer_addr(), conn.local_addr(), crate::auth::nonce())
+    else {
+        state.leave_pending(id);
+        return;
+    };
+    let params = ServerParams {
+        limits: state.spec_limits(),
+        psk: state.cfg.psk.clone(),
+        nonce,
+        tool: tool(),
+        host_id: host_id(),
+        udp_port: state.port,
+    };
+    let mut session = ServerSession::new(Instant::now(), params);
+    let Ok(mut pump) = Pump::new(conn) else {
+        state.leave_pending(id);
+        return;
+    };
+    let mut test: Option<Test<'_>> = None;
+    let mut roles: Option<Roles> = None;
+    let mut identified = false;
+    let mut client_host = String::new();
+    let mut handover = None;
+    let mut shutdown_told = false;
+    loop {
+        while let Some(action) = session.poll_action() {
+            let now = Instant::now();
+            match action {
+                ServerAction::Identified { host_id, .. } => {
+                    state.leave_pending(id);
+                    identified = true;
+                    client_host = host_id;
+                }
+                ServerAction::Attach { cookie, stream } => {
+                    state.leave_pending(id);
+                    handover = Some((cookie, stream));
+                }
+                ServerAction::Admit => {
+                    let event = match admit(state, &session, peer, local) {
+                        Ok(t) => {
+                            let event = ServerEvent::Admitted {
+                                cookie: t.slot.cookie,
+                                bytes: t.bytes,
+                            };
+                            test = Some(t);
+                            event
+                        }
+                        Err(r) => ServerEvent::Refused(r),
+                    };
+                    session.handle_event(now, event);
+                }
+                ServerAction::StreamsReady => {
+                    if let Some(t) = &test {
+                        t.slot.unlist();
+                    }
+                }
+                ServerAction::StartRoles => {
+                    let started = test.as_mut().map(|t| Roles::start(t.roles(&client_host)));
+                    match started {
+                        Some(Ok(r)) => roles = Some(r),
+                        Some(Err(e)) => {
+                            let report = SideReport {
+                                error: Some(e.to_string()),
+                                ..SideReport::default()
+                            };
+                            session.handle_event(now, ServerEvent::RolesDone { report });
+                        }
+                        None => {}
+                    }
+                }
+                ServerAction::Run(RunAction::PeerCounts(counts)) => {
+                    if let Some(r) = &roles {
+                        r.peer_counts(&counts);
+                    }
+                }
+                ServerAction::Run(RunAction::StopRoles) => {
+                    if let Some(r) = &roles {
+                        r.stop();
+                    }
                 }
             }
         }
-    }
-}
-
-/// Counts a test for `ip`, or says which per-client limit it would break.
-fn client_slot(state: &State, ip: IpAddr) -> Result<ClientSlot<'_>, String> {
-    let cfg = &state.cfg;
-    let mut clients = state.clients.lock().map_err(|_| "server state poisoned")?;
-    let now = Instant::now();
-    // Forget the starts older than a minute, and the addresses with nothing left.
-    clients.retain(|_, u| {
-        while u
-            .starts
-            .front()
-            .is_some_and(|t| now.duration_since(*t) > Duration::from_secs(60))
-        {
-            u.starts.pop_front();
+        if session.is_closed() {
+            break;
         }
-        u.running > 0 || !u.starts.is_empty()
-    });
-    let u = clients.entry(ip).or_default();
-    if let Some(max) = cfg.max_tests_per_client {
-        if u.running >= max {
-            return Err(format!(
-                "{ip} already runs {} tests, the limit per client is {max} (--max-tests-per-client)",
-                u.running
-            ));
+        let tick = if session.awaits_streams() {
+            SETUP_TICK
+        } else {
+            TICK
+        };
+        pump.round(&mut session, tick);
+        if let Some(t) = &mut test {
+            for event in t.arrivals() {
+                session.handle_event(Instant::now(), event);
+            }
+            if !shutdown_told && state.shutdown.load(Ordering::SeqCst) {
+                // The server is going away: tell the client why, and stop.
+                shutdown_told = true;
+                session.handle_event(Instant::now(), ServerEvent::Shutdown);
+            }
         }
-    }
-    if let Some(max) = cfg.max_tests_per_minute {
-        if u.starts.len() >= max {
-            return Err(format!(
-                "{ip} started {} tests in the last minute, the limit is {max} (--max-tests-per-minute)",
-                u.starts.len()
-            ));
-        }
-    }
-    u.running += 1;
-    u.starts.push_back(now);
-    Ok(ClientSlot { state, ip })
-}
-
-fn connection(mut conn: TcpStream, state: &State) {
-    let peer = conn
-        .peer_addr()
-        .map_or_else(|_| "?".to_string(), |a| a.to_string());
-    let first = first_frame(&mut conn);
-    state.handshakes.fetch_sub(1, Ordering::SeqCst);
-    match first {
-        Ok(Message::Start {
-            version,
-            tool,
-            spec,
-            host_id,
-            nonce,
-        }) => {
-            let Ok(mut ch) = Channel::new(conn, MAX_FRAME) else {
-                return;
-            };
-            let hello = Hello {
-                version,
-                tool: &tool,
-                host_id: &host_id,
-                nonce: &nonce,
-            };
-            let result = test_session(&mut ch, state, &hello, spec);
-            // The test's buffers and histograms are freed: give the memory back.
-            crate::sys::release_free_memory();
-            if let Err(e) = result {
-                let event = match &e {
-                    EngineError::Refused(r) if r.starts_with("authentication failed") => {
-                        "auth_failed"
-                    }
-                    EngineError::Refused(_) => "refused",
-                    _ => "failed",
+        if let Some(r) = &mut roles {
+            for event in r.poll(&mut Quiet) {
+                let event = match event {
+                    RoleEvent::SendersDone(counts) => ServerEvent::SendersDone { counts },
+                    RoleEvent::Done(report) => ServerEvent::RolesDone { report },
                 };
-                log(
-                    state,
-                    format_args!("client={peer} event={event} reason={}", q(&e.to_string())),
-                );
+                session.handle_event(Instant::now(), event);
             }
         }
-        Ok(Message::Attach { cookie, stream, .. }) => {
-            if let Err(e) = attach(conn, state, cookie, stream) {
-                log(
-                    state,
-                    format_args!("client={peer} event=attach_refused reason={}", q(&e)),
-                );
+    }
+    state.leave_pending(id);
+    if let Some((cookie, stream)) = handover {
+        if let Err(e) = attach(pump.into_stream(), state, cookie, stream) {
+            log(
+                state,
+                format_args!("client={peer} event=attach_refused reason={}", q(&e)),
+            );
+        }
+        return;
+    }
+    drop(roles);
+    let outcome = session.outcome().unwrap_or_default();
+    let spec = test.as_ref().map(|t| t.spec.clone());
+    drop(test);
+    if outcome.started {
+        // The test's buffers and histograms are freed: give the memory back.
+        crate::sys::release_free_memory();
+    }
+    let (Some(spec), true) = (spec, outcome.started) else {
+        let event = match (&outcome.refusal, identified) {
+            (_, false) => "rejected",
+            (Some(Refusal::AuthFailed), _) => {
+                state.auth_failures.fetch_add(1, Ordering::SeqCst);
+                "auth_failed"
             }
-        }
-        Ok(other) => {
-            reject(conn, "the first message must be start or attach");
+            (Some(_), _) => "refused",
+            (None, true) => "failed",
+        };
+        if let Some(e) = outcome.error {
             log(
                 state,
-                format_args!(
-                    "client={peer} event=rejected reason={}",
-                    q(&format!("unexpected first message {other:?}"))
-                ),
+                format_args!("client={peer} event={event} reason={}", q(&e.to_string())),
             );
         }
-        Err(e) => {
-            reject(conn, &e);
-            log(
-                state,
-                format_args!("client={peer} event=rejected reason={}", q(&e)),
-            );
-        }
-    }
-}
-
-/// Tells a misbehaving peer why it is being dropped, if it still listens.
-fn reject(conn: TcpStream, reason: &str) {
-    if let Ok(mut ch) = Channel::new(conn, MAX_HELLO_FRAME) {
-        let _ = ch.send(&Message::Error {
-            reason: reason.to_string(),
-        });
-    }
+        return;
+    };
+    let r = Results::assemble(
+        &spec,
+        peer.to_string(),
+        outcome.peer.as_ref(),
+        outcome.local.as_ref(),
+        outcome.error.map(|e| e.to_string()),
+    );
+    log(
+        state,
+        format_args!(
+            "client={peer} event=test protocol={} mechanism={} direction={} size={} streams={} sent_bytes={} sent_messages={} received_bytes={} received_messages={} lost={} result={}",
+            spec.protocol,
+            spec.mechanism,
+            spec.direction,
+            spec.size,
+            spec.total_streams(),
+            r.end.sent.bytes,
+            r.end.sent.messages,
+            r.end.received.bytes,
+            r.end.received.messages,
+            r.end.udp.as_ref().map_or(0, |u| u.lost),
+            r.error.map_or_else(|| "ok".to_string(), |e| q(&format!("error: {e}")))
+        ),
+    );
 }
 
 fn attach(conn: TcpStream, state: &State, cookie: u64, stream: u32) -> Result<(), String> {
@@ -507,98 +529,212 @@ fn udp_hellos(udp: &UdpSocket, state: &State) {
     }
 }
 
-/// Holds a test slot; frees it and the pending entry when the session ends, however it ends.
+/// Holds a test slot; gives it back, and forgets the test's routing entries, when the
+/// session ends, however it ends.
 struct Slot<'a> {
     state: &'a State,
+    ticket: Option<Ticket>,
     cookie: u64,
+}
+
+impl Slot<'_> {
+    /// Every stream arrived: no more connections or hellos for this test.
+    fn unlist(&self) {
+        if let Ok(mut p) = self.state.pending.lock() {
+            p.remove(&self.cookie);
+        }
+    }
 }
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
-        if let Ok(mut p) = self.state.pending.lock() {
-            p.remove(&self.cookie);
-        }
+        self.unlist();
         if let Ok(mut c) = self.state.crr.lock() {
             c.remove(&self.cookie);
         }
-        self.state.active.fetch_sub(1, Ordering::SeqCst);
+        if let Some(t) = self.ticket.take() {
+            self.state.admission().release(t);
+        }
     }
 }
 
-/// Why the server will not run `spec`, if it will not.
-fn check_limits(cfg: &ServerConfig, spec: &TestSpec) -> Result<(), String> {
-    spec.validate().map_err(|e| e.to_string())?;
-    if let (Some(max), Some(d)) = (cfg.max_duration, spec.duration_ns) {
-        if Duration::from_nanos(d) > max {
-            return Err(format!(
-                "--time {} exceeds the server's --max-duration {}",
-                format_duration(Duration::from_nanos(d)),
-                format_duration(max)
-            ));
-        }
+/// A stream that arrived, set up, waiting for `begin`.
+struct Arrived {
+    sock: DataSocket,
+    datapath: Datapath,
+    offloads: Offloads,
+    hello: Option<[u8; wirebench_proto::header::UDP_HELLO_LEN]>,
+}
+
+/// The server's side of an admitted test.
+struct Test<'a> {
+    slot: Slot<'a>,
+    /// The test as it runs (a reverse file transfer's amount set from the file).
+    spec: TestSpec,
+    /// The amount told to the client, for a file transfer.
+    bytes: Option<u64>,
+    rx: Receiver<(u32, DataSocket)>,
+    log_rx: Receiver<TcpStream>,
+    streams: Vec<Option<Arrived>>,
+    packet_log: Option<LogOut>,
+    file: Option<FilePart>,
+    crr: Option<Receiver<TcpStream>>,
+}
+
+/// Takes a slot for the test the session asks for, prepares its file part, and lists it so
+/// that its data connections and UDP hellos find it.
+fn admit<'a>(
+    state: &'a State,
+    session: &ServerSession,
+    peer: SocketAddr,
+    local: SocketAddr,
+) -> Result<Test<'a>, Refusal> {
+    if state.shutdown.load(Ordering::SeqCst) {
+        return Err(Refusal::ShuttingDown);
     }
-    let streams = u64::from(spec.total_streams());
-    if let Some(max) = cfg.max_streams {
-        if spec.total_streams() > max {
-            return Err(format!(
-                "{} streams exceed the server's --max-streams {max}",
-                spec.total_streams()
-            ));
-        }
+    let mut spec = session
+        .spec()
+        .cloned()
+        .ok_or_else(|| Refusal::Invalid("no test was asked".into()))?;
+    let cookie = random_cookie().map_err(|e| Refusal::Internal(e.to_string()))?;
+    let ticket = state.admission().admit(Instant::now(), peer.ip())?;
+    let slot = Slot {
+        state,
+        ticket: Some(ticket),
+        cookie,
+    };
+    let file = file_part(&state.cfg, &mut spec, cookie).map_err(Refusal::File)?;
+    let bytes = file.is_some().then_some(spec.bytes).flatten();
+    // Room for every stream and as many repeats (a resent hello): the session takes the
+    // first socket of each stream and drops the rest.
+    let (tx, rx) = sync_channel(2 * spec.total_streams() as usize);
+    let (log_tx, log_rx) = sync_channel(1);
+    let poisoned = || Refusal::Internal("server state poisoned".into());
+    state.pending.lock().map_err(|_| poisoned())?.insert(
+        cookie,
+        Pending {
+            peer: peer.ip(),
+            local: local.ip(),
+            protocol: spec.protocol,
+            streams: spec.total_streams(),
+            tx,
+            log_tx: ServerSession::writes_log(&spec).then_some(log_tx),
+        },
+    );
+    // --mode crr: each transaction's connection comes through `attach` to this queue.
+    let mut crr = None;
+    if spec.mechanism == Mechanism::Crr {
+        let (crr_tx, crr_rx) = sync_channel(64);
+        state
+            .crr
+            .lock()
+            .map_err(|_| poisoned())?
+            .insert(cookie, (peer.ip(), crr_tx));
+        crr = Some(crr_rx);
     }
-    if let Some(max) = cfg.max_size {
-        let biggest = spec.size.max(spec.response_len());
-        if biggest > max {
-            return Err(format!(
-                "messages of {biggest} bytes exceed the server's --max-size {max}"
-            ));
+    Ok(Test {
+        slot,
+        streams: (0..spec.total_streams()).map(|_| None).collect(),
+        spec,
+        bytes,
+        rx,
+        log_rx,
+        packet_log: None,
+        file,
+        crr,
+    })
+}
+
+impl Test<'_> {
+    /// The streams and the packet log connection that arrived since the last look, each
+    /// set up as it comes.
+    fn arrivals(&mut self) -> Vec<ServerEvent> {
+        let mut events = Vec::new();
+        while let Ok((stream, sock)) = self.rx.try_recv() {
+            let Some(slot) = self.streams.get_mut(stream as usize).filter(|s| s.is_none()) else {
+                continue;
+            };
+            let arrived = match &sock {
+                DataSocket::Tcp(s) => match tcp_datapath(s, &self.spec) {
+                    Ok(datapath) => Arrived {
+                        sock,
+                        datapath,
+                        offloads: Offloads::default(),
+                        hello: None,
+                    },
+                    Err(reason) => {
+                        events.push(ServerEvent::StreamFailed { reason });
+                        return events;
+                    }
+                },
+                DataSocket::Udp(s) => {
+                    let (datapath, offloads) =
+                        udp_datapath(s, &self.spec, vec!["udp_reuseport".into()]);
+                    let cookie = self.slot.cookie;
+                    Arrived {
+                        sock,
+                        datapath,
+                        offloads,
+                        hello: Some(UdpHello { cookie, stream }.encode()),
+                    }
+                }
+            };
+            *slot = Some(arrived);
+            events.push(ServerEvent::StreamArrived { stream });
         }
-    }
-    if let Some(max) = cfg.max_bytes {
-        // The most a test can move: its amount, or its rate for its duration, every stream.
-        let most = match (spec.bytes, spec.offered_bps(), spec.duration_ns) {
-            (Some(b), _, _) => Some(u128::from(b)),
-            (None, Some(bps), Some(d)) => Some(u128::from(bps) * u128::from(d) / 8_000_000_000),
-            _ => None,
-        }
-        .map(|b| b * u128::from(streams));
-        match most {
-            Some(b) if b <= u128::from(max) => {}
-            Some(b) => {
-                return Err(format!(
-                    "{} would exceed the server's --max-bytes {}",
-                    format_bytes(u64::try_from(b).unwrap_or(u64::MAX)),
-                    format_bytes(max)
-                ))
+        if let Ok(conn) = self.log_rx.try_recv() {
+            // A client that stops reading its log, or crawls, fails the log, not the
+            // server: each write times out, and the log's writer is cut off by shutting
+            // it down.
+            let _ = conn.set_write_timeout(Some(SETUP_TIMEOUT));
+            match conn.try_clone() {
+                Ok(handle) => {
+                    self.packet_log = Some(LogOut {
+                        out: Box::new(conn),
+                        abort: Some(Box::new(move || {
+                            let _ = handle.shutdown(std::net::Shutdown::Both);
+                        })),
+                    });
+                    events.push(ServerEvent::StreamArrived {
+                        stream: PACKET_LOG_STREAM,
+                    });
+                }
+                Err(e) => events.push(ServerEvent::StreamFailed {
+                    reason: format!("keeping a handle on the packet log connection: {e}"),
+                }),
             }
-            None => {
-                return Err(format!(
-                    "an unbounded test was asked but the server moves at most {}: use -n, or -b with -t",
-                    format_bytes(max)
-                ))
-            }
         }
+        events
     }
-    if let Some(max) = cfg.max_rate_bps {
-        // -b applies to each stream: the server's limit is on their sum.
-        match spec.offered_bps().map(|r| r.saturating_mul(streams)) {
-            Some(r) if r <= max => {}
-            Some(r) => {
-                return Err(format!(
-                    "rate {} exceeds the server's --max-rate {}",
-                    format_rate_bps(r as f64),
-                    format_rate_bps(max as f64)
-                ))
-            }
-            None => {
-                return Err(format!(
-                    "an unlimited rate was asked but the server allows at most {}: use -b/--rate",
-                    format_rate_bps(max as f64)
-                ))
-            }
+
+    /// Every stream's role and parameters, in order.
+    fn roles(&mut self, client_host: &str) -> Vec<(Role, DataSocket, RoleParams)> {
+        let cfg = &self.slot.state.cfg;
+        let same = same_clock(&host_id(), client_host);
+        let deadline_ns = cfg.max_duration.map_or(u64::MAX, |d| {
+            (d.as_nanos() as u64).saturating_add(self.spec.drain_ns)
+        });
+        let mut out = Vec::with_capacity(self.streams.len());
+        for (i, arrived) in std::mem::take(&mut self.streams).into_iter().enumerate() {
+            let Some(a) = arrived else { continue };
+            let stream = i as u32;
+            let params = RoleParams {
+                spec: self.spec.clone(),
+                deadline_ns,
+                hello: a.hello,
+                stream,
+                intervals: None,
+                datapath: a.datapath,
+                same_clock: same,
+                packet_log: if stream == 0 { self.packet_log.take() } else { None },
+                offloads: a.offloads,
+                crr: if stream == 0 { self.crr.take().map(CrrPart::Server) } else { None },
+                file: if stream == 0 { self.file.take() } else { None },
+            };
+            out.push((ServerSession::role_of(&self.spec, stream), a.sock, params));
         }
+        out
     }
-    Ok(())
 }
 
 fn random_cookie() -> Result<u64, EngineError> {
@@ -610,47 +746,6 @@ fn random_cookie() -> Result<u64, EngineError> {
         )
     })?;
     Ok(u64::from_ne_bytes(b))
-}
-
-fn refuse(ch: &mut Channel, reason: String) -> Result<(), EngineError> {
-    let _ = ch.send(&Message::Refuse {
-        reason: reason.clone(),
-    });
-    Err(EngineError::Refused(reason))
-}
-
-/// What a client said of itself in its `start`.
-struct Hello<'a> {
-    version: u32,
-    tool: &'a str,
-    host_id: &'a str,
-    nonce: &'a str,
-}
-
-/// With a key: challenges the client and checks its answer; returns the server's proof
-/// for the `accept`, or why the client is refused.
-fn authenticate(
-    ch: &mut Channel,
-    psk: &crate::auth::Psk,
-    client: &Hello<'_>,
-    spec: &TestSpec,
-) -> Result<String, String> {
-    let server_nonce = crate::auth::nonce()?;
-    ch.send(&Message::Challenge {
-        nonce: server_nonce.clone(),
-    })
-    .map_err(|e| e.to_string())?;
-    let mac = match ch.expect(SETUP_TIMEOUT, "the client's answer to the challenge") {
-        Ok(Message::Auth { mac }) => mac,
-        Ok(other) => return Err(format!("expected auth, got {other:?}")),
-        Err(e) => return Err(e.to_string()),
-    };
-    let spec_json = serde_json::to_string(spec).unwrap_or_default();
-    if client.nonce.is_empty() || !psk.verify_client(client.nonce, &server_nonce, &spec_json, &mac)
-    {
-        return Err("authentication failed: wrong pre-shared key".into());
-    }
-    Ok(psk.server_mac(&server_nonce, client.nonce))
 }
 
 /// The server's side of a file transfer: a copy to save (in `--save-dir`, named after the
@@ -688,224 +783,3 @@ fn file_part(
     Ok(Some(FilePart::Source(source)))
 }
 
-fn test_session(
-    ch: &mut Channel,
-    state: &State,
-    client: &Hello<'_>,
-    mut spec: TestSpec,
-) -> Result<(), EngineError> {
-    let cfg = &state.cfg;
-    let (version, tool_name) = (client.version, client.tool);
-    if version != PROTOCOL_VERSION {
-        return refuse(
-            ch,
-            format!(
-                "the client ({tool_name}) speaks control protocol {version}, this server ({}) speaks {PROTOCOL_VERSION}",
-                tool()
-            ),
-        );
-    }
-    // Authenticate first: an unauthenticated client learns nothing of the limits.
-    let server_mac = match &cfg.psk {
-        None => None,
-        Some(psk) => match authenticate(ch, psk, client, &spec) {
-            Ok(mac) => Some(mac),
-            Err(reason) => {
-                state.auth_failures.fetch_add(1, Ordering::SeqCst);
-                return refuse(ch, reason);
-            }
-        },
-    };
-    if let Err(reason) = check_limits(cfg, &spec) {
-        return refuse(ch, reason);
-    }
-    if state.shutdown.load(Ordering::SeqCst) {
-        return refuse(ch, "the server is shutting down".into());
-    }
-    let client_ip = ch
-        .stream()
-        .peer_addr()
-        .map_err(|e| EngineError::io("reading the peer address", e))?
-        .ip();
-    let _client = match client_slot(state, client_ip) {
-        Ok(slot) => slot,
-        Err(reason) => return refuse(ch, reason),
-    };
-    let running = state.active.fetch_add(1, Ordering::SeqCst);
-    let cookie = random_cookie()?;
-    let _slot = Slot { state, cookie };
-    if running >= cfg.max_tests {
-        return refuse(
-            ch,
-            format!(
-                "server busy: {running} tests running, the limit is {} (--max-tests)",
-                cfg.max_tests
-            ),
-        );
-    }
-    let mut file = match file_part(cfg, &mut spec, cookie) {
-        Ok(f) => f,
-        Err(reason) => return refuse(ch, reason),
-    };
-    let peer = ch
-        .stream()
-        .peer_addr()
-        .map_err(|e| EngineError::io("reading the peer address", e))?;
-    let local = ch
-        .stream()
-        .local_addr()
-        .map_err(|e| EngineError::io("reading the local address", e))?;
-    let role_of = |stream: u32| match spec.stream_direction(stream) {
-        Direction::Reverse => Role::Sender,
-        Direction::Forward | Direction::Bidir => Role::Receiver,
-    };
-    let role = role_of(0);
-    // Room for every stream and as many repeats (a resent hello): the session takes the
-    // first socket of each stream and drops the rest.
-    let (tx, rx) = sync_channel(2 * spec.total_streams() as usize);
-    let (log_tx, log_rx) = sync_channel(1);
-    let writes_log = spec.packet_log && role == Role::Receiver;
-    state
-        .pending
-        .lock()
-        .map_err(|_| EngineError::Protocol("server state poisoned".into()))?
-        .insert(
-            cookie,
-            Pending {
-                peer: peer.ip(),
-                local: local.ip(),
-                protocol: spec.protocol,
-                streams: spec.total_streams(),
-                tx,
-                log_tx: writes_log.then_some(log_tx),
-            },
-        );
-    ch.send(&Message::Accept {
-        cookie,
-        udp_port: state.port,
-        tool: tool(),
-        host_id: host_id(),
-        bytes: file.is_some().then_some(spec.bytes).flatten(),
-        server_mac,
-    })?;
-    let packet_log = if writes_log {
-        let conn = log_rx
-            .recv_timeout(SETUP_TIMEOUT)
-            .map_err(|_| EngineError::Timeout("the client's packet log connection"))?;
-        // A client that stops reading its log, or crawls, fails the log, not the server:
-        // each write times out, and the log's writer is cut off by shutting it down.
-        let _ = conn.set_write_timeout(Some(SETUP_TIMEOUT));
-        let handle = conn
-            .try_clone()
-            .map_err(|e| EngineError::io("keeping a handle on the packet log connection", e))?;
-        Some(LogOut {
-            out: Box::new(conn),
-            abort: Some(Box::new(move || {
-                let _ = handle.shutdown(std::net::Shutdown::Both);
-            })),
-        })
-    } else {
-        None
-    };
-    // Every stream's socket, each set up as it comes (a UDP stream is confirmed at once, as
-    // the client waits for that before its next hello).
-    let same = same_clock(&host_id(), client.host_id);
-    let deadline_ns = cfg.max_duration.map_or(u64::MAX, |d| {
-        (d.as_nanos() as u64).saturating_add(spec.drain_ns)
-    });
-    let mut slots: Vec<Option<(Role, DataSocket, RoleParams)>> =
-        (0..spec.total_streams()).map(|_| None).collect();
-    let mut packet_log = packet_log;
-    // --mode crr: each transaction's connection comes through `attach` to this queue.
-    let mut crr_conns = None;
-    if spec.mechanism == Mechanism::Crr {
-        let (crr_tx, crr_rx) = sync_channel(64);
-        state
-            .crr
-            .lock()
-            .map_err(|_| EngineError::Protocol("server state poisoned".into()))?
-            .insert(cookie, (peer.ip(), crr_tx));
-        crr_conns = Some(crr_rx);
-    }
-    let setup_end = Instant::now() + SETUP_TIMEOUT;
-    while slots.iter().any(Option::is_none) {
-        let left = setup_end.saturating_duration_since(Instant::now());
-        let (stream, sock) = rx
-            .recv_timeout(left)
-            .map_err(|_| EngineError::Timeout("the client's data streams"))?;
-        let Some(slot) = slots.get_mut(stream as usize).filter(|s| s.is_none()) else {
-            continue;
-        };
-        let (datapath, offloads, hello) = match &sock {
-            DataSocket::Tcp(s) => match tcp_datapath(s, &spec) {
-                Ok(d) => (d, Offloads::default(), None),
-                Err(reason) => {
-                    let _ = ch.send(&Message::Error {
-                        reason: format!("server: {reason}"),
-                    });
-                    return Err(EngineError::Setup(reason));
-                }
-            },
-            DataSocket::Udp(s) => {
-                let (dp, off) = udp_datapath(s, &spec, vec!["udp_reuseport".into()]);
-                ch.send(&Message::UdpReady { stream })?;
-                (dp, off, Some(UdpHello { cookie, stream }.encode()))
-            }
-        };
-        let params = RoleParams {
-            spec: spec.clone(),
-            deadline_ns,
-            hello,
-            stream,
-            intervals: None,
-            datapath,
-            same_clock: same,
-            packet_log: if stream == 0 { packet_log.take() } else { None },
-            offloads,
-            crr: crr_conns.take().map(CrrPart::Server),
-            file: if stream == 0 { file.take() } else { None },
-        };
-        *slot = Some((role_of(stream), sock, params));
-    }
-    if let Ok(mut p) = state.pending.lock() {
-        p.remove(&cookie);
-    }
-    let streams: Vec<(Role, DataSocket, RoleParams)> = slots.into_iter().flatten().collect();
-    match ch.expect(SETUP_TIMEOUT, "the client's begin")? {
-        Message::Begin => {}
-        other => {
-            let _ = ch.send(&Message::Error {
-                reason: "expected begin".into(),
-            });
-            return Err(EngineError::Protocol(format!(
-                "expected begin, got {other:?}"
-            )));
-        }
-    }
-    let out = drive(ch, streams, &mut Quiet, Some(&state.shutdown));
-    let r = Results::assemble(
-        &spec,
-        peer.to_string(),
-        out.peer.as_ref(),
-        Some(&out.local),
-        out.error,
-    );
-    log(
-        state,
-        format_args!(
-            "client={peer} event=test test={cookie:016x} protocol={} mechanism={} direction={} size={} streams={} sent_bytes={} sent_messages={} received_bytes={} received_messages={} lost={} result={}",
-            spec.protocol,
-            spec.mechanism,
-            spec.direction,
-            spec.size,
-            spec.total_streams(),
-            r.end.sent.bytes,
-            r.end.sent.messages,
-            r.end.received.bytes,
-            r.end.received.messages,
-            r.end.udp.as_ref().map_or(0, |u| u.lost),
-            r.error.map_or_else(|| "ok".to_string(), |e| q(&format!("error: {e}")))
-        ),
-    );
-    Ok(())
-}
