@@ -13,9 +13,9 @@ mod control;
 mod file;
 mod log;
 mod merge;
+mod net;
 pub mod pace;
 mod role;
-mod net;
 mod rx;
 mod sys;
 

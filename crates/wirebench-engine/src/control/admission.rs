@@ -105,7 +105,9 @@ pub enum Refusal {
         max: usize,
     },
     /// `--max-tests-per-client`.
-    #[error("{ip} already runs {running} tests, the limit per client is {max} (--max-tests-per-client)")]
+    #[error(
+        "{ip} already runs {running} tests, the limit per client is {max} (--max-tests-per-client)"
+    )]
     PerClient {
         /// The client's address.
         ip: IpAddr,
@@ -178,9 +180,7 @@ impl SpecLimits {
             // The most a test can move: its amount, or its rate for its duration, every stream.
             let most = match (spec.bytes, spec.offered_bps(), spec.duration_ns) {
                 (Some(b), _, _) => Some(u128::from(b)),
-                (None, Some(bps), Some(d)) => {
-                    Some(u128::from(bps) * u128::from(d) / 8_000_000_000)
-                }
+                (None, Some(bps), Some(d)) => Some(u128::from(bps) * u128::from(d) / 8_000_000_000),
                 _ => None,
             }
             .map(|b| b * u128::from(streams));

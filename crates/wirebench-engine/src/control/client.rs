@@ -282,7 +282,9 @@ impl ClientSession {
         match &mut self.state {
             State::Answer { deadline, .. } if now >= *deadline => self.fail(
                 now,
-                EngineError::Timeout("the server's answer (is a wirebench server listening there?)"),
+                EngineError::Timeout(
+                    "the server's answer (is a wirebench server listening there?)",
+                ),
                 None,
             ),
             State::Opening {
@@ -571,7 +573,11 @@ fn describe(bytes: &[u8]) -> (String, &'static str) {
             format!("like an iperf3 server (state byte {})", *b as i8),
             "use iperf3 to test against it, or run `wirebench serve` there",
         ),
-        b if b.iter().take(16).all(|c| c.is_ascii_graphic() || *c == b' ') => {
+        b if b
+            .iter()
+            .take(16)
+            .all(|c| c.is_ascii_graphic() || *c == b' ') =>
+        {
             (format!("with text {:?}", text(b)), SERVE)
         }
         b => {

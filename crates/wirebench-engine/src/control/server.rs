@@ -5,7 +5,9 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use wirebench_proto::control::{Message, MAX_FRAME, MAX_HELLO_FRAME, PACKET_LOG_STREAM, PROTOCOL_VERSION};
+use wirebench_proto::control::{
+    Message, MAX_FRAME, MAX_HELLO_FRAME, PACKET_LOG_STREAM, PROTOCOL_VERSION,
+};
 use wirebench_proto::results::{Role, SideReport};
 use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 
@@ -103,9 +105,13 @@ pub(crate) enum ServerAction {
 #[derive(Debug)]
 enum State {
     /// Waiting for the first frame.
-    Hello { deadline: Instant },
+    Hello {
+        deadline: Instant,
+    },
     /// Challenge sent; waiting for `auth`.
-    Auth { deadline: Instant },
+    Auth {
+        deadline: Instant,
+    },
     /// Waiting for the driver's answer to Admit.
     Admitting,
     /// Accept sent; waiting for every stream (and the packet log connection).
@@ -117,7 +123,9 @@ enum State {
         begin_seen: bool,
     },
     /// Waiting for `begin`.
-    Begin { deadline: Instant },
+    Begin {
+        deadline: Instant,
+    },
     Running(Box<Exchange>),
     Done,
 }
@@ -249,7 +257,11 @@ impl ServerSession {
                 State::Hello { .. } | State::Auth { .. } | State::Admitting => {
                     self.refuse(now, Refusal::ShuttingDown)
                 }
-                _ => self.fail(now, EngineError::Shutdown, Some("the server is shutting down")),
+                _ => self.fail(
+                    now,
+                    EngineError::Shutdown,
+                    Some("the server is shutting down"),
+                ),
             },
         }
     }
@@ -269,9 +281,7 @@ impl ServerSession {
         }
         let what = match &mut self.state {
             State::Hello { deadline } if now >= *deadline => "the first message",
-            State::Auth { deadline } if now >= *deadline => {
-                "the client's answer to the challenge"
-            }
+            State::Auth { deadline } if now >= *deadline => "the client's answer to the challenge",
             State::Streams { deadline, .. } if now >= *deadline => "the client's data streams",
             State::Begin { deadline } if now >= *deadline => "the client's begin",
             State::Running(x) => {
@@ -373,7 +383,8 @@ impl ServerSession {
     fn first_frame(&mut self, now: Instant, msg: Message) {
         match msg {
             Message::Attach { cookie, stream, .. } => {
-                self.actions.push_back(ServerAction::Attach { cookie, stream });
+                self.actions
+                    .push_back(ServerAction::Attach { cookie, stream });
                 self.state = State::Done;
                 self.closing = true;
             }
@@ -534,8 +545,7 @@ impl ServerSession {
         .into_iter()
         .flatten()
         .min();
-        let ceiling =
-            bound.map(|b| now + b + Duration::from_nanos(spec.drain_ns) + REPORT_GRACE);
+        let ceiling = bound.map(|b| now + b + Duration::from_nanos(spec.drain_ns) + REPORT_GRACE);
         let roles = (0..spec.total_streams())
             .map(|i| Self::role_of(&spec, i))
             .collect();

@@ -154,7 +154,13 @@ impl Setup {
                     sock: DataSocket::Udp(s),
                     datapath,
                     offloads,
-                    hello: Some(UdpHello { cookie: self.cookie, stream }.encode()),
+                    hello: Some(
+                        UdpHello {
+                            cookie: self.cookie,
+                            stream,
+                        }
+                        .encode(),
+                    ),
                 }
             }
         };
@@ -192,7 +198,11 @@ impl Setup {
                 intervals: None,
                 datapath: o.datapath,
                 same_clock: self.same_clock,
-                packet_log: if stream == 0 { self.local_log.take() } else { None },
+                packet_log: if stream == 0 {
+                    self.local_log.take()
+                } else {
+                    None
+                },
                 offloads: o.offloads,
                 crr: (spec.mechanism == Mechanism::Crr).then_some(CrrPart::Client { addr, cookie }),
                 file: if stream == 0 { self.file.take() } else { None },
@@ -233,7 +243,8 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
             source,
         }
     })?;
-    let mut pump = Pump::new(conn).map_err(|e| EngineError::io("configuring the control connection", e))?;
+    let mut pump =
+        Pump::new(conn).map_err(|e| EngineError::io("configuring the control connection", e))?;
     let params = ClientParams {
         spec: cfg.spec.clone(),
         psk: cfg.psk.clone(),

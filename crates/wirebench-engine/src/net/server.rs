@@ -295,7 +295,8 @@ impl State {
 /// Serves one accepted connection: runs its session, carries out what it asks, logs how it
 /// ended.
 fn connection(conn: TcpStream, id: PendingId, state: &State) {
-    let (Ok(peer), Ok(local), Ok(nonce)) = (conn.peer_addr(), conn.local_addr(), crate::auth::nonce())
+    let (Ok(peer), Ok(local), Ok(nonce)) =
+        (conn.peer_addr(), conn.local_addr(), crate::auth::nonce())
     else {
         state.leave_pending(id);
         return;
@@ -651,7 +652,11 @@ impl Test<'_> {
     fn arrivals(&mut self) -> Vec<ServerEvent> {
         let mut events = Vec::new();
         while let Ok((stream, sock)) = self.rx.try_recv() {
-            let Some(slot) = self.streams.get_mut(stream as usize).filter(|s| s.is_none()) else {
+            let Some(slot) = self
+                .streams
+                .get_mut(stream as usize)
+                .filter(|s| s.is_none())
+            else {
                 continue;
             };
             let arrived = match &sock {
@@ -726,9 +731,17 @@ impl Test<'_> {
                 intervals: None,
                 datapath: a.datapath,
                 same_clock: same,
-                packet_log: if stream == 0 { self.packet_log.take() } else { None },
+                packet_log: if stream == 0 {
+                    self.packet_log.take()
+                } else {
+                    None
+                },
                 offloads: a.offloads,
-                crr: if stream == 0 { self.crr.take().map(CrrPart::Server) } else { None },
+                crr: if stream == 0 {
+                    self.crr.take().map(CrrPart::Server)
+                } else {
+                    None
+                },
                 file: if stream == 0 { self.file.take() } else { None },
             };
             out.push((ServerSession::role_of(&self.spec, stream), a.sock, params));
@@ -782,4 +795,3 @@ fn file_part(
     spec.validate().map_err(|e| e.to_string())?;
     Ok(Some(FilePart::Source(source)))
 }
-
