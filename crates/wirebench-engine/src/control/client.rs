@@ -55,7 +55,7 @@ pub(crate) enum ClientEvent {
     /// Every role is done; this side's report.
     RolesDone {
         /// The merged report.
-        report: SideReport,
+        report: Box<SideReport>,
     },
     /// The user asked to stop (Ctrl-C): stop sending, exchange what was measured. (The
     /// driver does not send it yet: the CLI's Ctrl-C handling is issue 16's.)
@@ -245,7 +245,7 @@ impl ClientSession {
             }
             ClientEvent::RolesDone { report } => {
                 if let State::Running(x) = &mut self.state {
-                    x.roles_done(now, &mut self.wire, report);
+                    x.roles_done(now, &mut self.wire, *report);
                     self.after_run();
                 }
             }

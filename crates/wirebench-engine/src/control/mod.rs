@@ -2,7 +2,7 @@
 //! `Connection`: bytes, driver events and the current time go in; bytes to write, actions for
 //! the driver and the next deadline come out. Nothing here opens a socket, starts a thread,
 //! sleeps or reads a clock, so every step and every wait is unit-tested in virtual time
-//! (`tests.rs`), and [`crate::net`] is a thin loop around it.
+//! (`tests.rs`), and the driver (`net`, the one part with sockets) is a thin loop around it.
 //!
 //! # The protocol, step by step (each wait with its deadline)
 //!

@@ -67,7 +67,7 @@ pub(crate) enum ServerEvent {
     /// Every role is done; this side's report.
     RolesDone {
         /// The merged report.
-        report: SideReport,
+        report: Box<SideReport>,
     },
     /// The server is going away: end the test with a message to the client.
     Shutdown,
@@ -249,7 +249,7 @@ impl ServerSession {
             }
             ServerEvent::RolesDone { report } => {
                 if let State::Running(x) = &mut self.state {
-                    x.roles_done(now, &mut self.wire, report);
+                    x.roles_done(now, &mut self.wire, *report);
                     self.after_run();
                 }
             }

@@ -313,10 +313,10 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
                 ClientAction::StartRoles => match Roles::start(setup.roles(&session)) {
                     Ok(r) => roles = Some(r),
                     Err(e) => {
-                        let report = wirebench_proto::results::SideReport {
+                        let report = Box::new(wirebench_proto::results::SideReport {
                             error: Some(e.to_string()),
                             ..Default::default()
-                        };
+                        });
                         session.handle_event(now, ClientEvent::RolesDone { report });
                     }
                 },

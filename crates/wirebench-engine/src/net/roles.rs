@@ -34,7 +34,7 @@ pub(crate) enum RoleEvent {
     /// `(stream, messages sent)`.
     SendersDone(Vec<(u32, u64)>),
     /// Every role is done: the side's merged report (reported once).
-    Done(SideReport),
+    Done(Box<SideReport>),
 }
 
 /// Sums the interval records of several streams into one record per interval, in order, as
@@ -208,7 +208,7 @@ impl Roles {
         }
         if self.threads.iter().all(|t| t.is_finished()) {
             self.done = true;
-            events.push(RoleEvent::Done(self.finish(watch)));
+            events.push(RoleEvent::Done(Box::new(self.finish(watch))));
         }
         events
     }

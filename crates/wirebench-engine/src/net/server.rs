@@ -357,10 +357,10 @@ fn connection(conn: TcpStream, id: PendingId, state: &State) {
                     match started {
                         Some(Ok(r)) => roles = Some(r),
                         Some(Err(e)) => {
-                            let report = SideReport {
+                            let report = Box::new(SideReport {
                                 error: Some(e.to_string()),
                                 ..SideReport::default()
-                            };
+                            });
                             session.handle_event(now, ServerEvent::RolesDone { report });
                         }
                         None => {}

@@ -519,11 +519,19 @@ impl Pair {
         }
         if let Some(report) = report {
             if client {
-                self.client
-                    .handle_event(now, ClientEvent::RolesDone { report });
+                self.client.handle_event(
+                    now,
+                    ClientEvent::RolesDone {
+                        report: Box::new(report),
+                    },
+                );
             } else {
-                self.server
-                    .handle_event(now, ServerEvent::RolesDone { report });
+                self.server.handle_event(
+                    now,
+                    ServerEvent::RolesDone {
+                        report: Box::new(report),
+                    },
+                );
             }
         }
         progress
