@@ -581,6 +581,48 @@ fn no_begin_ends_the_session_after_the_setup_timeout() {
 }
 
 #[test]
+fn a_challenge_left_unanswered_ends_after_the_setup_timeout() {
+    let mut lone = Lone::new(server_params(SpecLimits::default(), Some(key("k")), "n"));
+    lone.feed(Duration::ZERO, &start_frame(&spec(), PROTOCOL_VERSION, "c"));
+    assert!(matches!(lone.sent.first(), Some(Message::Challenge { .. })));
+    lone.advance(SETUP_TIMEOUT - Duration::from_millis(1));
+    assert!(!lone.server.is_closed());
+    lone.advance(SETUP_TIMEOUT);
+    assert!(lone.server.is_closed());
+    let err = lone.server.outcome().unwrap().error.unwrap().to_string();
+    assert!(
+        err.contains("the client's answer to the challenge"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_begin_that_overtakes_the_last_data_connection_is_kept() {
+    let mut s = spec();
+    s.streams = 2;
+    let mut lone = Lone::new(server_params(SpecLimits::default(), None, "n"));
+    lone.feed(Duration::ZERO, &start_frame(&s, PROTOCOL_VERSION, "c"));
+    while lone.server.poll_action().is_some() {}
+    let now = lone.base;
+    lone.server.handle_event(
+        now,
+        ServerEvent::Admitted {
+            cookie: 1,
+            bytes: None,
+        },
+    );
+    lone.server
+        .handle_event(now, ServerEvent::StreamArrived { stream: 0 });
+    // The client sent begin after attaching stream 1, but the driver routes it later.
+    lone.feed(Duration::ZERO, &encode(&Message::Begin).unwrap());
+    assert_eq!(lone.server.poll_action(), None);
+    lone.server
+        .handle_event(now, ServerEvent::StreamArrived { stream: 1 });
+    assert_eq!(lone.server.poll_action(), Some(ServerAction::StreamsReady));
+    assert_eq!(lone.server.poll_action(), Some(ServerAction::StartRoles));
+}
+
+#[test]
 fn a_missing_data_stream_times_out_on_both_sides() {
     let mut s = spec();
     s.streams = 2;

@@ -419,13 +419,13 @@ fn connection(conn: TcpStream, id: PendingId, state: &State) {
     }
     drop(roles);
     let outcome = session.outcome().unwrap_or_default();
-    let spec = test.as_ref().map(|t| t.spec.clone());
+    let spec = test.as_ref().map(|t| (t.spec.clone(), t.slot.cookie));
     drop(test);
     if outcome.started {
         // The test's buffers and histograms are freed: give the memory back.
         crate::sys::release_free_memory();
     }
-    let (Some(spec), true) = (spec, outcome.started) else {
+    let (Some((spec, cookie)), true) = (spec, outcome.started) else {
         let event = match (&outcome.refusal, identified) {
             (_, false) => "rejected",
             (Some(Refusal::AuthFailed), _) => {
@@ -453,7 +453,7 @@ fn connection(conn: TcpStream, id: PendingId, state: &State) {
     log(
         state,
         format_args!(
-            "client={peer} event=test protocol={} mechanism={} direction={} size={} streams={} sent_bytes={} sent_messages={} received_bytes={} received_messages={} lost={} result={}",
+            "client={peer} event=test test={cookie:016x} protocol={} mechanism={} direction={} size={} streams={} sent_bytes={} sent_messages={} received_bytes={} received_messages={} lost={} result={}",
             spec.protocol,
             spec.mechanism,
             spec.direction,
