@@ -4,8 +4,10 @@
 //! writes and waits until the next deadline or a short tick, whichever comes first.
 
 pub(crate) mod client;
+mod conn;
 pub(crate) mod roles;
 pub(crate) mod server;
+mod state;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
