@@ -307,7 +307,7 @@ impl ClientSession {
                 }
             }
             State::Running(x) => {
-                x.on_timeout(now, &mut self.wire, &mut self.run_actions);
+                x.on_timeout(now, &mut self.run_actions);
                 self.after_run();
             }
             _ => {}

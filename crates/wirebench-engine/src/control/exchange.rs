@@ -242,12 +242,7 @@ impl Exchange {
     }
 
     /// Deadlines: the ceiling stops the roles; the report deadline ends the wait.
-    pub(super) fn on_timeout(
-        &mut self,
-        now: Instant,
-        wire: &mut Wire,
-        actions: &mut VecDeque<RunAction>,
-    ) {
+    pub(super) fn on_timeout(&mut self, now: Instant, actions: &mut VecDeque<RunAction>) {
         if self.report_deadline.is_some_and(|t| now >= t) {
             self.report_deadline = None;
             self.error
@@ -255,7 +250,6 @@ impl Exchange {
             self.finished = true;
         }
         if self.local.is_none() && !self.stop_sent && self.ceiling.is_some_and(|t| now >= t) {
-            let _ = wire;
             self.error.get_or_insert(EngineError::Timeout(
                 "the test to end within its time bound, drain and grace",
             ));

@@ -285,7 +285,7 @@ impl ServerSession {
             State::Streams { deadline, .. } if now >= *deadline => "the client's data streams",
             State::Begin { deadline } if now >= *deadline => "the client's begin",
             State::Running(x) => {
-                x.on_timeout(now, &mut self.wire, &mut self.run_actions);
+                x.on_timeout(now, &mut self.run_actions);
                 return self.after_run();
             }
             _ => return,

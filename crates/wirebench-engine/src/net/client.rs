@@ -310,16 +310,20 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
                     session.handle_event(Instant::now(), event);
                 }
                 ClientAction::SendHello { stream } => setup.send_hello(stream),
-                ClientAction::StartRoles => match Roles::start(setup.roles(&session)) {
-                    Ok(r) => roles = Some(r),
-                    Err(e) => {
-                        let report = Box::new(wirebench_proto::results::SideReport {
-                            error: Some(e.to_string()),
-                            ..Default::default()
-                        });
-                        session.handle_event(now, ClientEvent::RolesDone { report });
+                ClientAction::StartRoles => {
+                    // `begin` leaves before the first datagram.
+                    pump.flush(&mut session);
+                    match Roles::start(setup.roles(&session)) {
+                        Ok(r) => roles = Some(r),
+                        Err(e) => {
+                            let report = Box::new(wirebench_proto::results::SideReport {
+                                error: Some(e.to_string()),
+                                ..Default::default()
+                            });
+                            session.handle_event(now, ClientEvent::RolesDone { report });
+                        }
                     }
-                },
+                }
                 ClientAction::Run(RunAction::PeerCounts(counts)) => {
                     if let Some(r) = &roles {
                         r.peer_counts(&counts);

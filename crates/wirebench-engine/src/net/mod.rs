@@ -121,18 +121,24 @@ impl Pump {
         self.sock
     }
 
+    /// Writes what waits, once (before the roles start, so that `begin` leaves first).
+    pub(crate) fn flush(&mut self, s: &mut impl Conn) {
+        if self.gone {
+            return;
+        }
+        if let Some(out) = s.poll_transmit() {
+            match self.sock.write(out) {
+                Ok(n) => s.handle_written(Instant::now(), n),
+                Err(e) if transient(&e) => {}
+                Err(_) => self.close(s),
+            }
+        }
+    }
+
     /// One round: writes what waits, reads for at most `tick` or until the session's next
     /// deadline, then lets the session handle its deadlines.
     pub(crate) fn round(&mut self, s: &mut impl Conn, tick: Duration) {
-        if !self.gone {
-            if let Some(out) = s.poll_transmit() {
-                match self.sock.write(out) {
-                    Ok(n) => s.handle_written(Instant::now(), n),
-                    Err(e) if transient(&e) => {}
-                    Err(_) => self.close(s),
-                }
-            }
-        }
+        self.flush(s);
         let now = Instant::now();
         let wait = s
             .poll_timeout()
