@@ -682,6 +682,73 @@ fn a_peer_that_never_reports_is_given_drain_plus_grace() {
 }
 
 #[test]
+fn out_of_order_or_oversized_frames_mid_test_get_an_error_and_stop_the_test() {
+    let oversized = (wirebench_proto::control::MAX_FRAME as u32 + 1)
+        .to_be_bytes()
+        .to_vec();
+    for bytes in [encode(&Message::Begin).unwrap(), oversized] {
+        let mut s = spec();
+        s.bytes = None;
+        s.duration_ns = Some(30_000_000_000);
+        let mut p = Pair::with(s);
+        p.run = secs(30);
+        p.run_for(SECOND);
+        p.inject_to_server(&bytes);
+        p.run();
+        assert!(p.server_roles.stopped && p.client_roles.stopped);
+        assert!(
+            p.server_error().starts_with("protocol error"),
+            "{}",
+            p.server_error()
+        );
+        assert!(
+            p.client_error().starts_with("peer reported: "),
+            "{}",
+            p.client_error()
+        );
+        assert!(p.elapsed() < secs(2), "at once: {:?}", p.elapsed());
+        assert_eq!(p.admission.running(), 0);
+    }
+}
+
+#[test]
+fn random_bytes_in_any_state_end_the_session_without_a_panic() {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut noise = |len: usize| -> Vec<u8> {
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    };
+    for round in 0..200 {
+        // A server at its first frame, then mid-test; a client awaiting its answer.
+        let mut lone = Lone::new(server_params(SpecLimits::default(), None, "n"));
+        let mut bytes = noise(round % 97);
+        bytes.insert(0, 0);
+        while !bytes.is_empty() && !lone.server.is_closed() {
+            let n = lone.server.read_limit().min(bytes.len());
+            let rest = bytes.split_off(n);
+            lone.feed(Duration::ZERO, &bytes);
+            bytes = rest;
+        }
+        let mut p = Pair::with(spec());
+        p.run = secs(30);
+        p.client.handle_bytes(p.now, &noise(1 + round % 13));
+        p.run_for(SECOND);
+        let mut p = Pair::with(spec());
+        p.run = secs(30);
+        p.run_for(SECOND);
+        p.inject_to_server(&[&[0, 0, 0, 9][..], &noise(9)].concat());
+        p.run();
+        assert!(p.server_outcome.is_some() && p.client_outcome.is_some());
+    }
+}
+
+#[test]
 fn a_shutdown_mid_test_tells_the_client_and_stops_both() {
     let mut s = spec();
     s.bytes = None;

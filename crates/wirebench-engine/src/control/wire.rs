@@ -15,6 +15,8 @@ pub(super) struct Wire {
     out: Vec<u8>,
     /// Since when the output has waited without any of it being written.
     stalled_since: Option<Instant>,
+    /// A frame could not be decoded: nothing after it can be, so input is ignored.
+    broken: bool,
 }
 
 impl Wire {
@@ -24,6 +26,7 @@ impl Wire {
             decoder: FrameDecoder::new(max_frame),
             out: Vec::new(),
             stalled_since: None,
+            broken: false,
         }
     }
 
@@ -34,7 +37,9 @@ impl Wire {
 
     /// Bytes read from the connection.
     pub(super) fn feed(&mut self, bytes: &[u8]) {
-        self.decoder.feed(bytes);
+        if !self.broken {
+            self.decoder.feed(bytes);
+        }
     }
 
     /// Bytes received but not yet decoded.
@@ -48,9 +53,14 @@ impl Wire {
         &p[..p.len().min(n)]
     }
 
-    /// The next whole message, if there is one.
+    /// The next whole message, if there is one. After an error, never another message.
     pub(super) fn next_message(&mut self) -> Result<Option<Message>, FrameError> {
-        self.decoder.next_message()
+        if self.broken {
+            return Ok(None);
+        }
+        let next = self.decoder.next_message();
+        self.broken = next.is_err();
+        next
     }
 
     /// Queues `msg` for writing.

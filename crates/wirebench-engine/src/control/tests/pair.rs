@@ -220,6 +220,11 @@ impl Pair {
         )
     }
 
+    /// Bytes on the connection to the server as if the client had sent them.
+    pub(super) fn inject_to_server(&mut self, bytes: &[u8]) {
+        self.c2s.extend(bytes);
+    }
+
     /// Virtual time since the start.
     pub(super) fn elapsed(&self) -> Duration {
         self.now - self.base
