@@ -2,7 +2,9 @@
 //! server session (`pair`), or a server session fed raw bytes. No socket, no thread, no
 //! sleep: each test runs in microseconds, inside a network namespace with no interface too.
 
+mod admission;
 mod pair;
+mod peers;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
@@ -14,7 +16,7 @@ use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 use super::admission::{Admission, Refusal, SlotLimits, SpecLimits};
 use super::client::{ClientAction, ClientEvent};
 use super::server::{ServerAction, ServerEvent};
-use super::{RunAction, FIRST_BYTES_TIMEOUT, REPORT_GRACE, SETUP_TIMEOUT, WRITE_TIMEOUT};
+use super::{RunAction, REPORT_GRACE, SETUP_TIMEOUT, WRITE_TIMEOUT};
 use crate::EngineError;
 use pair::{client_params, key, server_params, slots, spec, Lone, Pair, CLIENT_IP, SENT};
 
@@ -779,128 +781,6 @@ fn a_server_that_says_nothing_times_out_with_a_hint() {
         "{err}"
     );
     assert_eq!(p.elapsed(), SETUP_TIMEOUT);
-}
-
-// --- a client talking to something that is not a wirebench server ---
-
-fn client_hears(bytes: &[u8], then_wait: Duration) -> (String, Duration) {
-    let mut p = Pair::with(spec());
-    p.server_reads = false;
-    p.client.handle_bytes(p.now, bytes);
-    p.run_for(then_wait);
-    let closed = p.client_closed_at.expect("the client gave up");
-    (p.client_error(), closed - p.base)
-}
-
-#[test]
-fn an_http_server_is_named_as_such() {
-    let (err, t) = client_hears(
-        b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n",
-        secs(60),
-    );
-    assert!(
-        err.starts_with(
-            "server.test:5300 is not a wirebench server: it answered like an HTTP server"
-        ),
-        "{err}"
-    );
-    assert!(err.contains("400 Bad Request"), "{err}");
-    assert!(!err.contains("1213486160"), "{err}");
-    assert_eq!(t, Duration::ZERO);
-}
-
-#[test]
-fn an_iperf3_server_is_named_as_such() {
-    for byte in [9u8, 0xff] {
-        let (err, t) = client_hears(&[byte], secs(60));
-        assert!(err.contains("it answered like an iperf3 server"), "{err}");
-        assert!(err.contains("use iperf3"), "{err}");
-        assert_eq!(t, Duration::ZERO);
-    }
-}
-
-#[test]
-fn bytes_that_never_make_a_frame_fail_within_two_seconds() {
-    let (err, t) = client_hears(&[0, 0], secs(60));
-    assert!(err.contains("is not a wirebench server"), "{err}");
-    assert_eq!(t, FIRST_BYTES_TIMEOUT);
-}
-
-// --- admission ---
-
-#[test]
-fn a_full_pending_stage_drops_its_oldest_connection() {
-    let a = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
-    let b = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
-    let mut adm = Admission::with_pending_caps(slots(1), 3, 2);
-    let (a1, e) = adm.pending_open(a);
-    assert_eq!(e, None);
-    let (a2, _) = adm.pending_open(a);
-    // A third from `a` pushes out `a`'s oldest, not anyone else's.
-    let (_a3, e) = adm.pending_open(a);
-    assert_eq!(e, Some(a1));
-    let (b1, e) = adm.pending_open(b);
-    assert_eq!(e, None);
-    // The stage is full (3): the oldest overall goes.
-    let (_b2, e) = adm.pending_open(b);
-    assert_eq!(e, Some(a2));
-    adm.pending_close(b1);
-    assert_eq!(adm.pending(), 2);
-}
-
-#[test]
-fn only_admitted_starts_count_towards_the_minute() {
-    let limits = SlotLimits {
-        max_tests: 1,
-        per_client: None,
-        per_minute: Some(2),
-    };
-    let mut adm = Admission::new(limits);
-    let base = std::time::Instant::now();
-    let held = adm.admit(base, CLIENT_IP).unwrap();
-    // Refused for busy, many times: no start is counted.
-    for _ in 0..5 {
-        assert!(matches!(
-            adm.admit(base, CLIENT_IP),
-            Err(Refusal::Busy { .. })
-        ));
-    }
-    adm.release(held);
-    let t = adm
-        .admit(base, CLIENT_IP)
-        .expect("the second start of the minute");
-    adm.release(t);
-    assert!(matches!(
-        adm.admit(base, CLIENT_IP),
-        Err(Refusal::PerMinute { started: 2, .. })
-    ));
-    // A minute later the window has moved.
-    let t = adm.admit(base + secs(60), CLIENT_IP).expect("a new minute");
-    adm.release(t);
-}
-
-#[test]
-fn released_tickets_free_their_slots() {
-    let limits = SlotLimits {
-        max_tests: 2,
-        per_client: Some(1),
-        per_minute: None,
-    };
-    let mut adm = Admission::new(limits);
-    let now = std::time::Instant::now();
-    let other = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 9));
-    let t1 = adm.admit(now, CLIENT_IP).unwrap();
-    assert!(matches!(
-        adm.admit(now, CLIENT_IP),
-        Err(Refusal::PerClient { running: 1, .. })
-    ));
-    let t2 = adm.admit(now, other).unwrap();
-    assert_eq!(adm.running(), 2);
-    adm.release(t1);
-    adm.release(t2);
-    assert_eq!(adm.running(), 0);
-    let t = adm.admit(now, CLIENT_IP).expect("free again");
-    adm.release(t);
 }
 
 #[test]
