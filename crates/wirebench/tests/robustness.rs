@@ -355,8 +355,8 @@ fn a_thousand_silent_connections_then_a_good_test() {
 /// A fake peer on loopback that answers the first connection with `answer` (after reading
 /// what the client sent) and keeps it open until the client goes.
 fn fake_peer(answer: &'static [u8]) -> (u16, std::thread::JoinHandle<()>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let port = listener.local_addr().expect("its address").port();
     let t = std::thread::spawn(move || {
         let Ok((mut c, _)) = listener.accept() else {
             return;
