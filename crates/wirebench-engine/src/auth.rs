@@ -17,6 +17,22 @@ use sha2::Sha256;
 
 type HmacSha256 = Hmac<Sha256>;
 
+/// Why a key cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PskError {
+    /// Fewer than [`MIN_KEY_BYTES`] bytes once trimmed.
+    #[error("the pre-shared key must have at least {MIN_KEY_BYTES} bytes (e.g. `head -c 32 /dev/urandom | base64`)")]
+    TooShort,
+    /// The key file cannot be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file, as given.
+        path: String,
+        /// Why it cannot be read.
+        source: std::io::Error,
+    },
+}
+
 /// Fewest bytes a key may have.
 const MIN_KEY_BYTES: usize = 16;
 
@@ -34,19 +50,20 @@ impl std::fmt::Debug for Psk {
 impl Psk {
     /// A key from a file's or a variable's contents; surrounding whitespace is not part of
     /// it.
-    pub fn new(bytes: &[u8]) -> Result<Self, String> {
+    pub fn new(bytes: &[u8]) -> Result<Self, PskError> {
         let text = bytes.trim_ascii();
         if text.len() < MIN_KEY_BYTES {
-            return Err(format!(
-                "the pre-shared key must have at least {MIN_KEY_BYTES} bytes (e.g. `head -c 32 /dev/urandom | base64`)"
-            ));
+            return Err(PskError::TooShort);
         }
         Ok(Self(text.to_vec()))
     }
 
     /// Reads a key from `path`.
-    pub fn load(path: &std::path::Path) -> Result<Self, String> {
-        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn load(path: &std::path::Path) -> Result<Self, PskError> {
+        let bytes = std::fs::read(path).map_err(|source| PskError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
         Self::new(&bytes)
     }
 
@@ -115,9 +132,11 @@ impl Psk {
 }
 
 /// 16 random bytes, hex: a nonce.
-pub fn nonce() -> Result<String, String> {
+pub fn nonce() -> Result<String, crate::EngineError> {
     let mut b = [0u8; 16];
-    getrandom::getrandom(&mut b).map_err(|e| format!("drawing a nonce: {e}"))?;
+    getrandom::getrandom(&mut b).map_err(|e| {
+        crate::EngineError::io("drawing a nonce", std::io::Error::other(e.to_string()))
+    })?;
     Ok(hex(&b))
 }
 

@@ -9,16 +9,14 @@
 #![deny(unsafe_code)]
 
 mod auth;
-mod channel;
-mod client;
+mod control;
 mod file;
 mod log;
 mod merge;
+mod net;
 pub mod pace;
 mod role;
 mod rx;
-mod server;
-mod session;
 mod sys;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,10 +25,10 @@ use std::time::Instant;
 
 use wirebench_stats::{LossRuns, TimeHistogram};
 
-pub use auth::Psk;
-pub use client::{run, ClientConfig};
-pub use server::{Server, ServerConfig, ServerHandle};
-pub use session::Watch;
+pub use auth::{Psk, PskError};
+pub use net::client::{run, ClientConfig};
+pub use net::roles::Watch;
+pub use net::server::{Server, ServerConfig, ServerHandle};
 
 use thiserror::Error;
 
@@ -60,6 +58,19 @@ pub enum EngineError {
     /// The test cannot be set up on this host as asked.
     #[error("cannot set up the test: {0}")]
     Setup(String),
+    /// The server answered, but not as a wirebench server does.
+    #[error("{server} is not a wirebench server: it answered {seen}; {hint}")]
+    NotWirebench {
+        /// The server as the user named it.
+        server: String,
+        /// What it answered, in words.
+        seen: String,
+        /// What to do.
+        hint: &'static str,
+    },
+    /// The server is going away (SIGTERM).
+    #[error("the server is shutting down")]
+    Shutdown,
     /// The peer closed the control connection.
     #[error("the peer closed the control connection")]
     PeerClosed,

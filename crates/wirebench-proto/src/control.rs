@@ -183,6 +183,12 @@ impl FrameDecoder {
         self.buf.len()
     }
 
+    /// The bytes received but not yet decoded (to say what a peer that is not a wirebench
+    /// sent).
+    pub fn pending(&self) -> &[u8] {
+        &self.buf
+    }
+
     /// The next whole message, `Ok(None)` if more bytes are needed.
     pub fn next_message(&mut self) -> Result<Option<Message>, FrameError> {
         let Some(prefix) = self.buf.get(..4) else {

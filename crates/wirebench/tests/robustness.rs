@@ -351,3 +351,45 @@ fn a_thousand_silent_connections_then_a_good_test() {
     drop(c);
     still_serves(&mut s);
 }
+
+/// A fake peer on loopback that answers the first connection with `answer` (after reading
+/// what the client sent) and keeps it open until the client goes.
+fn fake_peer(answer: &'static [u8]) -> (u16, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let port = listener.local_addr().expect("its address").port();
+    let t = std::thread::spawn(move || {
+        let Ok((mut c, _)) = listener.accept() else {
+            return;
+        };
+        let mut buf = [0u8; 4096];
+        let _ = c.read(&mut buf);
+        let _ = c.write_all(answer);
+        // Until the client closes.
+        let _ = c.read_to_end(&mut Vec::new());
+    });
+    (port, t)
+}
+
+#[test]
+fn a_server_that_is_not_wirebench_is_named_in_one_line() {
+    for (answer, needle) in [
+        (
+            &b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"[..],
+            "like an HTTP server",
+        ),
+        // iperf3 answers a connection with its PARAM_EXCHANGE state byte.
+        (&[9u8][..], "like an iperf3 server"),
+    ] {
+        let (port, peer) = fake_peer(answer);
+        let out = wirebench()
+            .args(["run", "127.0.0.1", "--port", &port.to_string(), "-n", "1K"])
+            .output()
+            .unwrap();
+        peer.join().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("is not a wirebench server"), "{err}");
+        assert!(err.contains(needle), "{err}");
+    }
+}

@@ -1,0 +1,354 @@
+//! Who the server lets in, with the time passed in: the pending-handshake stage (connections
+//! that have not said what they are), test slots overall and per client address, starts per
+//! minute per address, and the limits on what a test asks. Pure: the driver holds one behind
+//! a lock and carries out what it returns.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use wirebench_proto::spec::TestSpec;
+use wirebench_proto::units::{format_bytes, format_duration, format_rate_bps};
+
+/// Most connections that have not yet sent their first frame.
+pub(crate) const MAX_PENDING: usize = 256;
+
+/// Most such connections from one address: one address cannot take the whole stage.
+pub(crate) const MAX_PENDING_PER_ADDR: usize = 64;
+
+/// The window of `--max-tests-per-minute`.
+const MINUTE: Duration = Duration::from_secs(60);
+
+/// Why the server will not run a test. The words name the limit's flag and value, so the
+/// user knows what to change; the variant says which limit it was (for counting).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The client speaks another control protocol version.
+    #[error("the client ({client_tool}) speaks control protocol {client_version}, this server ({server_tool}) speaks {server_version}")]
+    Version {
+        /// The client's tool and version.
+        client_tool: String,
+        /// The client's protocol version.
+        client_version: u32,
+        /// This server's tool and version.
+        server_tool: String,
+        /// This server's protocol version.
+        server_version: u32,
+    },
+    /// The client's answer to the challenge is wrong.
+    #[error("authentication failed: wrong pre-shared key")]
+    AuthFailed,
+    /// The client answered the challenge with another message.
+    #[error("authentication failed: expected auth, got {0}")]
+    AuthExpected(String),
+    /// The spec does not validate.
+    #[error("{0}")]
+    Invalid(String),
+    /// `--max-duration`.
+    #[error("--time {} exceeds the server's --max-duration {}", format_duration(*.asked), format_duration(*.max))]
+    Duration {
+        /// What the test asks.
+        asked: Duration,
+        /// The limit.
+        max: Duration,
+    },
+    /// `--max-streams`.
+    #[error("{asked} streams exceed the server's --max-streams {max}")]
+    Streams {
+        /// What the test asks.
+        asked: u32,
+        /// The limit.
+        max: u32,
+    },
+    /// `--max-size`.
+    #[error("messages of {asked} bytes exceed the server's --max-size {max}")]
+    Size {
+        /// The largest message the test uses.
+        asked: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// `--max-bytes`, for a test with a bound.
+    #[error("{} would exceed the server's --max-bytes {}", format_bytes(*.asked), format_bytes(*.max))]
+    Bytes {
+        /// The most the test can move.
+        asked: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// `--max-bytes`, for a test without a bound.
+    #[error("an unbounded test was asked but the server moves at most {}: use -n, or -b with -t", format_bytes(*.max))]
+    Unbounded {
+        /// The limit.
+        max: u64,
+    },
+    /// `--max-rate`, for a test with a rate.
+    #[error("rate {} exceeds the server's --max-rate {}", format_rate_bps(*.asked as f64), format_rate_bps(*.max as f64))]
+    Rate {
+        /// The sum over the test's streams, bits/s.
+        asked: u64,
+        /// The limit, bits/s.
+        max: u64,
+    },
+    /// `--max-rate`, for a test without a rate.
+    #[error("an unlimited rate was asked but the server allows at most {}: use -b/--rate", format_rate_bps(*.max as f64))]
+    UnlimitedRate {
+        /// The limit, bits/s.
+        max: u64,
+    },
+    /// `--max-tests`.
+    #[error("server busy: {running} tests running, the limit is {max} (--max-tests)")]
+    Busy {
+        /// Tests running now.
+        running: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// `--max-tests-per-client`.
+    #[error(
+        "{ip} already runs {running} tests, the limit per client is {max} (--max-tests-per-client)"
+    )]
+    PerClient {
+        /// The client's address.
+        ip: IpAddr,
+        /// Its tests running now.
+        running: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// `--max-tests-per-minute`.
+    #[error("{ip} started {started} tests in the last minute, the limit is {max} (--max-tests-per-minute)")]
+    PerMinute {
+        /// The client's address.
+        ip: IpAddr,
+        /// Its starts in the last minute.
+        started: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The server is going away.
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    /// A file transfer this server cannot serve.
+    #[error("{0}")]
+    File(String),
+    /// The server failed to set the test up (no randomness, a poisoned lock).
+    #[error("the server cannot run the test: {0}")]
+    Internal(String),
+}
+
+/// The limits on what one test may ask (`serve --max-*`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SpecLimits {
+    /// `--max-duration`.
+    pub max_duration: Option<Duration>,
+    /// `--max-rate`, bits/s over all streams.
+    pub max_rate_bps: Option<u64>,
+    /// `--max-bytes`, all streams.
+    pub max_bytes: Option<u64>,
+    /// `--max-streams`, both ways for `--bidir`.
+    pub max_streams: Option<u32>,
+    /// `--max-size`.
+    pub max_size: Option<u64>,
+}
+
+impl SpecLimits {
+    /// Why the server will not run `spec`, if it will not.
+    pub(crate) fn check(&self, spec: &TestSpec) -> Result<(), Refusal> {
+        spec.validate()
+            .map_err(|e| Refusal::Invalid(e.to_string()))?;
+        if let (Some(max), Some(d)) = (self.max_duration, spec.duration_ns) {
+            let asked = Duration::from_nanos(d);
+            if asked > max {
+                return Err(Refusal::Duration { asked, max });
+            }
+        }
+        let streams = u64::from(spec.total_streams());
+        if let Some(max) = self.max_streams {
+            if spec.total_streams() > max {
+                let asked = spec.total_streams();
+                return Err(Refusal::Streams { asked, max });
+            }
+        }
+        if let Some(max) = self.max_size {
+            let asked = spec.size.max(spec.response_len());
+            if asked > max {
+                return Err(Refusal::Size { asked, max });
+            }
+        }
+        if let Some(max) = self.max_bytes {
+            // The most a test can move: its amount, or its rate for its duration, every stream.
+            let most = match (spec.bytes, spec.offered_bps(), spec.duration_ns) {
+                (Some(b), _, _) => Some(u128::from(b)),
+                (None, Some(bps), Some(d)) => Some(u128::from(bps) * u128::from(d) / 8_000_000_000),
+                _ => None,
+            }
+            .map(|b| b * u128::from(streams));
+            match most {
+                Some(b) if b <= u128::from(max) => {}
+                Some(b) => {
+                    let asked = u64::try_from(b).unwrap_or(u64::MAX);
+                    return Err(Refusal::Bytes { asked, max });
+                }
+                None => return Err(Refusal::Unbounded { max }),
+            }
+        }
+        if let Some(max) = self.max_rate_bps {
+            // -b applies to each stream: the server's limit is on their sum.
+            match spec.offered_bps().map(|r| r.saturating_mul(streams)) {
+                Some(asked) if asked <= max => {}
+                Some(asked) => return Err(Refusal::Rate { asked, max }),
+                None => return Err(Refusal::UnlimitedRate { max }),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The slot limits (`serve --max-tests*`).
+#[derive(Debug, Clone)]
+pub(crate) struct SlotLimits {
+    /// `--max-tests`.
+    pub max_tests: usize,
+    /// `--max-tests-per-client`.
+    pub per_client: Option<usize>,
+    /// `--max-tests-per-minute`.
+    pub per_minute: Option<usize>,
+}
+
+/// A connection in the pending stage, by the order it came in.
+pub(crate) type PendingId = u64;
+
+/// A test slot held; give it back with [`Admission::release`].
+#[derive(Debug)]
+#[must_use = "a ticket holds a slot until it is released"]
+pub(crate) struct Ticket {
+    ip: IpAddr,
+}
+
+/// A client address's use of the server.
+#[derive(Debug, Default)]
+struct ClientUse {
+    running: usize,
+    starts: VecDeque<Instant>,
+}
+
+/// The server's admission state.
+#[derive(Debug)]
+pub(crate) struct Admission {
+    slots: SlotLimits,
+    max_pending: usize,
+    max_pending_per_addr: usize,
+    /// Connections not yet identified, oldest first (ids grow).
+    pending: BTreeMap<PendingId, IpAddr>,
+    next_pending: PendingId,
+    running: usize,
+    clients: HashMap<IpAddr, ClientUse>,
+}
+
+impl Admission {
+    /// Admission with these slot limits and the default pending caps.
+    pub(crate) fn new(slots: SlotLimits) -> Self {
+        Self::with_pending_caps(slots, MAX_PENDING, MAX_PENDING_PER_ADDR)
+    }
+
+    /// Admission with these pending caps (tests use small ones).
+    pub(crate) fn with_pending_caps(slots: SlotLimits, overall: usize, per_addr: usize) -> Self {
+        Self {
+            slots,
+            max_pending: overall.max(1),
+            max_pending_per_addr: per_addr.max(1),
+            pending: BTreeMap::new(),
+            next_pending: 0,
+            running: 0,
+            clients: HashMap::new(),
+        }
+    }
+
+    /// A new connection from `ip` enters the pending stage. Returns its id and, when the
+    /// stage was full, the oldest connection to drop for it: a flood of silent connections
+    /// then ages out instead of locking newcomers out.
+    pub(crate) fn pending_open(&mut self, ip: IpAddr) -> (PendingId, Option<PendingId>) {
+        let id = self.next_pending;
+        self.next_pending += 1;
+        let same_addr = self.pending.values().filter(|a| **a == ip).count();
+        let evict = if same_addr >= self.max_pending_per_addr {
+            self.pending
+                .iter()
+                .find(|(_, a)| **a == ip)
+                .map(|(k, _)| *k)
+        } else if self.pending.len() >= self.max_pending {
+            self.pending.keys().next().copied()
+        } else {
+            None
+        };
+        if let Some(old) = evict {
+            self.pending.remove(&old);
+        }
+        self.pending.insert(id, ip);
+        (id, evict)
+    }
+
+    /// The connection said what it is (or ended): it leaves the pending stage.
+    pub(crate) fn pending_close(&mut self, id: PendingId) {
+        self.pending.remove(&id);
+    }
+
+    /// Connections in the pending stage now.
+    pub(crate) fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Tests running now.
+    pub(crate) fn running(&self) -> usize {
+        self.running
+    }
+
+    /// A test slot for `ip`, or the limit it would break. Only admitted starts count
+    /// towards the per-minute limit: a refused attempt costs the client nothing.
+    pub(crate) fn admit(&mut self, now: Instant, ip: IpAddr) -> Result<Ticket, Refusal> {
+        // Forget the starts older than a minute, and the addresses with nothing left.
+        self.clients.retain(|_, u| {
+            while u
+                .starts
+                .front()
+                .is_some_and(|t| now.saturating_duration_since(*t) >= MINUTE)
+            {
+                u.starts.pop_front();
+            }
+            u.running > 0 || !u.starts.is_empty()
+        });
+        let u = self.clients.entry(ip).or_default();
+        if let Some(max) = self.slots.per_client {
+            if u.running >= max {
+                let running = u.running;
+                return Err(Refusal::PerClient { ip, running, max });
+            }
+        }
+        if let Some(max) = self.slots.per_minute {
+            if u.starts.len() >= max {
+                let started = u.starts.len();
+                return Err(Refusal::PerMinute { ip, started, max });
+            }
+        }
+        if self.running >= self.slots.max_tests {
+            let (running, max) = (self.running, self.slots.max_tests);
+            return Err(Refusal::Busy { running, max });
+        }
+        u.running += 1;
+        u.starts.push_back(now);
+        self.running += 1;
+        Ok(Ticket { ip })
+    }
+
+    /// A test ended: its slot is free again (its start still counts for the minute).
+    pub(crate) fn release(&mut self, ticket: Ticket) {
+        self.running = self.running.saturating_sub(1);
+        if let Some(u) = self.clients.get_mut(&ticket.ip) {
+            u.running = u.running.saturating_sub(1);
+            if u.running == 0 && u.starts.is_empty() {
+                self.clients.remove(&ticket.ip);
+            }
+        }
+    }
+}

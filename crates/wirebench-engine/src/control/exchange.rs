@@ -1,0 +1,284 @@
+//! The running test and the end-of-test exchange, the same on both sides once `begin` has
+//! passed: pass the peer's final counts to this side's receivers, tell the peer this side's
+//! (`sender_counts` for `--bidir`, then `done`), and wait a bounded time for its report.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use wirebench_proto::control::Message;
+use wirebench_proto::results::{Role, SideReport};
+use wirebench_proto::spec::{Direction, TestSpec};
+
+use super::wire::{earliest, Wire};
+use super::REPORT_GRACE;
+use crate::EngineError;
+
+/// What a running session asks of the roles.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RunAction {
+    /// The peer's senders are done: `(stream, messages sent)` for this side's receivers of
+    /// those streams, so they know what to wait for.
+    PeerCounts(Vec<(u32, u64)>),
+    /// End every role now (an error, the server's ceiling, a shutdown, the user).
+    StopRoles,
+}
+
+/// The running phase of one side.
+#[derive(Debug)]
+pub(super) struct Exchange {
+    spec: TestSpec,
+    /// This side's role on each stream.
+    roles: Vec<Role>,
+    /// The control connection still works both ways.
+    channel_ok: bool,
+    /// `sender_counts` sent, or not needed (a side with one role).
+    counts_sent: bool,
+    stop_sent: bool,
+    local: Option<SideReport>,
+    peer: Option<SideReport>,
+    error: Option<EngineError>,
+    /// Until when this side, done, waits for the peer's report.
+    report_deadline: Option<Instant>,
+    /// When this side stops its roles whatever happens (the server's whole-test ceiling).
+    ceiling: Option<Instant>,
+    finished: bool,
+}
+
+impl Exchange {
+    /// A test that has begun, with this side's `roles` per stream.
+    pub(super) fn new(spec: TestSpec, roles: Vec<Role>, ceiling: Option<Instant>) -> Self {
+        let both = roles.contains(&Role::Sender) && roles.contains(&Role::Receiver);
+        Self {
+            spec,
+            roles,
+            channel_ok: true,
+            counts_sent: !both,
+            stop_sent: false,
+            local: None,
+            peer: None,
+            error: None,
+            report_deadline: None,
+            ceiling,
+            finished: false,
+        }
+    }
+
+    /// Whether the exchange is over (the session closes once its output is written).
+    pub(super) fn finished(&self) -> bool {
+        self.finished
+    }
+
+    /// The next deadline.
+    pub(super) fn poll_timeout(&self) -> Option<Instant> {
+        let ceiling = if self.local.is_none() && !self.stop_sent {
+            self.ceiling
+        } else {
+            None
+        };
+        earliest([ceiling, self.report_deadline])
+    }
+
+    /// What the session ends with: local report, peer report, error.
+    pub(super) fn take(&mut self) -> (Option<SideReport>, Option<SideReport>, Option<EngineError>) {
+        (self.local.take(), self.peer.take(), self.error.take())
+    }
+
+    fn stop(&mut self, actions: &mut VecDeque<RunAction>) {
+        if !self.stop_sent && self.local.is_none() {
+            self.stop_sent = true;
+            actions.push_back(RunAction::StopRoles);
+        }
+    }
+
+    /// Ends the test with `error` (the first cause is kept); `tell` is sent to the peer
+    /// when the channel still works, and the channel is then given up.
+    pub(super) fn fail(
+        &mut self,
+        now: Instant,
+        wire: &mut Wire,
+        error: EngineError,
+        tell: Option<&str>,
+        actions: &mut VecDeque<RunAction>,
+    ) {
+        self.error.get_or_insert(error);
+        if let (true, Some(reason)) = (self.channel_ok, tell) {
+            let _ = wire.send(
+                now,
+                &Message::Error {
+                    reason: reason.to_string(),
+                },
+            );
+        }
+        self.channel_ok = false;
+        self.report_deadline = None;
+        self.stop(actions);
+        if self.local.is_some() {
+            self.finished = true;
+        }
+    }
+
+    /// A message from the peer.
+    pub(super) fn on_message(
+        &mut self,
+        now: Instant,
+        wire: &mut Wire,
+        msg: Message,
+        actions: &mut VecDeque<RunAction>,
+    ) {
+        if !self.channel_ok || self.finished {
+            return;
+        }
+        match msg {
+            Message::SenderCounts { counts } => {
+                // Once this side is done, its receivers no longer listen (TCP ends at EOF).
+                if self.local.is_none() {
+                    let mine: Vec<(u32, u64)> = counts
+                        .into_iter()
+                        .filter(|(s, _)| self.roles.get(*s as usize) == Some(&Role::Receiver))
+                        .collect();
+                    if !mine.is_empty() {
+                        actions.push_back(RunAction::PeerCounts(mine));
+                    }
+                }
+            }
+            Message::Done { report } => {
+                if self.local.is_none() {
+                    // Each stream's receiver waits for its own sender's count; a report that
+                    // does not list every stream is a broken peer, not a slow one.
+                    let mut counts = Vec::new();
+                    let mut missing = None;
+                    for (i, role) in self.roles.iter().enumerate() {
+                        if *role != Role::Receiver {
+                            continue;
+                        }
+                        match peer_stream(&report, &self.spec, i) {
+                            Some(r) => counts.push((i as u32, r.messages)),
+                            None => missing = missing.or(Some(i)),
+                        }
+                    }
+                    if !counts.is_empty() {
+                        actions.push_back(RunAction::PeerCounts(counts));
+                    }
+                    if let Some(i) = missing {
+                        self.error.get_or_insert(EngineError::Protocol(format!(
+                            "the peer's report has no stream {i}"
+                        )));
+                        self.stop(actions);
+                    }
+                }
+                self.peer = Some(*report);
+                if self.local.is_some() {
+                    self.finished = true;
+                }
+            }
+            Message::Error { reason } => {
+                // The peer's reason is the first cause; what follows (it closes) is not.
+                self.fail(now, wire, EngineError::Peer(reason), None, actions);
+            }
+            other => {
+                let at = if self.local.is_some() {
+                    "at the end"
+                } else {
+                    "during the test"
+                };
+                self.fail(
+                    now,
+                    wire,
+                    EngineError::Protocol(format!("unexpected control message {at}: {other:?}")),
+                    Some(&format!("unexpected control message {at}")),
+                    actions,
+                );
+            }
+        }
+    }
+
+    /// This side's senders are done (only `--bidir` needs it): tell the peer their counts.
+    pub(super) fn senders_done(&mut self, now: Instant, wire: &mut Wire, counts: Vec<(u32, u64)>) {
+        if self.counts_sent || !self.channel_ok {
+            return;
+        }
+        self.counts_sent = true;
+        if let Err(e) = wire.send(now, &Message::SenderCounts { counts }) {
+            self.error.get_or_insert(e);
+        }
+    }
+
+    /// This side's roles are all done: send the report, then wait for the peer's.
+    pub(super) fn roles_done(&mut self, now: Instant, wire: &mut Wire, report: SideReport) {
+        if self.local.is_some() {
+            return;
+        }
+        if self.channel_ok {
+            if let Err(e) = wire.send(
+                now,
+                &Message::Done {
+                    report: Box::new(report.clone()),
+                },
+            ) {
+                self.error.get_or_insert(e);
+                self.channel_ok = false;
+            }
+        }
+        self.local = Some(report);
+        if self.peer.is_some() || !self.channel_ok {
+            self.finished = true;
+        } else {
+            let drain = Duration::from_nanos(self.spec.drain_ns);
+            self.report_deadline = Some(now + drain + REPORT_GRACE);
+        }
+    }
+
+    /// The peer closed the connection.
+    pub(super) fn on_closed(
+        &mut self,
+        now: Instant,
+        wire: &mut Wire,
+        actions: &mut VecDeque<RunAction>,
+    ) {
+        if self.channel_ok {
+            wire.discard_output();
+            self.fail(now, wire, EngineError::PeerClosed, None, actions);
+        }
+    }
+
+    /// Deadlines: the ceiling stops the roles; the report deadline ends the wait.
+    pub(super) fn on_timeout(&mut self, now: Instant, actions: &mut VecDeque<RunAction>) {
+        if self.report_deadline.is_some_and(|t| now >= t) {
+            self.report_deadline = None;
+            self.error
+                .get_or_insert(EngineError::Timeout("the peer's report"));
+            self.finished = true;
+        }
+        if self.local.is_none() && !self.stop_sent && self.ceiling.is_some_and(|t| now >= t) {
+            self.error.get_or_insert(EngineError::Timeout(
+                "the test to end within its time bound, drain and grace",
+            ));
+            self.stop(actions);
+        }
+    }
+
+    /// Stop the roles without an error and exchange what they measured (the user's Ctrl-C).
+    pub(super) fn interrupt(&mut self, actions: &mut VecDeque<RunAction>) {
+        self.stop(actions);
+    }
+}
+
+/// The peer's report of stream `i` (for `--bidir`: within its reverse part for the second
+/// half of the streams), if it sent one.
+pub(super) fn peer_stream<'a>(
+    report: &'a SideReport,
+    spec: &TestSpec,
+    i: usize,
+) -> Option<&'a SideReport> {
+    let per_way = spec.streams as usize;
+    let (part, j) = if spec.direction == Direction::Bidir && i >= per_way {
+        (report.reverse.as_deref()?, i - per_way)
+    } else {
+        (report, i)
+    };
+    if part.streams.is_empty() {
+        (j == 0).then_some(part)
+    } else {
+        part.streams.get(j)
+    }
+}

@@ -1,0 +1,95 @@
+//! The control protocol as sans-IO state machines, in the manner of quinn-proto's
+//! `Connection`: bytes, driver events and the current time go in; bytes to write, actions for
+//! the driver and the next deadline come out. Nothing here opens a socket, starts a thread,
+//! sleeps or reads a clock, so every step and every wait is unit-tested in virtual time
+//! (`tests.rs`), and the driver (`net`, the one part with sockets) is a thin loop around it.
+//!
+//! # The protocol, step by step (each wait with its deadline)
+//!
+//! ```text
+//! client                                   server
+//!   connect ─────────────────────────────▶ accept         pending stage (Admission): at most
+//!                                                         256 connections, 64 per address;
+//!                                                         when full the oldest is dropped
+//!   start {version, spec, nonce} ────────▶                first frame within SETUP_TIMEOUT
+//!                                                         (read byte-exactly: read_limit())
+//!                     ◀──────── challenge {nonce}         with a key only
+//!   auth {mac} ──────────────────────────▶                within SETUP_TIMEOUT
+//!                                                         version, key, limits, slots
+//!                     ◀──────── accept {cookie} | refuse  client waits SETUP_TIMEOUT for
+//!                                                         each answer; bytes that are no
+//!                                                         frame: "not a wirebench server"
+//!                                                         within FIRST_BYTES_TIMEOUT
+//!   attach {cookie, PACKET_LOG_STREAM} ──▶                (another connection) when the
+//!                                                         server writes the packet log
+//!   attach {cookie, i} / UDP hello i ────▶                every stream within
+//!                                                         SETUP_TIMEOUT of the accept; a
+//!                     ◀──────── udp_ready {i}             UDP hello is resent every
+//!                                                         HELLO_EVERY until confirmed
+//!   begin ───────────────────────────────▶                within SETUP_TIMEOUT of the
+//!                                                         last stream
+//!   … data …                                              server: whole-test ceiling of
+//!                                                         the test's time bound + drain +
+//!                                                         REPORT_GRACE, then it stops
+//!   sender_counts (--bidir) ◀──────────▶ sender_counts
+//!   done {report} ◀──────────────────────▶ done {report}  each side, once its roles are done,
+//!                                                         waits drain + REPORT_GRACE for
+//!                                                         the peer's
+//! ```
+//!
+//! On both sides, a write that makes no progress for WRITE_TIMEOUT (a peer that stopped
+//! reading) ends the session. Anything malformed, oversized or out of order gets an `error`
+//! to the peer, and the session closes; the server keeps serving everyone else.
+
+pub(crate) mod admission;
+pub(crate) mod client;
+mod exchange;
+pub(crate) mod server;
+mod wire;
+
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use wirebench_proto::results::SideReport;
+
+use crate::EngineError;
+
+pub(crate) use exchange::RunAction;
+
+/// How long each set-up step may take: the first frame, the answer to the challenge, the
+/// server's answer, the data streams, the `begin`.
+pub(crate) const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// After the first bytes from a server, how long they may take to make a control frame
+/// before the client says the peer is no wirebench server (instead of waiting the whole
+/// SETUP_TIMEOUT).
+pub(crate) const FIRST_BYTES_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How often a UDP hello is sent until the server confirms it.
+pub(crate) const HELLO_EVERY: Duration = Duration::from_millis(100);
+
+/// Extra time a side waits for its peer's report beyond the drain time.
+pub(crate) const REPORT_GRACE: Duration = Duration::from_secs(10);
+
+/// How long a control write may make no progress before the peer counts as gone.
+pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How a closed session ended.
+#[derive(Debug, Default)]
+pub(crate) struct Outcome {
+    /// This side's report, once its roles ran.
+    pub local: Option<SideReport>,
+    /// The peer's report, if it arrived.
+    pub peer: Option<SideReport>,
+    /// Why the session failed, if it did.
+    pub error: Option<EngineError>,
+    /// Whether the roles were started: a failure before is the run's error, one after is
+    /// written into the results beside what was measured.
+    pub started: bool,
+    /// Set on the client when the user interrupted the test.
+    pub interrupted: bool,
+    /// Set on the server when it refused the test, with the limit it was.
+    pub refusal: Option<admission::Refusal>,
+}

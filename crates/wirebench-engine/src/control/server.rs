@@ -1,0 +1,606 @@
+//! The server's session on one accepted connection: its first frame says what it is (a
+//! data connection to route, or a test to admit), then the key, the limits, the slots, the
+//! data streams, `begin`, the running test and the exchange of reports.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use wirebench_proto::control::{
+    Message, MAX_FRAME, MAX_HELLO_FRAME, PACKET_LOG_STREAM, PROTOCOL_VERSION,
+};
+use wirebench_proto::results::{Role, SideReport};
+use wirebench_proto::spec::{Direction, Protocol, TestSpec};
+
+use super::admission::{Refusal, SpecLimits};
+use super::exchange::{Exchange, RunAction};
+use super::wire::{earliest, Wire};
+use super::{Outcome, REPORT_GRACE, SETUP_TIMEOUT};
+use crate::auth::Psk;
+use crate::EngineError;
+
+/// What the server session knows of its server.
+#[derive(Debug, Clone)]
+pub(crate) struct ServerParams {
+    /// The limits on what a test may ask; `max_duration` also bounds every test.
+    pub limits: SpecLimits,
+    /// The key clients must prove, if any.
+    pub psk: Option<Psk>,
+    /// This session's fresh nonce, for the challenge.
+    pub nonce: String,
+    /// This build's name and version.
+    pub tool: String,
+    /// This host's identity.
+    pub host_id: String,
+    /// The server's UDP port.
+    pub udp_port: u16,
+}
+
+/// What the server driver reports.
+#[derive(Debug)]
+pub(crate) enum ServerEvent {
+    /// [`ServerAction::Admit`] found a slot: the test's cookie, and for a file transfer
+    /// its amount in bytes (the server's file sets it for a reverse one).
+    Admitted {
+        /// The test's cookie.
+        cookie: u64,
+        /// The amount to put in the accept, for a file transfer.
+        bytes: Option<u64>,
+    },
+    /// [`ServerAction::Admit`] found no slot, or the file cannot be served.
+    Refused(Refusal),
+    /// The connection or socket of `stream` arrived (`PACKET_LOG_STREAM`: the packet log
+    /// connection) and is set up.
+    StreamArrived {
+        /// Which.
+        stream: u32,
+    },
+    /// A stream arrived but cannot be set up as the test asks.
+    StreamFailed {
+        /// Why.
+        reason: String,
+    },
+    /// This side's senders are done (`--bidir`): `(stream, messages)`.
+    SendersDone {
+        /// Each sending stream's final count.
+        counts: Vec<(u32, u64)>,
+    },
+    /// Every role is done; this side's report.
+    RolesDone {
+        /// The merged report.
+        report: Box<SideReport>,
+    },
+    /// The server is going away: end the test with a message to the client.
+    Shutdown,
+}
+
+/// What the server session asks of its driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ServerAction {
+    /// The first frame was a `start`: the connection leaves the pending stage.
+    Identified {
+        /// The client's tool and version, for the log.
+        tool: String,
+        /// The client's host identity (one clock or two).
+        host_id: String,
+    },
+    /// The first frame was an `attach`: this is a data connection of test `cookie`; route
+    /// it. The session is over.
+    Attach {
+        /// The test's cookie.
+        cookie: u64,
+        /// The stream (or `PACKET_LOG_STREAM`, `CRR_STREAM`).
+        stream: u32,
+    },
+    /// The test passed version, key and limits: take a slot, prepare the file part, draw
+    /// a cookie and expect the streams; answer with Admitted or Refused.
+    Admit,
+    /// Every stream arrived: stop expecting connections for this test.
+    StreamsReady,
+    /// `begin` came: start the roles.
+    StartRoles,
+    /// What the running test asks of the roles.
+    Run(RunAction),
+}
+
+#[derive(Debug)]
+enum State {
+    /// Waiting for the first frame.
+    Hello {
+        deadline: Instant,
+    },
+    /// Challenge sent; waiting for `auth`.
+    Auth {
+        deadline: Instant,
+    },
+    /// Waiting for the driver's answer to Admit.
+    Admitting,
+    /// Accept sent; waiting for every stream (and the packet log connection).
+    Streams {
+        deadline: Instant,
+        missing: Vec<bool>,
+        log_missing: bool,
+        /// `begin` came before the driver saw the last TCP stream (they race).
+        begin_seen: bool,
+    },
+    /// Waiting for `begin`.
+    Begin {
+        deadline: Instant,
+    },
+    Running(Box<Exchange>),
+    Done,
+}
+
+/// The server's session on one connection.
+#[derive(Debug)]
+pub(crate) struct ServerSession {
+    params: ServerParams,
+    wire: Wire,
+    state: State,
+    actions: VecDeque<ServerAction>,
+    run_actions: VecDeque<RunAction>,
+    spec: Option<TestSpec>,
+    client_nonce: String,
+    server_mac: Option<String>,
+    closing: bool,
+    outcome: Outcome,
+}
+
+impl ServerSession {
+    /// A connection just accepted.
+    pub(crate) fn new(now: Instant, params: ServerParams) -> Self {
+        Self {
+            params,
+            wire: Wire::new(MAX_HELLO_FRAME),
+            state: State::Hello {
+                deadline: now + SETUP_TIMEOUT,
+            },
+            actions: VecDeque::new(),
+            run_actions: VecDeque::new(),
+            spec: None,
+            client_nonce: String::new(),
+            server_mac: None,
+            closing: false,
+            outcome: Outcome::default(),
+        }
+    }
+
+    /// The test asked for (once the `start` came; a reverse file transfer's amount is set
+    /// by the Admitted event).
+    pub(crate) fn spec(&self) -> Option<&TestSpec> {
+        self.spec.as_ref()
+    }
+
+    /// This side's role on `stream` of `spec`.
+    pub(crate) fn role_of(spec: &TestSpec, stream: u32) -> Role {
+        match spec.stream_direction(stream) {
+            Direction::Reverse => Role::Sender,
+            Direction::Forward | Direction::Bidir => Role::Receiver,
+        }
+    }
+
+    /// Whether the server writes the test's packet log (and so waits for its connection).
+    pub(crate) fn writes_log(spec: &TestSpec) -> bool {
+        spec.packet_log && Self::role_of(spec, 0) == Role::Receiver
+    }
+
+    /// How many bytes the driver may read now: while the first frame is not decoded, no
+    /// byte past its end (a data connection's data follows its `attach`).
+    pub(crate) fn read_limit(&self) -> usize {
+        if !matches!(self.state, State::Hello { .. }) {
+            return usize::MAX;
+        }
+        let have = self.wire.buffered();
+        let prefix = self.wire.peek_prefix(4);
+        if prefix.len() < 4 {
+            return 4 - prefix.len();
+        }
+        let len = u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize;
+        (4 + len.min(MAX_HELLO_FRAME)).saturating_sub(have)
+    }
+
+    /// Bytes read from the connection (never more than [`Self::read_limit`]).
+    pub(crate) fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
+        if self.closing {
+            return;
+        }
+        self.wire.feed(bytes);
+        while !self.closing {
+            match self.wire.next_message() {
+                Ok(Some(msg)) => self.on_message(now, msg),
+                Ok(None) => break,
+                Err(e) => {
+                    let reason = e.to_string();
+                    self.fail(now, EngineError::Protocol(reason.clone()), Some(&reason));
+                }
+            }
+        }
+    }
+
+    /// The client closed the connection.
+    pub(crate) fn handle_closed(&mut self, now: Instant) {
+        if self.closing {
+            return;
+        }
+        if let State::Running(x) = &mut self.state {
+            x.on_closed(now, &mut self.wire, &mut self.run_actions);
+            return self.after_run();
+        }
+        self.wire.discard_output();
+        self.end(EngineError::PeerClosed);
+    }
+
+    /// Something the driver reports.
+    pub(crate) fn handle_event(&mut self, now: Instant, event: ServerEvent) {
+        if self.closing {
+            return;
+        }
+        match event {
+            ServerEvent::Admitted { cookie, bytes } => self.admitted(now, cookie, bytes),
+            ServerEvent::Refused(r) => self.refuse(now, r),
+            ServerEvent::StreamArrived { stream } => self.arrived(now, stream),
+            ServerEvent::StreamFailed { reason } => {
+                let tell = format!("server: {reason}");
+                self.fail(now, EngineError::Setup(reason), Some(&tell));
+            }
+            ServerEvent::SendersDone { counts } => {
+                if let State::Running(x) = &mut self.state {
+                    x.senders_done(now, &mut self.wire, counts);
+                }
+            }
+            ServerEvent::RolesDone { report } => {
+                if let State::Running(x) = &mut self.state {
+                    x.roles_done(now, &mut self.wire, *report);
+                    self.after_run();
+                }
+            }
+            ServerEvent::Shutdown => match self.state {
+                State::Hello { .. } | State::Auth { .. } | State::Admitting => {
+                    self.refuse(now, Refusal::ShuttingDown)
+                }
+                _ => self.fail(
+                    now,
+                    EngineError::Shutdown,
+                    Some("the server is shutting down"),
+                ),
+            },
+        }
+    }
+
+    /// Deadlines that have passed by `now`.
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        if self.wire.write_deadline().is_some_and(|t| now >= t) {
+            self.wire.discard_output();
+            if !self.closing {
+                let e = EngineError::Timeout("the client to read the control connection");
+                self.fail(now, e, None);
+            }
+            return;
+        }
+        if self.closing {
+            return;
+        }
+        let what = match &mut self.state {
+            State::Hello { deadline } if now >= *deadline => "the first message",
+            State::Auth { deadline } if now >= *deadline => "the client's answer to the challenge",
+            State::Streams { deadline, .. } if now >= *deadline => "the client's data streams",
+            State::Begin { deadline } if now >= *deadline => "the client's begin",
+            State::Running(x) => {
+                x.on_timeout(now, &mut self.run_actions);
+                return self.after_run();
+            }
+            _ => return,
+        };
+        let e = EngineError::Timeout(what);
+        let tell = e.to_string();
+        self.fail(now, e, Some(&tell));
+    }
+
+    /// When the session next needs [`Self::handle_timeout`].
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        if self.is_closed() {
+            return None;
+        }
+        if self.closing {
+            return self.wire.write_deadline();
+        }
+        let state = match &self.state {
+            State::Hello { deadline }
+            | State::Auth { deadline }
+            | State::Streams { deadline, .. }
+            | State::Begin { deadline } => Some(*deadline),
+            State::Running(x) => x.poll_timeout(),
+            State::Admitting | State::Done => None,
+        };
+        earliest([self.wire.write_deadline(), state])
+    }
+
+    /// Bytes to write to the connection.
+    pub(crate) fn poll_transmit(&self) -> Option<&[u8]> {
+        self.wire.transmit()
+    }
+
+    /// The driver wrote `n` bytes of [`Self::poll_transmit`].
+    pub(crate) fn handle_written(&mut self, now: Instant, n: usize) {
+        self.wire.written(now, n);
+    }
+
+    /// The next thing the driver must do.
+    pub(crate) fn poll_action(&mut self) -> Option<ServerAction> {
+        self.actions
+            .pop_front()
+            .or_else(|| self.run_actions.pop_front().map(ServerAction::Run))
+    }
+
+    /// Whether the driver should look for arriving streams often (set-up is on).
+    pub(crate) fn awaits_streams(&self) -> bool {
+        matches!(self.state, State::Streams { .. })
+    }
+
+    /// The session is over and its output written.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closing && self.wire.transmit().is_none()
+    }
+
+    /// How it ended, once closed (taken once).
+    pub(crate) fn outcome(&mut self) -> Option<Outcome> {
+        self.is_closed().then(|| std::mem::take(&mut self.outcome))
+    }
+
+    fn on_message(&mut self, now: Instant, msg: Message) {
+        match &mut self.state {
+            State::Hello { .. } => self.first_frame(now, msg),
+            State::Auth { .. } => match msg {
+                Message::Auth { mac } => self.check_auth(now, &mac),
+                other => self.refuse(now, Refusal::AuthExpected(format!("{other:?}"))),
+            },
+            State::Streams { begin_seen, .. } => match msg {
+                Message::Begin if !*begin_seen => *begin_seen = true,
+                Message::Error { reason } => self.fail(now, EngineError::Peer(reason), None),
+                other => self.unexpected(now, "during set-up", other),
+            },
+            State::Begin { .. } => match msg {
+                Message::Begin => self.begin(now),
+                Message::Error { reason } => self.fail(now, EngineError::Peer(reason), None),
+                other => {
+                    let e = EngineError::Protocol(format!("expected begin, got {other:?}"));
+                    self.fail(now, e, Some("expected begin"));
+                }
+            },
+            State::Admitting => self.unexpected(now, "during set-up", msg),
+            State::Running(x) => {
+                x.on_message(now, &mut self.wire, msg, &mut self.run_actions);
+                self.after_run();
+            }
+            State::Done => {}
+        }
+    }
+
+    fn unexpected(&mut self, now: Instant, at: &str, msg: Message) {
+        let e = EngineError::Protocol(format!("unexpected control message {at}: {msg:?}"));
+        self.fail(now, e, Some(&format!("unexpected control message {at}")));
+    }
+
+    fn first_frame(&mut self, now: Instant, msg: Message) {
+        match msg {
+            Message::Attach { cookie, stream, .. } => {
+                self.actions
+                    .push_back(ServerAction::Attach { cookie, stream });
+                self.state = State::Done;
+                self.closing = true;
+            }
+            Message::Start {
+                version,
+                tool,
+                spec,
+                host_id,
+                nonce,
+            } => {
+                self.wire.set_max(MAX_FRAME);
+                self.actions.push_back(ServerAction::Identified {
+                    tool: tool.clone(),
+                    host_id,
+                });
+                self.spec = Some(spec);
+                self.client_nonce = nonce;
+                if version != PROTOCOL_VERSION {
+                    return self.refuse(
+                        now,
+                        Refusal::Version {
+                            client_tool: tool,
+                            client_version: version,
+                            server_tool: self.params.tool.clone(),
+                            server_version: PROTOCOL_VERSION,
+                        },
+                    );
+                }
+                // Authenticate first: an unauthenticated client learns nothing of the limits.
+                if self.params.psk.is_some() {
+                    let challenge = Message::Challenge {
+                        nonce: self.params.nonce.clone(),
+                    };
+                    if let Err(e) = self.wire.send(now, &challenge) {
+                        return self.fail(now, e, None);
+                    }
+                    self.state = State::Auth {
+                        deadline: now + SETUP_TIMEOUT,
+                    };
+                } else {
+                    self.check_limits(now);
+                }
+            }
+            other => {
+                let e = EngineError::Protocol(format!("unexpected first message {other:?}"));
+                self.fail(now, e, Some("the first message must be start or attach"));
+            }
+        }
+    }
+
+    fn check_auth(&mut self, now: Instant, mac: &str) {
+        let (Some(psk), Some(spec)) = (&self.params.psk, &self.spec) else {
+            return self.refuse(now, Refusal::AuthFailed);
+        };
+        let spec_json = serde_json::to_string(spec).unwrap_or_default();
+        let cn = &self.client_nonce;
+        if cn.is_empty() || !psk.verify_client(cn, &self.params.nonce, &spec_json, mac) {
+            return self.refuse(now, Refusal::AuthFailed);
+        }
+        self.server_mac = Some(psk.server_mac(&self.params.nonce, cn));
+        self.check_limits(now);
+    }
+
+    fn check_limits(&mut self, now: Instant) {
+        let checked = match &self.spec {
+            Some(spec) => self.params.limits.check(spec),
+            None => Err(Refusal::Invalid("no test was asked".into())),
+        };
+        match checked {
+            Ok(()) => {
+                self.state = State::Admitting;
+                self.actions.push_back(ServerAction::Admit);
+            }
+            Err(r) => self.refuse(now, r),
+        }
+    }
+
+    fn admitted(&mut self, now: Instant, cookie: u64, bytes: Option<u64>) {
+        let (State::Admitting, Some(spec)) = (&self.state, &mut self.spec) else {
+            return;
+        };
+        if bytes.is_some() {
+            spec.bytes = bytes;
+        }
+        let accept = Message::Accept {
+            cookie,
+            udp_port: self.params.udp_port,
+            tool: self.params.tool.clone(),
+            host_id: self.params.host_id.clone(),
+            bytes,
+            server_mac: self.server_mac.clone(),
+        };
+        let missing = vec![true; spec.total_streams() as usize];
+        let log_missing = Self::writes_log(spec);
+        if let Err(e) = self.wire.send(now, &accept) {
+            return self.fail(now, e, None);
+        }
+        self.state = State::Streams {
+            deadline: now + SETUP_TIMEOUT,
+            missing,
+            log_missing,
+            begin_seen: false,
+        };
+    }
+
+    fn arrived(&mut self, now: Instant, stream: u32) {
+        let udp = self
+            .spec
+            .as_ref()
+            .is_some_and(|s| s.protocol == Protocol::Udp);
+        let State::Streams {
+            missing,
+            log_missing,
+            begin_seen,
+            ..
+        } = &mut self.state
+        else {
+            return;
+        };
+        if stream == PACKET_LOG_STREAM {
+            *log_missing = false;
+        } else {
+            // A repeated stream (a resent hello) is not confirmed twice.
+            let Some(slot) = missing.get_mut(stream as usize).filter(|m| **m) else {
+                return;
+            };
+            *slot = false;
+            if udp {
+                if let Err(e) = self.wire.send(now, &Message::UdpReady { stream }) {
+                    return self.fail(now, e, None);
+                }
+            }
+        }
+        if *log_missing || missing.iter().any(|m| *m) {
+            return;
+        }
+        let begin_seen = *begin_seen;
+        self.actions.push_back(ServerAction::StreamsReady);
+        if begin_seen {
+            self.begin(now);
+        } else {
+            self.state = State::Begin {
+                deadline: now + SETUP_TIMEOUT,
+            };
+        }
+    }
+
+    fn begin(&mut self, now: Instant) {
+        let Some(spec) = self.spec.clone() else {
+            return;
+        };
+        // The whole-test ceiling: a test with a time bound (its own or the server's) ends
+        // by then, however its peer behaves.
+        let bound = [
+            spec.duration_ns.map(Duration::from_nanos),
+            self.params.limits.max_duration,
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let ceiling = bound.map(|b| now + b + Duration::from_nanos(spec.drain_ns) + REPORT_GRACE);
+        let roles = (0..spec.total_streams())
+            .map(|i| Self::role_of(&spec, i))
+            .collect();
+        self.state = State::Running(Box::new(Exchange::new(spec, roles, ceiling)));
+        self.outcome.started = true;
+        self.actions.push_back(ServerAction::StartRoles);
+    }
+
+    fn after_run(&mut self) {
+        let State::Running(x) = &mut self.state else {
+            return;
+        };
+        if x.finished() {
+            let (local, peer, error) = x.take();
+            self.outcome.local = local;
+            self.outcome.peer = peer;
+            self.outcome.error = error;
+            self.state = State::Done;
+            self.closing = true;
+        }
+    }
+
+    /// Refuses the test with `r`, telling the client, and closes.
+    fn refuse(&mut self, now: Instant, r: Refusal) {
+        let reason = r.to_string();
+        let _ = self.wire.send(
+            now,
+            &Message::Refuse {
+                reason: reason.clone(),
+            },
+        );
+        self.outcome.refusal = Some(r);
+        self.end(EngineError::Refused(reason));
+    }
+
+    /// Ends the session with `error`; `tell` goes to the client first.
+    fn fail(&mut self, now: Instant, error: EngineError, tell: Option<&str>) {
+        if let State::Running(x) = &mut self.state {
+            x.fail(now, &mut self.wire, error, tell, &mut self.run_actions);
+            return self.after_run();
+        }
+        if let Some(reason) = tell {
+            let _ = self.wire.send(
+                now,
+                &Message::Error {
+                    reason: reason.to_string(),
+                },
+            );
+        }
+        self.end(error);
+    }
+
+    fn end(&mut self, error: EngineError) {
+        self.outcome.error.get_or_insert(error);
+        self.state = State::Done;
+        self.closing = true;
+    }
+}

@@ -1,0 +1,372 @@
+//! The client's driver: connects, runs a [`ClientSession`] over the control connection,
+//! opens the data streams and starts the roles when it says so, and turns the outcome into
+//! the results document.
+
+use std::fs::File;
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
+use std::path::PathBuf;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use wirebench_proto::control::{encode, Message, PACKET_LOG_STREAM, PROTOCOL_VERSION};
+use wirebench_proto::header::UdpHello;
+use wirebench_proto::results::{Datapath, Results, Role};
+use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
+
+use super::roles::{RoleEvent, Roles, Watch};
+use super::{Pump, TICK};
+use crate::control::client::{ClientAction, ClientEvent, ClientParams, ClientSession};
+use crate::control::{RunAction, SETUP_TIMEOUT};
+use crate::file::{FileSink, FileSource};
+use crate::log::LogOut;
+use crate::role::{CrrPart, DataSocket, FilePart, RoleParams};
+use crate::sys::udp::Offloads;
+use crate::sys::{host_id, same_clock, tcp_datapath, udp_datapath};
+use crate::EngineError;
+
+/// What the client needs to run a test.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Server host name or address.
+    pub host: String,
+    /// Server port (TCP for control and data, UDP for UDP data).
+    pub port: u16,
+    /// The test, already validated.
+    pub spec: TestSpec,
+    /// Where to write the packet log (`spec.packet_log` is set when this is).
+    pub packet_log: Option<PathBuf>,
+    /// `--file`: the file to send (forward); its name and the amount are in `spec`.
+    pub file: Option<PathBuf>,
+    /// `-R --file NAME --save PATH`: where to save the server's file.
+    pub save: Option<PathBuf>,
+    /// The pre-shared key to authenticate with (`--psk-file`).
+    pub psk: Option<crate::auth::Psk>,
+}
+
+/// How long the client waits for more of the server's packet log before giving it up.
+const LOG_IDLE: Duration = Duration::from_secs(60);
+
+/// Sends an `attach` for `stream` of the test with `cookie` on a new connection.
+fn attach(addr: SocketAddr, cookie: u64, stream: u32) -> Result<TcpStream, EngineError> {
+    let mut s = TcpStream::connect_timeout(&addr, SETUP_TIMEOUT).map_err(|source| {
+        EngineError::Connect {
+            addr: addr.to_string(),
+            source,
+        }
+    })?;
+    let frame = encode(&Message::Attach {
+        version: PROTOCOL_VERSION,
+        cookie,
+        stream,
+    })
+    .map_err(|e| EngineError::Protocol(e.to_string()))?;
+    s.write_all(&frame)
+        .map_err(|e| EngineError::io("attaching a connection to the test", e))?;
+    Ok(s)
+}
+
+/// Copies the server's packet log from its connection into the file until the server closes
+/// it; returns the bytes copied.
+fn copy_log(mut from: TcpStream, mut to: File) -> std::io::Result<u64> {
+    from.set_read_timeout(Some(LOG_IDLE))?;
+    let n = std::io::copy(&mut from, &mut to)?;
+    to.flush()?;
+    Ok(n)
+}
+
+/// The name and version this build reports to its peer.
+pub fn tool() -> String {
+    format!("wirebench {}", env!("CARGO_PKG_VERSION"))
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, EngineError> {
+    let err = |source| EngineError::Connect {
+        addr: format!("{host}:{port}"),
+        source,
+    };
+    (host, port)
+        .to_socket_addrs()
+        .map_err(err)?
+        .next()
+        .ok_or_else(|| err(std::io::Error::other("the name resolved to no address")))
+}
+
+/// A stream opened, waiting for the roles to start.
+struct Opened {
+    sock: DataSocket,
+    datapath: Datapath,
+    offloads: Offloads,
+    hello: Option<[u8; wirebench_proto::header::UDP_HELLO_LEN]>,
+}
+
+/// The client's side of one test, as the session's actions build it.
+struct Setup {
+    addr: SocketAddr,
+    cookie: u64,
+    udp_port: u16,
+    same_clock: bool,
+    spec: TestSpec,
+    streams: Vec<Option<Opened>>,
+    log_file: Option<File>,
+    local_log: Option<LogOut>,
+    log_copier: Option<JoinHandle<std::io::Result<u64>>>,
+    file: Option<FilePart>,
+}
+
+impl Setup {
+    fn open_log(&mut self) -> Result<(), EngineError> {
+        let Some(file) = self.log_file.take() else {
+            return Ok(());
+        };
+        let conn = attach(self.addr, self.cookie, PACKET_LOG_STREAM)?;
+        let copier = std::thread::Builder::new()
+            .name("wirebench-log-copy".into())
+            .spawn(move || copy_log(conn, file))
+            .map_err(|e| EngineError::io("starting the packet log thread", e))?;
+        self.log_copier = Some(copier);
+        Ok(())
+    }
+
+    fn open_stream(&mut self, control: &TcpStream, stream: u32) -> Result<(), EngineError> {
+        let opened = match self.spec.protocol {
+            Protocol::Tcp => {
+                let s = attach(self.addr, self.cookie, stream)?;
+                let datapath = tcp_datapath(&s, &self.spec).map_err(EngineError::Setup)?;
+                Opened {
+                    sock: DataSocket::Tcp(s),
+                    datapath,
+                    offloads: Offloads::default(),
+                    hello: None,
+                }
+            }
+            Protocol::Udp => {
+                let local = control
+                    .local_addr()
+                    .map_err(|e| EngineError::io("reading the control connection's address", e))?
+                    .ip();
+                let s = UdpSocket::bind((local, 0))
+                    .map_err(|e| EngineError::io("opening the UDP data socket", e))?;
+                s.connect((self.addr.ip(), self.udp_port))
+                    .map_err(|e| EngineError::io("connecting the UDP data socket", e))?;
+                let (datapath, offloads) = udp_datapath(&s, &self.spec, Vec::new());
+                Opened {
+                    sock: DataSocket::Udp(s),
+                    datapath,
+                    offloads,
+                    hello: Some(
+                        UdpHello {
+                            cookie: self.cookie,
+                            stream,
+                        }
+                        .encode(),
+                    ),
+                }
+            }
+        };
+        if let Some(slot) = self.streams.get_mut(stream as usize) {
+            *slot = Some(opened);
+        }
+        Ok(())
+    }
+
+    fn send_hello(&self, stream: u32) {
+        if let Some(Some(Opened {
+            sock: DataSocket::Udp(s),
+            hello: Some(h),
+            ..
+        })) = self.streams.get(stream as usize)
+        {
+            // A refused send (ICMP from an earlier hello) is retried on the next round.
+            let _ = s.send(h);
+        }
+    }
+
+    /// Every stream's role and parameters, in order.
+    fn roles(&mut self, session: &ClientSession) -> Vec<(Role, DataSocket, RoleParams)> {
+        let spec = &self.spec;
+        let (addr, cookie) = (self.addr, self.cookie);
+        let mut out = Vec::with_capacity(self.streams.len());
+        for (i, opened) in std::mem::take(&mut self.streams).into_iter().enumerate() {
+            let Some(o) = opened else { continue };
+            let stream = i as u32;
+            let params = RoleParams {
+                spec: spec.clone(),
+                deadline_ns: u64::MAX,
+                hello: o.hello,
+                stream,
+                intervals: None,
+                datapath: o.datapath,
+                same_clock: self.same_clock,
+                packet_log: if stream == 0 {
+                    self.local_log.take()
+                } else {
+                    None
+                },
+                offloads: o.offloads,
+                crr: (spec.mechanism == Mechanism::Crr).then_some(CrrPart::Client { addr, cookie }),
+                file: if stream == 0 { self.file.take() } else { None },
+            };
+            out.push((session.role_of(stream), o.sock, params));
+        }
+        out
+    }
+}
+
+/// Runs one test against a server. Returns the results document; when the test started but
+/// did not complete, the document carries what was measured and `error` says why.
+pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineError> {
+    let addr = resolve(&cfg.host, cfg.port)?;
+    // Fail on an unwritable log path before any traffic.
+    let log_file = match &cfg.packet_log {
+        Some(path) => Some(
+            File::create(path).map_err(|e| EngineError::io("creating the packet log file", e))?,
+        ),
+        None => None,
+    };
+    // This side's part of a file transfer, opened before any traffic.
+    let file = match (&cfg.file, cfg.spec.direction) {
+        (Some(path), Direction::Forward) => Some(FilePart::Source(
+            FileSource::open(path)
+                .map_err(|e| EngineError::io("opening the file to send", e))?
+                .0,
+        )),
+        (_, Direction::Reverse) if cfg.spec.file.is_some() => Some(FilePart::Sink(
+            FileSink::create(cfg.save.clone())
+                .map_err(|e| EngineError::io("creating the file to save to", e))?,
+        )),
+        _ => None,
+    };
+    let conn = TcpStream::connect_timeout(&addr, SETUP_TIMEOUT).map_err(|source| {
+        EngineError::Connect {
+            addr: addr.to_string(),
+            source,
+        }
+    })?;
+    let mut pump =
+        Pump::new(conn).map_err(|e| EngineError::io("configuring the control connection", e))?;
+    let params = ClientParams {
+        spec: cfg.spec.clone(),
+        psk: cfg.psk.clone(),
+        nonce: crate::auth::nonce()?,
+        tool: tool(),
+        host_id: host_id(),
+        server: format!("{}:{}", cfg.host, cfg.port),
+        packet_log: cfg.packet_log.is_some(),
+    };
+    let mut session = ClientSession::new(Instant::now(), params);
+    let mut setup = Setup {
+        addr,
+        cookie: 0,
+        udp_port: 0,
+        same_clock: false,
+        spec: cfg.spec.clone(),
+        streams: Vec::new(),
+        log_file,
+        local_log: None,
+        log_copier: None,
+        file,
+    };
+    let mut roles: Option<Roles> = None;
+    loop {
+        while let Some(action) = session.poll_action() {
+            let now = Instant::now();
+            match action {
+                ClientAction::Accepted {
+                    cookie,
+                    udp_port,
+                    host_id: server_host,
+                } => {
+                    setup.cookie = cookie;
+                    setup.udp_port = udp_port;
+                    setup.same_clock = same_clock(&host_id(), &server_host);
+                    setup.spec = session.spec().clone();
+                    setup.streams = (0..setup.spec.total_streams()).map(|_| None).collect();
+                    // The packet log: written here when this side receives, else the
+                    // server's receiver streams it over a connection of its own.
+                    if session.logs_locally() {
+                        if let Some(file) = setup.log_file.take() {
+                            setup.local_log = Some(LogOut {
+                                out: Box::new(file),
+                                abort: None,
+                            });
+                        }
+                    }
+                }
+                ClientAction::OpenLog => {
+                    let event = match setup.open_log() {
+                        Ok(()) => ClientEvent::Opened {
+                            stream: PACKET_LOG_STREAM,
+                        },
+                        Err(error) => ClientEvent::OpenFailed { error },
+                    };
+                    session.handle_event(Instant::now(), event);
+                }
+                ClientAction::OpenStream { stream } => {
+                    let event = match setup.open_stream(pump.stream(), stream) {
+                        Ok(()) => ClientEvent::Opened { stream },
+                        Err(error) => ClientEvent::OpenFailed { error },
+                    };
+                    session.handle_event(Instant::now(), event);
+                }
+                ClientAction::SendHello { stream } => setup.send_hello(stream),
+                ClientAction::StartRoles => {
+                    // `begin` leaves before the first datagram.
+                    pump.flush(&mut session);
+                    match Roles::start(setup.roles(&session)) {
+                        Ok(r) => roles = Some(r),
+                        Err(e) => {
+                            let report = Box::new(wirebench_proto::results::SideReport {
+                                error: Some(e.to_string()),
+                                ..Default::default()
+                            });
+                            session.handle_event(now, ClientEvent::RolesDone { report });
+                        }
+                    }
+                }
+                ClientAction::Run(RunAction::PeerCounts(counts)) => {
+                    if let Some(r) = &roles {
+                        r.peer_counts(&counts);
+                    }
+                }
+                ClientAction::Run(RunAction::StopRoles) => {
+                    if let Some(r) = &roles {
+                        r.stop();
+                    }
+                }
+            }
+        }
+        if session.is_closed() {
+            break;
+        }
+        pump.round(&mut session, TICK);
+        if let Some(r) = &mut roles {
+            for event in r.poll(watch) {
+                let event = match event {
+                    RoleEvent::SendersDone(counts) => ClientEvent::SendersDone { counts },
+                    RoleEvent::Done(report) => ClientEvent::RolesDone { report },
+                };
+                session.handle_event(Instant::now(), event);
+            }
+        }
+    }
+    drop(roles);
+    let outcome = session.outcome().unwrap_or_default();
+    if !outcome.started {
+        return Err(outcome.error.unwrap_or(EngineError::PeerClosed));
+    }
+    let mut error = outcome.error.map(|e| e.to_string());
+    if let Some(copier) = setup.log_copier {
+        // The server closes the log connection when its receiver is done.
+        if !matches!(copier.join(), Ok(Ok(_))) {
+            error.get_or_insert("the server's packet log did not arrive whole".into());
+        }
+    }
+    Ok(Results::assemble(
+        &setup.spec,
+        addr.to_string(),
+        outcome.local.as_ref(),
+        outcome.peer.as_ref(),
+        error,
+    ))
+}

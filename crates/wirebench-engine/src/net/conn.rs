@@ -1,0 +1,470 @@
+//! The server's driver for one accepted connection: runs its [`ServerSession`], carries out
+//! what it asks (route a data connection, admit a test, set up arriving streams, start and
+//! stop the roles), and logs how it ended.
+
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::time::Instant;
+
+use wirebench_proto::control::PACKET_LOG_STREAM;
+use wirebench_proto::header::UdpHello;
+use wirebench_proto::results::{Datapath, Results, Role, SideReport};
+use wirebench_proto::spec::{Direction, Mechanism, TestSpec};
+
+use super::client::tool;
+use super::roles::{Quiet, RoleEvent, Roles};
+use super::state::{attach, log, q, Pending, ServerConfig, State};
+use super::{Pump, SETUP_TICK, TICK};
+use crate::control::admission::{PendingId, Refusal, Ticket};
+use crate::control::server::{ServerAction, ServerEvent, ServerParams, ServerSession};
+use crate::control::{RunAction, SETUP_TIMEOUT};
+use crate::file::{FileSink, FileSource};
+use crate::log::LogOut;
+use crate::role::{CrrPart, DataSocket, FilePart, RoleParams};
+use crate::sys::udp::Offloads;
+use crate::sys::{host_id, same_clock, tcp_datapath, udp_datapath};
+use crate::EngineError;
+
+/// Serves one accepted connection: runs its session, carries out what it asks, logs how it
+/// ended.
+pub(super) fn connection(conn: TcpStream, id: PendingId, state: &State) {
+    let (Ok(peer), Ok(local), Ok(nonce)) =
+        (conn.peer_addr(), conn.local_addr(), crate::auth::nonce())
+    else {
+        state.leave_pending(id);
+        return;
+    };
+    let params = ServerParams {
+        limits: state.spec_limits(),
+        psk: state.cfg.psk.clone(),
+        nonce,
+        tool: tool(),
+        host_id: host_id(),
+        udp_port: state.port,
+    };
+    let mut session = ServerSession::new(Instant::now(), params);
+    let Ok(mut pump) = Pump::new(conn) else {
+        state.leave_pending(id);
+        return;
+    };
+    let mut test: Option<Test<'_>> = None;
+    let mut roles: Option<Roles> = None;
+    let mut identified = false;
+    let mut client_host = String::new();
+    let mut handover = None;
+    let mut shutdown_told = false;
+    loop {
+        while let Some(action) = session.poll_action() {
+            let now = Instant::now();
+            match action {
+                ServerAction::Identified { host_id, .. } => {
+                    state.leave_pending(id);
+                    identified = true;
+                    client_host = host_id;
+                }
+                ServerAction::Attach { cookie, stream } => {
+                    state.leave_pending(id);
+                    handover = Some((cookie, stream));
+                }
+                ServerAction::Admit => {
+                    let event = match admit(state, &session, peer, local) {
+                        Ok(t) => {
+                            let event = ServerEvent::Admitted {
+                                cookie: t.slot.cookie,
+                                bytes: t.bytes,
+                            };
+                            test = Some(t);
+                            event
+                        }
+                        Err(r) => ServerEvent::Refused(r),
+                    };
+                    session.handle_event(now, event);
+                }
+                ServerAction::StreamsReady => {
+                    if let Some(t) = &test {
+                        t.slot.unlist();
+                    }
+                }
+                ServerAction::StartRoles => {
+                    let started = test.as_mut().map(|t| Roles::start(t.roles(&client_host)));
+                    match started {
+                        Some(Ok(r)) => roles = Some(r),
+                        Some(Err(e)) => {
+                            let report = Box::new(SideReport {
+                                error: Some(e.to_string()),
+                                ..SideReport::default()
+                            });
+                            session.handle_event(now, ServerEvent::RolesDone { report });
+                        }
+                        None => {}
+                    }
+                }
+                ServerAction::Run(RunAction::PeerCounts(counts)) => {
+                    if let Some(r) = &roles {
+                        r.peer_counts(&counts);
+                    }
+                }
+                ServerAction::Run(RunAction::StopRoles) => {
+                    if let Some(r) = &roles {
+                        r.stop();
+                    }
+                }
+            }
+        }
+        if session.is_closed() {
+            break;
+        }
+        let tick = if session.awaits_streams() {
+            SETUP_TICK
+        } else {
+            TICK
+        };
+        pump.round(&mut session, tick);
+        if let Some(t) = &mut test {
+            for event in t.arrivals() {
+                session.handle_event(Instant::now(), event);
+            }
+            if !shutdown_told && state.shutdown.load(Ordering::SeqCst) {
+                // The server is going away: tell the client why, and stop.
+                shutdown_told = true;
+                session.handle_event(Instant::now(), ServerEvent::Shutdown);
+            }
+        }
+        if let Some(r) = &mut roles {
+            for event in r.poll(&mut Quiet) {
+                let event = match event {
+                    RoleEvent::SendersDone(counts) => ServerEvent::SendersDone { counts },
+                    RoleEvent::Done(report) => ServerEvent::RolesDone { report },
+                };
+                session.handle_event(Instant::now(), event);
+            }
+        }
+    }
+    state.leave_pending(id);
+    if let Some((cookie, stream)) = handover {
+        if let Err(e) = attach(pump.into_stream(), state, cookie, stream) {
+            log(
+                state,
+                format_args!("client={peer} event=attach_refused reason={}", q(e)),
+            );
+        }
+        return;
+    }
+    drop(roles);
+    let outcome = session.outcome().unwrap_or_default();
+    let spec = test.as_ref().map(|t| (t.spec.clone(), t.slot.cookie));
+    drop(test);
+    if outcome.started {
+        // The test's buffers and histograms are freed: give the memory back.
+        crate::sys::release_free_memory();
+    }
+    let (Some((spec, cookie)), true) = (spec, outcome.started) else {
+        let event = match (&outcome.refusal, identified) {
+            (_, false) => "rejected",
+            (Some(Refusal::AuthFailed), _) => {
+                state.auth_failures.fetch_add(1, Ordering::SeqCst);
+                "auth_failed"
+            }
+            (Some(_), _) => "refused",
+            (None, true) => "failed",
+        };
+        if let Some(e) = outcome.error {
+            log(
+                state,
+                format_args!("client={peer} event={event} reason={}", q(&e.to_string())),
+            );
+        }
+        return;
+    };
+    let r = Results::assemble(
+        &spec,
+        peer.to_string(),
+        outcome.peer.as_ref(),
+        outcome.local.as_ref(),
+        outcome.error.map(|e| e.to_string()),
+    );
+    log(
+        state,
+        format_args!(
+            "client={peer} event=test test={cookie:016x} protocol={} mechanism={} direction={} size={} streams={} sent_bytes={} sent_messages={} received_bytes={} received_messages={} lost={} result={}",
+            spec.protocol,
+            spec.mechanism,
+            spec.direction,
+            spec.size,
+            spec.total_streams(),
+            r.end.sent.bytes,
+            r.end.sent.messages,
+            r.end.received.bytes,
+            r.end.received.messages,
+            r.end.udp.as_ref().map_or(0, |u| u.lost),
+            r.error.map_or_else(|| "ok".to_string(), |e| q(&format!("error: {e}")))
+        ),
+    );
+}
+
+/// Holds a test slot; gives it back, and forgets the test's routing entries, when the
+/// session ends, however it ends.
+struct Slot<'a> {
+    state: &'a State,
+    ticket: Option<Ticket>,
+    cookie: u64,
+}
+
+impl Slot<'_> {
+    /// Every stream arrived: no more connections or hellos for this test.
+    fn unlist(&self) {
+        if let Ok(mut p) = self.state.pending.lock() {
+            p.remove(&self.cookie);
+        }
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.unlist();
+        if let Ok(mut c) = self.state.crr.lock() {
+            c.remove(&self.cookie);
+        }
+        if let Some(t) = self.ticket.take() {
+            self.state.admission().release(t);
+        }
+    }
+}
+
+/// A stream that arrived, set up, waiting for `begin`.
+struct Arrived {
+    sock: DataSocket,
+    datapath: Datapath,
+    offloads: Offloads,
+    hello: Option<[u8; wirebench_proto::header::UDP_HELLO_LEN]>,
+}
+
+/// The server's side of an admitted test.
+struct Test<'a> {
+    slot: Slot<'a>,
+    /// The test as it runs (a reverse file transfer's amount set from the file).
+    spec: TestSpec,
+    /// The amount told to the client, for a file transfer.
+    bytes: Option<u64>,
+    rx: Receiver<(u32, DataSocket)>,
+    log_rx: Receiver<TcpStream>,
+    streams: Vec<Option<Arrived>>,
+    packet_log: Option<LogOut>,
+    file: Option<FilePart>,
+    crr: Option<Receiver<TcpStream>>,
+}
+
+/// Takes a slot for the test the session asks for, prepares its file part, and lists it so
+/// that its data connections and UDP hellos find it.
+fn admit<'a>(
+    state: &'a State,
+    session: &ServerSession,
+    peer: SocketAddr,
+    local: SocketAddr,
+) -> Result<Test<'a>, Refusal> {
+    if state.shutdown.load(Ordering::SeqCst) {
+        return Err(Refusal::ShuttingDown);
+    }
+    let mut spec = session
+        .spec()
+        .cloned()
+        .ok_or_else(|| Refusal::Invalid("no test was asked".into()))?;
+    let cookie = random_cookie().map_err(|e| Refusal::Internal(e.to_string()))?;
+    let ticket = state.admission().admit(Instant::now(), peer.ip())?;
+    let slot = Slot {
+        state,
+        ticket: Some(ticket),
+        cookie,
+    };
+    let file = file_part(&state.cfg, &mut spec, cookie).map_err(Refusal::File)?;
+    let bytes = file.is_some().then_some(spec.bytes).flatten();
+    // Room for every stream and as many repeats (a resent hello): the session takes the
+    // first socket of each stream and drops the rest.
+    let (tx, rx) = sync_channel(2 * spec.total_streams() as usize);
+    let (log_tx, log_rx) = sync_channel(1);
+    let poisoned = || Refusal::Internal("server state poisoned".into());
+    state.pending.lock().map_err(|_| poisoned())?.insert(
+        cookie,
+        Pending {
+            peer: peer.ip(),
+            local: local.ip(),
+            protocol: spec.protocol,
+            streams: spec.total_streams(),
+            tx,
+            log_tx: ServerSession::writes_log(&spec).then_some(log_tx),
+        },
+    );
+    // --mode crr: each transaction's connection comes through `attach` to this queue.
+    let mut crr = None;
+    if spec.mechanism == Mechanism::Crr {
+        let (crr_tx, crr_rx) = sync_channel(64);
+        state
+            .crr
+            .lock()
+            .map_err(|_| poisoned())?
+            .insert(cookie, (peer.ip(), crr_tx));
+        crr = Some(crr_rx);
+    }
+    Ok(Test {
+        slot,
+        streams: (0..spec.total_streams()).map(|_| None).collect(),
+        spec,
+        bytes,
+        rx,
+        log_rx,
+        packet_log: None,
+        file,
+        crr,
+    })
+}
+
+impl Test<'_> {
+    /// The streams and the packet log connection that arrived since the last look, each
+    /// set up as it comes.
+    fn arrivals(&mut self) -> Vec<ServerEvent> {
+        let mut events = Vec::new();
+        while let Ok((stream, sock)) = self.rx.try_recv() {
+            let Some(slot) = self
+                .streams
+                .get_mut(stream as usize)
+                .filter(|s| s.is_none())
+            else {
+                continue;
+            };
+            let arrived = match &sock {
+                DataSocket::Tcp(s) => match tcp_datapath(s, &self.spec) {
+                    Ok(datapath) => Arrived {
+                        sock,
+                        datapath,
+                        offloads: Offloads::default(),
+                        hello: None,
+                    },
+                    Err(reason) => {
+                        events.push(ServerEvent::StreamFailed { reason });
+                        return events;
+                    }
+                },
+                DataSocket::Udp(s) => {
+                    let (datapath, offloads) =
+                        udp_datapath(s, &self.spec, vec!["udp_reuseport".into()]);
+                    let cookie = self.slot.cookie;
+                    Arrived {
+                        sock,
+                        datapath,
+                        offloads,
+                        hello: Some(UdpHello { cookie, stream }.encode()),
+                    }
+                }
+            };
+            *slot = Some(arrived);
+            events.push(ServerEvent::StreamArrived { stream });
+        }
+        if let Ok(conn) = self.log_rx.try_recv() {
+            // A client that stops reading its log, or crawls, fails the log, not the
+            // server: each write times out, and the log's writer is cut off by shutting
+            // it down.
+            let _ = conn.set_write_timeout(Some(SETUP_TIMEOUT));
+            match conn.try_clone() {
+                Ok(handle) => {
+                    self.packet_log = Some(LogOut {
+                        out: Box::new(conn),
+                        abort: Some(Box::new(move || {
+                            let _ = handle.shutdown(std::net::Shutdown::Both);
+                        })),
+                    });
+                    events.push(ServerEvent::StreamArrived {
+                        stream: PACKET_LOG_STREAM,
+                    });
+                }
+                Err(e) => events.push(ServerEvent::StreamFailed {
+                    reason: format!("keeping a handle on the packet log connection: {e}"),
+                }),
+            }
+        }
+        events
+    }
+
+    /// Every stream's role and parameters, in order.
+    fn roles(&mut self, client_host: &str) -> Vec<(Role, DataSocket, RoleParams)> {
+        let cfg = &self.slot.state.cfg;
+        let same = same_clock(&host_id(), client_host);
+        let deadline_ns = cfg.max_duration.map_or(u64::MAX, |d| {
+            (d.as_nanos() as u64).saturating_add(self.spec.drain_ns)
+        });
+        let mut out = Vec::with_capacity(self.streams.len());
+        for (i, arrived) in std::mem::take(&mut self.streams).into_iter().enumerate() {
+            let Some(a) = arrived else { continue };
+            let stream = i as u32;
+            let params = RoleParams {
+                spec: self.spec.clone(),
+                deadline_ns,
+                hello: a.hello,
+                stream,
+                intervals: None,
+                datapath: a.datapath,
+                same_clock: same,
+                packet_log: if stream == 0 {
+                    self.packet_log.take()
+                } else {
+                    None
+                },
+                offloads: a.offloads,
+                crr: if stream == 0 {
+                    self.crr.take().map(CrrPart::Server)
+                } else {
+                    None
+                },
+                file: if stream == 0 { self.file.take() } else { None },
+            };
+            out.push((ServerSession::role_of(&self.spec, stream), a.sock, params));
+        }
+        out
+    }
+}
+
+fn random_cookie() -> Result<u64, EngineError> {
+    let mut b = [0u8; 8];
+    getrandom::getrandom(&mut b).map_err(|e| {
+        EngineError::io(
+            "drawing a test cookie",
+            std::io::Error::other(e.to_string()),
+        )
+    })?;
+    Ok(u64::from_ne_bytes(b))
+}
+
+/// The server's side of a file transfer: a copy to save (in `--save-dir`, named after the
+/// test's cookie and the file) or a file to send (from `--files-dir`, never outside it).
+fn file_part(
+    cfg: &ServerConfig,
+    spec: &mut TestSpec,
+    cookie: u64,
+) -> Result<Option<FilePart>, String> {
+    let Some(name) = spec.file.clone() else {
+        return Ok(None);
+    };
+    if spec.direction == Direction::Forward {
+        let path = cfg
+            .save_dir
+            .as_ref()
+            .map(|d| d.join(format!("{cookie:016x}-{name}")));
+        let sink = FileSink::create(path).map_err(|e| format!("cannot save the file here: {e}"))?;
+        return Ok(Some(FilePart::Sink(sink)));
+    }
+    let dir = cfg
+        .files_dir
+        .as_ref()
+        .ok_or("this server sends no files (it was started without --files-dir)")?;
+    // The name is a plain name (validated); resolving links must not lead out of the dir.
+    let unknown = || format!("no file {name:?} in this server's --files-dir");
+    let base = dir.canonicalize().map_err(|_| unknown())?;
+    let path = base.join(&name).canonicalize().map_err(|_| unknown())?;
+    if !path.starts_with(&base) {
+        return Err(unknown());
+    }
+    let (source, size) = FileSource::open(&path).map_err(|_| unknown())?;
+    spec.bytes = Some(spec.bytes_for_file(size));
+    spec.validate().map_err(|e| e.to_string())?;
+    Ok(Some(FilePart::Source(source)))
+}

@@ -1,0 +1,183 @@
+//! The thin driver around [`crate::control`]: it owns the sockets and threads, turns what
+//! happens on them into session events, and carries out the sessions' actions. The
+//! protocol's decisions and deadlines are all in the sessions; the loop here only reads,
+//! writes and waits until the next deadline or a short tick, whichever comes first.
+
+pub(crate) mod client;
+mod conn;
+pub(crate) mod roles;
+pub(crate) mod server;
+mod state;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use crate::control::client::ClientSession;
+use crate::control::server::ServerSession;
+
+/// How often the driver looks at the roles (progress, completion) while nothing else
+/// happens.
+pub(crate) const TICK: Duration = Duration::from_millis(50);
+
+/// The tick while a server session waits for its streams: they arrive through a queue the
+/// loop polls, and a UDP client waits for each confirmation before its next stream.
+pub(crate) const SETUP_TICK: Duration = Duration::from_millis(2);
+
+/// What the I/O loop needs of a session.
+pub(crate) trait Conn {
+    /// Bytes to write.
+    fn poll_transmit(&self) -> Option<&[u8]>;
+    /// `n` of them were written.
+    fn handle_written(&mut self, now: Instant, n: usize);
+    /// Bytes were read.
+    fn handle_bytes(&mut self, now: Instant, bytes: &[u8]);
+    /// The peer closed, or the connection failed.
+    fn handle_closed(&mut self, now: Instant);
+    /// A deadline passed.
+    fn handle_timeout(&mut self, now: Instant);
+    /// The next deadline.
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// How many bytes may be read now.
+    fn read_limit(&self) -> usize {
+        usize::MAX
+    }
+}
+
+impl Conn for ClientSession {
+    fn poll_transmit(&self) -> Option<&[u8]> {
+        ClientSession::poll_transmit(self)
+    }
+    fn handle_written(&mut self, now: Instant, n: usize) {
+        ClientSession::handle_written(self, now, n)
+    }
+    fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
+        ClientSession::handle_bytes(self, now, bytes)
+    }
+    fn handle_closed(&mut self, now: Instant) {
+        ClientSession::handle_closed(self, now)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        ClientSession::handle_timeout(self, now)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        ClientSession::poll_timeout(self)
+    }
+}
+
+impl Conn for ServerSession {
+    fn poll_transmit(&self) -> Option<&[u8]> {
+        ServerSession::poll_transmit(self)
+    }
+    fn handle_written(&mut self, now: Instant, n: usize) {
+        ServerSession::handle_written(self, now, n)
+    }
+    fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
+        ServerSession::handle_bytes(self, now, bytes)
+    }
+    fn handle_closed(&mut self, now: Instant) {
+        ServerSession::handle_closed(self, now)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        ServerSession::handle_timeout(self, now)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        ServerSession::poll_timeout(self)
+    }
+    fn read_limit(&self) -> usize {
+        ServerSession::read_limit(self)
+    }
+}
+
+/// A control connection under a session.
+pub(crate) struct Pump {
+    sock: TcpStream,
+    buf: Vec<u8>,
+    /// The connection is closed or broken: no more reads or writes.
+    gone: bool,
+}
+
+impl Pump {
+    /// Wraps a connected stream. Writes block at most a tick, so a peer that stops reading
+    /// is a deadline in the session, not a stuck thread.
+    pub(crate) fn new(sock: TcpStream) -> std::io::Result<Self> {
+        sock.set_write_timeout(Some(TICK))?;
+        // Control messages are small and latency matters more than batching.
+        let _ = sock.set_nodelay(true);
+        Ok(Self {
+            sock,
+            buf: vec![0u8; 16 * 1024],
+            gone: false,
+        })
+    }
+
+    /// The stream.
+    pub(crate) fn stream(&self) -> &TcpStream {
+        &self.sock
+    }
+
+    /// The stream back, for a connection handed to a test (`attach`).
+    pub(crate) fn into_stream(self) -> TcpStream {
+        self.sock
+    }
+
+    /// Writes what waits, once (before the roles start, so that `begin` leaves first).
+    pub(crate) fn flush(&mut self, s: &mut impl Conn) {
+        if self.gone {
+            return;
+        }
+        if let Some(out) = s.poll_transmit() {
+            match self.sock.write(out) {
+                Ok(n) => s.handle_written(Instant::now(), n),
+                Err(e) if transient(&e) => {}
+                Err(_) => self.close(s),
+            }
+        }
+    }
+
+    /// One round: writes what waits, reads for at most `tick` or until the session's next
+    /// deadline, then lets the session handle its deadlines.
+    pub(crate) fn round(&mut self, s: &mut impl Conn, tick: Duration) {
+        self.flush(s);
+        let now = Instant::now();
+        let wait = s
+            .poll_timeout()
+            .map_or(tick, |t| t.saturating_duration_since(now).min(tick))
+            // A zero timeout means "block forever" to the kernel: keep at least 1 ms.
+            .max(Duration::from_millis(1));
+        let limit = s.read_limit().min(self.buf.len());
+        if self.gone || limit == 0 {
+            std::thread::sleep(wait);
+        } else if self.sock.set_read_timeout(Some(wait)).is_err() {
+            self.close(s);
+        } else {
+            match self.sock.read(&mut self.buf[..limit]) {
+                Ok(0) => self.close(s),
+                Ok(n) => s.handle_bytes(Instant::now(), &self.buf[..n]),
+                Err(e) if transient(&e) => {}
+                Err(_) => self.close(s),
+            }
+        }
+        let now = Instant::now();
+        if s.poll_timeout().is_some_and(|t| now >= t) {
+            s.handle_timeout(now);
+        }
+    }
+
+    fn close(&mut self, s: &mut impl Conn) {
+        self.gone = true;
+        s.handle_closed(Instant::now());
+        // What waits to be written cannot be: tell the session it is gone.
+        if let Some(out) = s.poll_transmit() {
+            let n = out.len();
+            s.handle_written(Instant::now(), n);
+        }
+    }
+}
+
+fn transient(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+    )
+}

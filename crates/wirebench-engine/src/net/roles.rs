@@ -1,0 +1,268 @@
+//! The roles of one side on their threads: started when the session says so, watched from
+//! the driver's loop (live intervals and progress, senders done, all done), stopped or told
+//! the peer's counts when the session says so. What the roles' completion means for the
+//! protocol is the session's business ([`crate::control`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use wirebench_proto::results::{IntervalRecord, Role, SideReport};
+use wirebench_proto::spec::{Direction, TestSpec};
+
+use crate::role::{self, DataSocket, RoleParams};
+use crate::{EngineError, Shared};
+
+/// Live view of a running session, for progress display.
+pub trait Watch {
+    /// Called about every 50 ms with the side's live byte and message totals.
+    fn progress(&mut self, _elapsed: Duration, _bytes: u64, _messages: u64) {}
+    /// Called for each interval the data thread closed.
+    fn interval(&mut self, _role: Role, _rec: &IntervalRecord) {}
+}
+
+/// A watcher that ignores everything (the server).
+pub struct Quiet;
+impl Watch for Quiet {}
+
+/// What the roles did since the last look.
+#[derive(Debug)]
+pub(crate) enum RoleEvent {
+    /// Every sending stream is done (reported once, only on a side with both roles):
+    /// `(stream, messages sent)`.
+    SendersDone(Vec<(u32, u64)>),
+    /// Every role is done: the side's merged report (reported once).
+    Done(Box<SideReport>),
+}
+
+/// Sums the interval records of several streams into one record per interval, in order, as
+/// each interval has arrived from every stream.
+struct IntervalSum {
+    streams: usize,
+    next: Vec<usize>,
+    acc: Vec<(IntervalRecord, usize)>,
+    emitted: usize,
+}
+
+impl IntervalSum {
+    fn new(streams: usize) -> Self {
+        Self {
+            streams,
+            next: vec![0; streams],
+            acc: Vec::new(),
+            emitted: 0,
+        }
+    }
+
+    /// Adds stream `s`'s next record; returns the records now complete.
+    fn add(&mut self, s: usize, rec: &IntervalRecord) -> Vec<IntervalRecord> {
+        let Some(k) = self.next.get_mut(s) else {
+            return Vec::new();
+        };
+        let i = *k;
+        *k += 1;
+        if self.acc.len() <= i {
+            self.acc.resize(i + 1, (IntervalRecord::default(), 0));
+        }
+        crate::merge::add_interval(&mut self.acc[i].0, rec);
+        self.acc[i].1 += 1;
+        self.drain(self.streams)
+    }
+
+    /// The records complete from `need` streams (all, or at the end: whatever came).
+    fn drain(&mut self, need: usize) -> Vec<IntervalRecord> {
+        let mut out = Vec::new();
+        while self.emitted < self.acc.len() && self.acc[self.emitted].1 >= need.max(1) {
+            out.push(self.acc[self.emitted].0);
+            self.emitted += 1;
+        }
+        out
+    }
+}
+
+/// One side's running roles.
+pub(crate) struct Roles {
+    spec: TestSpec,
+    roles: Vec<Role>,
+    /// The role whose intervals are shown live (stream 0's).
+    shown: Role,
+    shared: Vec<Arc<Shared>>,
+    threads: Vec<JoinHandle<SideReport>>,
+    rx: Receiver<(u32, IntervalRecord)>,
+    sums: IntervalSum,
+    start: Instant,
+    side_stop: Arc<AtomicBool>,
+    /// `SendersDone` is still to be reported (a side with both roles only).
+    senders_pending: bool,
+    done: bool,
+}
+
+impl Roles {
+    /// Starts each stream's role on a thread of its own. Live intervals are those of the
+    /// first stream's role, summed over the streams of that role.
+    pub(crate) fn start(streams: Vec<(Role, DataSocket, RoleParams)>) -> Result<Self, EngineError> {
+        let Some(first) = streams.first() else {
+            return Err(EngineError::Setup("no data stream".into()));
+        };
+        let shown = first.0;
+        let spec = first.2.spec.clone();
+        let roles: Vec<Role> = streams.iter().map(|s| s.0).collect();
+        let start = Instant::now();
+        let epoch = crate::sys::unix_now_ns();
+        let side_stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = channel();
+        let mut shared = Vec::with_capacity(streams.len());
+        let mut threads = Vec::with_capacity(streams.len());
+        for (i, (stream_role, sock, mut params)) in streams.into_iter().enumerate() {
+            params.intervals = Some(tx.clone());
+            let sh = Arc::new(Shared::new(start, epoch, Arc::clone(&side_stop)));
+            shared.push(Arc::clone(&sh));
+            let spawned = thread::Builder::new()
+                .name(format!("wirebench-{stream_role:?}-{i}").to_lowercase())
+                .spawn(move || role::run(stream_role, sock, params, &sh));
+            match spawned {
+                Ok(h) => threads.push(h),
+                Err(e) => {
+                    side_stop.store(true, Ordering::Relaxed);
+                    for h in threads {
+                        let _ = h.join();
+                    }
+                    return Err(EngineError::io("starting a data thread", e));
+                }
+            }
+        }
+        let both = roles.contains(&Role::Sender) && roles.contains(&Role::Receiver);
+        let n_shown = roles.iter().filter(|r| **r == shown).count();
+        Ok(Self {
+            spec,
+            roles,
+            shown,
+            shared,
+            threads,
+            rx,
+            sums: IntervalSum::new(n_shown),
+            start,
+            side_stop,
+            senders_pending: both,
+            done: false,
+        })
+    }
+
+    /// Ends every role at once.
+    pub(crate) fn stop(&self) {
+        self.side_stop.store(true, Ordering::Relaxed);
+    }
+
+    /// The peer's senders' final counts, for this side's receivers of those streams.
+    pub(crate) fn peer_counts(&self, counts: &[(u32, u64)]) {
+        for (stream, messages) in counts {
+            let i = *stream as usize;
+            if self.roles.get(i) == Some(&Role::Receiver) {
+                if let Some(sh) = self.shared.get(i) {
+                    sh.peer_done(*messages);
+                }
+            }
+        }
+    }
+
+    /// Passes intervals and progress to `watch`; returns what happened since the last look.
+    pub(crate) fn poll(&mut self, watch: &mut dyn Watch) -> Vec<RoleEvent> {
+        let mut events = Vec::new();
+        if self.done {
+            return events;
+        }
+        self.forward(watch);
+        let total = |f: fn(&Shared) -> &std::sync::atomic::AtomicU64| {
+            self.shared
+                .iter()
+                .map(|sh| f(sh).load(Ordering::Relaxed))
+                .sum::<u64>()
+        };
+        watch.progress(
+            self.start.elapsed(),
+            total(|sh| &sh.bytes),
+            total(|sh| &sh.messages),
+        );
+        // A side that both sends and receives (--bidir) tells its peer the senders' counts
+        // as soon as they are done: the peer's receivers need them to finish, and this
+        // side's final report waits for its own receivers, which wait for the peer's counts.
+        if self.senders_pending
+            && self
+                .threads
+                .iter()
+                .zip(&self.roles)
+                .all(|(t, r)| *r != Role::Sender || t.is_finished())
+        {
+            self.senders_pending = false;
+            let counts = self
+                .shared
+                .iter()
+                .zip(&self.roles)
+                .enumerate()
+                .filter(|(_, (_, r))| **r == Role::Sender)
+                .map(|(i, (sh, _))| (i as u32, sh.messages.load(Ordering::Relaxed)))
+                .collect();
+            events.push(RoleEvent::SendersDone(counts));
+        }
+        if self.threads.iter().all(|t| t.is_finished()) {
+            self.done = true;
+            events.push(RoleEvent::Done(Box::new(self.finish(watch))));
+        }
+        events
+    }
+
+    fn forward(&mut self, watch: &mut dyn Watch) {
+        for (stream, rec) in self.rx.try_iter() {
+            // Streams of the shown role come first (forward before reverse).
+            if self.roles.get(stream as usize) != Some(&self.shown) {
+                continue;
+            }
+            for done in self.sums.add(stream as usize, &rec) {
+                watch.interval(self.shown, &done);
+            }
+        }
+    }
+
+    /// Joins the threads and merges their reports (for `--bidir`, each direction apart).
+    fn finish(&mut self, watch: &mut dyn Watch) -> SideReport {
+        let outputs: Vec<(SideReport, crate::Hists)> = std::mem::take(&mut self.threads)
+            .into_iter()
+            .zip(&self.shared)
+            .map(|(t, sh)| {
+                let report = t.join().unwrap_or_else(|_| SideReport {
+                    error: Some("a data thread failed".into()),
+                    ..SideReport::default()
+                });
+                let hists = sh.hists.lock().map(|mut h| std::mem::take(&mut *h));
+                (report, hists.unwrap_or_default())
+            })
+            .collect();
+        let local = if self.spec.direction == Direction::Bidir {
+            // The first `streams` go forward, the rest in reverse: each half merged apart.
+            let mut outputs = outputs;
+            let reverse = outputs.split_off((self.spec.streams as usize).min(outputs.len()));
+            let mut local = crate::merge::merge(outputs);
+            local.reverse = Some(Box::new(crate::merge::merge(reverse)));
+            local
+        } else {
+            crate::merge::merge(outputs)
+        };
+        self.forward(watch);
+        for rec in self.sums.drain(1) {
+            watch.interval(self.shown, &rec);
+        }
+        local
+    }
+}
+
+impl Drop for Roles {
+    fn drop(&mut self) {
+        // A driver that leaves early (an error) must not leave data threads running.
+        self.stop();
+        for t in std::mem::take(&mut self.threads) {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! The server: one TCP port for control and data connections, the same port number for UDP.
+//!
+//! Each connection gets a thread. Its first frame says what it is: a `start` opens a test
+//! (the thread then runs that test's control session), an `attach` hands a TCP data
+//! connection to the test whose cookie it carries. UDP streams open with a hello datagram
+//! carrying the cookie, sent to the server's UDP port; only then does the server open a
+//! socket connected to the hello's source, so it never sends UDP to an address that has not
+//! proven it holds a live test's cookie and comes from the control connection's host.
+//! Whatever a client sends, only that client's session ends.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use socket2::{Domain, Socket, Type};
+use wirebench_proto::header::UdpHello;
+use wirebench_proto::spec::Protocol;
+
+use super::conn::connection;
+pub use super::state::ServerConfig;
+use super::state::State;
+use crate::control::admission::{Admission, SlotLimits};
+use crate::role::DataSocket;
+use crate::sys::{max_rss_kib, rss_kib};
+use crate::EngineError;
+
+/// Ends a server gracefully from another thread.
+#[derive(Clone)]
+pub struct ServerHandle {
+    state: Arc<State>,
+}
+
+impl ServerHandle {
+    /// The flag that, once set, ends every running test with a message to its client and
+    /// refuses new ones (for `signal_hook::flag::register`).
+    pub fn shutdown_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.state.shutdown)
+    }
+
+    /// Tests running now.
+    pub fn running_tests(&self) -> usize {
+        self.state.admission().running()
+    }
+}
+
+/// A bound server, ready to run.
+pub struct Server {
+    listener: TcpListener,
+    udp: UdpSocket,
+    state: Arc<State>,
+}
+
+fn reuse_port_udp(addr: SocketAddr) -> std::io::Result<Socket> {
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, None)?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    s.bind(&addr.into())?;
+    Ok(s)
+}
+
+impl Server {
+    /// Binds the TCP port and the UDP port of the same number.
+    pub fn bind(cfg: ServerConfig) -> Result<Self, EngineError> {
+        crate::sys::limit_allocator_arenas();
+        let tcp = Socket::new(Domain::for_address(cfg.bind), Type::STREAM, None)
+            .map_err(|e| EngineError::io("creating the listening socket", e))?;
+        let _ = tcp.set_reuse_address(true);
+        tcp.bind(&cfg.bind.into())
+            .map_err(|source| EngineError::Connect {
+                addr: format!("{} (bind)", cfg.bind),
+                source,
+            })?;
+        tcp.listen(128)
+            .map_err(|e| EngineError::io("listening", e))?;
+        let listener: TcpListener = tcp.into();
+        let addr = listener
+            .local_addr()
+            .map_err(|e| EngineError::io("reading the listening address", e))?;
+        let udp = reuse_port_udp(addr).map_err(|source| EngineError::Connect {
+            addr: format!("{addr} (UDP bind)"),
+            source,
+        })?;
+        Ok(Self {
+            listener,
+            udp: udp.into(),
+            state: Arc::new(State {
+                port: addr.port(),
+                admission: Mutex::new(Admission::new(SlotLimits {
+                    max_tests: cfg.max_tests,
+                    per_client: cfg.max_tests_per_client,
+                    per_minute: cfg.max_tests_per_minute,
+                })),
+                pending_conns: Mutex::new(HashMap::new()),
+                cfg,
+                auth_failures: AtomicUsize::new(0),
+                shutdown: Arc::new(AtomicBool::new(false)),
+                pending: Mutex::new(HashMap::new()),
+                crr: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> Result<SocketAddr, EngineError> {
+        self.listener
+            .local_addr()
+            .map_err(|e| EngineError::io("reading the listening address", e))
+    }
+
+    /// A handle to end the server gracefully (SIGTERM) and watch it drain.
+    pub fn handle(&self) -> ServerHandle {
+        ServerHandle {
+            state: Arc::clone(&self.state),
+        }
+    }
+
+    /// Serves until the process ends.
+    pub fn run(self) -> Result<(), EngineError> {
+        let state = Arc::clone(&self.state);
+        let udp = self.udp;
+        thread::Builder::new()
+            .name("wirebench-udp-hello".into())
+            .spawn(move || udp_hellos(&udp, &state))
+            .map_err(|e| EngineError::io("starting the UDP thread", e))?;
+        if let Some(every) = self.state.cfg.stats_every {
+            let state = Arc::clone(&self.state);
+            thread::Builder::new()
+                .name("wirebench-stats".into())
+                .spawn(move || loop {
+                    eprintln!(
+                        "stats: rss {} KiB (peak {} KiB), {} tests running, {} connections not yet identified, {} wrong keys",
+                        rss_kib(),
+                        max_rss_kib(),
+                        state.admission().running(),
+                        state.admission().pending(),
+                        state.auth_failures.load(Ordering::SeqCst)
+                    );
+                    thread::sleep(every);
+                })
+                .map_err(|e| EngineError::io("starting the stats thread", e))?;
+        }
+        for conn in self.listener.incoming() {
+            let conn = match conn {
+                Ok(c) => c,
+                // Out of descriptors or a connection reset before accept: keep serving.
+                Err(_) => {
+                    thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+            };
+            let Ok(peer) = conn.peer_addr() else {
+                continue;
+            };
+            // A full pending stage drops its oldest connection (from this address when it
+            // holds its share), so silent connections age out instead of locking others out.
+            let (id, evict) = self.state.admission().pending_open(peer.ip());
+            if let Ok(mut conns) = self.state.pending_conns.lock() {
+                if let Some(old) = evict.and_then(|old| conns.remove(&old)) {
+                    let _ = old.shutdown(std::net::Shutdown::Both);
+                }
+                if let Ok(c) = conn.try_clone() {
+                    conns.insert(id, c);
+                }
+            }
+            let state = Arc::clone(&self.state);
+            let spawned = thread::Builder::new()
+                .name("wirebench-conn".into())
+                .spawn(move || connection(conn, id, &state));
+            if spawned.is_err() {
+                // The connection was dropped with the closure; give its place back.
+                self.state.leave_pending(id);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Answers UDP hellos: opens a socket connected to the hello's source for the test it names.
+/// The test's entry stays pending until its session has every connection it waits for;
+/// repeated hellos meanwhile find the stream taken and are dropped.
+fn udp_hellos(udp: &UdpSocket, state: &State) {
+    let mut buf = [0u8; 64];
+    loop {
+        let Ok((n, src)) = udp.recv_from(&mut buf) else {
+            continue;
+        };
+        // Anything that is not a hello for a pending UDP test from its client is dropped
+        // without an answer.
+        let Ok(hello) = UdpHello::decode(&buf[..n]) else {
+            continue;
+        };
+        let Ok(pending) = state.pending.lock() else {
+            return;
+        };
+        let Some(p) = pending.get(&hello.cookie) else {
+            continue;
+        };
+        if p.peer != src.ip() || p.protocol != Protocol::Udp || hello.stream >= p.streams {
+            continue;
+        }
+        let sock = reuse_port_udp(SocketAddr::new(p.local, state.port))
+            .and_then(|s| s.connect(&src.into()).map(|()| s));
+        if let Ok(sock) = sock {
+            let _ = p.tx.try_send((hello.stream, DataSocket::Udp(sock.into())));
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! What the server's threads share: its configuration, who is admitted, the tests waiting
+//! for their data connections and hellos, and the log.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use wirebench_proto::control::{CRR_STREAM, PACKET_LOG_STREAM};
+use wirebench_proto::spec::Protocol;
+
+use crate::control::admission::{Admission, PendingId, SpecLimits};
+use crate::role::DataSocket;
+
+/// Server limits and address.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Address and port to listen on (port 0: any free port).
+    pub bind: SocketAddr,
+    /// Most tests running at once.
+    pub max_tests: usize,
+    /// Longest test accepted; tests asking for more are refused, and any test is ended there.
+    pub max_duration: Option<Duration>,
+    /// Highest rate accepted, bits/s, over all of a test's streams.
+    pub max_rate_bps: Option<u64>,
+    /// Most bytes a test may move (all streams).
+    pub max_bytes: Option<u64>,
+    /// Most streams a test may have (both ways for --bidir).
+    pub max_streams: Option<u32>,
+    /// Largest message (request, response) a test may use.
+    pub max_size: Option<u64>,
+    /// Most tests one client address may run at once.
+    pub max_tests_per_client: Option<usize>,
+    /// Most tests one client address may start in a minute.
+    pub max_tests_per_minute: Option<usize>,
+    /// Print one line per session on stderr.
+    pub log: bool,
+    /// Print the server's memory and load on stderr this often (`--stats`).
+    pub stats_every: Option<Duration>,
+    /// Clients must prove this pre-shared key (`--psk-file`).
+    pub psk: Option<crate::auth::Psk>,
+    /// Save what file transfers send here (`--save-dir`); none: only hash them.
+    pub save_dir: Option<PathBuf>,
+    /// Send files from here for reverse file transfers (`--files-dir`); none: refuse them.
+    pub files_dir: Option<PathBuf>,
+}
+
+/// A test waiting for its data connections and UDP hellos.
+pub(super) struct Pending {
+    pub(super) peer: IpAddr,
+    pub(super) local: IpAddr,
+    pub(super) protocol: Protocol,
+    /// Streams of the test: attach and hello indices below this are accepted.
+    pub(super) streams: u32,
+    pub(super) tx: SyncSender<(u32, DataSocket)>,
+    /// The packet log connection, for a test whose server side writes one.
+    pub(super) log_tx: Option<SyncSender<TcpStream>>,
+}
+
+/// The server's shared state.
+pub(super) struct State {
+    pub(super) cfg: ServerConfig,
+    pub(super) port: u16,
+    /// Who is let in: the pending stage, test slots, starts per minute.
+    pub(super) admission: Mutex<Admission>,
+    /// A second handle on each connection in the pending stage, to drop it when evicted.
+    pub(super) pending_conns: Mutex<HashMap<PendingId, TcpStream>>,
+    /// Clients refused for a wrong key, since the start.
+    pub(super) auth_failures: AtomicUsize,
+    /// Set on SIGTERM: running tests end with a message, new ones are refused.
+    pub(super) shutdown: Arc<AtomicBool>,
+    pub(super) pending: Mutex<HashMap<u64, Pending>>,
+    /// Running `--mode crr` tests: where each transaction's connection goes, and the client
+    /// address it must come from.
+    pub(super) crr: Mutex<HashMap<u64, (IpAddr, SyncSender<TcpStream>)>>,
+}
+
+/// The server log: one line per event, `key=value` pairs with values quoted where they have
+/// spaces, starting with the time (Unix seconds) and the client.
+pub(super) fn log(state: &State, line: std::fmt::Arguments<'_>) {
+    if state.cfg.log {
+        let t = crate::sys::unix_now_ns() as f64 / 1e9;
+        eprintln!("time={t:.3} {line}");
+    }
+}
+
+/// A log value: bare when it is one word, else quoted with `"` escaped.
+pub(super) fn q(v: &str) -> String {
+    if !v.is_empty() && v.chars().all(|c| c.is_ascii_graphic() && c != '"') {
+        v.to_string()
+    } else {
+        format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""))
+    }
+}
+
+impl State {
+    /// The admission state; a panic elsewhere while holding it leaves it usable.
+    pub(super) fn admission(&self) -> MutexGuard<'_, Admission> {
+        self.admission.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The connection `id` said what it is, or ended: it leaves the pending stage.
+    pub(super) fn leave_pending(&self, id: PendingId) {
+        self.admission().pending_close(id);
+        if let Ok(mut conns) = self.pending_conns.lock() {
+            conns.remove(&id);
+        }
+    }
+
+    pub(super) fn spec_limits(&self) -> SpecLimits {
+        let cfg = &self.cfg;
+        SpecLimits {
+            max_duration: cfg.max_duration,
+            max_rate_bps: cfg.max_rate_bps,
+            max_bytes: cfg.max_bytes,
+            max_streams: cfg.max_streams,
+            max_size: cfg.max_size,
+        }
+    }
+}
+
+/// Routes a data connection (its `attach` read) to the test whose cookie it carries.
+pub(super) fn attach(
+    conn: TcpStream,
+    state: &State,
+    cookie: u64,
+    stream: u32,
+) -> Result<(), &'static str> {
+    let peer = conn
+        .peer_addr()
+        .map_err(|_| "the connection has no peer address")?
+        .ip();
+    if stream == CRR_STREAM {
+        let crr = state.crr.lock().map_err(|_| "server state poisoned")?;
+        return match crr.get(&cookie) {
+            // A full queue (a client opening connections faster than it waits for answers)
+            // drops the connection: the client sees it closed.
+            Some((ip, tx)) if *ip == peer => tx
+                .try_send(conn)
+                .map_err(|_| "too many transactions at once"),
+            _ => Err("unknown test or wrong address"),
+        };
+    }
+    let pending = state.pending.lock().map_err(|_| "server state poisoned")?;
+    match pending.get(&cookie) {
+        Some(p) if p.peer == peer && p.protocol == Protocol::Tcp && stream < p.streams => {
+            p.tx.try_send((stream, DataSocket::Tcp(conn)))
+                .map_err(|_| "more data connections than streams")
+        }
+        Some(Pending {
+            peer: p,
+            log_tx: Some(tx),
+            ..
+        }) if *p == peer && stream == PACKET_LOG_STREAM => {
+            tx.try_send(conn).map_err(|_| "packet log already attached")
+        }
+        _ => Err("unknown test, wrong stream or wrong address"),
+    }
+}
