@@ -9,21 +9,8 @@ use wirebench_stats::{Arrival, Jitter, LostRun, SeqTracker, TimeHistogram};
 
 use crate::file::FileSink;
 use crate::log::LogSink;
-use crate::role::Count;
+use crate::role::count::{Count, IntervalUdp};
 use crate::Hists;
-
-/// Figures of one reporting interval.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct IntervalUdp {
-    /// Datagrams missing so far (a running total).
-    pub lost: u64,
-    /// RFC 3550 jitter now, ns.
-    pub jitter_ns: Option<f64>,
-    /// Median one-way delay of the interval's datagrams, ns.
-    pub delay_p50_ns: Option<i64>,
-    /// 99th percentile of the interval's one-way delays, ns.
-    pub delay_p99_ns: Option<i64>,
-}
 
 /// A UDP streaming receiver's accounting.
 pub struct UdpRx {
