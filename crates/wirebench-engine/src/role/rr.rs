@@ -14,7 +14,7 @@ use wirebench_stats::TimeHistogram;
 use super::blocking::{is_timeout, read_full, send_datagram, write_full};
 use super::count::{Count, IntervalUdp, Recorder, Snapshot};
 use super::end::early_stop;
-use super::recv_loop::receiver_done;
+use super::recv_loop::{self, Flow, Receive, Until};
 use super::sender::{next_len, pace};
 use super::{payload, report, RoleParams, POLL};
 use crate::pace::Pacer;
@@ -192,85 +192,108 @@ pub(super) fn rr_client(t: &mut impl Transact, p: &RoleParams, sh: &Shared) -> S
     rep
 }
 
-/// Request/response over TCP, the server: read a whole request, write the response.
-pub(super) fn tcp_rr_server(mut s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
+/// Request/response over TCP, the server's side of the receive loop: read a whole request,
+/// write the response.
+struct TcpRrServe {
+    s: TcpStream,
+    request: Vec<u8>,
+    response: Vec<u8>,
+    count: Count,
+}
+
+impl Receive for TcpRrServe {
+    fn count(&self) -> &Count {
+        &self.count
+    }
+
+    fn snapshot(&mut self) -> Snapshot {
+        Snapshot::of(&self.count)
+    }
+
+    fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, String> {
+        let spec = &p.spec;
+        // The request's length: the last one of a `bytes` test may be shorter.
+        let len = spec.bytes.map_or(spec.size, |total| {
+            total.saturating_sub(self.count.bytes).clamp(1, spec.size)
+        });
+        if !read_full(&mut self.s, &mut self.request[..len as usize], sh, p)? {
+            // The client closed its side: every request was answered.
+            return Ok(Flow::Closed);
+        }
+        self.count.add(len, sh.now_ns());
+        write_full(&mut self.s, &self.response, sh, p)?;
+        Ok(Flow::More)
+    }
+}
+
+/// Request/response over TCP, the server.
+pub(super) fn tcp_rr_server(s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
     let spec = &p.spec;
     let _ = s.set_read_timeout(Some(POLL));
     let _ = s.set_write_timeout(Some(POLL));
-    let response = payload(spec.response_len());
-    let mut request = vec![0u8; spec.size as usize];
-    let mut rec = Recorder::of(p);
-    let mut count = Count::default();
-    let mut error = None;
-    loop {
-        rec.tick(sh.now_ns(), || Snapshot::of(&count));
-        // The request's length: the last one of a `bytes` test may be shorter.
-        let len = spec.bytes.map_or(spec.size, |total| {
-            total.saturating_sub(count.bytes).clamp(1, spec.size)
-        });
-        match read_full(&mut s, &mut request[..len as usize], sh, p) {
-            Ok(true) => {}
-            // The client closed its side: every request was answered.
-            Ok(false) => break,
-            Err(e) => {
-                error = Some(e);
-                break;
-            }
-        }
-        count.add(len, sh.now_ns());
-        if let Err(e) = write_full(&mut s, &response, sh, p) {
-            error = Some(e);
-            break;
-        }
-        sh.bytes.store(count.bytes, Ordering::Relaxed);
-        sh.messages.store(count.messages, Ordering::Relaxed);
-    }
-    let intervals = rec.finish(sh.now_ns(), || Snapshot::of(&count));
-    report(&count, intervals, error)
+    let mut r = TcpRrServe {
+        s,
+        request: vec![0u8; spec.size as usize],
+        response: payload(spec.response_len()),
+        count: Count::default(),
+    };
+    let (intervals, error) = recv_loop::run(&mut r, Until::Closed, p, sh);
+    report(&r.count, intervals, error)
 }
 
-/// Request/response over UDP, the server: answer each request with a response that starts
-/// with the request's sequence number.
+/// Request/response over UDP, the server's side of the receive loop: answer each request
+/// with a response that starts with the request's sequence number.
+struct UdpRrServe {
+    s: UdpSocket,
+    buf: Vec<u8>,
+    response: Vec<u8>,
+    count: Count,
+    local_drops: u64,
+}
+
+impl Receive for UdpRrServe {
+    fn count(&self) -> &Count {
+        &self.count
+    }
+
+    fn snapshot(&mut self) -> Snapshot {
+        Snapshot::of(&self.count)
+    }
+
+    #[inline]
+    fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, String> {
+        let n = match self.s.recv(&mut self.buf) {
+            Ok(n) => n,
+            Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => {
+                return Ok(Flow::More)
+            }
+            Err(e) => return Err(format!("receiving requests: {e}")),
+        };
+        let request = &self.buf[..n];
+        if n < RR_SEQ_LEN as usize || p.hello.is_some_and(|h| request == h) {
+            return Ok(Flow::More);
+        }
+        self.count.add(n as u64, sh.now_ns());
+        self.response[..8].copy_from_slice(&request[..8]);
+        send_datagram(&self.s, &self.response, sh, &mut self.local_drops)?;
+        Ok(Flow::More)
+    }
+}
+
+/// Request/response over UDP, the server.
 pub(super) fn udp_rr_server(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
     let spec = &p.spec;
     let _ = s.set_read_timeout(Some(POLL));
     let _ = s.set_write_timeout(Some(POLL));
-    let mut response = payload(spec.response_len());
-    let mut buf = vec![0u8; 65_536];
-    let mut rec = Recorder::of(p);
-    let mut count = Count::default();
-    let mut local_drops = 0u64;
-    let error: Option<String>;
-    loop {
-        let now = sh.now_ns();
-        rec.tick(now, || Snapshot::of(&count));
-        if let Some(why) = receiver_done(sh, p, &count, now) {
-            error = why;
-            break;
-        }
-        let n = match s.recv(&mut buf) {
-            Ok(n) => n,
-            Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => continue,
-            Err(e) => {
-                error = Some(format!("receiving requests: {e}"));
-                break;
-            }
-        };
-        let request = &buf[..n];
-        if n < RR_SEQ_LEN as usize || p.hello.is_some_and(|h| request == h) {
-            continue;
-        }
-        count.add(n as u64, sh.now_ns());
-        response[..8].copy_from_slice(&request[..8]);
-        if let Err(e) = send_datagram(&s, &response, sh, &mut local_drops) {
-            error = Some(e);
-            break;
-        }
-        sh.bytes.store(count.bytes, Ordering::Relaxed);
-        sh.messages.store(count.messages, Ordering::Relaxed);
-    }
-    let intervals = rec.finish(sh.now_ns(), || Snapshot::of(&count));
-    report(&count, intervals, error)
+    let mut r = UdpRrServe {
+        s,
+        buf: vec![0u8; 65_536],
+        response: payload(spec.response_len()),
+        count: Count::default(),
+        local_drops: 0,
+    };
+    let (intervals, error) = recv_loop::run(&mut r, Until::Counted, p, sh);
+    report(&r.count, intervals, error)
 }
 
 /// Connect/request/response: a new TCP connection per transaction, attached to the test with
@@ -328,47 +351,61 @@ impl Transact for CrrTransact {
     }
 }
 
-/// Connect/request/response, the server: each transaction's connection arrives attached;
-/// read its request, answer, close.
+/// Connect/request/response, the server's side of the receive loop: each transaction's
+/// connection arrives attached; read its request, answer, close.
+struct CrrServe<'a> {
+    conns: &'a std::sync::mpsc::Receiver<TcpStream>,
+    request: Vec<u8>,
+    response: Vec<u8>,
+    count: Count,
+}
+
+impl Receive for CrrServe<'_> {
+    fn count(&self) -> &Count {
+        &self.count
+    }
+
+    fn snapshot(&mut self) -> Snapshot {
+        Snapshot::of(&self.count)
+    }
+
+    fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, String> {
+        let spec = &p.spec;
+        let Ok(mut s) = self.conns.recv_timeout(POLL) else {
+            return Ok(Flow::More);
+        };
+        let _ = s.set_nodelay(true);
+        let _ = s.set_read_timeout(Some(POLL));
+        let _ = s.set_write_timeout(Some(POLL));
+        let len = spec.bytes.map_or(spec.size, |total| {
+            total.saturating_sub(self.count.bytes).clamp(1, spec.size)
+        });
+        // A transaction that breaks (the client reset it) ends that transaction only.
+        if !matches!(
+            read_full(&mut s, &mut self.request[..len as usize], sh, p),
+            Ok(true)
+        ) {
+            return Ok(Flow::More);
+        }
+        self.count.add(len, sh.now_ns());
+        let _ = write_full(&mut s, &self.response, sh, p);
+        Ok(Flow::More)
+    }
+}
+
+/// Connect/request/response, the server.
 pub(super) fn crr_server(
     conns: &std::sync::mpsc::Receiver<TcpStream>,
     p: &RoleParams,
     sh: &Shared,
 ) -> SideReport {
     let spec = &p.spec;
-    let response = payload(spec.response_len());
-    let mut request = vec![0u8; spec.size as usize];
-    let mut rec = Recorder::of(p);
-    let mut count = Count::default();
-    let error: Option<String>;
-    loop {
-        let now = sh.now_ns();
-        rec.tick(now, || Snapshot::of(&count));
-        if let Some(why) = receiver_done(sh, p, &count, now) {
-            error = why;
-            break;
-        }
-        let Ok(mut s) = conns.recv_timeout(POLL) else {
-            continue;
-        };
-        let _ = s.set_nodelay(true);
-        let _ = s.set_read_timeout(Some(POLL));
-        let _ = s.set_write_timeout(Some(POLL));
-        let len = spec.bytes.map_or(spec.size, |total| {
-            total.saturating_sub(count.bytes).clamp(1, spec.size)
-        });
-        // A transaction that breaks (the client reset it) ends that transaction only.
-        if !matches!(
-            read_full(&mut s, &mut request[..len as usize], sh, p),
-            Ok(true)
-        ) {
-            continue;
-        }
-        count.add(len, sh.now_ns());
-        let _ = write_full(&mut s, &response, sh, p);
-        sh.bytes.store(count.bytes, Ordering::Relaxed);
-        sh.messages.store(count.messages, Ordering::Relaxed);
-    }
-    let intervals = rec.finish(sh.now_ns(), || Snapshot::of(&count));
-    report(&count, intervals, error)
+    let mut r = CrrServe {
+        conns,
+        request: vec![0u8; spec.size as usize],
+        response: payload(spec.response_len()),
+        count: Count::default(),
+    };
+    let (intervals, error) = recv_loop::run(&mut r, Until::Counted, p, sh);
+    report(&r.count, intervals, error)
 }

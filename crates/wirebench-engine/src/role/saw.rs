@@ -14,9 +14,10 @@ use wirebench_proto::spec::Mechanism;
 use super::blocking::{is_timeout, send_datagram};
 use super::count::{Count, Recorder, Snapshot};
 use super::end::early_stop;
-use super::recv_loop::receiver_done;
+use super::recv_loop::{self, Flow, Receive, Until};
 use super::sender::{next_step, Step};
 use super::{payload, report, FilePart, RoleParams, POLL};
+use crate::file::FileSink;
 use crate::pace::Pacer;
 use crate::Shared;
 
@@ -129,42 +130,39 @@ pub(super) fn udp_send(
     rep
 }
 
-pub(super) fn udp_receive_saw(
+/// The UDP stop-and-wait receiver's side of the receive loop.
+struct SawReceive<'a> {
     s: UdpSocket,
-    p: &RoleParams,
-    file: &mut Option<FilePart>,
-    sh: &Shared,
-) -> SideReport {
-    let mut sink = file.as_mut().and_then(FilePart::sink);
-    let spec = &p.spec;
-    let _ = s.set_read_timeout(Some(POLL));
-    let _ = s.set_write_timeout(Some(POLL));
-    let mut buf = vec![0u8; 65_536];
-    let mut rec = Recorder::of(p);
-    let mut count = Count::default();
-    let mut duplicates = 0u64;
-    let mut expected = 0u64; // next message
-    let mut ack = [0u8; ACK_LEN];
-    let error: Option<String>;
-    loop {
-        let now = sh.now_ns();
-        rec.tick(now, || Snapshot::of(&count));
-        if let Some(why) = receiver_done(sh, p, &count, now) {
-            error = why;
-            break;
-        }
-        let n = match s.recv(&mut buf) {
+    buf: Vec<u8>,
+    count: Count,
+    duplicates: u64,
+    /// The next message's sequence number.
+    expected: u64,
+    sink: Option<&'a mut FileSink>,
+}
+
+impl Receive for SawReceive<'_> {
+    fn count(&self) -> &Count {
+        &self.count
+    }
+
+    fn snapshot(&mut self) -> Snapshot {
+        Snapshot::of(&self.count)
+    }
+
+    #[inline]
+    fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, String> {
+        let n = match self.s.recv(&mut self.buf) {
             Ok(n) => n,
-            Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => continue,
-            Err(e) => {
-                error = Some(format!("receiving data: {e}"));
-                break;
+            Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => {
+                return Ok(Flow::More)
             }
+            Err(e) => return Err(format!("receiving data: {e}")),
         };
         let now = sh.now_ns();
-        let dgram = &buf[..n];
+        let dgram = &self.buf[..n];
         if p.hello.is_some_and(|h| dgram == h) {
-            continue;
+            return Ok(Flow::More);
         }
         let short = n < HEADER_LEN;
         let seq = if short {
@@ -172,33 +170,54 @@ pub(super) fn udp_receive_saw(
         } else {
             DataHeader::read(dgram).ok().map(|h| h.seq)
         };
-        let Some(seq) = seq else { continue };
+        let Some(seq) = seq else {
+            return Ok(Flow::More);
+        };
         let mask = if short { 0xff } else { u64::MAX };
-        if seq == expected & mask {
-            count.add(n as u64, now);
-            expected += 1;
-            if let Some(sink) = sink.as_mut() {
+        if seq == self.expected & mask {
+            self.count.add(n as u64, now);
+            self.expected += 1;
+            if let Some(sink) = self.sink.as_mut() {
                 sink.write(dgram.get(HEADER_LEN..).unwrap_or_default());
             }
-        } else if expected > 0 && seq == (expected - 1) & mask {
+        } else if self.expected > 0 && seq == (self.expected - 1) & mask {
             // The sender did not get our ack and sent the message again.
-            duplicates += 1;
+            self.duplicates += 1;
         } else {
-            continue;
+            return Ok(Flow::More);
         }
+        let mut ack = [0u8; ACK_LEN];
         let len = header::encode_ack(seq, n, &mut ack);
-        let _ = s.send(&ack[..len]);
-        sh.bytes.store(count.bytes, Ordering::Relaxed);
-        sh.messages.store(count.messages, Ordering::Relaxed);
+        let _ = self.s.send(&ack[..len]);
+        Ok(Flow::More)
     }
-    let intervals = rec.finish(sh.now_ns(), || Snapshot::of(&count));
-    let mut rep = report(&count, intervals, error);
+}
+
+pub(super) fn udp_receive_saw(
+    s: UdpSocket,
+    p: &RoleParams,
+    file: &mut Option<FilePart>,
+    sh: &Shared,
+) -> SideReport {
+    let spec = &p.spec;
+    let _ = s.set_read_timeout(Some(POLL));
+    let _ = s.set_write_timeout(Some(POLL));
+    let mut r = SawReceive {
+        s,
+        buf: vec![0u8; 65_536],
+        count: Count::default(),
+        duplicates: 0,
+        expected: 0,
+        sink: file.as_mut().and_then(FilePart::sink),
+    };
+    let (intervals, error) = recv_loop::run(&mut r, Until::Counted, p, sh);
+    let mut rep = report(&r.count, intervals, error);
     rep.udp = Some(UdpCounts {
         sequenced: !spec.headerless(),
-        duplicates,
+        duplicates: r.duplicates,
         same_clock: p.same_clock,
         // Each message is acknowledged before the next: whatever arrived, arrived in order.
-        in_order_prefix: count.messages,
+        in_order_prefix: r.count.messages,
         ..UdpCounts::default()
     });
     rep

@@ -12,9 +12,10 @@ use wirebench_proto::spec::Mechanism;
 use super::blocking::{is_timeout, write_full, write_full_zc};
 use super::count::{Count, MsBins, Recorder, Snapshot};
 use super::end::early_stop;
-use super::recv_loop::{drain_expired, idle_error};
+use super::recv_loop::{self, Flow, Receive, Until};
 use super::sender::{next_step, Step};
 use super::{payload, report, FilePart, RoleParams, POLL};
+use crate::file::FileSink;
 use crate::pace::Pacer;
 use crate::sys::ZeroCopy;
 use crate::Shared;
@@ -122,16 +123,91 @@ pub(super) fn zerocopy_use(s: &TcpStream, zc: Option<ZeroCopy>, sh: &Shared) -> 
     }
 }
 
+/// The TCP receiver's side of the receive loop.
+struct TcpReceive<'a> {
+    s: TcpStream,
+    buf: Vec<u8>,
+    /// Stop-and-wait: read up to the end of each message and acknowledge it.
+    saw: bool,
+    count: Count,
+    /// Messages are the sender's unit: here they are counted at message boundaries in the
+    /// byte stream (every `size` bytes, the last one possibly shorter).
+    in_message: u64,
+    sink: Option<&'a mut FileSink>,
+}
+
+impl Receive for TcpReceive<'_> {
+    fn count(&self) -> &Count {
+        &self.count
+    }
+
+    fn snapshot(&mut self) -> Snapshot {
+        Snapshot::of(&self.count)
+    }
+
+    #[inline]
+    fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, String> {
+        let spec = &p.spec;
+        let (saw, count) = (self.saw, &mut self.count);
+        // The current message's length: the last one of a `bytes` test may be shorter.
+        let msg_len = spec.bytes.map_or(spec.size, |total| {
+            total
+                .saturating_sub(count.bytes - self.in_message)
+                .clamp(1, spec.size)
+        });
+        // Stop-and-wait reads exactly up to the end of the current message.
+        let want = if saw {
+            (msg_len - self.in_message).max(1) as usize
+        } else {
+            self.buf.len()
+        };
+        match self.s.read(&mut self.buf[..want]) {
+            Ok(0) => Ok(Flow::Closed),
+            Ok(n) => {
+                if let Some(sink) = self.sink.as_mut() {
+                    sink.write(&self.buf[..n]);
+                }
+                let now = sh.now_ns();
+                let n = n as u64;
+                count.bytes += n;
+                count.first_ns.get_or_insert(now);
+                count.last_ns = Some(now);
+                self.in_message += n;
+                let msg_len = if saw { msg_len } else { spec.size };
+                let mut error = None;
+                while self.in_message >= msg_len {
+                    self.in_message -= msg_len;
+                    count.messages += 1;
+                    if saw {
+                        if let Err(e) = write_full(&mut self.s, &[1], sh, p) {
+                            error = Some(e);
+                        }
+                    }
+                }
+                error.map_or(Ok(Flow::More), Err)
+            }
+            Err(e) if is_timeout(&e) => Ok(Flow::More),
+            Err(e) => Err(format!("receiving data: {e}")),
+        }
+    }
+
+    fn settle(&mut self) {
+        if self.in_message > 0 {
+            // The sender's last, shorter message.
+            self.count.messages += 1;
+        }
+    }
+}
+
 pub(super) fn tcp_receive(
-    mut s: TcpStream,
+    s: TcpStream,
     p: &RoleParams,
     file: &mut Option<FilePart>,
     sh: &Shared,
 ) -> SideReport {
-    let mut sink = file.as_mut().and_then(FilePart::sink);
     let spec = &p.spec;
     let saw = spec.mechanism == Mechanism::StopAndWait;
-    let mut buf = vec![
+    let buf = vec![
         0u8;
         if saw {
             spec.size as usize
@@ -141,78 +217,14 @@ pub(super) fn tcp_receive(
     ];
     let _ = s.set_read_timeout(Some(POLL));
     let _ = s.set_write_timeout(Some(POLL));
-    let mut rec = Recorder::of(p);
-    let mut count = Count::default();
-    // Messages are the sender's unit: here they are counted at message boundaries in the
-    // byte stream (every `size` bytes, the last one possibly shorter).
-    let mut in_message = 0u64;
-    let mut error = None;
-    loop {
-        let now = sh.now_ns();
-        rec.tick(now, || Snapshot::of(&count));
-        if let Some(why) = early_stop(sh, p, now).or_else(|| idle_error(sh, p, count.last_ns, now))
-        {
-            error = Some(why);
-            break;
-        }
-        if drain_expired(sh, p, now) {
-            error = Some(format!(
-                "data still missing {} ms after the sender finished (--drain)",
-                spec.drain_ns / 1_000_000
-            ));
-            break;
-        }
-        // The current message's length: the last one of a `bytes` test may be shorter.
-        let msg_len = spec.bytes.map_or(spec.size, |total| {
-            total
-                .saturating_sub(count.bytes - in_message)
-                .clamp(1, spec.size)
-        });
-        // Stop-and-wait reads exactly up to the end of the current message.
-        let want = if saw {
-            (msg_len - in_message).max(1) as usize
-        } else {
-            buf.len()
-        };
-        match s.read(&mut buf[..want]) {
-            Ok(0) => break,
-            Ok(n) => {
-                if let Some(sink) = sink.as_mut() {
-                    sink.write(&buf[..n]);
-                }
-                let now = sh.now_ns();
-                let n = n as u64;
-                count.bytes += n;
-                count.first_ns.get_or_insert(now);
-                count.last_ns = Some(now);
-                in_message += n;
-                let msg_len = if saw { msg_len } else { spec.size };
-                while in_message >= msg_len {
-                    in_message -= msg_len;
-                    count.messages += 1;
-                    if saw {
-                        if let Err(e) = write_full(&mut s, &[1], sh, p) {
-                            error = Some(e);
-                        }
-                    }
-                }
-                sh.bytes.store(count.bytes, Ordering::Relaxed);
-                sh.messages.store(count.messages, Ordering::Relaxed);
-                if error.is_some() {
-                    break;
-                }
-            }
-            Err(e) if is_timeout(&e) => {}
-            Err(e) => {
-                error = Some(format!("receiving data: {e}"));
-                break;
-            }
-        }
-    }
-    if in_message > 0 {
-        // The sender's last, shorter message.
-        count.messages += 1;
-    }
-    let intervals = rec.finish(sh.now_ns(), || Snapshot::of(&count));
-    report(&count, intervals, error)
+    let mut r = TcpReceive {
+        s,
+        buf,
+        saw,
+        count: Count::default(),
+        in_message: 0,
+        sink: file.as_mut().and_then(FilePart::sink),
+    };
+    let (intervals, error) = recv_loop::run(&mut r, Until::Closed, p, sh);
+    report(&r.count, intervals, error)
 }

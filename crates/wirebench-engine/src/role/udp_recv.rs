@@ -10,8 +10,8 @@ use wirebench_proto::results::SideReport;
 use wirebench_proto::spec::TestSpec;
 
 use super::blocking::is_timeout;
-use super::count::{Recorder, Snapshot};
-use super::recv_loop::receiver_done;
+use super::count::{Count, Recorder, Snapshot};
+use super::recv_loop::{self, Flow, Receive, Until};
 use super::{report, FilePart, RoleParams, POLL};
 use crate::log::{LogOut, LogSink};
 use crate::rx::UdpRx;
@@ -37,6 +37,45 @@ pub(super) fn sequenced_count(spec: &TestSpec, messages: u64) -> u64 {
     }
 }
 
+/// The UDP streaming receiver's side of the receive loop.
+struct UdpReceive {
+    s: UdpSocket,
+    io: BatchRecv,
+    rx: UdpRx,
+}
+
+impl Receive for UdpReceive {
+    fn count(&self) -> &Count {
+        &self.rx.count
+    }
+
+    fn snapshot(&mut self) -> Snapshot {
+        Snapshot {
+            bytes: self.rx.count.bytes,
+            messages: self.rx.count.messages,
+            udp: Some(self.rx.close_interval()),
+        }
+    }
+
+    #[inline]
+    fn receive(&mut self, sh: &Shared, _p: &RoleParams) -> Result<Flow, String> {
+        let n = match self.io.recv(&self.s) {
+            Ok(n) => n,
+            Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => {
+                return Ok(Flow::More)
+            }
+            Err(e) => return Err(format!("receiving data: {e}")),
+        };
+        // One clock read per batch: its datagrams were all queued when the call returned.
+        let now = sh.now_ns();
+        for i in 0..n {
+            let (bytes, segment) = self.io.message(i);
+            self.rx.on_buffer(bytes, segment, now);
+        }
+        Ok(Flow::More)
+    }
+}
+
 pub(super) fn udp_receive(
     s: UdpSocket,
     p: &RoleParams,
@@ -46,9 +85,8 @@ pub(super) fn udp_receive(
 ) -> SideReport {
     let spec = &p.spec;
     let _ = s.set_read_timeout(Some(POLL));
-    let mut io = BatchRecv::new(p.offloads);
-    let mut rec = Recorder::of(p);
-    let (log, mut error) = match packet_log.map(LogSink::start) {
+    let io = BatchRecv::new(p.offloads);
+    let (log, log_start_error) = match packet_log.map(LogSink::start) {
         None => (None, None),
         Some(Ok(l)) => (Some(l), None),
         Some(Err(e)) => (None, Some(format!("packet log: {e}"))),
@@ -62,39 +100,18 @@ pub(super) fn udp_receive(
         }
     };
     rx.save_file(sink, spec.file_chunk(), spec.file_bytes());
-    let snap = |rx: &mut UdpRx| Snapshot {
-        bytes: rx.count.bytes,
-        messages: rx.count.messages,
-        udp: Some(rx.close_interval()),
+    let mut r = UdpReceive { s, io, rx };
+    let (intervals, error) = match log_start_error {
+        None => recv_loop::run(&mut r, Until::Counted, p, sh),
+        // A packet log that was asked for and cannot be written: no test.
+        Some(e) => (
+            Recorder::of(p).finish(sh.now_ns(), || r.snapshot()),
+            Some(e),
+        ),
     };
-    while error.is_none() {
-        let now = sh.now_ns();
-        rec.tick(now, || snap(&mut rx));
-        if let Some(why) = receiver_done(sh, p, &rx.count, now) {
-            error = why;
-            break;
-        }
-        let n = match io.recv(&s) {
-            Ok(n) => n,
-            Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => continue,
-            Err(e) => {
-                error = Some(format!("receiving data: {e}"));
-                break;
-            }
-        };
-        // One clock read per batch: its datagrams were all queued when the call returned.
-        let now = sh.now_ns();
-        for i in 0..n {
-            let (bytes, segment) = io.message(i);
-            rx.on_buffer(bytes, segment, now);
-        }
-        sh.bytes.store(rx.count.bytes, Ordering::Relaxed);
-        sh.messages.store(rx.count.messages, Ordering::Relaxed);
-    }
-    let intervals = rec.finish(sh.now_ns(), || snap(&mut rx));
     let sent = sh.peer_messages.load(Ordering::Relaxed);
     let sent = (sent != u64::MAX).then(|| sequenced_count(spec, sent));
-    let (count, mut udp, log_error, hists, sink) = rx.finish(sent, p.same_clock);
+    let (count, mut udp, log_error, hists, sink) = r.rx.finish(sent, p.same_clock);
     sh.keep_hists(hists);
     if let Some(sink) = sink {
         *file = Some(FilePart::Sink(sink));
