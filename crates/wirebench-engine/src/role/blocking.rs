@@ -4,7 +4,7 @@
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpStream, UdpSocket};
 
-use super::end::{early_stop, idle_limit_ns};
+use super::end::{early_stop, idle_limit_ns, RoleError};
 use super::RoleParams;
 use crate::sys::ZeroCopy;
 use crate::Shared;
@@ -22,7 +22,7 @@ pub(super) fn write_full(
     buf: &[u8],
     sh: &Shared,
     p: &RoleParams,
-) -> Result<(), String> {
+) -> Result<(), RoleError> {
     write_full_zc(s, buf, sh, p, &mut None)
 }
 
@@ -34,7 +34,7 @@ pub(super) fn write_full_zc(
     sh: &Shared,
     p: &RoleParams,
     zc: &mut Option<ZeroCopy>,
-) -> Result<(), String> {
+) -> Result<(), RoleError> {
     let mut off = 0;
     let mut progress_ns = sh.now_ns();
     while off < buf.len() {
@@ -48,7 +48,7 @@ pub(super) fn write_full_zc(
             None => s.write(&buf[off..]),
         };
         match sent {
-            Ok(0) => return Err("the data connection closed".into()),
+            Ok(0) => return Err(RoleError::Closed),
             Ok(n) => {
                 off += n;
                 progress_ns = sh.now_ns();
@@ -66,10 +66,10 @@ pub(super) fn write_full_zc(
                     return Err(why);
                 }
                 if now - progress_ns > idle_limit_ns(&p.spec) {
-                    return Err("the receiver stopped reading".into());
+                    return Err(RoleError::ReceiverStuck);
                 }
             }
-            Err(e) => return Err(format!("sending data: {e}")),
+            Err(e) => return Err(RoleError::Send(e)),
         }
     }
     Ok(())
@@ -85,7 +85,7 @@ pub(super) fn send_datagram(
     buf: &[u8],
     sh: &Shared,
     local_drops: &mut u64,
-) -> Result<(), String> {
+) -> Result<(), RoleError> {
     let mut refused = 0;
     loop {
         match s.send(buf) {
@@ -97,16 +97,16 @@ pub(super) fn send_datagram(
             Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
                 refused += 1;
                 if refused > 100 {
-                    return Err("the receiver's UDP port is closed (ICMP port unreachable)".into());
+                    return Err(RoleError::PortUnreachable);
                 }
             }
             Err(e) if is_timeout(&e) || e.raw_os_error() == Some(libc::ENOBUFS) => {
                 if sh.stopped() {
-                    return Err("stopped".into());
+                    return Err(RoleError::Stopped);
                 }
                 std::thread::yield_now();
             }
-            Err(e) => return Err(format!("sending data: {e}")),
+            Err(e) => return Err(RoleError::Send(e)),
         }
     }
 }
@@ -118,13 +118,13 @@ pub(super) fn read_full(
     buf: &mut [u8],
     sh: &Shared,
     p: &RoleParams,
-) -> Result<bool, String> {
+) -> Result<bool, RoleError> {
     let mut off = 0;
     let mut progress_ns = sh.now_ns();
     while off < buf.len() {
         match s.read(&mut buf[off..]) {
             Ok(0) if off == 0 => return Ok(false),
-            Ok(0) => return Err("the connection closed in the middle of a message".into()),
+            Ok(0) => return Err(RoleError::ClosedMidMessage),
             Ok(n) => {
                 off += n;
                 progress_ns = sh.now_ns();
@@ -135,10 +135,10 @@ pub(super) fn read_full(
                     return Err(why);
                 }
                 if now - progress_ns > idle_limit_ns(&p.spec) {
-                    return Err("the peer stopped answering".into());
+                    return Err(RoleError::PeerStuck);
                 }
             }
-            Err(e) => return Err(format!("receiving: {e}")),
+            Err(e) => return Err(RoleError::Read(e)),
         }
     }
     Ok(true)

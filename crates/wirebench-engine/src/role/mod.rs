@@ -36,6 +36,7 @@ use crate::sys::udp::Offloads;
 use crate::sys::{max_rss_kib, rss_kib, tcp_info, thread_cpu_ns};
 use crate::Shared;
 use count::Count;
+use end::RoleError;
 
 /// How long a blocking data call may wait before the loop looks at the clock again.
 pub(super) const POLL: Duration = Duration::from_millis(20);
@@ -203,7 +204,7 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
 pub(super) fn report(
     count: &Count,
     intervals: Vec<IntervalRecord>,
-    error: Option<String>,
+    error: Option<RoleError>,
 ) -> SideReport {
     SideReport {
         bytes: count.bytes,
@@ -211,7 +212,7 @@ pub(super) fn report(
         first_ns: count.first_ns,
         last_ns: count.last_ns,
         intervals,
-        error,
+        error: error.map(|e| e.to_string()),
         ..SideReport::default()
     }
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use wirebench_proto::results::IntervalRecord;
 
 use super::count::{Count, Recorder, Snapshot};
-use super::end::{early_stop, idle_limit_ns};
+use super::end::{early_stop, idle_limit_ns, RoleError};
 use super::RoleParams;
 use crate::Shared;
 
@@ -41,7 +41,7 @@ pub(super) trait Receive {
     fn snapshot(&mut self) -> Snapshot;
 
     /// Waits for the next arrival, at most the socket's short timeout, and accounts for it.
-    fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, String>;
+    fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, RoleError>;
 
     /// Settles what the loop's end leaves open (TCP: a last, shorter message), before the
     /// last interval closes.
@@ -55,7 +55,7 @@ pub(super) fn run(
     until: Until,
     p: &RoleParams,
     sh: &Shared,
-) -> (Vec<IntervalRecord>, Option<String>) {
+) -> (Vec<IntervalRecord>, Option<RoleError>) {
     let mut rec = Recorder::of(p);
     let error = loop {
         let now = sh.now_ns();
@@ -87,7 +87,7 @@ fn done(
     count: &Count,
     now_ns: u64,
     until: Until,
-) -> Option<Option<String>> {
+) -> Option<Option<RoleError>> {
     if let Some(why) =
         early_stop(sh, p, now_ns).or_else(|| idle_error(sh, p, count.last_ns, now_ns))
     {
@@ -95,21 +95,17 @@ fn done(
     }
     match until {
         Until::Counted => drained(sh, p, count.messages, now_ns).then_some(None),
-        Until::Closed => drain_expired(sh, p, now_ns).then(|| {
-            Some(format!(
-                "data still missing {} ms after the sender finished (--drain)",
-                p.spec.drain_ns / 1_000_000
-            ))
-        }),
+        Until::Closed => drain_expired(sh, p, now_ns)
+            .then_some(Some(RoleError::DrainExpired(p.spec.drain_ns / 1_000_000))),
     }
 }
 
 /// Receivers: an error once nothing arrived for the idle limit while the sender is not done.
-fn idle_error(sh: &Shared, p: &RoleParams, last_ns: Option<u64>, now_ns: u64) -> Option<String> {
+fn idle_error(sh: &Shared, p: &RoleParams, last_ns: Option<u64>, now_ns: u64) -> Option<RoleError> {
     let limit = idle_limit_ns(&p.spec);
     let silent = now_ns.saturating_sub(last_ns.unwrap_or(0));
     (silent > limit && sh.peer_done_ns.load(Ordering::Relaxed) == u64::MAX)
-        .then(|| format!("no data from the sender for {} s", silent / 1_000_000_000))
+        .then_some(RoleError::SenderSilent(silent / 1_000_000_000))
 }
 
 /// Receivers: true once the drain time after the sender's report has passed.

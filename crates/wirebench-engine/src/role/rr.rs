@@ -13,7 +13,7 @@ use wirebench_stats::TimeHistogram;
 
 use super::blocking::{is_timeout, read_full, send_datagram, write_full};
 use super::count::{Count, IntervalUdp, Recorder, Snapshot};
-use super::end::early_stop;
+use super::end::{early_stop, RoleError};
 use super::recv_loop::{self, Flow, Receive, Until};
 use super::sender::{next_len, pace};
 use super::{payload, report, RoleParams, POLL};
@@ -24,8 +24,13 @@ use crate::{Hists, Shared};
 pub(super) trait Transact {
     /// Sends request `seq` of `len` bytes and waits for its whole response: `Ok(true)` when
     /// it came, `Ok(false)` when it timed out (UDP: a datagram was lost).
-    fn transact(&mut self, seq: u64, len: u64, sh: &Shared, p: &RoleParams)
-        -> Result<bool, String>;
+    fn transact(
+        &mut self,
+        seq: u64,
+        len: u64,
+        sh: &Shared,
+        p: &RoleParams,
+    ) -> Result<bool, RoleError>;
 }
 
 /// Request/response over a TCP connection.
@@ -54,12 +59,12 @@ impl Transact for TcpRr {
         len: u64,
         sh: &Shared,
         p: &RoleParams,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, RoleError> {
         write_full(&mut self.s, &self.request[..len as usize], sh, p)?;
         if read_full(&mut self.s, &mut self.response, sh, p)? {
             Ok(true)
         } else {
-            Err("the server closed the connection".into())
+            Err(RoleError::ServerClosed)
         }
     }
 }
@@ -93,7 +98,7 @@ impl Transact for UdpRr {
         len: u64,
         sh: &Shared,
         p: &RoleParams,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, RoleError> {
         let req = &mut self.request[..len as usize];
         if let Some(head) = req.get_mut(..8) {
             head.copy_from_slice(&seq.to_be_bytes());
@@ -105,7 +110,7 @@ impl Transact for UdpRr {
                 Ok(n) if n >= 8 && self.response[..8] == seq.to_be_bytes() => return Ok(true),
                 Ok(_) => {}
                 Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => {}
-                Err(e) => return Err(format!("waiting for a response: {e}")),
+                Err(e) => return Err(RoleError::Response(e)),
             }
             let now = sh.now_ns();
             if let Some(why) = early_stop(sh, p, now) {
@@ -210,7 +215,7 @@ impl Receive for TcpRrServe {
         Snapshot::of(&self.count)
     }
 
-    fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, String> {
+    fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, RoleError> {
         let spec = &p.spec;
         // The request's length: the last one of a `bytes` test may be shorter.
         let len = spec.bytes.map_or(spec.size, |total| {
@@ -261,13 +266,13 @@ impl Receive for UdpRrServe {
     }
 
     #[inline]
-    fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, String> {
+    fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, RoleError> {
         let n = match self.s.recv(&mut self.buf) {
             Ok(n) => n,
             Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => {
                 return Ok(Flow::More)
             }
-            Err(e) => return Err(format!("receiving requests: {e}")),
+            Err(e) => return Err(RoleError::ReceiveRequests(e)),
         };
         let request = &self.buf[..n];
         if n < RR_SEQ_LEN as usize || p.hello.is_some_and(|h| request == h) {
@@ -334,9 +339,9 @@ impl Transact for CrrTransact {
         len: u64,
         sh: &Shared,
         p: &RoleParams,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, RoleError> {
         let mut s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(10))
-            .map_err(|e| format!("connecting for a transaction: {e}"))?;
+            .map_err(RoleError::Connect)?;
         let _ = s.set_nodelay(true);
         let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
         let _ = s.set_write_timeout(Some(POLL));
@@ -346,7 +351,7 @@ impl Transact for CrrTransact {
         if read_full(&mut s, &mut self.response, sh, p)? {
             Ok(true)
         } else {
-            Err("the server closed a transaction's connection without answering".into())
+            Err(RoleError::TransactionUnanswered)
         }
     }
 }
@@ -369,7 +374,7 @@ impl Receive for CrrServe<'_> {
         Snapshot::of(&self.count)
     }
 
-    fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, String> {
+    fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, RoleError> {
         let spec = &p.spec;
         let Ok(mut s) = self.conns.recv_timeout(POLL) else {
             return Ok(Flow::More);

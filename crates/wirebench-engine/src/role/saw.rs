@@ -13,7 +13,7 @@ use wirebench_proto::spec::Mechanism;
 
 use super::blocking::{is_timeout, send_datagram};
 use super::count::{Count, Recorder, Snapshot};
-use super::end::early_stop;
+use super::end::{early_stop, RoleError};
 use super::recv_loop::{self, Flow, Receive, Until};
 use super::sender::{next_step, Step};
 use super::{payload, report, FilePart, RoleParams, POLL};
@@ -42,7 +42,7 @@ pub(super) fn udp_send(
     let mut count = Count::default();
     let mut retransmits = 0u64;
     let mut local_drops = 0u64;
-    let error: Option<String>;
+    let error: Option<RoleError>;
     let mut ack = [0u8; 64];
     let mut seq = 0u64;
     'messages: loop {
@@ -67,7 +67,7 @@ pub(super) fn udp_send(
             let _ = h.write(&mut buf[..len]);
             if let Some(src) = source.as_mut() {
                 if let Err(e) = src.fill(&mut buf[HEADER_LEN..len]) {
-                    error = Some(e);
+                    error = Some(e.into());
                     break;
                 }
             }
@@ -89,7 +89,7 @@ pub(super) fn udp_send(
                     }
                     Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => {}
                     Err(e) => {
-                        error = Some(format!("waiting for an ack: {e}"));
+                        error = Some(RoleError::Ack(e));
                         break 'messages;
                     }
                 }
@@ -100,10 +100,7 @@ pub(super) fn udp_send(
                     break 'messages;
                 }
                 if now - first_sent > ACK_GIVE_UP.as_nanos() as u64 {
-                    error = Some(format!(
-                        "no acknowledgement for {} s: the receiver is gone or the path drops everything",
-                        ACK_GIVE_UP.as_secs()
-                    ));
+                    error = Some(RoleError::NoAck(ACK_GIVE_UP.as_secs()));
                     break 'messages;
                 }
                 if now - sent_at >= ack_timeout_ns {
@@ -151,13 +148,13 @@ impl Receive for SawReceive<'_> {
     }
 
     #[inline]
-    fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, String> {
+    fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, RoleError> {
         let n = match self.s.recv(&mut self.buf) {
             Ok(n) => n,
             Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => {
                 return Ok(Flow::More)
             }
-            Err(e) => return Err(format!("receiving data: {e}")),
+            Err(e) => return Err(RoleError::Receive(e)),
         };
         let now = sh.now_ns();
         let dgram = &self.buf[..n];

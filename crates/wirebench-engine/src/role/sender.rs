@@ -3,7 +3,7 @@
 use wirebench_proto::spec::TestSpec;
 
 use super::count::{Count, Recorder, Snapshot};
-use super::end::early_stop;
+use super::end::{early_stop, RoleError};
 use super::{RoleParams, POLL};
 use crate::pace::{wait_until, Pacer};
 use crate::Shared;
@@ -42,7 +42,7 @@ pub(super) enum Step {
     /// Nothing yet: the pacer cut its wait short to look at the clock again.
     Again,
     /// The sender is done; with the reason if it stopped early.
-    Done(Option<String>),
+    Done(Option<RoleError>),
 }
 
 /// Closes due intervals, then decides whether the next message goes now.

@@ -11,7 +11,7 @@ use wirebench_proto::spec::Mechanism;
 
 use super::blocking::{is_timeout, write_full, write_full_zc};
 use super::count::{Count, MsBins, Recorder, Snapshot};
-use super::end::early_stop;
+use super::end::{early_stop, RoleError};
 use super::recv_loop::{self, Flow, Receive, Until};
 use super::sender::{next_step, Step};
 use super::{payload, report, FilePart, RoleParams, POLL};
@@ -41,7 +41,7 @@ pub(super) fn tcp_send(
     let mut rec = Recorder::of(p);
     let mut count = Count::default();
     let mut bins = MsBins::new();
-    let error: Option<String>;
+    let error: Option<RoleError>;
     let mut ack = [0u8; 1];
     loop {
         let len = match next_step(&mut rec, &mut pacer, sh, p, &count) {
@@ -54,7 +54,7 @@ pub(super) fn tcp_send(
         };
         if let Some(src) = source.as_mut() {
             if let Err(e) = src.fill(&mut buf[..len as usize]) {
-                error = Some(e);
+                error = Some(e.into());
                 break;
             }
         }
@@ -67,15 +67,13 @@ pub(super) fn tcp_send(
             let got = loop {
                 match s.read(&mut ack) {
                     Ok(1) => break Ok(()),
-                    Ok(_) => {
-                        break Err("the data connection closed while waiting for an ack".into())
-                    }
+                    Ok(_) => break Err(RoleError::ClosedAwaitingAck),
                     Err(e) if is_timeout(&e) => {
                         if let Some(why) = early_stop(sh, p, sh.now_ns()) {
                             break Err(why);
                         }
                     }
-                    Err(e) => break Err(format!("waiting for an ack: {e}")),
+                    Err(e) => break Err(RoleError::Ack(e)),
                 }
             };
             if let Err(e) = got {
@@ -146,7 +144,7 @@ impl Receive for TcpReceive<'_> {
     }
 
     #[inline]
-    fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, String> {
+    fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, RoleError> {
         let spec = &p.spec;
         let (saw, count) = (self.saw, &mut self.count);
         // The current message's length: the last one of a `bytes` test may be shorter.
@@ -187,7 +185,7 @@ impl Receive for TcpReceive<'_> {
                 error.map_or(Ok(Flow::More), Err)
             }
             Err(e) if is_timeout(&e) => Ok(Flow::More),
-            Err(e) => Err(format!("receiving data: {e}")),
+            Err(e) => Err(RoleError::Receive(e)),
         }
     }
 

@@ -11,6 +11,7 @@ use wirebench_proto::spec::TestSpec;
 
 use super::blocking::is_timeout;
 use super::count::{Count, Recorder, Snapshot};
+use super::end::RoleError;
 use super::recv_loop::{self, Flow, Receive, Until};
 use super::{report, FilePart, RoleParams, POLL};
 use crate::log::{LogOut, LogSink};
@@ -58,13 +59,13 @@ impl Receive for UdpReceive {
     }
 
     #[inline]
-    fn receive(&mut self, sh: &Shared, _p: &RoleParams) -> Result<Flow, String> {
+    fn receive(&mut self, sh: &Shared, _p: &RoleParams) -> Result<Flow, RoleError> {
         let n = match self.io.recv(&self.s) {
             Ok(n) => n,
             Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => {
                 return Ok(Flow::More)
             }
-            Err(e) => return Err(format!("receiving data: {e}")),
+            Err(e) => return Err(RoleError::Receive(e)),
         };
         // One clock read per batch: its datagrams were all queued when the call returned.
         let now = sh.now_ns();
@@ -89,7 +90,7 @@ pub(super) fn udp_receive(
     let (log, log_start_error) = match packet_log.map(LogSink::start) {
         None => (None, None),
         Some(Ok(l)) => (Some(l), None),
-        Some(Err(e)) => (None, Some(format!("packet log: {e}"))),
+        Some(Err(e)) => (None, Some(RoleError::LogStart(e))),
     };
     let mut rx = UdpRx::new(sh.epoch_unix_ns, p.hello, log);
     let sink = match file.take() {
@@ -117,7 +118,7 @@ pub(super) fn udp_receive(
         *file = Some(FilePart::Sink(sink));
     }
     udp.sequenced = !spec.headerless();
-    let mut rep = report(&count, intervals, error.or(log_error));
+    let mut rep = report(&count, intervals, error.or(log_error.map(RoleError::Log)));
     rep.udp = Some(udp);
     rep
 }

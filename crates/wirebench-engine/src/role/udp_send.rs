@@ -9,7 +9,7 @@ use wirebench_proto::results::SideReport;
 
 use super::blocking::is_timeout;
 use super::count::{Count, MsBins, Recorder, Snapshot};
-use super::end::early_stop;
+use super::end::{early_stop, RoleError};
 use super::sender::pace;
 use super::{payload, report, FilePart, RoleParams, POLL};
 use crate::pace::Pacer;
@@ -90,7 +90,7 @@ pub(super) fn udp_send_stream(
             }
         }
         if let Some(e) = file_error.take() {
-            error = Some(e);
+            error = Some(e.into());
             break;
         }
         let sent = match io.send(&s, n as usize, tail_len as usize) {
@@ -106,8 +106,7 @@ pub(super) fn udp_send_stream(
                 // A pending ICMP error from the peer: the kernel reports it once, then sends.
                 refused += 1;
                 if refused > 100 {
-                    error =
-                        Some("the receiver's UDP port is closed (ICMP port unreachable)".into());
+                    error = Some(RoleError::PortUnreachable);
                     break;
                 }
                 continue;
@@ -117,7 +116,7 @@ pub(super) fn udp_send_stream(
                 continue;
             }
             Err(e) => {
-                error = Some(format!("sending data: {e}"));
+                error = Some(RoleError::Send(e));
                 break;
             }
         };
