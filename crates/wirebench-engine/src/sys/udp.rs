@@ -20,6 +20,12 @@ use std::mem;
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
 
+use socket2::SockRef;
+use wirebench_proto::results::Datapath;
+use wirebench_proto::spec::{Mechanism, TestSpec};
+
+use super::sockopt::size_buffers;
+
 /// Messages per sendmmsg/recvmmsg call.
 pub const BATCH: usize = 32;
 
@@ -102,6 +108,29 @@ fn getsockopt_ok(sock: &UdpSocket, level: libc::c_int, name: libc::c_int) -> boo
         )
     };
     rc == 0
+}
+
+/// Sets up a UDP data socket for `spec`: buffers, and the batched system calls and
+/// offloads unless the test turns them off (`--no-offload`) or is stop-and-wait (one message
+/// at a time). Records what was granted, with `features` the caller already uses.
+pub fn udp_datapath(
+    s: &UdpSocket,
+    spec: &TestSpec,
+    mut features: Vec<String>,
+) -> (Datapath, Offloads) {
+    let (snd, rcv) = size_buffers(SockRef::from(s));
+    let off = enable(s, spec.mechanism == Mechanism::Stream && !spec.no_offload);
+    features.extend(off.features());
+    let dp = Datapath {
+        io: off.io().into(),
+        batch: if off.batch { BATCH as u32 } else { 1 },
+        send_buffer_bytes: snd,
+        recv_buffer_bytes: rcv,
+        features,
+        tcp_congestion: None,
+        zerocopy: None,
+    };
+    (dp, off)
 }
 
 /// Probes and turns on what the kernel offers on `sock`; nothing when `wanted` is false.
@@ -421,7 +450,7 @@ mod tests {
         b.set_read_timeout(Some(Duration::from_millis(200)))
             .expect("timeout");
         // Room for every datagram of a test, so loopback drops none.
-        super::super::size_buffers(socket2::SockRef::from(&b));
+        size_buffers(socket2::SockRef::from(&b));
         (a, b)
     }
 
