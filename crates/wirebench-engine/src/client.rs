@@ -223,7 +223,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
         let (sock, hello, datapath, offloads) = match spec.protocol {
             Protocol::Tcp => {
                 let s = attach(addr, cookie, stream)?;
-                let dp = tcp_datapath(&s, spec).map_err(EngineError::Setup)?;
+                let dp = tcp_datapath(&s, spec).map_err(EngineError::from)?;
                 (DataSocket::Tcp(s), None, dp, Offloads::default())
             }
             Protocol::Udp => {

@@ -843,7 +843,7 @@ fn test_session(
                     let _ = ch.send(&Message::Error {
                         reason: format!("server: {reason}"),
                     });
-                    return Err(EngineError::Setup(reason));
+                    return Err(EngineError::from(reason));
                 }
             },
             DataSocket::Udp(s) => {

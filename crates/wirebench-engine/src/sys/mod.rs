@@ -1,11 +1,14 @@
 //! Everything the engine asks of the kernel beyond the standard library, one concern per
 //! file: [`clock`] (Unix time, boot id), [`process`] (CPU time, memory, the allocator),
 //! [`sockopt`] (socket buffers), [`tcp`] (set-up, TCP_INFO, MSG_ZEROCOPY) and [`udp`] (the
-//! batched system calls with GSO and GRO).
+//! batched system calls with GSO and GRO, over the message headers of [`mmsg`] and the
+//! control messages of [`cmsg`]).
 //!
 //! The only place in the engine with `unsafe`, each block with the reason it is sound.
 
 mod clock;
+mod cmsg;
+mod mmsg;
 mod process;
 mod sockopt;
 mod tcp;

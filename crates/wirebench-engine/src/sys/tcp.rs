@@ -4,20 +4,46 @@
 use std::net::TcpStream;
 
 use socket2::SockRef;
+use thiserror::Error;
 use wirebench_proto::results::{Datapath, TcpInfo};
 use wirebench_proto::spec::{Mechanism, TestSpec};
 
+use super::{cmsg, sockopt};
+use crate::EngineError;
+
+/// A TCP data socket cannot be set up as the test asks.
+#[derive(Debug, Error)]
+pub enum TcpSetupError {
+    /// The congestion control asked for (`--cc`) is not available on this host.
+    #[error(
+        "congestion control {name:?} is not available on this host ({source}): see \
+         /proc/sys/net/ipv4/tcp_available_congestion_control (as root, `modprobe tcp_{name}`)"
+    )]
+    Congestion {
+        /// The algorithm asked for.
+        name: String,
+        /// What the kernel said.
+        source: std::io::Error,
+    },
+}
+
+/// The control session reports a set-up failure as [`EngineError::Setup`], with the text.
+impl From<TcpSetupError> for EngineError {
+    fn from(e: TcpSetupError) -> Self {
+        EngineError::Setup(e.to_string())
+    }
+}
+
 /// Sets up a TCP data socket and records what was granted; an error when the congestion
 /// control the test asks for (`--cc`) is not available here.
-pub fn tcp_datapath(s: &TcpStream, spec: &TestSpec) -> Result<Datapath, String> {
+pub fn tcp_datapath(s: &TcpStream, spec: &TestSpec) -> Result<Datapath, TcpSetupError> {
     let sock = SockRef::from(s);
     if let Some(cc) = &spec.congestion {
-        sock.set_tcp_congestion(cc.as_bytes()).map_err(|e| {
-            format!(
-                "congestion control {cc:?} is not available on this host ({e}): see \
-                 /proc/sys/net/ipv4/tcp_available_congestion_control (as root, `modprobe tcp_{cc}`)"
-            )
-        })?;
+        sock.set_tcp_congestion(cc.as_bytes())
+            .map_err(|source| TcpSetupError::Congestion {
+                name: cc.clone(),
+                source,
+            })?;
     }
     let mut features = Vec::new();
     // Stop-and-wait and request/response send one message and wait: Nagle's algorithm would
@@ -50,24 +76,9 @@ pub fn tcp_datapath(s: &TcpStream, spec: &TestSpec) -> Result<Datapath, String> 
 }
 
 /// What the kernel's TCP_INFO says of a connection now.
-#[allow(unsafe_code)]
 pub fn tcp_info(s: &TcpStream) -> Option<TcpInfo> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: all-zero is a valid tcp_info (plain integers).
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: `info` and `len` are valid for writes of their sizes; the kernel writes at
-    // most `len` bytes and sets `len` to what it wrote.
-    let rc = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    (rc == 0).then(|| TcpInfo {
+    let info: libc::tcp_info = sockopt::get(s, libc::IPPROTO_TCP, libc::TCP_INFO).ok()?;
+    Some(TcpInfo {
         retransmits: u64::from(info.tcpi_total_retrans),
         rtt_us: u64::from(info.tcpi_rtt),
         rttvar_us: u64::from(info.tcpi_rttvar),
@@ -100,21 +111,10 @@ pub struct ZeroCopy {
 
 impl ZeroCopy {
     /// Turns MSG_ZEROCOPY on for `s`; `None` where the kernel does not offer it.
-    #[allow(unsafe_code)]
     pub fn enable(s: &TcpStream) -> Option<Self> {
-        use std::os::fd::AsRawFd;
-        let one: libc::c_int = 1;
-        // SAFETY: a live socket; the option value is a c_int on the stack with its size.
-        let rc = unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::SOL_SOCKET,
-                SO_ZEROCOPY,
-                (&one as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        (rc == 0).then(Self::default)
+        sockopt::set(s, libc::SOL_SOCKET, SO_ZEROCOPY, &1)
+            .ok()
+            .map(|()| Self::default())
     }
 
     /// One `send(2)` of `buf` with MSG_ZEROCOPY.
@@ -160,31 +160,96 @@ impl ZeroCopy {
             if rc < 0 {
                 return;
             }
-            // SAFETY: the kernel wrote msg_controllen bytes of control messages into
-            // `control`; CMSG_FIRSTHDR/NXTHDR stay within them, and a RECVERR message's data
-            // is a sock_extended_err, read unaligned.
-            unsafe {
-                let mut c = libc::CMSG_FIRSTHDR(&msg);
-                while !c.is_null() {
-                    let recverr = ((*c).cmsg_level == libc::SOL_IP
-                        && (*c).cmsg_type == libc::IP_RECVERR)
-                        || ((*c).cmsg_level == libc::SOL_IPV6
-                            && (*c).cmsg_type == libc::IPV6_RECVERR);
-                    if recverr {
-                        let e: libc::sock_extended_err =
-                            std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                        if e.ee_errno == 0 && e.ee_origin == SO_EE_ORIGIN_ZEROCOPY {
-                            // Sends ee_info ..= ee_data (a 32-bit counter) completed.
-                            let n = u64::from(e.ee_data.wrapping_sub(e.ee_info)) + 1;
-                            self.completed += n;
-                            if e.ee_code & SO_EE_CODE_ZEROCOPY_COPIED != 0 {
-                                self.copied += n;
-                            }
+            cmsg::for_each(&msg, |level, kind, data| {
+                let recverr = (level == libc::SOL_IP && kind == libc::IP_RECVERR)
+                    || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR);
+                if let Some(e) = recverr.then(|| ExtendedErr::parse(data)).flatten() {
+                    if e.errno == 0 && e.origin == SO_EE_ORIGIN_ZEROCOPY {
+                        // Sends info ..= data (a 32-bit counter) completed.
+                        let n = u64::from(e.data.wrapping_sub(e.info)) + 1;
+                        self.completed += n;
+                        if e.code & SO_EE_CODE_ZEROCOPY_COPIED != 0 {
+                            self.copied += n;
                         }
                     }
-                    c = libc::CMSG_NXTHDR(&msg, c);
                 }
-            }
+            });
         }
+    }
+}
+
+/// The fields of a `struct sock_extended_err` (include/uapi/linux/errqueue.h) that a
+/// MSG_ZEROCOPY completion uses, read from a control message's bytes.
+struct ExtendedErr {
+    errno: u32,
+    origin: u8,
+    code: u8,
+    info: u32,
+    data: u32,
+}
+
+impl ExtendedErr {
+    /// `ee_errno` u32, `ee_origin` u8, `ee_type` u8, `ee_code` u8, `ee_pad` u8, `ee_info`
+    /// u32, `ee_data` u32, in the host's byte order; `None` when the data is shorter.
+    fn parse(b: &[u8]) -> Option<Self> {
+        let u32_at = |i: usize| Some(u32::from_ne_bytes(b.get(i..i + 4)?.try_into().ok()?));
+        Some(Self {
+            errno: u32_at(0)?,
+            origin: *b.get(4)?,
+            code: *b.get(6)?,
+            info: u32_at(8)?,
+            data: u32_at(12)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::net::TcpListener;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn an_extended_error_reads_its_fields_and_refuses_short_data() {
+        let mut b = [0u8; 16];
+        b[4] = SO_EE_ORIGIN_ZEROCOPY;
+        b[6] = SO_EE_CODE_ZEROCOPY_COPIED;
+        b[8..12].copy_from_slice(&7u32.to_ne_bytes());
+        b[12..16].copy_from_slice(&9u32.to_ne_bytes());
+        let e = ExtendedErr::parse(&b).expect("16 bytes");
+        assert_eq!((e.errno, e.origin, e.code), (0, 5, 1));
+        assert_eq!((e.info, e.data), (7, 9));
+        assert!(ExtendedErr::parse(&b[..15]).is_none());
+    }
+
+    #[test]
+    fn zerocopy_completions_are_read_off_the_error_queue() {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let s = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        let (mut peer, _) = l.accept().expect("accept");
+        let Some(mut z) = ZeroCopy::enable(&s) else {
+            return; // a kernel without MSG_ZEROCOPY: nothing to read
+        };
+        let buf = vec![1u8; 64 * 1024];
+        let mut sink = vec![0u8; 64 * 1024];
+        let mut got = 0;
+        for _ in 0..8 {
+            let n = z.send(&s, &buf).expect("send");
+            while got < n {
+                got += peer.read(&mut sink).expect("read");
+            }
+            got -= n;
+        }
+        // Completions follow the peer's ACKs; poll the queue, loosely bounded.
+        let until = Instant::now() + Duration::from_secs(10);
+        while z.completed < z.sends && Instant::now() < until {
+            z.reap(&s);
+            std::thread::yield_now();
+        }
+        assert_eq!(z.sends, 8);
+        assert_eq!(z.completed, 8);
+        assert!(z.copied <= z.completed);
+        assert!(tcp_info(&s).is_some_and(|i| i.snd_mss_bytes > 0));
     }
 }
