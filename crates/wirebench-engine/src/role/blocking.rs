@@ -9,6 +9,7 @@ use super::RoleParams;
 use crate::sys::ZeroCopy;
 use crate::Shared;
 
+/// A receive or send timeout (or a signal): the caller looks at the clock and tries again.
 pub(super) fn is_timeout(e: &std::io::Error) -> bool {
     matches!(
         e.kind(),

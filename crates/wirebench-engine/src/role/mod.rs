@@ -121,6 +121,7 @@ pub enum CrrPart {
     Server(std::sync::mpsc::Receiver<TcpStream>),
 }
 
+/// A message's payload of `size` bytes.
 pub(super) fn payload(size: u64) -> Vec<u8> {
     // Not all zeros, so that compression on the path cannot flatter the result.
     (0..size)
@@ -201,6 +202,7 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
     rep
 }
 
+/// A role's report from its totals, its intervals and why it ended early, if it did.
 pub(super) fn report(
     count: &Count,
     intervals: Vec<IntervalRecord>,

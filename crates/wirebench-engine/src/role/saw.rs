@@ -24,6 +24,8 @@ use crate::Shared;
 /// A stop-and-wait sender gives up after this long without an acknowledgement.
 pub(super) const ACK_GIVE_UP: Duration = Duration::from_secs(10);
 
+/// The UDP stop-and-wait sender: one datagram, then its acknowledgement (sent again after
+/// each ack timeout), then the next.
 pub(super) fn udp_send(
     s: UdpSocket,
     p: &RoleParams,
@@ -190,6 +192,7 @@ impl Receive for SawReceive<'_> {
     }
 }
 
+/// The UDP stop-and-wait receiver: acknowledges each message, counts the sender's copies.
 pub(super) fn udp_receive_saw(
     s: UdpSocket,
     p: &RoleParams,

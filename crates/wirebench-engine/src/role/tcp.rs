@@ -20,6 +20,8 @@ use crate::pace::Pacer;
 use crate::sys::ZeroCopy;
 use crate::Shared;
 
+/// The TCP sender: paced writes of whole messages, then a shutdown of its side (EOF says
+/// everything was sent); stop-and-wait waits for a one-byte ack after each.
 pub(super) fn tcp_send(
     mut s: TcpStream,
     p: &RoleParams,
@@ -197,6 +199,8 @@ impl Receive for TcpReceive<'_> {
     }
 }
 
+/// The TCP receiver: reads until the sender shuts its side down, counting messages at their
+/// boundaries in the byte stream; stop-and-wait acknowledges each with one byte.
 pub(super) fn tcp_receive(
     s: TcpStream,
     p: &RoleParams,

@@ -77,6 +77,8 @@ impl Receive for UdpReceive {
     }
 }
 
+/// The UDP streaming receiver: batches into [`UdpRx`], until the sender's count arrived or
+/// the drain time passed; then the sender's count settles the loss.
 pub(super) fn udp_receive(
     s: UdpSocket,
     p: &RoleParams,
