@@ -118,3 +118,157 @@ fn drain_expired(sh: &Shared, p: &RoleParams, now_ns: u64) -> bool {
 fn drained(sh: &Shared, p: &RoleParams, messages: u64, now_ns: u64) -> bool {
     messages >= sh.peer_messages.load(Ordering::Relaxed) || drain_expired(sh, p, now_ns)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use wirebench_proto::results::Datapath;
+    use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
+
+    const NS_PER_S: u64 = 1_000_000_000;
+
+    use crate::sys::udp::Offloads;
+
+    fn params(drain_ns: u64, deadline_ns: u64) -> RoleParams {
+        RoleParams {
+            spec: TestSpec {
+                protocol: Protocol::Udp,
+                mechanism: Mechanism::Stream,
+                direction: Direction::Forward,
+                size: 100,
+                bytes: None,
+                duration_ns: Some(NS_PER_S),
+                rate_bps: 0,
+                rate_pps: 0,
+                gap_ns: 0,
+                streams: 1,
+                interval_ns: NS_PER_S,
+                drain_ns,
+                ack_timeout_ns: 200_000_000,
+                packet_log: false,
+                no_offload: false,
+                response_size: 0,
+                congestion: None,
+                zerocopy: false,
+                file: None,
+            },
+            deadline_ns,
+            hello: None,
+            stream: 0,
+            intervals: None,
+            datapath: Datapath::default(),
+            same_clock: true,
+            packet_log: None,
+            offloads: Offloads::default(),
+            crr: None,
+            file: None,
+        }
+    }
+
+    fn shared() -> Shared {
+        Shared::new(Instant::now(), 0, Arc::new(AtomicBool::new(false)))
+    }
+
+    /// A receiver that gets `left` messages of 100 bytes, one per receive, then closes or
+    /// (with `close` false) only times out.
+    #[derive(Default)]
+    struct Script {
+        count: Count,
+        left: u64,
+        close: bool,
+        settled: bool,
+    }
+
+    impl Receive for Script {
+        fn count(&self) -> &Count {
+            &self.count
+        }
+
+        fn snapshot(&mut self) -> Snapshot {
+            Snapshot::of(&self.count)
+        }
+
+        fn receive(&mut self, sh: &Shared, _p: &RoleParams) -> Result<Flow, RoleError> {
+            if self.left > 0 {
+                self.left -= 1;
+                self.count.add(100, sh.now_ns());
+                Ok(Flow::More)
+            } else if self.close {
+                Ok(Flow::Closed)
+            } else {
+                Ok(Flow::More)
+            }
+        }
+
+        fn settle(&mut self) {
+            self.settled = true;
+        }
+    }
+
+    #[test]
+    fn datagrams_end_once_the_senders_count_has_arrived() {
+        let sh = shared();
+        sh.peer_done(5);
+        let p = params(u64::MAX, u64::MAX);
+        let mut r = Script {
+            left: 10,
+            ..Script::default()
+        };
+        let (intervals, error) = run(&mut r, Until::Counted, &p, &sh);
+        assert!(error.is_none(), "{error:?}");
+        assert_eq!(r.count.messages, 5);
+        assert!(r.settled);
+        assert_eq!(intervals.iter().map(|i| i.messages).sum::<u64>(), 5);
+        assert_eq!(
+            sh.messages.load(Ordering::Relaxed),
+            5,
+            "progress is published"
+        );
+    }
+
+    #[test]
+    fn a_byte_stream_ends_when_the_peer_closes() {
+        let sh = shared();
+        let p = params(u64::MAX, u64::MAX);
+        let mut r = Script {
+            left: 3,
+            close: true,
+            ..Script::default()
+        };
+        let (_, error) = run(&mut r, Until::Closed, &p, &sh);
+        assert!(error.is_none(), "{error:?}");
+        assert_eq!(r.count.bytes, 300);
+        assert!(r.settled);
+    }
+
+    #[test]
+    fn a_byte_stream_still_open_after_the_drain_is_an_error() {
+        let sh = shared();
+        sh.peer_done(3);
+        let p = params(0, u64::MAX);
+        let mut r = Script::default();
+        let (_, error) = run(&mut r, Until::Closed, &p, &sh);
+        assert!(
+            matches!(error, Some(RoleError::DrainExpired(0))),
+            "{error:?}"
+        );
+        // The same drain ends datagrams without an error: what is missing then is lost.
+        let (_, error) = run(&mut r, Until::Counted, &p, &sh);
+        assert!(error.is_none(), "{error:?}");
+    }
+
+    #[test]
+    fn a_stop_or_the_servers_deadline_ends_the_loop() {
+        let sh = shared();
+        let mut r = Script::default();
+        let (_, error) = run(&mut r, Until::Counted, &params(u64::MAX, 0), &sh);
+        assert!(matches!(error, Some(RoleError::ServerLimit)), "{error:?}");
+        sh.side_stop.store(true, Ordering::Relaxed);
+        let (_, error) = run(&mut r, Until::Counted, &params(u64::MAX, u64::MAX), &sh);
+        assert!(matches!(error, Some(RoleError::Stopped)), "{error:?}");
+    }
+}
