@@ -1,6 +1,7 @@
 //! A role's counters: running totals, the per-interval records closed at fixed boundaries
 //! of the side's clock, and the per-millisecond send bins.
 
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 
 use wirebench_proto::results::IntervalRecord;
@@ -8,6 +9,7 @@ use wirebench_proto::spec::MAX_INTERVALS;
 use wirebench_stats::TimeHistogram;
 
 use super::RoleParams;
+use crate::Shared;
 
 /// Figures of one reporting interval beyond bytes and messages: UDP receivers' loss, jitter
 /// and delays, request/response clients' round trips.
@@ -183,6 +185,13 @@ impl Count {
         self.messages += messages;
         self.first_ns.get_or_insert(now_ns);
         self.last_ns = Some(now_ns);
+    }
+
+    /// Publishes the totals for the live progress display: two relaxed stores, no lock.
+    #[inline]
+    pub(super) fn publish(&self, sh: &Shared) {
+        sh.bytes.store(self.bytes, Ordering::Relaxed);
+        sh.messages.store(self.messages, Ordering::Relaxed);
     }
 }
 

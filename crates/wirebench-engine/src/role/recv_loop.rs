@@ -68,9 +68,7 @@ pub(super) fn run(
             Ok(Flow::Closed) => break None,
             Err(e) => break Some(e),
         }
-        let count = r.count();
-        sh.bytes.store(count.bytes, Ordering::Relaxed);
-        sh.messages.store(count.messages, Ordering::Relaxed);
+        r.count().publish(sh);
     };
     r.settle();
     let intervals = rec.finish(sh.now_ns(), || r.snapshot());

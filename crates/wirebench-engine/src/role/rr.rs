@@ -4,7 +4,6 @@
 
 use std::io::ErrorKind;
 use std::net::{TcpStream, UdpSocket};
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use wirebench_proto::results::SideReport;
@@ -181,8 +180,7 @@ pub(super) fn rr_client(t: &mut impl Transact, p: &RoleParams, sh: &Shared) -> S
         }
         count.add(len, end);
         pacer.sent(len, end);
-        sh.bytes.store(count.bytes, Ordering::Relaxed);
-        sh.messages.store(count.messages, Ordering::Relaxed);
+        count.publish(sh);
     }
     let intervals = rec.finish(sh.now_ns(), || {
         rr_snapshot(&count, &mut interval, &mut total)

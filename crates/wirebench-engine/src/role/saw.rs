@@ -4,7 +4,6 @@
 
 use std::io::ErrorKind;
 use std::net::UdpSocket;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use wirebench_proto::header::{self, DataHeader, ACK_LEN, HEADER_LEN};
@@ -119,8 +118,7 @@ pub(super) fn udp_send(
         count.add(len as u64, now);
         pacer.sent(len as u64, now);
         seq += 1;
-        sh.bytes.store(count.bytes, Ordering::Relaxed);
-        sh.messages.store(count.messages, Ordering::Relaxed);
+        count.publish(sh);
     }
     let intervals = rec.finish(sh.now_ns(), || Snapshot::of(&count));
     let mut rep = report(&count, intervals, error);

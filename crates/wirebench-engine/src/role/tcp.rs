@@ -3,7 +3,6 @@
 
 use std::io::Read;
 use std::net::{Shutdown, TcpStream};
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use wirebench_proto::results::{SideReport, ZeroCopyUse};
@@ -87,8 +86,7 @@ pub(super) fn tcp_send(
         count.add(len, now);
         bins.add(now, len);
         pacer.sent(len, now);
-        sh.bytes.store(count.bytes, Ordering::Relaxed);
-        sh.messages.store(count.messages, Ordering::Relaxed);
+        count.publish(sh);
     }
     // EOF tells the receiver that everything was sent.
     let _ = s.shutdown(Shutdown::Write);

@@ -2,7 +2,6 @@
 
 use std::io::ErrorKind;
 use std::net::UdpSocket;
-use std::sync::atomic::Ordering;
 
 use wirebench_proto::header::{DataHeader, HEADER_LEN};
 use wirebench_proto::results::SideReport;
@@ -129,8 +128,7 @@ pub(super) fn udp_send_stream(
         count.add_many(sent, bytes, now);
         bins.add(now, bytes);
         pacer.sent_many(sent, bytes, now);
-        sh.bytes.store(count.bytes, Ordering::Relaxed);
-        sh.messages.store(count.messages, Ordering::Relaxed);
+        count.publish(sh);
     }
     let intervals = rec.finish(sh.now_ns(), || Snapshot::of(&count));
     let mut rep = report(&count, intervals, error);
