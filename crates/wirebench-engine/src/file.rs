@@ -8,6 +8,7 @@ use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use thiserror::Error;
 use wirebench_proto::results::FileReport;
 use wirebench_stats::LostRun;
 use xxhash_rust::xxh3::Xxh3;
@@ -18,6 +19,12 @@ const MAX_RANGES: usize = 10_000;
 fn hex(h: u64) -> String {
     format!("{h:016x}")
 }
+
+/// The file to send could not be read as far as the transfer needs: it shrank or became
+/// unreadable after it was opened.
+#[derive(Debug, Error)]
+#[error("reading the file to send: {0}")]
+pub struct FileReadError(#[from] std::io::Error);
 
 /// The sending side of a file transfer.
 pub struct FileSource {
@@ -43,10 +50,8 @@ impl FileSource {
     }
 
     /// Fills `buf` with the file's next bytes (a file that shrank under us is an error).
-    pub fn fill(&mut self, buf: &mut [u8]) -> Result<(), String> {
-        self.reader
-            .read_exact(buf)
-            .map_err(|e| format!("reading the file to send: {e}"))?;
+    pub fn fill(&mut self, buf: &mut [u8]) -> Result<(), FileReadError> {
+        self.reader.read_exact(buf)?;
         self.hasher.update(buf);
         self.bytes += buf.len() as u64;
         Ok(())

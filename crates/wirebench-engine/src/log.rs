@@ -12,6 +12,7 @@ use std::io::Write;
 use std::sync::mpsc::{channel, sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::time::Duration;
 
+use thiserror::Error;
 use wirebench_proto::packet_log::{file_header, Record, RECORD_LEN};
 
 /// Bytes of records handed to the writer at once (8192 records).
@@ -26,6 +27,24 @@ const STALL: Duration = Duration::from_secs(if cfg!(test) { 1 } else { 10 });
 /// How long the end of a test waits for the writer to write what is left (up to the whole
 /// pool, 8 MiB) before giving the log up.
 const FINISH: Duration = Duration::from_secs(if cfg!(test) { 1 } else { 30 });
+
+/// Why a packet log is incomplete. The receiver's measurement is never affected: only the log
+/// is given up.
+#[derive(Debug, Error)]
+pub enum LogError {
+    /// Writing the log failed (a full disk, a closed connection).
+    #[error("packet log: {0}")]
+    Write(#[from] std::io::Error),
+    /// The writer thread ended without saying why.
+    #[error("packet log: the writer failed")]
+    WriterFailed,
+    /// The writer took no batch for this many seconds: it was cut off.
+    #[error("packet log: the writer made no progress for {0} s")]
+    Stalled(u64),
+    /// The writer did not take the last batches within this many seconds: it was cut off.
+    #[error("packet log: the rest was not taken within {0} s")]
+    FinishTimedOut(u64),
+}
 
 /// Where a packet log goes, and how to cut it off.
 pub struct LogOut {
@@ -45,7 +64,7 @@ pub struct LogSink {
     done: Receiver<std::io::Result<()>>,
     abort: Option<Box<dyn FnOnce() + Send>>,
     records: u64,
-    error: Option<String>,
+    error: Option<LogError>,
 }
 
 impl LogSink {
@@ -86,7 +105,7 @@ impl LogSink {
     }
 
     /// Gives the log up: cuts the writer off, if it can be.
-    fn give_up(&mut self, why: String) {
+    fn give_up(&mut self, why: LogError) {
         if let Some(abort) = self.abort.take() {
             abort();
         }
@@ -116,28 +135,25 @@ impl LogSink {
         let next = match self.free.recv_timeout(STALL) {
             Ok(b) => b,
             Err(RecvTimeoutError::Timeout) => {
-                self.give_up(format!(
-                    "packet log: the writer made no progress for {} s",
-                    STALL.as_secs()
-                ));
+                self.give_up(LogError::Stalled(STALL.as_secs()));
                 return;
             }
             Err(RecvTimeoutError::Disconnected) => {
-                self.error = Some("packet log: the writer failed".into());
+                self.error = Some(LogError::WriterFailed);
                 return;
             }
         };
         let batch = std::mem::replace(&mut self.buf, next);
         if let Some(tx) = &self.full {
             if tx.send(batch).is_err() {
-                self.error = Some("packet log: the writer failed".into());
+                self.error = Some(LogError::WriterFailed);
             }
         }
     }
 
     /// Writes what is left and waits for the writer; returns the records written, or why the
     /// log is incomplete.
-    pub fn finish(mut self) -> Result<u64, String> {
+    pub fn finish(mut self) -> Result<u64, LogError> {
         if self.error.is_none() && !self.buf.is_empty() {
             let batch = std::mem::take(&mut self.buf);
             if let Some(tx) = &self.full {
@@ -147,15 +163,12 @@ impl LogSink {
         drop(self.full.take());
         let done = match self.done.recv_timeout(FINISH) {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(format!("packet log: {e}")),
+            Ok(Err(e)) => Err(LogError::Write(e)),
             Err(RecvTimeoutError::Timeout) => {
-                self.give_up(format!(
-                    "packet log: the rest was not taken within {} s",
-                    FINISH.as_secs()
-                ));
+                self.give_up(LogError::FinishTimedOut(FINISH.as_secs()));
                 Ok(())
             }
-            Err(RecvTimeoutError::Disconnected) => Err("packet log: the writer failed".into()),
+            Err(RecvTimeoutError::Disconnected) => Err(LogError::WriterFailed),
         };
         match (self.error.take(), done) {
             (Some(e), _) | (None, Err(e)) => Err(e),
@@ -205,7 +218,7 @@ mod tests {
             });
         }
         sink.push(&Record::Lost { first: n, count: 5 });
-        assert_eq!(sink.finish(), Ok(n + 1));
+        assert_eq!(sink.finish().ok(), Some(n + 1));
         let bytes = out.0.lock().expect("lock").clone();
         let mut expect = 0u64;
         for rec in Reader::new(&bytes[..]).expect("header") {

@@ -8,22 +8,9 @@ use wirebench_proto::results::{NsBucket, UdpCounts};
 use wirebench_stats::{Arrival, Jitter, LostRun, SeqTracker, TimeHistogram};
 
 use crate::file::FileSink;
-use crate::log::LogSink;
-use crate::role::Count;
+use crate::log::{LogError, LogSink};
+use crate::role::count::{Count, IntervalUdp};
 use crate::Hists;
-
-/// Figures of one reporting interval.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct IntervalUdp {
-    /// Datagrams missing so far (a running total).
-    pub lost: u64,
-    /// RFC 3550 jitter now, ns.
-    pub jitter_ns: Option<f64>,
-    /// Median one-way delay of the interval's datagrams, ns.
-    pub delay_p50_ns: Option<i64>,
-    /// 99th percentile of the interval's one-way delays, ns.
-    pub delay_p99_ns: Option<i64>,
-}
 
 /// A UDP streaming receiver's accounting.
 pub struct UdpRx {
@@ -180,7 +167,7 @@ impl UdpRx {
         mut self,
         sent: Option<u64>,
         same_clock: bool,
-    ) -> (Count, UdpCounts, Option<String>, Hists, Option<FileSink>) {
+    ) -> (Count, UdpCounts, Option<LogError>, Hists, Option<FileSink>) {
         let sent =
             sent.unwrap_or_else(|| self.tracker.highest().map_or(0, |h| h.saturating_add(1)));
         let (log, file) = (&mut self.log, &mut self.file);
@@ -285,7 +272,7 @@ mod tests {
         assert_eq!(rx.count.bytes, 63 * 1000 + 600);
         assert_eq!(rx.close_interval().lost, 2);
         let (count, c, err, _, _) = rx.finish(Some(68), true);
-        assert_eq!(err, None);
+        assert!(err.is_none());
         assert_eq!(count.messages, 64);
         assert_eq!(c.duplicates, 1);
         assert_eq!(c.loss_runs.lost, 4); // 10, 20 and the tail 66, 67

@@ -132,7 +132,7 @@ impl Setup {
         let opened = match self.spec.protocol {
             Protocol::Tcp => {
                 let s = attach(self.addr, self.cookie, stream)?;
-                let datapath = tcp_datapath(&s, &self.spec).map_err(EngineError::Setup)?;
+                let datapath = tcp_datapath(&s, &self.spec).map_err(EngineError::from)?;
                 Opened {
                     sock: DataSocket::Tcp(s),
                     datapath,

@@ -341,7 +341,9 @@ impl Test<'_> {
                         hello: None,
                     },
                     Err(reason) => {
-                        events.push(ServerEvent::StreamFailed { reason });
+                        events.push(ServerEvent::StreamFailed {
+                            reason: reason.to_string(),
+                        });
                         return events;
                     }
                 },

@@ -13,15 +13,19 @@
 //! results. The buffers and headers are allocated once; a call allocates nothing. Linux's
 //! UDP GSO and GRO: `Documentation/networking/segmentation-offloads.rst`, and quinn-udp's
 //! `unix.rs`, whose approach (probe, send, fall back on EIO) this follows.
-#![allow(unsafe_code)]
 
 use std::io;
-use std::mem;
 use std::net::UdpSocket;
-use std::os::fd::AsRawFd;
 
-/// Messages per sendmmsg/recvmmsg call.
-pub const BATCH: usize = 32;
+use socket2::SockRef;
+use wirebench_proto::results::Datapath;
+use wirebench_proto::spec::{Mechanism, TestSpec};
+
+use super::cmsg;
+use super::mmsg::Mmsgs;
+use super::sockopt::{self, size_buffers};
+
+pub use super::mmsg::BATCH;
 
 /// Most datagrams the kernel accepts in one GSO send (`UDP_MAX_SEGMENTS`).
 pub const MAX_SEGMENTS: usize = 64;
@@ -68,40 +72,27 @@ impl Offloads {
     }
 }
 
-fn setsockopt_int(
-    sock: &UdpSocket,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: libc::c_int,
-) -> bool {
-    // SAFETY: the fd is a live socket owned by `sock`; the option value is a c_int on the
-    // stack whose size is passed alongside it.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
+/// Sets up a UDP data socket for `spec`: buffers, and the batched system calls and
+/// offloads unless the test turns them off (`--no-offload`) or is stop-and-wait (one message
+/// at a time). Records what was granted, with `features` the caller already uses.
+pub fn udp_datapath(
+    s: &UdpSocket,
+    spec: &TestSpec,
+    mut features: Vec<String>,
+) -> (Datapath, Offloads) {
+    let (snd, rcv) = size_buffers(SockRef::from(s));
+    let off = enable(s, spec.mechanism == Mechanism::Stream && !spec.no_offload);
+    features.extend(off.features());
+    let dp = Datapath {
+        io: off.io().into(),
+        batch: if off.batch { BATCH as u32 } else { 1 },
+        send_buffer_bytes: snd,
+        recv_buffer_bytes: rcv,
+        features,
+        tcp_congestion: None,
+        zerocopy: None,
     };
-    rc == 0
-}
-
-fn getsockopt_ok(sock: &UdpSocket, level: libc::c_int, name: libc::c_int) -> bool {
-    let mut value: libc::c_int = 0;
-    let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: as above; `value` and `len` are valid for writes of their sizes.
-    let rc = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            level,
-            name,
-            (&mut value as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    rc == 0
+    (dp, off)
 }
 
 /// Probes and turns on what the kernel offers on `sock`; nothing when `wanted` is false.
@@ -112,38 +103,9 @@ pub fn enable(sock: &UdpSocket, wanted: bool) -> Offloads {
     Offloads {
         batch: true,
         // A kernel without UDP GSO (before 4.18) does not know the option.
-        gso: getsockopt_ok(sock, libc::SOL_UDP, libc::UDP_SEGMENT),
-        gro: setsockopt_int(sock, libc::SOL_UDP, libc::UDP_GRO, 1),
+        gso: sockopt::get::<libc::c_int>(sock, libc::SOL_UDP, libc::UDP_SEGMENT).is_ok(),
+        gro: sockopt::set(sock, libc::SOL_UDP, libc::UDP_GRO, &1).is_ok(),
     }
-}
-
-/// Bytes of control-message space for one int-sized option, in u64 words (for alignment).
-fn cmsg_words() -> usize {
-    // SAFETY: CMSG_SPACE only computes a size.
-    let bytes = unsafe { libc::CMSG_SPACE(mem::size_of::<libc::c_int>() as u32) } as usize;
-    bytes.div_ceil(8)
-}
-
-/// An all-zero `mmsghdr` (a valid "no message" value: null pointers, zero lengths).
-fn empty_mmsghdr() -> libc::mmsghdr {
-    // SAFETY: mmsghdr is a plain C struct of integers and raw pointers, for which all-zero
-    // bytes are a valid value.
-    unsafe { mem::zeroed() }
-}
-
-/// [`BATCH`] empty message headers.
-fn empty_mmsghdrs() -> Box<[libc::mmsghdr]> {
-    (0..BATCH).map(|_| empty_mmsghdr()).collect()
-}
-
-/// [`BATCH`] empty iovecs (null, 0).
-fn empty_iovecs() -> Box<[libc::iovec]> {
-    (0..BATCH)
-        .map(|_| libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        })
-        .collect()
 }
 
 /// Sends batches of equal-size datagrams.
@@ -153,9 +115,7 @@ pub struct BatchSend {
     /// Datagrams per message: more than one only with GSO.
     segs: usize,
     off: Offloads,
-    hdrs: Box<[libc::mmsghdr]>,
-    iovs: Box<[libc::iovec]>,
-    cmsgs: Box<[u64]>,
+    mm: Mmsgs,
 }
 
 impl BatchSend {
@@ -179,9 +139,7 @@ impl BatchSend {
             size,
             segs,
             off,
-            hdrs: empty_mmsghdrs(),
-            iovs: empty_iovecs(),
-            cmsgs: vec![0u64; BATCH * cmsg_words()].into_boxed_slice(),
+            mm: Mmsgs::new(),
         }
     }
 
@@ -252,7 +210,6 @@ impl BatchSend {
 
     fn send_mmsg(&mut self, sock: &UdpSocket, n: usize, last_len: usize) -> io::Result<usize> {
         let messages = n.div_ceil(self.segs).min(BATCH);
-        let words = cmsg_words();
         let seg = self.size as u16;
         for m in 0..messages {
             let first = m * self.segs;
@@ -262,46 +219,15 @@ impl BatchSend {
             } else {
                 self.size
             };
+            let start = first * self.size;
             let len = (count - 1) * self.size + tail;
-            let iov = &mut self.iovs[m];
-            // SAFETY (pointer arithmetic): first * size + len <= n * size <= buf.len().
-            iov.iov_base = self.buf[first * self.size..].as_mut_ptr().cast();
-            iov.iov_len = len;
-            let h = &mut self.hdrs[m];
-            h.msg_hdr.msg_name = std::ptr::null_mut();
-            h.msg_hdr.msg_namelen = 0;
-            h.msg_hdr.msg_iov = iov;
-            h.msg_hdr.msg_iovlen = 1;
-            h.msg_hdr.msg_flags = 0;
-            h.msg_len = 0;
-            if self.off.gso && count > 1 {
-                let space = &mut self.cmsgs[m * words..(m + 1) * words];
-                h.msg_hdr.msg_control = space.as_mut_ptr().cast();
-                h.msg_hdr.msg_controllen = words * 8;
-                // SAFETY: msg_control points at `words * 8` bytes of 8-aligned, writable
-                // memory, enough for one cmsghdr with a u16 (CMSG_SPACE of an int), so
-                // CMSG_FIRSTHDR returns a valid header pointer and CMSG_DATA points inside it.
-                unsafe {
-                    let c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
-                    (*c).cmsg_level = libc::SOL_UDP;
-                    (*c).cmsg_type = libc::UDP_SEGMENT;
-                    (*c).cmsg_len = libc::CMSG_LEN(mem::size_of::<u16>() as u32) as _;
-                    std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg);
-                    h.msg_hdr.msg_controllen = libc::CMSG_SPACE(mem::size_of::<u16>() as u32) as _;
-                }
-            } else {
-                h.msg_hdr.msg_control = std::ptr::null_mut();
-                h.msg_hdr.msg_controllen = 0;
+            let gso = self.off.gso && count > 1;
+            self.mm.point(m, &mut self.buf[start..start + len], gso);
+            if gso {
+                self.mm.set_segment(m, seg);
             }
         }
-        // SAFETY: the first `messages` headers point at iovecs and control buffers owned by
-        // `self`, which outlive the call; the socket is connected, so no address is needed.
-        let rc =
-            unsafe { libc::sendmmsg(sock.as_raw_fd(), self.hdrs.as_mut_ptr(), messages as u32, 0) };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let sent = rc as usize;
+        let sent = self.mm.send(sock, messages)?;
         Ok((sent * self.segs).min(n))
     }
 }
@@ -310,9 +236,7 @@ impl BatchSend {
 pub struct BatchRecv {
     buf: Box<[u8]>,
     off: Offloads,
-    hdrs: Box<[libc::mmsghdr]>,
-    iovs: Box<[libc::iovec]>,
-    cmsgs: Box<[u64]>,
+    mm: Mmsgs,
     /// (length, GRO segment size) of each message of the last call.
     got: Box<[(usize, usize)]>,
     n: usize,
@@ -325,9 +249,7 @@ impl BatchRecv {
         Self {
             buf: vec![0u8; slots * SLOT].into_boxed_slice(),
             off,
-            hdrs: empty_mmsghdrs(),
-            iovs: empty_iovecs(),
-            cmsgs: vec![0u64; BATCH * cmsg_words()].into_boxed_slice(),
+            mm: Mmsgs::new(),
             got: vec![(0, 0); BATCH].into_boxed_slice(),
             n: 0,
         }
@@ -343,54 +265,20 @@ impl BatchRecv {
             self.n = 1;
             return Ok(1);
         }
-        let words = cmsg_words();
-        for m in 0..BATCH {
-            let iov = &mut self.iovs[m];
-            iov.iov_base = self.buf[m * SLOT..].as_mut_ptr().cast();
-            iov.iov_len = SLOT;
-            let h = &mut self.hdrs[m];
-            h.msg_hdr.msg_name = std::ptr::null_mut();
-            h.msg_hdr.msg_namelen = 0;
-            h.msg_hdr.msg_iov = iov;
-            h.msg_hdr.msg_iovlen = 1;
-            h.msg_hdr.msg_control = self.cmsgs[m * words..].as_mut_ptr().cast();
-            h.msg_hdr.msg_controllen = words * 8;
-            h.msg_hdr.msg_flags = 0;
-            h.msg_len = 0;
+        for (m, slot) in self.buf.chunks_mut(SLOT).enumerate().take(BATCH) {
+            self.mm.point(m, slot, true);
         }
-        // SAFETY: every header points at an iovec over its own 64 KiB slot and at its own
-        // control buffer, all owned by `self` and alive during the call.
-        let rc = unsafe {
-            libc::recvmmsg(
-                sock.as_raw_fd(),
-                self.hdrs.as_mut_ptr(),
-                BATCH as u32,
-                libc::MSG_WAITFORONE,
-                std::ptr::null_mut(),
-            )
-        };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        self.n = (rc as usize).min(BATCH);
+        self.n = self.mm.recv(sock)?;
         for m in 0..self.n {
-            let h = &self.hdrs[m];
-            let len = h.msg_len as usize;
+            let (len, hdr) = self.mm.received(m);
             let mut seg = len;
-            // SAFETY: the kernel set msg_controllen to the bytes it wrote into our control
-            // buffer; CMSG_FIRSTHDR/NXTHDR stay within it and return null past its end.
-            unsafe {
-                let mut c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
-                while !c.is_null() {
-                    if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == libc::UDP_GRO {
-                        let s: libc::c_int = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                        if s > 0 {
-                            seg = s as usize;
-                        }
+            cmsg::for_each(hdr, |level, kind, data| {
+                if level == libc::SOL_UDP && kind == libc::UDP_GRO {
+                    if let Some(s) = cmsg::int(data).filter(|&s| s > 0) {
+                        seg = s as usize;
                     }
-                    c = libc::CMSG_NXTHDR(&h.msg_hdr, c);
                 }
-            }
+            });
             self.got[m] = (len.min(SLOT), seg);
         }
         Ok(self.n)
@@ -421,7 +309,7 @@ mod tests {
         b.set_read_timeout(Some(Duration::from_millis(200)))
             .expect("timeout");
         // Room for every datagram of a test, so loopback drops none.
-        super::super::size_buffers(socket2::SockRef::from(&b));
+        size_buffers(socket2::SockRef::from(&b));
         (a, b)
     }
 

@@ -1,0 +1,414 @@
+//! Request/response: one transaction in flight, its round trip recorded; over a TCP
+//! connection, over UDP, or over a new TCP connection per transaction (crr). Clients and
+//! servers.
+
+use std::io::ErrorKind;
+use std::net::{TcpStream, UdpSocket};
+use std::time::Duration;
+
+use wirebench_proto::results::SideReport;
+use wirebench_proto::spec::RR_SEQ_LEN;
+use wirebench_stats::TimeHistogram;
+
+use super::blocking::{is_timeout, read_full, send_datagram, write_full};
+use super::count::{Count, IntervalUdp, Recorder, Snapshot};
+use super::end::{early_stop, RoleError};
+use super::recv_loop::{self, Flow, Receive, Until};
+use super::sender::{next_len, pace};
+use super::{payload, report, RoleParams, POLL};
+use crate::pace::Pacer;
+use crate::{Hists, Shared};
+
+/// One request/response transaction of a client, over some transport.
+pub(super) trait Transact {
+    /// Sends request `seq` of `len` bytes and waits for its whole response: `Ok(true)` when
+    /// it came, `Ok(false)` when it timed out (UDP: a datagram was lost).
+    fn transact(
+        &mut self,
+        seq: u64,
+        len: u64,
+        sh: &Shared,
+        p: &RoleParams,
+    ) -> Result<bool, RoleError>;
+}
+
+/// Request/response over a TCP connection.
+pub(super) struct TcpRr {
+    s: TcpStream,
+    request: Vec<u8>,
+    response: Vec<u8>,
+}
+
+impl TcpRr {
+    pub(super) fn new(s: TcpStream, p: &RoleParams) -> Self {
+        let _ = s.set_write_timeout(Some(POLL));
+        let _ = s.set_read_timeout(Some(POLL));
+        Self {
+            s,
+            request: payload(p.spec.size),
+            response: vec![0u8; p.spec.response_len() as usize],
+        }
+    }
+}
+
+impl Transact for TcpRr {
+    fn transact(
+        &mut self,
+        _seq: u64,
+        len: u64,
+        sh: &Shared,
+        p: &RoleParams,
+    ) -> Result<bool, RoleError> {
+        write_full(&mut self.s, &self.request[..len as usize], sh, p)?;
+        if read_full(&mut self.s, &mut self.response, sh, p)? {
+            Ok(true)
+        } else {
+            Err(RoleError::ServerClosed)
+        }
+    }
+}
+
+/// Request/response over UDP: the request's first 8 bytes are its sequence number, which the
+/// response carries back, so a late answer to an earlier request is not taken for this one.
+pub(super) struct UdpRr {
+    s: UdpSocket,
+    request: Vec<u8>,
+    response: Vec<u8>,
+    local_drops: u64,
+}
+
+impl UdpRr {
+    pub(super) fn new(s: UdpSocket, p: &RoleParams) -> Self {
+        let _ = s.set_write_timeout(Some(POLL));
+        let _ = s.set_read_timeout(Some(Duration::from_nanos(p.spec.ack_timeout_ns).min(POLL)));
+        Self {
+            s,
+            request: payload(p.spec.size),
+            response: vec![0u8; 65_536],
+            local_drops: 0,
+        }
+    }
+}
+
+impl Transact for UdpRr {
+    fn transact(
+        &mut self,
+        seq: u64,
+        len: u64,
+        sh: &Shared,
+        p: &RoleParams,
+    ) -> Result<bool, RoleError> {
+        let req = &mut self.request[..len as usize];
+        if let Some(head) = req.get_mut(..8) {
+            head.copy_from_slice(&seq.to_be_bytes());
+        }
+        send_datagram(&self.s, req, sh, &mut self.local_drops)?;
+        let sent = sh.now_ns();
+        loop {
+            match self.s.recv(&mut self.response) {
+                Ok(n) if n >= 8 && self.response[..8] == seq.to_be_bytes() => return Ok(true),
+                Ok(_) => {}
+                Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => {}
+                Err(e) => return Err(RoleError::Response(e)),
+            }
+            let now = sh.now_ns();
+            if let Some(why) = early_stop(sh, p, now) {
+                return Err(why);
+            }
+            if now - sent >= p.spec.ack_timeout_ns {
+                return Ok(false);
+            }
+        }
+    }
+}
+
+/// The round trips of the interval, as an interval record carries them.
+fn rr_snapshot(count: &Count, interval: &mut TimeHistogram, total: &mut TimeHistogram) -> Snapshot {
+    let udp = IntervalUdp {
+        lost: 0,
+        jitter_ns: None,
+        delay_p50_ns: interval.quantile(0.5),
+        delay_p99_ns: interval.quantile(0.99),
+    };
+    total.add(interval);
+    interval.reset();
+    Snapshot {
+        bytes: count.bytes,
+        messages: count.messages,
+        udp: Some(udp),
+    }
+}
+
+/// Request/response, the client: one transaction in flight, paced by `--rate` (packets/s:
+/// transactions/s) and `--gap`, each round trip recorded in an HDR histogram, from before the
+/// request's write to after the response's last byte.
+pub(super) fn rr_client(t: &mut impl Transact, p: &RoleParams, sh: &Shared) -> SideReport {
+    let spec = &p.spec;
+    let mut pacer = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns);
+    let mut rec = Recorder::of(p);
+    let mut count = Count::default();
+    let mut interval = TimeHistogram::new();
+    let mut total = TimeHistogram::new();
+    let mut timeouts = 0u64;
+    let mut error = None;
+    loop {
+        let now = sh.now_ns();
+        rec.tick(now, || rr_snapshot(&count, &mut interval, &mut total));
+        if let Some(why) = early_stop(sh, p, now) {
+            error = Some(why);
+            break;
+        }
+        let Some(len) = next_len(spec, &count, now) else {
+            break;
+        };
+        if !pace(&mut pacer, sh, now) {
+            continue;
+        }
+        let start = sh.now_ns();
+        let answered = match t.transact(count.messages, len, sh, p) {
+            Ok(a) => a,
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        };
+        let end = sh.now_ns();
+        if answered {
+            interval.record(i64::try_from(end - start).unwrap_or(i64::MAX));
+        } else {
+            timeouts += 1;
+        }
+        count.add(len, end);
+        pacer.sent(len, end);
+        count.publish(sh);
+    }
+    let intervals = rec.finish(sh.now_ns(), || {
+        rr_snapshot(&count, &mut interval, &mut total)
+    });
+    let mut rep = report(&count, intervals, error);
+    rep.latency = total.summary();
+    sh.keep_hists(Hists {
+        latency: Some(total),
+        ..Hists::default()
+    });
+    rep.timeouts = timeouts;
+    rep
+}
+
+/// Request/response over TCP, the server's side of the receive loop: read a whole request,
+/// write the response.
+struct TcpRrServe {
+    s: TcpStream,
+    request: Vec<u8>,
+    response: Vec<u8>,
+    count: Count,
+}
+
+impl Receive for TcpRrServe {
+    fn count(&self) -> &Count {
+        &self.count
+    }
+
+    fn snapshot(&mut self) -> Snapshot {
+        Snapshot::of(&self.count)
+    }
+
+    fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, RoleError> {
+        let spec = &p.spec;
+        // The request's length: the last one of a `bytes` test may be shorter.
+        let len = spec.bytes.map_or(spec.size, |total| {
+            total.saturating_sub(self.count.bytes).clamp(1, spec.size)
+        });
+        if !read_full(&mut self.s, &mut self.request[..len as usize], sh, p)? {
+            // The client closed its side: every request was answered.
+            return Ok(Flow::Closed);
+        }
+        self.count.add(len, sh.now_ns());
+        write_full(&mut self.s, &self.response, sh, p)?;
+        Ok(Flow::More)
+    }
+}
+
+/// Request/response over TCP, the server.
+pub(super) fn tcp_rr_server(s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
+    let spec = &p.spec;
+    let _ = s.set_read_timeout(Some(POLL));
+    let _ = s.set_write_timeout(Some(POLL));
+    let mut r = TcpRrServe {
+        s,
+        request: vec![0u8; spec.size as usize],
+        response: payload(spec.response_len()),
+        count: Count::default(),
+    };
+    let (intervals, error) = recv_loop::run(&mut r, Until::Closed, p, sh);
+    report(&r.count, intervals, error)
+}
+
+/// Request/response over UDP, the server's side of the receive loop: answer each request
+/// with a response that starts with the request's sequence number.
+struct UdpRrServe {
+    s: UdpSocket,
+    buf: Vec<u8>,
+    response: Vec<u8>,
+    count: Count,
+    local_drops: u64,
+}
+
+impl Receive for UdpRrServe {
+    fn count(&self) -> &Count {
+        &self.count
+    }
+
+    fn snapshot(&mut self) -> Snapshot {
+        Snapshot::of(&self.count)
+    }
+
+    #[inline]
+    fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, RoleError> {
+        let n = match self.s.recv(&mut self.buf) {
+            Ok(n) => n,
+            Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => {
+                return Ok(Flow::More)
+            }
+            Err(e) => return Err(RoleError::ReceiveRequests(e)),
+        };
+        let request = &self.buf[..n];
+        if n < RR_SEQ_LEN as usize || p.hello.is_some_and(|h| request == h) {
+            return Ok(Flow::More);
+        }
+        self.count.add(n as u64, sh.now_ns());
+        self.response[..8].copy_from_slice(&request[..8]);
+        send_datagram(&self.s, &self.response, sh, &mut self.local_drops)?;
+        Ok(Flow::More)
+    }
+}
+
+/// Request/response over UDP, the server.
+pub(super) fn udp_rr_server(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideReport {
+    let spec = &p.spec;
+    let _ = s.set_read_timeout(Some(POLL));
+    let _ = s.set_write_timeout(Some(POLL));
+    let mut r = UdpRrServe {
+        s,
+        buf: vec![0u8; 65_536],
+        response: payload(spec.response_len()),
+        count: Count::default(),
+        local_drops: 0,
+    };
+    let (intervals, error) = recv_loop::run(&mut r, Until::Counted, p, sh);
+    report(&r.count, intervals, error)
+}
+
+/// Connect/request/response: a new TCP connection per transaction, attached to the test with
+/// its cookie in the same write as the request, closed with a reset (SO_LINGER 0) so that
+/// thousands of transactions leave no TIME_WAIT behind to exhaust the client's ports.
+pub(super) struct CrrTransact {
+    addr: std::net::SocketAddr,
+    /// The attach frame, then the request.
+    request: Vec<u8>,
+    frame_len: usize,
+    response: Vec<u8>,
+}
+
+impl CrrTransact {
+    pub(super) fn new(addr: std::net::SocketAddr, cookie: u64, p: &RoleParams) -> Self {
+        let frame = wirebench_proto::control::encode(&wirebench_proto::control::Message::Attach {
+            version: wirebench_proto::control::PROTOCOL_VERSION,
+            cookie,
+            stream: wirebench_proto::control::CRR_STREAM,
+        })
+        .unwrap_or_default();
+        let frame_len = frame.len();
+        let mut request = frame;
+        request.extend_from_slice(&payload(p.spec.size));
+        Self {
+            addr,
+            request,
+            frame_len,
+            response: vec![0u8; p.spec.response_len() as usize],
+        }
+    }
+}
+
+impl Transact for CrrTransact {
+    fn transact(
+        &mut self,
+        _seq: u64,
+        len: u64,
+        sh: &Shared,
+        p: &RoleParams,
+    ) -> Result<bool, RoleError> {
+        let mut s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(10))
+            .map_err(RoleError::Connect)?;
+        let _ = s.set_nodelay(true);
+        let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
+        let _ = s.set_write_timeout(Some(POLL));
+        let _ = s.set_read_timeout(Some(POLL));
+        let end = self.frame_len + len as usize;
+        write_full(&mut s, &self.request[..end], sh, p)?;
+        if read_full(&mut s, &mut self.response, sh, p)? {
+            Ok(true)
+        } else {
+            Err(RoleError::TransactionUnanswered)
+        }
+    }
+}
+
+/// Connect/request/response, the server's side of the receive loop: each transaction's
+/// connection arrives attached; read its request, answer, close.
+struct CrrServe<'a> {
+    conns: &'a std::sync::mpsc::Receiver<TcpStream>,
+    request: Vec<u8>,
+    response: Vec<u8>,
+    count: Count,
+}
+
+impl Receive for CrrServe<'_> {
+    fn count(&self) -> &Count {
+        &self.count
+    }
+
+    fn snapshot(&mut self) -> Snapshot {
+        Snapshot::of(&self.count)
+    }
+
+    fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, RoleError> {
+        let spec = &p.spec;
+        let Ok(mut s) = self.conns.recv_timeout(POLL) else {
+            return Ok(Flow::More);
+        };
+        let _ = s.set_nodelay(true);
+        let _ = s.set_read_timeout(Some(POLL));
+        let _ = s.set_write_timeout(Some(POLL));
+        let len = spec.bytes.map_or(spec.size, |total| {
+            total.saturating_sub(self.count.bytes).clamp(1, spec.size)
+        });
+        // A transaction that breaks (the client reset it) ends that transaction only.
+        if !matches!(
+            read_full(&mut s, &mut self.request[..len as usize], sh, p),
+            Ok(true)
+        ) {
+            return Ok(Flow::More);
+        }
+        self.count.add(len, sh.now_ns());
+        let _ = write_full(&mut s, &self.response, sh, p);
+        Ok(Flow::More)
+    }
+}
+
+/// Connect/request/response, the server.
+pub(super) fn crr_server(
+    conns: &std::sync::mpsc::Receiver<TcpStream>,
+    p: &RoleParams,
+    sh: &Shared,
+) -> SideReport {
+    let spec = &p.spec;
+    let mut r = CrrServe {
+        conns,
+        request: vec![0u8; spec.size as usize],
+        response: payload(spec.response_len()),
+        count: Count::default(),
+    };
+    let (intervals, error) = recv_loop::run(&mut r, Until::Counted, p, sh);
+    report(&r.count, intervals, error)
+}

@@ -1,0 +1,69 @@
+//! What a sender decides before each message: stop, done, or wait for the pacer.
+
+use wirebench_proto::spec::TestSpec;
+
+use super::count::{Count, Recorder, Snapshot};
+use super::end::{early_stop, RoleError};
+use super::{RoleParams, POLL};
+use crate::pace::{wait_until, Pacer};
+use crate::Shared;
+
+/// The amount left to send: the next message's length, or `None` when done.
+pub(super) fn next_len(spec: &TestSpec, sent: &Count, now_ns: u64) -> Option<u64> {
+    match (spec.bytes, spec.duration_ns) {
+        (Some(total), _) => {
+            let left = total.saturating_sub(sent.bytes);
+            (left > 0).then(|| left.min(spec.size))
+        }
+        (None, Some(d)) => (now_ns < d).then_some(spec.size),
+        (None, None) => None,
+    }
+}
+
+/// Waits for the pacer; returns false if the wait was cut short to look at the clock again.
+pub(super) fn pace(pacer: &mut Pacer, sh: &Shared, now_ns: u64) -> bool {
+    if pacer.unlimited() {
+        return true;
+    }
+    let due = pacer.next_ns(now_ns);
+    if due <= now_ns {
+        return true;
+    }
+    // Wait in slices so that a stop or an interval boundary is not missed during long gaps.
+    let slice_end = now_ns + POLL.as_nanos() as u64;
+    wait_until(sh.start, due.min(slice_end));
+    due <= slice_end
+}
+
+/// What a sender does next.
+pub(super) enum Step {
+    /// Send a message of this many bytes now.
+    Send(u64),
+    /// Nothing yet: the pacer cut its wait short to look at the clock again.
+    Again,
+    /// The sender is done; with the reason if it stopped early.
+    Done(Option<RoleError>),
+}
+
+/// Closes due intervals, then decides whether the next message goes now.
+pub(super) fn next_step(
+    rec: &mut Recorder,
+    pacer: &mut Pacer,
+    sh: &Shared,
+    p: &RoleParams,
+    count: &Count,
+) -> Step {
+    let now = sh.now_ns();
+    rec.tick(now, || Snapshot::of(count));
+    if let Some(why) = early_stop(sh, p, now) {
+        return Step::Done(Some(why));
+    }
+    let Some(len) = next_len(&p.spec, count, now) else {
+        return Step::Done(None);
+    };
+    if pace(pacer, sh, now) {
+        Step::Send(len)
+    } else {
+        Step::Again
+    }
+}

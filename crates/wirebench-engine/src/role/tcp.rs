@@ -1,0 +1,230 @@
+//! TCP streams: the sender (optionally with MSG_ZEROCOPY) and the receiver, streaming or
+//! stop-and-wait (one byte of acknowledgement per message).
+
+use std::io::Read;
+use std::net::{Shutdown, TcpStream};
+use std::time::Duration;
+
+use wirebench_proto::results::{SideReport, ZeroCopyUse};
+use wirebench_proto::spec::Mechanism;
+
+use super::blocking::{is_timeout, write_full, write_full_zc};
+use super::count::{Count, MsBins, Recorder, Snapshot};
+use super::end::{early_stop, RoleError};
+use super::recv_loop::{self, Flow, Receive, Until};
+use super::sender::{next_step, Step};
+use super::{payload, report, FilePart, RoleParams, POLL};
+use crate::file::FileSink;
+use crate::pace::Pacer;
+use crate::sys::ZeroCopy;
+use crate::Shared;
+
+/// The TCP sender: paced writes of whole messages, then a shutdown of its side (EOF says
+/// everything was sent); stop-and-wait waits for a one-byte ack after each.
+pub(super) fn tcp_send(
+    mut s: TcpStream,
+    p: &RoleParams,
+    file: &mut Option<FilePart>,
+    sh: &Shared,
+) -> SideReport {
+    let spec = &p.spec;
+    let mut buf = payload(spec.size);
+    let mut source = file.as_mut().and_then(FilePart::source);
+    let saw = spec.mechanism == Mechanism::StopAndWait;
+    let _ = s.set_write_timeout(Some(POLL));
+    let _ = s.set_read_timeout(Some(POLL));
+    let mut zc = if spec.zerocopy {
+        ZeroCopy::enable(&s)
+    } else {
+        None
+    };
+    let mut pacer = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns);
+    let mut rec = Recorder::of(p);
+    let mut count = Count::default();
+    let mut bins = MsBins::new();
+    let error: Option<RoleError>;
+    let mut ack = [0u8; 1];
+    loop {
+        let len = match next_step(&mut rec, &mut pacer, sh, p, &count) {
+            Step::Send(len) => len,
+            Step::Again => continue,
+            Step::Done(why) => {
+                error = why;
+                break;
+            }
+        };
+        if let Some(src) = source.as_mut() {
+            if let Err(e) = src.fill(&mut buf[..len as usize]) {
+                error = Some(e.into());
+                break;
+            }
+        }
+        if let Err(e) = write_full_zc(&mut s, &buf[..len as usize], sh, p, &mut zc) {
+            error = Some(e);
+            break;
+        }
+        if saw {
+            // The receiver answers one byte per whole message.
+            let got = loop {
+                match s.read(&mut ack) {
+                    Ok(1) => break Ok(()),
+                    Ok(_) => break Err(RoleError::ClosedAwaitingAck),
+                    Err(e) if is_timeout(&e) => {
+                        if let Some(why) = early_stop(sh, p, sh.now_ns()) {
+                            break Err(why);
+                        }
+                    }
+                    Err(e) => break Err(RoleError::Ack(e)),
+                }
+            };
+            if let Err(e) = got {
+                error = Some(e);
+                break;
+            }
+        }
+        let now = sh.now_ns();
+        count.add(len, now);
+        bins.add(now, len);
+        pacer.sent(len, now);
+        count.publish(sh);
+    }
+    // EOF tells the receiver that everything was sent.
+    let _ = s.shutdown(Shutdown::Write);
+    let intervals = rec.finish(sh.now_ns(), || Snapshot::of(&count));
+    let mut rep = report(&count, intervals, error);
+    rep.ms_bytes = bins.finish();
+    rep.datapath = p.datapath.clone();
+    if spec.zerocopy {
+        rep.datapath.zerocopy = Some(zerocopy_use(&s, zc, sh));
+    }
+    rep
+}
+
+/// What became of the MSG_ZEROCOPY sends: waits briefly for the last completions, then
+/// says whether the kernel sent without copying (`zerocopy` in the features) or copied after
+/// all (`zerocopy_copied`, as on loopback), or refused the option (`zerocopy_unavailable`).
+pub(super) fn zerocopy_use(s: &TcpStream, zc: Option<ZeroCopy>, sh: &Shared) -> ZeroCopyUse {
+    let Some(mut z) = zc else {
+        return ZeroCopyUse::default();
+    };
+    let until = sh.now_ns() + 200_000_000;
+    z.reap(s);
+    while z.completed < z.sends && sh.now_ns() < until {
+        std::thread::sleep(Duration::from_millis(1));
+        z.reap(s);
+    }
+    ZeroCopyUse {
+        enabled: true,
+        sends: z.sends,
+        completed: z.completed,
+        copied: z.copied,
+    }
+}
+
+/// The TCP receiver's side of the receive loop.
+struct TcpReceive<'a> {
+    s: TcpStream,
+    buf: Vec<u8>,
+    /// Stop-and-wait: read up to the end of each message and acknowledge it.
+    saw: bool,
+    count: Count,
+    /// Messages are the sender's unit: here they are counted at message boundaries in the
+    /// byte stream (every `size` bytes, the last one possibly shorter).
+    in_message: u64,
+    sink: Option<&'a mut FileSink>,
+}
+
+impl Receive for TcpReceive<'_> {
+    fn count(&self) -> &Count {
+        &self.count
+    }
+
+    fn snapshot(&mut self) -> Snapshot {
+        Snapshot::of(&self.count)
+    }
+
+    #[inline]
+    fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, RoleError> {
+        let spec = &p.spec;
+        let (saw, count) = (self.saw, &mut self.count);
+        // The current message's length: the last one of a `bytes` test may be shorter.
+        let msg_len = spec.bytes.map_or(spec.size, |total| {
+            total
+                .saturating_sub(count.bytes - self.in_message)
+                .clamp(1, spec.size)
+        });
+        // Stop-and-wait reads exactly up to the end of the current message.
+        let want = if saw {
+            (msg_len - self.in_message).max(1) as usize
+        } else {
+            self.buf.len()
+        };
+        match self.s.read(&mut self.buf[..want]) {
+            Ok(0) => Ok(Flow::Closed),
+            Ok(n) => {
+                if let Some(sink) = self.sink.as_mut() {
+                    sink.write(&self.buf[..n]);
+                }
+                let now = sh.now_ns();
+                let n = n as u64;
+                count.bytes += n;
+                count.first_ns.get_or_insert(now);
+                count.last_ns = Some(now);
+                self.in_message += n;
+                let msg_len = if saw { msg_len } else { spec.size };
+                let mut error = None;
+                while self.in_message >= msg_len {
+                    self.in_message -= msg_len;
+                    count.messages += 1;
+                    if saw {
+                        if let Err(e) = write_full(&mut self.s, &[1], sh, p) {
+                            error = Some(e);
+                        }
+                    }
+                }
+                error.map_or(Ok(Flow::More), Err)
+            }
+            Err(e) if is_timeout(&e) => Ok(Flow::More),
+            Err(e) => Err(RoleError::Receive(e)),
+        }
+    }
+
+    fn settle(&mut self) {
+        if self.in_message > 0 {
+            // The sender's last, shorter message.
+            self.count.messages += 1;
+        }
+    }
+}
+
+/// The TCP receiver: reads until the sender shuts its side down, counting messages at their
+/// boundaries in the byte stream; stop-and-wait acknowledges each with one byte.
+pub(super) fn tcp_receive(
+    s: TcpStream,
+    p: &RoleParams,
+    file: &mut Option<FilePart>,
+    sh: &Shared,
+) -> SideReport {
+    let spec = &p.spec;
+    let saw = spec.mechanism == Mechanism::StopAndWait;
+    let buf = vec![
+        0u8;
+        if saw {
+            spec.size as usize
+        } else {
+            (spec.size as usize).max(256 * 1024)
+        }
+    ];
+    let _ = s.set_read_timeout(Some(POLL));
+    let _ = s.set_write_timeout(Some(POLL));
+    let mut r = TcpReceive {
+        s,
+        buf,
+        saw,
+        count: Count::default(),
+        in_message: 0,
+        sink: file.as_mut().and_then(FilePart::sink),
+    };
+    let (intervals, error) = recv_loop::run(&mut r, Until::Closed, p, sh);
+    report(&r.count, intervals, error)
+}

@@ -1,0 +1,111 @@
+//! Socket options: the one `getsockopt(2)`/`setsockopt(2)` pair every option goes through,
+//! and the socket buffers asked for and granted.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::mem;
+use std::os::fd::AsRawFd;
+
+use socket2::SockRef;
+
+/// An option value the kernel reads or writes as plain bytes.
+///
+/// # Safety
+///
+/// Implementors are plain C data (integers, arrays and structs of them, no pointers, no
+/// padding invariants): all-zero bytes are a valid value, and so is any value the kernel
+/// writes into them.
+pub(super) unsafe trait OptValue: Copy {}
+
+// SAFETY: a C int is plain data; every bit pattern is valid.
+unsafe impl OptValue for libc::c_int {}
+
+// SAFETY: `struct tcp_info` holds only integer fields.
+unsafe impl OptValue for libc::tcp_info {}
+
+/// The size of `T` as the kernel wants it.
+fn opt_len<T>() -> libc::socklen_t {
+    mem::size_of::<T>() as libc::socklen_t
+}
+
+/// Sets option `name` at `level` of `sock` to `value`.
+pub(super) fn set<T: OptValue>(
+    sock: &impl AsRawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
+    // SAFETY: the fd is a live socket owned by `sock`; `value` is valid for reads of
+    // `size_of::<T>()` bytes during the call, and that is the length passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            level,
+            name,
+            (value as *const T).cast(),
+            opt_len::<T>(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Reads option `name` at `level` of `sock`. A kernel that knows a shorter version of `T`
+/// (an older `tcp_info`) writes less: the rest stays zero.
+pub(super) fn get<T: OptValue>(
+    sock: &impl AsRawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+) -> io::Result<T> {
+    // SAFETY: all-zero bytes are a valid `T` (the `OptValue` contract).
+    let mut value: T = unsafe { mem::zeroed() };
+    let mut len = opt_len::<T>();
+    // SAFETY: `value` and `len` are valid for writes of their sizes; the kernel writes at
+    // most `len` bytes into `value` and sets `len` to what it wrote.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            level,
+            name,
+            (&mut value as *mut T).cast(),
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        Ok(value)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Socket buffer size asked for on data sockets. The kernel caps it at
+/// `net.core.{r,w}mem_max`; the granted size is read back and recorded.
+pub const DATA_BUFFER_BYTES: usize = 4 * 1024 * 1024;
+
+/// Asks for large socket buffers and returns the (send, receive) sizes granted.
+pub fn size_buffers(sock: SockRef<'_>) -> (u64, u64) {
+    // A refusal here is not fatal: the granted size, whatever it is, goes into the results.
+    let _ = sock.set_send_buffer_size(DATA_BUFFER_BYTES);
+    let _ = sock.set_recv_buffer_size(DATA_BUFFER_BYTES);
+    (
+        sock.send_buffer_size().unwrap_or(0) as u64,
+        sock.recv_buffer_size().unwrap_or(0) as u64,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_int_option_reads_back_what_was_set() {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        set(&s, libc::SOL_SOCKET, libc::SO_REUSEADDR, &1).expect("set");
+        let v: libc::c_int = get(&s, libc::SOL_SOCKET, libc::SO_REUSEADDR).expect("get");
+        assert_eq!(v, 1);
+        assert!(get::<libc::c_int>(&s, libc::SOL_SOCKET, -1).is_err());
+    }
+}
