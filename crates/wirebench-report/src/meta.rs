@@ -69,9 +69,15 @@ pub struct ExperimentMeta {
     /// The shuffle's seed, to run the same order again; null in grid order.
     #[serde(default)]
     pub shuffle_seed: Option<u64>,
-    /// The machine that ran it.
+    /// The machine that ran it (a sharded sweep: shard 0's).
     #[serde(default)]
     pub machine: Machine,
+    /// The hash of the experiment's `manifest.json`, which every shard of it shares.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_hash: Option<String>,
+    /// How many shards ran it (1: one process); `shards/` has each one's record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<u32>,
 }
 
 /// The tool's name and version, as results and `experiment.json` record it.

@@ -43,6 +43,9 @@ pub enum Command {
     Plot(PlotArgs),
     /// Write a self-contained HTML report of an experiment directory.
     Report(ReportArgs),
+    /// Put the shards of a sweep (`sweep --shard`) together: check they are one
+    /// experiment, name any trial missing, and write the summary a one-machine run writes.
+    Merge(MergeArgs),
     /// Emulate a network in namespaces: run a test or any command over an emulated link,
     /// keep a testbed up, or run a scenario file's trials.
     Lab(LabArgs),
@@ -236,6 +239,17 @@ pub struct ReportArgs {
     pub output: PathBuf,
 }
 
+/// `wirebench merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shards' directories (or the one directory they share).
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// The merged experiment's directory (default: the one DIR, when only one is given).
+    #[arg(short, long, value_name = "OUT")]
+    pub out: Option<PathBuf>,
+}
+
 /// `wirebench sweep`.
 #[derive(Debug, Args)]
 pub struct SweepArgs {
@@ -261,9 +275,22 @@ pub struct SweepArgs {
     /// and stop-and-wait, with the table of times and counts).
     #[arg(long, value_name = "NAME", value_parser = parse_preset)]
     pub preset: Option<Preset>,
-    /// Scale a preset's amounts and point counts down (e.g. 0.01) to keep it short.
-    #[arg(long, default_value_t = 1.0)]
-    pub scale: f64,
+    /// Scale a preset's amounts and point counts down (e.g. 0.01) to keep it short (only
+    /// with --preset; default 1).
+    #[arg(long)]
+    pub scale: Option<f64>,
+    /// Run only shard I of N of the trials (0 <= I < N; trial k = point·repeat + repeat
+    /// index goes to shard k mod N), into an --out every shard shares; `auto` reads a Slurm
+    /// job array's SLURM_ARRAY_TASK_ID/COUNT or a Kubernetes Indexed Job's
+    /// JOB_COMPLETION_INDEX with WIREBENCH_SHARD_COUNT. Trials already saved there are
+    /// skipped; `wirebench merge DIR` makes the summary once every shard is done.
+    #[arg(long, value_name = "I/N|auto")]
+    pub shard: Option<String>,
+    /// Servers to measure, HOST[:PORT] separated by commas: a grid parameter `server`
+    /// (each point says which). With --shard over a multiple of their count, shard I
+    /// measures server I mod (their count) only, so that one job array measures a mesh.
+    #[arg(long, value_name = "HOSTS", value_delimiter = ',')]
+    pub targets: Vec<String>,
     /// The test each point varies (the flags of `run`).
     #[command(flatten)]
     pub run: RunArgs,

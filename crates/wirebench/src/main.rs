@@ -39,6 +39,7 @@ fn main() -> ExitCode {
         Command::Sweep(args) => cmd::sweep::sweep(&args),
         Command::Plot(args) => cmd::plot::plot(&args),
         Command::Report(args) => cmd::report::report(&args),
+        Command::Merge(args) => cmd::merge::merge(&args),
         Command::Lab(args) => cmd::lab::lab(&args),
     };
     match result {

@@ -2,10 +2,14 @@
 //! of its trials (statistics per point, the knee of a rate sweep; `summary`). Pure: the
 //! binary runs the trials; this module only plans them and reads their results.
 
+pub mod merge;
 pub mod plan;
+pub mod shard;
 pub mod summary;
 
+pub use merge::{MergeError, Merged};
 pub use plan::*;
+pub use shard::{Manifest, Shard, ShardError, ShardRecord};
 pub use summary::*;
 
 /// The experiment's summary as CSV (the [`Csv`](crate::export::csv::Csv) exporter's text):

@@ -9,7 +9,7 @@ use wirebench_proto::units::{parse_rate, parse_size, Rate, UnitError};
 pub enum VaryError {
     /// The name is not a parameter a sweep can vary.
     #[error(
-        "--vary {0}: not a parameter (rate, size, bytes, time, mode, proto, parallel, direction)"
+        "--vary {0}: not a parameter (rate, size, bytes, time, mode, proto, parallel, direction, server)"
     )]
     UnknownParam(String),
     /// No `=` in the argument.
@@ -64,6 +64,9 @@ pub enum Param {
     Parallel,
     /// `-R`: `forward` or `reverse`.
     Direction,
+    /// The server, `HOST[:PORT]` (`--targets`, or varied like any parameter): one sweep
+    /// measures several servers, each point saying which.
+    Server,
 }
 
 impl Param {
@@ -77,6 +80,7 @@ impl Param {
             "proto" | "protocol" => Self::Proto,
             "parallel" | "P" => Self::Parallel,
             "direction" => Self::Direction,
+            "server" => Self::Server,
             other => return Err(VaryError::UnknownParam(other.to_string())),
         })
     }
@@ -92,6 +96,7 @@ impl Param {
             Self::Proto => "proto",
             Self::Parallel => "parallel",
             Self::Direction => "direction",
+            Self::Server => "server",
         }
     }
 }
@@ -300,7 +305,7 @@ mod tests {
         let msg = |s: &str| parse_vary(s).err().map(|e| e.to_string());
         assert_eq!(
             msg("color=1"),
-            Some("--vary color: not a parameter (rate, size, bytes, time, mode, proto, parallel, direction)".into())
+            Some("--vary color: not a parameter (rate, size, bytes, time, mode, proto, parallel, direction, server)".into())
         );
         assert_eq!(
             msg("rate=1M..1G:log:1"),

@@ -71,6 +71,84 @@ pub struct Knee {
     pub knee99_bps: Option<f64>,
     /// The same at 95%.
     pub knee95_bps: Option<f64>,
+    /// The highest offered rate of the series: a knee equal to it is no knee, only the
+    /// end of what was tried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tested_up_to_bps: Option<f64>,
+}
+
+impl Knee {
+    /// The knee at `fraction` (0.99 or 0.95) in words: "up to R", "no knee up to R"
+    /// when every rate tried delivered that much (the path may go further), or "none"
+    /// when even the lowest rate fell short.
+    pub fn describe(&self, fraction: f64) -> String {
+        let knee = if fraction >= 0.99 {
+            self.knee99_bps
+        } else {
+            self.knee95_bps
+        };
+        match (knee, self.tested_up_to_bps) {
+            (None, _) => "none (short even at the lowest rate)".into(),
+            (Some(k), Some(top)) if k >= top => format!(
+                "no knee up to {} (the highest rate tested)",
+                wirebench_proto::units::format_rate_bps(top)
+            ),
+            (Some(k), _) => format!("up to {}", wirebench_proto::units::format_rate_bps(k)),
+        }
+    }
+}
+
+/// A point whose sender did not reach the rate asked by more than [`SHORTFALL`]: its
+/// figures measure the sender (CPU, pacing, socket buffer), not the path.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shortfall {
+    /// The point, `name=value` words.
+    pub point: String,
+    /// The rate asked, bits/s.
+    pub offered_bps: f64,
+    /// The mean rate sent, bits/s.
+    pub sent_bps: f64,
+}
+
+/// How far below the asked rate a sender may fall before a sweep warns: 2%.
+pub const SHORTFALL: f64 = 0.02;
+
+impl std::fmt::Display for Shortfall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use wirebench_proto::units::format_rate_bps;
+        write!(
+            f,
+            "{}: the sender reached {} of the {} asked ({:.0}% short); this point measures \
+             the sender, not the path",
+            self.point,
+            format_rate_bps(self.sent_bps),
+            format_rate_bps(self.offered_bps),
+            (1.0 - self.sent_bps / self.offered_bps) * 100.0
+        )
+    }
+}
+
+impl ExperimentSummary {
+    /// The points whose sender fell short of the asked rate by more than [`SHORTFALL`].
+    pub fn shortfalls(&self) -> Vec<Shortfall> {
+        self.points
+            .iter()
+            .filter_map(|p| {
+                let offered = p.offered_bps.filter(|o| *o > 0.0)?;
+                let sent = p.figures.get("sent_bps")?.mean;
+                (sent < offered * (1.0 - SHORTFALL)).then(|| Shortfall {
+                    point: p
+                        .point
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    offered_bps: offered,
+                    sent_bps: sent,
+                })
+            })
+            .collect()
+    }
 }
 
 /// The `summary.json` of an experiment.
@@ -160,6 +238,7 @@ pub fn summarize_experiment(
         .map(|(series, pts)| Knee {
             knee99_bps: knee(&pts, 0.99),
             knee95_bps: knee(&pts, 0.95),
+            tested_up_to_bps: pts.iter().map(|p| p.0).reduce(f64::max),
             series,
         })
         .collect();

@@ -419,10 +419,10 @@ impl Exporter<ExperimentSummary> for Table {
             let series: Vec<String> = k.series.iter().map(|(a, b)| format!("{a}={b}")).collect();
             writeln!(
                 out,
-                "knee {}: 99% delivered up to {}, 95% up to {}",
+                "knee {}: 99% delivered {}; 95% {}",
                 series.join(" "),
-                k.knee99_bps.map_or("none".into(), format_rate_bps),
-                k.knee95_bps.map_or("none".into(), format_rate_bps),
+                k.describe(0.99),
+                k.describe(0.95),
             )?;
         }
         Ok(())

@@ -1,8 +1,9 @@
 //! `wirebench sweep`: plan the grid (the report crate's experiment module), run each trial
-//! with the engine, save every result and the summary (the report crate's exporters).
+//! of this shard (all of them without `--shard`) with the engine, save every result, and
+//! (one process) the summary, by the same step as `wirebench merge`.
 
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -10,9 +11,15 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use wirebench_engine::{ClientConfig, EngineError, Watch};
 use wirebench_proto::results::Results;
 use wirebench_proto::units::{parse_duration, parse_rate, parse_size};
-use wirebench_report::experiment::{grid, parse_vary, summarize_experiment, Param, Point};
-use wirebench_report::meta::{timestamp, tool_version, ExperimentMeta, Machine};
-use wirebench_report::{Csv, Exporter, Json, Table};
+use wirebench_report::experiment::merge::point_label;
+use wirebench_report::experiment::shard::{hostname, shard_of, trial_path};
+use wirebench_report::experiment::{
+    grid, parse_vary, Manifest, Param, Point, Shard, ShardRecord, Vary,
+};
+use wirebench_report::meta::{timestamp, tool_version, Machine};
+use wirebench_report::Json;
+
+use super::merge::save;
 
 use super::serve::server_for;
 use crate::cli::{ModeArg, RunArgs, SweepArgs};
@@ -27,7 +34,7 @@ const BUSY_RETRY: Duration = Duration::from_millis(100);
 struct Silent;
 impl Watch for Silent {}
 
-/// Runs the experiment.
+/// Runs the experiment, or this process's shard of it.
 pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
     let mut base = args.run.clone();
     if base.json
@@ -43,76 +50,150 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
     }
     let mut vary_specs = args.vary.clone();
     if let Some(preset) = args.preset {
-        if !(args.scale > 0.0 && args.scale <= 1.0) {
+        let scale = args.scale.unwrap_or(1.0);
+        if !(scale > 0.0 && scale <= 1.0) {
             return Err(Failure::Usage("--scale is above 0 and at most 1".into()));
         }
-        let plan = preset.plan(args.scale);
+        let plan = preset.plan(scale);
+        // The preset sets each trial's amount: a -t or -n would be silently replaced.
+        if base.time.is_some() || base.bytes.is_some() {
+            return Err(Failure::Usage(format!(
+                "--preset {} sets each trial's amount: no -t/--time or -n/--bytes (use --scale)",
+                preset.name()
+            )));
+        }
         if plan.bytes.is_some() {
             base.bytes = plan.bytes;
         }
         base.time = None;
         vary_specs = plan.varies.into_iter().chain(vary_specs).collect();
+    } else if args.scale.is_some() {
+        return Err(Failure::Usage(
+            "--scale scales a --preset: give one, or shorten the test with -t/-n".into(),
+        ));
     }
-    if vary_specs.is_empty() {
+    if vary_specs.is_empty() && args.targets.is_empty() {
         return Err(Failure::Usage(
             "give at least one --vary NAME=VALUES, or a --preset".into(),
         ));
     }
-    let varies = vary_specs
+    let mut varies = vary_specs
         .iter()
         .map(|s| parse_vary(s))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| Failure::Usage(e.to_string()))?;
+    let mut seen = Vec::new();
+    for v in &varies {
+        if seen.contains(&v.param) {
+            return Err(Failure::Usage(format!(
+                "--vary {}: given twice (a preset may vary it already)",
+                v.param.name()
+            )));
+        }
+        seen.push(v.param);
+    }
+    if !args.targets.is_empty() {
+        if seen.contains(&Param::Server) {
+            return Err(Failure::Usage(
+                "--targets and --vary server=...: give one".into(),
+            ));
+        }
+        if base.host.is_some() {
+            return Err(Failure::Usage("--targets and a HOST: give one".into()));
+        }
+        // Servers outermost, so each server's points are together in the grid.
+        varies.insert(
+            0,
+            Vary {
+                param: Param::Server,
+                values: args.targets.clone(),
+            },
+        );
+    }
     let points = grid(&varies);
     // Every point must make a valid test before any runs.
     let mut specs = Vec::with_capacity(points.len());
     for p in &points {
         let a = apply(&base, p).map_err(Failure::Usage)?;
-        let spec = a.spec().map_err(|e| {
-            Failure::Usage(format!(
-                "point {}: {e}",
-                p.iter()
-                    .map(|(k, v)| format!("{}={v}", k.name()))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            ))
-        })?;
+        let spec = a
+            .spec()
+            .map_err(|e| Failure::Usage(format!("point {}: {e}", point_label(p))))?;
         specs.push(spec);
     }
-    let psk = crate::cli::load_psk(base.psk_file.as_deref()).map_err(Failure::Usage)?;
-    let (host, port) = server_for(base.host.as_ref(), base.port, psk.as_ref())?;
-    let dir = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("wirebench-results").join(timestamp()));
-    std::fs::create_dir_all(dir.join("trials"))
-        .with_context(|| format!("creating {}", dir.display()))?;
-    let mut order: Vec<(usize, u32)> = (0..points.len())
-        .flat_map(|p| (0..args.repeat).map(move |r| (p, r)))
-        .collect();
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(1)
-        | 1;
-    if !args.ordered {
-        shuffle(&mut order, seed);
-    }
-    let meta = ExperimentMeta {
-        wirebench: tool_version(),
-        // Lossy: a word that is not UTF-8 is still recorded, not a panic.
-        command: std::env::args_os()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
-        server: format!("{host}:{port}"),
-        varies,
-        repeat: args.repeat,
-        ordered: args.ordered,
-        shuffle_seed: (!args.ordered).then_some(seed),
-        machine: Machine::this(),
+    let shard = match args.shard.as_deref() {
+        None => Shard::WHOLE,
+        Some(s) => Shard::parse(s).map_err(|e| Failure::Usage(e.to_string()))?,
     };
-    save(&dir.join("experiment.json"), &Json, &meta)?;
-    let bar = ProgressBar::new(order.len() as u64).with_style(
+    let dir = match (&args.out, shard.count) {
+        (Some(d), _) => d.clone(),
+        (None, 1) => PathBuf::from("wirebench-results").join(timestamp()),
+        (None, _) => {
+            return Err(Failure::Usage(
+                "--shard needs --out DIR, a directory every shard shares".into(),
+            ))
+        }
+    };
+    let psk = crate::cli::load_psk(base.psk_file.as_deref()).map_err(Failure::Usage)?;
+    // A server per point when the grid names them; else one for all (maybe in-process).
+    let varies_server = points
+        .iter()
+        .all(|p| p.iter().any(|(k, _)| *k == Param::Server));
+    let fixed = if varies_server {
+        None
+    } else {
+        Some(server_for(base.host.as_ref(), base.port, psk.as_ref())?)
+    };
+    for sub in ["trials", "shards"] {
+        std::fs::create_dir_all(dir.join(sub))
+            .with_context(|| format!("creating {}", dir.join(sub).display()))?;
+    }
+    let tests = specs
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<Vec<_>, _>>()
+        .context("describing the tests")?;
+    // The shuffle's seed comes from the plan, so every shard (and a rerun that resumes)
+    // has the same manifest; each shard shuffles its own trials with it.
+    let unseeded = Manifest::new(
+        tool_version(),
+        varies.clone(),
+        args.repeat,
+        args.ordered,
+        None,
+        tests.clone(),
+    );
+    let seed = u64::from_str_radix(&unseeded.hash, 16).unwrap_or(1) | 1;
+    let manifest = Manifest::new(
+        tool_version(),
+        varies,
+        args.repeat,
+        args.ordered,
+        (!args.ordered).then_some(seed),
+        tests,
+    );
+    manifest
+        .write_once(&dir)
+        .map_err(|e| Failure::Runtime(e.into()))?;
+    let mut mine: Vec<(usize, u32)> = (0..points.len())
+        .flat_map(|p| (0..args.repeat).map(move |r| (p, r)))
+        .filter(|&(p, r)| shard_of(&points, p, r, args.repeat, shard.count) == shard.index)
+        .collect();
+    let files: Vec<String> = mine.iter().map(|&(p, r)| trial_path(p, r)).collect();
+    // Resume: a trial whose file is there and reads as a result is done (files are renamed
+    // into place whole, so one that reads is complete).
+    let before = mine.len();
+    mine.retain(|&(p, r)| {
+        std::fs::read(dir.join(trial_path(p, r)))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Results>(&b).ok())
+            .is_none()
+    });
+    let already = before - mine.len();
+    if !args.ordered {
+        shuffle(&mut mine, seed ^ u64::from(shard.index));
+    }
+    let mut servers: Vec<String> = Vec::new();
+    let bar = ProgressBar::new(mine.len() as u64).with_style(
         ProgressStyle::with_template("{bar:30} trial {pos}/{len} {msg} eta {eta}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
@@ -121,11 +202,18 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
     } else {
         ProgressDrawTarget::hidden()
     });
-    let mut trials: Vec<Vec<(String, Results)>> = vec![Vec::new(); points.len()];
-    for (n, &(p, r)) in order.iter().enumerate() {
+    for (n, &(p, r)) in mine.iter().enumerate() {
         bar.set_message(format!("point {}/{} repeat {}", p + 1, points.len(), r + 1));
+        let (host, port) = match &fixed {
+            Some(hp) => hp.clone(),
+            None => point_server(&points[p], base.port).map_err(Failure::Usage)?,
+        };
+        let label = format!("{host}:{port}");
+        if !servers.contains(&label) {
+            servers.push(label);
+        }
         let cfg = ClientConfig {
-            host: host.clone(),
+            host,
             port,
             spec: specs[p].clone(),
             packet_log: None,
@@ -135,26 +223,66 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
         };
         let results = trial(&cfg)
             .with_context(|| format!("trial {} (point {}, repeat {})", n + 1, p + 1, r + 1))?;
-        let file = format!("trials/p{:03}-r{:03}.json", p + 1, r + 1);
-        save(&dir.join(&file), &Json, &results)?;
-        trials[p].push((file, results));
+        save(&dir.join(trial_path(p, r)), &Json, &results)?;
         bar.inc(1);
-        if args.pause > Duration::ZERO && n + 1 < order.len() {
+        if args.pause > Duration::ZERO && n + 1 < mine.len() {
             // The pause the user asked for between trials, not a wait for anything.
             std::thread::sleep(args.pause);
         }
     }
     bar.finish_and_clear();
-    let summary = summarize_experiment(&points, &trials);
-    save(&dir.join("summary.json"), &Json, &summary)?;
-    save(&dir.join("summary.csv"), &Csv, &summary)?;
-    let mut out = io::stdout().lock();
-    Table
-        .export(&summary, &mut out)
-        .and_then(|()| writeln!(out, "saved in {}", dir.display()))
-        .and_then(|()| out.flush())
-        .context("writing the summary")?;
+    if servers.is_empty() {
+        if let Some((h, p)) = &fixed {
+            servers.push(format!("{h}:{p}"));
+        }
+    }
+    let record = ShardRecord {
+        shard,
+        manifest: manifest.hash.clone(),
+        client: hostname(),
+        server: servers.join(" "),
+        // Lossy: a word that is not UTF-8 is still recorded, not a panic.
+        command: std::env::args_os()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        machine: Machine::this(),
+        trials: files,
+    };
+    save(&dir.join(ShardRecord::path(shard)), &Json, &record)?;
+    if shard.count == 1 {
+        return super::merge::finish(std::slice::from_ref(&dir), &dir);
+    }
+    println!(
+        "shard {}/{}: {} trials run, {already} already saved, in {}; once every shard is done: wirebench merge {}",
+        shard.index,
+        shard.count,
+        mine.len(),
+        dir.display(),
+        dir.display()
+    );
     Ok(())
+}
+
+/// The server of a point that names one: `HOST`, `HOST:PORT` or `[V6]:PORT`.
+fn point_server(point: &Point, default_port: u16) -> Result<(String, u16), String> {
+    let Some((_, v)) = point.iter().find(|(k, _)| *k == Param::Server) else {
+        return Err("no server for this point".into());
+    };
+    let bad = || format!("server {v}: HOST, HOST:PORT or [V6ADDR]:PORT");
+    if let Some(rest) = v.strip_prefix('[') {
+        let (h, tail) = rest.split_once(']').ok_or_else(bad)?;
+        let port = match tail.strip_prefix(':') {
+            Some(p) => p.parse().map_err(|_| bad())?,
+            None if tail.is_empty() => default_port,
+            None => return Err(bad()),
+        };
+        return Ok((h.to_string(), port));
+    }
+    match v.split_once(':') {
+        Some((h, p)) if !p.contains(':') => Ok((h.to_string(), p.parse().map_err(|_| bad())?)),
+        // A bare IPv6 address.
+        _ => Ok((v.clone(), default_port)),
+    }
 }
 
 /// One trial. A busy server (another client, or the last trial's session still ending on
@@ -173,17 +301,6 @@ fn trial(cfg: &ClientConfig) -> Result<Results, EngineError> {
             other => return other,
         }
     }
-}
-
-/// Writes `doc` to `path` with `exporter`.
-fn save<T: ?Sized>(path: &Path, exporter: &dyn Exporter<T>, doc: &T) -> anyhow::Result<()> {
-    let file =
-        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    let mut w = io::BufWriter::new(file);
-    exporter
-        .export(doc, &mut w)
-        .and_then(|()| w.flush())
-        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// `run`'s flags for one grid point.
@@ -225,6 +342,8 @@ fn apply(base: &RunArgs, point: &Point) -> Result<RunArgs, String> {
                     other => return Err(format!("direction {other}: forward or reverse")),
                 }
             }
+            // The server is not a flag of the test: the sweep connects to it per point.
+            Param::Server => point_server(point, a.port).map(|_| ())?,
         }
     }
     Ok(a)

@@ -1,0 +1,587 @@
+//! Shards: one experiment's trials split over several processes (a Slurm job array, a
+//! Kubernetes Indexed Job, or several shells), each writing into a shared directory, and
+//! the checks that put them back together.
+//!
+//! # The assignment
+//!
+//! A sweep's trials are numbered point-major: trial `k = p·R + r` for point `p` (grid order,
+//! from 0) and repeat `r` (from 0) of `R`. Shard `I` of `N` runs the trials with
+//! `k mod N = I`. Every shard so gets ⌊T/N⌋ or ⌈T/N⌉ of the `T` trials, and each point's
+//! repeats go round the shards (a point's repeats differ in count by at most one between
+//! shards), so that a slow or odd machine spreads over every point instead of biasing one.
+//! A lab scenario numbers its trials trial-major, `k = t·P + p` over its `P` stack profiles
+//! (the order it runs them in), and shards them by the same rule.
+//!
+//! # The shared directory
+//!
+//! Every file is written to a temporary name and renamed into place, so a reader (another
+//! shard resuming, `merge`) sees a whole file or none. The manifest (`manifest.json`: what
+//! the experiment is, without who ran which part) is written once: a shard that finds one
+//! checks that it is byte for byte its own, and stops with an error naming both hashes
+//! when it is not (two different experiments pointed at one directory).
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::plan::{Param, Point, Vary};
+
+/// The environment variable that gives a Kubernetes Indexed Job's shard count (its
+/// `completions`), which Kubernetes does not expose to the pod itself.
+pub const SHARD_COUNT_ENV: &str = "WIREBENCH_SHARD_COUNT";
+
+/// Why a shard cannot be parsed, found, or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ShardError {
+    /// `--shard` that is neither `I/N` nor `auto`.
+    #[error("--shard {0}: expected I/N (0 <= I < N, e.g. 0/4) or auto")]
+    Syntax(String),
+    /// `--shard auto` outside a job array.
+    #[error(
+        "--shard auto: no SLURM_ARRAY_TASK_ID (a Slurm job array) or JOB_COMPLETION_INDEX \
+         (a Kubernetes Indexed Job) in the environment; give --shard I/N"
+    )]
+    NoJobArray,
+    /// A job array variable that is not a number, or is out of range.
+    #[error("--shard auto: {name}={value} is not usable ({why})")]
+    BadEnv {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong.
+        why: &'static str,
+    },
+    /// The directory already holds the manifest of another experiment.
+    #[error(
+        "{path}: another experiment's manifest (hash {found}, this one's {ours}): \
+         shards of one experiment need the same grid, repeats, test and order; \
+         use another --out"
+    )]
+    ManifestDiffers {
+        /// The manifest file.
+        path: PathBuf,
+        /// Its hash.
+        found: String,
+        /// This run's hash.
+        ours: String,
+    },
+    /// A file that cannot be read or written.
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// Reading or writing.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A file that is not what it should be.
+    #[error("{path}: {why}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+}
+
+/// Shard `index` of `count` (0-based): the share of an experiment one process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    /// This shard, `0..count`.
+    pub index: u32,
+    /// Shards in all.
+    pub count: u32,
+}
+
+impl Shard {
+    /// The whole experiment, one process.
+    pub const WHOLE: Shard = Shard { index: 0, count: 1 };
+
+    /// Parses `--shard`: `I/N`, or `auto` (see [`Shard::from_env`]).
+    ///
+    /// # Errors
+    ///
+    /// A malformed value, or `auto` outside a job array.
+    pub fn parse(s: &str) -> Result<Self, ShardError> {
+        if s == "auto" {
+            return Self::from_env(|k| std::env::var(k).ok());
+        }
+        let bad = || ShardError::Syntax(s.to_string());
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let index: u32 = i.trim().parse().map_err(|_| bad())?;
+        let count: u32 = n.trim().parse().map_err(|_| bad())?;
+        if count == 0 || index >= count {
+            return Err(bad());
+        }
+        Ok(Self { index, count })
+    }
+
+    /// The shard of a job array task, from its environment: Slurm's `SLURM_ARRAY_TASK_ID`
+    /// less `SLURM_ARRAY_TASK_MIN`, divided by `SLURM_ARRAY_TASK_STEP`, of
+    /// `SLURM_ARRAY_TASK_COUNT` (so `--array=1-4` and `--array=0-6:2` both give shards 0 to
+    /// 3 of 4); else Kubernetes' `JOB_COMPLETION_INDEX` of [`SHARD_COUNT_ENV`].
+    ///
+    /// # Errors
+    ///
+    /// Neither set, or a value out of range.
+    pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Result<Self, ShardError> {
+        let num = |name: &'static str, default: Option<u32>| -> Result<u32, ShardError> {
+            match env(name) {
+                Some(v) => v.trim().parse().map_err(|_| ShardError::BadEnv {
+                    name,
+                    value: v,
+                    why: "not a number",
+                }),
+                None => default.ok_or(ShardError::BadEnv {
+                    name,
+                    value: String::new(),
+                    why: "not set",
+                }),
+            }
+        };
+        let (index, count, name) = if env("SLURM_ARRAY_TASK_ID").is_some() {
+            let id = num("SLURM_ARRAY_TASK_ID", None)?;
+            let min = num("SLURM_ARRAY_TASK_MIN", Some(0))?;
+            let step = num("SLURM_ARRAY_TASK_STEP", Some(1))?.max(1);
+            let count = num("SLURM_ARRAY_TASK_COUNT", None)?;
+            let index = id.checked_sub(min).ok_or(ShardError::BadEnv {
+                name: "SLURM_ARRAY_TASK_ID",
+                value: id.to_string(),
+                why: "below SLURM_ARRAY_TASK_MIN",
+            })? / step;
+            (index, count, "SLURM_ARRAY_TASK_ID")
+        } else if env("JOB_COMPLETION_INDEX").is_some() {
+            let index = num("JOB_COMPLETION_INDEX", None)?;
+            let count = num(SHARD_COUNT_ENV, None)?;
+            (index, count, "JOB_COMPLETION_INDEX")
+        } else {
+            return Err(ShardError::NoJobArray);
+        };
+        if count == 0 || index >= count {
+            return Err(ShardError::BadEnv {
+                name,
+                value: index.to_string(),
+                why: "not below the task count",
+            });
+        }
+        Ok(Self { index, count })
+    }
+
+    /// Whether trial `k` (numbered as the module says) is this shard's.
+    pub fn owns(self, k: usize) -> bool {
+        k % self.count.max(1) as usize == self.index as usize
+    }
+
+    /// `I-of-N`, as the shard's record is named.
+    pub fn label(self) -> String {
+        format!("{}-of-{}", self.index, self.count)
+    }
+}
+
+/// The number of trial `repeat` of point `point` in a sweep of `repeats` per point.
+pub fn trial_number(point: usize, repeat: u32, repeats: u32) -> usize {
+    point * repeats as usize + repeat as usize
+}
+
+/// The shard (`0..count`) that runs trial `repeat` of point `point`: `k mod count` for trial
+/// number `k`, except when the grid varies the server over `T` values and `count` is a
+/// multiple of `T`: then shard `I` measures server `I mod T` only (one per index, so a job
+/// array measures a mesh of servers), and that server's trials go round the shards
+/// `I div T` by the same rule.
+pub fn shard_of(points: &[Point], point: usize, repeat: u32, repeats: u32, count: u32) -> u32 {
+    let count = count.max(1) as usize;
+    let server_of = |p: &Point| {
+        p.iter()
+            .find(|(k, _)| *k == Param::Server)
+            .map(|(_, v)| v.clone())
+    };
+    let mut servers: Vec<String> = Vec::new();
+    for s in points.iter().filter_map(server_of) {
+        if !servers.contains(&s) {
+            servers.push(s);
+        }
+    }
+    let t = servers.len();
+    let mine = points.get(point).and_then(server_of);
+    if let (true, Some(mine)) = (t > 1 && count % t == 0, mine) {
+        let s = servers.iter().position(|x| *x == mine).unwrap_or(0);
+        let before = points[..point]
+            .iter()
+            .filter(|p| server_of(p).as_deref() == Some(mine.as_str()))
+            .count();
+        let local = before * repeats as usize + repeat as usize;
+        return (s + t * (local % (count / t))) as u32;
+    }
+    (trial_number(point, repeat, repeats) % count) as u32
+}
+
+/// The file of a sweep's trial, relative to the experiment's directory (1-based in the
+/// name, as sweeps have always named them).
+pub fn trial_path(point: usize, repeat: u32) -> String {
+    format!("trials/p{:03}-r{:03}.json", point + 1, repeat + 1)
+}
+
+/// `manifest.json`: what makes two shards parts of one experiment. Who ran a part, where,
+/// and against which server is in the shard's record instead, so every shard writes the
+/// same manifest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// `wirebench VERSION`: shards of different versions may measure differently.
+    pub wirebench: String,
+    /// What the sweep varies.
+    pub varies: Vec<Vary>,
+    /// Trials per point.
+    pub repeat: u32,
+    /// Whether each shard runs its trials in grid order.
+    pub ordered: bool,
+    /// The seed of the shuffled order (each shard shuffles its own trials with it).
+    pub shuffle_seed: Option<u64>,
+    /// Each point's test, as the engine's spec in JSON: the same grid with another
+    /// `-t` or `-l` is another experiment.
+    pub tests: Vec<serde_json::Value>,
+    /// The hash of the above (FNV-1a 64 of their JSON), in hex: what `merge` compares.
+    pub hash: String,
+}
+
+impl Manifest {
+    /// A manifest with its hash filled in.
+    pub fn new(
+        wirebench: String,
+        varies: Vec<Vary>,
+        repeat: u32,
+        ordered: bool,
+        shuffle_seed: Option<u64>,
+        tests: Vec<serde_json::Value>,
+    ) -> Self {
+        let mut m = Self {
+            wirebench,
+            varies,
+            repeat,
+            ordered,
+            shuffle_seed,
+            tests,
+            hash: String::new(),
+        };
+        m.hash = m.content_hash();
+        m
+    }
+
+    /// The hash of everything but the hash.
+    pub fn content_hash(&self) -> String {
+        let unhashed = Self {
+            hash: String::new(),
+            ..self.clone()
+        };
+        let bytes = serde_json::to_vec(&unhashed).unwrap_or_default();
+        format!("{:016x}", fnv1a(&bytes))
+    }
+
+    /// Writes the manifest into `dir` once: when one is there, checks that it is this one.
+    ///
+    /// # Errors
+    ///
+    /// Another experiment's manifest, or a file that cannot be written or read.
+    pub fn write_once(&self, dir: &Path) -> Result<(), ShardError> {
+        let path = dir.join("manifest.json");
+        let mut bytes = serde_json::to_vec_pretty(self).map_err(|e| ShardError::Parse {
+            path: path.clone(),
+            why: e.to_string(),
+        })?;
+        bytes.push(b'\n');
+        if !write_new(&path, &bytes)? {
+            let found = Self::read(dir)?;
+            if found.hash != self.hash || found.content_hash() != self.hash {
+                return Err(ShardError::ManifestDiffers {
+                    path,
+                    found: found.hash,
+                    ours: self.hash.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads `dir/manifest.json`.
+    ///
+    /// # Errors
+    ///
+    /// No manifest, or one that does not parse.
+    pub fn read(dir: &Path) -> Result<Self, ShardError> {
+        read_json(&dir.join("manifest.json"))
+    }
+}
+
+/// What one shard records of its run (`shards/I-of-N.json`): where it ran, against what.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardRecord {
+    /// Which shard.
+    pub shard: Shard,
+    /// The manifest's hash this shard ran under.
+    pub manifest: String,
+    /// The host the trials ran on (the client).
+    pub client: String,
+    /// The server measured (`HOST:PORT`).
+    pub server: String,
+    /// The command line, word by word.
+    pub command: Vec<String>,
+    /// The machine that ran it.
+    pub machine: crate::meta::Machine,
+    /// The trials this shard saved (files relative to the directory), in run order.
+    pub trials: Vec<String>,
+}
+
+impl ShardRecord {
+    /// The record's file, relative to the experiment's directory.
+    pub fn path(shard: Shard) -> String {
+        format!("shards/{}.json", shard.label())
+    }
+
+    /// Every shard record in `dir`, by shard.
+    ///
+    /// # Errors
+    ///
+    /// A record that cannot be read.
+    pub fn read_all(dir: &Path) -> Result<Vec<Self>, ShardError> {
+        let shards = dir.join("shards");
+        let entries = match std::fs::read_dir(&shards) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(ShardError::Io {
+                    what: "reading",
+                    path: shards,
+                    source,
+                })
+            }
+        };
+        let mut out = Vec::new();
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == "json") {
+                out.push(read_json::<Self>(&p)?);
+            }
+        }
+        out.sort_by_key(|r| (r.shard.count, r.shard.index));
+        Ok(out)
+    }
+}
+
+/// This host's name (the kernel's), for the records of who ran what.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Reads a JSON file.
+///
+/// # Errors
+///
+/// A file that cannot be read or does not parse as `T`.
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ShardError> {
+    let bytes = std::fs::read(path).map_err(|source| ShardError::Io {
+        what: "reading",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| ShardError::Parse {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    })
+}
+
+/// A temporary name beside `path`, unique to this process and call, so that shards on
+/// several hosts sharing one directory never write the same temporary file.
+fn temp_beside(path: &Path) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(
+        ".{name}.{}.{}.{n}.tmp",
+        hostname(),
+        std::process::id()
+    ))
+}
+
+fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, ShardError> {
+    let tmp = temp_beside(path);
+    let io = |source| ShardError::Io {
+        what: "writing",
+        path: tmp.clone(),
+        source,
+    };
+    let mut f = std::fs::File::create(&tmp).map_err(io)?;
+    f.write_all(bytes).and_then(|()| f.sync_all()).map_err(io)?;
+    Ok(tmp)
+}
+
+/// Writes `bytes` to `path` whole or not at all (a temporary file renamed into place).
+///
+/// # Errors
+///
+/// The file cannot be written.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ShardError> {
+    let tmp = write_temp(path, bytes)?;
+    std::fs::rename(&tmp, path).map_err(|source| {
+        let _ = std::fs::remove_file(&tmp);
+        ShardError::Io {
+            what: "writing",
+            path: path.to_path_buf(),
+            source,
+        }
+    })
+}
+
+/// Writes `bytes` to `path` whole, unless a file is there already: `Ok(false)` then, and
+/// the file is left as it was. A hard link does what a rename cannot (fail when the name
+/// exists), on local file systems and on NFS alike.
+fn write_new(path: &Path, bytes: &[u8]) -> Result<bool, ShardError> {
+    let tmp = write_temp(path, bytes)?;
+    let linked = std::fs::hard_link(&tmp, path);
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(source) => Err(ShardError::Io {
+            what: "writing",
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// FNV-1a, 64 bits: a stable hash with no dependency, for a manifest's identity (not for
+/// security: two shards only need to notice an honest mistake).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::parse_vary;
+
+    #[test]
+    fn shards_parse_from_flags_and_job_arrays() {
+        assert_eq!(Shard::parse("1/4").ok(), Some(Shard { index: 1, count: 4 }));
+        for bad in ["4/4", "1", "a/2", "0/0", "-1/3"] {
+            assert!(Shard::parse(bad).is_err(), "{bad}");
+        }
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        // --array=1-4: ids 1..=4, min 1.
+        let s = Shard::from_env(env(&[
+            ("SLURM_ARRAY_TASK_ID", "3"),
+            ("SLURM_ARRAY_TASK_MIN", "1"),
+            ("SLURM_ARRAY_TASK_COUNT", "4"),
+        ]));
+        assert_eq!(s.ok(), Some(Shard { index: 2, count: 4 }));
+        // --array=0-6:2: ids 0, 2, 4, 6.
+        let s = Shard::from_env(env(&[
+            ("SLURM_ARRAY_TASK_ID", "6"),
+            ("SLURM_ARRAY_TASK_MIN", "0"),
+            ("SLURM_ARRAY_TASK_STEP", "2"),
+            ("SLURM_ARRAY_TASK_COUNT", "4"),
+        ]));
+        assert_eq!(s.ok(), Some(Shard { index: 3, count: 4 }));
+        let s = Shard::from_env(env(&[
+            ("JOB_COMPLETION_INDEX", "0"),
+            ("WIREBENCH_SHARD_COUNT", "3"),
+        ]));
+        assert_eq!(s.ok(), Some(Shard { index: 0, count: 3 }));
+        let e = Shard::from_env(env(&[("JOB_COMPLETION_INDEX", "0")])).expect_err("no count");
+        assert!(e.to_string().contains("WIREBENCH_SHARD_COUNT"), "{e}");
+        assert!(matches!(
+            Shard::from_env(env(&[])),
+            Err(ShardError::NoJobArray)
+        ));
+    }
+
+    #[test]
+    fn the_assignment_covers_every_trial_once_and_balances_points() {
+        let (points, repeats, n) = (5usize, 3u32, 4u32);
+        let mut per_shard = vec![0usize; n as usize];
+        for p in 0..points {
+            let mut seen = vec![0u32; n as usize];
+            for r in 0..repeats {
+                let k = trial_number(p, r, repeats);
+                let owners: Vec<u32> = (0..n)
+                    .filter(|&i| Shard { index: i, count: n }.owns(k))
+                    .collect();
+                assert_eq!(owners.len(), 1, "trial {k}");
+                seen[owners[0] as usize] += 1;
+                per_shard[owners[0] as usize] += 1;
+            }
+            // A point's repeats go round the shards.
+            assert!(seen.iter().all(|&c| c <= 1), "{seen:?}");
+        }
+        let (lo, hi) = (per_shard.iter().min(), per_shard.iter().max());
+        assert!(hi.zip(lo).is_some_and(|(h, l)| h - l <= 1), "{per_shard:?}");
+    }
+
+    #[test]
+    fn a_grid_of_servers_gives_each_shard_one_server() {
+        let points = crate::experiment::grid(&[
+            parse_vary("server=a,b").expect("v"),
+            parse_vary("size=1,2").expect("v"),
+        ]);
+        // Four shards, two servers: shards 0 and 2 measure a, 1 and 3 measure b.
+        for (p, point) in points.iter().enumerate() {
+            for r in 0..3 {
+                let i = shard_of(&points, p, r, 3, 4);
+                let server = &point[0].1;
+                assert_eq!(server == "a", i % 2 == 0, "{point:?} {r} -> {i}");
+            }
+        }
+        // Without servers, the plain rule.
+        let plain = crate::experiment::grid(&[parse_vary("size=1,2").expect("v")]);
+        assert_eq!(shard_of(&plain, 1, 0, 3, 4), 3);
+    }
+
+    #[test]
+    fn the_manifest_is_written_once_and_a_different_one_refused() {
+        let dir = std::env::temp_dir().join(format!("wb-manifest-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let m = |repeat| {
+            Manifest::new(
+                "wirebench 0".into(),
+                vec![parse_vary("size=1,2").expect("vary")],
+                repeat,
+                true,
+                None,
+                vec![],
+            )
+        };
+        m(2).write_once(&dir).expect("first");
+        m(2).write_once(&dir).expect("the same again");
+        let e = m(3).write_once(&dir).expect_err("another");
+        assert!(matches!(e, ShardError::ManifestDiffers { .. }), "{e}");
+        assert_eq!(Manifest::read(&dir).ok(), Some(m(2)));
+        // No temporary file is left behind.
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .expect("list")
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left.len(), 1, "{left:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
