@@ -1,0 +1,288 @@
+//! Sharded sweeps (issue 20): shards run as separate processes into one shared directory,
+//! or into directories of their own, merge into the summary a one-process run of the same
+//! grid makes; a rerun of a shard skips what it saved; a missing trial and a different
+//! experiment are named. Also the sweep's flag checks and honest knees (issue 16).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{wirebench, Server};
+use serde_json::Value;
+
+fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("wirebench-shards-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+fn ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("run wirebench");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn read_json(p: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).expect("read")).expect("json")
+}
+
+/// The grid every run here shares: 2 × 2 points, 3 trials each, short UDP transfers.
+const GRID: [&str; 10] = [
+    "sweep",
+    "-u",
+    "-n",
+    "100K",
+    "--vary",
+    "rate=20M,40M",
+    "--vary",
+    "size=500,1000",
+    "--repeat",
+    "3",
+];
+
+fn sweep(out: &Path, extra: &[&str]) -> Command {
+    let mut c = wirebench();
+    c.args(GRID).args(extra).arg("--out").arg(out);
+    c
+}
+
+/// What must be equal between a merged run and a one-process run: every point's
+/// parameters, trial count, trial files and the figures it has, and the knees' series.
+fn shape(summary: &Value) -> Value {
+    let points: Vec<Value> = summary["points"]
+        .as_array()
+        .expect("points")
+        .iter()
+        .map(|p| {
+            let figures: Vec<&String> = p["figures"].as_object().expect("figures").keys().collect();
+            serde_json::json!([
+                p["point"],
+                p["trials"],
+                p["failed"],
+                p["files"],
+                figures,
+                p["offered_bps"]
+            ])
+        })
+        .collect();
+    let knees: Vec<&Value> = summary["knees"]
+        .as_array()
+        .expect("knees")
+        .iter()
+        .map(|k| &k["series"])
+        .collect();
+    serde_json::json!({ "points": points, "knees": knees })
+}
+
+#[test]
+fn shards_run_as_processes_merge_into_the_one_process_summary() {
+    let dir = tempdir("merge");
+    let one = dir.join("one");
+    ok(&mut sweep(&one, &[]));
+    let whole = read_json(&one.join("summary.json"));
+    let whole_meta = read_json(&one.join("experiment.json"));
+
+    // Three shards at once, as three processes, into one shared directory.
+    let shared = dir.join("shared");
+    let children: Vec<_> = (0..3)
+        .map(|i| {
+            sweep(&shared, &["--shard", &format!("{i}/3")])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("spawn a shard")
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().expect("wait").success());
+    }
+    assert!(
+        !shared.join("summary.json").exists(),
+        "a shard leaves the summary to merge"
+    );
+    ok(wirebench().arg("merge").arg(&shared));
+    let merged = read_json(&shared.join("summary.json"));
+    assert_eq!(shape(&merged), shape(&whole));
+    let meta = read_json(&shared.join("experiment.json"));
+    assert_eq!(meta["manifest_hash"], whole_meta["manifest_hash"]);
+    assert_eq!(meta["shards"], 3);
+    assert_eq!(meta["varies"], whole_meta["varies"]);
+    // Every trial's placement: 12 rows, each naming its shard, client and server.
+    let placements = std::fs::read_to_string(shared.join("trials.csv")).expect("trials.csv");
+    assert_eq!(placements.lines().count(), 13, "{placements}");
+    for row in placements.lines().skip(1) {
+        let f: Vec<&str> = row.split(',').collect();
+        assert_eq!(f.len(), 4, "{row}");
+        assert!(f[1].ends_with("-of-3") && !f[2].is_empty() && f[3].starts_with("127.0.0.1:"));
+    }
+
+    // Two shards in directories of their own, merged into a third.
+    let (a, b, out) = (dir.join("a"), dir.join("b"), dir.join("ab"));
+    ok(&mut sweep(&a, &["--shard", "0/2"]));
+    ok(&mut sweep(&b, &["--shard", "1/2"]));
+    let missing = wirebench().arg("merge").arg(&a).output().expect("merge");
+    assert_eq!(missing.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        err.contains("6 of 12 trials missing") && err.contains("of shard 1/2"),
+        "{err}"
+    );
+    ok(wirebench().arg("merge").arg(&a).arg(&b).arg("-o").arg(&out));
+    assert_eq!(shape(&read_json(&out.join("summary.json"))), shape(&whole));
+
+    // The report reads a merged directory as it reads a one-process one.
+    ok(wirebench()
+        .arg("report")
+        .arg(&out)
+        .arg("-o")
+        .arg(dir.join("report.html")));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_rerun_shard_skips_its_saved_trials_and_a_missing_one_is_run_again() {
+    let dir = tempdir("resume");
+    let exp = dir.join("exp");
+    ok(&mut sweep(&exp, &["--shard", "1/2"]));
+    let file = exp.join("trials/p001-r002.json");
+    let before = std::fs::read(&file).expect("shard 1 saved trial 1");
+    let again = ok(&mut sweep(&exp, &["--shard", "1/2"]));
+    let text = String::from_utf8_lossy(&again.stdout);
+    assert!(text.contains("0 trials run, 6 already saved"), "{text}");
+    assert_eq!(std::fs::read(&file).expect("kept"), before);
+    // A trial lost (a preempted job) is the only one run again.
+    std::fs::remove_file(&file).expect("remove");
+    let third = ok(&mut sweep(&exp, &["--shard", "1/2"]));
+    let text = String::from_utf8_lossy(&third.stdout);
+    assert!(text.contains("1 trials run, 5 already saved"), "{text}");
+    assert!(file.is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn another_experiment_in_the_same_directory_is_refused() {
+    let dir = tempdir("clash");
+    let exp = dir.join("exp");
+    ok(&mut sweep(&exp, &["--shard", "0/2"]));
+    let out = sweep(&exp, &["--shard", "1/2", "--vary", "parallel=2"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("another experiment's manifest"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn shard_auto_reads_a_slurm_array_and_a_kubernetes_index() {
+    let dir = tempdir("auto");
+    let exp = dir.join("exp");
+    // --array=1-2: task 2 is shard 1 of 2.
+    let out = ok(sweep(&exp, &["--shard", "auto"])
+        .env("SLURM_ARRAY_TASK_ID", "2")
+        .env("SLURM_ARRAY_TASK_MIN", "1")
+        .env("SLURM_ARRAY_TASK_COUNT", "2")
+        .env_remove("JOB_COMPLETION_INDEX"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("shard 1/2"));
+    let out = ok(sweep(&exp, &["--shard", "auto"])
+        .env_remove("SLURM_ARRAY_TASK_ID")
+        .env("JOB_COMPLETION_INDEX", "0")
+        .env("WIREBENCH_SHARD_COUNT", "2"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("shard 0/2"));
+    ok(wirebench().arg("merge").arg(&exp));
+    let none = sweep(&exp, &["--shard", "auto"])
+        .env_remove("SLURM_ARRAY_TASK_ID")
+        .env_remove("JOB_COMPLETION_INDEX")
+        .output()
+        .expect("run");
+    assert_eq!(none.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn targets_give_each_shard_its_own_server_and_say_which_measured_what() {
+    let (s1, s2) = (Server::start(&[]), Server::start(&[]));
+    let t1 = format!("127.0.0.1:{}", s1.port);
+    let t2 = format!("127.0.0.1:{}", s2.port);
+    let targets = format!("{t1},{t2}");
+    let dir = tempdir("targets");
+    let exp = dir.join("exp");
+    for i in 0..2 {
+        ok(wirebench()
+            .args([
+                "sweep", "-u", "-n", "50K", "--vary", "size=500", "--repeat", "2",
+            ])
+            .args(["--targets", &targets, "--shard", &format!("{i}/2"), "--out"])
+            .arg(&exp));
+    }
+    ok(wirebench().arg("merge").arg(&exp));
+    let placements = std::fs::read_to_string(exp.join("trials.csv")).expect("trials.csv");
+    for row in placements.lines().skip(1) {
+        // Server 1's points are the first (p001), measured by shard 0 only.
+        let (want_shard, want_server) = if row.starts_with("trials/p001") {
+            ("0-of-2", &t1)
+        } else {
+            ("1-of-2", &t2)
+        };
+        assert!(
+            row.contains(want_shard) && row.ends_with(want_server.as_str()),
+            "{row}"
+        );
+    }
+    let summary = read_json(&exp.join("summary.json"));
+    assert_eq!(summary["points"][1]["point"]["server"], Value::from(t2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sweep_flags_are_checked_per_kind_and_knees_are_honest() {
+    let dir = tempdir("flags");
+    for (args, flag) in [
+        (
+            &["sweep", "--vary", "size=1", "--scale", "0.1"][..],
+            "--scale",
+        ),
+        (
+            &["sweep", "--preset", "rate-sweep", "-t", "1s"][..],
+            "--preset rate-sweep",
+        ),
+        (
+            &["sweep", "--vary", "size=1", "--shard", "0/2"][..],
+            "--shard needs --out",
+        ),
+        (
+            &["sweep", "--vary", "size=1", "--shard", "2/2", "--out", "x"][..],
+            "--shard 2/2",
+        ),
+    ] {
+        let out = wirebench().args(args).output().expect("run");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.lines().count() == 1 && err.contains(flag),
+            "{args:?}: {err}"
+        );
+    }
+    // Loopback delivers a slow rate whole: the knee is past the highest rate tried.
+    let out = ok(wirebench()
+        .args([
+            "sweep",
+            "-u",
+            "-n",
+            "50K",
+            "--vary",
+            "rate=2M,4M",
+            "--repeat",
+            "1",
+        ])
+        .arg("--out")
+        .arg(dir.join("knee")));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("no knee up to 4"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
