@@ -12,6 +12,8 @@ use crate::summary::{
     summarize, trial_file, ExperimentInfo, FailedTrial, ScenarioSummary, TrialFile,
 };
 use crate::trial::{run_trial, TrialSetup};
+use wirebench_report::experiment::shard::{write_atomic, Manifest, ShardError};
+use wirebench_report::experiment::Shard;
 
 /// A scenario run that cannot start or finish.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +30,9 @@ pub enum RunError {
     /// The lab cannot make namespaces here; the message says what it needs.
     #[error("{0}")]
     Privilege(io::Error),
+    /// The shared directory: another scenario's manifest, or a file not written.
+    #[error(transparent)]
+    Shard(#[from] ShardError),
     /// An I/O step, named.
     #[error("{what}: {source}")]
     Io {
@@ -69,6 +74,11 @@ pub struct ScenarioRun {
     pub out: PathBuf,
     /// Read the trials already saved in `out` instead of running them again.
     pub resume: bool,
+    /// This process's share of the trials: trial `t` of profile `p` (of `T` trials each)
+    /// is number `p·T + t`, as a sweep's point-major numbering, and shard `I` of `N` runs the numbers `k` with `k mod N = I` (see
+    /// `wirebench_report::experiment::shard`). A sharded run always resumes, and reads
+    /// the other shards' trials saved so far into its summary.
+    pub shard: Shard,
     /// Log every link of every trial in intervals of this many ns (0: no log).
     pub link_log_ns: u64,
     /// The wirebench executable, for servers and tests.
@@ -96,6 +106,13 @@ pub enum Progress<'a> {
         out: &'a Path,
         /// Trials read from a run resumed.
         already: usize,
+    },
+    /// A sharded run's summary lacks trials other shards have not saved yet.
+    Incomplete {
+        /// Trials saved, of every shard.
+        saved: usize,
+        /// Trials in all.
+        total: usize,
     },
     /// A trial ended.
     TrialDone {
@@ -162,30 +179,60 @@ pub fn run_scenario(
     let out = &run.out;
     std::fs::create_dir_all(out.join("trials"))
         .map_err(io_err(format!("creating {}", out.display())))?;
+    let sharded = run.shard.count > 1;
+    if sharded {
+        // Shards of one run share the scenario, the profiles, the trial count and the
+        // time scale; a directory of another run is refused before any trial.
+        let plan = |v: serde_json::Result<serde_json::Value>| v.unwrap_or_default();
+        Manifest::new(
+            format!("wirebench {}", env!("CARGO_PKG_VERSION")),
+            Vec::new(),
+            trials,
+            true,
+            None,
+            vec![
+                plan(serde_json::to_value(sc)),
+                plan(serde_json::to_value(&run.profiles)),
+                plan(serde_json::to_value(run.time_scale)),
+            ],
+        )
+        .write_once(out)?;
+    }
     // With resume, trials already on disk (and not failed outright) are read, not run.
     let mut done = Vec::<(usize, TrialFile)>::new();
     let mut jobs: Vec<Job> = Vec::new();
+    let read_saved = |trial: u32, p: &Profile| {
+        std::fs::read(out.join(trial_file(trial, &p.name)))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<TrialFile>(&b).ok())
+            .filter(|t| matches!(t, TrialFile::Done(_)))
+    };
     // Trials interleave the profiles, so drift over time spreads over all of them.
     for trial in 0..trials {
         for (profile, p) in profiles.iter().enumerate() {
-            let kept = run
-                .resume
-                .then(|| std::fs::read(out.join(trial_file(trial, &p.name))).ok())
-                .flatten()
-                .and_then(|b| serde_json::from_slice::<TrialFile>(&b).ok())
-                .filter(|t| matches!(t, TrialFile::Done(_)));
+            let k = profile * trials as usize + trial as usize;
+            if !run.shard.owns(k) {
+                // Another shard's: read when saved, for the summary so far.
+                if let Some(t) = read_saved(trial, p) {
+                    done.push((profile, t));
+                }
+                continue;
+            }
+            let kept = (run.resume || sharded)
+                .then(|| read_saved(trial, p))
+                .flatten();
             match kept {
                 Some(t) => done.push((profile, t)),
                 None => jobs.push(Job { profile, trial }),
             }
         }
     }
-    let total = jobs.len() + done.len();
+    let total = trials as usize * profiles.len();
     if !jobs.is_empty() {
         crate::ensure_privilege().map_err(RunError::Privilege)?;
     }
     // What `report` shows of how the run was made (a resumed run keeps the first run's).
-    if !(run.resume && out.join("experiment.json").exists()) {
+    if !((run.resume || sharded) && out.join("experiment.json").exists()) {
         let info = ExperimentInfo {
             command: &run.command,
             machine: &run.machine,
@@ -201,8 +248,7 @@ pub fn run_scenario(
             .to_json()
             .map_err(io::Error::from)
             .map_err(io_err("experiment.json"))?;
-        std::fs::write(out.join("experiment.json"), json)
-            .map_err(io_err("writing experiment.json"))?;
+        write_atomic(&out.join("experiment.json"), &json)?;
     }
     progress(Progress::Start {
         scenario: &sc.name,
@@ -242,7 +288,9 @@ pub fn run_scenario(
                     let written = serde_json::to_value(&file)
                         .and_then(|v| serde_json::to_vec_pretty(&v))
                         .map_err(io::Error::from)
-                        .and_then(|b| std::fs::write(&path, b));
+                        .and_then(|b| {
+                            write_atomic(&path, &b).map_err(|e| io::Error::other(e.to_string()))
+                        });
                     if let Err(error) = written {
                         progress(Progress::WriteFailed {
                             path: &path,
@@ -268,11 +316,17 @@ pub fn run_scenario(
         .to_json()
         .map_err(io::Error::from)
         .map_err(io_err("summary"))?;
-    std::fs::write(out.join("summary.json"), json).map_err(io_err("writing summary.json"))?;
-    std::fs::write(out.join("summary.csv"), summary.to_csv())
-        .map_err(io_err("writing summary.csv"))?;
-    std::fs::write(out.join("summary.txt"), summary.table())
-        .map_err(io_err("writing summary.txt"))?;
+    // Renamed into place whole: shards finishing together each write the summary of what
+    // they saw, and a reader never sees half of one.
+    write_atomic(&out.join("summary.json"), &json)?;
+    write_atomic(&out.join("summary.csv"), summary.to_csv().as_bytes())?;
+    write_atomic(&out.join("summary.txt"), summary.table().as_bytes())?;
+    if done.len() < total {
+        progress(Progress::Incomplete {
+            saved: done.len(),
+            total,
+        });
+    }
     let failed = done
         .iter()
         .filter(|(_, t)| matches!(t, TrialFile::Failed(_)))

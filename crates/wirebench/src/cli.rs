@@ -148,6 +148,13 @@ pub struct ScenarioArgs {
     /// (all saved: only the summary is made again).
     #[arg(long)]
     pub resume: bool,
+    /// Run only shard I of N of the trials (trial t of profile p, of T trials each, is
+    /// number p·T + t and goes to shard (p·T + t) mod N), into an --out every shard shares; `auto`
+    /// reads a Slurm job array or a Kubernetes Indexed Job, as `sweep --shard auto`. A
+    /// sharded run resumes by itself; once every shard is done, `lab scenario FILE --out
+    /// DIR --resume` (no shard) writes the whole summary without running anything.
+    #[arg(long, value_name = "I/N|auto")]
+    pub shard: Option<String>,
     /// Also log every link of every trial in intervals of this length (1ms or more), as
     /// trials/NNNN-PROFILE-links.csv (the format of lab --link-log).
     #[arg(long, value_name = "DURATION")]

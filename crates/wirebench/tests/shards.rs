@@ -286,3 +286,71 @@ fn sweep_flags_are_checked_per_kind_and_knees_are_honest() {
     assert!(text.contains("no knee up to 4"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn lab_scenario_shards_share_a_directory_and_resume_makes_the_whole_summary() {
+    if !common::lab_available() {
+        return;
+    }
+    let dir = tempdir("lab");
+    let file = dir.join("s.toml");
+    std::fs::write(
+        &file,
+        r#"
+name = "shards"
+trials = 2
+[[link]]
+a = "h1"
+b = "h2"
+rate = "20M"
+delay = "1ms"
+[[profile]]
+name = "reno"
+cc = "reno"
+[[profile]]
+name = "cubic"
+cc = "cubic"
+[[test]]
+name = "measured"
+from = "h1"
+to = "h2"
+args = ["-t", "200ms"]
+"#,
+    )
+    .expect("scenario");
+    let out = dir.join("out");
+    let scenario = |extra: &[&str]| {
+        let mut c = wirebench();
+        c.args(["lab", "scenario"])
+            .arg(&file)
+            .arg("--out")
+            .arg(&out)
+            .args(extra);
+        c
+    };
+    ok(&mut scenario(&["--shard", "0/2"]));
+    // Each profile's trials go round the shards: shard 0 ran trial 0 of both.
+    let names = |d: &Path| {
+        let mut v: Vec<String> = std::fs::read_dir(d.join("trials"))
+            .expect("trials")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names(&out), ["0000-cubic.json", "0000-reno.json"]);
+    ok(&mut scenario(&["--shard", "1/2"]));
+    assert_eq!(names(&out).len(), 4);
+    // Nothing left to run: no privilege needed, only the summary is made.
+    ok(&mut scenario(&["--resume"]));
+    let summary = read_json(&out.join("summary.json"));
+    let trials: Vec<u64> = summary["profiles"]
+        .as_array()
+        .expect("profiles")
+        .iter()
+        .filter_map(|p| p["trials"].as_u64())
+        .collect();
+    assert_eq!(trials, [2, 2], "{summary}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -9,8 +9,8 @@
 //! `k mod N = I`. Every shard so gets ⌊T/N⌋ or ⌈T/N⌉ of the `T` trials, and each point's
 //! repeats go round the shards (a point's repeats differ in count by at most one between
 //! shards), so that a slow or odd machine spreads over every point instead of biasing one.
-//! A lab scenario numbers its trials trial-major, `k = t·P + p` over its `P` stack profiles
-//! (the order it runs them in), and shards them by the same rule.
+//! A lab scenario numbers its trials the same way, its stack profiles as the points:
+//! `k = p·T + t` for trial `t` of `T` of profile `p`.
 //!
 //! # The shared directory
 //!

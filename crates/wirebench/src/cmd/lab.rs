@@ -177,6 +177,11 @@ fn scenario(args: &ScenarioArgs) -> Result<(), Failure> {
         time_scale: args.time_scale,
         out,
         resume: args.resume,
+        shard: match args.shard.as_deref() {
+            None => wirebench_report::experiment::Shard::WHOLE,
+            Some(s) => wirebench_report::experiment::Shard::parse(s)
+                .map_err(|e| Failure::Usage(e.to_string()))?,
+        },
         link_log_ns,
         exe: exe()?,
         command: std::env::args().collect(),
@@ -222,5 +227,9 @@ fn print_progress(p: Progress<'_>) {
             trial,
         } => eprintln!("trial {done}/{total} done ({profile} #{trial})"),
         Progress::WriteFailed { path, error } => eprintln!("writing {}: {error}", path.display()),
+        Progress::Incomplete { saved, total } => eprintln!(
+            "{saved} of {total} trials saved so far: the summary is partial until every shard \
+             is done (then: lab scenario FILE --out DIR --resume)"
+        ),
     }
 }
