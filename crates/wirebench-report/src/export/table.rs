@@ -419,7 +419,7 @@ impl Exporter<ExperimentSummary> for Table {
             let series: Vec<String> = k.series.iter().map(|(a, b)| format!("{a}={b}")).collect();
             writeln!(
                 out,
-                "knee {}: 99% delivered {}; 95% {}",
+                "knee {}: at 99% delivered, {}; at 95%, {}",
                 series.join(" "),
                 k.describe(0.99),
                 k.describe(0.95),
