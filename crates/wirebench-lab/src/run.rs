@@ -12,6 +12,7 @@ use crate::summary::{
     summarize, trial_file, ExperimentInfo, FailedTrial, ScenarioSummary, TrialFile,
 };
 use crate::trial::{run_trial, TrialSetup};
+use serde::Deserialize as _;
 use wirebench_report::experiment::shard::{write_atomic, Manifest, ShardError};
 use wirebench_report::experiment::Shard;
 
@@ -150,6 +151,58 @@ struct Job {
     trial: u32,
 }
 
+/// The manifest every shard of a scenario run shares: the scenario (in JSON without its
+/// unset keys, which reads back as the file did), the profiles asked for, and the time
+/// scale, as its tests;
+/// the trials per profile as its repeat; no varies (which tells it from a sweep's).
+pub fn manifest(sc: &Scenario, profiles: &[String], trials: u32, time_scale: f64) -> Manifest {
+    let mut scenario = serde_json::to_value(sc).unwrap_or_default();
+    drop_nulls(&mut scenario);
+    Manifest::new(
+        format!("wirebench {}", env!("CARGO_PKG_VERSION")),
+        Vec::new(),
+        trials,
+        true,
+        None,
+        vec![
+            scenario,
+            serde_json::Value::from(profiles.to_vec()),
+            serde_json::Value::from(time_scale),
+        ],
+    )
+}
+
+/// A scenario run's plan read back from its [`manifest`]: the scenario, the profiles asked
+/// for, the time scale and the trials per profile; `None` for a sweep's manifest.
+pub fn plan_of(m: &Manifest) -> Option<(Scenario, Vec<String>, f64, u32)> {
+    if !m.varies.is_empty() {
+        return None;
+    }
+    let [sc, profiles, scale] = m.tests.as_slice() else {
+        return None;
+    };
+    // Through TOML's value, as the file was read: its links parse from a TOML table.
+    let table: toml::Value = serde_json::from_value(sc.clone()).ok()?;
+    Some((
+        Scenario::deserialize(table).ok()?,
+        serde_json::from_value(profiles.clone()).ok()?,
+        scale.as_f64()?,
+        m.repeat,
+    ))
+}
+
+/// Removes the keys set to null (TOML has no null: an unset key is an absent one).
+fn drop_nulls(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            m.retain(|_, x| !x.is_null());
+            m.values_mut().for_each(drop_nulls);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
+}
+
 /// Runs a scenario and writes its directory.
 ///
 /// # Errors
@@ -183,20 +236,7 @@ pub fn run_scenario(
     if sharded {
         // Shards of one run share the scenario, the profiles, the trial count and the
         // time scale; a directory of another run is refused before any trial.
-        let plan = |v: serde_json::Result<serde_json::Value>| v.unwrap_or_default();
-        Manifest::new(
-            format!("wirebench {}", env!("CARGO_PKG_VERSION")),
-            Vec::new(),
-            trials,
-            true,
-            None,
-            vec![
-                plan(serde_json::to_value(sc)),
-                plan(serde_json::to_value(&run.profiles)),
-                plan(serde_json::to_value(run.time_scale)),
-            ],
-        )
-        .write_once(out)?;
+        manifest(sc, &run.profiles, trials, run.time_scale).write_once(out)?;
     }
     // With resume, trials already on disk (and not failed outright) are read, not run.
     let mut done = Vec::<(usize, TrialFile)>::new();
@@ -336,4 +376,26 @@ pub fn run_scenario(
         failed,
         total,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scenario_reads_back_from_its_manifest() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios");
+        for name in ["random-loss.toml", "reverse-congestion.toml"] {
+            let sc = Scenario::load(&Path::new(dir).join(name)).expect("a shipped scenario");
+            let m = manifest(&sc, &["x".into()], 7, 0.5);
+            let (back, profiles, scale, trials) = plan_of(&m).expect(name);
+            assert_eq!((profiles, scale, trials), (vec!["x".to_string()], 0.5, 7));
+            // The same scenario: the same manifest.
+            assert_eq!(
+                manifest(&back, &["x".into()], 7, 0.5).hash,
+                m.hash,
+                "{name}"
+            );
+        }
+    }
 }

@@ -342,9 +342,14 @@ args = ["-t", "200ms"]
     assert_eq!(names(&out), ["0000-cubic.json", "0000-reno.json"]);
     ok(&mut scenario(&["--shard", "1/2"]));
     assert_eq!(names(&out).len(), 4);
-    // Nothing left to run: no privilege needed, only the summary is made.
+    // Merge into a directory of its own: the trials gathered, the scenario's summary made,
+    // nothing run. A resumed run with no shard does the same in place.
+    let merged = dir.join("merged");
+    ok(wirebench().arg("merge").arg(&out).arg("-o").arg(&merged));
+    assert_eq!(names(&merged).len(), 4);
     ok(&mut scenario(&["--resume"]));
-    let summary = read_json(&out.join("summary.json"));
+    let summary = read_json(&merged.join("summary.json"));
+    assert_eq!(summary, read_json(&out.join("summary.json")));
     let trials: Vec<u64> = summary["profiles"]
         .as_array()
         .expect("profiles")

@@ -1,4 +1,5 @@
-//! `wirebench merge`: the shards of a sweep into one experiment directory. A one-machine
+//! `wirebench merge`: the shards of a sweep (or of a lab scenario) into one experiment
+//! directory. A one-machine
 //! sweep ends with the same step ([`finish`]), so a merged directory and a one-machine one
 //! are made by the same code.
 
@@ -6,7 +7,11 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use wirebench_report::experiment::Merged;
+use wirebench_lab::run::{run_scenario, ScenarioRun};
+use wirebench_lab::scenario::Scenario;
+use wirebench_lab::summary::trial_file;
+use wirebench_report::experiment::shard::write_atomic;
+use wirebench_report::experiment::{Manifest, Merged, Shard};
 use wirebench_report::{Csv, Exporter, Json, Table};
 
 use crate::cli::MergeArgs;
@@ -23,7 +28,79 @@ pub fn merge(args: &MergeArgs) -> Result<(), Failure> {
             ))
         }
     };
-    finish(&args.dirs, &out)
+    let manifest = Manifest::read(&args.dirs[0]).map_err(|e| Failure::Runtime(e.into()))?;
+    match wirebench_lab::run::plan_of(&manifest) {
+        Some(plan) => merge_lab(&args.dirs, &out, plan),
+        None => finish(&args.dirs, &out),
+    }
+}
+
+/// A lab scenario's shards: every trial file gathered into `out`, then the scenario's own
+/// summary (a resumed run with nothing left to run). A missing trial is named, not run.
+fn merge_lab(
+    dirs: &[PathBuf],
+    out: &Path,
+    (scenario, profiles, time_scale, trials): (Scenario, Vec<String>, f64, u32),
+) -> Result<(), Failure> {
+    let names: Vec<String> = scenario
+        .profiles()
+        .into_iter()
+        .map(|p| p.name)
+        .filter(|n| profiles.is_empty() || profiles.contains(n))
+        .collect();
+    std::fs::create_dir_all(out.join("trials"))
+        .with_context(|| format!("creating {}", out.display()))?;
+    let mut missing = Vec::new();
+    let copy = |file: &str| -> anyhow::Result<bool> {
+        let to = out.join(file);
+        if to.is_file() {
+            return Ok(true);
+        }
+        let Some(from) = dirs.iter().map(|d| d.join(file)).find(|f| f.is_file()) else {
+            return Ok(false);
+        };
+        let bytes = std::fs::read(&from).with_context(|| format!("reading {}", from.display()))?;
+        write_atomic(&to, &bytes)?;
+        Ok(true)
+    };
+    for name in &names {
+        for t in 0..trials {
+            let file = trial_file(t, name);
+            if !copy(&file)? {
+                missing.push(file);
+            }
+        }
+    }
+    if !missing.is_empty() {
+        return Err(Failure::Runtime(anyhow::anyhow!(
+            "{} of {} trials missing: {}; run their shards again (a rerun skips the trials \
+             already saved)",
+            missing.len(),
+            names.len() * trials as usize,
+            missing.join(", ")
+        )));
+    }
+    for file in ["manifest.json", "experiment.json"] {
+        copy(file)?;
+    }
+    let run = ScenarioRun {
+        scenario,
+        profiles,
+        trials: Some(trials),
+        parallel: Some(1),
+        time_scale,
+        out: out.to_path_buf(),
+        resume: true,
+        shard: Shard::WHOLE,
+        link_log_ns: 0,
+        exe: std::env::current_exe().context("finding the wirebench executable")?,
+        command: std::env::args().collect(),
+        machine: wirebench_report::meta::Machine::this(),
+    };
+    let outcome = run_scenario(&run, &|_| {}).map_err(|e| Failure::Runtime(e.into()))?;
+    print!("{}", outcome.summary.table());
+    println!("saved in {}", out.display());
+    Ok(())
 }
 
 /// Reads the shards in `dirs`, writes the experiment directory `out` (trials, manifest,
@@ -62,6 +139,6 @@ pub(crate) fn save<T: ?Sized>(
     exporter
         .export(doc, &mut bytes)
         .with_context(|| format!("writing {}", path.display()))?;
-    wirebench_report::experiment::shard::write_atomic(path, &bytes)?;
+    write_atomic(path, &bytes)?;
     Ok(())
 }
