@@ -51,6 +51,8 @@ teardown() {
     rm -rf "$t"
 }
 trap teardown EXIT
+# A timeout's or a Ctrl-C's signal ends the script through the same teardown.
+trap 'exit 1' TERM INT
 
 # Waits up to $1 seconds for the command after it to succeed.
 wait_for() {

@@ -206,7 +206,7 @@ pub fn shard_of(points: &[Point], point: usize, repeat: u32, repeats: u32, count
     }
     let t = servers.len();
     let mine = points.get(point).and_then(server_of);
-    if let (true, Some(mine)) = (t > 1 && count % t == 0, mine) {
+    if let (true, Some(mine)) = (t > 1 && count.is_multiple_of(t), mine) {
         let s = servers.iter().position(|x| *x == mine).unwrap_or(0);
         let before = points[..point]
             .iter()
@@ -547,7 +547,7 @@ mod tests {
             for r in 0..3 {
                 let i = shard_of(&points, p, r, 3, 4);
                 let server = &point[0].1;
-                assert_eq!(server == "a", i % 2 == 0, "{point:?} {r} -> {i}");
+                assert_eq!(server == "a", i.is_multiple_of(2), "{point:?} {r} -> {i}");
             }
         }
         // Without servers, the plain rule.
