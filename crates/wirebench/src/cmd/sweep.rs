@@ -37,16 +37,23 @@ impl Watch for Silent {}
 /// Runs the experiment, or this process's shard of it.
 pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
     let mut base = args.run.clone();
-    if base.json
-        || base.format.is_some()
-        || base.packet_log.is_some()
-        || base.both_directions
-        || base.file.is_some()
-    {
-        return Err(Failure::Usage(
-            "sweep saves every result itself: no --json, --format, --packet-log, --both-directions or --file"
-                .into(),
-        ));
+    // `run`'s flags that a sweep cannot honour, named one by one.
+    let refused: Vec<&str> = [
+        (base.json, "--json"),
+        (base.format.is_some(), "--format"),
+        (base.packet_log.is_some(), "--packet-log"),
+        (base.both_directions, "--both-directions"),
+        (base.file.is_some(), "--file"),
+    ]
+    .into_iter()
+    .filter_map(|(given, flag)| given.then_some(flag))
+    .collect();
+    if !refused.is_empty() {
+        return Err(Failure::Usage(format!(
+            "sweep does not take {}: it saves every trial's results and the summary itself \
+             (see --out)",
+            refused.join(", ")
+        )));
     }
     let mut vary_specs = args.vary.clone();
     if let Some(preset) = args.preset {
