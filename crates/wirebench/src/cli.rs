@@ -226,6 +226,9 @@ pub struct PlotArgs {
     /// An experiment directory (from sweep), a results JSON file, a packet log, or a link
     /// log (.csv, from lab --link-log).
     pub input: PathBuf,
+    /// More directories: shards of the same sweep, merged (as `wirebench merge`) first.
+    #[arg(value_name = "MORE")]
+    pub more: Vec<PathBuf>,
     /// rate, received, time, box (experiments); throughput, latency (one result or a link
     /// log); arrival (a packet log). Default: rate for an experiment, throughput for a result
     /// or a link log, arrival for a packet log.
@@ -241,6 +244,9 @@ pub struct PlotArgs {
 pub struct ReportArgs {
     /// The experiment directory (from sweep).
     pub dir: PathBuf,
+    /// More directories: shards of the same sweep, merged (as `wirebench merge`) first.
+    #[arg(value_name = "MORE")]
+    pub more: Vec<PathBuf>,
     /// The HTML file to write.
     #[arg(short, long, default_value = "report.html")]
     pub output: PathBuf,

@@ -135,6 +135,26 @@ fn shards_run_as_processes_merge_into_the_one_process_summary() {
     ok(wirebench().arg("merge").arg(&a).arg(&b).arg("-o").arg(&out));
     assert_eq!(shape(&read_json(&out.join("summary.json"))), shape(&whole));
 
+    // `report` and `plot` given the shards' directories merge them first.
+    let html = dir.join("shards.html");
+    ok(wirebench()
+        .arg("report")
+        .arg(&a)
+        .arg(&b)
+        .arg("-o")
+        .arg(&html));
+    assert!(std::fs::metadata(&html).expect("report").len() > 1000);
+    let svg = dir.join("shards.svg");
+    ok(wirebench()
+        .arg("plot")
+        .arg(&a)
+        .arg(&b)
+        .args(["--kind", "rate", "-o"])
+        .arg(&svg));
+    assert!(std::fs::read_to_string(&svg)
+        .expect("svg")
+        .trim_start()
+        .starts_with("<svg"));
     // The report reads a merged directory as it reads a one-process one.
     ok(wirebench()
         .arg("report")

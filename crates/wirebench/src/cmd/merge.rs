@@ -107,16 +107,7 @@ fn merge_lab(
 /// `experiment.json`, `summary.json`, `summary.csv`, `trials.csv`) and prints the summary
 /// table, with a warning for each point whose sender fell short of the asked rate.
 pub fn finish(dirs: &[PathBuf], out: &Path) -> Result<(), Failure> {
-    let merged = Merged::read(dirs).map_err(|e| Failure::Runtime(e.into()))?;
-    merged
-        .gather_into(dirs, out)
-        .map_err(|e| Failure::Runtime(e.into()))?;
-    let summary = merged.summary();
-    save(&out.join("experiment.json"), &Json, &merged.meta())?;
-    save(&out.join("summary.json"), &Json, &summary)?;
-    save(&out.join("summary.csv"), &Csv, &summary)?;
-    std::fs::write(out.join("trials.csv"), merged.placements_csv())
-        .with_context(|| format!("writing {}", out.join("trials.csv").display()))?;
+    let summary = write(dirs, out)?;
     let mut o = io::stdout().lock();
     Table
         .export(&summary, &mut o)
@@ -127,6 +118,71 @@ pub fn finish(dirs: &[PathBuf], out: &Path) -> Result<(), Failure> {
         eprintln!("warning: {s}");
     }
     Ok(())
+}
+
+/// A sweep's shards merged into a temporary directory, removed when dropped: what `report`
+/// and `plot` read when given several directories.
+pub struct MergedTemp {
+    dir: PathBuf,
+}
+
+impl MergedTemp {
+    /// Merges `dirs` (a sweep's shards) into a new temporary directory.
+    pub fn new(dirs: &[PathBuf]) -> Result<Self, Failure> {
+        let dir = std::env::temp_dir().join(format!(
+            "wirebench-merged-{}-{}",
+            std::process::id(),
+            wirebench_report::meta::timestamp()
+        ));
+        let t = Self { dir };
+        write(dirs, &t.dir)?;
+        Ok(t)
+    }
+
+    /// The merged directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for MergedTemp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The directory to read for `first` and `more`: `first` itself, or with more, all of them
+/// merged into a temporary directory (kept alive by the second value).
+pub fn read_dir_of(
+    first: &Path,
+    more: &[PathBuf],
+) -> Result<(PathBuf, Option<MergedTemp>), Failure> {
+    if more.is_empty() {
+        return Ok((first.to_path_buf(), None));
+    }
+    let dirs: Vec<PathBuf> = std::iter::once(first.to_path_buf())
+        .chain(more.iter().cloned())
+        .collect();
+    let t = MergedTemp::new(&dirs)?;
+    Ok((t.path().to_path_buf(), Some(t)))
+}
+
+/// Writes the merged experiment directory `out` and returns its summary.
+fn write(
+    dirs: &[PathBuf],
+    out: &Path,
+) -> Result<wirebench_report::experiment::ExperimentSummary, Failure> {
+    let merged = Merged::read(dirs).map_err(|e| Failure::Runtime(e.into()))?;
+    merged
+        .gather_into(dirs, out)
+        .map_err(|e| Failure::Runtime(e.into()))?;
+    let summary = merged.summary();
+    save(&out.join("experiment.json"), &Json, &merged.meta())?;
+    save(&out.join("summary.json"), &Json, &summary)?;
+    save(&out.join("summary.csv"), &Csv, &summary)?;
+    std::fs::write(out.join("trials.csv"), merged.placements_csv())
+        .with_context(|| format!("writing {}", out.join("trials.csv").display()))?;
+    Ok(summary)
 }
 
 /// Writes `doc` to `path` with `exporter`, whole or not at all.

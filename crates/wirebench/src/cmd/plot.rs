@@ -17,8 +17,10 @@ pub fn plot(args: &PlotArgs) -> Result<(), Failure> {
         .map(Kind::parse)
         .transpose()
         .map_err(|e| Failure::Usage(e.to_string()))?;
+    // Several shard directories are merged first (the temporary copy lives until the end).
+    let (input, _merged) = super::merge::read_dir_of(&args.input, &args.more)?;
     // The errors name the file and say what would work: no context to add.
-    let chart = chart_for(&args.input, kind).map_err(anyhow::Error::from)?;
+    let chart = chart_for(&input, kind).map_err(anyhow::Error::from)?;
     write(&chart, &args.output).map_err(anyhow::Error::from)?;
     Ok(())
 }
