@@ -304,6 +304,13 @@ pub struct SweepArgs {
     /// measures server I mod (their count) only, so that one job array measures a mesh.
     #[arg(long, value_name = "HOSTS", value_delimiter = ',')]
     pub targets: Vec<String>,
+    /// All-to-all: every host measures every other, HOST[:PORT] separated by commas (each
+    /// runs `wirebench serve`). The grid gets `client` and `server` parameters, less the
+    /// pairs of a host with itself; with --shard over a multiple of the hosts' count, shard
+    /// I runs as client I mod (their count), so it must run on that host (its shard record
+    /// and trials.csv name the host it ran on).
+    #[arg(long, value_name = "HOSTS", value_delimiter = ',')]
+    pub mesh: Vec<String>,
     /// The test each point varies (the flags of `run`).
     #[command(flatten)]
     pub run: RunArgs,

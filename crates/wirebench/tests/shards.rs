@@ -379,3 +379,52 @@ args = ["-t", "200ms"]
     assert_eq!(trials, [2, 2], "{summary}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_mesh_runs_every_host_against_every_other_one_client_per_shard() {
+    let (s1, s2) = (Server::start(&[]), Server::start(&[]));
+    let h1 = format!("127.0.0.1:{}", s1.port);
+    let h2 = format!("127.0.0.1:{}", s2.port);
+    let dir = tempdir("mesh");
+    let exp = dir.join("exp");
+    for i in 0..2 {
+        ok(wirebench()
+            .args([
+                "sweep", "-u", "-n", "50K", "--vary", "size=500", "--repeat", "2",
+            ])
+            .args([
+                "--mesh",
+                &format!("{h1},{h2}"),
+                "--shard",
+                &format!("{i}/2"),
+                "--out",
+            ])
+            .arg(&exp));
+    }
+    ok(wirebench().arg("merge").arg(&exp));
+    let summary = read_json(&exp.join("summary.json"));
+    let pairs: Vec<(String, String)> = summary["points"]
+        .as_array()
+        .expect("points")
+        .iter()
+        .map(|p| {
+            let s = |k: &str| p["point"][k].as_str().unwrap_or_default().to_string();
+            (s("client"), s("server"))
+        })
+        .collect();
+    assert_eq!(pairs, [(h1.clone(), h2.clone()), (h2.clone(), h1.clone())]);
+    let placements = std::fs::read_to_string(exp.join("trials.csv")).expect("trials.csv");
+    for row in placements.lines().skip(1) {
+        // Client 1's point (p001) is shard 0's, against server 2.
+        let (shard, server) = if row.starts_with("trials/p001") {
+            ("0-of-2", &h2)
+        } else {
+            ("1-of-2", &h1)
+        };
+        assert!(
+            row.contains(shard) && row.ends_with(server.as_str()),
+            "{row}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

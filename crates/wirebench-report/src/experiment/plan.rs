@@ -67,6 +67,10 @@ pub enum Param {
     /// The server, `HOST[:PORT]` (`--targets`, or varied like any parameter): one sweep
     /// measures several servers, each point saying which.
     Server,
+    /// The host that runs a point's trials (`--mesh`): a label, matched by the shard
+    /// assignment, not a flag of the test. A point whose client is its server is left out
+    /// of the grid (a host does not measure itself).
+    Client,
 }
 
 impl Param {
@@ -81,6 +85,7 @@ impl Param {
             "parallel" | "P" => Self::Parallel,
             "direction" => Self::Direction,
             "server" => Self::Server,
+            "client" => Self::Client,
             other => return Err(VaryError::UnknownParam(other.to_string())),
         })
     }
@@ -97,6 +102,7 @@ impl Param {
             Self::Parallel => "parallel",
             Self::Direction => "direction",
             Self::Server => "server",
+            Self::Client => "client",
         }
     }
 }
@@ -179,7 +185,8 @@ pub fn parse_vary(s: &str) -> Result<Vary, VaryError> {
 /// One point of the grid: a value for each varied parameter.
 pub type Point = Vec<(Param, String)>;
 
-/// Every combination of the values, the first `--vary` varying slowest.
+/// Every combination of the values, the first `--vary` varying slowest, less the points
+/// whose client is their server (a mesh's host does not measure itself).
 pub fn grid(varies: &[Vary]) -> Vec<Point> {
     let mut points: Vec<Point> = vec![Vec::new()];
     for v in varies {
@@ -194,6 +201,13 @@ pub fn grid(varies: &[Vary]) -> Vec<Point> {
             })
             .collect();
     }
+    let value = |p: &Point, param| p.iter().find(|(k, _)| *k == param).map(|(_, v)| v.clone());
+    points.retain(
+        |p| match (value(p, Param::Client), value(p, Param::Server)) {
+            (Some(c), Some(s)) => c != s,
+            _ => true,
+        },
+    );
     points
 }
 
@@ -337,6 +351,13 @@ mod tests {
             vec![(Param::Proto, "udp".into()), (Param::Size, "3".into())]
         );
         assert_eq!(grid(&[]), vec![Vec::<(Param, String)>::new()]);
+        // A mesh: every ordered pair of distinct hosts.
+        let mesh = grid(&[
+            parse_vary("client=a,b,c").expect("v"),
+            parse_vary("server=a,b,c").expect("v"),
+        ]);
+        assert_eq!(mesh.len(), 6);
+        assert!(mesh.iter().all(|p| p[0].1 != p[1].1));
     }
 
     #[test]

@@ -187,33 +187,38 @@ pub fn trial_number(point: usize, repeat: u32, repeats: u32) -> usize {
 }
 
 /// The shard (`0..count`) that runs trial `repeat` of point `point`: `k mod count` for trial
-/// number `k`, except when the grid varies the server over `T` values and `count` is a
-/// multiple of `T`: then shard `I` measures server `I mod T` only (one per index, so a job
-/// array measures a mesh of servers), and that server's trials go round the shards
-/// `I div T` by the same rule.
+/// number `k`, except when the grid places its trials, by a `client` parameter (`--mesh`)
+/// or else a `server` one (`--targets`), over `H` values and `count` is a multiple of `H`:
+/// then shard `I` takes the points of value `I mod H` only (one client, or one server, per
+/// index, so a job array measures a mesh), and goes round that value's trials with the
+/// other shards `I div H` of it by the same rule.
 pub fn shard_of(points: &[Point], point: usize, repeat: u32, repeats: u32, count: u32) -> u32 {
     let count = count.max(1) as usize;
-    let server_of = |p: &Point| {
-        p.iter()
-            .find(|(k, _)| *k == Param::Server)
-            .map(|(_, v)| v.clone())
+    let by = if points
+        .iter()
+        .any(|p| p.iter().any(|(k, _)| *k == Param::Client))
+    {
+        Param::Client
+    } else {
+        Param::Server
     };
-    let mut servers: Vec<String> = Vec::new();
-    for s in points.iter().filter_map(server_of) {
-        if !servers.contains(&s) {
-            servers.push(s);
+    let value_of = |p: &Point| p.iter().find(|(k, _)| *k == by).map(|(_, v)| v.clone());
+    let mut values: Vec<String> = Vec::new();
+    for s in points.iter().filter_map(value_of) {
+        if !values.contains(&s) {
+            values.push(s);
         }
     }
-    let t = servers.len();
-    let mine = points.get(point).and_then(server_of);
-    if let (true, Some(mine)) = (t > 1 && count.is_multiple_of(t), mine) {
-        let s = servers.iter().position(|x| *x == mine).unwrap_or(0);
+    let h = values.len();
+    let mine = points.get(point).and_then(value_of);
+    if let (true, Some(mine)) = (h > 1 && count.is_multiple_of(h), mine) {
+        let s = values.iter().position(|x| *x == mine).unwrap_or(0);
         let before = points[..point]
             .iter()
-            .filter(|p| server_of(p).as_deref() == Some(mine.as_str()))
+            .filter(|p| value_of(p).as_deref() == Some(mine.as_str()))
             .count();
         let local = before * repeats as usize + repeat as usize;
-        return (s + t * (local % (count / t))) as u32;
+        return (s + h * (local % (count / h))) as u32;
     }
     (trial_number(point, repeat, repeats) % count) as u32
 }
@@ -549,6 +554,19 @@ mod tests {
                 let server = &point[0].1;
                 assert_eq!(server == "a", i.is_multiple_of(2), "{point:?} {r} -> {i}");
             }
+        }
+        // A mesh of three hosts over three shards: shard I is client I, against the others.
+        let mesh = crate::experiment::grid(&[
+            parse_vary("client=a,b,c").expect("v"),
+            parse_vary("server=a,b,c").expect("v"),
+        ]);
+        for (p, point) in mesh.iter().enumerate() {
+            let want = ["a", "b", "c"].iter().position(|h| *h == point[0].1);
+            assert_eq!(
+                Some(shard_of(&mesh, p, 0, 2, 3) as usize),
+                want,
+                "{point:?}"
+            );
         }
         // Without servers, the plain rule.
         let plain = crate::experiment::grid(&[parse_vary("size=1,2").expect("v")]);

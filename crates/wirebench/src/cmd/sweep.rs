@@ -79,7 +79,7 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
             "--scale scales a --preset: give one, or shorten the test with -t/-n".into(),
         ));
     }
-    if vary_specs.is_empty() && args.targets.is_empty() {
+    if vary_specs.is_empty() && args.targets.is_empty() && args.mesh.is_empty() {
         return Err(Failure::Usage(
             "give at least one --vary NAME=VALUES, or a --preset".into(),
         ));
@@ -98,6 +98,32 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
             )));
         }
         seen.push(v.param);
+    }
+    if !args.mesh.is_empty() {
+        if !args.targets.is_empty()
+            || seen.contains(&Param::Server)
+            || seen.contains(&Param::Client)
+        {
+            return Err(Failure::Usage(
+                "--mesh sets the clients and servers: no --targets or --vary server/client".into(),
+            ));
+        }
+        if args.mesh.len() < 2 {
+            return Err(Failure::Usage("--mesh needs two hosts or more".into()));
+        }
+        if base.host.is_some() {
+            return Err(Failure::Usage("--mesh and a HOST: give one".into()));
+        }
+        // Clients, then servers, outermost: shard I is client I (see shard_of).
+        for param in [Param::Server, Param::Client] {
+            varies.insert(
+                0,
+                Vary {
+                    param,
+                    values: args.mesh.clone(),
+                },
+            );
+        }
     }
     if !args.targets.is_empty() {
         if seen.contains(&Param::Server) {
@@ -351,6 +377,8 @@ fn apply(base: &RunArgs, point: &Point) -> Result<RunArgs, String> {
             }
             // The server is not a flag of the test: the sweep connects to it per point.
             Param::Server => point_server(point, a.port).map(|_| ())?,
+            // Which host runs the point: the shard assignment's, not the test's.
+            Param::Client => {}
         }
     }
     Ok(a)
