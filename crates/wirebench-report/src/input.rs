@@ -31,6 +31,10 @@ pub const MAX_VALUE: f64 = 1e15;
 /// The largest time in seconds (`*_s` keys): 1e9 s is 31 years.
 pub const MAX_SECONDS: f64 = 1e9;
 
+/// The largest link log (CSV) read: an hour of 10 ms intervals over ten links is about
+/// 600 MB.
+pub const MAX_LINK_LOG_BYTES: u64 = 1 << 30;
+
 /// How many lost sequence numbers an arrival plot marks one by one, over the whole log; past
 /// that, a loss run is marked at its two ends. It keeps the plot's memory bounded whatever
 /// the log's runs declare.
@@ -86,6 +90,14 @@ pub enum InputError {
         value: String,
         /// What it should be.
         why: &'static str,
+    },
+    /// A link log with a value no link makes.
+    #[error("{}: {source}", .path.display())]
+    LinkLog {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: wirebench_proto::link_log::CsvValueError,
     },
     /// A packet log that could not be read.
     #[error("{}: {source}", .path.display())]
@@ -377,6 +389,25 @@ impl<'de> Visitor<'de> for Walk<'_> {
         }
         Ok(())
     }
+}
+
+/// Reads a link log (CSV) with its size capped and its numbers checked
+/// ([`wirebench_proto::link_log::check_csv`]); the text is then parsed by whoever draws it.
+///
+/// # Errors
+///
+/// Unreadable, too large, not UTF-8, or a value out of range; one line naming the file.
+pub fn link_log_text(path: &Path) -> Result<String, InputError> {
+    let bytes = read_capped(path, "link log", MAX_LINK_LOG_BYTES)?;
+    let text = String::from_utf8(bytes).map_err(|e| InputError::Read {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
+    })?;
+    wirebench_proto::link_log::check_csv(&text).map_err(|source| InputError::LinkLog {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(text)
 }
 
 /// What an arrival plot draws from a packet log: each datagram's sequence number and arrival

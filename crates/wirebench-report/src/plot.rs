@@ -405,10 +405,8 @@ pub fn arrival_chart(log: &Path) -> Result<Chart, PlotError> {
 /// the rate each link direction delivered (`throughput`), or its longest queue wait
 /// (`latency`), interval by interval.
 pub fn link_log_chart(log: &Path, kind: Kind) -> Result<Chart, PlotError> {
-    let text = std::fs::read_to_string(log).map_err(|source| PlotError::Read {
-        path: log.to_path_buf(),
-        source,
-    })?;
+    // Checked: size capped, every number finite and in range.
+    let text = crate::input::link_log_text(log)?;
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
     let col = |name: &'static str| {
