@@ -164,6 +164,8 @@ pub fn check_csv(text: &str) -> Result<(), CsvValueError> {
                 "not a finite number"
             } else if v < 0.0 {
                 "cannot be negative"
+            } else if v != 0.0 && v < 1e-15 {
+                "too small (a non-zero value is at least 1e-15)"
             } else if v > max {
                 "out of range"
             } else {
@@ -211,6 +213,7 @@ mod tests {
             ("0.1,a-b,up,1,2,0,0,1,2,inf,0.5", "delivered_bps"),
             ("0.1,a-b,up,1,2,0,0,1,2,160,-1", "max_queue_delay_ms"),
             ("0.1,a-b,up,1,2,0,0,1,2,NaN,0.5", "delivered_bps"),
+            ("0.1,a-b,up,1,2,0,0,1,2,160,1e-308", "max_queue_delay_ms"),
         ] {
             let e = check_csv(&format!("{HEADER}\n{bad}\n")).expect_err(bad);
             assert_eq!((e.line, e.column.as_str()), (2, column), "{bad}");

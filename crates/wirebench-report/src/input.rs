@@ -28,6 +28,11 @@ pub const MAX_JSON_BYTES: u64 = 512 << 20;
 /// years in s). Plotting stays exact well below 2^53.
 pub const MAX_VALUE: f64 = 1e15;
 
+/// The smallest magnitude of a non-zero number: no measurement resolves less (a ratio of
+/// counts of at most 1e15 is at least 1e-15), and a subnormal such as 1e-308 on a log axis
+/// made its tick loop endless.
+pub const MIN_VALUE: f64 = 1e-15;
+
 /// The largest time in seconds (`*_s` keys): 1e9 s is 31 years.
 pub const MAX_SECONDS: f64 = 1e9;
 
@@ -298,6 +303,10 @@ impl Walk<'_> {
         } else {
             MAX_VALUE
         };
+        if v != 0.0 && v.abs() < MIN_VALUE {
+            // Found by fuzz-smoke: a latency of 1e-308 µs made the log axis's loop endless.
+            return self.refuse(shown, "too small (a non-zero value is at least 1e-15)");
+        }
         if v.abs() > max {
             return self.refuse(
                 shown,
@@ -510,6 +519,16 @@ mod tests {
         assert!(b.why.contains("1e15"));
         // serde_json itself refuses numbers that overflow to infinity.
         assert_eq!(bad(r#"{"x": 1e400}"#).why, "not JSON");
+    }
+
+    /// fuzz-smoke's find: `results_json` hang 840165f8d739b3d1, `end.latency_us.p999 =
+    /// 1e-308` drawn on a log axis.
+    #[test]
+    fn smoke_hang_840165f8_subnormal_latency_is_refused() {
+        let b = bad(r#"{"end": {"latency_us": {"min": 3.4, "p999": 1e-308}}}"#);
+        assert_eq!(b.key, "end.latency_us.p999");
+        assert!(b.why.contains("too small"));
+        assert_eq!(check_json(br#"{"loss_ratio": 1e-15, "x": 0.0}"#), Ok(()));
     }
 
     #[test]
