@@ -164,8 +164,8 @@ pub fn check_csv(text: &str) -> Result<(), CsvValueError> {
                 "not a finite number"
             } else if v < 0.0 {
                 "cannot be negative"
-            } else if v != 0.0 && v < 1e-15 {
-                "too small (a non-zero value is at least 1e-15)"
+            } else if v != 0.0 && v < 1e-100 {
+                "too small (a non-zero value is at least 1e-100)"
             } else if v > max {
                 "out of range"
             } else {
