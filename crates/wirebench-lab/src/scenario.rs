@@ -69,6 +69,22 @@ pub enum ScenarioError {
         /// The parser's message.
         message: String,
     },
+    /// A file larger than any scenario.
+    #[error("{size} bytes is too large for a scenario file (at most {MAX_SCENARIO_BYTES} bytes)")]
+    TooLarge {
+        /// Its size.
+        size: u64,
+    },
+    /// More of something than a scenario runs.
+    #[error("{count} {what} is too many (at most {max})")]
+    TooMany {
+        /// What: links, tests, profiles, trials, arguments of a test.
+        what: &'static str,
+        /// How many the file has.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
     /// No `[[link]]`.
     #[error("a scenario needs at least one [[link]]")]
     NoLinks,
@@ -121,6 +137,21 @@ pub enum ScenarioError {
     #[error(transparent)]
     Topology(#[from] TopologyError),
 }
+
+/// The largest scenario file read: scenarios are a few kB; the cap bounds the parser's
+/// memory before it starts.
+pub const MAX_SCENARIO_BYTES: u64 = 1 << 20;
+
+/// The most links, tests, profiles, trials and arguments of one test a scenario may have:
+/// each link is two namespaces' worth of devices and each trial a run of every test, so
+/// more is a crafted file, not an experiment.
+pub const SCENARIO_LIMITS: [(&str, usize); 5] = [
+    ("links", 256),
+    ("tests", 256),
+    ("profiles", 64),
+    ("trials", 100_000),
+    ("arguments of a test", 256),
+];
 
 /// A scenario file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -321,6 +352,11 @@ impl Scenario {
     ///
     /// A one-line message: TOML syntax, an unknown key, or an inconsistency.
     pub fn parse(text: &str) -> Result<Self, ScenarioError> {
+        if text.len() as u64 > MAX_SCENARIO_BYTES {
+            return Err(ScenarioError::TooLarge {
+                size: text.len() as u64,
+            });
+        }
         let s: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Syntax {
             line: e.span().map(|sp| {
                 text.get(..sp.start.min(text.len()))
@@ -339,10 +375,26 @@ impl Scenario {
     ///
     /// The file cannot be read, or [`Scenario::parse`] refuses it.
     pub fn load(path: &std::path::Path) -> Result<Self, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+        let read = |source| ScenarioError::Read {
             path: path.to_owned(),
             source,
-        })?;
+        };
+        // The size first, so a huge file is refused before a byte of it is held.
+        let f = std::fs::File::open(path).map_err(read)?;
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut std::io::Read::take(f, MAX_SCENARIO_BYTES + 1),
+            &mut text,
+        )
+        .map_err(read)?;
+        if text.len() as u64 > MAX_SCENARIO_BYTES {
+            return Err(ScenarioError::InFile {
+                path: path.to_owned(),
+                source: Box::new(ScenarioError::TooLarge {
+                    size: std::fs::metadata(path).map_or(text.len() as u64, |m| m.len()),
+                }),
+            });
+        }
         Self::parse(&text).map_err(|e| ScenarioError::InFile {
             path: path.to_owned(),
             source: Box::new(e),
@@ -350,6 +402,20 @@ impl Scenario {
     }
 
     fn check(&self) -> Result<(), ScenarioError> {
+        // Counts before anything is built from them (the topology, the trial jobs).
+        let args = self.tests.iter().map(|t| t.args.len()).max().unwrap_or(0);
+        let counts = [
+            self.links.len(),
+            self.tests.len(),
+            self.profiles.len(),
+            self.trials as usize,
+            args,
+        ];
+        for ((what, max), count) in SCENARIO_LIMITS.into_iter().zip(counts) {
+            if count > max {
+                return Err(ScenarioError::TooMany { what, count, max });
+            }
+        }
         if self.links.is_empty() {
             return Err(ScenarioError::NoLinks);
         }
@@ -543,6 +609,12 @@ start-after = "1s"
                 "link 2",
             ),
             (&DUMBBELL.replace("\"1s\"", "\"later\""), "later"),
+            // Regression (issue 15, finding 8): counts are refused before anything is built.
+            (
+                &DUMBBELL.replace("trials = 3", "trials = 4000000000"),
+                "4000000000 trials is too many",
+            ),
+            (&"#".repeat(2 << 20), "too large for a scenario file"),
         ] {
             let e = Scenario::parse(text).unwrap_err().to_string();
             assert!(e.contains(needle), "{e}");

@@ -3,6 +3,7 @@
 //! from that CSV. It lives here, beside the packet log, so that neither needs the other.
 
 use serde::{Deserialize, Serialize};
+use thiserror::Error;
 
 /// The CSV header of a link log: one row per link, direction and interval.
 pub const HEADER: &str = "t_s,link,direction,packets_in,bytes_in,dropped_loss,\
@@ -113,6 +114,74 @@ impl LinkLog {
     }
 }
 
+/// A link-log CSV value no link makes.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("line {line}: {column} = {value}: {why}")]
+pub struct CsvValueError {
+    /// The line, from 1.
+    pub line: usize,
+    /// The column's name.
+    pub column: String,
+    /// The field as written (cut to 40 characters).
+    pub value: String,
+    /// What it should be.
+    pub why: &'static str,
+}
+
+/// The largest magnitude of a count, rate or delay in a link log (1e15: a petabit/s).
+pub const MAX_CSV_VALUE: f64 = 1e15;
+
+/// The latest interval start in a link log, s (31 years).
+pub const MAX_CSV_SECONDS: f64 = 1e9;
+
+/// Checks the numbers of a link-log CSV read back from a file: every field of a column other
+/// than `link` and `direction` that parses as a number must be finite, not negative, and at
+/// most [`MAX_CSV_VALUE`] ([`MAX_CSV_SECONDS`] for `t_s`). A crafted `1e308` or `inf` would
+/// otherwise reach the plot's axes, whose tick loop does not end on them (issue 15).
+/// Fields that are not numbers are left to the reader that needs them.
+///
+/// # Errors
+///
+/// The first bad value, by line and column.
+pub fn check_csv(text: &str) -> Result<(), CsvValueError> {
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
+    for (n, line) in lines.enumerate() {
+        for (i, field) in line.split(',').enumerate() {
+            let column = header.get(i).copied().unwrap_or("?");
+            if column == "link" || column == "direction" {
+                continue;
+            }
+            let Ok(v) = field.trim().parse::<f64>() else {
+                continue;
+            };
+            let max = if column == "t_s" {
+                MAX_CSV_SECONDS
+            } else {
+                MAX_CSV_VALUE
+            };
+            let why = if !v.is_finite() {
+                "not a finite number"
+            } else if v < 0.0 {
+                "cannot be negative"
+            } else if v != 0.0 && v < 1e-100 {
+                "too small (a non-zero value is at least 1e-100)"
+            } else if v > max {
+                "out of range"
+            } else {
+                continue;
+            };
+            return Err(CsvValueError {
+                line: n + 2,
+                column: column.chars().take(40).collect(),
+                value: field.chars().take(40).collect(),
+                why,
+            });
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,5 +202,22 @@ mod tests {
         };
         let rows: Vec<_> = log.rows().map(|r| (r.index, r.direction)).collect();
         assert_eq!(rows, [(1, "up"), (2, "up")]);
+    }
+
+    #[test]
+    fn csv_values_no_link_makes_are_refused() {
+        let ok = format!("{HEADER}\n0.1,a-b,up,1,2,0,0,1,2,160,0.5\n");
+        assert_eq!(check_csv(&ok), Ok(()));
+        for (bad, column) in [
+            ("1e308,a-b,up,1,2,0,0,1,2,160,0.5", "t_s"),
+            ("0.1,a-b,up,1,2,0,0,1,2,inf,0.5", "delivered_bps"),
+            ("0.1,a-b,up,1,2,0,0,1,2,160,-1", "max_queue_delay_ms"),
+            ("0.1,a-b,up,1,2,0,0,1,2,NaN,0.5", "delivered_bps"),
+            ("0.1,a-b,up,1,2,0,0,1,2,160,1e-308", "max_queue_delay_ms"),
+        ] {
+            let e = check_csv(&format!("{HEADER}\n{bad}\n")).expect_err(bad);
+            assert_eq!((e.line, e.column.as_str()), (2, column), "{bad}");
+            assert!(!e.to_string().contains('\n'));
+        }
     }
 }

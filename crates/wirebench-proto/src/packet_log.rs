@@ -104,6 +104,17 @@ pub enum LogError {
         /// Kind byte.
         kind: u8,
     },
+    /// A loss run that is empty or runs past the last sequence number (`first + count`
+    /// overflows): no receiver writes one, and a reader that expanded it would not end.
+    #[error("record {index}: a loss run of {count} from {first} is impossible")]
+    LostRun {
+        /// Record index, from 0.
+        index: u64,
+        /// First sequence number of the run.
+        first: u64,
+        /// Its length.
+        count: u64,
+    },
     /// The file ends inside a record or the header.
     #[error("the packet log is truncated ({0} stray bytes at the end)")]
     Truncated(usize),
@@ -169,6 +180,13 @@ impl Record {
             1 => Ok(datagram(Arrived::Received)),
             2 => Ok(datagram(Arrived::Duplicate)),
             3 => Ok(datagram(Arrived::TooOld)),
+            // A run is at least one datagram and its last sequence number is a u64, so a
+            // consumer may count `first..first + count` without overflow.
+            4 if a == 0 || seq.checked_add(a - 1).is_none() => Err(LogError::LostRun {
+                index,
+                first: seq,
+                count: a,
+            }),
             4 => Ok(Record::Lost {
                 first: seq,
                 count: a,
@@ -347,6 +365,17 @@ mod tests {
         let out: Vec<_> = Reader::new(&bytes[..]).expect("header").collect();
         assert_eq!(out.len(), 4);
         assert!(matches!(out[3], Err(LogError::Truncated(27))));
+        // an impossible loss run stops the reader (regression: issue 15, finding 8)
+        for (first, count) in [(u64::MAX, 2), (2, u64::MAX), (0, 0)] {
+            let bytes = file(&[Record::Lost { first, count }]);
+            let out: Vec<_> = Reader::new(&bytes[..]).expect("header").collect();
+            assert!(matches!(out[..], [Err(LogError::LostRun { index: 0, .. })]));
+        }
+        let bytes = file(&[Record::Lost {
+            first: u64::MAX,
+            count: 1,
+        }]);
+        assert!(Reader::new(&bytes[..]).expect("header").all(|r| r.is_ok()));
         // an unknown kind stops the reader
         let mut bytes = file(&sample());
         bytes[FILE_HEADER_LEN + RECORD_LEN] = 99;

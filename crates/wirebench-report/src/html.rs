@@ -30,6 +30,9 @@ pub enum ReportError {
         /// Why.
         source: serde_json::Error,
     },
+    /// A file refused by the checked loaders.
+    #[error(transparent)]
+    Input(#[from] crate::input::InputError),
     /// A plot could not be drawn.
     #[error(transparent)]
     Plot(#[from] PlotError),
@@ -44,20 +47,9 @@ fn esc(s: &str) -> String {
 
 /// The report of the experiment saved in `dir` (by `wirebench sweep`).
 pub fn report(dir: &Path) -> Result<String, ReportError> {
-    let read = |name: &'static str| {
-        let path = dir.join(name);
-        std::fs::read(&path).map_err(|source| ReportError::Read { path, source })
-    };
-    let summary: ExperimentSummary =
-        serde_json::from_slice(&read("summary.json")?).map_err(|source| ReportError::Json {
-            name: "summary.json",
-            source,
-        })?;
-    let meta: ExperimentMeta =
-        serde_json::from_slice(&read("experiment.json")?).map_err(|source| ReportError::Json {
-            name: "experiment.json",
-            source,
-        })?;
+    // Checked: sizes, then serde, then the values (see `crate::input`).
+    let summary: ExperimentSummary = crate::input::summary(dir)?;
+    let meta: ExperimentMeta = crate::input::json(&dir.join("experiment.json"))?;
     let mut h = String::new();
     let _ = write!(
         h,

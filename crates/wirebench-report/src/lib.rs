@@ -10,6 +10,7 @@
 pub mod experiment;
 pub mod export;
 pub mod html;
+pub mod input;
 pub mod meta;
 pub mod plot;
 

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use wirebench_proto::packet_log::{LogError, Reader, Record};
+use wirebench_proto::packet_log::LogError;
 use wirebench_proto::results::Results;
 
 use crate::experiment::summary::ExperimentSummary;
@@ -108,6 +108,9 @@ pub enum PlotError {
     /// An image name that is neither `.svg` nor `.png`.
     #[error("{}: the file must end in .svg or .png", .0.display())]
     Extension(PathBuf),
+    /// A file refused by the checked loaders.
+    #[error(transparent)]
+    Input(#[from] crate::input::InputError),
     /// The drawing library failed (writing the file, most often).
     #[error("drawing: {0}")]
     Draw(String),
@@ -291,26 +294,14 @@ pub fn experiment_chart(kind: Kind, s: &ExperimentSummary) -> Result<Chart, Plot
     Ok(chart)
 }
 
-/// Reads a results document.
+/// Reads a results document (checked: see [`crate::input`]).
 pub fn load_results(path: &Path) -> Result<Results, PlotError> {
-    let text = std::fs::read(path).map_err(|source| PlotError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    serde_json::from_slice(&text).map_err(|source| PlotError::Json {
-        path: path.to_path_buf(),
-        source,
-    })
+    Ok(crate::input::results(path)?)
 }
 
-/// Reads an experiment's `summary.json` from its directory.
+/// Reads an experiment's `summary.json` from its directory (checked: see [`crate::input`]).
 pub fn load_summary(dir: &Path) -> Result<ExperimentSummary, PlotError> {
-    let path = dir.join("summary.json");
-    let text = std::fs::read(&path).map_err(|source| PlotError::NotAnExperiment {
-        dir: dir.to_path_buf(),
-        source,
-    })?;
-    serde_json::from_slice(&text).map_err(|source| PlotError::Json { path, source })
+    Ok(crate::input::summary(dir)?)
 }
 
 /// The chart of `input` as `kind`, by what `input` is: an experiment directory (default: box
@@ -390,31 +381,11 @@ pub fn arrival_chart(log: &Path) -> Result<Chart, PlotError> {
         path: log.to_path_buf(),
         source,
     };
-    let reader = Reader::new(std::io::BufReader::new(f)).map_err(bad)?;
-    let mut first = None;
-    let mut got = Vec::new();
-    let mut lost = Vec::new();
-    for rec in reader {
-        match rec.map_err(bad)? {
-            Record::Datagram {
-                seq,
-                arrival_unix_ns,
-                ..
-            } => {
-                let t0 = *first.get_or_insert(arrival_unix_ns);
-                got.push((seq as f64, arrival_unix_ns.saturating_sub(t0) as f64 / 1e6));
-            }
-            Record::Lost { first: s, count } => {
-                // Long runs are drawn as their ends: a plot has no room for millions.
-                if count <= 10_000 {
-                    lost.extend((s..s + count).map(|q| (q as f64, 0.0)));
-                } else {
-                    lost.push((s as f64, 0.0));
-                    lost.push(((s + count - 1) as f64, 0.0));
-                }
-            }
-        }
-    }
+    // Checked: loss runs marked within a budget, whatever the records claim.
+    let crate::input::Arrivals {
+        received: got,
+        lost,
+    } = crate::input::arrivals_from(std::io::BufReader::new(f)).map_err(bad)?;
     if got.is_empty() {
         return Err(PlotError::NoDatagram(log.to_path_buf()));
     }
@@ -434,10 +405,8 @@ pub fn arrival_chart(log: &Path) -> Result<Chart, PlotError> {
 /// the rate each link direction delivered (`throughput`), or its longest queue wait
 /// (`latency`), interval by interval.
 pub fn link_log_chart(log: &Path, kind: Kind) -> Result<Chart, PlotError> {
-    let text = std::fs::read_to_string(log).map_err(|source| PlotError::Read {
-        path: log.to_path_buf(),
-        source,
-    })?;
+    // Checked: size capped, every number finite and in range.
+    let text = crate::input::link_log_text(log)?;
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
     let col = |name: &'static str| {

@@ -149,11 +149,14 @@ impl Exporter<ExperimentSummary> for Csv {
 /// Prints a packet log as CSV: `kind,seq,count,size,send_unix_ns,arrival_unix_ns,delay_ns`,
 /// a line per datagram (kind `received`, `duplicate` or `too_old`) and a line per lost
 /// sequence number (kind `lost`, `count` 1). A run longer than a million (a sender that
-/// jumped, not a path that dropped) stays one line, its length in `count`.
+/// jumped, not a path that dropped) stays one line, its length in `count`; so does every run
+/// once a million lost numbers have been written one by one, so that a crafted log of many
+/// long runs cannot make gigabytes of CSV out of a few megabytes (issue 15).
 ///
 /// A log can be larger than memory: it is read record by record, not as a document.
 pub fn packet_log(input: impl Read, out: &mut impl Write) -> Result<(), LogError> {
     const MAX_EXPAND: u64 = 1_000_000;
+    let mut budget = MAX_EXPAND;
     let reader = Reader::new(input)?;
     writeln!(
         out,
@@ -179,10 +182,11 @@ pub fn packet_log(input: impl Read, out: &mut impl Write) -> Result<(), LogError
                     "{kind},{seq},1,{size},{send_unix_ns},{arrival_unix_ns},{delay}"
                 )?;
             }
-            Record::Lost { first, count } if count > MAX_EXPAND => {
+            Record::Lost { first, count } if count > budget => {
                 writeln!(out, "lost,{first},{count},,,,")?;
             }
             Record::Lost { first, count } => {
+                budget -= count;
                 for seq in first..first.saturating_add(count) {
                     writeln!(out, "lost,{seq},1,,,,")?;
                 }

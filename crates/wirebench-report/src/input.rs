@@ -1,0 +1,560 @@
+//! Checked loading of the files `plot`, `report` and `--resume` read back: results
+//! documents, experiment summaries, trial files and packet logs.
+//!
+//! These files may come from anywhere (a colleague's experiment, a hostile server's packet
+//! log), so each is read in three steps: its size is checked before a byte is read; serde
+//! parses it into its type (so memory follows the file's size, never a count it declares);
+//! then a pass over the JSON rejects values no measurement makes: non-finite numbers (as
+//! strings too, since an experiment's point values are strings), negatives where a quantity
+//! cannot be negative, and magnitudes past what any link does. Without that pass a time of
+//! `1e308` s made the plot's axis zero-wide in floating point and the tick loop never ended
+//! (issue 15, finding 8). Each refusal is one line that names the file and the key.
+
+use std::fmt::Write as _;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::de::{DeserializeOwned, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use wirebench_proto::packet_log::{LogError, Reader, Record};
+use wirebench_proto::results::Results;
+
+use crate::experiment::summary::ExperimentSummary;
+
+/// The largest JSON document read (results of a day-long test at 100 ms intervals take
+/// about 350 MB; a summary or a trial file a few kB).
+pub const MAX_JSON_BYTES: u64 = 512 << 20;
+
+/// The largest magnitude of a number in a document (1e15: a petabit/s in bits/s, 31 million
+/// years in s). Plotting stays exact well below 2^53.
+pub const MAX_VALUE: f64 = 1e15;
+
+/// The smallest magnitude of a non-zero number. A latency of 1e-307 µs on a log axis made
+/// its tick loop endless (1e-300 did not); no measurement comes near either, while rounding
+/// leaves spreads of 1e-17 beside values of 0.1, so the bound is far from both.
+pub const MIN_VALUE: f64 = 1e-100;
+
+/// The largest time in seconds (`*_s` keys): 1e9 s is 31 years.
+pub const MAX_SECONDS: f64 = 1e9;
+
+/// The largest link log (CSV) read: an hour of 10 ms intervals over ten links is about
+/// 600 MB.
+pub const MAX_LINK_LOG_BYTES: u64 = 1 << 30;
+
+/// How many lost sequence numbers an arrival plot marks one by one, over the whole log; past
+/// that, a loss run is marked at its two ends. It keeps the plot's memory bounded whatever
+/// the log's runs declare.
+pub const MAX_LOST_MARKS: u64 = 1_000_000;
+
+/// Why a file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// The file could not be opened or read.
+    #[error("{}: {source}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A directory without a readable `summary.json`.
+    #[error("{}: not an experiment directory: {source}", .dir.display())]
+    NotAnExperiment {
+        /// The directory.
+        dir: PathBuf,
+        /// Why `summary.json` could not be read.
+        source: std::io::Error,
+    },
+    /// Larger than any file of its kind.
+    #[error("{}: {size} bytes is too large for a wirebench {what} (at most {max} bytes)", .path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// What it should be.
+        what: &'static str,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// Not the JSON document it should be.
+    #[error("{}: {source}", .path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: serde_json::Error,
+    },
+    /// A value no measurement makes.
+    #[error("{}: {key} = {value}: {why}", .path.display())]
+    Value {
+        /// The file.
+        path: PathBuf,
+        /// Where, e.g. `intervals[3].start_s`.
+        key: String,
+        /// The value as written.
+        value: String,
+        /// What it should be.
+        why: &'static str,
+    },
+    /// A link log with a value no link makes.
+    #[error("{}: {source}", .path.display())]
+    LinkLog {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: wirebench_proto::link_log::CsvValueError,
+    },
+    /// A packet log that could not be read.
+    #[error("{}: {source}", .path.display())]
+    PacketLog {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: LogError,
+    },
+}
+
+/// Opens `path` and checks it is a regular file of at most `max` bytes.
+fn open(path: &Path, what: &'static str, max: u64) -> Result<std::fs::File, InputError> {
+    let read = |source| InputError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let f = std::fs::File::open(path).map_err(read)?;
+    let meta = f.metadata().map_err(read)?;
+    if meta.is_dir() {
+        return Err(read(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "is a directory",
+        )));
+    }
+    if meta.len() > max {
+        return Err(InputError::TooLarge {
+            path: path.to_path_buf(),
+            what,
+            size: meta.len(),
+            max,
+        });
+    }
+    Ok(f)
+}
+
+/// Reads at most `max` bytes of `path` (a file that grows while read is cut, then refused).
+fn read_capped(path: &Path, what: &'static str, max: u64) -> Result<Vec<u8>, InputError> {
+    let f = open(path, what, max)?;
+    let mut bytes = Vec::new();
+    f.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| InputError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if bytes.len() as u64 > max {
+        return Err(InputError::TooLarge {
+            path: path.to_path_buf(),
+            what,
+            size: bytes.len() as u64,
+            max,
+        });
+    }
+    Ok(bytes)
+}
+
+/// Checks and parses a JSON document of type `T` from untrusted bytes; `path` only names it
+/// in errors. The fuzz targets call this.
+///
+/// # Errors
+///
+/// Not JSON, not a `T`, or a value [`check_json`] refuses.
+pub fn parse_json<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<T, InputError> {
+    let json = |source| InputError::Json {
+        path: path.to_path_buf(),
+        source,
+    };
+    let t = serde_json::from_slice(bytes).map_err(json)?;
+    // After the typed parse, so a document of the wrong shape gets serde's message.
+    check_json(bytes).map_err(|b| InputError::Value {
+        path: path.to_path_buf(),
+        key: b.key,
+        value: b.value,
+        why: b.why,
+    })?;
+    Ok(t)
+}
+
+/// Reads any wirebench JSON document (results, summary, trial file, experiment record) of
+/// type `T` with every check: size first, then serde, then the values. `sweep --resume` and
+/// `lab scenario --resume` read trial files through this.
+///
+/// # Errors
+///
+/// Unreadable, too large, not a `T`, or a value out of range; one line naming the key.
+pub fn json<T: DeserializeOwned>(path: &Path) -> Result<T, InputError> {
+    let bytes = read_capped(path, "JSON document", MAX_JSON_BYTES)?;
+    parse_json(path, &bytes)
+}
+
+/// Reads a results document (`run --json`, a trial's file).
+///
+/// # Errors
+///
+/// As [`json`].
+pub fn results(path: &Path) -> Result<Results, InputError> {
+    json(path)
+}
+
+/// Reads an experiment's `summary.json` from its directory.
+///
+/// # Errors
+///
+/// As [`json`].
+pub fn summary(dir: &Path) -> Result<ExperimentSummary, InputError> {
+    json(&dir.join("summary.json")).map_err(|e| match e {
+        InputError::Read { source, .. } => InputError::NotAnExperiment {
+            dir: dir.to_path_buf(),
+            source,
+        },
+        e => e,
+    })
+}
+
+/// A value [`check_json`] refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadValue {
+    /// Where, e.g. `intervals[3].start_s`.
+    pub key: String,
+    /// The value as parsed.
+    pub value: String,
+    /// What it should be.
+    pub why: &'static str,
+}
+
+/// Walks a JSON document without building it and refuses values no measurement makes:
+/// magnitudes past [`MAX_VALUE`] (times in `*_s` keys past [`MAX_SECONDS`]), negative
+/// numbers except in keys that can be negative (one-way delays, whose clocks may differ),
+/// and strings that spell a number out of those bounds (`"inf"`, `"NaN"`, `"1e308"`).
+/// Integers are u64 counters, sequence numbers and Unix times: any u64 is kept.
+///
+/// # Errors
+///
+/// The first bad value, or a document that is not JSON (with an empty key).
+pub fn check_json(bytes: &[u8]) -> Result<(), BadValue> {
+    let mut key = String::new();
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let mut bad = None;
+    let r = Walk {
+        key: &mut key,
+        bad: &mut bad,
+    }
+    .deserialize(&mut de);
+    match (bad, r) {
+        (Some(b), _) => Err(b),
+        (None, Ok(())) => Ok(()),
+        (None, Err(e)) => Err(BadValue {
+            key: String::new(),
+            value: String::new(),
+            why: if e.is_syntax() || e.is_eof() {
+                "not JSON"
+            } else {
+                "not a document"
+            },
+        }),
+    }
+}
+
+/// One node of the walk: `key` is its place in the document; the first bad value goes to
+/// `bad` and the walk stops with an error.
+struct Walk<'a> {
+    key: &'a mut String,
+    bad: &'a mut Option<BadValue>,
+}
+
+impl Walk<'_> {
+    fn refuse<E: serde::de::Error>(self, value: String, why: &'static str) -> Result<(), E> {
+        *self.bad = Some(BadValue {
+            key: if self.key.is_empty() {
+                "(the document)".into()
+            } else {
+                self.key.clone()
+            },
+            value,
+            why,
+        });
+        Err(E::custom(why))
+    }
+
+    /// The last name in the key (`start_s` of `intervals[3].start_s`).
+    fn leaf(&self) -> &str {
+        let k = self.key.rsplit('.').next().unwrap_or("");
+        k.split('[').next().unwrap_or(k)
+    }
+
+    fn number<E: serde::de::Error>(self, v: f64, shown: String) -> Result<(), E> {
+        let leaf = self.leaf();
+        let signed = self.key.contains("delay") || self.key.contains("offset");
+        if !v.is_finite() {
+            return self.refuse(shown, "not a finite number");
+        }
+        if v < 0.0 && !signed {
+            return self.refuse(shown, "cannot be negative");
+        }
+        let max = if leaf.ends_with("_s") {
+            MAX_SECONDS
+        } else {
+            MAX_VALUE
+        };
+        if v != 0.0 && v.abs() < MIN_VALUE {
+            // Found by fuzz-smoke: a latency of 1e-308 µs made the log axis's loop endless.
+            return self.refuse(shown, "too small (a non-zero value is at least 1e-100)");
+        }
+        if v.abs() > max {
+            return self.refuse(
+                shown,
+                if max == MAX_SECONDS {
+                    "out of range (a time is at most 1e9 s)"
+                } else {
+                    "out of range (at most 1e15)"
+                },
+            );
+        }
+        Ok(())
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Walk<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Walk<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<(), E> {
+        // Only negative integers come here; the same rules as a float.
+        self.number(v as f64, v.to_string())
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<(), E> {
+        self.number(v, format!("{v:e}"))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<(), E> {
+        // Point values of an experiment are strings that plots parse as numbers.
+        match s.trim().parse::<f64>() {
+            Ok(v) => self.number(v, format!("{s:?}")),
+            Err(_) => Ok(()),
+        }
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let base = self.key.len();
+        let mut i = 0usize;
+        loop {
+            let _ = write!(self.key, "[{i}]");
+            let more = seq.next_element_seed(Walk {
+                key: self.key,
+                bad: self.bad,
+            })?;
+            self.key.truncate(base);
+            if more.is_none() {
+                return Ok(());
+            }
+            i += 1;
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let base = self.key.len();
+        while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if base > 0 {
+                self.key.push('.');
+            }
+            // Keys are the writer's names; a crafted one is shown short.
+            self.key.extend(k.chars().take(64));
+            map.next_value_seed(Walk {
+                key: self.key,
+                bad: self.bad,
+            })?;
+            self.key.truncate(base);
+        }
+        Ok(())
+    }
+}
+
+/// Reads a link log (CSV) with its size capped and its numbers checked
+/// ([`wirebench_proto::link_log::check_csv`]); the text is then parsed by whoever draws it.
+///
+/// # Errors
+///
+/// Unreadable, too large, not UTF-8, or a value out of range; one line naming the file.
+pub fn link_log_text(path: &Path) -> Result<String, InputError> {
+    let bytes = read_capped(path, "link log", MAX_LINK_LOG_BYTES)?;
+    let text = String::from_utf8(bytes).map_err(|e| InputError::Read {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
+    })?;
+    wirebench_proto::link_log::check_csv(&text).map_err(|source| InputError::LinkLog {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(text)
+}
+
+/// What an arrival plot draws from a packet log: each datagram's sequence number and arrival
+/// time since the first, and the sequence numbers to mark as lost.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Arrivals {
+    /// `(seq, ms since the first arrival)` per datagram record, in file order.
+    pub received: Vec<(f64, f64)>,
+    /// `(seq, 0)` per lost datagram marked (see [`MAX_LOST_MARKS`]).
+    pub lost: Vec<(f64, f64)>,
+}
+
+/// Reads what an arrival plot needs from packet-log bytes. Memory is bounded by the input's
+/// length (16 bytes a 32-byte record) plus [`MAX_LOST_MARKS`] marks, whatever the records
+/// claim.
+///
+/// # Errors
+///
+/// What [`Reader`] refuses: bad magic, version, kind, a truncated record, a loss run past
+/// the last sequence number.
+pub fn arrivals_from(input: impl Read) -> Result<Arrivals, LogError> {
+    let mut first = None;
+    let mut out = Arrivals::default();
+    let mut budget = MAX_LOST_MARKS;
+    for rec in Reader::new(input)? {
+        match rec? {
+            Record::Datagram {
+                seq,
+                arrival_unix_ns,
+                ..
+            } => {
+                let t0 = *first.get_or_insert(arrival_unix_ns);
+                out.received
+                    .push((seq as f64, arrival_unix_ns.saturating_sub(t0) as f64 / 1e6));
+            }
+            Record::Lost { first: s, count } => {
+                // The reader guarantees count >= 1 and s + count does not overflow.
+                if count <= budget.min(10_000) {
+                    budget -= count;
+                    out.lost.extend((s..s + count).map(|q| (q as f64, 0.0)));
+                } else {
+                    // Long runs, and all runs once the budget is spent, are drawn as their ends.
+                    out.lost.push((s as f64, 0.0));
+                    out.lost.push(((s + (count - 1)) as f64, 0.0));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Reads what an arrival plot needs from the packet log at `path` (see [`arrivals_from`]).
+///
+/// # Errors
+///
+/// Unreadable, or a record [`Reader`] refuses; one line naming the file.
+pub fn arrivals(path: &Path) -> Result<Arrivals, InputError> {
+    // No size cap: memory follows the file's size (half of it at most), as for any reader.
+    let f = open(path, "packet log", u64::MAX)?;
+    arrivals_from(std::io::BufReader::new(f)).map_err(|source| InputError::PacketLog {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bad(doc: &str) -> BadValue {
+        check_json(doc.as_bytes()).expect_err("refused")
+    }
+
+    #[test]
+    fn good_documents_pass() {
+        for doc in [
+            r#"{"a": 1, "b": [1.5, 2e9], "c": {"rate_bps": 1e12}, "d": "1G"}"#,
+            r#"{"epoch_unix_ns": 18446744073709551615, "delay_ms": {"min": -3.5}}"#,
+            r#"{"point": {"bytes": "1000000"}, "s": null, "t": true}"#,
+        ] {
+            assert_eq!(check_json(doc.as_bytes()), Ok(()), "{doc}");
+        }
+    }
+
+    #[test]
+    fn absurd_values_name_their_key() {
+        let b = bad(r#"{"intervals": [{"start_s": 0}, {"start_s": 1e308}]}"#);
+        assert_eq!(b.key, "intervals[1].start_s");
+        assert!(b.why.contains("1e9 s"), "{b:?}");
+        let b = bad(r#"{"end": {"sent_bps": -1}}"#);
+        assert_eq!(
+            (b.key.as_str(), b.why),
+            ("end.sent_bps", "cannot be negative")
+        );
+        let b = bad(r#"{"points": [{"point": {"bytes": "NaN"}}]}"#);
+        assert_eq!(b.key, "points[0].point.bytes");
+        let b = bad(r#"{"x": "inf"}"#);
+        assert_eq!(b.why, "not a finite number");
+        let b = bad(r#"{"x": 2e15}"#);
+        assert!(b.why.contains("1e15"));
+        // serde_json itself refuses numbers that overflow to infinity.
+        assert_eq!(bad(r#"{"x": 1e400}"#).why, "not JSON");
+    }
+
+    /// fuzz-smoke's find: `results_json` hang 840165f8d739b3d1, `end.latency_us.p999 =
+    /// 1e-308` drawn on a log axis.
+    #[test]
+    fn smoke_hang_840165f8_subnormal_latency_is_refused() {
+        let b = bad(r#"{"end": {"latency_us": {"min": 3.4, "p999": 1e-308}}}"#);
+        assert_eq!(b.key, "end.latency_us.p999");
+        assert!(b.why.contains("too small"));
+        assert_eq!(check_json(br#"{"stddev": 1e-17, "x": 0.0}"#), Ok(()));
+    }
+
+    #[test]
+    fn loss_runs_are_marked_within_the_budget() {
+        let mut bytes = wirebench_proto::packet_log::file_header().to_vec();
+        let mut push = |r: Record| {
+            let mut b = [0u8; wirebench_proto::packet_log::RECORD_LEN];
+            r.encode(&mut b);
+            bytes.extend_from_slice(&b);
+        };
+        // 1000 runs of 10,000: marked one by one they would be 10 million points.
+        for k in 0..1000u64 {
+            push(Record::Lost {
+                first: k * 20_000,
+                count: 10_000,
+            });
+        }
+        push(Record::Datagram {
+            kind: wirebench_proto::packet_log::Arrived::Received,
+            seq: 5,
+            size: 100,
+            send_unix_ns: 1,
+            arrival_unix_ns: 2,
+        });
+        let a = arrivals_from(&bytes[..]).expect("a log");
+        assert!(a.lost.len() as u64 <= MAX_LOST_MARKS + 2 * 1000);
+        assert_eq!(a.received.len(), 1);
+    }
+}

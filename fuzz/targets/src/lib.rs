@@ -1,0 +1,183 @@
+//! The bodies of wirebench's fuzz targets: one function per reader of untrusted bytes (the
+//! control frames and data headers a peer sends, and every file wirebench reads back: packet
+//! logs, link logs, results and experiment JSON, scenario TOML).
+//!
+//! They are plain functions so that two drivers share them: `cargo +nightly fuzz run`
+//! (coverage-guided libFuzzer, `fuzz/fuzz_targets/*.rs`, one line each) and the stable smoke
+//! run `fuzz-smoke` that CI runs for a short time (seeds plus mutations, [`mutate`]), since
+//! CI machines have no nightly toolchain. A target panics or hangs only on a bug: each
+//! decoder must return an error for anything it does not accept.
+#![deny(unsafe_code)]
+
+pub mod mutate;
+
+use std::path::PathBuf;
+
+use wirebench_lab::scenario::{trial_topology, Scenario};
+use wirebench_lab::summary::{ScenarioSummary, TrialFile};
+use wirebench_proto::control::{encode, FrameDecoder, MAX_FRAME, MAX_HELLO_FRAME};
+use wirebench_proto::header::{decode_ack, DataHeader, UdpHello};
+use wirebench_proto::packet_log::{Reader, Record, RECORD_LEN};
+use wirebench_proto::results::Results;
+use wirebench_report::experiment::summary::ExperimentSummary;
+use wirebench_report::input::{arrivals_from, parse_json};
+use wirebench_report::meta::ExperimentMeta;
+use wirebench_report::plot::{chart_for, experiment_chart, svg_string, Kind};
+
+/// A target: its name (the corpus directory's) and its body.
+pub type Target = (&'static str, fn(&[u8]));
+
+/// Every target, by name.
+pub const TARGETS: &[Target] = &[
+    ("control_frames", control_frames),
+    ("data_header", data_header),
+    ("packet_log", packet_log),
+    ("link_log", link_log),
+    ("results_json", results_json),
+    ("summary_json", summary_json),
+    ("scenario_toml", scenario_toml),
+];
+
+/// Inputs larger than this are drawn only up to the parse: drawing costs milliseconds a
+/// point set, and the fuzzer's inputs are short anyway.
+const DRAW_MAX: usize = 64 << 10;
+
+/// Arbitrary bytes, in arbitrary pieces, to the control-frame decoder; whatever decodes must
+/// encode again.
+pub fn control_frames(data: &[u8]) {
+    // The first byte picks the piece size, so partial frames are exercised too.
+    let Some((&split, rest)) = data.split_first() else {
+        return;
+    };
+    let piece = usize::from(split).max(1);
+    let max = if split & 1 == 0 {
+        MAX_HELLO_FRAME
+    } else {
+        MAX_FRAME
+    };
+    let mut d = FrameDecoder::new(max);
+    for chunk in rest.chunks(piece) {
+        d.feed(chunk);
+        while let Ok(Some(msg)) = d.next_message() {
+            let _ = encode(&msg);
+        }
+    }
+}
+
+/// Arbitrary datagrams to the data-header, hello and ack decoders; what decodes round-trips.
+pub fn data_header(data: &[u8]) {
+    if let Ok(h) = DataHeader::read(data) {
+        let mut buf = [0u8; 16];
+        assert!(h.write(&mut buf).is_ok(), "16 bytes hold a header");
+        assert_eq!(DataHeader::read(&buf), Ok(h));
+    }
+    if let Ok(h) = UdpHello::decode(data) {
+        assert_eq!(&h.encode()[..], data);
+    }
+    let _ = decode_ack(data);
+}
+
+/// A per-thread scratch file with extension `ext`: the plot's entry point takes a path, and
+/// the path is what `wirebench plot` gives it.
+fn scratch(ext: &str, data: &[u8]) -> Option<PathBuf> {
+    let id = format!("{:?}", std::thread::current().id());
+    let id: String = id.chars().filter(char::is_ascii_digit).collect();
+    let p = std::env::temp_dir().join(format!("wirebench-fuzz-{}-{id}{ext}", std::process::id()));
+    std::fs::write(&p, data).ok()?;
+    Some(p)
+}
+
+/// Draws `kinds` of the file `data` (saved with extension `ext`) as `wirebench plot` does.
+fn plot_file(ext: &str, data: &[u8], kinds: &[Option<Kind>]) {
+    if data.len() > DRAW_MAX {
+        return;
+    }
+    let Some(path) = scratch(ext, data) else {
+        return;
+    };
+    for &k in kinds {
+        if let Ok(chart) = chart_for(&path, k) {
+            let _ = svg_string(&chart);
+        }
+    }
+    let _ = std::fs::remove_file(path);
+}
+
+/// Arbitrary bytes as a packet log: every record read must encode back to its bytes; the
+/// arrival plot's reader and the CSV export (`wirebench packet-log`) must end with a result
+/// or an error, in memory bounded by the input.
+pub fn packet_log(data: &[u8]) {
+    if let Ok(reader) = Reader::new(data) {
+        for rec in reader {
+            let Ok(rec) = rec else { break };
+            let mut buf = [0u8; RECORD_LEN];
+            rec.encode(&mut buf);
+            assert_eq!(Record::decode(&buf, 0).ok(), Some(rec));
+        }
+    }
+    if arrivals_from(data).is_ok_and(|a| !a.received.is_empty()) {
+        plot_file(".log", data, &[Some(Kind::Arrival)]);
+    }
+    let _ = wirebench_report::packet_log_csv(data, &mut std::io::sink());
+}
+
+/// Arbitrary bytes as a link log (CSV): the check, then both of its plots.
+pub fn link_log(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if wirebench_proto::link_log::check_csv(text).is_ok() {
+        plot_file(".csv", data, &[Some(Kind::Throughput), Some(Kind::Latency)]);
+    }
+}
+
+/// Arbitrary bytes as a results document: the checked loader, then its plots.
+pub fn results_json(data: &[u8]) {
+    if parse_json::<Results>("fuzz.json".as_ref(), data).is_ok() {
+        plot_file(
+            ".json",
+            data,
+            &[Some(Kind::Throughput), Some(Kind::Latency)],
+        );
+    }
+}
+
+/// Arbitrary bytes as an experiment's files (its summary, its record, a lab trial's file, a
+/// lab scenario's summary): the checked loader, then every plot of a summary.
+pub fn summary_json(data: &[u8]) {
+    let path = std::path::Path::new("summary.json");
+    if let Ok(s) = parse_json::<ExperimentSummary>(path, data) {
+        if data.len() <= DRAW_MAX {
+            for k in [Kind::Rate, Kind::Received, Kind::Time, Kind::Box] {
+                if let Ok(chart) = experiment_chart(k, &s) {
+                    let _ = svg_string(&chart);
+                }
+            }
+        }
+    }
+    let _ = parse_json::<ExperimentMeta>(path, data);
+    let _ = parse_json::<TrialFile>(path, data);
+    let _ = parse_json::<ScenarioSummary>(path, data);
+}
+
+/// Arbitrary bytes as a scenario file: parsed and checked, then everything a run builds from
+/// it before it needs privileges (the topology of a trial, the profiles and their hosts, the
+/// tests' start delays).
+pub fn scenario_toml(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(s) = Scenario::parse(text) else {
+        return;
+    };
+    if let Ok(topo) = s.topology() {
+        let _ = trial_topology(&topo, 7);
+    }
+    for p in s.profiles() {
+        let _ = s.profile_hosts(&p);
+        let _ = p.sysctls();
+    }
+    for t in &s.tests {
+        let _ = t.delay();
+    }
+}
