@@ -9,7 +9,7 @@ use wirebench_proto::units::format_rate_bps;
 
 use crate::experiment::summary::ExperimentSummary;
 use crate::meta::ExperimentMeta;
-use crate::plot::{experiment_chart, svg_string, Kind, PlotError};
+use crate::plot::{experiment_chart_in, svg_string, Kind, PlotError};
 
 /// Why a report could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -168,7 +168,7 @@ pub fn report(dir: &Path) -> Result<String, ReportError> {
     let mut drawn = 0;
     for kind in [Kind::Rate, Kind::Received, Kind::Time, Kind::Box] {
         // A plot that does not fit the data (no rate varied, say) is left out.
-        if let Ok(chart) = experiment_chart(kind, &summary) {
+        if let Ok(chart) = experiment_chart_in(kind, &summary, Some(dir)) {
             let svg = svg_string(&chart)?;
             let _ = writeln!(h, "<figure>{svg}</figure>");
             drawn += 1;

@@ -1,19 +1,37 @@
 //! Plots from saved results (never from live state): SVG or PNG, with the DejaVu Sans font
 //! built in, so a PNG renders the same on a machine with no fonts installed.
+//!
+//! Every plot is first a [`Chart`] (`chart`: panels, series, error bars, boxes, colours by
+//! series label), built from an experiment (`experiment`), one result (`result`, with the
+//! latency distributions of `latency`), a packet log or a link log (here), then drawn
+//! (`draw`) with the axes' units and ticks of `scale`.
 
-use std::collections::BTreeMap;
+mod chart;
+mod draw;
+mod experiment;
+mod latency;
+mod result;
+pub mod scale;
+
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use plotters::coord::Shift;
 use plotters::prelude::*;
 use wirebench_proto::packet_log::{LogError, Reader, Record};
 use wirebench_proto::results::Results;
 
+pub use chart::{
+    Axis, BoxStat, Chart, Mark, Palette, Panel, Pt, Series, Style, PALETTE, REFERENCE,
+};
+pub use experiment::{experiment_chart_in, palette, series_of};
+pub use latency::Distribution;
+pub use result::result_chart;
+
 use crate::experiment::summary::ExperimentSummary;
+use scale::Quantity;
 
 /// DejaVu Sans (fonts/DejaVu-LICENSE: Bitstream Vera license, free to embed).
-static FONT: &[u8] = include_bytes!("../fonts/DejaVuSans.ttf");
+static FONT: &[u8] = include_bytes!("../../fonts/DejaVuSans.ttf");
 
 fn register_font() {
     static DONE: OnceLock<()> = OnceLock::new();
@@ -173,122 +191,25 @@ impl Kind {
     }
 }
 
-/// Named series of (x, y) points.
-type Series = Vec<(String, Vec<(f64, f64)>)>;
-
-/// A chart ready to draw: title, axis labels, series, and how to scale the axes.
-#[derive(Default)]
-pub struct Chart {
-    title: String,
-    x_label: String,
-    y_label: String,
-    series: Series,
-    /// Marked points in red (lost packets), drawn over the series.
-    marks: Vec<(f64, f64)>,
-    /// The ideal line y = x.
-    ideal: bool,
-    log_x: bool,
-    /// Boxes: (x position label, min, q1, median, q3, max).
-    boxes: Vec<(String, [f64; 5])>,
-}
-
-impl Chart {
-    /// The number of data series (boxes count one each).
-    pub fn series_count(&self) -> usize {
-        self.series.len() + self.boxes.len()
-    }
-}
-
-fn series_name(point: &BTreeMap<String, String>, skip: &[&str]) -> String {
-    let parts: Vec<String> = point
-        .iter()
-        .filter(|(k, _)| !skip.contains(&k.as_str()))
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect();
-    if parts.is_empty() {
-        "all".into()
-    } else {
-        parts.join(", ")
-    }
-}
-
-/// A chart from an experiment's summary, and the trial results its box plots need.
+/// A chart from an experiment's summary alone (box plots then show min–max whiskers, and
+/// no latency plot can be drawn: those need the trials' files, see [`experiment_chart_in`]).
 pub fn experiment_chart(kind: Kind, s: &ExperimentSummary) -> Result<Chart, PlotError> {
-    let mut chart = Chart::default();
-    let mut grouped: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-    match kind {
-        Kind::Rate | Kind::Received => {
-            for p in &s.points {
-                let Some(x) = p.offered_bps else { continue };
-                let y = match kind {
-                    Kind::Rate => p.figures.get("received_bps").map(|f| f.mean / 1e6),
-                    _ => p.figures.get("delivered_fraction").map(|f| f.mean * 100.0),
-                };
-                if let Some(y) = y {
-                    grouped
-                        .entry(series_name(&p.point, &["rate"]))
-                        .or_default()
-                        .push((x / 1e6, y));
-                }
-            }
-            chart.x_label = "send rate (Mbit/s)".into();
-            if kind == Kind::Rate {
-                chart.title = "Receive rate against send rate".into();
-                chart.y_label = "receive rate (Mbit/s)".into();
-                chart.ideal = true;
-            } else {
-                chart.title = "Data received against send rate".into();
-                chart.y_label = "received (%)".into();
-            }
-            chart.log_x = true;
-        }
-        Kind::Time => {
-            for p in &s.points {
-                let (Some(b), Some(t)) = (
-                    p.point.get("bytes").and_then(|b| b.parse::<f64>().ok()),
-                    p.figures.get("duration_s"),
-                ) else {
-                    continue;
-                };
-                grouped
-                    .entry(series_name(&p.point, &["bytes"]))
-                    .or_default()
-                    .push((b / 1e6, t.mean * 1000.0));
-            }
-            chart.title = "Transfer time against data size".into();
-            chart.x_label = "data (MB)".into();
-            chart.y_label = "time (ms)".into();
-            chart.log_x = true;
-        }
-        Kind::Box => {
-            // A lab scenario's points have goodput; a sweep's, the receive rate. The quartiles are over the point's trials.
-            let goodput = s.is_scenario();
-            let figure = s.rate_figure();
-            for p in &s.points {
-                let Some(st) = p.figures.get(figure) else {
-                    continue;
-                };
-                let m = |x: f64| x / 1e6;
-                chart.boxes.push((
-                    series_name(&p.point, &[]),
-                    [m(st.min), m(st.q1), m(st.median), m(st.q3), m(st.max)],
-                ));
-            }
-            let what = if goodput { "goodput" } else { "receive rate" };
-            chart.title = format!("The {what} of the repeated trials");
-            chart.x_label = "point".into();
-            chart.y_label = format!("{what} (Mbit/s)");
-        }
-        _ => return Err(PlotError::NotForExperiment(kind.name())),
+    experiment_chart_in(kind, s, None)
+}
+
+/// The kind an experiment is drawn as by default: box plots of a lab scenario's profiles,
+/// the rate curve of a rate sweep, transfer time of a bytes sweep, else box plots.
+pub fn default_kind(s: &ExperimentSummary) -> Kind {
+    let has = |k: &str| s.points.iter().any(|p| p.point.contains_key(k));
+    if s.is_scenario() {
+        Kind::Box
+    } else if has("rate") {
+        Kind::Rate
+    } else if has("bytes") {
+        Kind::Time
+    } else {
+        Kind::Box
     }
-    for pts in grouped.values_mut() {
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-    }
-    chart.series = grouped.into_iter().collect();
-    if chart.series.is_empty() && chart.boxes.is_empty() {
-        return Err(PlotError::NothingToDraw(kind.name()));
-    }
-    Ok(chart)
 }
 
 /// Reads a results document.
@@ -319,12 +240,8 @@ pub fn load_summary(dir: &Path) -> Result<ExperimentSummary, PlotError> {
 pub fn chart_for(input: &Path, kind: Option<Kind>) -> Result<Chart, PlotError> {
     if input.is_dir() {
         let summary = load_summary(input)?;
-        let default = if summary.is_scenario() {
-            Kind::Box
-        } else {
-            Kind::Rate
-        };
-        experiment_chart(kind.unwrap_or(default), &summary)
+        let kind = kind.unwrap_or_else(|| default_kind(&summary));
+        experiment_chart_in(kind, &summary, Some(input))
     } else if input.extension().is_some_and(|e| e == "csv") {
         link_log_chart(input, kind.unwrap_or(Kind::Throughput))
     } else if input.extension().is_some_and(|e| e == "json") {
@@ -335,48 +252,6 @@ pub fn chart_for(input: &Path, kind: Option<Kind>) -> Result<Chart, PlotError> {
             Some(k) => Err(PlotError::NotForPacketLog(k.name())),
         }
     }
-}
-
-/// A chart from one results document.
-pub fn result_chart(kind: Kind, r: &Results) -> Result<Chart, PlotError> {
-    let mut chart = Chart::default();
-    match kind {
-        Kind::Throughput => {
-            let mid = |i: &wirebench_proto::results::IntervalView| (i.start_s + i.end_s) / 2.0;
-            let sent: Vec<(f64, f64)> = r
-                .intervals
-                .iter()
-                .map(|i| (mid(i), i.sent_bps / 1e6))
-                .collect();
-            let got: Vec<(f64, f64)> = r
-                .intervals
-                .iter()
-                .map(|i| (mid(i), i.received_bps / 1e6))
-                .collect();
-            chart.series = vec![("sent".into(), sent), ("received".into(), got)];
-            chart.title = "Rate over time".into();
-            chart.x_label = "time (s)".into();
-            chart.y_label = "rate (Mbit/s)".into();
-        }
-        Kind::Latency => {
-            let l = r.end.latency_us.as_ref().ok_or(PlotError::NoLatency)?;
-            let pts = vec![
-                (l.min, 0.0),
-                (l.p50, 50.0),
-                (l.p90, 90.0),
-                (l.p99, 99.0),
-                (l.p999, 99.9),
-                (l.max, 100.0),
-            ];
-            chart.series = vec![("round trip (at its percentiles)".into(), pts)];
-            chart.title = "Round-trip latency distribution".into();
-            chart.x_label = "round trip (µs)".into();
-            chart.y_label = "transactions at or below (%)".into();
-            chart.log_x = true;
-        }
-        _ => return Err(PlotError::NotForResult(kind.name())),
-    }
-    Ok(chart)
 }
 
 /// UDPmon's plot from a packet log: arrival time since the first datagram against sequence
@@ -394,6 +269,7 @@ pub fn arrival_chart(log: &Path) -> Result<Chart, PlotError> {
     let mut first = None;
     let mut got = Vec::new();
     let mut lost = Vec::new();
+    let mut lost_count = 0u64;
     for rec in reader {
         match rec.map_err(bad)? {
             Record::Datagram {
@@ -402,9 +278,13 @@ pub fn arrival_chart(log: &Path) -> Result<Chart, PlotError> {
                 ..
             } => {
                 let t0 = *first.get_or_insert(arrival_unix_ns);
-                got.push((seq as f64, arrival_unix_ns.saturating_sub(t0) as f64 / 1e6));
+                got.push(Pt::at(
+                    seq as f64,
+                    arrival_unix_ns.saturating_sub(t0) as f64 / 1e9,
+                ));
             }
             Record::Lost { first: s, count } => {
+                lost_count += count;
                 // Long runs are drawn as their ends: a plot has no room for millions.
                 if count <= 10_000 {
                     lost.extend((s..s + count).map(|q| (q as f64, 0.0)));
@@ -418,15 +298,27 @@ pub fn arrival_chart(log: &Path) -> Result<Chart, PlotError> {
     if got.is_empty() {
         return Err(PlotError::NoDatagram(log.to_path_buf()));
     }
+    let mut panel = Panel::new(
+        Axis::linear("sequence number", Quantity::Count),
+        Axis::linear("arrival since the first datagram", Quantity::Seconds),
+    );
+    let received = got.len();
+    panel.series.push(Series {
+        label: "received".into(),
+        style: Style::Dots,
+        points: got,
+    });
+    panel.lost = lost;
     Ok(Chart {
         title: "Arrival time against sequence number".into(),
-        x_label: "sequence number".into(),
-        y_label: "arrival since the first (ms)".into(),
-        series: vec![("received".into(), got)],
-        marks: lost,
-        ideal: false,
-        log_x: false,
-        boxes: Vec::new(),
+        caption: format!(
+            "Every datagram of one UDP run (packet log): when it arrived, since the first, \
+             against its sequence number; {received} arrived, {lost_count} were lost (crosses \
+             at 0). A straight line is an even arrival rate; steps are bursts or stalls."
+        ),
+        panels: vec![panel],
+        palette: Palette::ordered(&["received"]),
+        no_legend: false,
     })
 }
 
@@ -453,19 +345,19 @@ pub fn link_log_chart(log: &Path, kind: Kind) -> Result<Chart, PlotError> {
     let (y, y_label, title, scale) = match kind {
         Kind::Throughput => (
             col("delivered_bps")?,
-            "delivered (Mbit/s)",
+            "delivered rate",
             "Link throughput",
-            1e-6,
+            1.0,
         ),
         Kind::Latency => (
             col("max_queue_delay_ms")?,
-            "longest queue wait (ms)",
+            "longest queue wait",
             "Link queueing delay",
-            1.0,
+            1e-3,
         ),
         other => return Err(PlotError::NotForLinkLog(other.name())),
     };
-    let mut series: Series = Vec::new();
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for (n, line) in lines.enumerate() {
         let f: Vec<&str> = line.split(',').collect();
         let num = |i: usize| -> Result<f64, PlotError> {
@@ -491,143 +383,40 @@ pub fn link_log_chart(log: &Path, kind: Kind) -> Result<Chart, PlotError> {
     if series.is_empty() {
         return Err(PlotError::EmptyLinkLog(log.to_path_buf()));
     }
+    let quantity = if kind == Kind::Throughput {
+        Quantity::BitRate
+    } else {
+        Quantity::Seconds
+    };
+    let mut panel = Panel::new(
+        Axis::linear("time since the lab began", Quantity::Seconds),
+        Axis::linear(y_label, quantity),
+    );
+    panel.series = series
+        .into_iter()
+        .map(|(label, pts)| Series {
+            label,
+            style: Style::Line,
+            points: pts.into_iter().map(|(x, y)| Pt::at(x, y)).collect(),
+        })
+        .collect();
+    let what = if kind == Kind::Throughput {
+        "the rate each link direction delivered"
+    } else {
+        "the longest time a packet waited in each link direction's queue"
+    };
     Ok(Chart {
         title: title.into(),
-        x_label: "time since the lab began (s)".into(),
-        y_label: y_label.into(),
-        series,
-        ..Chart::default()
+        caption: format!(
+            "From a lab link log ({}): {what}, per logging interval.",
+            log.file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ),
+        palette: Palette::new(panel.series.iter().map(|s| s.label.clone())),
+        panels: vec![panel],
+        no_legend: false,
     })
-}
-
-fn bounds(chart: &Chart) -> ((f64, f64), (f64, f64)) {
-    let all = chart
-        .series
-        .iter()
-        .flat_map(|(_, p)| p.iter().copied())
-        .chain(chart.marks.iter().copied());
-    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, 0.0f64, f64::MIN);
-    for (x, y) in all {
-        x0 = x0.min(x);
-        x1 = x1.max(x);
-        y0 = y0.min(y);
-        y1 = y1.max(y);
-    }
-    for (_, b) in &chart.boxes {
-        y1 = y1.max(b[4]);
-    }
-    if !chart.boxes.is_empty() {
-        (x0, x1) = (0.0, chart.boxes.len() as f64);
-    }
-    if chart.ideal {
-        y1 = y1.max(x1);
-    }
-    if x1 <= x0 {
-        x1 = x0 + 1.0;
-    }
-    if y1 <= y0 {
-        y1 = y0 + 1.0;
-    }
-    ((x0, x1), (y0, y1 * 1.05))
-}
-
-fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, chart: &Chart) -> Result<(), PlotError>
-where
-    DB::ErrorType: 'static,
-{
-    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| PlotError::Draw(x.to_string());
-    root.fill(&WHITE).map_err(e)?;
-    let ((x0, x1), (y0, y1)) = bounds(chart);
-    let mut b = ChartBuilder::on(&root);
-    b.caption(&chart.title, ("sans-serif", 22))
-        .margin(16)
-        .x_label_area_size(44)
-        .y_label_area_size(64);
-    let colors = [&BLUE, &RED, &GREEN, &MAGENTA, &CYAN, &BLACK];
-    macro_rules! finish {
-        ($ctx:expr) => {{
-            let mut ctx = $ctx;
-            ctx.configure_mesh()
-                .x_desc(chart.x_label.as_str())
-                .y_desc(chart.y_label.as_str())
-                .label_style(("sans-serif", 14))
-                .draw()
-                .map_err(e)?;
-            if chart.ideal {
-                let line: Vec<(f64, f64)> = (0..=100)
-                    .map(|i| x0 * (x1 / x0).powf(i as f64 / 100.0))
-                    .map(|x| (x, x))
-                    .collect();
-                ctx.draw_series(LineSeries::new(line, BLACK.mix(0.4)))
-                    .map_err(e)?
-                    .label("ideal: all received")
-                    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK.mix(0.4)));
-            }
-            for (i, (name, pts)) in chart.series.iter().enumerate() {
-                let c = colors[i % colors.len()];
-                if pts.len() > 2000 {
-                    ctx.draw_series(pts.iter().map(|&p| Circle::new(p, 1, c.filled())))
-                        .map_err(e)?
-                        .label(name.as_str())
-                        .legend(move |(x, y)| Circle::new((x + 8, y), 3, c.filled()));
-                } else {
-                    ctx.draw_series(LineSeries::new(pts.iter().copied(), c))
-                        .map_err(e)?
-                        .label(name.as_str())
-                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c));
-                    ctx.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
-                        .map_err(e)?;
-                }
-            }
-            if !chart.marks.is_empty() {
-                ctx.draw_series(chart.marks.iter().map(|&p| Cross::new(p, 3, RED)))
-                    .map_err(e)?
-                    .label("lost")
-                    .legend(|(x, y)| Cross::new((x + 8, y), 3, RED));
-            }
-            for (i, (_, q)) in chart.boxes.iter().enumerate() {
-                let (l, r, m) = (i as f64 + 0.25, i as f64 + 0.75, i as f64 + 0.5);
-                let c = colors[i % colors.len()];
-                ctx.draw_series(std::iter::once(Rectangle::new(
-                    [(l, q[1]), (r, q[3])],
-                    c.stroke_width(2),
-                )))
-                .map_err(e)?;
-                ctx.draw_series(
-                    [
-                        vec![(l, q[2]), (r, q[2])],
-                        vec![(m, q[0]), (m, q[1])],
-                        vec![(m, q[3]), (m, q[4])],
-                        vec![(l + 0.1, q[0]), (r - 0.1, q[0])],
-                        vec![(l + 0.1, q[4]), (r - 0.1, q[4])],
-                    ]
-                    .into_iter()
-                    .map(|p| PathElement::new(p, c.stroke_width(2))),
-                )
-                .map_err(e)?
-                .label(chart.boxes[i].0.as_str())
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 4), (x + 12, y + 4)], c.stroke_width(2))
-                });
-            }
-            ctx.configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .label_font(("sans-serif", 13))
-                .position(SeriesLabelPosition::UpperLeft)
-                .draw()
-                .map_err(e)?;
-        }};
-    }
-    if chart.log_x && x0 > 0.0 {
-        finish!(b
-            .build_cartesian_2d((x0 * 0.8..x1 * 1.25).log_scale(), y0..y1)
-            .map_err(e)?);
-    } else {
-        finish!(b.build_cartesian_2d(x0..x1, y0..y1).map_err(e)?);
-    }
-    root.present().map_err(e)?;
-    Ok(())
 }
 
 /// Size of every plot, pixels.
@@ -637,8 +426,8 @@ pub const SIZE: (u32, u32) = (960, 600);
 pub fn write(chart: &Chart, out: &Path) -> Result<(), PlotError> {
     register_font();
     match out.extension().and_then(|e| e.to_str()) {
-        Some("svg") => draw(SVGBackend::new(out, SIZE).into_drawing_area(), chart),
-        Some("png") => draw(BitMapBackend::new(out, SIZE).into_drawing_area(), chart),
+        Some("svg") => draw::draw(SVGBackend::new(out, SIZE).into_drawing_area(), chart),
+        Some("png") => draw::draw(BitMapBackend::new(out, SIZE).into_drawing_area(), chart),
         _ => Err(PlotError::Extension(out.to_path_buf())),
     }
 }
@@ -647,7 +436,7 @@ pub fn write(chart: &Chart, out: &Path) -> Result<(), PlotError> {
 pub fn svg_string(chart: &Chart) -> Result<String, PlotError> {
     register_font();
     let mut s = String::new();
-    draw(
+    draw::draw(
         SVGBackend::with_string(&mut s, SIZE).into_drawing_area(),
         chart,
     )?;
