@@ -36,7 +36,9 @@ struct Scale {
 }
 
 impl Scale {
-    fn new(axis: &Axis, values: &[f64], max_ticks: usize) -> Self {
+    /// The scale of `axis` over `values`; `pad` leaves headroom above the largest (y axes,
+    /// so that the top point is not on the frame; an x axis ends at its data).
+    fn new(axis: &Axis, values: &[f64], max_ticks: usize, pad_asked: bool) -> Self {
         let mut s = Self {
             log: axis.log,
             lo: 0.0,
@@ -89,19 +91,27 @@ impl Scale {
             }
             // A little headroom, so the top point is not on the frame (none for an axis
             // made up for lack of data).
-            let mut pad = (hi - lo) * 0.03;
+            // Percentages stop at 100 when the data do.
+            let headroom = pad_asked && !(axis.quantity == Quantity::Percent && hi <= 100.0);
+            let mut pad = if headroom { (hi - lo) * 0.03 } else { 0.0 };
             if hi <= lo {
                 hi = lo + if lo == 0.0 { 1.0 } else { lo.abs() * 0.1 };
                 pad = 0.0;
             }
             s.unit = axis.quantity.unit_for(lo.abs().max(hi.abs()));
             let d = s.unit.divisor;
-            let (a, b, ticks) = linear_ticks(lo / d, (hi + pad) / d, max_ticks);
+            let (a, mut b, mut ticks) = linear_ticks(lo / d, (hi + pad) / d, max_ticks);
+            // An axis without headroom ends at its data unless a tick is very near.
+            if !pad_asked && b - hi / d > (b - a) * 0.02 {
+                b = hi / d;
+                ticks.retain(|t| *t <= b * (1.0 + 1e-9));
+            }
             s.lo = a * d;
             s.hi = b * d;
             s.ticks = ticks.into_iter().map(|t| t * d).collect();
         }
-        if !s.per_tick && !s.unit.name.is_empty() {
+        if !s.per_tick && !s.unit.name.is_empty() && !(s.log && axis.quantity == Quantity::Percent)
+        {
             s.title = format!("{} ({})", axis.label, s.unit.name);
         }
         s
@@ -249,7 +259,7 @@ where
         }
     }
     let x_ticks = if first.x.categories.is_empty() { 8 } else { 0 };
-    let xs = Scale::new(&first.x, &xv, x_ticks);
+    let xs = Scale::new(&first.x, &xv, x_ticks, false);
     let total: u32 = chart.panels.iter().map(|p| p.weight.max(1)).sum();
     let heights: Vec<u32> = chart
         .panels
@@ -335,7 +345,7 @@ where
 /// The y scale of panel `p`, `ph` pixels high; with `same_scale`, the x values' (y = x).
 fn y_scale(p: &Panel, xv: &[f64], ph: u32, same_scale: bool) -> Scale {
     if same_scale {
-        return Scale::new(&p.y, xv, 8);
+        return Scale::new(&p.y, xv, 8, false);
     }
     let yv: Vec<f64> = p
         .series
@@ -349,7 +359,7 @@ fn y_scale(p: &Panel, xv: &[f64], ph: u32, same_scale: bool) -> Scale {
                 .flat_map(|b| b.five.iter().chain(&b.outliers).copied()),
         )
         .collect();
-    Scale::new(&p.y, &yv, if ph < 220 { 4 } else { 6 })
+    Scale::new(&p.y, &yv, if ph < 220 { 4 } else { 6 }, true)
 }
 
 fn draw_panel<DB: DrawingBackend>(
@@ -591,6 +601,7 @@ mod tests {
             &Axis::linear("received rate", Quantity::BitRate),
             &[1e9, 30e9],
             6,
+            true,
         );
         assert_eq!(lin.title, "received rate (Gbit/s)");
         assert_eq!(lin.label(10e9), "10");
@@ -598,6 +609,7 @@ mod tests {
             &Axis::log("offered rate", Quantity::BitRate),
             &[10e6, 1e9],
             8,
+            false,
         );
         assert_eq!(log.title, "offered rate");
         assert_eq!(log.label(1e8f64.log10()), "100 Mbit/s");

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use wirebench_proto::results::Results;
+use wirebench_proto::units::parse_size;
 use wirebench_stats::Summary;
 
 use super::chart::{Axis, BoxStat, Chart, Mark, Palette, Panel, Pt, Series, Style};
@@ -145,6 +146,15 @@ pub fn experiment_chart_in(
     if chart.series_count() == 0 {
         return Err(PlotError::NothingToDraw(kind.name()));
     }
+    // One series of every point ("all"): a legend would say nothing.
+    if chart
+        .panels
+        .iter()
+        .flat_map(|p| p.series.iter().map(|s| s.label.as_str()))
+        .all(|l| l == "all")
+    {
+        chart.no_legend = true;
+    }
     Ok(chart)
 }
 
@@ -231,7 +241,13 @@ fn rate(kind: Kind, s: &ExperimentSummary, chart: &mut Chart) {
 }
 
 fn time(s: &ExperimentSummary, chart: &mut Chart) {
-    let bytes = |p: &PointSummary| p.point.get("bytes").and_then(|b| b.parse::<f64>().ok());
+    // The data size of each point, as the sweep spelled it ("10K", "1M").
+    let bytes = |p: &PointSummary| {
+        p.point
+            .get("bytes")
+            .and_then(|b| parse_size(b).ok())
+            .map(|b| b as f64)
+    };
     let log = wide(s.points.iter().filter_map(bytes));
     let x = axis("data transferred", Quantity::Bytes, log);
     let mut top = Panel::new(x.clone(), axis("transfer time", Quantity::Seconds, log));
@@ -244,7 +260,8 @@ fn time(s: &ExperimentSummary, chart: &mut Chart) {
     chart.panels.push(rate);
     chart.title = "Transfer time and rate against data size".into();
     chart.caption = format!(
-        "Time from the first byte sent to the last, and the receive rate, of each transfer{}. {}",
+        "The sender's time from its start to its last byte, and the receive rate, of each \
+         transfer{}. {}",
         if log { " (log–log)" } else { "" },
         trials_and_bars(s)
     );

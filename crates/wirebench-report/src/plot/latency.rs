@@ -96,9 +96,9 @@ pub fn latency_panels(chart: &mut Chart, runs: &[(String, Distribution)]) {
     };
     let mut cdf = Panel::new(
         x.clone(),
-        Axis::linear("at or below (CDF)", Quantity::Percent),
+        Axis::linear("CDF: at or below", Quantity::Percent),
     );
-    let mut ccdf = Panel::new(x, Axis::log("above (CCDF)", Quantity::Percent));
+    let mut ccdf = Panel::new(x, Axis::log("CCDF: above (log)", Quantity::Percent));
     for (label, d) in runs {
         cdf.series.push(Series {
             label: label.clone(),

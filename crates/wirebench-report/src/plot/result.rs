@@ -5,7 +5,7 @@ use wirebench_proto::results::{IntervalView, Results};
 
 use super::chart::{Axis, Chart, Palette, Panel, Pt, Series, Style};
 use super::latency::{latency_panels, Distribution};
-use super::scale::Quantity;
+use super::scale::{with_unit, Quantity};
 use super::{Kind, PlotError};
 
 /// Steps of a per-interval figure: each interval drawn over its own start and end, so a
@@ -42,9 +42,36 @@ fn described(r: &Results) -> String {
         .and_then(|v| v.as_str().map(String::from))
         .unwrap_or_default();
     format!(
-        "one {proto} {mech} run of {:.3} s, {} stream(s)",
-        r.end.duration_s, t.streams
+        "One {proto} {mech} run of {}, {} stream(s)",
+        with_unit(Quantity::Seconds, r.end.duration_s),
+        t.streams
     )
+}
+
+/// The intervals with a last one shorter than a tenth of the others merged into the one
+/// before: a sliver of a few hundred µs holds too little data for a rate worth a step.
+fn merged_tail(r: &Results) -> Vec<IntervalView> {
+    let mut iv = r.intervals.clone();
+    let n = iv.len();
+    if n >= 2 {
+        let last = &iv[n - 1];
+        let len = last.end_s - last.start_s;
+        if len < r.test.interval_s * 0.1 {
+            let last = iv.remove(n - 1);
+            let prev = &mut iv[n - 2];
+            let secs = last.end_s - prev.start_s;
+            prev.end_s = last.end_s;
+            prev.sent_bytes += last.sent_bytes;
+            prev.sent_messages += last.sent_messages;
+            prev.received_bytes += last.received_bytes;
+            prev.received_messages += last.received_messages;
+            if secs > 0.0 {
+                prev.sent_bps = prev.sent_bytes as f64 * 8.0 / secs;
+                prev.received_bps = prev.received_bytes as f64 * 8.0 / secs;
+            }
+        }
+    }
+    iv
 }
 
 /// A chart from one results document.
@@ -54,16 +81,17 @@ pub fn result_chart(kind: Kind, r: &Results) -> Result<Chart, PlotError> {
         Kind::Throughput => {
             chart.palette = Palette::ordered(&["sent", "received", "median", "99th percentile"]);
             let x = Axis::linear("time since the test began", Quantity::Seconds);
+            let intervals = merged_tail(r);
             let mut rate = Panel::new(x.clone(), Axis::linear("rate", Quantity::BitRate));
             rate.series.extend(line(
                 "sent",
-                steps(&r.intervals, |i| {
+                steps(&intervals, |i| {
                     (i.sent_messages > 0 || i.sent_bps > 0.0).then_some(i.sent_bps)
                 }),
             ));
             rate.series.extend(line(
                 "received",
-                steps(&r.intervals, |i| Some(i.received_bps)),
+                steps(&intervals, |i| Some(i.received_bps)),
             ));
             rate.weight = 3;
             chart.panels.push(rate);
@@ -87,9 +115,9 @@ pub fn result_chart(kind: Kind, r: &Results) -> Result<Chart, PlotError> {
                 )
             };
             let mut lat = Panel::new(x, Axis::linear(what, Quantity::Seconds));
-            lat.series.extend(line("median", steps(&r.intervals, p50)));
+            lat.series.extend(line("median", steps(&intervals, p50)));
             lat.series
-                .extend(line("99th percentile", steps(&r.intervals, p99)));
+                .extend(line("99th percentile", steps(&intervals, p99)));
             lat.weight = 2;
             let has_latency = !lat.series.is_empty();
             if has_latency {
@@ -98,7 +126,8 @@ pub fn result_chart(kind: Kind, r: &Results) -> Result<Chart, PlotError> {
             chart.title = "Rate over time".into();
             chart.caption = format!(
                 "{}; each step is one {} s interval's rate over its own length (the last \
-                 interval is only as long as the test ran into it).{}",
+                 interval is only as long as the test ran into it; one shorter than a tenth \
+                 of an interval is merged into the one before).{}",
                 described(r),
                 r.test.interval_s,
                 if has_latency {
