@@ -138,7 +138,8 @@ pub struct Axis {
     pub log: bool,
     /// Start a linear axis at 0 (rates, counts), rather than at the data's smallest value.
     pub from_zero: bool,
-    /// Named categories instead of numbers (box plots): category `i` is centred at `i`.
+    /// Named categories instead of numbers (box plots): category `i` is centred at `i`; a
+    /// `\n` in a name breaks it into lines.
     pub categories: Vec<String>,
 }
 

@@ -214,7 +214,11 @@ where
         .map_err(err)?;
     let (w, h) = area.dim_in_pixel();
     // The caption, in 13-pixel type: about 7 pixels a character.
-    let lines = wrap(&chart.caption, ((w as usize).saturating_sub(32)) / 7);
+    let lines = if chart.caption.is_empty() {
+        Vec::new()
+    } else {
+        wrap(&chart.caption, ((w as usize).saturating_sub(32)) / 7)
+    };
     let caption_h = (lines.len() as u32 * 17 + 10).min(h / 3);
     let (body, foot) = area.split_vertically(h - caption_h);
     for (i, line) in lines.iter().enumerate() {
@@ -375,13 +379,13 @@ where
     DB::ErrorType: 'static,
 {
     let (pw, _) = area.dim_in_pixel();
-    // Category labels: one line per parameter ("rate=10M" over "size=500"); if that is too
+    // Category labels: a line per parameter ("rate=10M" over "size=500"); if that is too
     // wide for its slot, values only, the parameters' names then in the axis title.
     let slot = (pw.saturating_sub(y_label_w + 24)) as usize / xs.categories.len().max(1);
     let mut cat_lines: Vec<Vec<String>> = xs
         .categories
         .iter()
-        .map(|c| c.split(", ").map(String::from).collect())
+        .map(|c| c.split('\n').map(String::from).collect())
         .collect();
     let widest = |l: &Vec<Vec<String>>| {
         l.iter()

@@ -303,10 +303,11 @@ fn boxes(s: &ExperimentSummary, dir: Option<&Path>, chart: &mut Chart) {
         let Some(st) = p.figures.get(figure) else {
             continue;
         };
+        // Several parameters: one line each under the box.
         let cat = if single {
             p.point.values().next().cloned().unwrap_or_default()
         } else {
-            label(&p.point, None)
+            label(&p.point, None).replace(", ", "\n")
         };
         let values = dir.map(|d| trial_values(d, p, figure)).unwrap_or_default();
         let (five, outliers) = if values.len() as u64 == st.count && !values.is_empty() {

@@ -447,6 +447,284 @@ pub fn svg_string(chart: &Chart) -> Result<String, PlotError> {
 mod tests {
     use super::*;
 
+    use crate::experiment::summary::{Knee, PointSummary};
+    use std::collections::BTreeMap;
+
+    /// A point of a summary with these parameters and figures (each from its trials).
+    fn point(
+        params: &[(&str, &str)],
+        offered: Option<f64>,
+        figs: &[(&str, &[f64])],
+    ) -> PointSummary {
+        PointSummary {
+            point: params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            offered_bps: offered,
+            trials: figs.first().map_or(0, |f| f.1.len() as u64),
+            failed: 0,
+            figures: figs
+                .iter()
+                .filter_map(|(k, v)| wirebench_stats::summarize(v).map(|s| (k.to_string(), s)))
+                .collect(),
+            files: Vec::new(),
+        }
+    }
+
+    /// A rate sweep of two series (size 500 and 1400) at 10M, 100M, 1G offered.
+    fn sweep(sizes: &[&str]) -> ExperimentSummary {
+        let mut points = Vec::new();
+        for size in sizes {
+            for (rate, bps) in [("10M", 1e7), ("100M", 1e8), ("1G", 1e9)] {
+                points.push(point(
+                    &[("rate", rate), ("size", size)],
+                    Some(bps),
+                    &[
+                        ("received_bps", &[bps * 0.97, bps * 0.99, bps]),
+                        ("delivered_fraction", &[0.97, 0.99, 1.0]),
+                        ("loss_ratio", &[0.03, 0.01, 0.0]),
+                    ],
+                ));
+            }
+        }
+        ExperimentSummary {
+            points,
+            knees: vec![Knee {
+                series: BTreeMap::from([("size".to_string(), sizes[0].to_string())]),
+                knee99_bps: Some(1e8),
+                knee95_bps: Some(1e9),
+            }],
+        }
+    }
+
+    /// The `points` of every `<polyline>` in an SVG whose stroke is `color`.
+    fn polylines(svg: &str, color: &str) -> Vec<Vec<(f64, f64)>> {
+        svg.split("<polyline")
+            .skip(1)
+            .filter(|e| e.contains(&format!("stroke=\"{color}\"")))
+            .filter_map(|e| {
+                let pts = e.split("points=\"").nth(1)?.split('"').next()?;
+                Some(
+                    pts.split_whitespace()
+                        .filter_map(|p| {
+                            let (x, y) = p.split_once(',')?;
+                            Some((x.parse().ok()?, y.parse().ok()?))
+                        })
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+
+    fn hex(c: RGBColor) -> String {
+        format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2)
+    }
+
+    /// The text of every `<text>` element of an SVG.
+    fn texts(svg: &str) -> Vec<String> {
+        svg.split("<text")
+            .skip(1)
+            .filter_map(|e| {
+                Some(
+                    e.split_once('>')?
+                        .1
+                        .split("</text>")
+                        .next()?
+                        .trim()
+                        .to_string(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_axis_takes_the_unit_of_its_datas_range() {
+        // 30,000 Mbit/s reads 30 Gbit/s.
+        let s = ExperimentSummary {
+            points: vec![
+                point(
+                    &[("profile", "a")],
+                    None,
+                    &[("received_bps", &[28e9, 30e9, 29e9])],
+                ),
+                point(
+                    &[("profile", "b")],
+                    None,
+                    &[("received_bps", &[10e9, 12e9, 11e9])],
+                ),
+            ],
+            knees: Vec::new(),
+        };
+        let svg = svg_string(&experiment_chart(Kind::Box, &s).expect("box")).expect("svg");
+        let t = texts(&svg);
+        assert!(t.iter().any(|x| x == "receive rate (Gbit/s)"), "{t:?}");
+        assert!(t.iter().any(|x| x == "30"), "{t:?}");
+        assert!(!svg.contains("Mbit/s") && !svg.contains("10.0"));
+        // Round trips of tens of µs read in µs.
+        let s = ExperimentSummary {
+            points: vec![
+                point(
+                    &[("bytes", "1M")],
+                    None,
+                    &[
+                        ("duration_s", &[0.000_020, 0.000_040]),
+                        ("received_bps", &[1e9, 2e9]),
+                    ],
+                ),
+                point(
+                    &[("bytes", "2M")],
+                    None,
+                    &[
+                        ("duration_s", &[0.000_030, 0.000_050]),
+                        ("received_bps", &[1e9, 2e9]),
+                    ],
+                ),
+            ],
+            knees: Vec::new(),
+        };
+        let svg = svg_string(&experiment_chart(Kind::Time, &s).expect("time")).expect("svg");
+        assert!(
+            texts(&svg).iter().any(|x| x == "transfer time (µs)"),
+            "{:?}",
+            texts(&svg)
+        );
+    }
+
+    #[test]
+    fn box_plot_x_labels_are_the_point_labels() {
+        let s = ExperimentSummary {
+            points: vec![
+                point(
+                    &[("profile", "reno, SACK")],
+                    None,
+                    &[("goodput_bps", &[1e7, 2e7, 3e7])],
+                ),
+                point(
+                    &[("profile", "cubic, no SACK")],
+                    None,
+                    &[("goodput_bps", &[1e7, 2e7])],
+                ),
+            ],
+            knees: Vec::new(),
+        };
+        let svg = svg_string(&experiment_chart(Kind::Box, &s).expect("box")).expect("svg");
+        let t = texts(&svg);
+        assert!(t.iter().any(|x| x == "reno, SACK"), "{t:?}");
+        assert!(t.iter().any(|x| x == "cubic, no SACK"), "{t:?}");
+        assert!(t.iter().any(|x| x == "profile"), "{t:?}");
+        // A sweep's points: a line per parameter.
+        let svg =
+            svg_string(&experiment_chart(Kind::Box, &sweep(&["500"])).expect("box")).expect("svg");
+        let t = texts(&svg);
+        for label in ["rate=10M", "rate=1G", "size=500"] {
+            assert!(t.iter().any(|x| x == label), "{label}: {t:?}");
+        }
+    }
+
+    #[test]
+    fn the_ideal_line_is_one_straight_segment_and_the_knee_is_marked() {
+        for log in [true, false] {
+            let mut s = sweep(&["500", "1400"]);
+            if !log {
+                // 10M to 1G is log; 100M to 150M is linear.
+                for (p, r) in s.points.iter_mut().zip([1e8, 1.2e8, 1.5e8].iter().cycle()) {
+                    p.offered_bps = Some(*r);
+                }
+            }
+            let chart = experiment_chart(Kind::Rate, &s).expect("rate");
+            let top = &chart.panels[0];
+            assert!(top.ideal && top.x.log == log && top.y.log == log);
+            let svg = svg_string(&chart).expect("svg");
+            // The line and its legend's glyph: each two points, a straight segment.
+            let ideal = polylines(&svg, &hex(REFERENCE));
+            assert!(!ideal.is_empty());
+            assert!(ideal.iter().all(|l| l.len() == 2), "{ideal:?}");
+            let line = ideal
+                .iter()
+                .max_by(|a, b| (a[1].0 - a[0].0).total_cmp(&(b[1].0 - b[0].0)))
+                .expect("the line");
+            let [(x0, y0), (x1, y1)] = [line[0], line[1]];
+            // Up to the right (y grows downwards in pixels).
+            assert!(x1 > x0 + 100.0 && y1 < y0 - 100.0, "{line:?}");
+            assert!(texts(&svg)
+                .iter()
+                .any(|t| t.contains("99% delivered up to")));
+            assert_eq!(chart.panels.len(), 2, "the loss panel");
+            assert!(chart.caption().contains("min–max"));
+        }
+    }
+
+    #[test]
+    fn a_series_keeps_its_colour_from_plot_to_plot() {
+        let both = sweep(&["500", "1400"]);
+        let rate = experiment_chart(Kind::Rate, &both).expect("rate");
+        let got = experiment_chart(Kind::Received, &both).expect("received");
+        let boxes = experiment_chart(Kind::Box, &both).expect("box");
+        for label in ["size=500", "size=1400"] {
+            let c = rate.palette.color(label);
+            assert_eq!(c, got.palette.color(label));
+            assert_eq!(c, boxes.palette.color(label));
+            for chart in [&rate, &got] {
+                let svg = svg_string(chart).expect("svg");
+                assert!(
+                    !polylines(&svg, &hex(c)).is_empty(),
+                    "{label} drawn in its colour"
+                );
+            }
+        }
+        assert_ne!(
+            rate.palette.color("size=500"),
+            rate.palette.color("size=1400")
+        );
+        // The colour follows the label, not the order in which a plot meets it.
+        let ab = Palette::new(["a".to_string(), "b".to_string()]);
+        let ba = Palette::new(["b".to_string(), "a".to_string()]);
+        assert_eq!(ab.color("b"), ba.color("b"));
+        assert_eq!(rate.legend()[0].1, rate.palette.color(&rate.legend()[0].0));
+        // Five trials or more: a 95% interval, said in the caption.
+        let mut five = sweep(&["500"]);
+        for p in &mut five.points {
+            p.figures.insert(
+                "received_bps".into(),
+                wirebench_stats::summarize(&[1e7, 1.1e7, 0.9e7, 1e7, 1.05e7]).expect("five"),
+            );
+            p.trials = 5;
+        }
+        let chart = experiment_chart(Kind::Rate, &five).expect("rate");
+        assert!(chart.caption().contains("95% confidence interval"));
+    }
+
+    #[test]
+    fn latency_is_drawn_from_the_histogram_when_the_document_has_one() {
+        use wirebench_proto::results::{Percentiles, UsBucket};
+        let buckets: Vec<UsBucket> = (0..50)
+            .map(|i| UsBucket {
+                min_us: 10.0 + i as f64,
+                max_us: 10.0 + i as f64 + 0.9,
+                count: 100 - i,
+            })
+            .collect();
+        let d = Distribution::of_buckets(&buckets).expect("distribution");
+        assert_eq!(d.buckets, 50);
+        assert_eq!(d.cumulative.last().map(|p| p.1), Some(1.0));
+        assert!(d
+            .cumulative
+            .windows(2)
+            .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
+        let p = Percentiles {
+            count: 10,
+            p50: 20.0,
+            ..Percentiles::default()
+        };
+        assert_eq!(Distribution::of_percentiles(&p).buckets, 0);
+        let mut chart = Chart::default();
+        latency::latency_panels(&mut chart, &[("a".into(), d.clone()), ("b".into(), d)]);
+        assert_eq!(chart.panels.len(), 2);
+        assert!(chart.panels[1].y.log, "the CCDF's y is log");
+        assert!(chart.caption().contains("full histogram"));
+    }
+
     fn temp(name: &str, bytes: &[u8]) -> PathBuf {
         let p = std::env::temp_dir().join(format!("wirebench-plot-{}-{name}", std::process::id()));
         std::fs::write(&p, bytes).expect("write");
