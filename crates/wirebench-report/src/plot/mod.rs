@@ -62,7 +62,7 @@ pub enum PlotError {
     #[error("--kind latency needs a request/response result (--mode rr or crr)")]
     NoLatency,
     /// A kind a packet log cannot draw.
-    #[error("--kind {0}: a packet log draws --kind arrival")]
+    #[error("--kind {0}: a packet log draws --kind arrival or latency")]
     NotForPacketLog(&'static str),
     /// A kind a link log cannot draw.
     #[error("--kind {0}: a link log draws --kind throughput or latency")]
@@ -199,6 +199,7 @@ pub fn experiment_chart(kind: Kind, s: &ExperimentSummary) -> Result<Chart, Plot
 
 /// The kind an experiment is drawn as by default: box plots of a lab scenario's profiles,
 /// the rate curve of a rate sweep, transfer time of a bytes sweep, else box plots.
+/// (A packet log draws `arrival`, or `latency`: the one-way delay of every datagram.)
 pub fn default_kind(s: &ExperimentSummary) -> Kind {
     let has = |k: &str| s.points.iter().any(|p| p.point.contains_key(k));
     if s.is_scenario() {
@@ -249,6 +250,7 @@ pub fn chart_for(input: &Path, kind: Option<Kind>) -> Result<Chart, PlotError> {
     } else {
         match kind {
             None | Some(Kind::Arrival) => arrival_chart(input),
+            Some(Kind::Latency) => packet_delay_chart(input),
             Some(k) => Err(PlotError::NotForPacketLog(k.name())),
         }
     }
@@ -320,6 +322,65 @@ pub fn arrival_chart(log: &Path) -> Result<Chart, PlotError> {
         palette: Palette::ordered(&["received"]),
         no_legend: false,
     })
+}
+
+/// The one-way delay of every datagram of a packet log (arrival minus send time), as a CDF
+/// and CCDF: a full distribution, not a summary. Absolute only when both ends read one
+/// clock (loopback, a lab): the caption says so.
+pub fn packet_delay_chart(log: &Path) -> Result<Chart, PlotError> {
+    let f = std::fs::File::open(log).map_err(|source| PlotError::Read {
+        path: log.to_path_buf(),
+        source,
+    })?;
+    let bad = |source| PlotError::PacketLog {
+        path: log.to_path_buf(),
+        source,
+    };
+    let reader = Reader::new(std::io::BufReader::new(f)).map_err(bad)?;
+    let mut delays: Vec<i64> = Vec::new();
+    for rec in reader {
+        if let Record::Datagram {
+            send_unix_ns,
+            arrival_unix_ns,
+            ..
+        } = rec.map_err(bad)?
+        {
+            delays.push(arrival_unix_ns as i64 - send_unix_ns as i64);
+        }
+    }
+    if delays.is_empty() {
+        return Err(PlotError::NoDatagram(log.to_path_buf()));
+    }
+    delays.sort_unstable();
+    // A thousand steps of the empirical CDF are more than a plot can show, and keep the
+    // extremes exact.
+    let n = delays.len();
+    let step = (n / 1000).max(1);
+    let mut cumulative: Vec<(f64, f64)> = (0..n)
+        .step_by(step)
+        .map(|i| (delays[i] as f64 * 1e-9, (i + 1) as f64 / n as f64))
+        .collect();
+    cumulative.push((delays[n - 1] as f64 * 1e-9, 1.0));
+    let d = Distribution {
+        cumulative,
+        count: n as u64,
+        buckets: n,
+    };
+    let mut chart = Chart {
+        palette: Palette::ordered(&["one-way delay"]),
+        ..Chart::default()
+    };
+    latency::latency_panels(&mut chart, &[("one-way delay".into(), d)]);
+    chart.title = "One-way delay distribution".into();
+    for p in &mut chart.panels {
+        p.x.label = "one-way delay".into();
+    }
+    chart.caption = format!(
+        "Every datagram of one UDP run (packet log): arrival time minus send time, {n} \
+         datagrams, each one counted (absolute only if both ends read one clock, as on \
+         loopback or in a lab). Bottom: the share of datagrams later than x, on a log scale."
+    );
+    Ok(chart)
 }
 
 /// Mahimahi's throughput and delay graphs from a link log (`wirebench lab --link-log`):
