@@ -240,18 +240,20 @@ impl TimeHistogram {
         if self.pos.is_empty() || growth.is_nan() || growth <= 1.0 {
             return out;
         }
-        let top = self.pos.max();
+        // Each HDR bucket goes whole into the log bucket of its value: counts are never
+        // split or counted twice.
         let (mut low, mut high) = (0u64, 1000u64);
-        loop {
-            let n = self.pos.count_between(low, high);
-            if n > 0 {
-                out.push((low, high, n));
+        for v in self.pos.iter_recorded() {
+            let value = v.value_iterated_to();
+            while value > high {
+                low = high + 1;
+                high = ((high as f64 * growth) as u64).max(low);
             }
-            if high >= top {
-                break;
+            let n = v.count_at_value();
+            match out.last_mut() {
+                Some(b) if b.0 == low => b.2 += n,
+                _ => out.push((low, high, n)),
             }
-            low = high + 1;
-            high = ((high as f64 * growth) as u64).max(low);
         }
         out
     }

@@ -458,7 +458,20 @@ pub fn link_log_chart(log: &Path, kind: Kind) -> Result<Chart, PlotError> {
         .map(|(label, pts)| Series {
             label,
             style: Style::Line,
-            points: pts.into_iter().map(|(x, y)| Pt::at(x, y)).collect(),
+            // Each row holds from its time to the next row's: a step, as the rate was
+            // counted over the whole interval.
+            points: pts
+                .iter()
+                .enumerate()
+                .flat_map(|(i, &(t, y))| {
+                    let width = pts
+                        .get(i + 1)
+                        .map(|n| n.0 - t)
+                        .or_else(|| i.checked_sub(1).map(|p| t - pts[p].0))
+                        .unwrap_or(0.0);
+                    [Pt::at(t, y), Pt::at(t + width, y)]
+                })
+                .collect(),
         })
         .collect();
     let what = if kind == Kind::Throughput {
@@ -469,7 +482,7 @@ pub fn link_log_chart(log: &Path, kind: Kind) -> Result<Chart, PlotError> {
     Ok(Chart {
         title: title.into(),
         caption: format!(
-            "From a lab link log ({}): {what}, per logging interval.",
+            "From a lab link log ({}): {what}, per logging interval (each step one interval).",
             log.file_name()
                 .map(|f| f.to_string_lossy().into_owned())
                 .unwrap_or_default()
