@@ -70,6 +70,17 @@ figure box.png "Box plots of a sweep's trials" \
     "One box per point, labelled by its parameters (a line each), coloured by series as in the rate plot; whiskers and outliers as the caption says." \
     "$sweep" "rate --kind box"
 
+# A lab scenario: a point per stack profile, the box plot of its trials' goodput.
+scen="lab scenario scenarios/random-loss.toml --trials 5 --parallel 2 --time-scale 0.05 --out scen"
+# shellcheck disable=SC2086
+if run $(echo "$scen" | sed "s|scenarios/|$root/scenarios/|") >/dev/null 2>&1; then
+    figure box-scenario.png "Box plots of a lab scenario's stack profiles" \
+        "Seed 003's random-loss dumbbell (2 Mbit/s, 100 ms, 5% loss both ways), scaled to 3 s tests: one box per stack profile, labelled by its name." \
+        "$scen" "scen --kind box"
+else
+    echo "the lab scenario could not run here (it needs root or user namespaces)" >&2
+fi
+
 bytes="sweep -n 1K --vary bytes=10K,100K,1M,10M,100M --repeat 5 --pause 10ms --out bytes"
 # shellcheck disable=SC2086
 run $bytes >/dev/null

@@ -110,8 +110,9 @@ impl Scale {
             s.hi = b * d;
             s.ticks = ticks.into_iter().map(|t| t * d).collect();
         }
-        if !s.per_tick && !s.unit.name.is_empty() && !(s.log && axis.quantity == Quantity::Percent)
-        {
+        // A log axis of percentages labels each tick "10%": its title needs no unit.
+        let log_percent = s.log && axis.quantity == Quantity::Percent;
+        if !(s.per_tick || s.unit.name.is_empty() || log_percent) {
             s.title = format!("{} ({})", axis.label, s.unit.name);
         }
         s

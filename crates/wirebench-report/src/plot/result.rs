@@ -74,6 +74,9 @@ fn merged_tail(r: &Results) -> Vec<IntervalView> {
     iv
 }
 
+/// A per-interval figure in its base unit.
+type Figure = fn(&IntervalView) -> Option<f64>;
+
 /// A chart from one results document.
 pub fn result_chart(kind: Kind, r: &Results) -> Result<Chart, PlotError> {
     let mut chart = Chart::default();
@@ -97,11 +100,7 @@ pub fn result_chart(kind: Kind, r: &Results) -> Result<Chart, PlotError> {
             chart.panels.push(rate);
             // Latency per interval: round trips (rr) or one-way delay (UDP, one clock).
             let rr = r.intervals.iter().any(|i| i.latency_p50_us.is_some());
-            let (what, p50, p99): (
-                &str,
-                fn(&IntervalView) -> Option<f64>,
-                fn(&IntervalView) -> Option<f64>,
-            ) = if rr {
+            let (what, p50, p99): (&str, Figure, Figure) = if rr {
                 (
                     "round-trip time",
                     |i| i.latency_p50_us.map(|v| v * 1e-6),
