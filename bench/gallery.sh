@@ -127,7 +127,7 @@ if run $lab >/dev/null 2>&1; then
         "An emulated 20 Mbit/s, 10 ms link (Mahimahi's throughput graph): each step one logging interval." \
         "$lab" "link.csv --kind throughput"
     figure link-delay.png "Lab link log: queueing delay" \
-        "The longest wait in the link's queue per interval: TCP filling the 1000-packet queue at its start, then the queue it keeps." \
+        "The longest wait in the link's queue per interval: the queue TCP (here the machine's default congestion control) builds at its start, and what it keeps afterwards." \
         "$lab" "link.csv --kind latency"
 else
     echo "the lab could not start here (it needs root or user namespaces): its plots are left as they were" >&2

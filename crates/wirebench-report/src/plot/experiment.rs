@@ -54,10 +54,11 @@ fn bar(st: &Summary, x: f64, scale: f64) -> Pt {
     } else {
         (st.min, st.max)
     };
+    // Every figure drawn is a rate, time, size or share: an interval below 0 is cut at 0.
     Pt {
         x,
         y: st.mean * scale,
-        lo: lo * scale,
+        lo: (lo * scale).max(0.0),
         hi: hi * scale,
     }
 }
@@ -147,11 +148,13 @@ pub fn experiment_chart_in(
         return Err(PlotError::NothingToDraw(kind.name()));
     }
     // One series of every point ("all"): a legend would say nothing.
-    if chart
-        .panels
-        .iter()
-        .flat_map(|p| p.series.iter().map(|s| s.label.as_str()))
-        .all(|l| l == "all")
+    let boxes = chart.panels.iter().any(|p| !p.boxes.is_empty());
+    if !boxes
+        && chart
+            .panels
+            .iter()
+            .flat_map(|p| p.series.iter().map(|s| s.label.as_str()))
+            .all(|l| l == "all")
     {
         chart.no_legend = true;
     }
@@ -340,10 +343,10 @@ fn boxes(s: &ExperimentSummary, dir: Option<&Path>, chart: &mut Chart) {
     x.categories = categories;
     let mut panel = Panel::new(x, Axis::linear(what, Quantity::BitRate));
     panel.boxes = out;
-    // One series only: the x labels say it all, a legend would repeat "all".
+    // One series, or one per box: the x labels say it all.
     let distinct: std::collections::BTreeSet<&str> =
         panel.boxes.iter().map(|b| b.series.as_str()).collect();
-    chart.no_legend = distinct.len() <= 1;
+    chart.no_legend = distinct.len() <= 1 || distinct.len() == panel.boxes.len();
     chart.panels.push(panel);
     chart.title = format!("The {what} of the repeated trials");
     let n = trials_and_bars(s);

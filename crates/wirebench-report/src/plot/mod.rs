@@ -687,6 +687,14 @@ mod tests {
         assert!(t.iter().any(|x| x == "reno, SACK"), "{t:?}");
         assert!(t.iter().any(|x| x == "cubic, no SACK"), "{t:?}");
         assert!(t.iter().any(|x| x == "profile"), "{t:?}");
+        // A box per series: the labels name them, no legend repeats them.
+        assert!(experiment_chart(Kind::Box, &s)
+            .expect("box")
+            .legend()
+            .is_empty());
+        // Two series over several boxes: the legend tells the colours apart.
+        let two = experiment_chart(Kind::Box, &sweep(&["500", "1400"])).expect("box");
+        assert_eq!(two.legend().len(), 2);
         // A sweep's points: a line per parameter.
         let svg =
             svg_string(&experiment_chart(Kind::Box, &sweep(&["500"])).expect("box")).expect("svg");
