@@ -565,7 +565,7 @@ where
         )
         .map_err(err)?;
     }
-    for m in &p.marks {
+    for (i, m) in p.marks.iter().enumerate() {
         let c = chart.palette.color(&m.series);
         let (x, y) = pt(m.x, m.y);
         // The note goes to the side with more room.
@@ -579,9 +579,11 @@ where
             .draw(
                 &(EmptyElement::at((x, y))
                     + Circle::new((0, 0), 8, c.stroke_width(2))
+                    // Each note a line lower than the one before: knees of several
+                    // series often fall at one rate.
                     + Text::new(
                         m.text.clone(),
-                        (dx, 6),
+                        (dx, 6 + i as i32 * 18),
                         ("sans-serif", 14).into_font().color(&c),
                     )),
             )
