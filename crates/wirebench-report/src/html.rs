@@ -5,11 +5,12 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use wirebench_proto::units::format_rate_bps;
+use wirebench_proto::results::Datapath;
 
 use crate::experiment::summary::ExperimentSummary;
 use crate::meta::ExperimentMeta;
-use crate::plot::{experiment_chart, svg_string, Kind, PlotError};
+use crate::plot::scale::{sig3, with_unit, Quantity, Unit};
+use crate::plot::{experiment_chart_in, load_results, svg_string, Kind, PlotError};
 
 /// Why a report could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +61,7 @@ pub fn report(dir: &Path) -> Result<String, ReportError> {
          td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}\
          th{{background:#f0f0f0}} td.l,th.l{{text-align:left}} code{{background:#f4f4f4}}\
          figure{{margin:1.5em 0}} svg{{max-width:100%;height:auto}}\
+         figcaption{{color:#444;font-size:90%;max-width:960px}}\
          </style></head><body>\n<h1>wirebench experiment</h1>\n"
     );
     let cmd = meta.command.join(" ");
@@ -72,10 +74,10 @@ pub fn report(dir: &Path) -> Result<String, ReportError> {
     };
     let _ = write!(
         h,
-        "<p><code>{}</code></p>\n<table><tr><th class=\"l\">tool</th><td class=\"l\">{}</td></tr>\
+        "<p>Made by <code>{}</code></p>\n<table><tr><th class=\"l\">tool</th><td class=\"l\">{}</td></tr>\
          <tr><th class=\"l\">server</th><td class=\"l\">{}</td></tr>\
          <tr><th class=\"l\">trials per point</th><td class=\"l\">{}{}</td></tr>\
-         <tr><th class=\"l\">machine</th><td class=\"l\">{}, {} cores, Linux {}</td></tr></table>\n",
+         <tr><th class=\"l\">machine</th><td class=\"l\">{}, {} cores, Linux {}</td></tr>{}</table>\n",
         esc(&cmd),
         esc(&meta.wirebench),
         esc(&meta.server),
@@ -84,85 +86,43 @@ pub fn report(dir: &Path) -> Result<String, ReportError> {
         or_unknown(&meta.machine.cpu),
         meta.machine.cores,
         or_unknown(&meta.machine.kernel),
+        datapath_rows(dir, &summary),
     );
-    // The summary table.
-    let params: Vec<String> = summary
-        .points
-        .first()
-        .map(|p| p.point.keys().cloned().collect())
-        .unwrap_or_default();
-    h.push_str("<h2>Summary</h2>\n<table><tr>");
-    for p in &params {
-        let _ = write!(h, "<th class=\"l\">{}</th>", esc(p));
-    }
-    // A lab scenario's headline is goodput, with TCP retransmits beside it.
-    let goodput = summary.is_scenario();
-    let main = summary.rate_figure();
-    let _ = writeln!(
-        h,
-        "<th>trials</th><th>{} (mean ± 95% CI)</th><th>min</th><th>max</th>\
-         <th>SD</th><th>delivered</th><th>loss</th><th>delay p99 (ms)</th>\
-         <th>round trip p50 (µs)</th>{}</tr>",
-        if goodput { "goodput" } else { "received" },
-        if goodput {
-            "<th>retransmits (mean)</th>"
-        } else {
-            ""
-        },
-    );
-    for p in &summary.points {
-        h.push_str("<tr>");
-        for k in &params {
-            let _ = write!(
-                h,
-                "<td class=\"l\">{}</td>",
-                esc(p.point.get(k).map_or("", String::as_str))
-            );
-        }
-        let f = |k: &str| p.figures.get(k);
-        let rate = |v: f64| format_rate_bps(v);
-        let _ = writeln!(
-            h,
-            "<td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>{}</tr>",
-            p.trials,
-            if p.failed > 0 { format!(" ({} failed)", p.failed) } else { String::new() },
-            f(main).map_or("-".into(), |x| format!("{} ± {}", rate(x.mean), rate(x.ci95))),
-            f(main).map_or("-".into(), |x| rate(x.min)),
-            f(main).map_or("-".into(), |x| rate(x.max)),
-            f(main).map_or("-".into(), |x| rate(x.stddev)),
-            f("delivered_fraction").map_or("-".into(), |x| format!("{:.2}%", x.mean * 100.0)),
-            f("loss_ratio").map_or("-".into(), |x| format!("{:.3}%", x.mean * 100.0)),
-            f("delay_p99_ms").map_or("-".into(), |x| format!("{:.3}", x.mean)),
-            f("latency_p50_us").map_or("-".into(), |x| format!("{:.1}", x.mean)),
-            if goodput {
-                format!("<td>{}</td>", f("retransmits").map_or("-".into(), |x| format!("{:.1}", x.mean)))
-            } else {
-                String::new()
-            },
-        );
-    }
-    h.push_str("</table>\n");
+    h.push_str("<h2>Summary</h2>\n");
+    h.push_str(&summary_table(&summary));
     if !summary.knees.is_empty() {
-        h.push_str("<h2>Where loss begins</h2>\n<table><tr><th class=\"l\">series</th><th>99% delivered up to</th><th>95% delivered up to</th></tr>\n");
+        h.push_str("<h2>Where loss begins</h2>\n<table><tr><th class=\"l\">series</th><th>99% delivered</th><th>95% delivered</th></tr>\n");
         for k in &summary.knees {
-            let series: Vec<String> = k.series.iter().map(|(a, b)| format!("{a} {b}")).collect();
+            let series: Vec<String> = k.series.iter().map(|(a, b)| format!("{a}={b}")).collect();
             let _ = writeln!(
                 h,
                 "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&series.join(", ")),
-                k.knee99_bps.map_or("none".into(), format_rate_bps),
-                k.knee95_bps.map_or("none".into(), format_rate_bps),
+                esc(&k.describe(0.99)),
+                esc(&k.describe(0.95)),
             );
         }
         h.push_str("</table>\n");
     }
     h.push_str("<h2>Plots</h2>\n");
     let mut drawn = 0;
-    for kind in [Kind::Rate, Kind::Received, Kind::Time, Kind::Box] {
+    for kind in [
+        Kind::Rate,
+        Kind::Received,
+        Kind::Time,
+        Kind::Box,
+        Kind::Latency,
+    ] {
         // A plot that does not fit the data (no rate varied, say) is left out.
-        if let Ok(chart) = experiment_chart(kind, &summary) {
+        if let Ok(mut chart) = experiment_chart_in(kind, &summary, Some(dir)) {
+            // The caption goes below the figure as text, not in the image twice.
+            let caption = std::mem::take(&mut chart.caption);
             let svg = svg_string(&chart)?;
-            let _ = writeln!(h, "<figure>{svg}</figure>");
+            let _ = writeln!(
+                h,
+                "<figure>{svg}<figcaption>{}</figcaption></figure>",
+                esc(&caption)
+            );
             drawn += 1;
         }
     }
@@ -171,4 +131,225 @@ pub fn report(dir: &Path) -> Result<String, ReportError> {
     }
     h.push_str("<p>Every trial's results are in <code>trials/</code>; the summary in <code>summary.json</code> and <code>summary.csv</code>.</p>\n</body></html>\n");
     Ok(h)
+}
+
+/// What goes in a cell without a value: a dash, and a column of nothing but dashes is left
+/// out.
+const NONE: &str = "–";
+
+/// One column of a table: its header, whether it is left-aligned, its cells.
+struct Column {
+    header: String,
+    left: bool,
+    cells: Vec<String>,
+}
+
+/// A column of figure `key` (scaled by `scale` into `q`'s base unit). Rates and times
+/// carry their unit in each cell ("20.0 Mbit/s"), as a sweep's span several prefixes;
+/// other quantities carry it in the header. `show` makes a cell from the statistics and a
+/// formatter of values.
+fn figure_column(
+    s: &ExperimentSummary,
+    key: &str,
+    title: &str,
+    q: Quantity,
+    scale: f64,
+    show: impl Fn(&wirebench_stats::Summary, &dyn Fn(f64) -> String) -> String,
+) -> Column {
+    let per_cell = matches!(q, Quantity::BitRate | Quantity::Seconds);
+    let unit: Unit = q.unit_for(1.0);
+    let fmt = move |v: f64| {
+        if per_cell {
+            with_unit(q, v * scale)
+        } else {
+            sig3(v * scale / unit.divisor)
+        }
+    };
+    Column {
+        header: if per_cell || unit.name.is_empty() {
+            title.to_string()
+        } else {
+            format!("{title} ({})", unit.name)
+        },
+        left: false,
+        cells: s
+            .points
+            .iter()
+            .map(|p| {
+                p.figures
+                    .get(key)
+                    .map_or(NONE.to_string(), |f| show(f, &fmt))
+            })
+            .collect(),
+    }
+}
+
+/// The summary table: the points' parameters, then each figure in its unit to 3
+/// significant digits; columns without a value anywhere are left out.
+fn summary_table(s: &ExperimentSummary) -> String {
+    let params: Vec<String> = s
+        .points
+        .first()
+        .map(|p| p.point.keys().cloned().collect())
+        .unwrap_or_default();
+    let mut cols: Vec<Column> = params
+        .iter()
+        .map(|k| Column {
+            header: k.clone(),
+            left: true,
+            cells: s
+                .points
+                .iter()
+                .map(|p| p.point.get(k).cloned().unwrap_or_else(|| NONE.into()))
+                .collect(),
+        })
+        .collect();
+    cols.push(Column {
+        header: "trials".into(),
+        left: false,
+        cells: s
+            .points
+            .iter()
+            .map(|p| {
+                if p.failed > 0 {
+                    format!("{} ({} failed)", p.trials, p.failed)
+                } else {
+                    p.trials.to_string()
+                }
+            })
+            .collect(),
+    });
+    let main = s.rate_figure();
+    let what = if s.is_scenario() {
+        "goodput"
+    } else {
+        "received"
+    };
+    let rate = Quantity::BitRate;
+    let time = Quantity::Seconds;
+    let pct = Quantity::Percent;
+    cols.push(figure_column(
+        s,
+        main,
+        &format!("{what}, mean ± 95% CI"),
+        rate,
+        1.0,
+        |f, v| format!("{} ± {}", v(f.mean), v(f.ci95)),
+    ));
+    cols.push(figure_column(s, main, "min", rate, 1.0, |f, v| v(f.min)));
+    cols.push(figure_column(s, main, "max", rate, 1.0, |f, v| v(f.max)));
+    cols.push(figure_column(s, main, "SD", rate, 1.0, |f, v| v(f.stddev)));
+    cols.push(figure_column(
+        s,
+        "delivered_fraction",
+        "delivered",
+        pct,
+        100.0,
+        |f, v| v(f.mean),
+    ));
+    cols.push(figure_column(
+        s,
+        "loss_ratio",
+        "loss",
+        pct,
+        100.0,
+        |f, v| v(f.mean),
+    ));
+    cols.push(figure_column(
+        s,
+        "delay_p99_ms",
+        "one-way delay p99",
+        time,
+        1e-3,
+        |f, v| v(f.mean),
+    ));
+    cols.push(figure_column(
+        s,
+        "latency_p50_us",
+        "round trip p50",
+        time,
+        1e-6,
+        |f, v| v(f.mean),
+    ));
+    cols.push(figure_column(
+        s,
+        "latency_p99_us",
+        "round trip p99",
+        time,
+        1e-6,
+        |f, v| v(f.mean),
+    ));
+    cols.push(figure_column(
+        s,
+        "retransmits",
+        "retransmits (mean)",
+        Quantity::Count,
+        1.0,
+        |f, v| v(f.mean),
+    ));
+    cols.retain(|c| c.cells.iter().any(|x| x != NONE));
+    let mut h = String::from("<table><tr>");
+    for c in &cols {
+        let _ = write!(
+            h,
+            "<th{}>{}</th>",
+            if c.left { " class=\"l\"" } else { "" },
+            esc(&c.header)
+        );
+    }
+    h.push_str("</tr>\n");
+    for i in 0..s.points.len() {
+        h.push_str("<tr>");
+        for c in &cols {
+            let _ = write!(
+                h,
+                "<td{}>{}</td>",
+                if c.left { " class=\"l\"" } else { "" },
+                esc(c.cells.get(i).map_or(NONE, String::as_str))
+            );
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</table>\n");
+    h
+}
+
+/// Table rows that say how the first trial moved its data (client and server), read from
+/// its results file; empty if it cannot be read (a lab scenario's trials, say).
+fn datapath_rows(dir: &Path, s: &ExperimentSummary) -> String {
+    let Some(file) = s.points.first().and_then(|p| p.files.first()) else {
+        return String::new();
+    };
+    let Ok(r) = load_results(&dir.join(file)) else {
+        return String::new();
+    };
+    let describe = |d: &Datapath| {
+        let mut parts = vec![format!("{} × {}", d.io, d.batch)];
+        if !d.features.is_empty() {
+            parts.push(d.features.join(", "));
+        }
+        if let Some(cc) = &d.tcp_congestion {
+            parts.push(format!("congestion control {cc}"));
+        }
+        parts.push(format!(
+            "buffers {} send, {} receive",
+            with_unit(Quantity::Bytes, d.send_buffer_bytes as f64),
+            with_unit(Quantity::Bytes, d.recv_buffer_bytes as f64)
+        ));
+        esc(&parts.join("; "))
+    };
+    let mut out = String::new();
+    for (side, d) in [
+        ("client", &r.datapath.client),
+        ("server", &r.datapath.server),
+    ] {
+        if let Some(d) = d {
+            let _ = write!(
+                out,
+                "<tr><th class=\"l\">datapath, {side}</th><td class=\"l\">{}</td></tr>",
+                describe(d)
+            );
+        }
+    }
+    out
 }

@@ -423,10 +423,12 @@ pub fn link_log_text(path: &Path) -> Result<String, InputError> {
 /// time since the first, and the sequence numbers to mark as lost.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Arrivals {
-    /// `(seq, ms since the first arrival)` per datagram record, in file order.
+    /// `(seq, seconds since the first arrival)` per datagram record, in file order.
     pub received: Vec<(f64, f64)>,
     /// `(seq, 0)` per lost datagram marked (see [`MAX_LOST_MARKS`]).
     pub lost: Vec<(f64, f64)>,
+    /// Every datagram the log counts as lost, marked or not.
+    pub lost_count: u64,
 }
 
 /// Reads what an arrival plot needs from packet-log bytes. Memory is bounded by the input's
@@ -450,10 +452,11 @@ pub fn arrivals_from(input: impl Read) -> Result<Arrivals, LogError> {
             } => {
                 let t0 = *first.get_or_insert(arrival_unix_ns);
                 out.received
-                    .push((seq as f64, arrival_unix_ns.saturating_sub(t0) as f64 / 1e6));
+                    .push((seq as f64, arrival_unix_ns.saturating_sub(t0) as f64 / 1e9));
             }
             Record::Lost { first: s, count } => {
                 // The reader guarantees count >= 1 and s + count does not overflow.
+                out.lost_count = out.lost_count.saturating_add(count);
                 if count <= budget.min(10_000) {
                     budget -= count;
                     out.lost.extend((s..s + count).map(|q| (q as f64, 0.0)));

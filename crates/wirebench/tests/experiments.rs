@@ -132,13 +132,19 @@ fn a_small_sweep_saves_every_trial_and_a_matching_summary() {
     assert_eq!(summary["knees"].as_array().map(Vec::len), Some(2));
 
     // Every plot of an experiment, as SVG and PNG.
-    plot_both(&exp, "rate", &dir, &["size 500", "size 1000", "ideal"]);
-    plot_both(&exp, "received", &dir, &["size 500", "size 1000"]);
+    plot_both(
+        &exp,
+        "rate",
+        &dir,
+        &["size=500", "size=1000", "ideal", "trial(s) per point"],
+    );
+    plot_both(&exp, "received", &dir, &["size=500", "size=1000"]);
+    // Box plots: a line per parameter under each box, whiskers defined in the caption.
     plot_both(
         &exp,
         "box",
         &dir,
-        &["rate 10M, size 500", "rate 50M, size 1000"],
+        &["rate=10M", "size=500", "rate=50M", "size=1000", "IQR"],
     );
     // One result: throughput over time.
     let trial = exp.join(points[0]["files"][0].as_str().expect("file"));
@@ -153,6 +159,13 @@ fn a_small_sweep_saves_every_trial_and_a_matching_summary() {
         .arg(&html_path));
     let html = std::fs::read_to_string(&html_path).expect("html");
     assert!(html.matches("<svg").count() >= 3, "plots inline");
+    assert!(
+        html.matches("<figcaption>").count() >= 3,
+        "each plot with its caption"
+    );
+    assert!(html.contains("datapath, client") && html.contains("sweep"));
+    // No column of dashes only (TCP-only columns, round trips), units in the headers.
+    assert!(!html.contains("round trip p50") && html.contains("delivered (%)"));
     assert!(html.contains("Where loss begins"));
     let outside = html
         .replace("http://www.w3.org/2000/svg", "")
@@ -167,21 +180,37 @@ fn a_small_sweep_saves_every_trial_and_a_matching_summary() {
 }
 
 /// Opens the report in headless Chromium (Debian's chromium, which CI installs), takes a
-/// screenshot, and checks that no console error was logged. Skipped without Chromium outside
-/// CI.
+/// screenshot, and checks that no console message was logged and nothing but the page was
+/// loaded (a broken image is an image loaded from a file or the network). Skipped without
+/// Chromium outside CI.
 fn chromium_renders(html: &Path, shot: &Path) {
-    let Some(chromium) = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+    if let Err(e) = chromium_check(html, shot) {
+        panic!("{}: {e}", html.display());
+    }
+}
+
+fn chromium() -> Option<&'static str> {
+    let found = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
         .into_iter()
-        .find(|p| Path::new(p).exists())
-    else {
+        .find(|p| Path::new(p).exists());
+    if found.is_none() {
         assert!(
             std::env::var_os("CI").is_none(),
             "CI must have chromium (.ci/run installs it)"
         );
         eprintln!("skipped: no chromium to render the report");
-        return;
+    }
+    found
+}
+
+/// Renders `html` to `shot`; `Err` names the console messages and the loads other than the
+/// page itself. `Ok` also when Chromium is missing (outside CI).
+fn chromium_check(html: &Path, shot: &Path) -> Result<(), String> {
+    let Some(chromium) = chromium() else {
+        return Ok(());
     };
     let profile = html.with_extension("profile");
+    let page = format!("file://{}", html.display());
     let out = Command::new(chromium)
         .args([
             "--headless",
@@ -193,27 +222,70 @@ fn chromium_renders(html: &Path, shot: &Path) {
             "--disable-component-update",
             "--disable-sync",
             "--enable-logging=stderr",
-            "--v=0",
+            // Level 1 logs every file the page loads, and console messages at every level.
+            "--v=1",
             "--window-size=1100,1800",
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg(format!("--screenshot={}", shot.display()))
-        .arg(format!("file://{}", html.display()))
+        .arg(&page)
         .output()
         .expect("run chromium");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let _ = std::fs::remove_dir_all(&profile);
     let log = String::from_utf8_lossy(&out.stderr);
-    // Console messages are logged as CONSOLE(line); an error has ERROR on that line.
-    let errors: Vec<&str> = log
+    if !out.status.success() {
+        return Err(format!("chromium failed: {log}"));
+    }
+    // A page without script logs nothing to the console: any message (console.error is
+    // logged at INFO) is a fault.
+    let console: Vec<&str> = log
         .lines()
-        .filter(|l| l.contains("CONSOLE") && (l.contains("ERROR") || l.contains("Uncaught")))
+        .filter(|l| l.contains(":CONSOLE") || l.contains("Uncaught"))
         .collect();
-    assert!(errors.is_empty(), "console errors: {errors:?}");
+    let loads: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.split("FileURLLoader::Start: ").nth(1))
+        .filter(|u| u.trim() != page)
+        .collect();
+    if !console.is_empty() || !loads.is_empty() {
+        return Err(format!(
+            "console: {console:?}; loaded besides the page: {loads:?}"
+        ));
+    }
     assert_eq!(png_size(shot), (1100, 1800));
+    Ok(())
+}
+
+#[test]
+fn the_chromium_check_fails_on_a_console_error_and_on_a_broken_image() {
+    if chromium().is_none() {
+        return;
+    }
+    let dir = tempdir("chromium");
+    let broken = dir.join("broken.html");
+    std::fs::write(
+        &broken,
+        "<!DOCTYPE html><html><body><p>x</p><img src=\"missing.png\"></body></html>",
+    )
+    .expect("write");
+    let err = chromium_check(&broken, &dir.join("b.png")).expect_err("a broken image");
+    assert!(err.contains("missing.png"), "{err}");
+    let console = dir.join("console.html");
+    std::fs::write(
+        &console,
+        "<!DOCTYPE html><html><body><script>console.error(\"boom\")</script></body></html>",
+    )
+    .expect("write");
+    let err = chromium_check(&console, &dir.join("c.png")).expect_err("a console error");
+    assert!(err.contains("boom"), "{err}");
+    let fine = dir.join("fine.html");
+    std::fs::write(
+        &fine,
+        "<!DOCTYPE html><html><body><p>fine</p></body></html>",
+    )
+    .expect("write");
+    chromium_check(&fine, &dir.join("f.png")).expect("a plain page passes");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -222,7 +294,7 @@ fn latency_and_arrival_plots_from_a_result_and_a_packet_log() {
     let rr = dir.join("rr.json");
     let out = ok(wirebench().args(["run", "--mode", "rr", "-n", "6400", "--json"]));
     std::fs::write(&rr, &out.stdout).expect("write rr");
-    plot_both(&rr, "latency", &dir, &["round trip"]);
+    plot_both(&rr, "latency", &dir, &["round trip", "CCDF"]);
     let log = dir.join("packets.log");
     ok(wirebench()
         .args([
@@ -287,7 +359,7 @@ fn the_transfer_time_preset_runs_scaled_down_and_prints_its_table() {
         &exp,
         "time",
         &dir,
-        &["mode stream, proto tcp", "mode stop-and-wait, proto udp"],
+        &["mode=stream, proto=tcp", "mode=stop-and-wait, proto=udp"],
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -274,11 +274,18 @@ impl End {
             udp,
             retransmits: s.retransmits,
             local_drops: s.local_drops,
-            latency_us: s
-                .latency
-                .as_ref()
-                .filter(|_| rr)
-                .map(|l| Percentiles::from_ns(l, 1e3)),
+            latency_us: s.latency.as_ref().filter(|_| rr).map(|l| Percentiles {
+                histogram: s
+                    .latency_buckets
+                    .iter()
+                    .map(|b| UsBucket {
+                        min_us: b.low_ns as f64 / 1e3,
+                        max_us: b.high_ns as f64 / 1e3,
+                        count: b.count,
+                    })
+                    .collect(),
+                ..Percentiles::from_ns(l, 1e3)
+            }),
             transactions_per_s: rr.then(|| {
                 let secs = s.active_s();
                 if secs > 0.0 {

@@ -178,7 +178,7 @@ pub struct Totals {
 }
 
 /// A distribution in the unit its key names (`_ms`, `_us`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
     /// Values.
     pub count: u64,
@@ -196,6 +196,12 @@ pub struct Percentiles {
     pub p999: f64,
     /// Largest.
     pub max: f64,
+    /// `end.latency_us` only: the whole distribution, as the HDR histogram's buckets merged
+    /// into log-spaced ones about 2% wide (`{min_us, max_us, count}`, ascending, empty
+    /// buckets left out), so plots draw the CDF and its tail rather than a line through
+    /// seven percentiles. Absent when the side did not send it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub histogram: Vec<UsBucket>,
 }
 
 impl Percentiles {
@@ -211,6 +217,7 @@ impl Percentiles {
             p99: u(s.p99_ns),
             p999: u(s.p999_ns),
             max: u(s.max_ns),
+            histogram: Vec::new(),
         }
     }
 }

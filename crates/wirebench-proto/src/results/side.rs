@@ -220,6 +220,10 @@ pub struct SideReport {
     /// Request/response clients: the round trips, ns.
     #[serde(default)]
     pub latency: Option<TimeSummary>,
+    /// Request/response clients: the round trips' histogram, in log-spaced buckets (see
+    /// `TimeHistogram::log_buckets`); empty when the side kept none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency_buckets: Vec<NsBucket>,
     /// Request/response over UDP: transactions given up after `--ack-timeout` without an
     /// answer (the request or the response was lost).
     #[serde(default)]

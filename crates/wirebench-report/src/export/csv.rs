@@ -53,8 +53,8 @@ fn results_row(r: &Results, direction: &str, e: &End, out: &mut dyn Write) -> io
         udp.map_or_else(String::new, |u| u.lost.to_string()),
         opt(udp.map(|u| u.loss_ratio)),
         opt(udp.filter(|u| u.sequenced).map(|u| u.jitter_ms)),
-        opt(e.latency_us.map(|l| l.p50)),
-        opt(e.latency_us.map(|l| l.p99)),
+        opt(e.latency_us.as_ref().map(|l| l.p50)),
+        opt(e.latency_us.as_ref().map(|l| l.p99)),
         field(r.error.as_deref().unwrap_or("")),
     )
 }

@@ -1,0 +1,144 @@
+#!/bin/sh
+# Regenerates docs/gallery.md and docs/gallery/*.png: every plot kind of `wirebench plot`,
+# each from a short real run on this machine (loopback, and one emulated lab link, which
+# needs root or user namespaces). About two minutes in all; the runs are kept short
+# because the machine may be shared.
+#
+#   bench/gallery.sh                  # uses target/release/wirebench, else target/debug
+#   WIREBENCH=path/to/wirebench bench/gallery.sh
+set -eu
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+if [ -z "${WIREBENCH:-}" ]; then
+    WIREBENCH=$root/target/release/wirebench
+    [ -x "$WIREBENCH" ] || WIREBENCH=$root/target/debug/wirebench
+fi
+out=$root/docs/gallery
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT INT TERM
+mkdir -p "$out"
+md=$work/gallery.md
+
+# run CMD...: runs a wirebench command in $work, shown in the page as `wirebench ...`.
+run() {
+    echo "\$ wirebench $*" >&2
+    (cd "$work" && "$WIREBENCH" "$@")
+}
+
+# figure FILE TITLE TEXT RUN PLOT: draws with PLOT (a `plot` command's arguments, its
+# output the PNG) and writes the section: the title, the two commands, the image.
+figure() {
+    png=$1 title=$2 text=$3 made=$4 drawn=$5
+    # shellcheck disable=SC2086
+    run plot $drawn -o "$out/$png"
+    cat >>"$md" <<EOF
+
+## $title
+
+$text
+
+\`\`\`
+wirebench $made
+wirebench plot $drawn -o $png
+\`\`\`
+
+![$title](gallery/$png)
+EOF
+}
+
+cat >"$md" <<EOF
+# Gallery: every plot kind, from real runs
+
+Made by \`bench/gallery.sh\` on $(uname -n) ($(nproc) cores, Linux $(uname -r)),
+$(date -u +%Y-%m-%d), with \`$("$WIREBENCH" --version)\`. The runs are short, on loopback
+(and one emulated link): the numbers are this machine's, the point is what the plots show.
+Every plot has a caption that says what was measured, how many trials, and what its bars
+or whiskers mean; units follow the data's range; a series keeps its colour (Okabe–Ito,
+safe for colour-blind readers) in every plot of an experiment.
+EOF
+
+sweep="sweep -u -n 2M --vary rate=20M,50M,100M,200M,500M,1G,2G --vary size=500,1400 --repeat 3 --pause 10ms --out rate"
+# shellcheck disable=SC2086
+run $sweep >/dev/null
+figure rate.png "Rate sweep: received against offered" \
+    "Both axes on one log scale, so the ideal y = x is a straight line; error bars over the trials; the knee (where 99% of the data still arrives) marked with its value; loss below." \
+    "$sweep" "rate --kind rate"
+figure received.png "Rate sweep: data received" \
+    "The share of the bytes sent that arrived, against the offered rate." \
+    "$sweep" "rate --kind received"
+figure box.png "Box plots of a sweep's trials" \
+    "One box per point, labelled by its parameters (a line each), coloured by series as in the rate plot; whiskers and outliers as the caption says." \
+    "$sweep" "rate --kind box"
+
+# A lab scenario: a point per stack profile, the box plot of its trials' goodput.
+scen="lab scenario scenarios/random-loss.toml --trials 5 --parallel 2 --time-scale 0.05 --out scen"
+# shellcheck disable=SC2086
+if run $(echo "$scen" | sed "s|scenarios/|$root/scenarios/|") >/dev/null 2>&1; then
+    figure box-scenario.png "Box plots of a lab scenario's stack profiles" \
+        "Seed 003's random-loss dumbbell (2 Mbit/s, 100 ms, 5% loss both ways), scaled to 3 s tests: one box per stack profile, labelled by its name." \
+        "$scen" "scen --kind box"
+else
+    echo "the lab scenario could not run here (it needs root or user namespaces)" >&2
+fi
+
+bytes="sweep -n 1K --vary bytes=10K,100K,1M,10M,100M --repeat 5 --pause 10ms --out bytes"
+# shellcheck disable=SC2086
+run $bytes >/dev/null
+figure time.png "Bytes sweep: transfer time and rate against size" \
+    "A sweep over the amount of data gets time and rate against size (log–log for time): the rate panel shows where a transfer is long enough to leave slow start. Five trials per point, so the bars are 95% confidence intervals." \
+    "$bytes" "bytes --kind time"
+
+tcp="run -t 3 -i 0.5 --json"
+run $tcp >"$work/tcp.json"
+figure throughput.png "Rate over time" \
+    "Each interval is a step over its real start and end; a last interval cut short by the end of the test is not a fall to zero." \
+    "$tcp > tcp.json" "tcp.json --kind throughput"
+
+rr="run --mode rr -t 2 --json"
+run $rr >"$work/rr.json"
+figure rr-throughput.png "Request/response over time: rate and round trips" \
+    "A request/response run adds the round trip per interval (median and 99th percentile) below the rate." \
+    "$rr > rr.json" "rr.json --kind throughput"
+figure latency.png "Round-trip distribution of one run" \
+    "CDF above, CCDF on a log scale below for the tail. Drawn from \`end.latency_us.histogram\` when the results carry it; the caption says when only the seven percentiles were there." \
+    "$rr > rr.json" "rr.json --kind latency"
+
+rrs="sweep --mode rr -t 1 --vary size=64,1400,16K --repeat 2 --out rrs"
+# shellcheck disable=SC2086
+run $rrs >/dev/null
+figure latency-overlay.png "Round-trip distributions of several runs, overlaid" \
+    "An experiment's points, one curve each (their trials pooled)." \
+    "$rrs" "rrs --kind latency"
+
+udp="run -u -n 2M -l 1000 -b 200M --packet-log packets.log"
+# shellcheck disable=SC2086
+run $udp >/dev/null
+figure arrival.png "Packet log: arrival against sequence number" \
+    "Every datagram of a UDP run (UDPmon's plot): a straight line is an even arrival rate, steps are bursts; lost datagrams are crosses at 0." \
+    "$udp" "packets.log --kind arrival"
+figure one-way-delay.png "Packet log: one-way delay of every datagram" \
+    "The full distribution from the packet log (on loopback both ends read one clock, so the delay is absolute)." \
+    "$udp" "packets.log --kind latency"
+
+lab="lab --rate 20M --delay 10ms --link-log link.csv -- run -t 5"
+# shellcheck disable=SC2086
+if run $lab >/dev/null 2>&1; then
+    figure link-throughput.png "Lab link log: delivered rate" \
+        "An emulated 20 Mbit/s, 10 ms link (Mahimahi's throughput graph): each step one logging interval." \
+        "$lab" "link.csv --kind throughput"
+    figure link-delay.png "Lab link log: queueing delay" \
+        "The longest wait in the link's queue per interval: the queue TCP (here the machine's default congestion control) builds at its start, and what it keeps afterwards." \
+        "$lab" "link.csv --kind latency"
+else
+    echo "the lab could not start here (it needs root or user namespaces): its plots are left as they were" >&2
+fi
+
+cat >>"$md" <<EOF
+
+## Not here yet
+
+The RRUL plot (latency under load: upload, download and latency on one time axis, a large
+against a small \`--queue\`) comes with \`run --mode rrul\` (issue 17).
+EOF
+cp "$md" "$root/docs/gallery.md"
+echo "wrote docs/gallery.md and $(ls "$out" | wc -l) images in docs/gallery/" >&2

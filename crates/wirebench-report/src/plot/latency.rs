@@ -1,0 +1,139 @@
+//! Latency distributions: the CDF, and the CCDF on a log scale for the tail, from the
+//! results document's histogram (`end.latency_us.histogram`), or from its seven
+//! percentiles when an older document carries none (and the caption says so).
+
+use wirebench_proto::results::{Percentiles, Results, UsBucket};
+
+use super::chart::{Axis, Chart, Panel, Pt, Series, Style};
+use super::scale::Quantity;
+
+/// A distribution of round trips as its cumulative curve: (value in s, fraction at or
+/// below it), ascending.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Distribution {
+    /// The curve's points.
+    pub cumulative: Vec<(f64, f64)>,
+    /// Values counted.
+    pub count: u64,
+    /// Histogram buckets it was built from; 0 when built from percentiles.
+    pub buckets: usize,
+}
+
+impl Distribution {
+    /// The pooled distribution of buckets in µs (several runs' buckets may be given at once:
+    /// the CDF of the pooled values is the running sum over the sorted bucket tops).
+    pub fn of_buckets(buckets: &[UsBucket]) -> Option<Self> {
+        let mut b: Vec<UsBucket> = buckets.iter().copied().filter(|b| b.count > 0).collect();
+        b.sort_by(|x, y| x.max_us.total_cmp(&y.max_us));
+        let total: u64 = b.iter().map(|x| x.count).sum();
+        let first = b.first()?;
+        let mut cumulative = vec![(first.min_us * 1e-6, 0.0)];
+        let mut seen = 0u64;
+        for x in &b {
+            seen += x.count;
+            cumulative.push((x.max_us * 1e-6, seen as f64 / total as f64));
+        }
+        Some(Self {
+            cumulative,
+            count: total,
+            buckets: b.len(),
+        })
+    }
+
+    /// The curve through a document's percentiles (µs): all an older document has.
+    pub fn of_percentiles(p: &Percentiles) -> Self {
+        let us = 1e-6;
+        Self {
+            cumulative: vec![
+                (p.min * us, 0.0),
+                (p.p50 * us, 0.5),
+                (p.p90 * us, 0.9),
+                (p.p99 * us, 0.99),
+                (p.p999 * us, 0.999),
+                (p.max * us, 1.0),
+            ],
+            count: p.count,
+            buckets: 0,
+        }
+    }
+
+    /// One result's round trips.
+    pub fn of(r: &Results) -> Option<Self> {
+        let l = r.end.latency_us.as_ref()?;
+        Self::of_buckets(&l.histogram).or_else(|| Some(Self::of_percentiles(l)))
+    }
+
+    /// The pooled round trips of several trials, if every one has a histogram; else the
+    /// first trial's percentiles.
+    pub fn of_trials(rs: &[Results]) -> Option<Self> {
+        let lat: Vec<&Percentiles> = rs
+            .iter()
+            .filter_map(|r| r.end.latency_us.as_ref())
+            .collect();
+        if !lat.is_empty() && lat.iter().all(|l| !l.histogram.is_empty()) {
+            let all: Vec<UsBucket> = lat
+                .iter()
+                .flat_map(|l| l.histogram.iter().copied())
+                .collect();
+            return Self::of_buckets(&all);
+        }
+        lat.first().map(|l| Self::of_percentiles(l))
+    }
+}
+
+/// Fills `chart` with the CDF and CCDF panels of `runs` (label, distribution), overlaid.
+pub fn latency_panels(chart: &mut Chart, runs: &[(String, Distribution)]) {
+    let values = runs
+        .iter()
+        .flat_map(|(_, d)| d.cumulative.iter().map(|p| p.0))
+        .filter(|v| *v > 0.0);
+    let (lo, hi) = values.fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
+    let log = lo > 0.0 && hi / lo >= 20.0;
+    let x = if log {
+        Axis::log("round-trip time", Quantity::Seconds)
+    } else {
+        Axis::linear("round-trip time", Quantity::Seconds)
+    };
+    let mut cdf = Panel::new(
+        x.clone(),
+        Axis::linear("CDF: at or below", Quantity::Percent),
+    );
+    let mut ccdf = Panel::new(x, Axis::log("CCDF: above (log)", Quantity::Percent));
+    for (label, d) in runs {
+        cdf.series.push(Series {
+            label: label.clone(),
+            style: Style::Line,
+            points: d
+                .cumulative
+                .iter()
+                .map(|&(v, f)| Pt::at(v, f * 100.0))
+                .collect(),
+        });
+        ccdf.series.push(Series {
+            label: label.clone(),
+            style: Style::Line,
+            // The last point's tail is 0, which a log axis cannot show.
+            points: d
+                .cumulative
+                .iter()
+                .filter(|(_, f)| *f < 1.0)
+                .map(|&(v, f)| Pt::at(v, (1.0 - f) * 100.0))
+                .collect(),
+        });
+    }
+    chart.panels = vec![cdf, ccdf];
+    chart.title = "Round-trip time distribution".into();
+    let counts: Vec<String> = runs.iter().map(|(_, d)| d.count.to_string()).collect();
+    let from = if runs.iter().all(|(_, d)| d.buckets > 0) {
+        "drawn from each run's full histogram (end.latency_us.histogram)".to_string()
+    } else {
+        "drawn through the document's 7 percentiles (min, p50, p90, p99, p99.9, max): it \
+         carries no histogram, so the curve between them is a straight guess"
+            .to_string()
+    };
+    chart.caption = format!(
+        "Time from a request's write to its response's last byte, {} transaction(s); {from}. \
+         Bottom: the share of transactions slower than x, on a log scale, for the tail.",
+        counts.join(" / ")
+    );
+}

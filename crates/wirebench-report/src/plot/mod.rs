@@ -1,0 +1,831 @@
+//! Plots from saved results (never from live state): SVG or PNG, with the DejaVu Sans font
+//! built in, so a PNG renders the same on a machine with no fonts installed.
+//!
+//! Every plot is first a [`Chart`] (`chart`: panels, series, error bars, boxes, colours by
+//! series label), built from an experiment (`experiment`), one result (`result`, with the
+//! latency distributions of `latency`), a packet log or a link log (here), then drawn
+//! (`draw`) with the axes' units and ticks of `scale`.
+
+mod chart;
+mod draw;
+mod experiment;
+mod latency;
+mod result;
+pub mod scale;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use plotters::prelude::*;
+use wirebench_proto::packet_log::{LogError, Reader, Record};
+use wirebench_proto::results::Results;
+
+pub use chart::{
+    Axis, BoxStat, Chart, Mark, Palette, Panel, Pt, Series, Style, PALETTE, REFERENCE,
+};
+pub use experiment::{experiment_chart_in, palette, series_of};
+pub use latency::Distribution;
+pub use result::result_chart;
+
+use crate::experiment::summary::ExperimentSummary;
+use scale::Quantity;
+
+/// DejaVu Sans (fonts/DejaVu-LICENSE: Bitstream Vera license, free to embed).
+static FONT: &[u8] = include_bytes!("../../fonts/DejaVuSans.ttf");
+
+fn register_font() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        // A static font that plotters' ab_glyph backend parses once.
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
+    });
+}
+
+/// Why a plot could not be made; each message says what would work.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    /// A `--kind` that is not one.
+    #[error("--kind {0}: rate, received, time, box, throughput, latency or arrival")]
+    UnknownKind(String),
+    /// A kind that draws one result or a packet log, asked of an experiment.
+    #[error(
+        "--kind {0} draws one result (a trial's JSON file) or a packet log, not an experiment"
+    )]
+    NotForExperiment(&'static str),
+    /// An experiment without the parameter the kind plots against.
+    #[error("--kind {0}: this experiment has nothing to draw (a rate plot needs --vary rate, a time plot --vary bytes)")]
+    NothingToDraw(&'static str),
+    /// A kind that draws an experiment or a packet log, asked of one result.
+    #[error("--kind {0} draws an experiment directory, or a packet log")]
+    NotForResult(&'static str),
+    /// `--kind latency` of a result with no round trips.
+    #[error("--kind latency needs a request/response result (--mode rr or crr)")]
+    NoLatency,
+    /// A kind a packet log cannot draw.
+    #[error("--kind {0}: a packet log draws --kind arrival or latency")]
+    NotForPacketLog(&'static str),
+    /// A kind a link log cannot draw.
+    #[error("--kind {0}: a link log draws --kind throughput or latency")]
+    NotForLinkLog(&'static str),
+    /// A directory without `summary.json`.
+    #[error("{}: not an experiment directory: {source}", .dir.display())]
+    NotAnExperiment {
+        /// The directory.
+        dir: PathBuf,
+        /// Why `summary.json` could not be read.
+        source: std::io::Error,
+    },
+    /// A file that could not be read.
+    #[error("{}: {source}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A JSON document that is not what it should be.
+    #[error("{}: {source}", .path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: serde_json::Error,
+    },
+    /// A packet log that could not be read.
+    #[error("{}: {source}", .path.display())]
+    PacketLog {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: LogError,
+    },
+    /// A packet log in which no datagram arrived.
+    #[error("{}: no datagram arrived", .0.display())]
+    NoDatagram(PathBuf),
+    /// A CSV file without a link log's column.
+    #[error("{}: not a link log (no {column} column)", .path.display())]
+    NotALinkLog {
+        /// The file.
+        path: PathBuf,
+        /// The missing column.
+        column: &'static str,
+    },
+    /// A link log row with a field that is not a number.
+    #[error("{}: line {line}: bad field {field}", .path.display())]
+    BadField {
+        /// The file.
+        path: PathBuf,
+        /// The line, from 1.
+        line: usize,
+        /// The field, from 1.
+        field: usize,
+    },
+    /// A link log without a row.
+    #[error("{}: the link log is empty", .0.display())]
+    EmptyLinkLog(PathBuf),
+    /// An image name that is neither `.svg` nor `.png`.
+    #[error("{}: the file must end in .svg or .png", .0.display())]
+    Extension(PathBuf),
+    /// A file refused by the checked loaders.
+    #[error(transparent)]
+    Input(#[from] crate::input::InputError),
+    /// The drawing library failed (writing the file, most often).
+    #[error("drawing: {0}")]
+    Draw(String),
+}
+
+/// What to draw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Receive rate against send (offered) rate, with the ideal line (a rate sweep).
+    Rate,
+    /// Percent of the data received against send rate (a rate sweep).
+    Received,
+    /// Transfer time against data size, per protocol and mechanism (a transfer-time sweep).
+    Time,
+    /// Box plots of the receive rate (a lab scenario: the goodput) of the repeated trials of
+    /// each point.
+    Box,
+    /// Send and receive rate over time, from one result's intervals.
+    Throughput,
+    /// Round-trip latency distribution from one result's percentiles.
+    Latency,
+    /// Arrival time against sequence number, lost packets marked at zero (as UDPmon).
+    Arrival,
+}
+
+impl Kind {
+    /// Parses a kind's name.
+    pub fn parse(s: &str) -> Result<Self, PlotError> {
+        Ok(match s {
+            "rate" => Self::Rate,
+            "received" => Self::Received,
+            "time" => Self::Time,
+            "box" => Self::Box,
+            "throughput" => Self::Throughput,
+            "latency" => Self::Latency,
+            "arrival" => Self::Arrival,
+            other => return Err(PlotError::UnknownKind(other.to_string())),
+        })
+    }
+
+    /// Every kind, for a report.
+    pub const ALL: [Kind; 7] = [
+        Kind::Rate,
+        Kind::Received,
+        Kind::Time,
+        Kind::Box,
+        Kind::Throughput,
+        Kind::Latency,
+        Kind::Arrival,
+    ];
+
+    /// The kind's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Rate => "rate",
+            Self::Received => "received",
+            Self::Time => "time",
+            Self::Box => "box",
+            Self::Throughput => "throughput",
+            Self::Latency => "latency",
+            Self::Arrival => "arrival",
+        }
+    }
+}
+
+/// A chart from an experiment's summary alone (box plots then show min–max whiskers, and
+/// no latency plot can be drawn: those need the trials' files, see [`experiment_chart_in`]).
+pub fn experiment_chart(kind: Kind, s: &ExperimentSummary) -> Result<Chart, PlotError> {
+    experiment_chart_in(kind, s, None)
+}
+
+/// The kind an experiment is drawn as by default: box plots of a lab scenario's profiles,
+/// the rate curve of a rate sweep, transfer time of a bytes sweep, else box plots.
+/// (A packet log draws `arrival`, or `latency`: the one-way delay of every datagram.)
+pub fn default_kind(s: &ExperimentSummary) -> Kind {
+    let has = |k: &str| s.points.iter().any(|p| p.point.contains_key(k));
+    if s.is_scenario() {
+        Kind::Box
+    } else if has("rate") {
+        Kind::Rate
+    } else if has("bytes") {
+        Kind::Time
+    } else {
+        Kind::Box
+    }
+}
+
+/// Reads a results document (checked: see [`crate::input`]).
+pub fn load_results(path: &Path) -> Result<Results, PlotError> {
+    Ok(crate::input::results(path)?)
+}
+
+/// Reads an experiment's `summary.json` from its directory (checked: see [`crate::input`]).
+pub fn load_summary(dir: &Path) -> Result<ExperimentSummary, PlotError> {
+    Ok(crate::input::summary(dir)?)
+}
+
+/// The chart of `input` as `kind`, by what `input` is: an experiment directory (default: box
+/// plots for a lab scenario's profiles, else the rate curve), a link log (`.csv`; default
+/// throughput), one result (`.json`; default throughput), or else a packet log (arrival).
+pub fn chart_for(input: &Path, kind: Option<Kind>) -> Result<Chart, PlotError> {
+    if input.is_dir() {
+        let summary = load_summary(input)?;
+        let kind = kind.unwrap_or_else(|| default_kind(&summary));
+        experiment_chart_in(kind, &summary, Some(input))
+    } else if input.extension().is_some_and(|e| e == "csv") {
+        link_log_chart(input, kind.unwrap_or(Kind::Throughput))
+    } else if input.extension().is_some_and(|e| e == "json") {
+        result_chart(kind.unwrap_or(Kind::Throughput), &load_results(input)?)
+    } else {
+        match kind {
+            None | Some(Kind::Arrival) => arrival_chart(input),
+            Some(Kind::Latency) => packet_delay_chart(input),
+            Some(k) => Err(PlotError::NotForPacketLog(k.name())),
+        }
+    }
+}
+
+/// UDPmon's plot from a packet log: arrival time since the first datagram against sequence
+/// number; lost datagrams marked at zero.
+pub fn arrival_chart(log: &Path) -> Result<Chart, PlotError> {
+    let f = std::fs::File::open(log).map_err(|source| PlotError::Read {
+        path: log.to_path_buf(),
+        source,
+    })?;
+    let bad = |source| PlotError::PacketLog {
+        path: log.to_path_buf(),
+        source,
+    };
+    // Checked: loss runs marked within a budget, whatever the records claim.
+    let crate::input::Arrivals {
+        received,
+        lost,
+        lost_count,
+    } = crate::input::arrivals_from(std::io::BufReader::new(f)).map_err(bad)?;
+    let got: Vec<Pt> = received.into_iter().map(|(x, y)| Pt::at(x, y)).collect();
+    if got.is_empty() {
+        return Err(PlotError::NoDatagram(log.to_path_buf()));
+    }
+    let mut panel = Panel::new(
+        Axis::linear("sequence number", Quantity::Count),
+        Axis::linear("arrival since the first datagram", Quantity::Seconds),
+    );
+    let received = got.len();
+    panel.series.push(Series {
+        label: "received".into(),
+        style: Style::Dots,
+        points: got,
+    });
+    panel.lost = lost;
+    Ok(Chart {
+        title: "Arrival time against sequence number".into(),
+        caption: format!(
+            "Every datagram of one UDP run (packet log): when it arrived, since the first, \
+             against its sequence number; {received} arrived, {lost_count} were lost (crosses \
+             at 0). A straight line is an even arrival rate; steps are bursts or stalls."
+        ),
+        panels: vec![panel],
+        palette: Palette::ordered(&["received"]),
+        no_legend: false,
+    })
+}
+
+/// The one-way delay of every datagram of a packet log (arrival minus send time), as a CDF
+/// and CCDF: a full distribution, not a summary. Absolute only when both ends read one
+/// clock (loopback, a lab): the caption says so.
+pub fn packet_delay_chart(log: &Path) -> Result<Chart, PlotError> {
+    let f = std::fs::File::open(log).map_err(|source| PlotError::Read {
+        path: log.to_path_buf(),
+        source,
+    })?;
+    let bad = |source| PlotError::PacketLog {
+        path: log.to_path_buf(),
+        source,
+    };
+    let reader = Reader::new(std::io::BufReader::new(f)).map_err(bad)?;
+    let mut delays: Vec<i64> = Vec::new();
+    for rec in reader {
+        if let Record::Datagram {
+            send_unix_ns,
+            arrival_unix_ns,
+            ..
+        } = rec.map_err(bad)?
+        {
+            delays.push(arrival_unix_ns as i64 - send_unix_ns as i64);
+        }
+    }
+    if delays.is_empty() {
+        return Err(PlotError::NoDatagram(log.to_path_buf()));
+    }
+    delays.sort_unstable();
+    // A thousand steps of the empirical CDF are more than a plot can show, and keep the
+    // extremes exact.
+    let n = delays.len();
+    let step = (n / 1000).max(1);
+    let mut cumulative: Vec<(f64, f64)> = (0..n)
+        .step_by(step)
+        .map(|i| (delays[i] as f64 * 1e-9, (i + 1) as f64 / n as f64))
+        .collect();
+    cumulative.push((delays[n - 1] as f64 * 1e-9, 1.0));
+    let d = Distribution {
+        cumulative,
+        count: n as u64,
+        buckets: n,
+    };
+    let mut chart = Chart {
+        palette: Palette::ordered(&["one-way delay"]),
+        ..Chart::default()
+    };
+    latency::latency_panels(&mut chart, &[("one-way delay".into(), d)]);
+    chart.title = "One-way delay distribution".into();
+    for p in &mut chart.panels {
+        p.x.label = "one-way delay".into();
+    }
+    chart.caption = format!(
+        "Every datagram of one UDP run (packet log): arrival time minus send time, {n} \
+         datagrams, each one counted (absolute only if both ends read one clock, as on \
+         loopback or in a lab). Bottom: the share of datagrams later than x, on a log scale."
+    );
+    Ok(chart)
+}
+
+/// Mahimahi's throughput and delay graphs from a link log (`wirebench lab --link-log`):
+/// the rate each link direction delivered (`throughput`), or its longest queue wait
+/// (`latency`), interval by interval.
+pub fn link_log_chart(log: &Path, kind: Kind) -> Result<Chart, PlotError> {
+    // Checked: size capped, every number finite and in range.
+    let text = crate::input::link_log_text(log)?;
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
+    let col = |name: &'static str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or_else(|| PlotError::NotALinkLog {
+                path: log.to_path_buf(),
+                column: name,
+            })
+    };
+    let (t, link, dir) = (col("t_s")?, col("link")?, col("direction")?);
+    let (y, y_label, title, scale) = match kind {
+        Kind::Throughput => (
+            col("delivered_bps")?,
+            "delivered rate",
+            "Link throughput",
+            1.0,
+        ),
+        Kind::Latency => (
+            col("max_queue_delay_ms")?,
+            "longest queue wait",
+            "Link queueing delay",
+            1e-3,
+        ),
+        other => return Err(PlotError::NotForLinkLog(other.name())),
+    };
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for (n, line) in lines.enumerate() {
+        let f: Vec<&str> = line.split(',').collect();
+        let num = |i: usize| -> Result<f64, PlotError> {
+            f.get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .ok_or_else(|| PlotError::BadField {
+                    path: log.to_path_buf(),
+                    line: n + 2,
+                    field: i + 1,
+                })
+        };
+        let name = format!(
+            "{} {}",
+            f.get(link).unwrap_or(&"?"),
+            f.get(dir).unwrap_or(&"?")
+        );
+        let point = (num(t)?, num(y)? * scale);
+        match series.iter_mut().find(|(s, _)| *s == name) {
+            Some((_, pts)) => pts.push(point),
+            None => series.push((name, vec![point])),
+        }
+    }
+    if series.is_empty() {
+        return Err(PlotError::EmptyLinkLog(log.to_path_buf()));
+    }
+    let quantity = if kind == Kind::Throughput {
+        Quantity::BitRate
+    } else {
+        Quantity::Seconds
+    };
+    let mut panel = Panel::new(
+        Axis::linear("time since the lab began", Quantity::Seconds),
+        Axis::linear(y_label, quantity),
+    );
+    panel.series = series
+        .into_iter()
+        .map(|(label, pts)| Series {
+            label,
+            style: Style::Line,
+            // Each row holds from its time to the next row's: a step, as the rate was
+            // counted over the whole interval.
+            points: pts
+                .iter()
+                .enumerate()
+                .flat_map(|(i, &(t, y))| {
+                    let width = pts
+                        .get(i + 1)
+                        .map(|n| n.0 - t)
+                        .or_else(|| i.checked_sub(1).map(|p| t - pts[p].0))
+                        .unwrap_or(0.0);
+                    [Pt::at(t, y), Pt::at(t + width, y)]
+                })
+                .collect(),
+        })
+        .collect();
+    let what = if kind == Kind::Throughput {
+        "the rate each link direction delivered"
+    } else {
+        "the longest time a packet waited in each link direction's queue"
+    };
+    Ok(Chart {
+        title: title.into(),
+        caption: format!(
+            "From a lab link log ({}): {what}, per logging interval (each step one interval).",
+            log.file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ),
+        palette: Palette::new(panel.series.iter().map(|s| s.label.clone())),
+        panels: vec![panel],
+        no_legend: false,
+    })
+}
+
+/// Size of every plot, pixels.
+pub const SIZE: (u32, u32) = (960, 600);
+
+/// Writes `chart` to `out`: SVG or PNG by its extension.
+pub fn write(chart: &Chart, out: &Path) -> Result<(), PlotError> {
+    register_font();
+    match out.extension().and_then(|e| e.to_str()) {
+        Some("svg") => draw::draw(SVGBackend::new(out, SIZE).into_drawing_area(), chart),
+        Some("png") => draw::draw(BitMapBackend::new(out, SIZE).into_drawing_area(), chart),
+        _ => Err(PlotError::Extension(out.to_path_buf())),
+    }
+}
+
+/// `chart` as an SVG document, for a report.
+pub fn svg_string(chart: &Chart) -> Result<String, PlotError> {
+    register_font();
+    let mut s = String::new();
+    draw::draw(
+        SVGBackend::with_string(&mut s, SIZE).into_drawing_area(),
+        chart,
+    )?;
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::experiment::summary::{Knee, PointSummary};
+    use std::collections::BTreeMap;
+
+    /// A point of a summary with these parameters and figures (each from its trials).
+    fn point(
+        params: &[(&str, &str)],
+        offered: Option<f64>,
+        figs: &[(&str, &[f64])],
+    ) -> PointSummary {
+        PointSummary {
+            point: params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            offered_bps: offered,
+            trials: figs.first().map_or(0, |f| f.1.len() as u64),
+            failed: 0,
+            figures: figs
+                .iter()
+                .filter_map(|(k, v)| wirebench_stats::summarize(v).map(|s| (k.to_string(), s)))
+                .collect(),
+            files: Vec::new(),
+        }
+    }
+
+    /// A rate sweep of two series (size 500 and 1400) at 10M, 100M, 1G offered.
+    fn sweep(sizes: &[&str]) -> ExperimentSummary {
+        let mut points = Vec::new();
+        for size in sizes {
+            for (rate, bps) in [("10M", 1e7), ("100M", 1e8), ("1G", 1e9)] {
+                points.push(point(
+                    &[("rate", rate), ("size", size)],
+                    Some(bps),
+                    &[
+                        ("received_bps", &[bps * 0.97, bps * 0.99, bps]),
+                        ("delivered_fraction", &[0.97, 0.99, 1.0]),
+                        ("loss_ratio", &[0.03, 0.01, 0.0]),
+                    ],
+                ));
+            }
+        }
+        ExperimentSummary {
+            points,
+            knees: vec![Knee {
+                series: BTreeMap::from([("size".to_string(), sizes[0].to_string())]),
+                knee99_bps: Some(1e8),
+                knee95_bps: Some(1e9),
+                tested_up_to_bps: Some(1e9),
+            }],
+        }
+    }
+
+    /// The `points` of every `<polyline>` in an SVG whose stroke is `color`.
+    fn polylines(svg: &str, color: &str) -> Vec<Vec<(f64, f64)>> {
+        svg.split("<polyline")
+            .skip(1)
+            .filter(|e| e.contains(&format!("stroke=\"{color}\"")))
+            .filter_map(|e| {
+                let pts = e.split("points=\"").nth(1)?.split('"').next()?;
+                Some(
+                    pts.split_whitespace()
+                        .filter_map(|p| {
+                            let (x, y) = p.split_once(',')?;
+                            Some((x.parse().ok()?, y.parse().ok()?))
+                        })
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+
+    fn hex(c: RGBColor) -> String {
+        format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2)
+    }
+
+    /// The text of every `<text>` element of an SVG.
+    fn texts(svg: &str) -> Vec<String> {
+        svg.split("<text")
+            .skip(1)
+            .filter_map(|e| {
+                Some(
+                    e.split_once('>')?
+                        .1
+                        .split("</text>")
+                        .next()?
+                        .trim()
+                        .to_string(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_axis_takes_the_unit_of_its_datas_range() {
+        // 30,000 Mbit/s reads 30 Gbit/s.
+        let s = ExperimentSummary {
+            points: vec![
+                point(
+                    &[("profile", "a")],
+                    None,
+                    &[("received_bps", &[28e9, 30e9, 29e9])],
+                ),
+                point(
+                    &[("profile", "b")],
+                    None,
+                    &[("received_bps", &[10e9, 12e9, 11e9])],
+                ),
+            ],
+            knees: Vec::new(),
+        };
+        let svg = svg_string(&experiment_chart(Kind::Box, &s).expect("box")).expect("svg");
+        let t = texts(&svg);
+        assert!(t.iter().any(|x| x == "receive rate (Gbit/s)"), "{t:?}");
+        assert!(t.iter().any(|x| x == "30"), "{t:?}");
+        assert!(!svg.contains("Mbit/s") && !svg.contains("10.0"));
+        // Round trips of tens of µs read in µs.
+        let s = ExperimentSummary {
+            points: vec![
+                point(
+                    &[("bytes", "1M")],
+                    None,
+                    &[
+                        ("duration_s", &[0.000_020, 0.000_040]),
+                        ("received_bps", &[1e9, 2e9]),
+                    ],
+                ),
+                point(
+                    &[("bytes", "2M")],
+                    None,
+                    &[
+                        ("duration_s", &[0.000_030, 0.000_050]),
+                        ("received_bps", &[1e9, 2e9]),
+                    ],
+                ),
+            ],
+            knees: Vec::new(),
+        };
+        let svg = svg_string(&experiment_chart(Kind::Time, &s).expect("time")).expect("svg");
+        assert!(
+            texts(&svg).iter().any(|x| x == "transfer time (µs)"),
+            "{:?}",
+            texts(&svg)
+        );
+    }
+
+    #[test]
+    fn box_plot_x_labels_are_the_point_labels() {
+        let s = ExperimentSummary {
+            points: vec![
+                point(
+                    &[("profile", "reno, SACK")],
+                    None,
+                    &[("goodput_bps", &[1e7, 2e7, 3e7])],
+                ),
+                point(
+                    &[("profile", "cubic, no SACK")],
+                    None,
+                    &[("goodput_bps", &[1e7, 2e7])],
+                ),
+            ],
+            knees: Vec::new(),
+        };
+        let svg = svg_string(&experiment_chart(Kind::Box, &s).expect("box")).expect("svg");
+        let t = texts(&svg);
+        assert!(t.iter().any(|x| x == "reno, SACK"), "{t:?}");
+        assert!(t.iter().any(|x| x == "cubic, no SACK"), "{t:?}");
+        assert!(t.iter().any(|x| x == "profile"), "{t:?}");
+        // A box per series: the labels name them, no legend repeats them.
+        assert!(experiment_chart(Kind::Box, &s)
+            .expect("box")
+            .legend()
+            .is_empty());
+        // Two series over several boxes: the legend tells the colours apart.
+        let two = experiment_chart(Kind::Box, &sweep(&["500", "1400"])).expect("box");
+        assert_eq!(two.legend().len(), 2);
+        // A sweep's points: a line per parameter.
+        let svg =
+            svg_string(&experiment_chart(Kind::Box, &sweep(&["500"])).expect("box")).expect("svg");
+        let t = texts(&svg);
+        for label in ["rate=10M", "rate=1G", "size=500"] {
+            assert!(t.iter().any(|x| x == label), "{label}: {t:?}");
+        }
+    }
+
+    #[test]
+    fn the_ideal_line_is_one_straight_segment_and_the_knee_is_marked() {
+        for log in [true, false] {
+            let mut s = sweep(&["500", "1400"]);
+            if !log {
+                // 10M to 1G is log; 100M to 150M is linear.
+                for (p, r) in s.points.iter_mut().zip([1e8, 1.2e8, 1.5e8].iter().cycle()) {
+                    p.offered_bps = Some(*r);
+                }
+            }
+            let chart = experiment_chart(Kind::Rate, &s).expect("rate");
+            let top = &chart.panels[0];
+            assert!(top.ideal && top.x.log == log && top.y.log == log);
+            let svg = svg_string(&chart).expect("svg");
+            // The line and its legend's glyph: each two points, a straight segment.
+            let ideal = polylines(&svg, &hex(REFERENCE));
+            assert!(!ideal.is_empty());
+            assert!(ideal.iter().all(|l| l.len() == 2), "{ideal:?}");
+            let line = ideal
+                .iter()
+                .max_by(|a, b| (a[1].0 - a[0].0).total_cmp(&(b[1].0 - b[0].0)))
+                .expect("the line");
+            let [(x0, y0), (x1, y1)] = [line[0], line[1]];
+            // Up to the right (y grows downwards in pixels).
+            assert!(x1 > x0 + 100.0 && y1 < y0 - 100.0, "{line:?}");
+            assert!(texts(&svg)
+                .iter()
+                .any(|t| t.contains("99% delivered: up to")));
+            assert_eq!(chart.panels.len(), 2, "the loss panel");
+            assert!(chart.caption().contains("min–max"));
+        }
+    }
+
+    #[test]
+    fn a_series_keeps_its_colour_from_plot_to_plot() {
+        let both = sweep(&["500", "1400"]);
+        let rate = experiment_chart(Kind::Rate, &both).expect("rate");
+        let got = experiment_chart(Kind::Received, &both).expect("received");
+        let boxes = experiment_chart(Kind::Box, &both).expect("box");
+        for label in ["size=500", "size=1400"] {
+            let c = rate.palette.color(label);
+            assert_eq!(c, got.palette.color(label));
+            assert_eq!(c, boxes.palette.color(label));
+            for chart in [&rate, &got] {
+                let svg = svg_string(chart).expect("svg");
+                assert!(
+                    !polylines(&svg, &hex(c)).is_empty(),
+                    "{label} drawn in its colour"
+                );
+            }
+        }
+        assert_ne!(
+            rate.palette.color("size=500"),
+            rate.palette.color("size=1400")
+        );
+        // The colour follows the label, not the order in which a plot meets it.
+        let ab = Palette::new(["a".to_string(), "b".to_string()]);
+        let ba = Palette::new(["b".to_string(), "a".to_string()]);
+        assert_eq!(ab.color("b"), ba.color("b"));
+        assert_eq!(rate.legend()[0].1, rate.palette.color(&rate.legend()[0].0));
+        // Five trials or more: a 95% interval, said in the caption.
+        let mut five = sweep(&["500"]);
+        for p in &mut five.points {
+            p.figures.insert(
+                "received_bps".into(),
+                wirebench_stats::summarize(&[1e7, 1.1e7, 0.9e7, 1e7, 1.05e7]).expect("five"),
+            );
+            p.trials = 5;
+        }
+        let chart = experiment_chart(Kind::Rate, &five).expect("rate");
+        assert!(chart.caption().contains("95% confidence interval"));
+    }
+
+    #[test]
+    fn latency_is_drawn_from_the_histogram_when_the_document_has_one() {
+        use wirebench_proto::results::{Percentiles, UsBucket};
+        let buckets: Vec<UsBucket> = (0..50)
+            .map(|i| UsBucket {
+                min_us: 10.0 + i as f64,
+                max_us: 10.0 + i as f64 + 0.9,
+                count: 100 - i,
+            })
+            .collect();
+        let d = Distribution::of_buckets(&buckets).expect("distribution");
+        assert_eq!(d.buckets, 50);
+        assert_eq!(d.cumulative.last().map(|p| p.1), Some(1.0));
+        assert!(d
+            .cumulative
+            .windows(2)
+            .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
+        let p = Percentiles {
+            count: 10,
+            p50: 20.0,
+            ..Percentiles::default()
+        };
+        assert_eq!(Distribution::of_percentiles(&p).buckets, 0);
+        let mut chart = Chart::default();
+        latency::latency_panels(&mut chart, &[("a".into(), d.clone()), ("b".into(), d)]);
+        assert_eq!(chart.panels.len(), 2);
+        assert!(chart.panels[1].y.log, "the CCDF's y is log");
+        assert!(chart.caption().contains("full histogram"));
+    }
+
+    fn temp(name: &str, bytes: &[u8]) -> PathBuf {
+        let p = std::env::temp_dir().join(format!("wirebench-plot-{}-{name}", std::process::id()));
+        std::fs::write(&p, bytes).expect("write");
+        p
+    }
+
+    #[test]
+    fn errors_keep_their_words_and_hints() {
+        let e = Kind::parse("pie").expect_err("not a kind");
+        assert_eq!(
+            e.to_string(),
+            "--kind pie: rate, received, time, box, throughput, latency or arrival"
+        );
+        let empty = ExperimentSummary {
+            points: Vec::new(),
+            knees: Vec::new(),
+        };
+        assert_eq!(
+            experiment_chart(Kind::Rate, &empty)
+                .err()
+                .map(|e| e.to_string()),
+            Some("--kind rate: this experiment has nothing to draw (a rate plot needs --vary rate, a time plot --vary bytes)".into())
+        );
+        assert!(matches!(
+            experiment_chart(Kind::Arrival, &empty),
+            Err(PlotError::NotForExperiment("arrival"))
+        ));
+        let log = temp("links.csv", b"t_s,link,direction\n");
+        assert_eq!(
+            link_log_chart(&log, Kind::Throughput)
+                .err()
+                .map(|e| e.to_string()),
+            Some(format!(
+                "{}: not a link log (no delivered_bps column)",
+                log.display()
+            ))
+        );
+        let junk = temp("junk.log", b"junk");
+        assert!(matches!(
+            chart_for(&junk, Some(Kind::Rate)),
+            Err(PlotError::NotForPacketLog("rate"))
+        ));
+        assert!(matches!(
+            chart_for(&junk, None),
+            Err(PlotError::PacketLog { .. })
+        ));
+        let chart = Chart::default();
+        assert_eq!(
+            write(&chart, Path::new("plot.gif")).map_err(|e| e.to_string()),
+            Err("plot.gif: the file must end in .svg or .png".to_string())
+        );
+        let _ = std::fs::remove_file(log);
+        let _ = std::fs::remove_file(junk);
+    }
+}
