@@ -28,7 +28,9 @@ use wirebench_stats::{LossRuns, TimeHistogram};
 pub use auth::{Psk, PskError};
 pub use net::client::{run, ClientConfig};
 pub use net::roles::Watch;
-pub use net::server::{Server, ServerConfig, ServerHandle};
+pub use net::server::{
+    Server, ServerConfig, ServerHandle, DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING,
+};
 
 use thiserror::Error;
 

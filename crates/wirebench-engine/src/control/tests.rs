@@ -3,6 +3,7 @@
 //! sleep: each test runs in microseconds, inside a network namespace with no interface too.
 
 mod admission;
+mod limits;
 mod pair;
 mod peers;
 

@@ -16,11 +16,13 @@ use super::client::tool;
 use super::roles::{Quiet, RoleEvent, Roles};
 use super::state::{attach, log, q, Pending, ServerConfig, State};
 use super::{Pump, SETUP_TICK, TICK};
+use crate::control::admission::DEFAULT_MAX_DURATION;
 use crate::control::admission::{PendingId, Refusal, Ticket};
 use crate::control::server::{ServerAction, ServerEvent, ServerParams, ServerSession};
 use crate::control::{RunAction, SETUP_TIMEOUT};
 use crate::file::{FileSink, FileSource};
 use crate::log::LogOut;
+use crate::role::limit::{MoveLimit, TestLimits};
 use crate::role::{CrrPart, DataSocket, FilePart, RoleParams};
 use crate::sys::udp::Offloads;
 use crate::sys::{host_id, same_clock, tcp_datapath, udp_datapath};
@@ -59,7 +61,8 @@ pub(super) fn connection(conn: TcpStream, id: PendingId, state: &State) {
             let now = Instant::now();
             match action {
                 ServerAction::Identified { host_id, .. } => {
-                    state.leave_pending(id);
+                    // Still pending: a connection leaves the stage (and its caps) only once
+                    // it has proven its key, at Admit, so unauthenticated ones stay counted.
                     identified = true;
                     client_host = host_id;
                 }
@@ -68,6 +71,7 @@ pub(super) fn connection(conn: TcpStream, id: PendingId, state: &State) {
                     handover = Some((cookie, stream));
                 }
                 ServerAction::Admit => {
+                    state.leave_pending(id);
                     let event = match admit(state, &session, peer, local) {
                         Ok(t) => {
                             let event = ServerEvent::Admitted {
@@ -278,6 +282,10 @@ fn admit<'a>(
         cookie,
     };
     let file = file_part(&state.cfg, &mut spec, cookie).map_err(Refusal::File)?;
+    if file.is_some() {
+        // A reverse transfer's amount is the server's file: the limits hold on it too.
+        state.spec_limits().check(&spec)?;
+    }
     let bytes = file.is_some().then_some(spec.bytes).flatten();
     // Room for every stream and as many repeats (a resent hello): the session takes the
     // first socket of each stream and drops the rest.
@@ -391,16 +399,26 @@ impl Test<'_> {
     fn roles(&mut self, client_host: &str) -> Vec<(Role, DataSocket, RoleParams)> {
         let cfg = &self.slot.state.cfg;
         let same = same_clock(&host_id(), client_host);
-        let deadline_ns = cfg.max_duration.map_or(u64::MAX, |d| {
-            (d.as_nanos() as u64).saturating_add(self.spec.drain_ns)
-        });
+        let max = cfg.max_duration.unwrap_or(DEFAULT_MAX_DURATION);
+        let deadline_ns = u64::try_from(max.as_nanos())
+            .unwrap_or(u64::MAX)
+            .saturating_add(self.spec.drain_ns);
         let mut out = Vec::with_capacity(self.streams.len());
         for (i, arrived) in std::mem::take(&mut self.streams).into_iter().enumerate() {
             let Some(a) = arrived else { continue };
             let stream = i as u32;
+            let limit = MoveLimit::share(
+                TestLimits {
+                    max_bytes: cfg.max_bytes,
+                    max_rate_bps: cfg.max_rate_bps,
+                },
+                self.spec.total_streams(),
+                self.spec.size.max(self.spec.response_len()),
+            );
             let params = RoleParams {
                 spec: self.spec.clone(),
                 deadline_ns,
+                limit: Some(limit),
                 hello: a.hello,
                 stream,
                 intervals: None,

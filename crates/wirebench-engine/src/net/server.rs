@@ -20,8 +20,8 @@ use wirebench_proto::header::UdpHello;
 use wirebench_proto::spec::Protocol;
 
 use super::conn::connection;
-pub use super::state::ServerConfig;
 use super::state::State;
+pub use super::state::{ServerConfig, DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING};
 use crate::control::admission::{Admission, SlotLimits};
 use crate::role::DataSocket;
 use crate::sys::{max_rss_kib, rss_kib};
