@@ -469,7 +469,9 @@ fn file_part(
             .save_dir
             .as_ref()
             .map(|d| d.join(format!("{cookie:016x}-{name}")));
-        let sink = FileSink::create(path).map_err(|e| format!("cannot save the file here: {e}"))?;
+        let sink = FileSink::create(path)
+            .map_err(|e| format!("cannot save the file here: {e}"))?
+            .bounded(spec.file_bytes());
         return Ok(Some(FilePart::Sink(sink)));
     }
     let dir = cfg
