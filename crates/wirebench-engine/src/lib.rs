@@ -73,6 +73,9 @@ pub enum EngineError {
     /// The server is going away (SIGTERM).
     #[error("the server is shutting down")]
     Shutdown,
+    /// The server ended the test at one of its limits (the text names the flag and value).
+    #[error("{0}")]
+    Limit(String),
     /// The peer closed the control connection.
     #[error("the peer closed the control connection")]
     PeerClosed,

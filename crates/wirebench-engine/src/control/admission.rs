@@ -156,6 +156,32 @@ pub enum Refusal {
     Internal(String),
 }
 
+impl Refusal {
+    /// The refusal's kind in one word, for counting (the metrics' `reason` label).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Refusal::Version { .. } => "version",
+            Refusal::AuthFailed => "auth_failed",
+            Refusal::AuthExpected(_) => "auth_expected",
+            Refusal::Invalid(_) => "invalid",
+            Refusal::Duration { .. } => "max_duration",
+            Refusal::Streams { .. } => "max_streams",
+            Refusal::Size { .. } => "max_size",
+            Refusal::Bytes { .. } => "max_bytes",
+            Refusal::Unbounded { .. } => "unbounded",
+            Refusal::Rate { .. } => "max_rate",
+            Refusal::UnlimitedRate { .. } => "unlimited_rate",
+            Refusal::Timing { .. } => "max_timing",
+            Refusal::Busy { .. } => "busy",
+            Refusal::PerClient { .. } => "per_client",
+            Refusal::PerMinute { .. } => "per_minute",
+            Refusal::ShuttingDown => "shutting_down",
+            Refusal::File(_) => "file",
+            Refusal::Internal(_) => "internal",
+        }
+    }
+}
+
 /// The limits on what one test may ask (`serve --max-*`).
 #[derive(Debug, Clone)]
 pub(crate) struct SpecLimits {

@@ -71,6 +71,12 @@ pub(crate) enum ServerEvent {
     },
     /// The server is going away: end the test with a message to the client.
     Shutdown,
+    /// A role ended the test at one of the server's limits: tell the client which, and its
+    /// value, and stop (the client keeps its partial results).
+    Limit {
+        /// The limit's flag and value, as the role put it.
+        reason: String,
+    },
 }
 
 /// What the server session asks of its driver.
@@ -251,6 +257,11 @@ impl ServerSession {
                 if let State::Running(x) = &mut self.state {
                     x.roles_done(now, &mut self.wire, *report);
                     self.after_run();
+                }
+            }
+            ServerEvent::Limit { reason } => {
+                if let State::Running(_) = self.state {
+                    self.fail(now, EngineError::Limit(reason.clone()), Some(&reason));
                 }
             }
             ServerEvent::Shutdown => match self.state {

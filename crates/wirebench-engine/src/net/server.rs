@@ -51,6 +51,7 @@ pub struct Server {
     listener: TcpListener,
     udp: UdpSocket,
     state: Arc<State>,
+    metrics: Option<SocketAddr>,
 }
 
 fn reuse_port_udp(addr: SocketAddr) -> std::io::Result<Socket> {
@@ -83,24 +84,36 @@ impl Server {
             addr: format!("{addr} (UDP bind)"),
             source,
         })?;
+        let state = Arc::new(State {
+            port: addr.port(),
+            admission: Mutex::new(Admission::new(SlotLimits {
+                max_tests: cfg.max_tests,
+                per_client: cfg.max_tests_per_client,
+                per_minute: cfg.max_tests_per_minute,
+            })),
+            pending_conns: Mutex::new(HashMap::new()),
+            cfg,
+            auth_failures: AtomicUsize::new(0),
+            metrics: super::metrics::Metrics::default(),
+            shutdown: Arc::new(AtomicBool::new(false)),
+            pending: Mutex::new(HashMap::new()),
+            crr: Mutex::new(HashMap::new()),
+        });
+        let metrics = match state.cfg.metrics {
+            Some(at) => Some(super::metrics::start(at, Arc::clone(&state))?),
+            None => None,
+        };
         Ok(Self {
             listener,
             udp: udp.into(),
-            state: Arc::new(State {
-                port: addr.port(),
-                admission: Mutex::new(Admission::new(SlotLimits {
-                    max_tests: cfg.max_tests,
-                    per_client: cfg.max_tests_per_client,
-                    per_minute: cfg.max_tests_per_minute,
-                })),
-                pending_conns: Mutex::new(HashMap::new()),
-                cfg,
-                auth_failures: AtomicUsize::new(0),
-                shutdown: Arc::new(AtomicBool::new(false)),
-                pending: Mutex::new(HashMap::new()),
-                crr: Mutex::new(HashMap::new()),
-            }),
+            state,
+            metrics,
         })
+    }
+
+    /// Where `--metrics` serves, once bound (its port resolved).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics
     }
 
     /// The address the server listens on.

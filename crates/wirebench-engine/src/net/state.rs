@@ -76,6 +76,8 @@ pub(super) struct State {
     pub(super) pending_conns: Mutex<HashMap<PendingId, TcpStream>>,
     /// Clients refused for a wrong key, since the start.
     pub(super) auth_failures: AtomicUsize,
+    /// The counters `--metrics` serves.
+    pub(super) metrics: super::metrics::Metrics,
     /// Set on SIGTERM: running tests end with a message, new ones are refused.
     pub(super) shutdown: Arc<AtomicBool>,
     pub(super) pending: Mutex<HashMap<u64, Pending>>,

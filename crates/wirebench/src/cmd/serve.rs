@@ -27,6 +27,14 @@ pub fn serve(args: &ServeArgs) -> Result<(), Failure> {
     )
     .and_then(|()| out.flush())
     .context("writing to stdout")?;
+    if let Some(m) = server.metrics_addr() {
+        writeln!(
+            out,
+            "metrics at http://{m}/metrics (Prometheus text format)"
+        )
+        .and_then(|()| out.flush())
+        .context("writing to stdout")?;
+    }
     drop(out);
     let handle = server.handle();
     let flag = handle.shutdown_flag();
