@@ -363,11 +363,12 @@ impl ServeArgs {
             max_streams: self.max_streams,
             max_size: self.max_size,
             // By default one address may hold at most half the slots: others still get in
-            // while it does its worst.
-            max_tests_per_client: Some(
-                self.max_tests_per_client
-                    .map_or_else(|| (self.max_tests as usize / 2).max(1), |n| n as usize),
-            ),
+            // while it does its worst (a one-slot server has nothing to share).
+            max_tests_per_client: match self.max_tests_per_client {
+                Some(n) => Some(n as usize),
+                None if self.max_tests >= 2 => Some(self.max_tests as usize / 2),
+                None => None,
+            },
             max_timing: self.max_timing.unwrap_or(DEFAULT_MAX_TIMING),
             metrics: self.metrics,
             max_tests_per_minute: self.max_tests_per_minute.map(|n| n as usize),
