@@ -8,7 +8,6 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus_client::encoding::text::encode;
@@ -18,7 +17,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::state::State;
 use crate::EngineError;
 
 /// A label naming why: a refusal's kind, or the limit that ended a test.
@@ -63,12 +61,8 @@ impl Metrics {
             .inc();
     }
 
-    /// The text a scrape gets, with the gauges read from `state` now.
-    pub(super) fn render(&self, state: &State) -> String {
-        let (running, pending) = {
-            let a = state.admission();
-            (a.running(), a.pending())
-        };
+    /// The text a scrape gets (OpenMetrics), with the gauges as read now.
+    pub(super) fn render(&self, running: usize, pending: usize) -> String {
         self.running.set(i64::try_from(running).unwrap_or(i64::MAX));
         self.pending.set(i64::try_from(pending).unwrap_or(i64::MAX));
         let mut reg = Registry::with_prefix("wirebench");
@@ -115,8 +109,11 @@ impl Metrics {
     }
 }
 
-/// Binds `addr` and serves the metrics from a thread of their own.
-pub(super) fn start(addr: SocketAddr, state: Arc<State>) -> Result<SocketAddr, EngineError> {
+/// Binds `addr` and serves what `render` makes (OpenMetrics text) from a thread of its own.
+pub(super) fn start(
+    addr: SocketAddr,
+    render: impl Fn() -> String + Send + 'static,
+) -> Result<SocketAddr, EngineError> {
     let listener = TcpListener::bind(addr).map_err(|source| EngineError::Connect {
         addr: format!("{addr} (--metrics)"),
         source,
@@ -128,7 +125,7 @@ pub(super) fn start(addr: SocketAddr, state: Arc<State>) -> Result<SocketAddr, E
         .name("wirebench-metrics".into())
         .spawn(move || {
             for conn in listener.incoming().flatten() {
-                scrape(conn, &state);
+                scrape(conn, &render);
             }
         })
         .map_err(|e| EngineError::io("starting the metrics thread", e))?;
@@ -136,7 +133,7 @@ pub(super) fn start(addr: SocketAddr, state: Arc<State>) -> Result<SocketAddr, E
 }
 
 /// Answers one HTTP request with the metrics, whatever its path.
-fn scrape(mut conn: TcpStream, state: &State) {
+fn scrape(mut conn: TcpStream, render: &impl Fn() -> String) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
     let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
     // Read the request head (at most 8 KiB), then answer.
@@ -151,7 +148,7 @@ fn scrape(mut conn: TcpStream, state: &State) {
             break;
         }
     }
-    let openmetrics = state.metrics.render(state);
+    let openmetrics = render();
     // OpenMetrics to a scraper that asks for it (Prometheus does), else the classic text
     // format, which `promtool check metrics` and older scrapers read.
     let asks_openmetrics = head[..have]

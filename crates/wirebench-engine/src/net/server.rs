@@ -100,7 +100,16 @@ impl Server {
             crr: Mutex::new(HashMap::new()),
         });
         let metrics = match state.cfg.metrics {
-            Some(at) => Some(super::metrics::start(at, Arc::clone(&state))?),
+            Some(at) => {
+                let st = Arc::clone(&state);
+                Some(super::metrics::start(at, move || {
+                    let (running, pending) = {
+                        let a = st.admission();
+                        (a.running(), a.pending())
+                    };
+                    st.metrics.render(running, pending)
+                })?)
+            }
             None => None,
         };
         Ok(Self {
