@@ -5,7 +5,7 @@
 
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
@@ -36,7 +36,12 @@ pub struct FileSource {
 impl FileSource {
     /// Opens `path` for sending; its size is the transfer's.
     pub fn open(path: &Path) -> std::io::Result<(Self, u64)> {
-        let f = File::open(path)?;
+        // Non-blocking open, then a look at what was opened: a FIFO or a device opens
+        // without waiting for a writer and is refused, never read.
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)?;
         let meta = f.metadata()?;
         if !meta.is_file() {
             return Err(std::io::Error::other("not a regular file"));
@@ -78,22 +83,30 @@ pub struct FileSink {
     missing: Vec<(u64, u64)>,
     missing_more: u64,
     error: Option<String>,
+    /// The most bytes saved, and the end of the copy.
+    max_bytes: u64,
 }
 
 impl FileSink {
     /// A sink that saves to `path` (created, or truncated), or only hashes with `None`.
+    /// Only a regular file is written: the path is opened without following a last symbolic
+    /// link and without blocking (a FIFO), and refused unless it is a regular file.
     pub fn create(path: Option<PathBuf>) -> std::io::Result<Self> {
         let out = match path {
             // Readable too: a copy written out of order is hashed by reading it back.
-            Some(p) => Some((
-                std::fs::OpenOptions::new()
+            Some(p) => {
+                let f = std::fs::OpenOptions::new()
                     .read(true)
                     .write(true)
                     .create(true)
-                    .truncate(true)
-                    .open(&p)?,
-                p,
-            )),
+                    .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+                    .open(&p)?;
+                if !f.metadata()?.is_file() {
+                    return Err(std::io::Error::other("not a regular file"));
+                }
+                f.set_len(0)?;
+                Some((f, p))
+            }
             None => None,
         };
         Ok(Self {
@@ -104,13 +117,34 @@ impl FileSink {
             missing: Vec::new(),
             missing_more: 0,
             error: None,
+            max_bytes: u64::MAX,
         })
+    }
+
+    /// Saves at most `max_bytes` (the transfer's own size): a peer that sends more, or
+    /// writes at far offsets, cannot grow the copy past what the test declared.
+    pub fn bounded(mut self, max_bytes: u64) -> Self {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// Stops saving, with why.
+    fn over(&mut self) {
+        self.error
+            .get_or_insert("more bytes arrived than the file holds: the copy was cut there".into());
     }
 
     /// Appends bytes that arrived in order.
     pub fn write(&mut self, buf: &[u8]) {
         self.hasher.update(buf);
         self.bytes += buf.len() as u64;
+        let room = self.max_bytes.saturating_sub(self.bytes - buf.len() as u64);
+        let buf = if (buf.len() as u64) > room {
+            self.over();
+            &buf[..room as usize]
+        } else {
+            buf
+        };
         if let Some((f, _)) = &mut self.out {
             if let Err(e) = f.write_all(buf) {
                 self.error.get_or_insert(format!("saving the file: {e}"));
@@ -123,6 +157,13 @@ impl FileSink {
     pub fn write_at(&mut self, offset: u64, buf: &[u8]) {
         self.scattered = true;
         self.bytes += buf.len() as u64;
+        let room = self.max_bytes.saturating_sub(offset);
+        let buf = if (buf.len() as u64) > room {
+            self.over();
+            &buf[..room as usize]
+        } else {
+            buf
+        };
         if let Some((f, _)) = &self.out {
             if let Err(e) = f.write_all_at(buf, offset) {
                 self.error.get_or_insert(format!("saving the file: {e}"));
@@ -199,6 +240,38 @@ mod tests {
 
     fn tmp(name: &str) -> PathBuf {
         std::env::temp_dir().join(format!("wirebench-file-{}-{name}", std::process::id()))
+    }
+
+    #[test]
+    fn a_fifo_is_neither_sent_nor_written_and_opening_it_does_not_block() {
+        let path = tmp("fifo");
+        let _ = std::fs::remove_file(&path);
+        let made = std::process::Command::new("mkfifo").arg(&path).status();
+        if !made.is_ok_and(|s| s.success()) {
+            return; // no mkfifo here: nothing to check
+        }
+        assert!(FileSource::open(&path).is_err());
+        assert!(FileSink::create(Some(path.clone())).is_err());
+        assert!(FileSource::open(Path::new("/dev/zero")).is_err());
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn a_saved_copy_never_grows_past_the_transfer_size() {
+        let path = tmp("bounded");
+        let mut sink = FileSink::create(Some(path.clone()))
+            .expect("create")
+            .bounded(1000);
+        sink.write(&[1u8; 800]);
+        sink.write(&[2u8; 800]);
+        sink.write_at(1u64 << 40, &[3u8; 100]);
+        let got = sink.finish(1000);
+        assert!(got.error.is_some());
+        let len = std::fs::metadata(&path)
+            .map(|m| m.len())
+            .unwrap_or(u64::MAX);
+        assert!(len <= 1000, "{len}");
+        let _ = std::fs::remove_file(path);
     }
 
     #[test]

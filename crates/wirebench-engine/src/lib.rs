@@ -28,7 +28,9 @@ use wirebench_stats::{LossRuns, TimeHistogram};
 pub use auth::{Psk, PskError};
 pub use net::client::{run, ClientConfig};
 pub use net::roles::Watch;
-pub use net::server::{Server, ServerConfig, ServerHandle};
+pub use net::server::{
+    Server, ServerConfig, ServerHandle, DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING,
+};
 
 use thiserror::Error;
 
@@ -71,6 +73,9 @@ pub enum EngineError {
     /// The server is going away (SIGTERM).
     #[error("the server is shutting down")]
     Shutdown,
+    /// The server ended the test at one of its limits (the text names the flag and value).
+    #[error("{0}")]
+    Limit(String),
     /// The peer closed the control connection.
     #[error("the peer closed the control connection")]
     PeerClosed,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use wirebench_engine::{Psk, ServerConfig};
+use wirebench_engine::{Psk, ServerConfig, DEFAULT_MAX_TIMING};
 use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
 use wirebench_proto::units::{parse_duration, parse_rate, parse_size, Rate};
 use wirebench_report::experiment::{Preset, VaryError};
@@ -375,6 +375,12 @@ pub struct ServeArgs {
     /// Send files from here to clients that ask with -R --file NAME (never from elsewhere).
     #[arg(long, value_name = "DIR")]
     pub files_dir: Option<PathBuf>,
+    /// Longest --gap, --ack-timeout and --drain a test may ask (e.g. 10s, the default).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub max_timing: Option<Duration>,
+    /// Serve Prometheus metrics (text format) over HTTP at this address (e.g. 127.0.0.1:9464).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
 }
 
 impl ServeArgs {
@@ -403,7 +409,15 @@ impl ServeArgs {
             max_bytes: self.max_bytes,
             max_streams: self.max_streams,
             max_size: self.max_size,
-            max_tests_per_client: self.max_tests_per_client.map(|n| n as usize),
+            // By default one address may hold at most half the slots: others still get in
+            // while it does its worst (a one-slot server has nothing to share).
+            max_tests_per_client: match self.max_tests_per_client {
+                Some(n) => Some(n as usize),
+                None if self.max_tests >= 2 => Some(self.max_tests as usize / 2),
+                None => None,
+            },
+            max_timing: self.max_timing.unwrap_or(DEFAULT_MAX_TIMING),
+            metrics: self.metrics,
             max_tests_per_minute: self.max_tests_per_minute.map(|n| n as usize),
             psk: load_psk(self.psk_file.as_deref())?,
             save_dir: self.save_dir.clone(),

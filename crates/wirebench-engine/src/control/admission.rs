@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use wirebench_proto::spec::TestSpec;
+use wirebench_proto::spec::{Direction, Mechanism, TestSpec};
 use wirebench_proto::units::{format_bytes, format_duration, format_rate_bps};
 
 /// Most connections that have not yet sent their first frame.
@@ -15,6 +15,15 @@ pub(crate) const MAX_PENDING: usize = 256;
 
 /// Most such connections from one address: one address cannot take the whole stage.
 pub(crate) const MAX_PENDING_PER_ADDR: usize = 64;
+
+/// The longest test a server started without `--max-duration` runs: a client asking for
+/// `-t 1000h` cannot hold a slot for ever.
+pub const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(3600);
+
+/// The longest `--gap`, `--ack-timeout` and `--drain` a server accepts by default: they
+/// stretch how long a stuck client holds a slot (the idle limit is 30 s plus gap and ack
+/// timeout), so the server, not the client, bounds them.
+pub const DEFAULT_MAX_TIMING: Duration = Duration::from_secs(10);
 
 /// The window of `--max-tests-per-minute`.
 const MINUTE: Duration = Duration::from_secs(60);
@@ -126,6 +135,16 @@ pub enum Refusal {
         /// The limit.
         max: usize,
     },
+    /// `--gap`, `--ack-timeout` or `--drain` longer than the server allows.
+    #[error("{flag} {} exceeds the server's limit {}", format_duration(*.asked), format_duration(*.max))]
+    Timing {
+        /// The client's flag.
+        flag: &'static str,
+        /// What the test asks.
+        asked: Duration,
+        /// The limit.
+        max: Duration,
+    },
     /// The server is going away.
     #[error("the server is shutting down")]
     ShuttingDown,
@@ -137,8 +156,34 @@ pub enum Refusal {
     Internal(String),
 }
 
+impl Refusal {
+    /// The refusal's kind in one word, for counting (the metrics' `reason` label).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Refusal::Version { .. } => "version",
+            Refusal::AuthFailed => "auth_failed",
+            Refusal::AuthExpected(_) => "auth_expected",
+            Refusal::Invalid(_) => "invalid",
+            Refusal::Duration { .. } => "max_duration",
+            Refusal::Streams { .. } => "max_streams",
+            Refusal::Size { .. } => "max_size",
+            Refusal::Bytes { .. } => "max_bytes",
+            Refusal::Unbounded { .. } => "unbounded",
+            Refusal::Rate { .. } => "max_rate",
+            Refusal::UnlimitedRate { .. } => "unlimited_rate",
+            Refusal::Timing { .. } => "max_timing",
+            Refusal::Busy { .. } => "busy",
+            Refusal::PerClient { .. } => "per_client",
+            Refusal::PerMinute { .. } => "per_minute",
+            Refusal::ShuttingDown => "shutting_down",
+            Refusal::File(_) => "file",
+            Refusal::Internal(_) => "internal",
+        }
+    }
+}
+
 /// The limits on what one test may ask (`serve --max-*`).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct SpecLimits {
     /// `--max-duration`.
     pub max_duration: Option<Duration>,
@@ -150,6 +195,39 @@ pub(crate) struct SpecLimits {
     pub max_streams: Option<u32>,
     /// `--max-size`.
     pub max_size: Option<u64>,
+    /// The longest `--gap`, `--ack-timeout` and `--drain` accepted.
+    pub max_timing: Duration,
+}
+
+impl Default for SpecLimits {
+    /// No limit on what moves; the server's bound on the timing flags.
+    fn default() -> Self {
+        Self {
+            max_duration: None,
+            max_rate_bps: None,
+            max_bytes: None,
+            max_streams: None,
+            max_size: None,
+            max_timing: DEFAULT_MAX_TIMING,
+        }
+    }
+}
+
+/// The most bytes one stream of `spec` moves both ways, if it is bounded: its amount, or its
+/// rate for its duration; for rr and crr each request's response on top (a 64-byte request
+/// may ask for a 1 MB answer).
+fn most_per_stream(spec: &TestSpec) -> Option<u128> {
+    let sent = match (spec.bytes, spec.offered_bps(), spec.duration_ns) {
+        (Some(b), _, _) => u128::from(b),
+        (None, Some(bps), Some(d)) => u128::from(bps) * u128::from(d) / 8_000_000_000,
+        _ => return None,
+    };
+    if matches!(spec.mechanism, Mechanism::Rr | Mechanism::Crr) {
+        let size = u128::from(spec.size.max(1));
+        let transactions = sent.div_ceil(size);
+        return Some(sent + transactions * u128::from(spec.response_len()));
+    }
+    Some(sent)
 }
 
 impl SpecLimits {
@@ -176,14 +254,24 @@ impl SpecLimits {
                 return Err(Refusal::Size { asked, max });
             }
         }
-        if let Some(max) = self.max_bytes {
-            // The most a test can move: its amount, or its rate for its duration, every stream.
-            let most = match (spec.bytes, spec.offered_bps(), spec.duration_ns) {
-                (Some(b), _, _) => Some(u128::from(b)),
-                (None, Some(bps), Some(d)) => Some(u128::from(bps) * u128::from(d) / 8_000_000_000),
-                _ => None,
+        let max_timing = self.max_timing;
+        for (flag, ns) in [
+            ("--gap", spec.gap_ns),
+            ("--ack-timeout", spec.ack_timeout_ns),
+            ("--drain", spec.drain_ns),
+        ] {
+            let asked = Duration::from_nanos(ns);
+            if asked > max_timing {
+                let max = max_timing;
+                return Err(Refusal::Timing { flag, asked, max });
             }
-            .map(|b| b * u128::from(streams));
+        }
+        // A reverse file transfer's amount is the server's file: checked once it is known.
+        let file_pending =
+            spec.file.is_some() && spec.direction == Direction::Reverse && spec.bytes.is_none();
+        if let (Some(max), false) = (self.max_bytes, file_pending) {
+            // The most a test can move, every stream (what moves is also counted as it moves).
+            let most = most_per_stream(spec).map(|b| b * u128::from(streams));
             match most {
                 Some(b) if b <= u128::from(max) => {}
                 Some(b) => {
@@ -214,6 +302,22 @@ pub(crate) struct SlotLimits {
     pub per_client: Option<usize>,
     /// `--max-tests-per-minute`.
     pub per_minute: Option<usize>,
+}
+
+/// The address that per-address caps count under: an IPv4 address as it is (an IPv4-mapped
+/// IPv6 one as IPv4), an IPv6 address by its /64, since one host commonly holds a whole /64
+/// and could otherwise take a fresh address for every connection.
+pub(crate) fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(prefix.into())
+            }
+        },
+    }
 }
 
 /// A connection in the pending stage, by the order it came in.
@@ -269,6 +373,7 @@ impl Admission {
     /// stage was full, the oldest connection to drop for it: a flood of silent connections
     /// then ages out instead of locking newcomers out.
     pub(crate) fn pending_open(&mut self, ip: IpAddr) -> (PendingId, Option<PendingId>) {
+        let ip = client_key(ip);
         let id = self.next_pending;
         self.next_pending += 1;
         let same_addr = self.pending.values().filter(|a| **a == ip).count();
@@ -307,6 +412,7 @@ impl Admission {
     /// A test slot for `ip`, or the limit it would break. Only admitted starts count
     /// towards the per-minute limit: a refused attempt costs the client nothing.
     pub(crate) fn admit(&mut self, now: Instant, ip: IpAddr) -> Result<Ticket, Refusal> {
+        let ip = client_key(ip);
         // Forget the starts older than a minute, and the addresses with nothing left.
         self.clients.retain(|_, u| {
             while u

@@ -71,6 +71,12 @@ pub(crate) enum ServerEvent {
     },
     /// The server is going away: end the test with a message to the client.
     Shutdown,
+    /// A role ended the test at one of the server's limits: tell the client which, and its
+    /// value, and stop (the client keeps its partial results).
+    Limit {
+        /// The limit's flag and value, as the role put it.
+        reason: String,
+    },
 }
 
 /// What the server session asks of its driver.
@@ -253,6 +259,11 @@ impl ServerSession {
                     self.after_run();
                 }
             }
+            ServerEvent::Limit { reason } => {
+                if let State::Running(_) = self.state {
+                    self.fail(now, EngineError::Limit(reason.clone()), Some(&reason));
+                }
+            }
             ServerEvent::Shutdown => match self.state {
                 State::Hello { .. } | State::Auth { .. } | State::Admitting => {
                     self.refuse(now, Refusal::ShuttingDown)
@@ -403,12 +414,18 @@ impl ServerSession {
                 self.spec = Some(spec);
                 self.client_nonce = nonce;
                 if version != PROTOCOL_VERSION {
+                    // A server with a key tells an unauthenticated peer its protocol, not
+                    // its build: the version is for clients that proved the key.
+                    let server_tool = match self.params.psk {
+                        Some(_) => "wirebench".to_string(),
+                        None => self.params.tool.clone(),
+                    };
                     return self.refuse(
                         now,
                         Refusal::Version {
                             client_tool: tool,
                             client_version: version,
-                            server_tool: self.params.tool.clone(),
+                            server_tool,
                             server_version: PROTOCOL_VERSION,
                         },
                     );
@@ -421,9 +438,13 @@ impl ServerSession {
                     if let Err(e) = self.wire.send(now, &challenge) {
                         return self.fail(now, e, None);
                     }
-                    self.state = State::Auth {
-                        deadline: now + SETUP_TIMEOUT,
+                    // One deadline for the whole handshake, from the connection to the
+                    // key's proof: a peer that trickles cannot stretch it step by step.
+                    let deadline = match self.state {
+                        State::Hello { deadline } => deadline,
+                        _ => now + SETUP_TIMEOUT,
                     };
+                    self.state = State::Auth { deadline };
                 } else {
                     self.check_limits(now);
                 }

@@ -3,6 +3,7 @@
 //! sleep: each test runs in microseconds, inside a network namespace with no interface too.
 
 mod admission;
+mod limits;
 mod pair;
 mod peers;
 
@@ -796,4 +797,27 @@ fn run_actions_reach_the_driver_in_order() {
         .iter()
         .position(|a| *a == ServerAction::StartRoles);
     assert!(start < first_run, "{:?}", p.server_actions);
+}
+
+#[test]
+fn a_limit_mid_test_tells_the_client_which_and_stops_both() {
+    let mut s = spec();
+    s.bytes = None;
+    s.duration_ns = Some(30_000_000_000);
+    let mut p = Pair::with(s);
+    p.run = secs(30);
+    p.run_for(secs(2));
+    let reason = "the server ended the test: more moved than its --max-bytes 1.00 MB allows";
+    p.server.handle_event(
+        p.now,
+        ServerEvent::Limit {
+            reason: reason.into(),
+        },
+    );
+    p.run();
+    assert!(p.server_roles.stopped && p.client_roles.stopped);
+    assert!(p.client_outcome.as_ref().unwrap().started);
+    assert_eq!(p.client_error(), format!("peer reported: {reason}"));
+    assert_eq!(p.server_error(), reason);
+    assert!(p.elapsed() < secs(3));
 }

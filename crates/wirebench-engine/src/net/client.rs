@@ -193,6 +193,7 @@ impl Setup {
             let params = RoleParams {
                 spec: spec.clone(),
                 deadline_ns: u64::MAX,
+                limit: None,
                 hello: o.hello,
                 stream,
                 intervals: None,

@@ -16,11 +16,13 @@ use super::client::tool;
 use super::roles::{Quiet, RoleEvent, Roles};
 use super::state::{attach, log, q, Pending, ServerConfig, State};
 use super::{Pump, SETUP_TICK, TICK};
+use crate::control::admission::DEFAULT_MAX_DURATION;
 use crate::control::admission::{PendingId, Refusal, Ticket};
 use crate::control::server::{ServerAction, ServerEvent, ServerParams, ServerSession};
 use crate::control::{RunAction, SETUP_TIMEOUT};
 use crate::file::{FileSink, FileSource};
 use crate::log::LogOut;
+use crate::role::limit::{MoveLimit, TestLimits};
 use crate::role::{CrrPart, DataSocket, FilePart, RoleParams};
 use crate::sys::udp::Offloads;
 use crate::sys::{host_id, same_clock, tcp_datapath, udp_datapath};
@@ -59,7 +61,8 @@ pub(super) fn connection(conn: TcpStream, id: PendingId, state: &State) {
             let now = Instant::now();
             match action {
                 ServerAction::Identified { host_id, .. } => {
-                    state.leave_pending(id);
+                    // Still pending: a connection leaves the stage (and its caps) only once
+                    // it has proven its key, at Admit, so unauthenticated ones stay counted.
                     identified = true;
                     client_host = host_id;
                 }
@@ -68,6 +71,7 @@ pub(super) fn connection(conn: TcpStream, id: PendingId, state: &State) {
                     handover = Some((cookie, stream));
                 }
                 ServerAction::Admit => {
+                    state.leave_pending(id);
                     let event = match admit(state, &session, peer, local) {
                         Ok(t) => {
                             let event = ServerEvent::Admitted {
@@ -87,6 +91,7 @@ pub(super) fn connection(conn: TcpStream, id: PendingId, state: &State) {
                     }
                 }
                 ServerAction::StartRoles => {
+                    state.metrics.tests_started.inc();
                     let started = test.as_mut().map(|t| Roles::start(t.roles(&client_host)));
                     match started {
                         Some(Ok(r)) => roles = Some(r),
@@ -135,7 +140,14 @@ pub(super) fn connection(conn: TcpStream, id: PendingId, state: &State) {
             for event in r.poll(&mut Quiet) {
                 let event = match event {
                     RoleEvent::SendersDone(counts) => ServerEvent::SendersDone { counts },
-                    RoleEvent::Done(report) => ServerEvent::RolesDone { report },
+                    RoleEvent::Done(report) => {
+                        // A limit that ended a stream is the test's first cause: the client
+                        // hears it before the reports.
+                        if let Some(reason) = limit_reason(&report) {
+                            session.handle_event(Instant::now(), ServerEvent::Limit { reason });
+                        }
+                        ServerEvent::RolesDone { report }
+                    }
                 };
                 session.handle_event(Instant::now(), event);
             }
@@ -164,11 +176,15 @@ pub(super) fn connection(conn: TcpStream, id: PendingId, state: &State) {
             (_, false) => "rejected",
             (Some(Refusal::AuthFailed), _) => {
                 state.auth_failures.fetch_add(1, Ordering::SeqCst);
+                state.metrics.auth_failures.inc();
                 "auth_failed"
             }
             (Some(_), _) => "refused",
             (None, true) => "failed",
         };
+        if let Some(r) = &outcome.refusal {
+            state.metrics.refused(r.kind());
+        }
         if let Some(e) = outcome.error {
             log(
                 state,
@@ -184,10 +200,19 @@ pub(super) fn connection(conn: TcpStream, id: PendingId, state: &State) {
         outcome.local.as_ref(),
         outcome.error.map(|e| e.to_string()),
     );
+    let (server_sent, server_received) = outcome
+        .local
+        .as_ref()
+        .map_or((0, 0), |l| moved_by(l, &spec));
+    state.metrics.bytes_sent.inc_by(server_sent);
+    state.metrics.bytes_received.inc_by(server_received);
+    if let Some(limit) = r.error.as_deref().and_then(limit_of) {
+        state.metrics.limited(limit);
+    }
     log(
         state,
         format_args!(
-            "client={peer} event=test test={cookie:016x} protocol={} mechanism={} direction={} size={} streams={} sent_bytes={} sent_messages={} received_bytes={} received_messages={} lost={} result={}",
+            "client={peer} event=test test={cookie:016x} protocol={} mechanism={} direction={} size={} streams={} sent_bytes={} sent_messages={} received_bytes={} received_messages={} lost={} server_sent_bytes={server_sent} server_received_bytes={server_received} result={}",
             spec.protocol,
             spec.mechanism,
             spec.direction,
@@ -201,6 +226,51 @@ pub(super) fn connection(conn: TcpStream, id: PendingId, state: &State) {
             r.error.map_or_else(|| "ok".to_string(), |e| q(&format!("error: {e}")))
         ),
     );
+}
+
+/// The data bytes the server's side `rep` sent and received: a sender's bytes, a
+/// receiver's, and for rr/crr each request's response (the report counts requests only).
+fn moved_by(rep: &SideReport, spec: &TestSpec) -> (u64, u64) {
+    let (mut sent, mut received) = match rep.role {
+        Some(Role::Sender) => (rep.bytes, 0),
+        Some(Role::Receiver) => {
+            let responses = match spec.mechanism {
+                Mechanism::Rr | Mechanism::Crr => rep.messages.saturating_mul(spec.response_len()),
+                _ => 0,
+            };
+            (responses, rep.bytes)
+        }
+        None => (0, 0),
+    };
+    if let Some(rev) = &rep.reverse {
+        let (s, r) = moved_by(rev, spec);
+        sent = sent.saturating_add(s);
+        received = received.saturating_add(r);
+    }
+    (sent, received)
+}
+
+/// The text of a server limit that ended one of `rep`'s streams, if one did.
+fn limit_reason(rep: &SideReport) -> Option<String> {
+    let own = rep
+        .error
+        .as_ref()
+        .filter(|e| e.contains("the server ended the test"))
+        .cloned();
+    own.or_else(|| rep.streams.iter().find_map(limit_reason))
+        .or_else(|| rep.reverse.as_deref().and_then(limit_reason))
+}
+
+/// Which server limit ended a test, from its error text (the roles' `OverLimit` and
+/// `ServerLimit` messages name the flag).
+fn limit_of(error: &str) -> Option<&'static str> {
+    if !error.contains("the server ended the test") {
+        return None;
+    }
+    ["--max-bytes", "--max-rate", "--max-duration"]
+        .into_iter()
+        .find(|flag| error.contains(flag))
+        .map(|flag| &flag[2..])
 }
 
 /// Holds a test slot; gives it back, and forgets the test's routing entries, when the
@@ -278,6 +348,10 @@ fn admit<'a>(
         cookie,
     };
     let file = file_part(&state.cfg, &mut spec, cookie).map_err(Refusal::File)?;
+    if file.is_some() {
+        // A reverse transfer's amount is the server's file: the limits hold on it too.
+        state.spec_limits().check(&spec)?;
+    }
     let bytes = file.is_some().then_some(spec.bytes).flatten();
     // Room for every stream and as many repeats (a resent hello): the session takes the
     // first socket of each stream and drops the rest.
@@ -391,16 +465,26 @@ impl Test<'_> {
     fn roles(&mut self, client_host: &str) -> Vec<(Role, DataSocket, RoleParams)> {
         let cfg = &self.slot.state.cfg;
         let same = same_clock(&host_id(), client_host);
-        let deadline_ns = cfg.max_duration.map_or(u64::MAX, |d| {
-            (d.as_nanos() as u64).saturating_add(self.spec.drain_ns)
-        });
+        let max = cfg.max_duration.unwrap_or(DEFAULT_MAX_DURATION);
+        let deadline_ns = u64::try_from(max.as_nanos())
+            .unwrap_or(u64::MAX)
+            .saturating_add(self.spec.drain_ns);
         let mut out = Vec::with_capacity(self.streams.len());
         for (i, arrived) in std::mem::take(&mut self.streams).into_iter().enumerate() {
             let Some(a) = arrived else { continue };
             let stream = i as u32;
+            let limit = MoveLimit::share(
+                TestLimits {
+                    max_bytes: cfg.max_bytes,
+                    max_rate_bps: cfg.max_rate_bps,
+                },
+                self.spec.total_streams(),
+                self.spec.size.max(self.spec.response_len()),
+            );
             let params = RoleParams {
                 spec: self.spec.clone(),
                 deadline_ns,
+                limit: Some(limit),
                 hello: a.hello,
                 stream,
                 intervals: None,
@@ -451,7 +535,9 @@ fn file_part(
             .save_dir
             .as_ref()
             .map(|d| d.join(format!("{cookie:016x}-{name}")));
-        let sink = FileSink::create(path).map_err(|e| format!("cannot save the file here: {e}"))?;
+        let sink = FileSink::create(path)
+            .map_err(|e| format!("cannot save the file here: {e}"))?
+            .bounded(spec.file_bytes());
         return Ok(Some(FilePart::Sink(sink)));
     }
     let dir = cfg

@@ -5,6 +5,7 @@
 
 pub(crate) mod client;
 mod conn;
+mod metrics;
 pub(crate) mod roles;
 pub(crate) mod server;
 mod state;

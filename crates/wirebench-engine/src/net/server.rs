@@ -20,8 +20,8 @@ use wirebench_proto::header::UdpHello;
 use wirebench_proto::spec::Protocol;
 
 use super::conn::connection;
-pub use super::state::ServerConfig;
 use super::state::State;
+pub use super::state::{ServerConfig, DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING};
 use crate::control::admission::{Admission, SlotLimits};
 use crate::role::DataSocket;
 use crate::sys::{max_rss_kib, rss_kib};
@@ -51,6 +51,7 @@ pub struct Server {
     listener: TcpListener,
     udp: UdpSocket,
     state: Arc<State>,
+    metrics: Option<SocketAddr>,
 }
 
 fn reuse_port_udp(addr: SocketAddr) -> std::io::Result<Socket> {
@@ -83,24 +84,45 @@ impl Server {
             addr: format!("{addr} (UDP bind)"),
             source,
         })?;
+        let state = Arc::new(State {
+            port: addr.port(),
+            admission: Mutex::new(Admission::new(SlotLimits {
+                max_tests: cfg.max_tests,
+                per_client: cfg.max_tests_per_client,
+                per_minute: cfg.max_tests_per_minute,
+            })),
+            pending_conns: Mutex::new(HashMap::new()),
+            cfg,
+            auth_failures: AtomicUsize::new(0),
+            metrics: super::metrics::Metrics::default(),
+            shutdown: Arc::new(AtomicBool::new(false)),
+            pending: Mutex::new(HashMap::new()),
+            crr: Mutex::new(HashMap::new()),
+        });
+        let metrics = match state.cfg.metrics {
+            Some(at) => {
+                let st = Arc::clone(&state);
+                Some(super::metrics::start(at, move || {
+                    let (running, pending) = {
+                        let a = st.admission();
+                        (a.running(), a.pending())
+                    };
+                    st.metrics.render(running, pending)
+                })?)
+            }
+            None => None,
+        };
         Ok(Self {
             listener,
             udp: udp.into(),
-            state: Arc::new(State {
-                port: addr.port(),
-                admission: Mutex::new(Admission::new(SlotLimits {
-                    max_tests: cfg.max_tests,
-                    per_client: cfg.max_tests_per_client,
-                    per_minute: cfg.max_tests_per_minute,
-                })),
-                pending_conns: Mutex::new(HashMap::new()),
-                cfg,
-                auth_failures: AtomicUsize::new(0),
-                shutdown: Arc::new(AtomicBool::new(false)),
-                pending: Mutex::new(HashMap::new()),
-                crr: Mutex::new(HashMap::new()),
-            }),
+            state,
+            metrics,
         })
+    }
+
+    /// Where `--metrics` serves, once bound (its port resolved).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics
     }
 
     /// The address the server listens on.

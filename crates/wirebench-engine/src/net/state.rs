@@ -13,6 +13,7 @@ use wirebench_proto::control::{CRR_STREAM, PACKET_LOG_STREAM};
 use wirebench_proto::spec::Protocol;
 
 use crate::control::admission::{Admission, PendingId, SpecLimits};
+pub use crate::control::admission::{DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING};
 use crate::role::DataSocket;
 
 /// Server limits and address.
@@ -22,8 +23,13 @@ pub struct ServerConfig {
     pub bind: SocketAddr,
     /// Most tests running at once.
     pub max_tests: usize,
-    /// Longest test accepted; tests asking for more are refused, and any test is ended there.
+    /// Longest test accepted; tests asking for more are refused, and any test is ended there
+    /// (none: [`DEFAULT_MAX_DURATION`]).
     pub max_duration: Option<Duration>,
+    /// Longest `--gap`, `--ack-timeout` and `--drain` accepted ([`DEFAULT_MAX_TIMING`]).
+    pub max_timing: Duration,
+    /// Serve Prometheus metrics here (`--metrics`).
+    pub metrics: Option<SocketAddr>,
     /// Highest rate accepted, bits/s, over all of a test's streams.
     pub max_rate_bps: Option<u64>,
     /// Most bytes a test may move (all streams).
@@ -70,6 +76,8 @@ pub(super) struct State {
     pub(super) pending_conns: Mutex<HashMap<PendingId, TcpStream>>,
     /// Clients refused for a wrong key, since the start.
     pub(super) auth_failures: AtomicUsize,
+    /// The counters `--metrics` serves.
+    pub(super) metrics: super::metrics::Metrics,
     /// Set on SIGTERM: running tests end with a message, new ones are refused.
     pub(super) shutdown: Arc<AtomicBool>,
     pub(super) pending: Mutex<HashMap<u64, Pending>>,
@@ -87,13 +95,31 @@ pub(super) fn log(state: &State, line: std::fmt::Arguments<'_>) {
     }
 }
 
-/// A log value: bare when it is one word, else quoted with `"` escaped.
+/// A log value (logfmt): bare when it is one printable word, else quoted, with `"` and `\\`
+/// escaped and every control or non-ASCII character written as `\\n`, `\\t`, `\\u{..}`: a
+/// client-sent string can never start a line of its own or move the terminal's cursor.
 pub(super) fn q(v: &str) -> String {
-    if !v.is_empty() && v.chars().all(|c| c.is_ascii_graphic() && c != '"') {
-        v.to_string()
-    } else {
-        format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""))
+    if !v.is_empty()
+        && v.chars()
+            .all(|c| c.is_ascii_graphic() && c != '"' && c != '=' && c != '\\')
+    {
+        return v.to_string();
     }
+    let mut out = String::with_capacity(v.len() + 2);
+    out.push('"');
+    for c in v.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == ' ' || c.is_ascii_graphic() => out.push(c),
+            c => out.push_str(&c.escape_unicode().to_string()),
+        }
+    }
+    out.push('"');
+    out
 }
 
 impl State {
@@ -113,11 +139,13 @@ impl State {
     pub(super) fn spec_limits(&self) -> SpecLimits {
         let cfg = &self.cfg;
         SpecLimits {
-            max_duration: cfg.max_duration,
+            // No --max-duration: the documented ceiling still ends every test.
+            max_duration: Some(cfg.max_duration.unwrap_or(DEFAULT_MAX_DURATION)),
             max_rate_bps: cfg.max_rate_bps,
             max_bytes: cfg.max_bytes,
             max_streams: cfg.max_streams,
             max_size: cfg.max_size,
+            max_timing: cfg.max_timing,
         }
     }
 }

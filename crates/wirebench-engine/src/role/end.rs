@@ -15,9 +15,12 @@ pub(crate) enum RoleError {
     /// This side was told to stop.
     #[error("stopped")]
     Stopped,
-    /// The server's `--max-duration` passed.
-    #[error("stopped at the server's --max-duration limit")]
+    /// The server's time limit passed (`--max-duration`, or its default ceiling).
+    #[error("the server ended the test at its time limit (serve --max-duration)")]
     ServerLimit,
+    /// The stream moved more than the server allows (the flag and its value).
+    #[error("the server ended the test: more moved than its {0} allows")]
+    OverLimit(String),
     /// A receiver heard nothing for this many seconds while the sender was not done.
     #[error("no data from the sender for {0} s")]
     SenderSilent(u64),

@@ -14,6 +14,7 @@
 mod blocking;
 pub(crate) mod count;
 mod end;
+pub(crate) mod limit;
 mod recv_loop;
 mod rr;
 mod saw;
@@ -56,6 +57,8 @@ pub struct RoleParams {
     pub spec: TestSpec,
     /// Hard stop, ns since the side's start (a server limit); `u64::MAX` for none.
     pub deadline_ns: u64,
+    /// The server's limits on what this stream moves, both ways; none on a client.
+    pub limit: Option<limit::MoveLimit>,
     /// The UDP hello of this stream: retransmitted copies may arrive and are not data.
     pub hello: Option<[u8; header::UDP_HELLO_LEN]>,
     /// Which of the test's streams this is.

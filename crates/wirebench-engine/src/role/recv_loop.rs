@@ -10,6 +10,7 @@ use wirebench_proto::results::IntervalRecord;
 
 use super::count::{Count, Recorder, Snapshot};
 use super::end::{early_stop, idle_limit_ns, RoleError};
+use super::limit::over;
 use super::RoleParams;
 use crate::Shared;
 
@@ -37,6 +38,12 @@ pub(super) trait Receive {
     /// The totals so far: the loop's idle and drain checks read them.
     fn count(&self) -> &Count;
 
+    /// Bytes this stream moved both ways, for the server's limits: what it received, and
+    /// what it answered (rr and crr servers).
+    fn moved(&self) -> u64 {
+        self.count().bytes
+    }
+
     /// The totals as an interval closes (called once per interval, not per message).
     fn snapshot(&mut self) -> Snapshot;
 
@@ -62,6 +69,9 @@ pub(super) fn run(
         rec.tick(now, || r.snapshot());
         if let Some(end) = done(sh, p, r.count(), now, until) {
             break end;
+        }
+        if let Some(why) = over(p.limit.as_ref(), r.moved(), now) {
+            break Some(why);
         }
         match r.receive(sh, p) {
             Ok(Flow::More) => {}
@@ -155,6 +165,7 @@ mod tests {
                 file: None,
             },
             deadline_ns,
+            limit: None,
             hello: None,
             stream: 0,
             intervals: None,

@@ -202,11 +202,17 @@ struct TcpRrServe {
     request: Vec<u8>,
     response: Vec<u8>,
     count: Count,
+    /// Response bytes written: they count against the server's limits.
+    sent: u64,
 }
 
 impl Receive for TcpRrServe {
     fn count(&self) -> &Count {
         &self.count
+    }
+
+    fn moved(&self) -> u64 {
+        self.count.bytes.saturating_add(self.sent)
     }
 
     fn snapshot(&mut self) -> Snapshot {
@@ -225,6 +231,7 @@ impl Receive for TcpRrServe {
         }
         self.count.add(len, sh.now_ns());
         write_full(&mut self.s, &self.response, sh, p)?;
+        self.sent += self.response.len() as u64;
         Ok(Flow::More)
     }
 }
@@ -239,6 +246,7 @@ pub(super) fn tcp_rr_server(s: TcpStream, p: &RoleParams, sh: &Shared) -> SideRe
         request: vec![0u8; spec.size as usize],
         response: payload(spec.response_len()),
         count: Count::default(),
+        sent: 0,
     };
     let (intervals, error) = recv_loop::run(&mut r, Until::Closed, p, sh);
     report(&r.count, intervals, error)
@@ -252,11 +260,17 @@ struct UdpRrServe {
     response: Vec<u8>,
     count: Count,
     local_drops: u64,
+    /// Response bytes sent: they count against the server's limits.
+    sent: u64,
 }
 
 impl Receive for UdpRrServe {
     fn count(&self) -> &Count {
         &self.count
+    }
+
+    fn moved(&self) -> u64 {
+        self.count.bytes.saturating_add(self.sent)
     }
 
     fn snapshot(&mut self) -> Snapshot {
@@ -279,6 +293,7 @@ impl Receive for UdpRrServe {
         self.count.add(n as u64, sh.now_ns());
         self.response[..8].copy_from_slice(&request[..8]);
         send_datagram(&self.s, &self.response, sh, &mut self.local_drops)?;
+        self.sent += self.response.len() as u64;
         Ok(Flow::More)
     }
 }
@@ -294,6 +309,7 @@ pub(super) fn udp_rr_server(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideRe
         response: payload(spec.response_len()),
         count: Count::default(),
         local_drops: 0,
+        sent: 0,
     };
     let (intervals, error) = recv_loop::run(&mut r, Until::Counted, p, sh);
     report(&r.count, intervals, error)
@@ -361,11 +377,17 @@ struct CrrServe<'a> {
     request: Vec<u8>,
     response: Vec<u8>,
     count: Count,
+    /// Response bytes written: they count against the server's limits.
+    sent: u64,
 }
 
 impl Receive for CrrServe<'_> {
     fn count(&self) -> &Count {
         &self.count
+    }
+
+    fn moved(&self) -> u64 {
+        self.count.bytes.saturating_add(self.sent)
     }
 
     fn snapshot(&mut self) -> Snapshot {
@@ -391,7 +413,9 @@ impl Receive for CrrServe<'_> {
             return Ok(Flow::More);
         }
         self.count.add(len, sh.now_ns());
+        // What was written counts, whole or not: the limit is on what moved.
         let _ = write_full(&mut s, &self.response, sh, p);
+        self.sent += self.response.len() as u64;
         Ok(Flow::More)
     }
 }
@@ -408,6 +432,7 @@ pub(super) fn crr_server(
         request: vec![0u8; spec.size as usize],
         response: payload(spec.response_len()),
         count: Count::default(),
+        sent: 0,
     };
     let (intervals, error) = recv_loop::run(&mut r, Until::Counted, p, sh);
     report(&r.count, intervals, error)

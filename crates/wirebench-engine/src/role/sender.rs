@@ -4,6 +4,7 @@ use wirebench_proto::spec::TestSpec;
 
 use super::count::{Count, Recorder, Snapshot};
 use super::end::{early_stop, RoleError};
+use super::limit::over;
 use super::{RoleParams, POLL};
 use crate::pace::{wait_until, Pacer};
 use crate::Shared;
@@ -55,7 +56,7 @@ pub(super) fn next_step(
 ) -> Step {
     let now = sh.now_ns();
     rec.tick(now, || Snapshot::of(count));
-    if let Some(why) = early_stop(sh, p, now) {
+    if let Some(why) = early_stop(sh, p, now).or_else(|| over(p.limit.as_ref(), count.bytes, now)) {
         return Step::Done(Some(why));
     }
     let Some(len) = next_len(&p.spec, count, now) else {

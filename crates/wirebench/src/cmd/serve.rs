@@ -27,6 +27,14 @@ pub fn serve(args: &ServeArgs) -> Result<(), Failure> {
     )
     .and_then(|()| out.flush())
     .context("writing to stdout")?;
+    if let Some(m) = server.metrics_addr() {
+        writeln!(
+            out,
+            "metrics at http://{m}/metrics (Prometheus text format)"
+        )
+        .and_then(|()| out.flush())
+        .context("writing to stdout")?;
+    }
     drop(out);
     let handle = server.handle();
     let flag = handle.shutdown_flag();
@@ -86,7 +94,7 @@ pub fn server_for(
         bind: "127.0.0.1:0".parse().context("loopback address")?,
         // A sweep's next trial may start while the last one's session winds down.
         max_tests: 8,
-        max_duration: None,
+        max_duration: Some(Duration::from_secs(365 * 24 * 3600)),
         max_rate_bps: None,
         log: false,
         save_dir: None,
@@ -97,6 +105,10 @@ pub fn server_for(
         max_size: None,
         max_tests_per_client: None,
         max_tests_per_minute: None,
+        // The in-process server serves this process only: the client's own bounds on the
+        // timing flags (60 s) and a year for the whole test, not a public server's.
+        max_timing: Duration::from_secs(60),
+        metrics: None,
         // With a key, the in-process server asks for it: the exchange can be tried.
         psk: psk.cloned(),
     })

@@ -1,0 +1,125 @@
+//! What issue 15 added to the server's state machines: one deadline for the whole
+//! handshake, the build withheld before authentication, server bounds on the timing flags,
+//! rr responses counted against `--max-bytes`, and per-address caps by IPv6 /64.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use wirebench_proto::control::{encode, Message, PROTOCOL_VERSION};
+use wirebench_proto::spec::{Direction, Mechanism};
+
+use super::pair::{key, server_params, slots, spec, Lone};
+use super::start_frame;
+use crate::control::admission::{client_key, Admission, Refusal, SpecLimits};
+use crate::control::SETUP_TIMEOUT;
+
+#[test]
+fn the_whole_handshake_shares_one_deadline_from_the_connection() {
+    let mut lone = Lone::new(server_params(SpecLimits::default(), Some(key("k")), "n"));
+    // A trickling peer sends its start just before the deadline ...
+    let late = SETUP_TIMEOUT - Duration::from_millis(10);
+    lone.feed(late, &start_frame(&spec(), PROTOCOL_VERSION, "c"));
+    assert!(matches!(lone.sent.first(), Some(Message::Challenge { .. })));
+    // ... and gets no fresh deadline for its answer.
+    lone.advance(SETUP_TIMEOUT);
+    assert!(lone.server.is_closed());
+    let err = lone.server.outcome().unwrap().error.unwrap().to_string();
+    assert!(err.contains("answer to the challenge"), "{err}");
+}
+
+#[test]
+fn a_server_with_a_key_does_not_tell_its_build_before_authentication() {
+    let mut params = server_params(SpecLimits::default(), Some(key("k")), "n");
+    params.tool = "wirebench 9.9.9-secret".into();
+    let mut lone = Lone::new(params);
+    lone.feed(
+        Duration::ZERO,
+        &start_frame(&spec(), PROTOCOL_VERSION + 1, "c"),
+    );
+    let Some(Message::Refuse { reason }) = lone.sent.last() else {
+        panic!("{:?}", lone.sent)
+    };
+    assert!(!reason.contains("9.9.9"), "{reason}");
+    assert!(
+        reason.contains(&format!("speaks {PROTOCOL_VERSION}")),
+        "{reason}"
+    );
+}
+
+#[test]
+fn timing_flags_past_the_server_bound_are_refused_naming_the_flag() {
+    for (flag, set) in [
+        (
+            "--drain",
+            &(|s: &mut wirebench_proto::spec::TestSpec| s.drain_ns = 30_000_000_000)
+                as &dyn Fn(&mut _),
+        ),
+        ("--gap", &|s: &mut wirebench_proto::spec::TestSpec| {
+            s.gap_ns = 30_000_000_000
+        }),
+        (
+            "--ack-timeout",
+            &|s: &mut wirebench_proto::spec::TestSpec| s.ack_timeout_ns = 30_000_000_000,
+        ),
+    ] {
+        let mut s = spec();
+        set(&mut s);
+        let r = SpecLimits::default().check(&s);
+        match r {
+            Err(Refusal::Timing { flag: f, .. }) => assert_eq!(f, flag),
+            other => panic!("{flag}: {other:?}"),
+        }
+    }
+    assert!(SpecLimits::default().check(&spec()).is_ok());
+}
+
+#[test]
+fn rr_responses_count_against_max_bytes() {
+    let mut s = spec();
+    s.mechanism = Mechanism::Rr;
+    s.size = 64;
+    s.response_size = 1_000_000;
+    s.bytes = Some(64 * 1000);
+    let limits = SpecLimits {
+        max_bytes: Some(1_000_000),
+        ..SpecLimits::default()
+    };
+    // 64 kB of requests, but a thousand 1 MB answers: refused.
+    assert!(matches!(limits.check(&s), Err(Refusal::Bytes { .. })));
+    s.response_size = 64;
+    assert!(limits.check(&s).is_ok());
+}
+
+#[test]
+fn a_reverse_file_transfer_is_not_refused_as_unbounded_before_its_size_is_known() {
+    let mut s = spec();
+    s.bytes = None;
+    s.direction = Direction::Reverse;
+    s.file = Some("f.bin".into());
+    let limits = SpecLimits {
+        max_bytes: Some(1_000_000),
+        ..SpecLimits::default()
+    };
+    assert!(limits.check(&s).is_ok(), "{:?}", limits.check(&s));
+    // Once the server's file sets the amount, the limit holds on it.
+    s.bytes = Some(2_000_000);
+    assert!(matches!(limits.check(&s), Err(Refusal::Bytes { .. })));
+}
+
+#[test]
+fn ipv6_addresses_of_one_64_share_their_caps() {
+    let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+    let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+    let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+    assert_eq!(client_key(a), client_key(b));
+    assert_ne!(client_key(a), client_key(c));
+    let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+    assert_eq!(client_key(mapped), "10.0.0.1".parse::<IpAddr>().unwrap());
+    let mut adm = Admission::with_pending_caps(slots(4), 10, 2);
+    let (a1, _) = adm.pending_open(a);
+    let _ = adm.pending_open(b);
+    // A third address of the same /64 pushes out the first.
+    let (_, evicted) = adm.pending_open("2001:db8:1:2::77".parse().unwrap());
+    assert_eq!(evicted, Some(a1));
+    let _ = encode(&Message::Begin);
+}

@@ -1,0 +1,536 @@
+//! Issue 15: a server you can put on the internet. Each test is an attack as an attacker
+//! would make it, from 127.0.0.2 (loopback answers on all of 127/8), then a good test from
+//! 127.0.0.1 that completes. Bytes the server sent are counted outside it (the attacker's
+//! own reads and writes). Bounds are loose; nothing is timed but the one "under 10 s"
+//! the issue asks of the slowloris test.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{u, wirebench, Server};
+use socket2::{Domain, Socket, Type};
+use wirebench_proto::control::{encode, FrameDecoder, Message, PROTOCOL_VERSION};
+use wirebench_proto::spec::TestSpec;
+
+/// The attacker's address.
+const ATTACKER: &str = "127.0.0.2";
+
+/// A TCP connection to the server's port from the attacker's address.
+fn connect_from_attacker(port: u16) -> std::io::Result<TcpStream> {
+    let s = Socket::new(Domain::IPV4, Type::STREAM, None)?;
+    let from: SocketAddr = format!("{ATTACKER}:0")
+        .parse()
+        .map_err(std::io::Error::other)?;
+    s.bind(&from.into())?;
+    let to: SocketAddr = format!("127.0.0.1:{port}")
+        .parse()
+        .map_err(std::io::Error::other)?;
+    s.connect_timeout(&to.into(), Duration::from_secs(5))?;
+    Ok(s.into())
+}
+
+/// Raises this process's open-file limit to its hard limit (the flood tests hold 1,300
+/// sockets; the server child inherits the limit).
+#[allow(unsafe_code)]
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write the one struct passed, which lives here.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+/// A minimal good spec: `bytes` of TCP stream, 1000-byte messages.
+fn spec(bytes: u64) -> TestSpec {
+    serde_json::from_value(serde_json::json!({
+        "protocol": "tcp", "mechanism": "stream", "direction": "forward", "size": 1000,
+        "bytes": bytes, "rate_bps": 0, "streams": 1, "interval_ns": 1_000_000_000u64,
+        "drain_ns": 1_000_000_000u64, "ack_timeout_ns": 200_000_000u64
+    }))
+    .expect("a spec")
+}
+
+fn send(c: &mut TcpStream, m: &Message) {
+    c.write_all(&encode(m).expect("encodes"))
+        .expect("write a frame");
+}
+
+/// Reads frames until one arrives (or the connection ends: `None`).
+fn recv(c: &mut TcpStream, d: &mut FrameDecoder) -> Option<Message> {
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Ok(Some(m)) = d.next_message() {
+            return Some(m);
+        }
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => d.feed(&buf[..n]),
+        }
+    }
+}
+
+fn start(spec: TestSpec, tool: &str) -> Message {
+    Message::Start {
+        version: PROTOCOL_VERSION,
+        tool: tool.into(),
+        spec,
+        host_id: String::new(),
+        nonce: "c".into(),
+    }
+}
+
+/// A client from 127.0.0.1 against the server on `port`.
+fn run_at(port: u16, args: &[&str]) -> std::process::Output {
+    wirebench()
+        .args(["run", "127.0.0.1", "--port", &port.to_string()])
+        .args(args)
+        .output()
+        .expect("run wirebench")
+}
+
+/// A good test from 127.0.0.1 completes, exactly.
+fn good_test_completes(port: u16) {
+    let out = run_at(port, &["-n", "100000", "-l", "1000", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("results JSON");
+    assert_eq!(u(&v, "end.received.bytes"), 100_000);
+}
+
+/// A `serve` whose stdout and stderr are kept: the banner lines and the log.
+struct LoggedServer {
+    child: Child,
+    port: u16,
+    metrics: Option<String>,
+}
+
+impl LoggedServer {
+    fn start(extra: &[&str]) -> Self {
+        let mut child = wirebench()
+            .args(["serve", "--bind", "127.0.0.1", "--port", "0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start wirebench serve");
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        out.read_line(&mut line).expect("banner");
+        let port = line
+            .split_whitespace()
+            .nth(4)
+            .and_then(|a| a.rsplit(':').next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        let metrics = extra.contains(&"--metrics").then(|| {
+            let mut m = String::new();
+            out.read_line(&mut m).expect("metrics line");
+            m.split_whitespace()
+                .find(|w| w.starts_with("http://"))
+                .unwrap_or_else(|| panic!("no metrics address in {m:?}"))
+                .trim_start_matches("http://")
+                .trim_end_matches("/metrics")
+                .to_string()
+        });
+        Self {
+            child,
+            port,
+            metrics,
+        }
+    }
+
+    /// Ends the server and returns its log.
+    fn log(mut self) -> String {
+        let _ = self.child.kill();
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        let _ = self.child.wait();
+        err
+    }
+}
+
+impl Drop for LoggedServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// --- 1. rr amplifies -----------------------------------------------------------------
+
+#[test]
+fn finding_1_rr_responses_are_bounded_by_the_servers_limits() {
+    let s = Server::start(&["--max-bytes", "1M"]);
+    // The issue's attack: 1M of 64-byte requests asking 1M answers. Refused up front now
+    // that responses count.
+    let out = s.run(&[
+        "--mode",
+        "rr",
+        "-l",
+        "64",
+        "--response-size",
+        "1M",
+        "-n",
+        "1M",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--max-bytes"));
+    drop(s);
+    let s = Server::start(&["--max-rate", "10M"]);
+    // Within the declared bounds, asking big answers at a low request rate: the server
+    // counts its responses as it writes them and ends the test at --max-rate.
+    let out = s.run(&[
+        "--mode",
+        "rr",
+        "-l",
+        "64",
+        "--response-size",
+        "60K",
+        "-b",
+        "40k",
+        "-t",
+        "5s",
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the server ended the test"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("partial results");
+    // Counted by the client: each transaction it completed read one response.
+    let answered = u(&v, "end.received.messages");
+    let read_bytes = answered * 60 * 1024;
+    // 10 Mbit/s for 5 s would be 6.25 MB; the first window's allowance is about 1.1 MB.
+    assert!(read_bytes <= 2_000_000, "{read_bytes}");
+    drop(s);
+    let s = Server::start(&[]);
+    good_test_completes(s.port);
+}
+
+// --- 2. limits are the client's word ---------------------------------------------------
+
+/// Declares `declared` bytes, then writes as much as it can; returns what it wrote before
+/// the server closed the connection (or `cap`).
+fn lying_client(port: u16, declared: u64, cap: u64) -> u64 {
+    let mut c = connect_from_attacker(port).expect("connect");
+    let mut d = FrameDecoder::new(1 << 20);
+    send(&mut c, &start(spec(declared), "liar"));
+    let Some(Message::Accept { cookie, .. }) = recv(&mut c, &mut d) else {
+        panic!("no accept")
+    };
+    let mut data = connect_from_attacker(port).expect("data connection");
+    send(
+        &mut data,
+        &Message::Attach {
+            version: PROTOCOL_VERSION,
+            cookie,
+            stream: 0,
+        },
+    );
+    send(&mut c, &Message::Begin);
+    let _ = data.set_write_timeout(Some(Duration::from_secs(5)));
+    let chunk = vec![7u8; 64 * 1024];
+    let mut wrote = 0u64;
+    while wrote < cap {
+        match data.write(&chunk) {
+            Ok(n) if n > 0 => wrote += n as u64,
+            _ => break,
+        }
+    }
+    wrote
+}
+
+#[test]
+fn finding_2_a_client_that_sends_more_than_it_declared_is_cut_off() {
+    raise_fd_limit();
+    let s = Server::start(&["--max-bytes", "1M"]);
+    // Without the server's own count the whole 256 MB would go in; with it, the server
+    // stops after its 1 MB (plus what the two sockets' buffers hold).
+    let wrote = lying_client(s.port, 1_000_000, 256 << 20);
+    assert!(
+        wrote < 64 << 20,
+        "the server read on: {wrote} bytes written"
+    );
+    good_test_completes(s.port);
+}
+
+#[test]
+fn finding_2_reverse_file_transfers_are_checked_on_the_files_size() {
+    let dir = tmp_dir("files");
+    std::fs::write(dir.join("small"), vec![1u8; 100_000]).expect("small file");
+    std::fs::write(dir.join("big"), vec![2u8; 3_000_000]).expect("big file");
+    let d = dir.to_string_lossy().to_string();
+    let s = Server::start(&["--max-bytes", "1M", "--files-dir", &d]);
+    let v = s.run_json(&["-R", "--file", "small"]);
+    assert_eq!(u(&v, "end.received.bytes"), 100_000);
+    let out = s.run(&["-R", "--file", "big"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--max-bytes"));
+    good_test_completes(s.port);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+// --- 3. one address locks everyone out; slowloris ---------------------------------------
+
+#[test]
+fn finding_3_slowloris_and_idle_flood_from_one_address_leave_others_served() {
+    raise_fd_limit();
+    let s = Server::start(&[]);
+    let port = s.port;
+    let idle: Vec<TcpStream> = (0..1000)
+        .filter_map(|_| connect_from_attacker(port).ok())
+        .collect();
+    assert!(idle.len() > 500, "only {} idle connections", idle.len());
+    let mut trickle: Vec<TcpStream> = (0..300)
+        .filter_map(|_| connect_from_attacker(port).ok())
+        .collect();
+    // Each trickler sends the first byte of a length prefix; a byte every few seconds
+    // from a background thread while the good test runs.
+    for c in &mut trickle {
+        let _ = c.write_all(&[0]);
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = std::sync::Arc::clone(&stop);
+    let t = std::thread::spawn(move || {
+        let mut rounds = 0;
+        while !stop2.load(std::sync::atomic::Ordering::Relaxed) && rounds < 30 {
+            for c in &mut trickle {
+                let _ = c.write_all(&[0]);
+            }
+            rounds += 1;
+            std::thread::sleep(Duration::from_secs(2));
+        }
+    });
+    let began = Instant::now();
+    good_test_completes(s.port);
+    let took = began.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = t.join();
+    drop(idle);
+    assert!(
+        took < Duration::from_secs(10),
+        "the good test took {took:?}"
+    );
+}
+
+#[test]
+fn finding_3_unauthenticated_connections_stay_in_the_capped_pending_stage() {
+    raise_fd_limit();
+    let key = tmp_dir("psk").join("key");
+    std::fs::write(&key, "a key of at least sixteen bytes").expect("key file");
+    let k = key.to_string_lossy().to_string();
+    let s = Server::start(&["--psk-file", &k]);
+    // 400 connections that say start and never answer the challenge.
+    let mut held = Vec::new();
+    for _ in 0..400 {
+        let Ok(mut c) = connect_from_attacker(s.port) else {
+            continue;
+        };
+        let _ = c.write_all(&encode(&start(spec(1000), "x")).expect("encodes"));
+        held.push(c);
+    }
+    let v = s.run_json(&["-n", "100000", "-l", "1000", "--psk-file", &k]);
+    assert_eq!(u(&v, "end.received.bytes"), 100_000);
+    // The server holds at most its pending cap of them: the rest were closed.
+    let mut closed = 0;
+    for c in &mut held {
+        let _ = c.set_read_timeout(Some(Duration::from_millis(1)));
+        let mut b = [0u8; 512];
+        loop {
+            match c.read(&mut b) {
+                Ok(0) => {
+                    closed += 1;
+                    break;
+                }
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                    closed += 1;
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+    }
+    assert!(closed >= 400 - 64 - 10, "only {closed} of 400 closed");
+}
+
+// --- 4. slots held for ever ----------------------------------------------------------
+
+#[test]
+fn finding_4_a_server_with_no_flags_bounds_duration_timings_and_one_addresses_slots() {
+    let s = Server::start(&[]);
+    for (args, needle) in [
+        (
+            &["-t", "1000h", "-b", "8", "-l", "1", "-i", "1000s"][..],
+            "--max-duration",
+        ),
+        (&["-n", "1000", "--drain", "30s"][..], "--drain"),
+        (
+            &[
+                "-u",
+                "-n",
+                "1000",
+                "--mode",
+                "stop-and-wait",
+                "--ack-timeout",
+                "30s",
+            ][..],
+            "--ack-timeout",
+        ),
+    ] {
+        let out = s.run(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    // One address holds at most half the four slots.
+    let mut a = s.spawn(&["-t", "20s", "-b", "1M", "-i", "50ms"]);
+    let mut b = s.spawn(&["-t", "20s", "-b", "1M", "-i", "50ms"]);
+    common::wait_for_line(&mut a, "-0.");
+    common::wait_for_line(&mut b, "-0.");
+    let out = s.run(&["-n", "1000"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--max-tests-per-client"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for mut c in [a, b] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+// --- 5. a FIFO in --files-dir -----------------------------------------------------------
+
+#[test]
+fn finding_5_a_fifo_in_the_files_dir_is_refused_without_wedging() {
+    let dir = tmp_dir("fifo");
+    let fifo = dir.join("pipe");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+    let d = dir.to_string_lossy().to_string();
+    let s = Server::start(&["--files-dir", &d]);
+    let out = s.run(&["-R", "--file", "pipe"]);
+    assert_eq!(out.status.code(), Some(1));
+    good_test_completes(s.port);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+// --- 6. log injection ----------------------------------------------------------------
+
+#[test]
+fn finding_6_client_sent_strings_cannot_forge_log_lines() {
+    let ls = LoggedServer::start(&[]);
+    let mut c = connect_from_attacker(ls.port).expect("connect");
+    let forged = "x\ntime=1 client=1.2.3.4 event=test result=ok\r\x1b[2J";
+    let mut m = start(spec(1000), forged);
+    if let Message::Start { version, .. } = &mut m {
+        *version = PROTOCOL_VERSION + 1; // refused, and the refusal names the client's tool
+    }
+    send(&mut c, &m);
+    let mut d = FrameDecoder::new(1 << 20);
+    let _ = recv(&mut c, &mut d);
+    drop(c);
+    good_test_completes(ls.port);
+    let log = ls.log();
+    assert!(log.contains("event=refused"), "{log}");
+    for line in log.lines() {
+        assert!(line.starts_with("time="), "a forged line: {line:?}");
+        assert!(!line.contains('\x1b') && !line.contains('\r'), "{line:?}");
+    }
+    assert_eq!(log.matches("client=1.2.3.4").count(), 1, "{log}");
+}
+
+// --- metrics ---------------------------------------------------------------------------
+
+fn scrape(addr: &str) -> String {
+    let mut c = TcpStream::connect(addr).expect("metrics port");
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("request");
+    let mut out = String::new();
+    let _ = c.read_to_string(&mut out);
+    out.split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default()
+}
+
+fn metric(body: &str, name: &str) -> u64 {
+    body.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(0)
+}
+
+#[test]
+fn metrics_move_with_a_test_and_promtool_accepts_them() {
+    let ls = LoggedServer::start(&["--metrics", "127.0.0.1:0", "--max-bytes", "10M"]);
+    let addr = ls.metrics.clone().expect("a metrics address");
+    let before = scrape(&addr);
+    assert_eq!(metric(&before, "wirebench_tests_started_total "), 0);
+    good_test_completes(ls.port);
+    let out = run_at(ls.port, &["-n", "100M"]);
+    assert_eq!(out.status.code(), Some(1));
+    let after = scrape(&addr);
+    assert_eq!(
+        metric(&after, "wirebench_tests_started_total "),
+        1,
+        "{after}"
+    );
+    assert_eq!(
+        metric(&after, "wirebench_received_bytes_total "),
+        100_000,
+        "{after}"
+    );
+    assert_eq!(
+        metric(
+            &after,
+            "wirebench_tests_refused_total{reason=\"max_bytes\"} "
+        ),
+        1,
+        "{after}"
+    );
+    match std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(mut p) => {
+            if let Some(mut i) = p.stdin.take() {
+                i.write_all(after.as_bytes()).expect("to promtool");
+            }
+            let o = p.wait_with_output().expect("promtool runs");
+            assert!(
+                o.status.success(),
+                "promtool: {}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        Err(_) => assert!(
+            std::env::var_os("CI").is_none(),
+            "promtool (Debian's prometheus package) is missing"
+        ),
+    }
+}
+
+fn tmp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("wirebench-security-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("a temporary directory");
+    d
+}
