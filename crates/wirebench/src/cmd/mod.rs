@@ -1,6 +1,7 @@
 //! One file per command: each validates its flags, calls a library and prints.
 
 pub mod lab;
+pub mod live;
 pub mod plot;
 pub mod report;
 pub mod run;
