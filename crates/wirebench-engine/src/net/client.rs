@@ -459,11 +459,20 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
     if let Some(p) = &mut peer {
         clean_report(p);
     }
-    Ok(Results::assemble(
+    let mut results = Results::assemble(
         &setup.spec,
         addr.to_string(),
         outcome.local.as_ref(),
         peer.as_ref(),
         error,
-    ))
+    );
+    if peer.is_none() && setup.spec.direction == Direction::Forward {
+        // The server received, and its report never came: what it received is unknown,
+        // not lost. (A made-up 100% loss would be the worst kind of wrong figure.)
+        results.end.udp = None;
+        for s in &mut results.streams {
+            s.udp = None;
+        }
+    }
+    Ok(results)
 }

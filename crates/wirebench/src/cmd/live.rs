@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use wirebench_engine::Watch;
 use wirebench_proto::results::{IntervalRecord, Results, Role, TestView};
-use wirebench_proto::spec::{Protocol, TestSpec};
+use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 use wirebench_proto::units::{format_bytes, format_rate_bps};
 
 use crate::cli::RateUnits;
@@ -81,6 +81,17 @@ impl Live {
             format_bytes(e.sent.bytes),
             self.rate(e.sent_bps),
         );
+        if results.datapath.server.is_none() && results.test.direction == Direction::Forward {
+            let _ = writeln!(
+                out,
+                "{:<10} unknown: the server did not report what it received",
+                "[receiver]"
+            );
+            if let Some(n) = note {
+                let _ = writeln!(out, "{n}");
+            }
+            return;
+        }
         let mut receiver = format!(
             "{:<9} {:>13}  {:>12}  {:>16}",
             "[receiver]",
