@@ -334,3 +334,77 @@ pub(super) fn peer_stream<'a>(
         part.streams.get(j)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirebench_proto::spec::{Mechanism, Protocol};
+
+    fn spec() -> TestSpec {
+        TestSpec {
+            protocol: Protocol::Udp,
+            mechanism: Mechanism::Stream,
+            direction: Direction::Forward,
+            size: 1000,
+            bytes: Some(1_000_000),
+            duration_ns: None,
+            rate_bps: 0,
+            rate_pps: 0,
+            gap_ns: 0,
+            streams: 1,
+            interval_ns: 1_000_000_000,
+            drain_ns: 1_000_000_000,
+            ack_timeout_ns: 200_000_000,
+            packet_log: false,
+            no_offload: false,
+            response_size: 0,
+            congestion: None,
+            zerocopy: false,
+            file: None,
+        }
+    }
+
+    /// A peer's live intervals wait for the driver, but a flood of them is bounded.
+    #[test]
+    fn peer_intervals_are_kept_in_order_and_bounded() {
+        let spec = spec();
+        let mut x = Exchange::new(spec, vec![Role::Sender], None);
+        let mut wire = Wire::new(wirebench_proto::control::MAX_FRAME);
+        let mut actions = VecDeque::new();
+        let now = Instant::now();
+        for i in 0..(MAX_PEER_INTERVALS as u64 + 10) {
+            let record = IntervalRecord {
+                start_ns: i,
+                ..IntervalRecord::default()
+            };
+            let msg = Message::Interval {
+                role: Role::Receiver,
+                record,
+            };
+            x.on_message(now, &mut wire, msg, &mut actions);
+        }
+        assert!(actions.is_empty());
+        let got: Vec<u64> = std::iter::from_fn(|| x.take_peer_interval())
+            .map(|(_, r)| r.start_ns)
+            .collect();
+        assert_eq!(got.len(), MAX_PEER_INTERVALS);
+        assert_eq!(got.first(), Some(&10));
+        assert!(!x.finished());
+    }
+
+    /// This side's intervals go to the peer while the test runs, not after its report.
+    #[test]
+    fn local_intervals_are_sent_until_the_report() {
+        let spec = spec();
+        let mut x = Exchange::new(spec, vec![Role::Receiver], None);
+        let mut wire = Wire::new(wirebench_proto::control::MAX_FRAME);
+        let now = Instant::now();
+        x.local_interval(now, &mut wire, Role::Receiver, IntervalRecord::default());
+        let sent = wire.transmit().map_or(0, <[u8]>::len);
+        assert!(sent > 0);
+        x.roles_done(now, &mut wire, SideReport::default());
+        let with_report = wire.transmit().map_or(0, <[u8]>::len);
+        x.local_interval(now, &mut wire, Role::Receiver, IntervalRecord::default());
+        assert_eq!(wire.transmit().map_or(0, <[u8]>::len), with_report);
+    }
+}

@@ -476,3 +476,81 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
     }
     Ok(results)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::exchange::printable;
+    use std::net::TcpListener;
+
+    fn udp_spec() -> TestSpec {
+        TestSpec {
+            protocol: Protocol::Udp,
+            mechanism: Mechanism::Stream,
+            direction: Direction::Forward,
+            size: 1000,
+            bytes: Some(1_000_000),
+            duration_ns: None,
+            rate_bps: 0,
+            rate_pps: 0,
+            gap_ns: 0,
+            streams: 1,
+            interval_ns: 1_000_000_000,
+            drain_ns: 1_000_000_000,
+            ack_timeout_ns: 200_000_000,
+            packet_log: true,
+            no_offload: false,
+            response_size: 0,
+            congestion: None,
+            zerocopy: false,
+            file: None,
+        }
+    }
+
+    #[test]
+    fn the_packet_log_limit_follows_the_test() {
+        use wirebench_proto::packet_log::RECORD_LEN;
+        let small = packet_log_limit(&udp_spec());
+        // 1,000 datagrams: a record each and a loss record each, twice over, and the header.
+        assert!(small >= 1000 * 2 * RECORD_LEN as u64, "{small}");
+        assert!(small < 1_000_000, "{small}");
+        let mut timed = udp_spec();
+        timed.bytes = None;
+        timed.duration_ns = Some(10_000_000_000);
+        timed.rate_bps = 1_000_000;
+        assert!(packet_log_limit(&timed) < small * 10);
+        timed.rate_bps = 0;
+        assert!(packet_log_limit(&timed) > small);
+    }
+
+    /// issue 15: a server that sends an endless packet log fills no disk.
+    #[test]
+    fn a_packet_log_longer_than_the_test_is_cut() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let flood = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().expect("accept");
+            let chunk = vec![7u8; 64 * 1024];
+            // Until the client stops reading.
+            while s.write_all(&chunk).is_ok() {}
+        });
+        let conn = TcpStream::connect(addr).expect("connect");
+        let path = std::env::temp_dir().join(format!("wb-log-cut-{}", std::process::id()));
+        let file = File::create(&path).expect("create");
+        let limit = 1_000_000;
+        let result = copy_log(conn, file, limit);
+        let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let _ = std::fs::remove_file(&path);
+        assert!(result.is_err());
+        assert_eq!(len, limit);
+        let _ = flood.join();
+    }
+
+    #[test]
+    fn server_text_is_made_printable() {
+        let t = printable("\u{1b}[31mred\nerror: forged\u{7}");
+        assert!(!t.chars().any(char::is_control), "{t}");
+        assert!(t.contains("red") && t.contains("\\n"));
+        assert_eq!(printable(&"x".repeat(5000)).len(), 1000);
+    }
+}
