@@ -57,6 +57,15 @@ pub enum Command {
     /// Emulate a network in namespaces: run a test or any command over an emulated link,
     /// keep a testbed up, or run a scenario file's trials.
     Lab(LabArgs),
+    /// Print the completions of a shell (bash, zsh, fish, elvish, powershell) on stdout,
+    /// e.g. `wirebench completions bash > /etc/bash_completion.d/wirebench`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) on stdout, e.g. `wirebench man | man -l -`.
+    Man,
 }
 
 /// `wirebench lab`.

@@ -46,6 +46,8 @@ fn main() -> ExitCode {
         Command::Plot(args) => cmd::plot::plot(&args),
         Command::Report(args) => cmd::report::report(&args),
         Command::Lab(args) => cmd::lab::lab(&args),
+        Command::Completions { shell } => cmd::shell::completions(shell),
+        Command::Man => cmd::shell::man(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

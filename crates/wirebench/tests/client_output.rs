@@ -256,3 +256,17 @@ fn a_hostile_servers_text_is_made_printable() {
     assert_eq!(err.lines().count(), 1, "{err:?}");
     assert!(err.contains("forged line"), "{err}");
 }
+
+#[test]
+fn completions_and_man_page_come_from_the_flags() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = wirebench().args(["completions", shell]).output().expect("run");
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("json-stream"), "{shell}");
+    }
+    let out = wirebench().arg("man").output().expect("run");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(".TH wirebench") && text.contains("wirebench-run"));
+}

@@ -6,4 +6,5 @@ pub mod plot;
 pub mod report;
 pub mod run;
 pub mod serve;
+pub mod shell;
 pub mod sweep;
