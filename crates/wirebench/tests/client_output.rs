@@ -270,3 +270,25 @@ fn completions_and_man_page_come_from_the_flags() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(".TH wirebench") && text.contains("wirebench-run"));
 }
+
+#[test]
+fn file_both_directions_works_without_a_server() {
+    let dir = std::env::temp_dir().join(format!("wb-both-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("payload.bin");
+    std::fs::write(&file, vec![42u8; 200_000]).expect("write");
+    let out = wirebench()
+        .args(["run", "--file"])
+        .arg(&file)
+        .args(["--both-directions", "-i", "0"])
+        .output()
+        .expect("run");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("send: file payload.bin arrived identical")
+            && text.contains("receive: file payload.bin arrived identical"),
+        "{text}"
+    );
+}

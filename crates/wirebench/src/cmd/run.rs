@@ -41,9 +41,20 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         Some(h) => Some(target(h, args.port, client).map_err(Failure::Usage)?),
         None => None,
     };
+    // Without a host, a server in this process; for `--file --both-directions` it gets a
+    // files directory holding the file, to send it back (removed when `run` ends).
+    let mut files_dir = None;
     let (host, port) = match target {
         Some((h, p)) => (h, p),
-        None => server_for(None, args.port, psk.as_ref())?,
+        None => match (&args.file, args.both_directions) {
+            (Some(file), true) => {
+                let dir = FilesDir::with(file)?;
+                let hp = in_process_server(args.psk_file.as_deref(), &dir.path)?;
+                files_dir = Some(dir);
+                hp
+            }
+            _ => server_for(None, args.port, psk.as_ref())?,
+        },
     };
     let cfg = ClientConfig {
         host,
@@ -62,7 +73,9 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     let interrupt = interrupt_flag();
     // The one place another kind of peer (e.g. an iperf3 server) would branch off.
     if args.both_directions {
-        return both_directions(args, cfg, output, &interrupt);
+        let done = both_directions(args, cfg, output, &interrupt);
+        drop(files_dir);
+        return done;
     }
     if output == Output::Stream {
         emit(&StartEvent {
@@ -86,6 +99,73 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     });
     live.finish(&results, note.as_deref());
     print_results(&results, output, interrupted, args)
+}
+
+/// A temporary files directory for the in-process server, removed when dropped.
+struct FilesDir {
+    path: std::path::PathBuf,
+}
+
+impl FilesDir {
+    /// A new directory holding a copy of `file` under its own name.
+    fn with(file: &std::path::Path) -> Result<Self, Failure> {
+        let path = std::env::temp_dir().join(format!("wirebench-files-{}", std::process::id()));
+        std::fs::create_dir_all(&path)
+            .with_context(|| format!("creating {}", path.display()))?;
+        let dir = Self { path };
+        let name = file
+            .file_name()
+            .ok_or_else(|| Failure::Usage(format!("--file {}: not a file", file.display())))?;
+        let copy = dir.path.join(name);
+        // A hard link costs nothing; across file systems, a copy.
+        if std::fs::hard_link(file, &copy).is_err() {
+            std::fs::copy(file, &copy)
+                .with_context(|| format!("copying {} for the in-process server", file.display()))?;
+        }
+        Ok(dir)
+    }
+}
+
+impl Drop for FilesDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// A server in this process on loopback that sends files from `files_dir`, configured as
+/// `serve` would be with these flags (so its defaults stay those of `serve`).
+fn in_process_server(
+    psk_file: Option<&std::path::Path>,
+    files_dir: &std::path::Path,
+) -> Result<(String, u16), Failure> {
+    use clap::Parser;
+    /// `serve`'s flags alone.
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: cli::ServeArgs,
+    }
+    let mut flags: Vec<std::ffi::OsString> = ["serve", "--bind", "127.0.0.1", "--port", "0"]
+        .iter()
+        .map(Into::into)
+        .collect();
+    flags.extend(["--quiet".into(), "--max-tests".into(), "8".into()]);
+    flags.extend(["--files-dir".into(), files_dir.as_os_str().to_owned()]);
+    if let Some(p) = psk_file {
+        flags.extend(["--psk-file".into(), p.as_os_str().to_owned()]);
+    }
+    let serve = Serve::try_parse_from(flags).map_err(|e| Failure::Usage(e.to_string()))?;
+    let config = serve.args.config().map_err(Failure::Usage)?;
+    let server = wirebench_engine::Server::bind(config).context("starting the in-process server")?;
+    let port = server
+        .local_addr()
+        .context("reading the server address")?
+        .port();
+    std::thread::Builder::new()
+        .name("wirebench-local-server".into())
+        .spawn(move || server.run())
+        .context("starting the in-process server")?;
+    Ok(("127.0.0.1".to_string(), port))
 }
 
 /// `HOST`, `HOST:PORT`, `[V6ADDR]:PORT` or a bare IPv6 address, resolved as `-4`/`-6` ask.
