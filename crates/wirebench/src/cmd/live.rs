@@ -124,9 +124,10 @@ impl Live {
 
     fn line(&mut self, who: &str, rec: &IntervalRecord) {
         let secs = rec.end_ns.saturating_sub(rec.start_ns) as f64 / 1e9;
-        // The last interval is cut short by the end of the test: an empty sliver is left
-        // out, a real one is shown with its own length (its rate is over that length).
-        if rec.end_ns.saturating_sub(rec.start_ns) < self.interval_ns / 20 && rec.bytes == 0 {
+        // The last interval is cut short by the end of the test: a part of it is shown with
+        // its own length (its rate is over that length); a sliver under a twentieth of an
+        // interval, whose rate would mean little, is left to the summary, which counts it.
+        if rec.end_ns.saturating_sub(rec.start_ns) < self.interval_ns / 20 {
             return;
         }
         let rate = if secs > 0.0 {
