@@ -292,3 +292,36 @@ fn file_both_directions_works_without_a_server() {
         "{text}"
     );
 }
+
+/// An iperf3 server is named as such, at once (not after the set-up timeout).
+#[test]
+fn an_iperf3_server_is_recognised() {
+    let port = closed_port().to_string();
+    let Ok(mut iperf3) = Command::new("iperf3")
+        .args(["-s", "-1", "-p", &port, "-B", "127.0.0.1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+    else {
+        eprintln!("skipped: iperf3 is not installed");
+        return;
+    };
+    // iperf3 prints its banner once it listens.
+    let mut reader = BufReader::new(iperf3.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+        if line.contains("listening") {
+            break;
+        }
+        line.clear();
+    }
+    let out = wirebench()
+        .args(["run", &format!("127.0.0.1:{port}"), "-t", "1"])
+        .output()
+        .expect("run");
+    let _ = iperf3.kill();
+    let _ = iperf3.wait();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("iperf3 server"), "{err}");
+}
