@@ -562,9 +562,7 @@ fn parse_format(name: &str) -> Result<FormatArg, UnknownFormat> {
     Ok(match name {
         "a" | "A" => FormatArg::Units(RateUnits::Auto),
         "k" | "m" | "g" => FormatArg::Units(RateUnits::Bits(name.chars().next().unwrap_or('m'))),
-        "K" | "M" | "G" => {
-            FormatArg::Units(RateUnits::Bytes(name.chars().next().unwrap_or('M')))
-        }
+        "K" | "M" | "G" => FormatArg::Units(RateUnits::Bytes(name.chars().next().unwrap_or('M'))),
         _ => FormatArg::Document(Format::parse(name)?),
     })
 }
@@ -654,7 +652,10 @@ impl RunArgs {
             rate_pps,
             gap_ns: self.gap.map_or(0, ns),
             streams: self.parallel,
-            interval_ns: ns(self.interval.filter(|d| !d.is_zero()).unwrap_or(Duration::from_secs(1))),
+            interval_ns: ns(self
+                .interval
+                .filter(|d| !d.is_zero())
+                .unwrap_or(Duration::from_secs(1))),
             drain_ns: ns(self.drain),
             ack_timeout_ns: ns(self.ack_timeout),
             packet_log: self.packet_log.is_some(),

@@ -100,7 +100,9 @@ fn iperf3_habit(args: &[String]) -> Option<String> {
     let host_after = |i: usize| args.get(i + 1).map_or("HOST", String::as_str).to_string();
     match first {
         "-s" | "--server" => {
-            return Some("iperf3's -s is `wirebench serve` here (e.g. wirebench serve -p 5201)".into())
+            return Some(
+                "iperf3's -s is `wirebench serve` here (e.g. wirebench serve -p 5201)".into(),
+            )
         }
         "-c" | "--client" => {
             return Some(format!(
@@ -112,7 +114,9 @@ fn iperf3_habit(args: &[String]) -> Option<String> {
         _ => return None,
     }
     let end = args.iter().position(|a| a == "--").unwrap_or(args.len());
-    let i = args[..end].iter().position(|a| a == "-c" || a == "--client")?;
+    let i = args[..end]
+        .iter()
+        .position(|a| a == "-c" || a == "--client")?;
     Some(format!(
         "-c is iperf3's: give the server as wirebench run's first argument (wirebench run {})",
         host_after(i)

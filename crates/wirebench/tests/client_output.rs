@@ -20,7 +20,10 @@ fn closed_port() -> u16 {
 
 /// Reads `child`'s stdout until a line contains `needle`; returns the lines read and the
 /// reader, to read the rest after.
-fn read_until(child: &mut Child, needle: &str) -> (Vec<String>, BufReader<std::process::ChildStdout>) {
+fn read_until(
+    child: &mut Child,
+    needle: &str,
+) -> (Vec<String>, BufReader<std::process::ChildStdout>) {
     let mut reader = BufReader::new(child.stdout.take().expect("stdout"));
     let mut lines = Vec::new();
     loop {
@@ -90,7 +93,10 @@ fn live_lines_by_default_on_a_terminal() {
         .stdin(Stdio::null())
         .output();
     let Ok(out) = out else {
-        assert!(std::env::var_os("CI").is_none(), "script(1) is needed in CI");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "script(1) is needed in CI"
+        );
         return;
     };
     assert!(out.status.success(), "{out:?}");
@@ -113,7 +119,10 @@ fn refused_connection_is_one_line_with_a_hint_and_the_os_text_once() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert_eq!(err.matches("refused").count(), 1, "{err}");
-    assert!(err.contains("wirebench serve") && err.contains("-p"), "{err}");
+    assert!(
+        err.contains("wirebench serve") && err.contains("-p"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -126,7 +135,10 @@ fn json_on_failure_is_one_document_with_the_error() {
             .expect("run");
         assert_eq!(out.status.code(), Some(1));
         let doc: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
-        assert!(doc["error"].as_str().is_some_and(|e| e.contains("refused")), "{doc}");
+        assert!(
+            doc["error"].as_str().is_some_and(|e| e.contains("refused")),
+            "{doc}"
+        );
         assert_eq!(doc["error_kind"], "connect");
         assert_eq!(doc["exit_code"], 1);
         assert_eq!(doc["test"]["protocol"], "tcp");
@@ -146,10 +158,15 @@ fn json_stream_writes_start_intervals_and_end() {
     assert_eq!(events.last().map(|e| &e["event"]), Some(&"end".into()));
     let end = events.last().expect("end");
     // The same keys as the document.
-    assert!(end["end"]["received"]["bytes"].as_u64().is_some_and(|b| b > 0), "{end}");
-    assert!(events.iter().any(|e| e["event"] == "interval"
-        && e["side"] == "server"
-        && e["role"] == "receiver"));
+    assert!(
+        end["end"]["received"]["bytes"]
+            .as_u64()
+            .is_some_and(|b| b > 0),
+        "{end}"
+    );
+    assert!(events
+        .iter()
+        .any(|e| e["event"] == "interval" && e["side"] == "server" && e["role"] == "receiver"));
     let port = closed_port().to_string();
     let out = wirebench()
         .args(["run", "127.0.0.1", "-p", &port, "--json-stream"])
@@ -195,16 +212,29 @@ fn a_server_that_goes_away_gives_partial_results_not_a_made_up_loss() {
         .expect("read");
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(1), "{out}{err}");
-    assert!(err.contains("the server closed the connection after"), "{err}");
+    assert!(
+        err.contains("the server closed the connection after"),
+        "{err}"
+    );
     assert!(out.contains("[sender]"), "{out}");
-    assert!(!out.contains("100.00%") && !out.contains("100.000%"), "{out}");
+    assert!(
+        !out.contains("100.00%") && !out.contains("100.000%"),
+        "{out}"
+    );
 }
 
 #[test]
 fn host_port_forms_and_iperf3_habits() {
     let server = Server::start(&[]);
     let out = wirebench()
-        .args(["run", &format!("127.0.0.1:{}", server.port), "-t", "1", "-f", "m"])
+        .args([
+            "run",
+            &format!("127.0.0.1:{}", server.port),
+            "-t",
+            "1",
+            "-f",
+            "m",
+        ])
         .output()
         .expect("run");
     assert!(out.status.success(), "{out:?}");
@@ -216,7 +246,10 @@ fn host_port_forms_and_iperf3_habits() {
     for (args, want) in [
         (&["-s"][..], "wirebench serve"),
         (&["-c", "example.net"][..], "wirebench run example.net"),
-        (&["run", "-c", "example.net"][..], "wirebench run example.net"),
+        (
+            &["run", "-c", "example.net"][..],
+            "wirebench run example.net",
+        ),
     ] {
         let out = wirebench().args(args).output().expect("run");
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -260,7 +293,10 @@ fn a_hostile_servers_text_is_made_printable() {
 #[test]
 fn completions_and_man_page_come_from_the_flags() {
     for shell in ["bash", "zsh", "fish"] {
-        let out = wirebench().args(["completions", shell]).output().expect("run");
+        let out = wirebench()
+            .args(["completions", shell])
+            .output()
+            .expect("run");
         assert!(out.status.success());
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains("json-stream"), "{shell}");

@@ -73,8 +73,8 @@ fn adapt(cmd: &str, server: &str) -> String {
     for part in line.clone().split(';') {
         let p = part.trim();
         let is_run = p.starts_with("wirebench run") || p.contains("-- run");
-        let bounded = [" -t ", " -n ", " --file "].iter().any(|f| p.contains(f))
-            || p.ends_with(" -t");
+        let bounded =
+            [" -t ", " -n ", " --file "].iter().any(|f| p.contains(f)) || p.ends_with(" -t");
         if is_run && !bounded {
             let (head, tail) = match p.find(" >") {
                 Some(k) => (&p[..k], &p[k..]),
@@ -99,7 +99,9 @@ fn run_line(line: &str, dir: &Path) -> Result<std::process::Output, String> {
     let bin = Path::new(env!("CARGO_BIN_EXE_wirebench"));
     let path = format!(
         "{}:{}",
-        bin.parent().map(|p| p.display().to_string()).unwrap_or_default(),
+        bin.parent()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
         std::env::var("PATH").unwrap_or_default()
     );
     let mut child = Command::new("bash")
@@ -220,13 +222,20 @@ fn every_readme_command_runs() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(ran >= 20, "only {ran} README commands found");
-    assert!(failed.is_empty(), "README commands that failed:\n{}", failed.join("\n"));
+    assert!(
+        failed.is_empty(),
+        "README commands that failed:\n{}",
+        failed.join("\n")
+    );
 }
 
 #[test]
 fn adapting_keeps_the_command_and_shortens_it() {
     let s = "127.0.0.1:9";
-    assert_eq!(adapt("wirebench run SERVER", s), "wirebench run 127.0.0.1:9 -t 300ms");
+    assert_eq!(
+        adapt("wirebench run SERVER", s),
+        "wirebench run 127.0.0.1:9 -t 300ms"
+    );
     assert_eq!(
         adapt("wirebench run SERVER:5201 -t 5s", s),
         "wirebench run 127.0.0.1:9 -t 300ms"

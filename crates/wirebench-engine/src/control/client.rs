@@ -461,9 +461,9 @@ impl ClientSession {
                 self.fail(now, EngineError::Refused(reason), None)
             }
             Message::Error { reason } => {
-                    let reason = printable(&reason);
-                    self.fail(now, EngineError::Peer(reason), None)
-                }
+                let reason = printable(&reason);
+                self.fail(now, EngineError::Peer(reason), None)
+            }
             other => {
                 let e = EngineError::Protocol(format!("expected accept or refuse, got {other:?}"));
                 self.fail(now, e, Some("unexpected control message during set-up"));

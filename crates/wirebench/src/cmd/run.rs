@@ -110,8 +110,7 @@ impl FilesDir {
     /// A new directory holding a copy of `file` under its own name.
     fn with(file: &std::path::Path) -> Result<Self, Failure> {
         let path = std::env::temp_dir().join(format!("wirebench-files-{}", std::process::id()));
-        std::fs::create_dir_all(&path)
-            .with_context(|| format!("creating {}", path.display()))?;
+        std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
         let dir = Self { path };
         let name = file
             .file_name()
@@ -156,7 +155,8 @@ fn in_process_server(
     }
     let serve = Serve::try_parse_from(flags).map_err(|e| Failure::Usage(e.to_string()))?;
     let config = serve.args.config().map_err(Failure::Usage)?;
-    let server = wirebench_engine::Server::bind(config).context("starting the in-process server")?;
+    let server =
+        wirebench_engine::Server::bind(config).context("starting the in-process server")?;
     let port = server
         .local_addr()
         .context("reading the server address")?
@@ -231,7 +231,12 @@ fn interrupt_flag() -> Arc<AtomicBool> {
 
 /// Live lines by default on a terminal (for the table); `-i D` turns them on anywhere,
 /// `-i 0` off.
-fn live_view(args: &RunArgs, cfg: &ClientConfig, output: Output, interrupt: &Arc<AtomicBool>) -> Live {
+fn live_view(
+    args: &RunArgs,
+    cfg: &ClientConfig,
+    output: Output,
+    interrupt: &Arc<AtomicBool>,
+) -> Live {
     let table = output == Output::Document(Format::Table);
     let lines = table
         && match args.interval {
