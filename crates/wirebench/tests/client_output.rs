@@ -361,3 +361,18 @@ fn an_iperf3_server_is_recognised() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("iperf3 server"), "{err}");
 }
+
+#[test]
+fn a_busy_port_names_the_flag() {
+    let busy = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = busy.local_addr().expect("addr").port().to_string();
+    let out = wirebench()
+        .args(["serve", "--bind", "127.0.0.1", "-p", &port])
+        .output()
+        .expect("serve");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(err.matches("in use").count(), 1, "{err}");
+    assert!(err.contains("-p"), "{err}");
+}

@@ -88,6 +88,12 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     let mut live = live_view(args, &cfg, output, &interrupt);
     let results = match wirebench_engine::run(&cfg, &mut live) {
         Ok(r) => r,
+        Err(_) if live.was_interrupted() => {
+            return Err(Failure::Code(
+                EXIT_INTERRUPTED,
+                "interrupted before the test began".into(),
+            ))
+        }
         Err(e) => return Err(failed_before_start(&cfg, output, &e)),
     };
     let interrupted = live.was_interrupted();
@@ -441,6 +447,13 @@ fn both_directions(
     interrupt: &Arc<AtomicBool>,
 ) -> Result<(), Failure> {
     let send = one_test(args, &cfg, output, interrupt)?;
+    if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
+        // Ctrl-C during the first test: no second one.
+        return Err(Failure::Code(
+            EXIT_INTERRUPTED,
+            "interrupted: the way back was not run".into(),
+        ));
+    }
     let mut back = cfg;
     back.spec.direction = Direction::Reverse;
     back.file = None;
