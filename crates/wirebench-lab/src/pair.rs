@@ -125,7 +125,13 @@ pub fn run_pair(p: &PairRun) -> Result<PairOutcome, PairError> {
             (c, wants_json(args), "wirebench run".to_owned())
         }
         ClientCommand::Exec(words) => {
-            let mut c = lab.command(0, &words[0]);
+            // `wirebench` is this very executable, installed on PATH or not.
+            let prog = if words[0] == "wirebench" {
+                p.exe.as_os_str()
+            } else {
+                words[0].as_ref()
+            };
+            let mut c = lab.command(0, prog);
             c.args(&words[1..]);
             (c, false, words[0].clone())
         }

@@ -132,10 +132,19 @@ fn state_dir() -> PathBuf {
     if std::fs::create_dir_all("/run/wirebench-lab").is_ok() {
         return PathBuf::from("/run/wirebench-lab");
     }
-    match std::env::var("XDG_RUNTIME_DIR") {
+    // Rootless: /run is root's. Say where the testbeds are kept instead, once a process.
+    let dir = match std::env::var("XDG_RUNTIME_DIR") {
         Ok(d) => PathBuf::from(d).join("wirebench-lab"),
         Err(_) => std::env::temp_dir().join("wirebench-lab"),
-    }
+    };
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        eprintln!(
+            "note: /run/wirebench-lab is not writable: keeping testbeds in {} (set WIREBENCH_LAB_DIR to choose)",
+            dir.display()
+        );
+    });
+    dir
 }
 
 fn check_name(name: &str) -> Result<(), TestbedError> {
@@ -322,9 +331,14 @@ fn exec_inner(
                 .join(", "),
         })?;
     let (prog, args) = command.split_first().ok_or(TestbedError::NoCommand)?;
+    // `wirebench` is this very executable (read before entering the host), on PATH or not.
+    let prog = match std::env::current_exe() {
+        Ok(exe) if prog == "wirebench" => exe.into_os_string(),
+        _ => prog.into(),
+    };
     crate::netns::enter_held(st.pid, h.fd, st.userns)
         .map_err(io_err(format!("entering host {host} of testbed {name}")))?;
-    let mut c = Command::new(prog);
+    let mut c = Command::new(&prog);
     c.args(args);
     for other in &st.hosts {
         if let Some(a) = &other.address {
@@ -335,7 +349,7 @@ fn exec_inner(
         }
     }
     let e = c.exec();
-    Err(io_err(format!("running {prog}"))(e))
+    Err(io_err(format!("running {}", prog.to_string_lossy()))(e))
 }
 
 /// Takes testbed `name` down and ends what still ran in its hosts; returns how many

@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::results::SideReport;
+use crate::results::{IntervalRecord, Role, SideReport};
 use crate::spec::TestSpec;
 
 /// Version of the control protocol this build speaks.
@@ -113,6 +113,16 @@ pub enum Message {
     Done {
         /// What this side measured.
         report: Box<SideReport>,
+    },
+    /// Either way, while the test runs: an interval this side's roles just closed (summed
+    /// over the streams of that role), so the peer can show live what the receiver saw
+    /// (iperf3's server prints its own; here the client prints both sides' view). Sent at
+    /// most once per interval per side; a peer may ignore it.
+    Interval {
+        /// The role whose interval it is (the receiver's carries loss and jitter).
+        role: Role,
+        /// The interval's counters, relative to that side's start.
+        record: IntervalRecord,
     },
     /// Either way: the session ends because of this; the connection closes after it.
     Error {
@@ -234,6 +244,17 @@ mod tests {
             Message::Begin,
             Message::Refuse {
                 reason: "busy".into(),
+            },
+            Message::Interval {
+                role: Role::Receiver,
+                record: IntervalRecord {
+                    end_ns: 1_000_000_000,
+                    bytes: 1500,
+                    messages: 1,
+                    lost: 2,
+                    jitter_ns: Some(3.5),
+                    ..IntervalRecord::default()
+                },
             },
             Message::Attach {
                 version: 1,

@@ -18,9 +18,20 @@ pub const DEFAULT_PORT: u16 = 5300;
 /// an unlimited default floods it; 1 Gbit/s is a line rate most paths can be asked for.
 pub const DEFAULT_UDP_RATE_BPS: u64 = 1_000_000_000;
 
+/// The exit codes, as `--help` and the README list them.
+pub const EXIT_CODES: &str = "Exit codes: 0 the test completed (or stdout was closed early); \
+1 the test failed or was incomplete (what was measured is still printed); 2 bad flags; \
+130 interrupted (Ctrl-C: the partial results are printed first).";
+
 /// Measure what a network path delivers over TCP and UDP.
 #[derive(Debug, Parser)]
-#[command(name = "wirebench", version, about, propagate_version = true)]
+#[command(
+    name = "wirebench",
+    version,
+    about,
+    propagate_version = true,
+    after_help = EXIT_CODES
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -33,7 +44,7 @@ pub enum Command {
     /// Run a server that clients measure against.
     Serve(ServeArgs),
     /// Run one test against a server (with no HOST: against one in this process, on loopback).
-    Run(RunArgs),
+    Run(RunCmd),
     /// Print a packet log (from `run --packet-log`) as CSV.
     PacketLog(PacketLogArgs),
     /// Run a grid of tests, each repeated, and save every result with a summary.
@@ -49,6 +60,15 @@ pub enum Command {
     /// Emulate a network in namespaces: run a test or any command over an emulated link,
     /// keep a testbed up, or run a scenario file's trials.
     Lab(LabArgs),
+    /// Print the completions of a shell (bash, zsh, fish, elvish, powershell) on stdout,
+    /// e.g. `wirebench completions bash > /etc/bash_completion.d/wirebench`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) on stdout, e.g. `wirebench man | man -l -`.
+    Man,
 }
 
 /// `wirebench lab`.
@@ -489,16 +509,20 @@ pub struct RunArgs {
     /// Both directions at once: -P streams each way; the results give each direction.
     #[arg(long)]
     pub bidir: bool,
-    /// Print a line per interval (e.g. 1s); intervals are always recorded in --json.
+    /// Interval of the live lines and of the recorded intervals (e.g. 1s, 500ms; default 1s).
+    /// Live lines are printed by default when stdout is a terminal; `-i 0` turns them off,
+    /// and an interval given on a pipe turns them on. Intervals are always in --json.
     #[arg(short = 'i', long, value_parser = parse_duration)]
     pub interval: Option<Duration>,
-    /// Print the results document as JSON on stdout (the same as --format json).
-    #[arg(long, conflicts_with = "format")]
+    /// Print the results document as JSON on stdout (the same as --format json); a test
+    /// that fails still prints one document, with `error`, `error_kind` and `exit_code`.
+    #[arg(short = 'J', long, conflicts_with = "format")]
     pub json: bool,
-    /// How to print the results: table, json, csv (a row per direction) or ndjson (one
-    /// line). Default: table.
-    #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
-    pub format: Option<Format>,
+    /// Rate units of the live lines and summary, as iperf3's -f: k, m, g (bits/s), K, M, G
+    /// (bytes/s) or a (automatic, the default); or how to print the results document:
+    /// table (the default), json, csv (a row per direction) or ndjson (one line).
+    #[arg(short = 'f', long, value_name = "UNITS|FORMAT", value_parser = parse_format)]
+    pub format: Option<FormatArg>,
     /// How long the receiver waits for data in flight after the sender is done.
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     pub drain: Duration,
@@ -541,14 +565,67 @@ pub struct RunArgs {
     pub save: Option<PathBuf>,
 }
 
+/// `wirebench run`: the test's flags, and those of the client alone.
+#[derive(Debug, Clone, Args)]
+pub struct RunCmd {
+    /// The test.
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The client's own flags.
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// Flags of `run` that only the client's own output and connection use (not sweeps).
+#[derive(Debug, Clone, Args)]
+pub struct ClientArgs {
+    /// Write the test as it goes as NDJSON on stdout: a `start` event, an `interval` event
+    /// per interval of either side, then `end` (the results document) or `error` (see
+    /// docs/results.md).
+    #[arg(long, conflicts_with_all = ["json", "format"])]
+    pub json_stream: bool,
+    /// Connect over IPv4 only.
+    #[arg(short = '4', long = "ipv4", conflicts_with = "ipv6")]
+    pub ipv4: bool,
+    /// Connect over IPv6 only.
+    #[arg(short = '6', long = "ipv6")]
+    pub ipv6: bool,
+}
+
 /// `--preset NAME`: the names in help, and the first releases' names unlisted.
 fn parse_preset(name: &str) -> Result<Preset, VaryError> {
     Preset::parse(name)
 }
 
-/// `--format NAME`.
-fn parse_format(name: &str) -> Result<Format, UnknownFormat> {
-    Format::parse(name)
+/// What `-f/--format` names: iperf3's rate units, or the document's format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormatArg {
+    /// The results document's format.
+    Document(Format),
+    /// Units of the rates in live lines and the summary.
+    Units(RateUnits),
+}
+
+/// The units of rates in live lines and the summary (iperf3's `-f` letters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RateUnits {
+    /// The largest SI prefix that keeps the figure at or above 1, in bits/s.
+    #[default]
+    Auto,
+    /// Bits/s with a fixed SI prefix: `k`, `m`, `g` (1e3, 1e6, 1e9).
+    Bits(char),
+    /// Bytes/s with a fixed prefix: `K`, `M`, `G` (1e3, 1e6, 1e9).
+    Bytes(char),
+}
+
+/// `-f/--format NAME`: a rate unit letter, else a document format.
+fn parse_format(name: &str) -> Result<FormatArg, UnknownFormat> {
+    Ok(match name {
+        "a" | "A" => FormatArg::Units(RateUnits::Auto),
+        "k" | "m" | "g" => FormatArg::Units(RateUnits::Bits(name.chars().next().unwrap_or('m'))),
+        "K" | "M" | "G" => FormatArg::Units(RateUnits::Bytes(name.chars().next().unwrap_or('M'))),
+        _ => FormatArg::Document(Format::parse(name)?),
+    })
 }
 
 /// The pre-shared key from `--psk-file`, else from WIREBENCH_PSK, else none.
@@ -575,7 +652,16 @@ impl RunArgs {
     pub fn output_format(&self) -> Format {
         match (self.json, self.format) {
             (true, _) => Format::Json,
-            (false, f) => f.unwrap_or(Format::Table),
+            (false, Some(FormatArg::Document(f))) => f,
+            (false, _) => Format::Table,
+        }
+    }
+
+    /// The units of rates in live lines and the summary (`-f k|m|g|K|M|G|a`).
+    pub fn rate_units(&self) -> RateUnits {
+        match self.format {
+            Some(FormatArg::Units(u)) => u,
+            _ => RateUnits::Auto,
         }
     }
 
@@ -627,7 +713,10 @@ impl RunArgs {
             rate_pps,
             gap_ns: self.gap.map_or(0, ns),
             streams: self.parallel,
-            interval_ns: ns(self.interval.unwrap_or(Duration::from_secs(1))),
+            interval_ns: ns(self
+                .interval
+                .filter(|d| !d.is_zero())
+                .unwrap_or(Duration::from_secs(1))),
             drain_ns: ns(self.drain),
             ack_timeout_ns: ns(self.ack_timeout),
             packet_log: self.packet_log.is_some(),

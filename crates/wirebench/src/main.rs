@@ -3,7 +3,7 @@
 //! Glue only: `cli` holds the flags, `cmd/` one short file per command that validates them,
 //! calls a library (the engine to measure, the report crate to summarise and print, the lab
 //! crate to emulate) and prints. Exit codes: 0 success (and a broken pipe), 1 runtime
-//! failure, 2 usage error.
+//! failure, 2 usage error, 130 a test interrupted by Ctrl-C (see `cli::EXIT_CODES`).
 #![deny(unsafe_code)]
 
 mod cli;
@@ -22,6 +22,8 @@ pub(crate) enum Failure {
     Usage(String),
     /// Anything at run time: exit 1.
     Runtime(anyhow::Error),
+    /// A run that ended with its own exit code (130: interrupted), and why.
+    Code(u8, String),
 }
 
 impl From<anyhow::Error> for Failure {
@@ -31,6 +33,10 @@ impl From<anyhow::Error> for Failure {
 }
 
 fn main() -> ExitCode {
+    if let Some(answer) = iperf3_habit(&std::env::args().collect::<Vec<_>>()) {
+        eprintln!("error: {answer}");
+        return ExitCode::from(2);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => cmd::serve::serve(&args),
@@ -41,6 +47,8 @@ fn main() -> ExitCode {
         Command::Report(args) => cmd::report::report(&args),
         Command::Merge(args) => cmd::merge::merge(&args),
         Command::Lab(args) => cmd::lab::lab(&args),
+        Command::Completions { shell } => cmd::shell::completions(shell),
+        Command::Man => cmd::shell::man(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -52,10 +60,68 @@ fn main() -> ExitCode {
             if is_broken_pipe(&e) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", message(&e));
             ExitCode::from(1)
         }
+        Err(Failure::Code(code, msg)) => {
+            eprintln!("{msg}");
+            ExitCode::from(code)
+        }
     }
+}
+
+/// The error and its causes on one line, each said once: a cause whose text its parent
+/// already includes (the OS message inside "cannot connect to ...: ...") is not repeated.
+/// Where a cause has a usual fix, the fix follows.
+fn message(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    let in_use = e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::AddrInUse)
+    }) || out.contains("Address already in use");
+    if in_use {
+        out.push_str("; another program holds that port: choose another with -p");
+    }
+    out
+}
+
+/// iperf3's `-c HOST` and `-s` are no wirebench flags: the command that does it instead.
+fn iperf3_habit(args: &[String]) -> Option<String> {
+    let first = args.get(1).map(String::as_str)?;
+    let host_after = |i: usize| args.get(i + 1).map_or("HOST", String::as_str).to_string();
+    match first {
+        "-s" | "--server" => {
+            return Some(
+                "iperf3's -s is `wirebench serve` here (e.g. wirebench serve -p 5201)".into(),
+            )
+        }
+        "-c" | "--client" => {
+            return Some(format!(
+                "iperf3's -c HOST is `wirebench run HOST` here (e.g. wirebench run {})",
+                host_after(1)
+            ))
+        }
+        "run" => {}
+        _ => return None,
+    }
+    let end = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    let i = args[..end]
+        .iter()
+        .position(|a| a == "-c" || a == "--client")?;
+    Some(format!(
+        "-c is iperf3's: give the server as wirebench run's first argument (wirebench run {})",
+        host_after(i)
+    ))
 }
 
 /// Whether the failure was writing to a closed pipe (`wirebench ... | head`): not an error.

@@ -179,7 +179,11 @@ fn human_output_has_the_seed_table() {
     ] {
         assert!(text.contains(col), "{col} missing in {text}");
     }
-    assert!(text.contains("interval (s)"), "{text}");
+    // Live lines: the receiver's view of each interval, then the sender and receiver.
+    assert!(
+        text.contains("[receiver]") && text.contains("[sender]"),
+        "{text}"
+    );
     // The mechanism is spelled as in the JSON.
     assert!(text.contains("udp     stream"), "{text}");
 }

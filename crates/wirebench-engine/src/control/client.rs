@@ -5,10 +5,10 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use wirebench_proto::control::{Message, PACKET_LOG_STREAM, PROTOCOL_VERSION};
-use wirebench_proto::results::{Role, SideReport};
+use wirebench_proto::results::{IntervalRecord, Role, SideReport};
 use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 
-use super::exchange::{Exchange, RunAction};
+use super::exchange::{printable, Exchange, RunAction};
 use super::wire::{earliest, Wire};
 use super::{Outcome, FIRST_BYTES_TIMEOUT, HELLO_EVERY, SETUP_TIMEOUT};
 use crate::auth::Psk;
@@ -57,9 +57,7 @@ pub(crate) enum ClientEvent {
         /// The merged report.
         report: Box<SideReport>,
     },
-    /// The user asked to stop (Ctrl-C): stop sending, exchange what was measured. (The
-    /// driver does not send it yet: the CLI's Ctrl-C handling is issue 16's.)
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// The user asked to stop (Ctrl-C): stop sending, exchange what was measured.
     Interrupt,
 }
 
@@ -124,6 +122,8 @@ pub(crate) struct ClientSession {
     state: State,
     actions: VecDeque<ClientAction>,
     run_actions: VecDeque<RunAction>,
+    /// The server's live intervals, for the driver (as many as the exchange keeps).
+    peer_intervals: VecDeque<(Role, IntervalRecord)>,
     /// A whole frame came from the server: it speaks the protocol.
     frames_seen: bool,
     /// The first bytes came but no frame yet: when they count as no wirebench server.
@@ -146,6 +146,7 @@ impl ClientSession {
             },
             actions: VecDeque::new(),
             run_actions: VecDeque::new(),
+            peer_intervals: VecDeque::new(),
             frames_seen: false,
             first_bytes_deadline: None,
             closing: false,
@@ -343,6 +344,12 @@ impl ClientSession {
         self.wire.written(now, n);
     }
 
+    /// The server's next live interval (its view of the test: for a receiver, what arrived),
+    /// to show as it comes.
+    pub(crate) fn poll_peer_interval(&mut self) -> Option<(Role, IntervalRecord)> {
+        self.peer_intervals.pop_front()
+    }
+
     /// The next thing the driver must do.
     pub(crate) fn poll_action(&mut self) -> Option<ClientAction> {
         self.actions
@@ -372,7 +379,10 @@ impl ClientSession {
                 }
                 // A confirmation of an earlier stream, repeated: not this one's.
                 Message::UdpReady { .. } => {}
-                Message::Error { reason } => self.fail(now, EngineError::Peer(reason), None),
+                Message::Error { reason } => {
+                    let reason = printable(&reason);
+                    self.fail(now, EngineError::Peer(reason), None)
+                }
                 other => {
                     let e = EngineError::Protocol(format!("expected udp_ready, got {other:?}"));
                     self.fail(now, e, Some("unexpected control message during set-up"));
@@ -380,6 +390,10 @@ impl ClientSession {
             },
             State::Running(x) => {
                 x.on_message(now, &mut self.wire, msg, &mut self.run_actions);
+                // Taken now: the report that ends the exchange may come in the same read.
+                while let Some(i) = x.take_peer_interval() {
+                    self.peer_intervals.push_back(i);
+                }
                 self.after_run();
             }
             State::Done => {}
@@ -442,8 +456,14 @@ impl ClientSession {
                 });
                 self.next_stream(now, None);
             }
-            Message::Refuse { reason } => self.fail(now, EngineError::Refused(reason), None),
-            Message::Error { reason } => self.fail(now, EngineError::Peer(reason), None),
+            Message::Refuse { reason } => {
+                let reason = printable(&reason);
+                self.fail(now, EngineError::Refused(reason), None)
+            }
+            Message::Error { reason } => {
+                let reason = printable(&reason);
+                self.fail(now, EngineError::Peer(reason), None)
+            }
             other => {
                 let e = EngineError::Protocol(format!("expected accept or refuse, got {other:?}"));
                 self.fail(now, e, Some("unexpected control message during set-up"));

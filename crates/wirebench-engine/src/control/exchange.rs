@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use wirebench_proto::control::Message;
-use wirebench_proto::results::{Role, SideReport};
+use wirebench_proto::results::{IntervalRecord, Role, SideReport};
 use wirebench_proto::spec::{Direction, TestSpec};
 
 use super::wire::{earliest, Wire};
@@ -42,7 +42,13 @@ pub(super) struct Exchange {
     /// When this side stops its roles whatever happens (the server's whole-test ceiling).
     ceiling: Option<Instant>,
     finished: bool,
+    /// The peer's live intervals not yet taken by the driver (at most
+    /// [`MAX_PEER_INTERVALS`]: a peer that floods them loses the oldest, not our memory).
+    peer_intervals: VecDeque<(Role, IntervalRecord)>,
 }
+
+/// How many of the peer's live intervals wait for the driver at most.
+const MAX_PEER_INTERVALS: usize = 64;
 
 impl Exchange {
     /// A test that has begun, with this side's `roles` per stream.
@@ -60,6 +66,7 @@ impl Exchange {
             report_deadline: None,
             ceiling,
             finished: false,
+            peer_intervals: VecDeque::new(),
         }
     }
 
@@ -81,6 +88,28 @@ impl Exchange {
     /// What the session ends with: local report, peer report, error.
     pub(super) fn take(&mut self) -> (Option<SideReport>, Option<SideReport>, Option<EngineError>) {
         (self.local.take(), self.peer.take(), self.error.take())
+    }
+
+    /// An interval this side's roles closed: tell the peer, while the test runs and the
+    /// channel works (a lost one only costs a live line, never a result).
+    pub(super) fn local_interval(
+        &mut self,
+        now: Instant,
+        wire: &mut Wire,
+        role: Role,
+        record: IntervalRecord,
+    ) {
+        if self.channel_ok && self.local.is_none() && !self.finished {
+            if let Err(e) = wire.send(now, &Message::Interval { role, record }) {
+                self.error.get_or_insert(e);
+                self.channel_ok = false;
+            }
+        }
+    }
+
+    /// The peer's next live interval, oldest first.
+    pub(super) fn take_peer_interval(&mut self) -> Option<(Role, IntervalRecord)> {
+        self.peer_intervals.pop_front()
     }
 
     fn stop(&mut self, actions: &mut VecDeque<RunAction>) {
@@ -171,8 +200,17 @@ impl Exchange {
                     self.finished = true;
                 }
             }
+            Message::Interval { role, record } => {
+                if self.peer_intervals.len() >= MAX_PEER_INTERVALS {
+                    self.peer_intervals.pop_front();
+                }
+                if self.local.is_none() || self.peer.is_none() {
+                    self.peer_intervals.push_back((role, record));
+                }
+            }
             Message::Error { reason } => {
                 // The peer's reason is the first cause; what follows (it closes) is not.
+                let reason = printable(&reason);
                 self.fail(now, wire, EngineError::Peer(reason), None, actions);
             }
             other => {
@@ -263,6 +301,20 @@ impl Exchange {
     }
 }
 
+/// Text from the peer made safe to print: control characters (escape sequences, new
+/// lines that would forge output) are shown escaped, and it is cut at 1,000 characters.
+pub(crate) fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(1000));
+    for c in text.chars().take(1000) {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The peer's report of stream `i` (for `--bidir`: within its reverse part for the second
 /// half of the streams), if it sent one.
 pub(super) fn peer_stream<'a>(
@@ -280,5 +332,79 @@ pub(super) fn peer_stream<'a>(
         (j == 0).then_some(part)
     } else {
         part.streams.get(j)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirebench_proto::spec::{Mechanism, Protocol};
+
+    fn spec() -> TestSpec {
+        TestSpec {
+            protocol: Protocol::Udp,
+            mechanism: Mechanism::Stream,
+            direction: Direction::Forward,
+            size: 1000,
+            bytes: Some(1_000_000),
+            duration_ns: None,
+            rate_bps: 0,
+            rate_pps: 0,
+            gap_ns: 0,
+            streams: 1,
+            interval_ns: 1_000_000_000,
+            drain_ns: 1_000_000_000,
+            ack_timeout_ns: 200_000_000,
+            packet_log: false,
+            no_offload: false,
+            response_size: 0,
+            congestion: None,
+            zerocopy: false,
+            file: None,
+        }
+    }
+
+    /// A peer's live intervals wait for the driver, but a flood of them is bounded.
+    #[test]
+    fn peer_intervals_are_kept_in_order_and_bounded() {
+        let spec = spec();
+        let mut x = Exchange::new(spec, vec![Role::Sender], None);
+        let mut wire = Wire::new(wirebench_proto::control::MAX_FRAME);
+        let mut actions = VecDeque::new();
+        let now = Instant::now();
+        for i in 0..(MAX_PEER_INTERVALS as u64 + 10) {
+            let record = IntervalRecord {
+                start_ns: i,
+                ..IntervalRecord::default()
+            };
+            let msg = Message::Interval {
+                role: Role::Receiver,
+                record,
+            };
+            x.on_message(now, &mut wire, msg, &mut actions);
+        }
+        assert!(actions.is_empty());
+        let got: Vec<u64> = std::iter::from_fn(|| x.take_peer_interval())
+            .map(|(_, r)| r.start_ns)
+            .collect();
+        assert_eq!(got.len(), MAX_PEER_INTERVALS);
+        assert_eq!(got.first(), Some(&10));
+        assert!(!x.finished());
+    }
+
+    /// This side's intervals go to the peer while the test runs, not after its report.
+    #[test]
+    fn local_intervals_are_sent_until_the_report() {
+        let spec = spec();
+        let mut x = Exchange::new(spec, vec![Role::Receiver], None);
+        let mut wire = Wire::new(wirebench_proto::control::MAX_FRAME);
+        let now = Instant::now();
+        x.local_interval(now, &mut wire, Role::Receiver, IntervalRecord::default());
+        let sent = wire.transmit().map_or(0, <[u8]>::len);
+        assert!(sent > 0);
+        x.roles_done(now, &mut wire, SideReport::default());
+        let with_report = wire.transmit().map_or(0, <[u8]>::len);
+        x.local_interval(now, &mut wire, Role::Receiver, IntervalRecord::default());
+        assert_eq!(wire.transmit().map_or(0, <[u8]>::len), with_report);
     }
 }

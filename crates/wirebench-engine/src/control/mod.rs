@@ -43,7 +43,7 @@
 
 pub(crate) mod admission;
 pub(crate) mod client;
-mod exchange;
+pub(crate) mod exchange;
 pub(crate) mod server;
 mod wire;
 

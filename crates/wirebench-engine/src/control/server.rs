@@ -235,6 +235,18 @@ impl ServerSession {
         self.end(EngineError::PeerClosed);
     }
 
+    /// An interval this side's roles closed: sent to the client for its live lines.
+    pub(crate) fn local_interval(
+        &mut self,
+        now: Instant,
+        role: Role,
+        record: wirebench_proto::results::IntervalRecord,
+    ) {
+        if let State::Running(x) = &mut self.state {
+            x.local_interval(now, &mut self.wire, role, record);
+        }
+    }
+
     /// Something the driver reports.
     pub(crate) fn handle_event(&mut self, now: Instant, event: ServerEvent) {
         if self.closing {

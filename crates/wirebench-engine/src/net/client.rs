@@ -11,12 +11,13 @@ use std::time::{Duration, Instant};
 
 use wirebench_proto::control::{encode, Message, PACKET_LOG_STREAM, PROTOCOL_VERSION};
 use wirebench_proto::header::UdpHello;
-use wirebench_proto::results::{Datapath, Results, Role};
+use wirebench_proto::results::{Datapath, Results, Role, SideReport};
 use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
 
 use super::roles::{RoleEvent, Roles, Watch};
 use super::{Pump, TICK};
 use crate::control::client::{ClientAction, ClientEvent, ClientParams, ClientSession};
+use crate::control::exchange::printable;
 use crate::control::{RunAction, SETUP_TIMEOUT};
 use crate::file::{FileSink, FileSource};
 use crate::log::LogOut;
@@ -67,12 +68,79 @@ fn attach(addr: SocketAddr, cookie: u64, stream: u32) -> Result<TcpStream, Engin
 }
 
 /// Copies the server's packet log from its connection into the file until the server closes
-/// it; returns the bytes copied.
-fn copy_log(mut from: TcpStream, mut to: File) -> std::io::Result<u64> {
+/// it, or until it is longer than this test can make (`limit` bytes: a hostile server must
+/// not fill the client's disk); returns the bytes copied.
+fn copy_log(from: TcpStream, mut to: File, limit: u64) -> std::io::Result<u64> {
+    use std::io::Read;
     from.set_read_timeout(Some(LOG_IDLE))?;
-    let n = std::io::copy(&mut from, &mut to)?;
+    // One byte past the limit tells a log that is too long from one that fits exactly.
+    let mut bounded = from.take(limit.saturating_add(1));
+    let n = std::io::copy(&mut bounded, &mut to)?;
     to.flush()?;
+    if n > limit {
+        to.set_len(limit)?;
+        return Err(std::io::Error::other(format!(
+            "the server's packet log is longer than this test can make ({limit} bytes): cut there"
+        )));
+    }
     Ok(n)
+}
+
+/// The longest packet log a test can make: a record per datagram it can send and one per
+/// loss run (at most one per datagram, plus one), twice over for duplicates the network may
+/// add, plus the header. Without a bound on the amount, the datagrams are counted at the
+/// test's rate, or at 100 Gbit/s for an unlimited one, over its time plus drain.
+pub(crate) fn packet_log_limit(spec: &TestSpec) -> u64 {
+    use wirebench_proto::packet_log::{FILE_HEADER_LEN, RECORD_LEN};
+    const FASTEST_BPS: u64 = 100_000_000_000;
+    let size = spec.size.max(1);
+    let datagrams = match spec.bytes {
+        Some(b) => b.div_ceil(size),
+        None => {
+            let secs = (spec.duration_ns.unwrap_or(0) + spec.drain_ns) as f64 / 1e9 + 1.0;
+            let per_sec = if spec.rate_pps > 0 {
+                spec.rate_pps as f64
+            } else {
+                let bps = if spec.rate_bps > 0 {
+                    spec.rate_bps
+                } else {
+                    FASTEST_BPS
+                };
+                bps as f64 / (8.0 * size as f64)
+            };
+            (per_sec * secs).ceil() as u64
+        }
+    };
+    let datagrams = datagrams.saturating_mul(u64::from(spec.streams.max(1)));
+    datagrams
+        .saturating_add(1)
+        .saturating_mul(2 * 2 * RECORD_LEN as u64)
+        .saturating_add(FILE_HEADER_LEN as u64)
+}
+
+/// Every string of the server's report made printable before it is shown.
+fn clean_report(r: &mut SideReport) {
+    let clean = |s: &mut String| *s = printable(s);
+    if let Some(e) = &mut r.error {
+        clean(e);
+    }
+    clean(&mut r.datapath.io);
+    r.datapath.features.iter_mut().for_each(clean);
+    if let Some(c) = &mut r.datapath.tcp_congestion {
+        clean(c);
+    }
+    if let Some(f) = &mut r.file {
+        for s in [&mut f.digest, &mut f.saved_as, &mut f.error]
+            .into_iter()
+            .flatten()
+        {
+            clean(s);
+        }
+    }
+    r.streams.iter_mut().for_each(clean_report);
+    if let Some(rev) = &mut r.reverse {
+        clean_report(rev);
+    }
 }
 
 /// The name and version this build reports to its peer.
@@ -120,9 +188,10 @@ impl Setup {
             return Ok(());
         };
         let conn = attach(self.addr, self.cookie, PACKET_LOG_STREAM)?;
+        let limit = packet_log_limit(&self.spec);
         let copier = std::thread::Builder::new()
             .name("wirebench-log-copy".into())
-            .spawn(move || copy_log(conn, file))
+            .spawn(move || copy_log(conn, file, limit))
             .map_err(|e| EngineError::io("starting the packet log thread", e))?;
         self.log_copier = Some(copier);
         Ok(())
@@ -269,6 +338,8 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
         file,
     };
     let mut roles: Option<Roles> = None;
+    let mut interrupted = false;
+    let mut began: Option<Instant> = None;
     loop {
         while let Some(action) = session.poll_action() {
             let now = Instant::now();
@@ -312,6 +383,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
                 }
                 ClientAction::SendHello { stream } => setup.send_hello(stream),
                 ClientAction::StartRoles => {
+                    began = Some(now);
                     // `begin` leaves before the first datagram.
                     pump.flush(&mut session);
                     match Roles::start(setup.roles(&session)) {
@@ -341,6 +413,13 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
             break;
         }
         pump.round(&mut session, TICK);
+        while let Some((role, rec)) = session.poll_peer_interval() {
+            watch.peer_interval(role, &rec);
+        }
+        if !interrupted && watch.interrupted() {
+            interrupted = true;
+            session.handle_event(Instant::now(), ClientEvent::Interrupt);
+        }
         if let Some(r) = &mut roles {
             for event in r.poll(watch) {
                 let event = match event {
@@ -356,18 +435,123 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
     if !outcome.started {
         return Err(outcome.error.unwrap_or(EngineError::PeerClosed));
     }
-    let mut error = outcome.error.map(|e| e.to_string());
+    let mut error = outcome.error.map(|e| match e {
+        // Say when, so the partial results read right; the receiver's figures the server
+        // never sent are missing, not lost.
+        EngineError::PeerClosed => format!(
+            "the server closed the connection after {:.1} s",
+            began.map_or(0.0, |t| t.elapsed().as_secs_f64())
+        ),
+        e => e.to_string(),
+    });
     if let Some(copier) = setup.log_copier {
         // The server closes the log connection when its receiver is done.
-        if !matches!(copier.join(), Ok(Ok(_))) {
-            error.get_or_insert("the server's packet log did not arrive whole".into());
+        match copier.join() {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::Other => {
+                error.get_or_insert(e.to_string());
+            }
+            _ => {
+                error.get_or_insert("the server's packet log did not arrive whole".into());
+            }
         }
     }
-    Ok(Results::assemble(
+    let mut peer = outcome.peer;
+    if let Some(p) = &mut peer {
+        clean_report(p);
+    }
+    let mut results = Results::assemble(
         &setup.spec,
         addr.to_string(),
         outcome.local.as_ref(),
-        outcome.peer.as_ref(),
+        peer.as_ref(),
         error,
-    ))
+    );
+    if peer.is_none() && setup.spec.direction == Direction::Forward {
+        // The server received, and its report never came: what it received is unknown,
+        // not lost. (A made-up 100% loss would be the worst kind of wrong figure.)
+        results.end.udp = None;
+        for s in &mut results.streams {
+            s.udp = None;
+        }
+    }
+    Ok(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::exchange::printable;
+    use std::net::TcpListener;
+
+    fn udp_spec() -> TestSpec {
+        TestSpec {
+            protocol: Protocol::Udp,
+            mechanism: Mechanism::Stream,
+            direction: Direction::Forward,
+            size: 1000,
+            bytes: Some(1_000_000),
+            duration_ns: None,
+            rate_bps: 0,
+            rate_pps: 0,
+            gap_ns: 0,
+            streams: 1,
+            interval_ns: 1_000_000_000,
+            drain_ns: 1_000_000_000,
+            ack_timeout_ns: 200_000_000,
+            packet_log: true,
+            no_offload: false,
+            response_size: 0,
+            congestion: None,
+            zerocopy: false,
+            file: None,
+        }
+    }
+
+    #[test]
+    fn the_packet_log_limit_follows_the_test() {
+        use wirebench_proto::packet_log::RECORD_LEN;
+        let small = packet_log_limit(&udp_spec());
+        // 1,000 datagrams: a record each and a loss record each, twice over, and the header.
+        assert!(small >= 1000 * 2 * RECORD_LEN as u64, "{small}");
+        assert!(small < 1_000_000, "{small}");
+        let mut timed = udp_spec();
+        timed.bytes = None;
+        timed.duration_ns = Some(10_000_000_000);
+        timed.rate_bps = 1_000_000;
+        assert!(packet_log_limit(&timed) < small * 10);
+        timed.rate_bps = 0;
+        assert!(packet_log_limit(&timed) > small);
+    }
+
+    /// issue 15: a server that sends an endless packet log fills no disk.
+    #[test]
+    fn a_packet_log_longer_than_the_test_is_cut() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let flood = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().expect("accept");
+            let chunk = vec![7u8; 64 * 1024];
+            // Until the client stops reading.
+            while s.write_all(&chunk).is_ok() {}
+        });
+        let conn = TcpStream::connect(addr).expect("connect");
+        let path = std::env::temp_dir().join(format!("wb-log-cut-{}", std::process::id()));
+        let file = File::create(&path).expect("create");
+        let limit = 1_000_000;
+        let result = copy_log(conn, file, limit);
+        let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let _ = std::fs::remove_file(&path);
+        assert!(result.is_err());
+        assert_eq!(len, limit);
+        let _ = flood.join();
+    }
+
+    #[test]
+    fn server_text_is_made_printable() {
+        let t = printable("\u{1b}[31mred\nerror: forged\u{7}");
+        assert!(!t.chars().any(char::is_control), "{t}");
+        assert!(t.contains("red") && t.contains("\\n"));
+        assert_eq!(printable(&"x".repeat(5000)).len(), 1000);
+    }
 }

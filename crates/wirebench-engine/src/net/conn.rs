@@ -13,7 +13,7 @@ use wirebench_proto::results::{Datapath, Results, Role, SideReport};
 use wirebench_proto::spec::{Direction, Mechanism, TestSpec};
 
 use super::client::tool;
-use super::roles::{Quiet, RoleEvent, Roles};
+use super::roles::{Collect, RoleEvent, Roles};
 use super::state::{attach, log, q, Pending, ServerConfig, State};
 use super::{Pump, SETUP_TICK, TICK};
 use crate::control::admission::DEFAULT_MAX_DURATION;
@@ -137,7 +137,13 @@ pub(super) fn connection(conn: TcpStream, id: PendingId, state: &State) {
             }
         }
         if let Some(r) = &mut roles {
-            for event in r.poll(&mut Quiet) {
+            let mut closed = Collect::default();
+            let events = r.poll(&mut closed);
+            // The client shows the receiver's intervals live.
+            for (role, rec) in closed.0 {
+                session.local_interval(Instant::now(), role, rec);
+            }
+            for event in events {
                 let event = match event {
                     RoleEvent::SendersDone(counts) => ServerEvent::SendersDone { counts },
                     RoleEvent::Done(report) => {

@@ -21,11 +21,25 @@ pub trait Watch {
     fn progress(&mut self, _elapsed: Duration, _bytes: u64, _messages: u64) {}
     /// Called for each interval the data thread closed.
     fn interval(&mut self, _role: Role, _rec: &IntervalRecord) {}
+    /// Called for each interval the peer closed and sent live (the server's view: for a
+    /// receiver, what arrived, with loss and jitter).
+    fn peer_interval(&mut self, _role: Role, _rec: &IntervalRecord) {}
+    /// Asked every driver round (about every 50 ms): whether the user wants the test
+    /// stopped (Ctrl-C). Once true, the client stops sending, exchanges what was measured
+    /// and returns the results.
+    fn interrupted(&mut self) -> bool {
+        false
+    }
 }
 
-/// A watcher that ignores everything (the server).
-pub struct Quiet;
-impl Watch for Quiet {}
+/// A watcher that keeps the intervals its side closed, for the driver to send to the peer.
+#[derive(Default)]
+pub(crate) struct Collect(pub(crate) Vec<(Role, IntervalRecord)>);
+impl Watch for Collect {
+    fn interval(&mut self, role: Role, rec: &IntervalRecord) {
+        self.0.push((role, *rec));
+    }
+}
 
 /// What the roles did since the last look.
 #[derive(Debug)]

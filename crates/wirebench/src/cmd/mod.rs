@@ -1,9 +1,11 @@
 //! One file per command: each validates its flags, calls a library and prints.
 
 pub mod lab;
+pub mod live;
 pub mod merge;
 pub mod plot;
 pub mod report;
 pub mod run;
 pub mod serve;
+pub mod shell;
 pub mod sweep;

@@ -1,25 +1,61 @@
 //! `wirebench run`: one test (or, with `--both-directions`, two) against a server, with live
-//! lines or a progress bar while it runs, then the results in the asked format.
+//! lines while it runs (by default on a terminal), then the results in the asked format. A
+//! failure still prints what was measured; with `--json` as one document with `error`.
 
 use std::io::{self, IsTerminal, Write};
-use std::time::Duration;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use wirebench_engine::{ClientConfig, Watch};
-use wirebench_proto::results::{IntervalRecord, Results, Role};
-use wirebench_proto::spec::{Direction, Protocol, TestSpec};
-use wirebench_report::{interval_header, interval_line, BothDirections, Format};
+use serde::Serialize;
+use wirebench_engine::{ClientConfig, EngineError};
+use wirebench_proto::results::{Results, TestView};
+use wirebench_proto::spec::Direction;
+use wirebench_report::{BothDirections, Format};
 
+use super::live::{emit, EndEvent, Live, StartEvent};
 use super::serve::server_for;
-use crate::cli::{self, RunArgs};
+use crate::cli::{self, ClientArgs, RunArgs, RunCmd};
 use crate::Failure;
 
+/// The tool and version, as the results document names them.
+const TOOL: &str = concat!("wirebench ", env!("CARGO_PKG_VERSION"));
+
+/// The exit code of a test the user interrupted (128 + SIGINT, as shells report it).
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// How the results leave: a document at the end, or events as the test goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Output {
+    Document(Format),
+    Stream,
+}
+
 /// Runs the test the flags describe and prints its results.
-pub fn run(args: &RunArgs) -> Result<(), Failure> {
+pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
+    let (args, client) = (&cmd.run, &cmd.client);
     let spec = args.spec().map_err(Failure::Usage)?;
     let psk = cli::load_psk(args.psk_file.as_deref()).map_err(Failure::Usage)?;
-    let (host, port) = server_for(args.host.as_ref(), args.port, psk.as_ref())?;
+    let target = match &args.host {
+        Some(h) => Some(target(h, args.port, client).map_err(Failure::Usage)?),
+        None => None,
+    };
+    // Without a host, a server in this process; for `--file --both-directions` it gets a
+    // files directory holding the file, to send it back (removed when `run` ends).
+    let mut files_dir = None;
+    let (host, port) = match target {
+        Some((h, p)) => (h, p),
+        None => match (&args.file, args.both_directions) {
+            (Some(file), true) => {
+                let dir = FilesDir::with(file)?;
+                let hp = in_process_server(args.psk_file.as_deref(), &dir.path)?;
+                files_dir = Some(dir);
+                hp
+            }
+            _ => server_for(None, args.port, psk.as_ref())?,
+        },
+    };
     let cfg = ClientConfig {
         host,
         port,
@@ -29,27 +65,395 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         save: args.save.clone(),
         psk,
     };
+    let output = if client.json_stream {
+        Output::Stream
+    } else {
+        Output::Document(args.output_format())
+    };
+    let interrupt = interrupt_flag();
+    // The one place another kind of peer (e.g. an iperf3 server) would branch off.
     if args.both_directions {
-        return both_directions(args, cfg);
+        let done = both_directions(args, cfg, output, &interrupt);
+        drop(files_dir);
+        return done;
     }
-    let results = one_test(args, &cfg)?;
+    if output == Output::Stream {
+        emit(&StartEvent {
+            event: "start",
+            wirebench: TOOL,
+            server: &format!("{}:{}", cfg.host, cfg.port),
+            test: TestView::from(&cfg.spec),
+        });
+    }
+    let mut live = live_view(args, &cfg, output, &interrupt);
+    let results = match wirebench_engine::run(&cfg, &mut live) {
+        Ok(r) => r,
+        Err(_) if live.was_interrupted() => {
+            return Err(Failure::Code(
+                EXIT_INTERRUPTED,
+                "interrupted before the test began".into(),
+            ))
+        }
+        Err(e) => return Err(failed_before_start(&cfg, output, &e)),
+    };
+    let interrupted = live.was_interrupted();
+    let note = interrupted.then(|| {
+        format!(
+            "interrupted after {:.1} s: the figures above are what was measured until then",
+            results.end.duration_s
+        )
+    });
+    live.finish(&results, note.as_deref());
+    print_results(&results, output, interrupted, args)
+}
+
+/// A temporary files directory for the in-process server, removed when dropped.
+struct FilesDir {
+    path: std::path::PathBuf,
+}
+
+impl FilesDir {
+    /// A new directory holding a copy of `file` under its own name.
+    fn with(file: &std::path::Path) -> Result<Self, Failure> {
+        let path = std::env::temp_dir().join(format!("wirebench-files-{}", std::process::id()));
+        std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
+        let dir = Self { path };
+        let name = file
+            .file_name()
+            .ok_or_else(|| Failure::Usage(format!("--file {}: not a file", file.display())))?;
+        let copy = dir.path.join(name);
+        // A hard link costs nothing; across file systems, a copy.
+        if std::fs::hard_link(file, &copy).is_err() {
+            std::fs::copy(file, &copy)
+                .with_context(|| format!("copying {} for the in-process server", file.display()))?;
+        }
+        Ok(dir)
+    }
+}
+
+impl Drop for FilesDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// A server in this process on loopback that sends files from `files_dir`, configured as
+/// `serve` would be with these flags (so its defaults stay those of `serve`).
+fn in_process_server(
+    psk_file: Option<&std::path::Path>,
+    files_dir: &std::path::Path,
+) -> Result<(String, u16), Failure> {
+    use clap::Parser;
+    /// `serve`'s flags alone.
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: cli::ServeArgs,
+    }
+    let mut flags: Vec<std::ffi::OsString> = ["serve", "--bind", "127.0.0.1", "--port", "0"]
+        .iter()
+        .map(Into::into)
+        .collect();
+    flags.extend(["--quiet".into(), "--max-tests".into(), "8".into()]);
+    flags.extend(["--files-dir".into(), files_dir.as_os_str().to_owned()]);
+    if let Some(p) = psk_file {
+        flags.extend(["--psk-file".into(), p.as_os_str().to_owned()]);
+    }
+    let serve = Serve::try_parse_from(flags).map_err(|e| Failure::Usage(e.to_string()))?;
+    let config = serve.args.config().map_err(Failure::Usage)?;
+    let server =
+        wirebench_engine::Server::bind(config).context("starting the in-process server")?;
+    let port = server
+        .local_addr()
+        .context("reading the server address")?
+        .port();
+    std::thread::Builder::new()
+        .name("wirebench-local-server".into())
+        .spawn(move || server.run())
+        .context("starting the in-process server")?;
+    Ok(("127.0.0.1".to_string(), port))
+}
+
+/// `HOST`, `HOST:PORT`, `[V6ADDR]:PORT` or a bare IPv6 address, resolved as `-4`/`-6` ask.
+fn target(host: &str, port: u16, client: &ClientArgs) -> Result<(String, u16), String> {
+    let (name, port) = split_host_port(host, port)?;
+    if !client.ipv4 && !client.ipv6 {
+        return Ok((name, port));
+    }
+    let want_v4 = client.ipv4;
+    let addrs = (name.as_str(), port)
+        .to_socket_addrs()
+        .map_err(|e| format!("{name}: {e}"))?;
+    let found = addrs
+        .map(|a: SocketAddr| a.ip())
+        .find(|ip| ip.is_ipv4() == want_v4);
+    match found {
+        Some(ip) => Ok((ip.to_string(), port)),
+        None => Err(format!(
+            "{name} has no {} address",
+            if want_v4 { "IPv4 (-4)" } else { "IPv6 (-6)" }
+        )),
+    }
+}
+
+/// Splits `HOST:PORT` and `[V6]:PORT`; a bare IPv6 address or a plain name keeps `port`.
+pub fn split_host_port(host: &str, port: u16) -> Result<(String, u16), String> {
+    let bad_port = |p: &str| format!("{host}: {p:?} is not a port number");
+    if let Some(rest) = host.strip_prefix('[') {
+        let Some((addr, tail)) = rest.split_once(']') else {
+            return Err(format!("{host}: a '[' without its ']'"));
+        };
+        return match tail.strip_prefix(':') {
+            Some(p) => Ok((addr.to_string(), p.parse().map_err(|_| bad_port(p))?)),
+            None if tail.is_empty() => Ok((addr.to_string(), port)),
+            None => Err(format!("{host}: expected [ADDRESS]:PORT")),
+        };
+    }
+    if host.parse::<IpAddr>().is_ok() {
+        return Ok((host.to_string(), port));
+    }
+    match host.split_once(':') {
+        Some((name, p)) if !p.contains(':') => {
+            Ok((name.to_string(), p.parse().map_err(|_| bad_port(p))?))
+        }
+        _ => Ok((host.to_string(), port)),
+    }
+}
+
+/// SIGINT once: the flag, which the driver turns into a clean stop; SIGINT again while the
+/// flag is set: exit at once with 130.
+fn interrupt_flag() -> Arc<AtomicBool> {
+    use signal_hook::consts::SIGINT;
+    let flag = Arc::new(AtomicBool::new(false));
+    // The conditional exit must be registered first, so the first signal only sets the flag.
+    let _ = signal_hook::flag::register_conditional_shutdown(
+        SIGINT,
+        i32::from(EXIT_INTERRUPTED),
+        Arc::clone(&flag),
+    );
+    let _ = signal_hook::flag::register(SIGINT, Arc::clone(&flag));
+    flag
+}
+
+/// Live lines by default on a terminal (for the table); `-i D` turns them on anywhere,
+/// `-i 0` off.
+fn live_view(
+    args: &RunArgs,
+    cfg: &ClientConfig,
+    output: Output,
+    interrupt: &Arc<AtomicBool>,
+) -> Live {
+    let table = output == Output::Document(Format::Table);
+    let lines = table
+        && match args.interval {
+            Some(d) => !d.is_zero(),
+            None => io::stdout().is_terminal(),
+        };
+    Live::new(
+        &cfg.spec,
+        lines,
+        output == Output::Stream,
+        args.rate_units(),
+        Arc::clone(interrupt),
+    )
+}
+
+/// The results in the asked format; the exit code says how the test ended.
+fn print_results(
+    results: &Results,
+    output: Output,
+    interrupted: bool,
+    args: &RunArgs,
+) -> Result<(), Failure> {
+    let outcome = Ending::of(results.error.as_deref(), interrupted);
     let mut out = io::stdout().lock();
-    args.output_format()
-        .exporter::<Results>()
-        .export(&results, &mut out)
-        .and_then(|()| out.flush())
-        .context("writing the results")?;
-    match results.error {
-        Some(e) => Err(Failure::Runtime(anyhow::anyhow!("test incomplete: {e}"))),
-        None => Ok(()),
+    match output {
+        Output::Stream => {
+            let doc = WithExit {
+                results,
+                error_kind: outcome.kind(),
+                exit_code: outcome.code(),
+            };
+            let event = if outcome.code() == 0 { "end" } else { "error" };
+            emit(&EndEvent { event, doc: &doc });
+        }
+        Output::Document(Format::Json) if outcome.code() != 0 => {
+            let doc = WithExit {
+                results,
+                error_kind: outcome.kind(),
+                exit_code: outcome.code(),
+            };
+            serde_json::to_writer_pretty(&mut out, &doc)
+                .map_err(io::Error::other)
+                .and_then(|()| writeln!(out))
+                .context("writing the results")?;
+        }
+        Output::Document(f) => {
+            let _ = args;
+            f.exporter::<Results>()
+                .export(results, &mut out)
+                .and_then(|()| out.flush())
+                .context("writing the results")?;
+        }
+    }
+    outcome.into_result()
+}
+
+/// How a test that ran ended.
+enum Ending<'a> {
+    Complete,
+    Incomplete(&'a str),
+    Interrupted,
+}
+
+impl<'a> Ending<'a> {
+    fn of(error: Option<&'a str>, interrupted: bool) -> Self {
+        match (interrupted, error) {
+            (true, _) => Self::Interrupted,
+            (false, Some(e)) => Self::Incomplete(e),
+            (false, None) => Self::Complete,
+        }
+    }
+
+    fn kind(&self) -> Option<&'static str> {
+        match self {
+            Self::Complete => None,
+            Self::Incomplete(e) if e.contains("closed the connection") => Some("peer_closed"),
+            Self::Incomplete(_) => Some("incomplete"),
+            Self::Interrupted => Some("interrupted"),
+        }
+    }
+
+    fn code(&self) -> u8 {
+        match self {
+            Self::Complete => 0,
+            Self::Incomplete(_) => 1,
+            Self::Interrupted => EXIT_INTERRUPTED,
+        }
+    }
+
+    fn into_result(self) -> Result<(), Failure> {
+        match self {
+            Self::Complete => Ok(()),
+            Self::Incomplete(e) => Err(Failure::Runtime(anyhow::anyhow!("test incomplete: {e}"))),
+            Self::Interrupted => Err(Failure::Code(
+                EXIT_INTERRUPTED,
+                "interrupted: the partial results are above".into(),
+            )),
+        }
+    }
+}
+
+/// The results document with how the test ended, for `--json` and `--json-stream` when it
+/// did not complete.
+#[derive(Serialize)]
+struct WithExit<'a> {
+    #[serde(flatten)]
+    results: &'a Results,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_kind: Option<&'static str>,
+    exit_code: u8,
+}
+
+/// The document of a test that never began: the test asked for and the error.
+#[derive(Serialize)]
+struct ErrorDoc<'a> {
+    schema: u32,
+    wirebench: &'static str,
+    server: String,
+    test: TestView,
+    error: &'a str,
+    error_kind: &'static str,
+    exit_code: u8,
+}
+
+/// A failure before any data moved: one line that says what to do, and with `--json` or
+/// `--json-stream` a document with the error.
+fn failed_before_start(cfg: &ClientConfig, output: Output, e: &EngineError) -> Failure {
+    let message = match hint(e, &cfg.host) {
+        Some(h) => format!("{e}; {h}"),
+        None => e.to_string(),
+    };
+    let doc = ErrorDoc {
+        schema: wirebench_proto::results::SCHEMA,
+        wirebench: TOOL,
+        server: format!("{}:{}", cfg.host, cfg.port),
+        test: TestView::from(&cfg.spec),
+        error: &message,
+        error_kind: kind(e),
+        exit_code: 1,
+    };
+    match output {
+        Output::Stream => emit(&EndEvent {
+            event: "error",
+            doc: &doc,
+        }),
+        Output::Document(Format::Json) => {
+            let mut out = io::stdout().lock();
+            let _ = serde_json::to_writer_pretty(&mut out, &doc);
+            let _ = writeln!(out);
+        }
+        Output::Document(_) => {}
+    }
+    Failure::Runtime(anyhow::anyhow!(message))
+}
+
+/// What to do about an error, where one thing helps.
+fn hint(e: &EngineError, host: &str) -> Option<String> {
+    use io::ErrorKind as K;
+    match e {
+        EngineError::Connect { source, .. } => match source.kind() {
+            K::ConnectionRefused => Some(format!(
+                "is `wirebench serve` running on {host}? start it there, or check -p"
+            )),
+            K::TimedOut | K::WouldBlock => Some(format!(
+                "no answer from {host}: check the address, and any firewall between"
+            )),
+            K::HostUnreachable | K::NetworkUnreachable => {
+                Some("no route to it: check the address and this host's network".into())
+            }
+            _ => None,
+        },
+        EngineError::Timeout(_) => Some(format!(
+            "check that {host} runs `wirebench serve` and that no firewall drops the traffic"
+        )),
+        _ => None,
+    }
+}
+
+/// The error's kind in the JSON documents.
+fn kind(e: &EngineError) -> &'static str {
+    match e {
+        EngineError::Connect { .. } => "connect",
+        EngineError::Refused(_) => "refused",
+        EngineError::Protocol(_) => "protocol",
+        EngineError::Peer(_) => "peer",
+        EngineError::Timeout(_) => "timeout",
+        EngineError::Setup(_) => "setup",
+        EngineError::NotWirebench { .. } => "not_wirebench",
+        EngineError::Shutdown => "shutdown",
+        EngineError::PeerClosed => "peer_closed",
+        _ => "io",
     }
 }
 
 /// `--both-directions`: the test as given (this side sends), then reversed (this side
 /// receives; a file comes from the server's --files-dir under the same name), and the table
 /// of send and receive times and rates.
-fn both_directions(args: &RunArgs, cfg: ClientConfig) -> Result<(), Failure> {
-    let send = one_test(args, &cfg)?;
+fn both_directions(
+    args: &RunArgs,
+    cfg: ClientConfig,
+    output: Output,
+    interrupt: &Arc<AtomicBool>,
+) -> Result<(), Failure> {
+    let send = one_test(args, &cfg, output, interrupt)?;
+    if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
+        // Ctrl-C during the first test: no second one.
+        return Err(Failure::Code(
+            EXIT_INTERRUPTED,
+            "interrupted: the way back was not run".into(),
+        ));
+    }
     let mut back = cfg;
     back.spec.direction = Direction::Reverse;
     back.file = None;
@@ -58,10 +462,14 @@ fn both_directions(args: &RunArgs, cfg: ClientConfig) -> Result<(), Failure> {
         // The server's file sets the amount.
         back.spec.bytes = None;
     }
-    let receive = one_test(args, &back)?;
+    let receive = one_test(args, &back, output, interrupt)?;
     let both = BothDirections { send, receive };
+    let format = match output {
+        Output::Document(f) => f,
+        Output::Stream => Format::Json,
+    };
     let mut out = io::stdout().lock();
-    args.output_format()
+    format
         .exporter::<BothDirections>()
         .export(&both, &mut out)
         .and_then(|()| out.flush())
@@ -72,71 +480,37 @@ fn both_directions(args: &RunArgs, cfg: ClientConfig) -> Result<(), Failure> {
     }
 }
 
-/// Runs one test with live output as the flags ask.
-fn one_test(args: &RunArgs, cfg: &ClientConfig) -> Result<Results, Failure> {
-    let table = args.output_format() == Format::Table;
-    let lines = args.interval.is_some() && table;
-    let show_bar = !lines && table && io::stdout().is_terminal() && io::stderr().is_terminal();
-    let mut live = Live {
-        protocol: cfg.spec.protocol,
-        lines,
-        header_done: false,
-        bar: show_bar.then(|| progress_bar(&cfg.spec)),
+/// Runs one test of `--both-directions` with live lines as the flags ask.
+fn one_test(
+    args: &RunArgs,
+    cfg: &ClientConfig,
+    output: Output,
+    interrupt: &Arc<AtomicBool>,
+) -> Result<Results, Failure> {
+    let mut live = live_view(args, cfg, output, interrupt);
+    let results = match wirebench_engine::run(cfg, &mut live) {
+        Ok(r) => r,
+        Err(e) => return Err(failed_before_start(cfg, output, &e)),
     };
-    let results = wirebench_engine::run(cfg, &mut live);
-    if let Some(bar) = &live.bar {
-        bar.finish_and_clear();
-    }
-    Ok(results.context("running the test")?)
+    live.finish(&results, None);
+    Ok(results)
 }
 
-/// Prints live interval lines, or drives a progress bar.
-struct Live {
-    protocol: Protocol,
-    lines: bool,
-    header_done: bool,
-    bar: Option<ProgressBar>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl Watch for Live {
-    fn progress(&mut self, _elapsed: Duration, bytes: u64, _messages: u64) {
-        if let Some(bar) = &self.bar {
-            bar.set_position(bytes);
-        }
+    #[test]
+    fn host_and_port_forms() {
+        let ok = |h: &str| split_host_port(h, 5300).ok();
+        assert_eq!(ok("example.net"), Some(("example.net".into(), 5300)));
+        assert_eq!(ok("example.net:5201"), Some(("example.net".into(), 5201)));
+        assert_eq!(ok("10.0.0.1:80"), Some(("10.0.0.1".into(), 80)));
+        assert_eq!(ok("::1"), Some(("::1".into(), 5300)));
+        assert_eq!(ok("[::1]:5201"), Some(("::1".into(), 5201)));
+        assert_eq!(ok("[fe80::1]"), Some(("fe80::1".into(), 5300)));
+        assert!(split_host_port("host:port", 1).is_err());
+        assert!(split_host_port("[::1", 1).is_err());
+        assert!(split_host_port("[::1]x", 1).is_err());
     }
-
-    fn interval(&mut self, role: Role, rec: &IntervalRecord) {
-        if let Some(bar) = &self.bar {
-            if bar.length().is_none() {
-                bar.set_message(format!("{:.0} s", rec.end_ns as f64 / 1e9));
-            }
-        }
-        if !self.lines {
-            return;
-        }
-        let mut out = io::stdout().lock();
-        if !self.header_done {
-            let _ = writeln!(out, "{}", interval_header(role, self.protocol));
-            self.header_done = true;
-        }
-        let _ = writeln!(out, "{}", interval_line(rec, self.protocol, role));
-    }
-}
-
-/// A bar of bytes for a test of an amount, a spinner for a test of a duration; on stderr.
-fn progress_bar(spec: &TestSpec) -> ProgressBar {
-    let bar = match spec.bytes {
-        Some(total) => ProgressBar::new(total).with_style(
-            ProgressStyle::with_template(
-                "{bar:30} {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} eta {eta}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        ),
-        None => ProgressBar::no_length().with_style(
-            ProgressStyle::with_template("{spinner} {decimal_bytes} {decimal_bytes_per_sec} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-        ),
-    };
-    bar.set_draw_target(ProgressDrawTarget::stderr());
-    bar
 }

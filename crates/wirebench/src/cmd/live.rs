@@ -1,0 +1,291 @@
+//! What `run` shows while a test runs: a line per interval as iperf3 prints them (the
+//! receiver's view, which the server sends live when it is the receiver), the NDJSON events
+//! of `--json-stream`, and the summary's sender and receiver lines at the end.
+
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use serde::Serialize;
+use wirebench_engine::Watch;
+use wirebench_proto::results::{IntervalRecord, Results, Role, TestView};
+use wirebench_proto::spec::{Direction, Protocol, TestSpec};
+use wirebench_proto::units::{format_bytes, format_rate_bps};
+
+use crate::cli::RateUnits;
+
+/// How `run` shows a test as it goes.
+pub struct Live {
+    protocol: Protocol,
+    /// Print a line per interval.
+    lines: bool,
+    /// Write NDJSON events instead of lines.
+    stream: bool,
+    units: RateUnits,
+    interval_ns: u64,
+    header_done: bool,
+    /// The server sent at least one interval of its own.
+    peer_seen: bool,
+    /// This side's sender intervals, shown at the end only if the server sent none (a
+    /// server that does not send its intervals live).
+    held: Vec<IntervalRecord>,
+    /// Ctrl-C was pressed (set by the signal handler).
+    interrupt: Arc<AtomicBool>,
+}
+
+impl Live {
+    /// A live view of a test of `spec`.
+    pub fn new(
+        spec: &TestSpec,
+        lines: bool,
+        stream: bool,
+        units: RateUnits,
+        interrupt: Arc<AtomicBool>,
+    ) -> Self {
+        Self {
+            protocol: spec.protocol,
+            lines,
+            stream,
+            units,
+            interval_ns: spec.interval_ns.max(1),
+            header_done: false,
+            peer_seen: false,
+            held: Vec::new(),
+            interrupt,
+        }
+    }
+
+    /// Whether the user pressed Ctrl-C.
+    pub fn was_interrupted(&self) -> bool {
+        self.interrupt.load(Ordering::Relaxed)
+    }
+
+    /// Ends the live lines: what was held back, then iperf3's two summary lines.
+    pub fn finish(&mut self, results: &Results, note: Option<&str>) {
+        if !self.lines {
+            return;
+        }
+        if !self.peer_seen {
+            for rec in std::mem::take(&mut self.held) {
+                self.line("sender", &rec);
+            }
+        }
+        let mut out = io::stdout().lock();
+        let e = &results.end;
+        let _ = writeln!(out, "{}", "- ".repeat(40).trim_end());
+        let _ = writeln!(
+            out,
+            "{:<9} {:>13}  {:>12}  {:>16}",
+            "[sender]",
+            format!("0.00-{:.2} s", e.sent.duration_s),
+            format_bytes(e.sent.bytes),
+            self.rate(e.sent_bps),
+        );
+        if results.datapath.server.is_none() && results.test.direction == Direction::Forward {
+            let _ = writeln!(
+                out,
+                "{:<10} unknown: the server did not report what it received",
+                "[receiver]"
+            );
+            if let Some(n) = note {
+                let _ = writeln!(out, "{n}");
+            }
+            return;
+        }
+        let mut receiver = format!(
+            "{:<9} {:>13}  {:>12}  {:>16}",
+            "[receiver]",
+            format!("0.00-{:.2} s", e.received.duration_s),
+            format_bytes(e.received.bytes),
+            self.rate(e.received_bps),
+        );
+        if let Some(u) = &e.udp {
+            let total = e.received.messages + u.lost;
+            receiver.push_str(&format!(
+                "  lost {}/{} ({:.2}%)  jitter {:.3} ms  out of order {}",
+                u.lost,
+                total,
+                u.loss_ratio * 100.0,
+                u.jitter_ms,
+                u.reordered
+            ));
+        } else if self.protocol == Protocol::Tcp {
+            receiver.push_str(&format!("  retransmits {}", e.retransmits));
+        }
+        let _ = writeln!(out, "{receiver}");
+        if let Some(n) = note {
+            let _ = writeln!(out, "{n}");
+        }
+    }
+
+    fn rate(&self, bps: f64) -> String {
+        format_rate(bps, self.units)
+    }
+
+    fn line(&mut self, who: &str, rec: &IntervalRecord) {
+        let secs = rec.end_ns.saturating_sub(rec.start_ns) as f64 / 1e9;
+        // The last interval is cut short by the end of the test: a part of it is shown with
+        // its own length (its rate is over that length); a sliver under a twentieth of an
+        // interval, whose rate would mean little, is left to the summary, which counts it.
+        if rec.end_ns.saturating_sub(rec.start_ns) < self.interval_ns / 20 {
+            return;
+        }
+        let rate = if secs > 0.0 {
+            rec.bytes as f64 * 8.0 / secs
+        } else {
+            0.0
+        };
+        let mut out = io::stdout().lock();
+        if !self.header_done {
+            self.header_done = true;
+            let _ = writeln!(
+                out,
+                "{:<10} {:>13}  {:>12}  {:>16}{}",
+                "",
+                "interval",
+                "transfer",
+                "rate",
+                if self.protocol == Protocol::Udp && who == "receiver" {
+                    "  lost/total (%)          jitter"
+                } else {
+                    ""
+                }
+            );
+        }
+        let mut text = format!(
+            "{:<10} {:>13}  {:>12}  {:>16}",
+            format!("[{who}]"),
+            format!(
+                "{:.2}-{:.2} s",
+                rec.start_ns as f64 / 1e9,
+                rec.end_ns as f64 / 1e9
+            ),
+            format_bytes(rec.bytes),
+            self.rate(rate)
+        );
+        if self.protocol == Protocol::Udp && who == "receiver" {
+            let total = rec.messages + rec.lost;
+            let pct = if total > 0 {
+                rec.lost as f64 * 100.0 / total as f64
+            } else {
+                0.0
+            };
+            let lost = format!("{}/{} ({pct:.2}%)", rec.lost, total);
+            text.push_str(&format!("  {lost:<22}"));
+            if let Some(j) = rec.jitter_ns {
+                text.push_str(&format!("  {:.3} ms", j / 1e6));
+            }
+        }
+        let _ = writeln!(out, "{}", text.trim_end());
+    }
+
+    fn event(&self, side: &str, role: Role, rec: &IntervalRecord) {
+        let ev = IntervalEvent {
+            event: "interval",
+            side,
+            role,
+            record: rec,
+        };
+        emit(&ev);
+    }
+}
+
+impl Watch for Live {
+    fn interval(&mut self, role: Role, rec: &IntervalRecord) {
+        if self.stream {
+            self.event("client", role, rec);
+        }
+        if !self.lines {
+            return;
+        }
+        match role {
+            Role::Receiver => self.line("receiver", rec),
+            // What was sent is shown only if the server sends no receiver lines.
+            Role::Sender if self.peer_seen => {}
+            Role::Sender => self.held.push(*rec),
+        }
+    }
+
+    fn peer_interval(&mut self, role: Role, rec: &IntervalRecord) {
+        if self.stream {
+            self.event("server", role, rec);
+        }
+        if role == Role::Receiver {
+            self.peer_seen = true;
+            self.held.clear();
+            if self.lines {
+                self.line("receiver", rec);
+            }
+        }
+    }
+
+    fn interrupted(&mut self) -> bool {
+        self.was_interrupted()
+    }
+}
+
+/// A bit rate in the units asked for.
+pub fn format_rate(bps: f64, units: RateUnits) -> String {
+    match units {
+        RateUnits::Auto => format_rate_bps(bps),
+        RateUnits::Bits(c) => {
+            let (div, name) = prefix(c);
+            format!("{:.2} {name}bit/s", bps / div)
+        }
+        RateUnits::Bytes(c) => {
+            let (div, name) = prefix(c);
+            format!("{:.2} {name}B/s", bps / 8.0 / div)
+        }
+    }
+}
+
+fn prefix(c: char) -> (f64, &'static str) {
+    match c.to_ascii_lowercase() {
+        'k' => (1e3, "k"),
+        'g' => (1e9, "G"),
+        _ => (1e6, "M"),
+    }
+}
+
+/// One line of `--json-stream` on stdout.
+pub fn emit<T: Serialize>(event: &T) {
+    let mut out = io::stdout().lock();
+    if serde_json::to_writer(&mut out, event).is_ok() {
+        let _ = writeln!(out);
+        let _ = out.flush();
+    }
+}
+
+/// `--json-stream`: the test as asked, before it runs.
+#[derive(Serialize)]
+pub struct StartEvent<'a> {
+    /// `start`.
+    pub event: &'static str,
+    /// The tool's version.
+    pub wirebench: &'static str,
+    /// The server as named.
+    pub server: &'a str,
+    /// The test (the keys of the document's `test`).
+    pub test: TestView,
+}
+
+/// `--json-stream`: an interval one side closed.
+#[derive(Serialize)]
+struct IntervalEvent<'a> {
+    event: &'static str,
+    /// `client` or `server`.
+    side: &'a str,
+    role: Role,
+    #[serde(flatten)]
+    record: &'a IntervalRecord,
+}
+
+/// `--json-stream`: the end, with the results document's keys.
+#[derive(Serialize)]
+pub struct EndEvent<'a, T: Serialize> {
+    /// `end`, or `error` when the test failed.
+    pub event: &'static str,
+    /// The document (or, for an error, the error document).
+    #[serde(flatten)]
+    pub doc: &'a T,
+}

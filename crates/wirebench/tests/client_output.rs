@@ -1,0 +1,378 @@
+//! What `run` shows on every path, through the real binary (issue 16): live lines with the
+//! receiver's view, the summary's sender and receiver lines, JSON on failure, the NDJSON
+//! stream, Ctrl-C, a server that goes away, errors with hints, iperf3's habits, and text
+//! from a hostile server made printable (issue 15).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+
+use common::{wirebench, Server};
+use serde_json::Value;
+
+/// A port on loopback that nothing listens on (bound, then released).
+fn closed_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// Reads `child`'s stdout until a line contains `needle`; returns the lines read and the
+/// reader, to read the rest after.
+fn read_until(
+    child: &mut Child,
+    needle: &str,
+) -> (Vec<String>, BufReader<std::process::ChildStdout>) {
+    let mut reader = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut lines = Vec::new();
+    loop {
+        let mut line = String::new();
+        let n = reader.read_line(&mut line).expect("read stdout");
+        assert!(n > 0, "ended before {needle:?}; got {lines:?}");
+        let hit = line.contains(needle);
+        lines.push(line);
+        if hit {
+            return (lines, reader);
+        }
+    }
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(ok.success());
+}
+
+#[test]
+fn udp_live_lines_show_what_the_receiver_got_and_a_summary_of_both_sides() {
+    let server = Server::start(&[]);
+    let out = server.run(&["-u", "-b", "20M", "-t", "2", "-i", "1"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let receiver_lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("[receiver]") && !l.contains("lost ") && l.contains('%'))
+        .collect();
+    assert!(
+        receiver_lines.len() >= 2,
+        "a receiver line per interval, with lost/total (%):\n{text}"
+    );
+    assert!(text.contains("[sender]"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("[receiver]") && l.contains("lost ") && l.contains("jitter")),
+        "{text}"
+    );
+    // Not a terminal: no escape codes at all.
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+}
+
+#[test]
+fn reverse_tcp_live_lines_and_no_lines_with_interval_zero() {
+    let server = Server::start(&[]);
+    let out = server.run(&["-R", "-t", "1", "-i", "1"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().any(|l| l.starts_with("[receiver]")), "{text}");
+    assert!(text.contains("retransmits"), "{text}");
+    let out = server.run(&["-t", "1", "-i", "0"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("[receiver]"), "{text}");
+}
+
+#[test]
+fn live_lines_by_default_on_a_terminal() {
+    // `script` gives the client a pseudo-terminal.
+    let cmd = format!("{} run -t 2", env!("CARGO_BIN_EXE_wirebench"));
+    let out = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .stdin(Stdio::null())
+        .output();
+    let Ok(out) = out else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "script(1) is needed in CI"
+        );
+        return;
+    };
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines().filter(|l| l.starts_with("[receiver]")).count() >= 2,
+        "{text}"
+    );
+    assert!(text.contains("[sender]"), "{text}");
+}
+
+#[test]
+fn refused_connection_is_one_line_with_a_hint_and_the_os_text_once() {
+    let port = closed_port().to_string();
+    let out = wirebench()
+        .args(["run", &format!("127.0.0.1:{port}")])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(err.matches("refused").count(), 1, "{err}");
+    assert!(
+        err.contains("wirebench serve") && err.contains("-p"),
+        "{err}"
+    );
+}
+
+#[test]
+fn json_on_failure_is_one_document_with_the_error() {
+    let port = closed_port().to_string();
+    for flag in ["--json", "-J"] {
+        let out = wirebench()
+            .args(["run", "127.0.0.1", "-p", &port, flag])
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(1));
+        let doc: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+        assert!(
+            doc["error"].as_str().is_some_and(|e| e.contains("refused")),
+            "{doc}"
+        );
+        assert_eq!(doc["error_kind"], "connect");
+        assert_eq!(doc["exit_code"], 1);
+        assert_eq!(doc["test"]["protocol"], "tcp");
+    }
+}
+
+#[test]
+fn json_stream_writes_start_intervals_and_end() {
+    let server = Server::start(&[]);
+    let out = server.run(&["-u", "-b", "10M", "-t", "2", "--json-stream"]);
+    assert!(out.status.success(), "{out:?}");
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(events.first().map(|e| &e["event"]), Some(&"start".into()));
+    assert_eq!(events.last().map(|e| &e["event"]), Some(&"end".into()));
+    let end = events.last().expect("end");
+    // The same keys as the document.
+    assert!(
+        end["end"]["received"]["bytes"]
+            .as_u64()
+            .is_some_and(|b| b > 0),
+        "{end}"
+    );
+    assert!(events
+        .iter()
+        .any(|e| e["event"] == "interval" && e["side"] == "server" && e["role"] == "receiver"));
+    let port = closed_port().to_string();
+    let out = wirebench()
+        .args(["run", "127.0.0.1", "-p", &port, "--json-stream"])
+        .output()
+        .expect("run");
+    let last: Value = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .expect("an error event");
+    assert_eq!(last["event"], "error");
+    assert_eq!(last["exit_code"], 1);
+}
+
+#[test]
+fn ctrl_c_prints_the_partial_summary_and_exits_130() {
+    let server = Server::start(&[]);
+    let mut child = server.spawn(&["-t", "60", "-i", "1"]);
+    let (_, mut rest) = read_until(&mut child, "[receiver]");
+    signal(&child, "-INT");
+    let mut tail = String::new();
+    rest.read_to_string(&mut tail).expect("read");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(130), "{tail}");
+    assert!(tail.contains("interrupted after"), "{tail}");
+    assert!(tail.contains("[sender]"), "{tail}");
+}
+
+#[test]
+fn a_server_that_goes_away_gives_partial_results_not_a_made_up_loss() {
+    let server = Server::start(&[]);
+    let mut child = server.spawn(&["-u", "-b", "10M", "-t", "60", "-i", "1"]);
+    let (_, mut rest) = read_until(&mut child, "[receiver]");
+    drop(server); // kills it mid-test
+    let mut out = String::new();
+    rest.read_to_string(&mut out).expect("read");
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err)
+        .expect("read");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(1), "{out}{err}");
+    assert!(
+        err.contains("the server closed the connection after"),
+        "{err}"
+    );
+    assert!(out.contains("[sender]"), "{out}");
+    assert!(
+        !out.contains("100.00%") && !out.contains("100.000%"),
+        "{out}"
+    );
+}
+
+#[test]
+fn host_port_forms_and_iperf3_habits() {
+    let server = Server::start(&[]);
+    let out = wirebench()
+        .args([
+            "run",
+            &format!("127.0.0.1:{}", server.port),
+            "-t",
+            "1",
+            "-f",
+            "m",
+        ])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let out = wirebench()
+        .args(["run", &format!("[::1]:{}", closed_port()), "-t", "1"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    for (args, want) in [
+        (&["-s"][..], "wirebench serve"),
+        (&["-c", "example.net"][..], "wirebench run example.net"),
+        (
+            &["run", "-c", "example.net"][..],
+            "wirebench run example.net",
+        ),
+    ] {
+        let out = wirebench().args(args).output().expect("run");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    let help = wirebench().args(["--help"]).output().expect("help");
+    assert!(String::from_utf8_lossy(&help.stdout).contains("130 interrupted"));
+}
+
+/// A fake server that answers the first frame with a refusal full of escape sequences.
+#[test]
+fn a_hostile_servers_text_is_made_printable() {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let fake = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().expect("accept");
+        let mut len = [0u8; 4];
+        conn.read_exact(&mut len).expect("frame length");
+        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+        conn.read_exact(&mut body).expect("frame");
+        let reason = "\u{1b}]0;owned\u{7}\u{1b}[31mred\nerror: forged line";
+        let msg = serde_json::json!({"type": "refuse", "reason": reason}).to_string();
+        let mut frame = (msg.len() as u32).to_be_bytes().to_vec();
+        frame.extend_from_slice(msg.as_bytes());
+        conn.write_all(&frame).expect("write");
+    });
+    let out = wirebench()
+        .args(["run", &format!("127.0.0.1:{port}"), "-t", "1"])
+        .output()
+        .expect("run");
+    fake.join().expect("fake server");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "{err:?}");
+    assert_eq!(err.lines().count(), 1, "{err:?}");
+    assert!(err.contains("forged line"), "{err}");
+}
+
+#[test]
+fn completions_and_man_page_come_from_the_flags() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = wirebench()
+            .args(["completions", shell])
+            .output()
+            .expect("run");
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("json-stream"), "{shell}");
+    }
+    let out = wirebench().arg("man").output().expect("run");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(".TH wirebench") && text.contains("wirebench-run"));
+}
+
+#[test]
+fn file_both_directions_works_without_a_server() {
+    let dir = std::env::temp_dir().join(format!("wb-both-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("payload.bin");
+    std::fs::write(&file, vec![42u8; 200_000]).expect("write");
+    let out = wirebench()
+        .args(["run", "--file"])
+        .arg(&file)
+        .args(["--both-directions", "-i", "0"])
+        .output()
+        .expect("run");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("send: file payload.bin arrived identical")
+            && text.contains("receive: file payload.bin arrived identical"),
+        "{text}"
+    );
+}
+
+/// An iperf3 server is named as such, at once (not after the set-up timeout).
+#[test]
+fn an_iperf3_server_is_recognised() {
+    let port = closed_port().to_string();
+    let Ok(mut iperf3) = Command::new("iperf3")
+        .args(["-s", "-1", "-p", &port, "-B", "127.0.0.1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+    else {
+        eprintln!("skipped: iperf3 is not installed");
+        return;
+    };
+    // iperf3 prints its banner once it listens.
+    let mut reader = BufReader::new(iperf3.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+        if line.contains("listening") {
+            break;
+        }
+        line.clear();
+    }
+    let out = wirebench()
+        .args(["run", &format!("127.0.0.1:{port}"), "-t", "1"])
+        .output()
+        .expect("run");
+    let _ = iperf3.kill();
+    let _ = iperf3.wait();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("iperf3 server"), "{err}");
+}
+
+#[test]
+fn a_busy_port_names_the_flag() {
+    let busy = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = busy.local_addr().expect("addr").port().to_string();
+    let out = wirebench()
+        .args(["serve", "--bind", "127.0.0.1", "-p", &port])
+        .output()
+        .expect("serve");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(err.matches("in use").count(), 1, "{err}");
+    assert!(err.contains("-p"), "{err}");
+}
