@@ -11,6 +11,7 @@
 mod auth;
 mod control;
 mod file;
+pub mod iperf3;
 mod log;
 mod merge;
 mod net;
