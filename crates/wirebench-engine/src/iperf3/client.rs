@@ -82,6 +82,7 @@ impl ClientSession {
     }
 
     /// Whether the session has ended (done or failed).
+    #[cfg(test)]
     pub(crate) fn is_over(&self) -> bool {
         self.phase == Phase::Over
     }

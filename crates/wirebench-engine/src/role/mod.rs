@@ -14,6 +14,7 @@
 mod blocking;
 pub(crate) mod count;
 mod end;
+pub(crate) mod iperf3;
 mod recv_loop;
 mod rr;
 mod saw;

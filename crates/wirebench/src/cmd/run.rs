@@ -18,6 +18,9 @@ use crate::Failure;
 /// Runs the test the flags describe and prints its results.
 pub fn run(args: &RunArgs) -> Result<(), Failure> {
     let spec = args.spec().map_err(Failure::Usage)?;
+    if let Some(target) = &args.iperf3 {
+        return iperf3(args, target, spec);
+    }
     let psk = cli::load_psk(args.psk_file.as_deref()).map_err(Failure::Usage)?;
     let (host, port) = server_for(args.host.as_ref(), args.port, psk.as_ref())?;
     let cfg = ClientConfig {
@@ -33,6 +36,34 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         return both_directions(args, cfg);
     }
     let results = one_test(args, &cfg)?;
+    let mut out = io::stdout().lock();
+    args.output_format()
+        .exporter::<Results>()
+        .export(&results, &mut out)
+        .and_then(|()| out.flush())
+        .context("writing the results")?;
+    match results.error {
+        Some(e) => Err(Failure::Runtime(anyhow::anyhow!("test incomplete: {e}"))),
+        None => Ok(()),
+    }
+}
+
+/// `--iperf3 HOST[:PORT]`: the test against an iperf3 server, with the same live output
+/// and results document (the server's figures marked as reported by it).
+fn iperf3(args: &RunArgs, target: &str, spec: TestSpec) -> Result<(), Failure> {
+    let (host, port) = wirebench_engine::split_target(target).map_err(|e| Failure::Usage(e.to_string()))?;
+    let cfg = wirebench_engine::Iperf3Config {
+        host,
+        port,
+        spec,
+        window: args.window.unwrap_or(0),
+    };
+    let mut live = live_for(args, &cfg.spec);
+    let results = wirebench_engine::run_iperf3(&cfg, &mut live);
+    if let Some(bar) = &live.bar {
+        bar.finish_and_clear();
+    }
+    let results = results.context("running the test against the iperf3 server")?;
     let mut out = io::stdout().lock();
     args.output_format()
         .exporter::<Results>()
@@ -74,20 +105,25 @@ fn both_directions(args: &RunArgs, cfg: ClientConfig) -> Result<(), Failure> {
 
 /// Runs one test with live output as the flags ask.
 fn one_test(args: &RunArgs, cfg: &ClientConfig) -> Result<Results, Failure> {
-    let table = args.output_format() == Format::Table;
-    let lines = args.interval.is_some() && table;
-    let show_bar = !lines && table && io::stdout().is_terminal() && io::stderr().is_terminal();
-    let mut live = Live {
-        protocol: cfg.spec.protocol,
-        lines,
-        header_done: false,
-        bar: show_bar.then(|| progress_bar(&cfg.spec)),
-    };
+    let mut live = live_for(args, &cfg.spec);
     let results = wirebench_engine::run(cfg, &mut live);
     if let Some(bar) = &live.bar {
         bar.finish_and_clear();
     }
     Ok(results.context("running the test")?)
+}
+
+/// The live output the flags ask for.
+fn live_for(args: &RunArgs, spec: &TestSpec) -> Live {
+    let table = args.output_format() == Format::Table;
+    let lines = args.interval.is_some() && table;
+    let show_bar = !lines && table && io::stdout().is_terminal() && io::stderr().is_terminal();
+    Live {
+        protocol: spec.protocol,
+        lines,
+        header_done: false,
+        bar: show_bar.then(|| progress_bar(spec)),
+    }
 }
 
 /// Prints live interval lines, or drives a progress bar.
