@@ -185,6 +185,13 @@ fn tcp_send(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
             break;
         }
     }
+    // iperf3 counts what it read until TEST_END arrives: before the driver sends it, let
+    // what was written reach the peer (acknowledged), at most a bounded time, so that its
+    // count and this one agree.
+    let until = Instant::now() + DRAIN_MAX;
+    while crate::sys::tcp_all_acked(&s) == Some(false) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     end
 }
 
