@@ -66,6 +66,8 @@ pub(crate) struct Plan {
     pub start: Instant,
     /// Unix time at `start`, ns.
     pub epoch_unix_ns: u64,
+    /// Senders: stop by themselves at this time (ns since `start`); `u64::MAX` for never.
+    pub stop_at_ns: u64,
 }
 
 /// What a stream did.
@@ -144,6 +146,9 @@ fn tcp_send(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
     let mut end = StreamEnd::default();
     while !live.stop.load(Ordering::Relaxed) {
         let now = now_ns(plan);
+        if now >= plan.stop_at_ns {
+            break;
+        }
         let due = pacer.next_ns(now);
         if due > now {
             wait_until(plan.start, due.min(now + POLL.as_nanos() as u64));
@@ -248,6 +253,9 @@ fn udp_send(s: &UdpSocket, plan: &Plan, live: &Live) -> StreamEnd {
     let mut seq = 0u64;
     while !live.stop.load(Ordering::Relaxed) {
         let now = now_ns(plan);
+        if now >= plan.stop_at_ns {
+            break;
+        }
         let due = pacer.next_ns(now);
         if due > now {
             wait_until(plan.start, due.min(now + POLL.as_nanos() as u64));

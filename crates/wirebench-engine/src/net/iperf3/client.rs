@@ -204,6 +204,7 @@ pub fn run_iperf3(cfg: &Iperf3Config, watch: &mut dyn Watch) -> Result<Results, 
                         budget: budget(spec.bytes),
                         start: Instant::now(),
                         epoch_unix_ns: crate::sys::unix_now_ns(),
+                        stop_at_ns: u64::MAX,
                     };
                     started = Some(plan.start);
                     streams = Some(Streams::start(

@@ -227,6 +227,21 @@ pub(crate) fn check_limits(p: &Params, state: &State) -> Result<(), String> {
     Ok(())
 }
 
+/// How early the server's senders stop before a timed test's end, so that what they sent
+/// has reached the iperf3 client (which stops counting when it sends TEST_END) by then.
+const SENDER_LEAD: Duration = Duration::from_millis(100);
+
+/// When the server's senders stop by themselves: a little before a timed test's end (the
+/// client's timer starts when TEST_RUNNING reaches it, after this side's start), never for a
+/// test of an amount (the budget ends it).
+fn sender_stop_ns(p: &Params) -> u64 {
+    if p.num > 0 || p.time == 0 {
+        return u64::MAX;
+    }
+    let t = Duration::from_secs(p.time).saturating_sub(SENDER_LEAD);
+    u64::try_from(t.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// Which streams the server sends on, in the order the client opens them (iperf3's
 /// `iperf_run_server`: with `--bidir`, the server's receiving streams come first).
 fn server_sends(p: &Params) -> Vec<bool> {
@@ -358,6 +373,7 @@ fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) 
                     budget: budget((p.num > 0).then_some(p.num)),
                     start: Instant::now(),
                     epoch_unix_ns: crate::sys::unix_now_ns(),
+                    stop_at_ns: sender_stop_ns(p),
                 };
                 match Streams::start(
                     std::mem::take(&mut socks),
