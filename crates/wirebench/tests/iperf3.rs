@@ -312,7 +312,7 @@ fn iperf3_sender_loss_counted_exactly() {
          nft add rule inet wbtest in udp length '>' 100 numgen random mod 100 '<' 5 counter drop; \
          iperf3 -s -1 --forceflush -B 127.0.0.1 -p 5201 > srv.log 2>&1 & \
          timeout 10 sh -c 'until grep -q listening srv.log; do sleep 0.01; done'; \
-         \"$0\" run --iperf3 127.0.0.1 -u -R -b 20M -l 1000 -t 1 --json; \
+         \"$0\" run --iperf3 127.0.0.1 -u -R -b 5M -l 1000 -w 4M -t 1 --json; \
          echo; echo ===; nft list ruleset";
     let dir = std::env::temp_dir().join(format!("wb-iperf3-loss-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");

@@ -601,6 +601,7 @@ mod tests {
             let _ = ResultsDoc::parse(&bytes);
             let _ = check_cookie(&bytes);
             let _ = is_connect(&bytes);
+            super::super::decode_everything(&bytes);
         }
     }
 }

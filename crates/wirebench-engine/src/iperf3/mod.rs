@@ -59,5 +59,44 @@ impl From<DecodeError> for Iperf3Error {
     }
 }
 
+/// Feeds `bytes` to every iperf3 decoder and to both control sessions, for the fuzz target
+/// and the random-bytes unit test: whatever the bytes, nothing may panic.
+pub fn decode_everything(bytes: &[u8]) {
+    use codec::{Expect, Reader};
+    for expect in [Expect::State, Expect::Json, Expect::Error] {
+        let mut r = Reader::default();
+        r.push(bytes);
+        while let Ok(Some(_)) = r.next(expect) {}
+    }
+    let _ = UdpHeader::decode(false, bytes);
+    let _ = UdpHeader::decode(true, bytes);
+    let _ = Params::parse(bytes);
+    let _ = ResultsDoc::parse(bytes);
+    let _ = codec::check_cookie(bytes);
+    let _ = codec::is_connect(bytes);
+    let now = std::time::Instant::now();
+    let mut c = client::ClientSession::new(now, codec::cookie_from(&[0; 36]), Params::default());
+    c.handle_bytes(now, bytes);
+    while c.poll_action().is_some() {}
+    let mut s = server::ServerSession::new(now);
+    // As the driver does: read no more than the session's limit, and say yes to each step.
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let n = s.read_limit().min(rest.len());
+        if n == 0 {
+            s.welcome(now);
+            s.accept(now);
+            s.exchange(now);
+            if s.read_limit() == 0 {
+                break;
+            }
+            continue;
+        }
+        s.handle_bytes(now, &rest[..n]);
+        rest = &rest[n..];
+        while s.poll_action().is_some() {}
+    }
+}
+
 #[cfg(test)]
 mod tests;
