@@ -54,7 +54,15 @@ impl Iperf3Server {
         for _ in 0..5 {
             let port = free_port();
             let mut child = Command::new("iperf3")
-                .args(["-s", "-1", "--forceflush", "-B", "127.0.0.1", "-p", &port.to_string()])
+                .args([
+                    "-s",
+                    "-1",
+                    "--forceflush",
+                    "-B",
+                    "127.0.0.1",
+                    "-p",
+                    &port.to_string(),
+                ])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
                 .spawn()
@@ -122,7 +130,10 @@ fn check_half(v: &Value, prefix: &str, udp: bool) {
             u(v, &format!("{prefix}end.sent.messages")),
             u(v, &format!("{prefix}end.received.messages")),
         );
-        assert!(r <= s && s - r <= IN_FLIGHT, "{prefix}: sent {s}, received {r}: {v}");
+        assert!(
+            r <= s && s - r <= IN_FLIGHT,
+            "{prefix}: sent {s}, received {r}: {v}"
+        );
         assert_eq!(u(v, &format!("{prefix}end.udp.lost")), s - r, "{v}");
     } else {
         assert_eq!(sent, received, "{prefix}: {v}");
@@ -147,7 +158,10 @@ fn wirebench_client_against_iperf3_server() {
         let server = Iperf3Server::start();
         let v = run_against(server.port, args);
         assert_eq!(v["peer"]["tool"], "iperf3", "{v}");
-        assert!(!v["peer"]["reported_by_peer"].as_array().expect("keys").is_empty());
+        assert!(!v["peer"]["reported_by_peer"]
+            .as_array()
+            .expect("keys")
+            .is_empty());
         check_half(&v, "", *udp);
         if args.contains(&"--bidir") {
             check_half(&v, "reverse.", *udp);
@@ -203,7 +217,10 @@ fn iperf3_client_against_wirebench_server() {
         (&["-u", "-R", "-b", "20M", "-l", "1200", "-t", "1"], true),
         (&["-P", "2", "-t", "1"], false),
         (&["--bidir", "-t", "1"], false),
-        (&["-u", "--bidir", "-b", "5M", "-l", "1200", "-t", "1"], true),
+        (
+            &["-u", "--bidir", "-b", "5M", "-l", "1200", "-t", "1"],
+            true,
+        ),
     ];
     for (args, udp) in cases {
         let v = iperf3_client(server.port, args);
@@ -217,7 +234,11 @@ fn iperf3_client_against_wirebench_server() {
     }
     // An amount: both sides count exactly it (iperf3's M is MiB).
     let v = iperf3_client(server.port, &["-n", "10M"]);
-    assert_eq!(v["end"]["sum_received"]["bytes"].as_u64(), Some(10 << 20), "{v}");
+    assert_eq!(
+        v["end"]["sum_received"]["bytes"].as_u64(),
+        Some(10 << 20),
+        "{v}"
+    );
 }
 
 #[test]
@@ -287,13 +308,24 @@ fn a_server_with_a_key_refuses_iperf3_unless_allowed() {
     let key = key.to_string_lossy().to_string();
     let refusing = Server::start(&["--psk-file", &key]);
     let out = Command::new("iperf3")
-        .args(["-c", "127.0.0.1", "-p", &refusing.port.to_string(), "-t", "1"])
+        .args([
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &refusing.port.to_string(),
+            "-t",
+            "1",
+        ])
         .output()
         .expect("run iperf3 -c");
     assert!(!out.status.success(), "iperf3 was admitted without a key");
     let allowing = Server::start(&["--psk-file", &key, "--allow-iperf3"]);
     let v = iperf3_client(allowing.port, &["-n", "1M"]);
-    assert_eq!(v["end"]["sum_received"]["bytes"].as_u64(), Some(1 << 20), "{v}");
+    assert_eq!(
+        v["end"]["sum_received"]["bytes"].as_u64(),
+        Some(1 << 20),
+        "{v}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -528,10 +528,7 @@ mod tests {
         let mut b = [0u8; 16];
         h.encode(false, &mut b).unwrap();
         assert_eq!(UdpHeader::decode(false, &b[..12]), Ok(h));
-        let wide = UdpHeader {
-            seq: 1 << 40,
-            ..h
-        };
+        let wide = UdpHeader { seq: 1 << 40, ..h };
         wide.encode(true, &mut b).unwrap();
         assert_eq!(UdpHeader::decode(true, &b), Ok(wide));
         assert!(UdpHeader::decode(true, &b[..12]).is_err());

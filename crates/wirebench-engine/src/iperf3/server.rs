@@ -251,9 +251,7 @@ impl ServerSession {
                 self.deadline = None;
                 self.actions.push_back(ServerAction::Done);
             }
-            (_, Item::State(State::ClientTerminate)) => {
-                self.fail(Iperf3Error::ClientTerminated)
-            }
+            (_, Item::State(State::ClientTerminate)) => self.fail(Iperf3Error::ClientTerminated),
             (_, other) => self.fail(Iperf3Error::Protocol(format!(
                 "unexpected {other:?} from the client"
             ))),

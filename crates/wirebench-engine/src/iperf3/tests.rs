@@ -79,7 +79,10 @@ fn a_whole_test_runs_through() {
     assert_eq!(c.poll_action(), Some(ClientAction::SendResults));
     c.send_results(t1, &results(10));
     pump(t1, &mut c, &mut s);
-    assert_eq!(s.poll_action(), Some(ServerAction::PeerResults(results(10))));
+    assert_eq!(
+        s.poll_action(),
+        Some(ServerAction::PeerResults(results(10)))
+    );
     s.send_results(t1, &results(9));
     pump(t1, &mut c, &mut s);
     assert_eq!(c.poll_action(), Some(ClientAction::PeerResults(results(9))));

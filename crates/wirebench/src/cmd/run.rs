@@ -51,7 +51,8 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
 /// `--iperf3 HOST[:PORT]`: the test against an iperf3 server, with the same live output
 /// and results document (the server's figures marked as reported by it).
 fn iperf3(args: &RunArgs, target: &str, spec: TestSpec) -> Result<(), Failure> {
-    let (host, port) = wirebench_engine::split_target(target).map_err(|e| Failure::Usage(e.to_string()))?;
+    let (host, port) =
+        wirebench_engine::split_target(target).map_err(|e| Failure::Usage(e.to_string()))?;
     let cfg = wirebench_engine::Iperf3Config {
         host,
         port,

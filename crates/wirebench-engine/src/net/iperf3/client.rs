@@ -35,7 +35,11 @@ pub struct Iperf3Config {
 
 /// Splits `HOST[:PORT]` (`[V6]:PORT` for IPv6 with a port); iperf3's port 5201 when none.
 pub fn split_target(target: &str) -> Result<(String, u16), EngineError> {
-    let bad = || EngineError::Setup(format!("--iperf3 {target}: give HOST, HOST:PORT or [IPV6]:PORT"));
+    let bad = || {
+        EngineError::Setup(format!(
+            "--iperf3 {target}: give HOST, HOST:PORT or [IPV6]:PORT"
+        ))
+    };
     if let Some(rest) = target.strip_prefix('[') {
         let (host, after) = rest.split_once(']').ok_or_else(bad)?;
         let port = match after.strip_prefix(':') {
@@ -55,8 +59,7 @@ pub fn split_target(target: &str) -> Result<(String, u16), EngineError> {
     }
 }
 
-/// The parameters an iperf3 server gets for `spec`. wirebench's `-b` is the rate over all
-/// streams; iperf3's `bandwidth` is per stream, so it is divided.
+/// The parameters an iperf3 server gets for `spec` (`-b` is per stream in both tools).
 pub(crate) fn params_for(spec: &TestSpec, window: u64) -> Params {
     let streams = spec.streams.max(1);
     Params {
@@ -73,7 +76,7 @@ pub(crate) fn params_for(spec: &TestSpec, window: u64) -> Params {
         bidirectional: spec.direction == Direction::Bidir,
         window,
         len: spec.size,
-        bandwidth: spec.rate_bps / u64::from(streams),
+        bandwidth: spec.rate_bps,
         pacing_timer: 1000,
         congestion: spec.congestion.clone(),
         udp_counters_64bit: false,
@@ -144,7 +147,9 @@ fn open_stream(
                 match s.recv(&mut reply) {
                     Ok(4) if is_connect(&reply[..4]) => return Ok(DataSocket::Udp(s)),
                     _ if Instant::now() >= until => {
-                        return Err(EngineError::Timeout("the iperf3 server's UDP connect reply"))
+                        return Err(EngineError::Timeout(
+                            "the iperf3 server's UDP connect reply",
+                        ))
                     }
                     _ => {}
                 }
@@ -173,7 +178,8 @@ pub fn run_iperf3(cfg: &Iperf3Config, watch: &mut dyn Watch) -> Result<Results, 
             source,
         })?;
     let mut random = [0u8; COOKIE_LEN - 1];
-    getrandom::getrandom(&mut random).map_err(|e| EngineError::Setup(format!("no randomness: {e}")))?;
+    getrandom::getrandom(&mut random)
+        .map_err(|e| EngineError::Setup(format!("no randomness: {e}")))?;
     let cookie = cookie_from(&random);
     let mut session = ClientSession::new(Instant::now(), cookie, params_for(spec, cfg.window));
     let mut pump = Pump::new(control).map_err(|e| EngineError::io("control connection", e))?;
@@ -199,7 +205,7 @@ pub fn run_iperf3(cfg: &Iperf3Config, watch: &mut dyn Watch) -> Result<Results, 
                     let plan = Plan {
                         sender: true,
                         len: spec.size as usize,
-                        rate_bps: spec.rate_bps / u64::from(spec.streams.max(1)),
+                        rate_bps: spec.rate_bps,
                         wide: false,
                         budget: budget(spec.bytes),
                         start: Instant::now(),
@@ -283,7 +289,9 @@ fn results(cfg: &Iperf3Config, s: &Streams, peer: Option<&ResultsDoc>) -> Result
         client.reverse = Some(Box::new(s.side_report(false, peer)));
         server.reverse = Some(Box::new(peer_report(doc, &ids(false), true, udp)));
     }
-    let error = peer.is_none().then(|| "no results from the iperf3 server".to_string());
+    let error = peer
+        .is_none()
+        .then(|| "no results from the iperf3 server".to_string());
     let mut r = Results::assemble(
         spec,
         format!("{}:{} (iperf3)", cfg.host, cfg.port),

@@ -274,7 +274,11 @@ impl Streams {
     /// results document takes it.
     fn side_report(&self, sending: bool, peer: Option<&ResultsDoc>) -> SideReport {
         let mut rep = SideReport {
-            role: Some(if sending { Role::Sender } else { Role::Receiver }),
+            role: Some(if sending {
+                Role::Sender
+            } else {
+                Role::Receiver
+            }),
             elapsed_ns: self.start.elapsed().as_nanos() as u64,
             intervals: if self.senders.first() == Some(&sending) {
                 self.intervals.clone()
@@ -341,7 +345,11 @@ impl Drop for Streams {
 /// iperf3 peer knows: its counts).
 fn peer_report(doc: &ResultsDoc, ids: &[i64], sending: bool, udp: bool) -> SideReport {
     let mut rep = SideReport {
-        role: Some(if sending { Role::Sender } else { Role::Receiver }),
+        role: Some(if sending {
+            Role::Sender
+        } else {
+            Role::Receiver
+        }),
         ..SideReport::default()
     };
     let mut counts = UdpCounts {
@@ -392,10 +400,11 @@ fn any_for(to: SocketAddr) -> SocketAddr {
 
 /// The congestion control a TCP socket uses, for the results exchange.
 fn congestion_of(s: &TcpStream) -> Option<String> {
-    SockRef::from(s)
-        .tcp_congestion()
-        .ok()
-        .map(|v| String::from_utf8_lossy(&v).trim_end_matches('\0').to_string())
+    SockRef::from(s).tcp_congestion().ok().map(|v| {
+        String::from_utf8_lossy(&v)
+            .trim_end_matches('\0')
+            .to_string()
+    })
 }
 
 /// Shared by both drivers: the per-stream counts that came from the peer, as budget.

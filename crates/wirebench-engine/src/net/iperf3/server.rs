@@ -203,13 +203,19 @@ pub(crate) fn check_limits(p: &Params, state: &State) -> Result<(), String> {
     }
     if let Some(max) = cfg.max_duration {
         if p.num == 0 && Duration::from_secs(p.time) > max {
-            return Err(format!("{} s is over this server's {} s", p.time, max.as_secs()));
+            return Err(format!(
+                "{} s is over this server's {} s",
+                p.time,
+                max.as_secs()
+            ));
         }
     }
     if let Some(max) = cfg.max_rate_bps {
         let rate = p.bandwidth.saturating_mul(u64::from(streams));
         if p.bandwidth == 0 || rate > max {
-            return Err(format!("the rate must be set and at most {max} bit/s in all"));
+            return Err(format!(
+                "the rate must be set and at most {max} bit/s in all"
+            ));
         }
     }
     if let Some(max) = cfg.max_bytes {
@@ -221,7 +227,9 @@ pub(crate) fn check_limits(p: &Params, state: &State) -> Result<(), String> {
                 .saturating_mul(u64::from(streams))
         };
         if bytes == 0 || bytes > max {
-            return Err(format!("the test must move at most {max} bytes (-n, or -b and -t)"));
+            return Err(format!(
+                "the test must move at most {max} bytes (-n, or -b and -t)"
+            ));
         }
     }
     Ok(())
@@ -259,7 +267,7 @@ fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) 
         return;
     };
     let local = conn.local_addr().map_or(state.cfg.bind.ip(), |a| a.ip());
-    let who = format!("client={} protocol=iperf3", peer);
+    let who = format!("client={peer} peer_tool=iperf3");
     let mut session = ServerSession::new(Instant::now());
     let Ok(mut pump) = Pump::new(conn) else {
         return;
@@ -278,7 +286,7 @@ fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) 
                 ServerAction::Cookie(_) => {
                     if state.cfg.psk.is_some() && !state.cfg.allow_iperf3 {
                         log(state, format_args!(
-                            "{who} refused=\"the server requires a pre-shared key, which iperf3 cannot prove; serve --allow-iperf3 admits iperf3 clients\""
+                            "{who} event=refused reason=\"the server requires a pre-shared key, which iperf3 cannot prove; serve --allow-iperf3 admits iperf3 clients\""
                         ));
                         session.deny();
                         break 'session "refused".into();
@@ -290,7 +298,10 @@ fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) 
                     match state.admission().admit(now, peer.ip()) {
                         Ok(t) => ticket = Some(t),
                         Err(r) => {
-                            log(state, format_args!("{who} refused={}", q(&r.to_string())));
+                            log(
+                                state,
+                                format_args!("{who} event=refused reason={}", q(&r.to_string())),
+                            );
                             session.deny();
                             break 'session "refused".into();
                         }
@@ -299,7 +310,10 @@ fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) 
                 }
                 ServerAction::Params(p) => {
                     if let Err(why) = check_limits(&p, state) {
-                        log(state, format_args!("{who} refused={}", q(&why)));
+                        log(
+                            state,
+                            format_args!("{who} event=refused reason={}", q(&why)),
+                        );
                         session.refuse(IE_INIT_TEST);
                         break 'session "refused".into();
                     }
@@ -318,7 +332,7 @@ fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) 
                     );
                     rx = Some(r);
                     log(state, format_args!(
-                        "{who} test={} streams={} reverse={} bidir={} len={} time_s={} bytes={} rate_bps={}",
+                        "{who} event=start protocol={} streams={} reverse={} bidir={} len={} time_s={} bytes={} rate_bps={}",
                         if p.udp { "udp" } else { "tcp" },
                         p.parallel, p.reverse, p.bidirectional, p.len, p.time, p.num, p.bandwidth
                     ));
@@ -400,12 +414,18 @@ fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) 
     if let Some(s) = streams.as_ref() {
         let sent = s.total(true);
         let received = s.total(false);
-        log(state, format_args!(
-            "{who} end={} sent_bytes={sent} received_bytes={received}",
-            q(&outcome)
-        ));
+        log(
+            state,
+            format_args!(
+                "{who} event=test sent_bytes={sent} received_bytes={received} result={}",
+                q(&outcome)
+            ),
+        );
     } else if outcome != "refused" {
-        log(state, format_args!("{who} end={}", q(&outcome)));
+        log(
+            state,
+            format_args!("{who} event=test result={}", q(&outcome)),
+        );
     }
     drop(streams);
     if let Some(t) = ticket {
