@@ -82,7 +82,7 @@ pub(crate) struct State {
     /// address it must come from.
     pub(super) crr: Mutex<HashMap<u64, (IpAddr, SyncSender<TcpStream>)>>,
     /// iperf3 tests waiting for their data streams.
-    pub(crate) iperf3: super::iperf3::server::Registry,
+    pub(crate) iperf3: super::iperf3::registry::Registry,
 }
 
 /// The server log: one line per event, `key=value` pairs with values quoted where they have

@@ -3,6 +3,7 @@
 //! clients on the server's port (told apart by their first byte) or on `--iperf3-port`.
 
 pub(crate) mod client;
+pub(crate) mod registry;
 pub(crate) mod server;
 
 use std::net::{SocketAddr, TcpStream};

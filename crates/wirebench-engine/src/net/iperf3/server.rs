@@ -2,15 +2,15 @@
 //! routed here by cookie (TCP) or by address (UDP connect datagrams), the server's limits and
 //! key rules applied as to wirebench clients.
 
-use std::collections::HashMap;
 use std::io::Read;
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, SockRef, Socket, Type};
 
+use super::registry::Waiting;
 use super::{budget, congestion_of, round, set_window, Streams};
 use crate::iperf3::codec::{
     check_cookie, connect_bytes, is_connect, is_cookie_start, COOKIE_LEN, UDP_CONNECT_REPLY,
@@ -30,53 +30,6 @@ const IE_INIT_TEST: i32 = 100;
 /// How long past the server's longest test an iperf3 client may take to end it.
 const END_GRACE: Duration = Duration::from_secs(5);
 
-/// An iperf3 test waiting for its data streams.
-struct Waiting {
-    peer: IpAddr,
-    local: IpAddr,
-    port: u16,
-    udp: bool,
-    /// UDP streams still to come.
-    udp_left: u32,
-    tx: SyncSender<DataSocket>,
-}
-
-/// The iperf3 tests of a server that wait for data streams, by cookie.
-#[derive(Default)]
-pub(crate) struct Registry {
-    tests: Mutex<HashMap<[u8; COOKIE_LEN], Waiting>>,
-}
-
-impl Registry {
-    fn add(&self, cookie: [u8; COOKIE_LEN], w: Waiting) {
-        if let Ok(mut t) = self.tests.lock() {
-            t.insert(cookie, w);
-        }
-    }
-
-    fn remove(&self, cookie: &[u8; COOKIE_LEN]) {
-        if let Ok(mut t) = self.tests.lock() {
-            t.remove(cookie);
-        }
-    }
-
-    /// Hands a TCP data connection that sent `cookie` to its test; gives it back if none.
-    fn attach(&self, cookie: &[u8; COOKIE_LEN], conn: TcpStream) -> Option<TcpStream> {
-        let Ok(t) = self.tests.lock() else {
-            return Some(conn);
-        };
-        let peer = conn.peer_addr().ok().map(|a| a.ip());
-        match t.get(cookie) {
-            Some(w) if !w.udp && Some(w.peer) == peer => {
-                // More connections than streams: dropped, the client sees it closed.
-                let _ = w.tx.try_send(DataSocket::Tcp(conn));
-                None
-            }
-            _ => Some(conn),
-        }
-    }
-}
-
 /// A UDP datagram that reached the server's UDP port: if it is an iperf3 connect datagram
 /// from a client with a test waiting for UDP streams, opens that stream's socket (connected
 /// to the sender, as iperf3 does) and answers. Returns whether it was one.
@@ -84,7 +37,7 @@ pub(crate) fn udp_connect(state: &State, bytes: &[u8], src: SocketAddr) -> bool 
     if bytes.len() != 4 || !is_connect(bytes) {
         return false;
     }
-    let Ok(mut tests) = state.iperf3.tests.lock() else {
+    let Ok(mut tests) = state.iperf3.tests() else {
         return true;
     };
     let Some(w) = tests
@@ -179,7 +132,7 @@ pub(crate) fn spawn_port(state: &Arc<State>, port: u16) -> Result<(), EngineErro
 }
 
 /// Checks an iperf3 client's parameters against the server's limits; the refusal in words.
-pub(crate) fn check_limits(p: &Params, state: &State) -> Result<(), String> {
+fn check_limits(p: &Params, state: &State) -> Result<(), String> {
     let cfg = &state.cfg;
     let streams = p.parallel.max(1) * if p.bidirectional { 2 } else { 1 };
     if p.omit > 0 {
