@@ -401,6 +401,14 @@ pub struct ServeArgs {
     /// Serve Prometheus metrics (text format) over HTTP at this address (e.g. 127.0.0.1:9464).
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<SocketAddr>,
+    /// Also answer iperf3 clients on this port (TCP and UDP), e.g. 5201; they are answered
+    /// on --port too, told apart by their first bytes.
+    #[arg(long, value_name = "PORT")]
+    pub iperf3_port: Option<u16>,
+    /// Admit iperf3 clients although --psk-file is set (iperf3 cannot prove a key; without
+    /// this flag such a server refuses them and logs why).
+    #[arg(long)]
+    pub allow_iperf3: bool,
 }
 
 impl ServeArgs {
@@ -447,6 +455,8 @@ impl ServeArgs {
             max_duration: self.max_duration,
             max_rate_bps,
             log: !self.quiet,
+            allow_iperf3: self.allow_iperf3,
+            iperf3_port: self.iperf3_port,
         })
     }
 }
@@ -563,6 +573,13 @@ pub struct RunArgs {
     /// With -R --file: save the server's file here (without it, it is only checked).
     #[arg(long, value_name = "PATH", requires = "file")]
     pub save: Option<PathBuf>,
+    /// Measure against an iperf3 server (HOST or HOST:PORT, port 5201 by default) instead of
+    /// a wirebench one: TCP or UDP streams with -t, -n, -b, -l, -P, -R, --bidir, -w, --cc.
+    #[arg(long, value_name = "HOST[:PORT]", conflicts_with_all = ["host", "file", "both_directions", "psk_file"])]
+    pub iperf3: Option<String>,
+    /// Socket buffer size of the data sockets (iperf3's -w), e.g. 4M; only with --iperf3.
+    #[arg(short = 'w', long, value_parser = parse_size, requires = "iperf3")]
+    pub window: Option<u64>,
 }
 
 /// `wirebench run`: the test's flags, and those of the client alone.

@@ -13,6 +13,7 @@ pub mod mutate;
 
 use std::path::PathBuf;
 
+use wirebench_engine::iperf3::{decode_everything, UdpHeader};
 use wirebench_lab::scenario::{trial_topology, Scenario};
 use wirebench_lab::summary::{ScenarioSummary, TrialFile};
 use wirebench_proto::control::{encode, FrameDecoder, MAX_FRAME, MAX_HELLO_FRAME};
@@ -36,6 +37,7 @@ pub const TARGETS: &[Target] = &[
     ("results_json", results_json),
     ("summary_json", summary_json),
     ("scenario_toml", scenario_toml),
+    ("iperf3", iperf3),
 ];
 
 /// Inputs larger than this are drawn only up to the parse: drawing costs milliseconds a
@@ -179,5 +181,19 @@ pub fn scenario_toml(data: &[u8]) {
     }
     for t in &s.tests {
         let _ = t.delay();
+    }
+}
+
+/// Arbitrary bytes to every iperf3 decoder (state bytes, length-prefixed JSON, server error
+/// codes, parameters and results documents, cookies, connect datagrams, both control
+/// sessions), and as a UDP header of either width, which must encode again to itself.
+pub fn iperf3(data: &[u8]) {
+    decode_everything(data);
+    for wide in [false, true] {
+        if let Ok(h) = UdpHeader::decode(wide, data) {
+            let mut buf = [0u8; 16];
+            h.encode(wide, &mut buf).expect("16 bytes hold a header");
+            assert_eq!(UdpHeader::decode(wide, &buf), Ok(h));
+        }
     }
 }

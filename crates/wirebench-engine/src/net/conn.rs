@@ -31,6 +31,11 @@ use crate::EngineError;
 /// Serves one accepted connection: runs its session, carries out what it asks, logs how it
 /// ended.
 pub(super) fn connection(conn: TcpStream, id: PendingId, state: &State) {
+    // An iperf3 client's first bytes are its cookie; a wirebench client's first byte is 0.
+    if super::iperf3::server::is_iperf3(&conn) {
+        state.leave_pending(id);
+        return super::iperf3::server::handle(conn, state, state.port);
+    }
     let (Ok(peer), Ok(local), Ok(nonce)) =
         (conn.peer_addr(), conn.local_addr(), crate::auth::nonce())
     else {

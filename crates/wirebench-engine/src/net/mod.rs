@@ -5,10 +5,11 @@
 
 pub(crate) mod client;
 mod conn;
+pub(crate) mod iperf3;
 mod metrics;
 pub(crate) mod roles;
 pub(crate) mod server;
-mod state;
+pub(crate) mod state;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;

@@ -32,6 +32,10 @@ pub trait Watch {
     }
 }
 
+/// A watcher that ignores everything (a server whose peer takes no live intervals: iperf3).
+pub struct Quiet;
+impl Watch for Quiet {}
+
 /// A watcher that keeps the intervals its side closed, for the driver to send to the peer.
 #[derive(Default)]
 pub(crate) struct Collect(pub(crate) Vec<(Role, IntervalRecord)>);

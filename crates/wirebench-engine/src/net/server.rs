@@ -98,6 +98,7 @@ impl Server {
             shutdown: Arc::new(AtomicBool::new(false)),
             pending: Mutex::new(HashMap::new()),
             crr: Mutex::new(HashMap::new()),
+            iperf3: Default::default(),
         });
         let metrics = match state.cfg.metrics {
             Some(at) => {
@@ -141,6 +142,9 @@ impl Server {
 
     /// Serves until the process ends.
     pub fn run(self) -> Result<(), EngineError> {
+        if let Some(port) = self.state.cfg.iperf3_port {
+            super::iperf3::server::spawn_port(&self.state, port)?;
+        }
         let state = Arc::clone(&self.state);
         let udp = self.udp;
         thread::Builder::new()
@@ -209,6 +213,9 @@ fn udp_hellos(udp: &UdpSocket, state: &State) {
         let Ok((n, src)) = udp.recv_from(&mut buf) else {
             continue;
         };
+        if super::iperf3::server::udp_connect(state, &buf[..n], src) {
+            continue;
+        }
         // Anything that is not a hello for a pending UDP test from its client is dropped
         // without an answer.
         let Ok(hello) = UdpHello::decode(&buf[..n]) else {

@@ -52,6 +52,11 @@ pub struct ServerConfig {
     pub save_dir: Option<PathBuf>,
     /// Send files from here for reverse file transfers (`--files-dir`); none: refuse them.
     pub files_dir: Option<PathBuf>,
+    /// Admit iperf3 clients although a pre-shared key is set (`--allow-iperf3`): iperf3
+    /// cannot prove a key.
+    pub allow_iperf3: bool,
+    /// Also answer iperf3 clients on this port (`--iperf3-port`), TCP and UDP.
+    pub iperf3_port: Option<u16>,
 }
 
 /// A test waiting for its data connections and UDP hellos.
@@ -67,9 +72,9 @@ pub(super) struct Pending {
 }
 
 /// The server's shared state.
-pub(super) struct State {
-    pub(super) cfg: ServerConfig,
-    pub(super) port: u16,
+pub(crate) struct State {
+    pub(crate) cfg: ServerConfig,
+    pub(crate) port: u16,
     /// Who is let in: the pending stage, test slots, starts per minute.
     pub(super) admission: Mutex<Admission>,
     /// A second handle on each connection in the pending stage, to drop it when evicted.
@@ -79,16 +84,18 @@ pub(super) struct State {
     /// The counters `--metrics` serves.
     pub(super) metrics: super::metrics::Metrics,
     /// Set on SIGTERM: running tests end with a message, new ones are refused.
-    pub(super) shutdown: Arc<AtomicBool>,
+    pub(crate) shutdown: Arc<AtomicBool>,
     pub(super) pending: Mutex<HashMap<u64, Pending>>,
     /// Running `--mode crr` tests: where each transaction's connection goes, and the client
     /// address it must come from.
     pub(super) crr: Mutex<HashMap<u64, (IpAddr, SyncSender<TcpStream>)>>,
+    /// iperf3 tests waiting for their data streams.
+    pub(crate) iperf3: super::iperf3::registry::Registry,
 }
 
 /// The server log: one line per event, `key=value` pairs with values quoted where they have
 /// spaces, starting with the time (Unix seconds) and the client.
-pub(super) fn log(state: &State, line: std::fmt::Arguments<'_>) {
+pub(crate) fn log(state: &State, line: std::fmt::Arguments<'_>) {
     if state.cfg.log {
         let t = crate::sys::unix_now_ns() as f64 / 1e9;
         eprintln!("time={t:.3} {line}");
@@ -98,7 +105,7 @@ pub(super) fn log(state: &State, line: std::fmt::Arguments<'_>) {
 /// A log value (logfmt): bare when it is one printable word, else quoted, with `"` and `\\`
 /// escaped and every control or non-ASCII character written as `\\n`, `\\t`, `\\u{..}`: a
 /// client-sent string can never start a line of its own or move the terminal's cursor.
-pub(super) fn q(v: &str) -> String {
+pub(crate) fn q(v: &str) -> String {
     if !v.is_empty()
         && v.chars()
             .all(|c| c.is_ascii_graphic() && c != '"' && c != '=' && c != '\\')
@@ -124,7 +131,7 @@ pub(super) fn q(v: &str) -> String {
 
 impl State {
     /// The admission state; a panic elsewhere while holding it leaves it usable.
-    pub(super) fn admission(&self) -> MutexGuard<'_, Admission> {
+    pub(crate) fn admission(&self) -> MutexGuard<'_, Admission> {
         self.admission.lock().unwrap_or_else(|p| p.into_inner())
     }
 

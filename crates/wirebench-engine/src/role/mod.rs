@@ -14,6 +14,7 @@
 mod blocking;
 pub(crate) mod count;
 mod end;
+pub(crate) mod iperf3;
 pub(crate) mod limit;
 mod recv_loop;
 mod rr;

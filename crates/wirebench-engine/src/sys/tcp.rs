@@ -87,6 +87,13 @@ pub fn tcp_info(s: &TcpStream) -> Option<TcpInfo> {
     })
 }
 
+/// Whether everything written on `s` has been acknowledged by the peer (nothing unsent,
+/// nothing unacknowledged); `None` when TCP_INFO cannot be read.
+pub fn tcp_all_acked(s: &TcpStream) -> Option<bool> {
+    let info: libc::tcp_info = sockopt::get(s, libc::IPPROTO_TCP, libc::TCP_INFO).ok()?;
+    Some(info.tcpi_unacked == 0 && info.tcpi_notsent_bytes == 0)
+}
+
 /// `SO_ZEROCOPY` (include/uapi/asm-generic/socket.h).
 const SO_ZEROCOPY: libc::c_int = 60;
 /// `SO_EE_ORIGIN_ZEROCOPY` (include/uapi/linux/errqueue.h).

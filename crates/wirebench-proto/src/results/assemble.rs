@@ -150,6 +150,7 @@ impl Results {
             streams: forward.streams,
             reverse,
             error,
+            peer: None,
         }
     }
 }

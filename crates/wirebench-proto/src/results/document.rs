@@ -42,6 +42,55 @@ pub struct Results {
     /// Set when the test did not complete; the figures are then partial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Set when the far end was another tool (`run --iperf3`): which, and which figures it
+    /// reported rather than wirebench measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<PeerTool>,
+}
+
+/// The other tool at the far end of a test, and the figures taken from its own report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerTool {
+    /// The tool: `"iperf3"`.
+    pub tool: String,
+    /// The document's keys whose values the peer reported (its results exchange), or that
+    /// are computed from what it reported; every other figure wirebench measured itself.
+    pub reported_by_peer: Vec<String>,
+}
+
+impl PeerTool {
+    /// An iperf3 server: it reports its own side's counts (the receiver's when wirebench
+    /// sends, the sender's when it receives) and, as a UDP receiver, the jitter.
+    pub fn iperf3(direction: Direction, udp: bool) -> Self {
+        let mut keys = Vec::new();
+        let mut add = |prefix: &str, server_sends: bool| {
+            let side = if server_sends { "sent" } else { "received" };
+            for k in ["bytes", "messages"] {
+                keys.push(format!("{prefix}end.{side}.{k}"));
+            }
+            keys.push(format!("{prefix}end.{side}_bps"));
+            keys.push(format!("{prefix}streams[].{side}"));
+            if udp {
+                keys.push(format!("{prefix}end.udp.lost"));
+                keys.push(format!("{prefix}end.udp.loss_ratio"));
+                if !server_sends {
+                    keys.push(format!("{prefix}end.udp.jitter_ms"));
+                }
+            }
+        };
+        match direction {
+            Direction::Forward => add("", false),
+            Direction::Reverse => add("", true),
+            Direction::Bidir => {
+                add("", false);
+                add("reverse.", true);
+            }
+        }
+        Self {
+            tool: "iperf3".into(),
+            reported_by_peer: keys,
+        }
+    }
 }
 
 /// A value for the client and one for the server.

@@ -11,7 +11,7 @@ use anyhow::Context;
 use serde::Serialize;
 use wirebench_engine::{ClientConfig, EngineError};
 use wirebench_proto::results::{Results, TestView};
-use wirebench_proto::spec::Direction;
+use wirebench_proto::spec::{Direction, TestSpec};
 use wirebench_report::{BothDirections, Format};
 
 use super::live::{emit, EndEvent, Live, StartEvent};
@@ -36,6 +36,9 @@ enum Output {
 pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     let (args, client) = (&cmd.run, &cmd.client);
     let spec = args.spec().map_err(Failure::Usage)?;
+    if let Some(target) = &args.iperf3 {
+        return iperf3(args, target, spec, client);
+    }
     let psk = cli::load_psk(args.psk_file.as_deref()).map_err(Failure::Usage)?;
     let target = match &args.host {
         Some(h) => Some(target(h, args.port, client).map_err(Failure::Usage)?),
@@ -85,7 +88,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
             test: TestView::from(&cfg.spec),
         });
     }
-    let mut live = live_view(args, &cfg, output, &interrupt);
+    let mut live = live_view(args, &cfg.spec, output, &interrupt);
     let results = match wirebench_engine::run(&cfg, &mut live) {
         Ok(r) => r,
         Err(_) if live.was_interrupted() => {
@@ -237,12 +240,7 @@ fn interrupt_flag() -> Arc<AtomicBool> {
 
 /// Live lines by default on a terminal (for the table); `-i D` turns them on anywhere,
 /// `-i 0` off.
-fn live_view(
-    args: &RunArgs,
-    cfg: &ClientConfig,
-    output: Output,
-    interrupt: &Arc<AtomicBool>,
-) -> Live {
+fn live_view(args: &RunArgs, spec: &TestSpec, output: Output, interrupt: &Arc<AtomicBool>) -> Live {
     let table = output == Output::Document(Format::Table);
     let lines = table
         && match args.interval {
@@ -250,7 +248,7 @@ fn live_view(
             None => io::stdout().is_terminal(),
         };
     Live::new(
-        &cfg.spec,
+        spec,
         lines,
         output == Output::Stream,
         args.rate_units(),
@@ -370,15 +368,44 @@ struct ErrorDoc<'a> {
 /// A failure before any data moved: one line that says what to do, and with `--json` or
 /// `--json-stream` a document with the error.
 fn failed_before_start(cfg: &ClientConfig, output: Output, e: &EngineError) -> Failure {
-    let message = match hint(e, &cfg.host) {
+    failed_to_start(&cfg.host, cfg.port, &cfg.spec, Peer::Wirebench, output, e)
+}
+
+/// The kind of server a client measures against, as hints name it.
+#[derive(Clone, Copy)]
+enum Peer {
+    Wirebench,
+    Iperf3,
+}
+
+impl Peer {
+    /// The command that runs such a server.
+    fn server_command(self) -> &'static str {
+        match self {
+            Self::Wirebench => "wirebench serve",
+            Self::Iperf3 => "iperf3 -s",
+        }
+    }
+}
+
+/// As [`failed_before_start`], for any peer.
+fn failed_to_start(
+    host: &str,
+    port: u16,
+    spec: &TestSpec,
+    peer: Peer,
+    output: Output,
+    e: &EngineError,
+) -> Failure {
+    let message = match hint(e, host, peer) {
         Some(h) => format!("{e}; {h}"),
         None => e.to_string(),
     };
     let doc = ErrorDoc {
         schema: wirebench_proto::results::SCHEMA,
         wirebench: TOOL,
-        server: format!("{}:{}", cfg.host, cfg.port),
-        test: TestView::from(&cfg.spec),
+        server: format!("{host}:{port}"),
+        test: TestView::from(spec),
         error: &message,
         error_kind: kind(e),
         exit_code: 1,
@@ -399,12 +426,13 @@ fn failed_before_start(cfg: &ClientConfig, output: Output, e: &EngineError) -> F
 }
 
 /// What to do about an error, where one thing helps.
-fn hint(e: &EngineError, host: &str) -> Option<String> {
+fn hint(e: &EngineError, host: &str, peer: Peer) -> Option<String> {
     use io::ErrorKind as K;
+    let server = peer.server_command();
     match e {
         EngineError::Connect { source, .. } => match source.kind() {
             K::ConnectionRefused => Some(format!(
-                "is `wirebench serve` running on {host}? start it there, or check -p"
+                "is `{server}` running on {host}? start it there, or check the port"
             )),
             K::TimedOut | K::WouldBlock => Some(format!(
                 "no answer from {host}: check the address, and any firewall between"
@@ -415,7 +443,7 @@ fn hint(e: &EngineError, host: &str) -> Option<String> {
             _ => None,
         },
         EngineError::Timeout(_) => Some(format!(
-            "check that {host} runs `wirebench serve` and that no firewall drops the traffic"
+            "check that {host} runs `{server}` and that no firewall drops the traffic"
         )),
         _ => None,
     }
@@ -435,6 +463,61 @@ fn kind(e: &EngineError) -> &'static str {
         EngineError::PeerClosed => "peer_closed",
         _ => "io",
     }
+}
+
+/// `--iperf3 HOST[:PORT]`: the test against an iperf3 server, with the same live output
+/// and results document (the server's figures marked as reported by it).
+fn iperf3(
+    args: &RunArgs,
+    target: &str,
+    spec: TestSpec,
+    client: &ClientArgs,
+) -> Result<(), Failure> {
+    let (host, port) =
+        wirebench_engine::split_target(target).map_err(|e| Failure::Usage(e.to_string()))?;
+    let cfg = wirebench_engine::Iperf3Config {
+        host,
+        port,
+        spec,
+        window: args.window.unwrap_or(0),
+    };
+    let output = if client.json_stream {
+        Output::Stream
+    } else {
+        Output::Document(args.output_format())
+    };
+    let interrupt = interrupt_flag();
+    if output == Output::Stream {
+        emit(&StartEvent {
+            event: "start",
+            wirebench: TOOL,
+            server: &format!("{}:{} (iperf3)", cfg.host, cfg.port),
+            test: TestView::from(&cfg.spec),
+        });
+    }
+    let mut live = live_view(args, &cfg.spec, output, &interrupt);
+    let results = match wirebench_engine::run_iperf3(&cfg, &mut live) {
+        Ok(r) => r,
+        Err(_) if live.was_interrupted() => {
+            return Err(Failure::Code(
+                EXIT_INTERRUPTED,
+                "interrupted before the test began".into(),
+            ))
+        }
+        Err(e) => {
+            return Err(failed_to_start(
+                &cfg.host,
+                cfg.port,
+                &cfg.spec,
+                Peer::Iperf3,
+                output,
+                &e,
+            ))
+        }
+    };
+    let interrupted = live.was_interrupted();
+    live.finish(&results, None);
+    print_results(&results, output, interrupted, args)
 }
 
 /// `--both-directions`: the test as given (this side sends), then reversed (this side
@@ -487,7 +570,7 @@ fn one_test(
     output: Output,
     interrupt: &Arc<AtomicBool>,
 ) -> Result<Results, Failure> {
-    let mut live = live_view(args, cfg, output, interrupt);
+    let mut live = live_view(args, &cfg.spec, output, interrupt);
     let results = match wirebench_engine::run(cfg, &mut live) {
         Ok(r) => r,
         Err(e) => return Err(failed_before_start(cfg, output, &e)),

@@ -111,6 +111,8 @@ pub fn server_for(
         metrics: None,
         // With a key, the in-process server asks for it: the exchange can be tried.
         psk: psk.cloned(),
+        allow_iperf3: false,
+        iperf3_port: None,
     })
     .context("starting the in-process server")?;
     let port = server

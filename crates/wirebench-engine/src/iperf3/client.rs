@@ -1,0 +1,197 @@
+//! An iperf3 client's control session: cookie, parameters, streams, run, end, results.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use super::codec::{frame_json, Expect, Item, Params, Reader, ResultsDoc, State, COOKIE_LEN};
+use super::{Iperf3Error, STEP_TIMEOUT};
+
+/// What the driver must do next.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ClientAction {
+    /// Open the data streams now (CREATE_STREAMS).
+    CreateStreams,
+    /// Start moving data (TEST_RUNNING).
+    Run,
+    /// The server asks for this side's results: call [`ClientSession::send_results`].
+    SendResults,
+    /// The server's results arrived.
+    PeerResults(ResultsDoc),
+    /// The exchange is over (IPERF_DONE sent).
+    Done,
+    /// The session failed.
+    Failed(Iperf3Error),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for a state byte.
+    States,
+    /// SERVER_ERROR came; its code follows.
+    ErrorCode,
+    /// Our results are sent; the server's follow.
+    PeerResults,
+    /// Over.
+    Over,
+}
+
+/// The session.
+#[derive(Debug)]
+pub(crate) struct ClientSession {
+    out: Vec<u8>,
+    reader: Reader,
+    params: Params,
+    phase: Phase,
+    running: bool,
+    actions: VecDeque<ClientAction>,
+    deadline: Option<Instant>,
+}
+
+impl ClientSession {
+    /// A session that starts by sending `cookie`.
+    pub(crate) fn new(now: Instant, cookie: [u8; COOKIE_LEN], params: Params) -> Self {
+        Self {
+            out: cookie.to_vec(),
+            reader: Reader::default(),
+            params,
+            phase: Phase::States,
+            running: false,
+            actions: VecDeque::new(),
+            deadline: Some(now + STEP_TIMEOUT),
+        }
+    }
+
+    /// Bytes to write.
+    pub(crate) fn poll_transmit(&self) -> Option<&[u8]> {
+        (!self.out.is_empty()).then_some(&self.out[..])
+    }
+
+    /// `n` bytes were written.
+    pub(crate) fn handle_written(&mut self, _now: Instant, n: usize) {
+        self.out.drain(..n.min(self.out.len()));
+    }
+
+    /// The next action.
+    pub(crate) fn poll_action(&mut self) -> Option<ClientAction> {
+        self.actions.pop_front()
+    }
+
+    /// The next deadline.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Whether the session has ended (done or failed).
+    #[cfg(test)]
+    pub(crate) fn is_over(&self) -> bool {
+        self.phase == Phase::Over
+    }
+
+    fn fail(&mut self, e: Iperf3Error) {
+        if self.phase != Phase::Over {
+            self.phase = Phase::Over;
+            self.deadline = None;
+            self.actions.push_back(ClientAction::Failed(e));
+        }
+    }
+
+    /// A deadline passed.
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        if self.deadline.is_some_and(|d| now >= d) {
+            let what = if self.phase == Phase::PeerResults {
+                "results"
+            } else {
+                "next control message"
+            };
+            self.fail(Iperf3Error::Timeout(what));
+        }
+    }
+
+    /// The connection closed.
+    pub(crate) fn handle_closed(&mut self, _now: Instant) {
+        self.fail(Iperf3Error::Closed);
+    }
+
+    /// The test is over on this side (time or amount reached): TEST_END.
+    pub(crate) fn end_test(&mut self, now: Instant) {
+        if self.running && self.phase == Phase::States {
+            self.running = false;
+            self.out.push(State::TestEnd.byte());
+            self.deadline = Some(now + STEP_TIMEOUT);
+        }
+    }
+
+    /// This side's results, asked for by [`ClientAction::SendResults`].
+    pub(crate) fn send_results(&mut self, now: Instant, doc: &ResultsDoc) {
+        if self.phase == Phase::States {
+            self.out.extend_from_slice(&frame_json(doc));
+            self.phase = Phase::PeerResults;
+            self.deadline = Some(now + STEP_TIMEOUT);
+        }
+    }
+
+    /// Bytes read from the control connection.
+    pub(crate) fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
+        self.reader.push(bytes);
+        while self.phase != Phase::Over {
+            let expect = match self.phase {
+                Phase::States => Expect::State,
+                Phase::ErrorCode => Expect::Error,
+                Phase::PeerResults => Expect::Json,
+                Phase::Over => return,
+            };
+            let item = match self.reader.next(expect) {
+                Ok(Some(item)) => item,
+                Ok(None) => return,
+                Err(e) => return self.fail(e.into()),
+            };
+            self.on_item(now, item);
+        }
+    }
+
+    fn on_item(&mut self, now: Instant, item: Item) {
+        match item {
+            Item::State(s) => self.on_state(now, s),
+            Item::Json(doc) => match ResultsDoc::parse(&doc) {
+                Ok(r) => {
+                    self.phase = Phase::States;
+                    self.deadline = Some(now + STEP_TIMEOUT);
+                    self.actions.push_back(ClientAction::PeerResults(r));
+                }
+                Err(e) => self.fail(e.into()),
+            },
+            Item::Error { code, errno } => self.fail(Iperf3Error::Server {
+                text: super::codec::error_text(code),
+                errno,
+            }),
+        }
+    }
+
+    fn on_state(&mut self, now: Instant, s: State) {
+        self.deadline = Some(now + STEP_TIMEOUT);
+        match s {
+            State::ParamExchange => self.out.extend_from_slice(&frame_json(&self.params)),
+            State::CreateStreams => self.actions.push_back(ClientAction::CreateStreams),
+            State::TestStart => {}
+            State::TestRunning => {
+                // The test's length is the driver's to watch, not a control deadline.
+                self.deadline = None;
+                self.running = true;
+                self.actions.push_back(ClientAction::Run);
+            }
+            State::ExchangeResults => self.actions.push_back(ClientAction::SendResults),
+            State::DisplayResults => {
+                self.out.push(State::IperfDone.byte());
+                self.phase = Phase::Over;
+                self.deadline = None;
+                self.actions.push_back(ClientAction::Done);
+            }
+            State::AccessDenied => self.fail(Iperf3Error::Busy),
+            State::ServerError => self.phase = Phase::ErrorCode,
+            State::ServerTerminate => self.fail(Iperf3Error::ServerTerminated),
+            other => self.fail(Iperf3Error::Protocol(format!(
+                "a server does not send {other:?}"
+            ))),
+        }
+    }
+}

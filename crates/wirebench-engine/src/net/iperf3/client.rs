@@ -1,0 +1,304 @@
+//! `wirebench run --iperf3 HOST[:PORT]`: a test against an iperf3 server.
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
+use std::time::{Duration, Instant};
+
+use socket2::SockRef;
+use wirebench_proto::results::{PeerTool, Results};
+use wirebench_proto::spec::{Direction, Protocol, TestSpec};
+
+use super::{any_for, budget, congestion_of, peer_report, round, set_window, Streams};
+use crate::iperf3::client::{ClientAction, ClientSession};
+use crate::iperf3::codec::{
+    connect_bytes, cookie_from, is_connect, stream_id, COOKIE_LEN, UDP_CONNECT_MSG,
+};
+use crate::iperf3::{Params, ResultsDoc, STEP_TIMEOUT};
+use crate::net::roles::Watch;
+use crate::net::{Pump, TICK};
+use crate::role::iperf3::Plan;
+use crate::role::DataSocket;
+use crate::EngineError;
+
+/// A test against an iperf3 server.
+#[derive(Debug, Clone)]
+pub struct Iperf3Config {
+    /// Server host name or address.
+    pub host: String,
+    /// Its port (iperf3's default is 5201).
+    pub port: u16,
+    /// The test, already validated (stream mechanism only).
+    pub spec: TestSpec,
+    /// Socket buffer size of the data sockets, bytes (`-w`); 0 for the system's.
+    pub window: u64,
+}
+
+/// Splits `HOST[:PORT]` (`[V6]:PORT` for IPv6 with a port); iperf3's port 5201 when none.
+pub fn split_target(target: &str) -> Result<(String, u16), EngineError> {
+    let bad = || {
+        EngineError::Setup(format!(
+            "--iperf3 {target}: give HOST, HOST:PORT or [IPV6]:PORT"
+        ))
+    };
+    if let Some(rest) = target.strip_prefix('[') {
+        let (host, after) = rest.split_once(']').ok_or_else(bad)?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => p.parse().map_err(|_| bad())?,
+            None if after.is_empty() => crate::iperf3::DEFAULT_PORT,
+            None => return Err(bad()),
+        };
+        return Ok((host.to_string(), port));
+    }
+    match target.split_once(':') {
+        // More than one colon: a bare IPv6 address.
+        Some((_, p)) if p.contains(':') => Ok((target.to_string(), crate::iperf3::DEFAULT_PORT)),
+        Some((h, p)) if !h.is_empty() => Ok((h.to_string(), p.parse().map_err(|_| bad())?)),
+        Some(_) => Err(bad()),
+        None if target.is_empty() => Err(bad()),
+        None => Ok((target.to_string(), crate::iperf3::DEFAULT_PORT)),
+    }
+}
+
+/// The parameters an iperf3 server gets for `spec` (`-b` is per stream in both tools).
+pub(crate) fn params_for(spec: &TestSpec, window: u64) -> Params {
+    let streams = spec.streams.max(1);
+    Params {
+        tcp: spec.protocol == Protocol::Tcp,
+        udp: spec.protocol == Protocol::Udp,
+        omit: 0,
+        time: spec
+            .duration_ns
+            .map_or(0, |ns| ns.div_ceil(1_000_000_000).max(1)),
+        num: spec.bytes.unwrap_or(0),
+        blockcount: 0,
+        parallel: streams,
+        reverse: spec.direction == Direction::Reverse,
+        bidirectional: spec.direction == Direction::Bidir,
+        window,
+        len: spec.size,
+        bandwidth: spec.rate_bps,
+        pacing_timer: 1000,
+        congestion: spec.congestion.clone(),
+        udp_counters_64bit: false,
+        get_server_output: false,
+        client_version: Some(format!("wirebench {}", env!("CARGO_PKG_VERSION"))),
+    }
+}
+
+/// Which of the streams (in creation order) this side sends on, as iperf3 orders them:
+/// with `--bidir`, the client's sending streams come first.
+pub(crate) fn client_sends(spec: &TestSpec) -> Vec<bool> {
+    let p = spec.streams.max(1) as usize;
+    match spec.direction {
+        Direction::Forward => vec![true; p],
+        Direction::Reverse => vec![false; p],
+        Direction::Bidir => [vec![true; p], vec![false; p]].concat(),
+    }
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, EngineError> {
+    let err = |source| EngineError::Connect {
+        addr: format!("{host}:{port}"),
+        source,
+    };
+    (host, port)
+        .to_socket_addrs()
+        .map_err(err)?
+        .next()
+        .ok_or_else(|| err(std::io::Error::other("the name resolved to no address")))
+}
+
+/// Opens one data stream: TCP with the cookie, or UDP with the connect datagram, answered.
+fn open_stream(
+    addr: SocketAddr,
+    cookie: &[u8; COOKIE_LEN],
+    spec: &TestSpec,
+    window: u64,
+) -> Result<DataSocket, EngineError> {
+    let connect_err = |source| EngineError::Connect {
+        addr: addr.to_string(),
+        source,
+    };
+    match spec.protocol {
+        Protocol::Tcp => {
+            let mut s = TcpStream::connect_timeout(&addr, STEP_TIMEOUT).map_err(connect_err)?;
+            set_window(SockRef::from(&s), window);
+            if let Some(cc) = &spec.congestion {
+                SockRef::from(&s)
+                    .set_tcp_congestion(cc.as_bytes())
+                    .map_err(|e| EngineError::Setup(format!("--cc {cc}: {e}")))?;
+            }
+            s.write_all(cookie)
+                .map_err(|e| EngineError::io("sending the cookie on a data stream", e))?;
+            Ok(DataSocket::Tcp(s))
+        }
+        Protocol::Udp => {
+            let s = UdpSocket::bind(any_for(addr)).map_err(connect_err)?;
+            s.connect(addr).map_err(connect_err)?;
+            set_window(SockRef::from(&s), window);
+            // iperf3 servers answer the connect datagram once; send it again now and then in
+            // case it was lost, until the answer or the step's time.
+            let until = Instant::now() + STEP_TIMEOUT;
+            let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+            let mut reply = [0u8; 16];
+            loop {
+                s.send(&connect_bytes(UDP_CONNECT_MSG))
+                    .map_err(|e| EngineError::io("sending the UDP connect datagram", e))?;
+                match s.recv(&mut reply) {
+                    Ok(4) if is_connect(&reply[..4]) => return Ok(DataSocket::Udp(s)),
+                    _ if Instant::now() >= until => {
+                        return Err(EngineError::Timeout(
+                            "the iperf3 server's UDP connect reply",
+                        ))
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// Runs a test against an iperf3 server and returns wirebench's results document: figures
+/// this side measured from what it saw, the server's from its results exchange, marked.
+pub fn run_iperf3(cfg: &Iperf3Config, watch: &mut dyn Watch) -> Result<Results, EngineError> {
+    let spec = &cfg.spec;
+    if spec.mechanism != wirebench_proto::spec::Mechanism::Stream
+        || spec.file.is_some()
+        || spec.zerocopy
+    {
+        return Err(EngineError::Setup(
+            "an iperf3 server runs streams only: no --mode, --file or --zerocopy with --iperf3"
+                .into(),
+        ));
+    }
+    let addr = resolve(&cfg.host, cfg.port)?;
+    let control =
+        TcpStream::connect_timeout(&addr, STEP_TIMEOUT).map_err(|source| EngineError::Connect {
+            addr: addr.to_string(),
+            source,
+        })?;
+    let mut random = [0u8; COOKIE_LEN - 1];
+    getrandom::getrandom(&mut random)
+        .map_err(|e| EngineError::Setup(format!("no randomness: {e}")))?;
+    let cookie = cookie_from(&random);
+    let mut session = ClientSession::new(Instant::now(), cookie, params_for(spec, cfg.window));
+    let mut pump = Pump::new(control).map_err(|e| EngineError::io("control connection", e))?;
+    let senders = client_sends(spec);
+    let mut socks = Vec::new();
+    let mut streams: Option<Streams> = None;
+    let mut peer: Option<ResultsDoc> = None;
+    let mut congestion = None;
+    let mut started: Option<Instant> = None;
+    let interval = Duration::from_nanos(spec.interval_ns.max(100_000_000));
+    loop {
+        while let Some(action) = session.poll_action() {
+            match action {
+                ClientAction::CreateStreams => {
+                    for _ in 0..senders.len() {
+                        socks.push(open_stream(addr, &cookie, spec, cfg.window)?);
+                    }
+                    if let Some(DataSocket::Tcp(s)) = socks.first() {
+                        congestion = congestion_of(s);
+                    }
+                }
+                ClientAction::Run => {
+                    let plan = Plan {
+                        sender: true,
+                        len: spec.size as usize,
+                        rate_bps: spec.rate_bps,
+                        wide: false,
+                        budget: budget(spec.bytes),
+                        start: Instant::now(),
+                        epoch_unix_ns: crate::sys::unix_now_ns(),
+                        stop_at_ns: u64::MAX,
+                    };
+                    started = Some(plan.start);
+                    streams = Some(Streams::start(
+                        std::mem::take(&mut socks),
+                        senders.clone(),
+                        &plan,
+                        interval,
+                    )?);
+                }
+                ClientAction::SendResults => {
+                    let doc = streams
+                        .as_ref()
+                        .map(|s| s.results_doc(None, congestion.clone()))
+                        .unwrap_or_default();
+                    session.send_results(Instant::now(), &doc);
+                }
+                ClientAction::PeerResults(doc) => {
+                    if let Some(s) = streams.as_mut() {
+                        s.finish_receivers(Some(&doc));
+                    }
+                    peer = Some(doc);
+                }
+                ClientAction::Done => {
+                    // IPERF_DONE is queued: write it before closing.
+                    pump.flush(&mut session);
+                    let streams = streams.ok_or(EngineError::Protocol(
+                        "the iperf3 server ended the test before it ran".into(),
+                    ))?;
+                    return Ok(results(cfg, &streams, peer.as_ref()));
+                }
+                ClientAction::Failed(e) => return Err(EngineError::Peer(e.to_string())),
+            }
+        }
+        if let (Some(s), Some(t0)) = (streams.as_mut(), started) {
+            s.watch(watch, false);
+            let time_up = spec
+                .duration_ns
+                .is_some_and(|d| t0.elapsed() >= Duration::from_nanos(d));
+            let amount_done = spec.bytes.is_some_and(|n| {
+                let sent_done = !senders.contains(&true) || s.senders_finished();
+                let received_done = !senders.contains(&false) || s.total(false) >= n;
+                sent_done && received_done
+            });
+            if time_up || amount_done {
+                s.stop_senders();
+                s.watch(watch, true);
+                session.end_test(Instant::now());
+                started = None;
+            }
+        }
+        round(&mut pump, &mut session, TICK.min(Duration::from_millis(10)));
+    }
+}
+
+/// The results document: this side's counts as measured, the peer's from its exchange.
+fn results(cfg: &Iperf3Config, s: &Streams, peer: Option<&ResultsDoc>) -> Results {
+    let spec = &cfg.spec;
+    let udp = spec.protocol == Protocol::Udp;
+    let senders = client_sends(spec);
+    let ids = |sending: bool| -> Vec<i64> {
+        senders
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| **s == sending)
+            .map(|(i, _)| stream_id(i))
+            .collect()
+    };
+    let empty = ResultsDoc::default();
+    let doc = peer.unwrap_or(&empty);
+    // The first direction (the client sends, except with -R); with --bidir the reverse
+    // direction inside, as wirebench's own reports carry it.
+    let first = senders.first().copied().unwrap_or(true);
+    let mut client = s.side_report(first, peer);
+    let mut server = peer_report(doc, &ids(first), !first, udp);
+    if spec.direction == Direction::Bidir {
+        client.reverse = Some(Box::new(s.side_report(false, peer)));
+        server.reverse = Some(Box::new(peer_report(doc, &ids(false), true, udp)));
+    }
+    let error = peer
+        .is_none()
+        .then(|| "no results from the iperf3 server".to_string());
+    let mut r = Results::assemble(
+        spec,
+        format!("{}:{} (iperf3)", cfg.host, cfg.port),
+        Some(&client),
+        Some(&server),
+        error,
+    );
+    r.peer = Some(PeerTool::iperf3(spec.direction, udp));
+    r
+}

@@ -1,0 +1,414 @@
+//! The driver of tests with iperf3 peers: sockets and threads around the sans-IO sessions
+//! of [`crate::iperf3`]. [`client`] runs `wirebench run --iperf3`; [`server`] answers iperf3
+//! clients on the server's port (told apart by their first byte) or on `--iperf3-port`.
+
+pub(crate) mod client;
+pub(crate) mod registry;
+pub(crate) mod server;
+
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use socket2::SockRef;
+use wirebench_proto::results::{IntervalRecord, Role, SideReport, UdpCounts};
+
+use super::roles::Watch;
+use super::{Conn, Pump};
+use crate::iperf3::client::ClientSession;
+use crate::iperf3::codec::stream_id;
+use crate::iperf3::server::ServerSession;
+use crate::iperf3::{ResultsDoc, StreamResult};
+use crate::role::iperf3::{Live, Plan, StreamEnd};
+use crate::role::DataSocket;
+use crate::EngineError;
+
+impl Conn for ClientSession {
+    fn poll_transmit(&self) -> Option<&[u8]> {
+        ClientSession::poll_transmit(self)
+    }
+    fn handle_written(&mut self, now: Instant, n: usize) {
+        ClientSession::handle_written(self, now, n)
+    }
+    fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
+        ClientSession::handle_bytes(self, now, bytes)
+    }
+    fn handle_closed(&mut self, now: Instant) {
+        ClientSession::handle_closed(self, now)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        ClientSession::handle_timeout(self, now)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        ClientSession::poll_timeout(self)
+    }
+}
+
+impl Conn for ServerSession {
+    fn poll_transmit(&self) -> Option<&[u8]> {
+        ServerSession::poll_transmit(self)
+    }
+    fn handle_written(&mut self, now: Instant, n: usize) {
+        ServerSession::handle_written(self, now, n)
+    }
+    fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
+        ServerSession::handle_bytes(self, now, bytes)
+    }
+    fn handle_closed(&mut self, now: Instant) {
+        ServerSession::handle_closed(self, now)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        ServerSession::handle_timeout(self, now)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        ServerSession::poll_timeout(self)
+    }
+    fn read_limit(&self) -> usize {
+        ServerSession::read_limit(self)
+    }
+}
+
+/// Sets the socket buffers both ways (`-w`), as iperf3 does for its data sockets.
+fn set_window(s: SockRef<'_>, window: u64) {
+    if window > 0 {
+        let w = usize::try_from(window).unwrap_or(usize::MAX);
+        let _ = s.set_send_buffer_size(w);
+        let _ = s.set_recv_buffer_size(w);
+    }
+}
+
+/// A side's streams on their threads.
+struct Streams {
+    senders: Vec<bool>,
+    udp: bool,
+    live: Vec<Arc<Live>>,
+    threads: Vec<Option<JoinHandle<StreamEnd>>>,
+    ends: Vec<Option<StreamEnd>>,
+    start: Instant,
+    /// Interval sampling for the live lines: the last boundary and the totals then.
+    next_interval: Duration,
+    interval: Duration,
+    last_bytes: u64,
+    last_packets: u64,
+    intervals: Vec<IntervalRecord>,
+}
+
+impl Streams {
+    /// Starts one thread per stream.
+    fn start(
+        socks: Vec<DataSocket>,
+        senders: Vec<bool>,
+        plan: &Plan,
+        interval: Duration,
+    ) -> Result<Self, EngineError> {
+        let udp = matches!(socks.first(), Some(DataSocket::Udp(_)));
+        let mut live = Vec::new();
+        let mut threads = Vec::new();
+        for (i, (sock, sender)) in socks.into_iter().zip(&senders).enumerate() {
+            let l = Arc::new(Live::default());
+            live.push(Arc::clone(&l));
+            let plan = Plan {
+                sender: *sender,
+                ..plan.clone()
+            };
+            let t = std::thread::Builder::new()
+                .name(format!("wirebench-iperf3-{i}"))
+                .spawn(move || crate::role::iperf3::run(sock, &plan, &l))
+                .map_err(|e| EngineError::io("starting a data thread", e))?;
+            threads.push(Some(t));
+        }
+        let n = threads.len();
+        Ok(Self {
+            senders,
+            udp,
+            live,
+            threads,
+            ends: vec![None; n],
+            start: plan.start,
+            next_interval: interval,
+            interval,
+            last_bytes: 0,
+            last_packets: 0,
+            intervals: Vec::new(),
+        })
+    }
+
+    /// Live total of the streams this side sends (`true`) or receives on.
+    fn total(&self, sending: bool) -> u64 {
+        self.live
+            .iter()
+            .zip(&self.senders)
+            .filter(|(_, s)| **s == sending)
+            .map(|(l, _)| l.bytes.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Whether every sending stream has ended by itself (its share of `-n` sent).
+    fn senders_finished(&self) -> bool {
+        self.threads
+            .iter()
+            .zip(&self.senders)
+            .all(|(t, s)| !*s || t.as_ref().is_none_or(JoinHandle::is_finished))
+    }
+
+    /// Closes the intervals due and shows them (the first direction's streams).
+    fn watch(&mut self, watch: &mut dyn Watch, force: bool) {
+        let shown = self.senders.first().copied().unwrap_or(true);
+        let role = if shown { Role::Sender } else { Role::Receiver };
+        let elapsed = self.start.elapsed();
+        let (bytes, packets) = self
+            .live
+            .iter()
+            .zip(&self.senders)
+            .filter(|(_, s)| **s == shown)
+            .fold((0, 0), |(b, p), (l, _)| {
+                (
+                    b + l.bytes.load(Ordering::Relaxed),
+                    p + l.packets.load(Ordering::Relaxed),
+                )
+            });
+        watch.progress(elapsed, bytes, packets);
+        if elapsed >= self.next_interval || (force && bytes > self.last_bytes) {
+            let start = self.next_interval.saturating_sub(self.interval);
+            let rec = IntervalRecord {
+                start_ns: start.as_nanos() as u64,
+                end_ns: elapsed.min(self.next_interval).as_nanos() as u64,
+                bytes: bytes - self.last_bytes,
+                messages: packets - self.last_packets,
+                ..IntervalRecord::default()
+            };
+            self.last_bytes = bytes;
+            self.last_packets = packets;
+            self.next_interval += self.interval;
+            watch.interval(role, &rec);
+            self.intervals.push(rec);
+        }
+    }
+
+    /// Stops the sending streams and waits for them.
+    fn stop_senders(&mut self) {
+        self.stop_where(|s| s);
+    }
+
+    /// Tells each receiving stream the sender's total (by iperf3 stream id) from the peer's
+    /// results, stops them, and waits until they have drained to it.
+    fn finish_receivers(&mut self, peer: Option<&ResultsDoc>) {
+        for (i, (l, s)) in self.live.iter().zip(&self.senders).enumerate() {
+            if *s {
+                continue;
+            }
+            let theirs = peer.and_then(|d| d.streams.iter().find(|r| r.id == stream_id(i)));
+            if let Some(r) = theirs {
+                let target = if self.udp { r.packets } else { r.bytes };
+                l.target.store(target, Ordering::Relaxed);
+            }
+        }
+        self.stop_where(|s| !s);
+    }
+
+    fn stop_where(&mut self, which: fn(bool) -> bool) {
+        for (l, s) in self.live.iter().zip(&self.senders) {
+            if which(*s) {
+                l.stop.store(true, Ordering::Relaxed);
+            }
+        }
+        for (i, s) in self.senders.clone().into_iter().enumerate() {
+            if which(s) {
+                if let Some(t) = self.threads[i].take() {
+                    self.ends[i] = Some(t.join().unwrap_or_else(|_| StreamEnd {
+                        error: Some("a data thread failed".into()),
+                        ..StreamEnd::default()
+                    }));
+                }
+            }
+        }
+    }
+
+    /// What each stream has done so far (ended ones exactly, running ones live).
+    fn snapshot(&self, i: usize) -> StreamEnd {
+        self.ends[i].clone().unwrap_or_else(|| StreamEnd {
+            bytes: self.live[i].bytes.load(Ordering::Relaxed),
+            packets: self.live[i].packets.load(Ordering::Relaxed),
+            ..StreamEnd::default()
+        })
+    }
+
+    /// This side's results for the exchange, in iperf3's terms; `peer` (the other side's
+    /// results, when already known) gives the senders' counts that make UDP loss exact.
+    fn results_doc(&self, peer: Option<&ResultsDoc>, congestion: Option<String>) -> ResultsDoc {
+        let streams = (0..self.senders.len())
+            .map(|i| {
+                let e = self.snapshot(i);
+                let id = stream_id(i);
+                let mut r = StreamResult {
+                    id,
+                    bytes: e.bytes,
+                    // iperf3 counts datagrams only: its TCP streams report 0.
+                    packets: if self.udp { e.packets } else { 0 },
+                    start_time: 0.0,
+                    end_time: e.last_ns.unwrap_or(0) as f64 / 1e9,
+                    ..StreamResult::default()
+                };
+                if !self.senders[i] && self.udp {
+                    let sent = peer
+                        .and_then(|d| d.streams.iter().find(|s| s.id == id))
+                        .map_or(e.max_seq, |s| s.packets);
+                    r.errors = sent.saturating_sub(e.packets) as i64;
+                    r.jitter = e.jitter_ns / 1e9;
+                }
+                r
+            })
+            .collect();
+        ResultsDoc {
+            cpu_util_total: 0.0,
+            cpu_util_user: 0.0,
+            cpu_util_system: 0.0,
+            sender_has_retransmits: 0,
+            congestion_used: congestion,
+            streams,
+        }
+    }
+
+    /// This side's report of the streams in one direction (`sending`), as wirebench's
+    /// results document takes it.
+    fn side_report(&self, sending: bool, peer: Option<&ResultsDoc>) -> SideReport {
+        let mut rep = SideReport {
+            role: Some(if sending {
+                Role::Sender
+            } else {
+                Role::Receiver
+            }),
+            elapsed_ns: self.start.elapsed().as_nanos() as u64,
+            intervals: if self.senders.first() == Some(&sending) {
+                self.intervals.clone()
+            } else {
+                Vec::new()
+            },
+            ..SideReport::default()
+        };
+        let mut udp = UdpCounts {
+            sequenced: true,
+            ..UdpCounts::default()
+        };
+        let mut jitter_n = 0.0;
+        for i in (0..self.senders.len()).filter(|i| self.senders[*i] == sending) {
+            let e = self.snapshot(i);
+            let part = SideReport {
+                role: rep.role,
+                bytes: e.bytes,
+                messages: e.packets,
+                first_ns: e.first_ns,
+                last_ns: e.last_ns,
+                elapsed_ns: rep.elapsed_ns,
+                error: e.error.clone(),
+                ..SideReport::default()
+            };
+            rep.bytes += e.bytes;
+            rep.messages += e.packets;
+            rep.first_ns = match (rep.first_ns, e.first_ns) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            rep.last_ns = rep.last_ns.max(e.last_ns);
+            rep.error = rep.error.take().or(e.error.clone());
+            if self.udp && !sending {
+                udp.reordered += e.out_of_order;
+                udp.jitter_ns += e.jitter_ns;
+                jitter_n += 1.0;
+            }
+            rep.streams.push(part);
+        }
+        let _ = peer;
+        if self.udp && !sending {
+            if jitter_n > 0.0 {
+                udp.jitter_ns /= jitter_n;
+            }
+            rep.udp = Some(udp);
+        }
+        rep
+    }
+}
+
+impl Drop for Streams {
+    fn drop(&mut self) {
+        for l in &self.live {
+            l.stop.store(true, Ordering::Relaxed);
+        }
+        for t in self.threads.iter_mut().filter_map(Option::take) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The peer's figures for the streams of one direction, as a side report (what only the
+/// iperf3 peer knows: its counts).
+fn peer_report(doc: &ResultsDoc, ids: &[i64], sending: bool, udp: bool) -> SideReport {
+    let mut rep = SideReport {
+        role: Some(if sending {
+            Role::Sender
+        } else {
+            Role::Receiver
+        }),
+        ..SideReport::default()
+    };
+    let mut counts = UdpCounts {
+        sequenced: true,
+        ..UdpCounts::default()
+    };
+    let mut n = 0.0;
+    for r in doc.streams.iter().filter(|r| ids.contains(&r.id)) {
+        rep.bytes += r.bytes;
+        rep.messages += r.packets;
+        let end_ns = (r.end_time.max(0.0) * 1e9) as u64;
+        rep.elapsed_ns = rep.elapsed_ns.max(end_ns);
+        rep.last_ns = Some(rep.last_ns.unwrap_or(0).max(end_ns));
+        rep.first_ns = Some((r.start_time.max(0.0) * 1e9) as u64);
+        counts.jitter_ns += r.jitter * 1e9;
+        n += 1.0;
+        rep.streams.push(SideReport {
+            role: rep.role,
+            bytes: r.bytes,
+            messages: r.packets,
+            first_ns: Some((r.start_time.max(0.0) * 1e9) as u64),
+            last_ns: Some(end_ns),
+            elapsed_ns: end_ns,
+            ..SideReport::default()
+        });
+    }
+    if udp && !sending {
+        if n > 0.0 {
+            counts.jitter_ns /= n;
+        }
+        rep.udp = Some(counts);
+    }
+    rep
+}
+
+/// Runs the pump until the session has an action or is over, at most `tick` at a time.
+fn round(pump: &mut Pump, s: &mut impl Conn, tick: Duration) {
+    pump.round(s, tick);
+}
+
+/// The address family's unspecified address, for a UDP socket that connects to `to`.
+fn any_for(to: SocketAddr) -> SocketAddr {
+    match to {
+        SocketAddr::V4(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
+        SocketAddr::V6(_) => SocketAddr::from(([0u16; 8], 0)),
+    }
+}
+
+/// The congestion control a TCP socket uses, for the results exchange.
+fn congestion_of(s: &TcpStream) -> Option<String> {
+    SockRef::from(s).tcp_congestion().ok().map(|v| {
+        String::from_utf8_lossy(&v)
+            .trim_end_matches('\0')
+            .to_string()
+    })
+}
+
+/// Shared by both drivers: the per-stream counts that came from the peer, as budget.
+fn budget(bytes: Option<u64>) -> Option<Arc<AtomicU64>> {
+    bytes.map(|b| Arc::new(AtomicU64::new(b)))
+}

@@ -1,0 +1,369 @@
+//! The data path of a test with an iperf3 peer: TCP streams are raw bytes (the cookie was
+//! sent or read by the driver), UDP datagrams start with iperf3's sec/usec/sequence header
+//! ([`UdpHeader`]). One loop per role, kept apart from the wirebench roles so that their hot
+//! loops do not branch per packet on the header format.
+//!
+//! A receiver told to stop keeps reading while its stream's expected total (the sender's
+//! count from the results exchange) is not yet reached, for a bounded time: that is how the
+//! counts of both sides come out exact for TCP, and how UDP loss counts no datagram that was
+//! only still in flight.
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{payload, DataSocket, POLL};
+use crate::iperf3::codec::is_connect;
+use crate::iperf3::UdpHeader;
+use crate::pace::{wait_until, Pacer};
+
+/// How long a stopped receiver waits for more data once none arrives.
+const DRAIN_IDLE: Duration = Duration::from_millis(300);
+/// The longest a stopped receiver drains at all.
+const DRAIN_MAX: Duration = Duration::from_secs(3);
+
+/// What one stream shares with the driver: live counts and the stop.
+#[derive(Debug)]
+pub(crate) struct Live {
+    /// Bytes sent or received so far.
+    pub bytes: AtomicU64,
+    /// Datagrams (UDP) or writes/reads (TCP) so far.
+    pub packets: AtomicU64,
+    /// Set to end the role; a receiver then drains up to its target.
+    pub stop: AtomicBool,
+    /// Receivers: the sender's final total (bytes for TCP, datagrams for UDP), once known;
+    /// `u64::MAX` until then.
+    pub target: AtomicU64,
+}
+
+impl Default for Live {
+    fn default() -> Self {
+        Self {
+            bytes: AtomicU64::new(0),
+            packets: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            target: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+/// How a stream moves data.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    /// This side sends on the stream.
+    pub sender: bool,
+    /// Block (write) or datagram size, bytes.
+    pub len: usize,
+    /// Rate of this stream, bits/s; 0 is unlimited.
+    pub rate_bps: u64,
+    /// 64-bit UDP sequence numbers.
+    pub wide: bool,
+    /// Bytes all sending streams of the side may send together (`-n`), shared.
+    pub budget: Option<Arc<AtomicU64>>,
+    /// The side's start and its Unix time then, for the UDP timestamps.
+    pub start: Instant,
+    /// Unix time at `start`, ns.
+    pub epoch_unix_ns: u64,
+    /// Senders: stop by themselves at this time (ns since `start`); `u64::MAX` for never.
+    pub stop_at_ns: u64,
+}
+
+/// What a stream did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct StreamEnd {
+    /// Bytes sent or received.
+    pub bytes: u64,
+    /// Datagrams (UDP) sent or received.
+    pub packets: u64,
+    /// UDP receivers: highest sequence number seen.
+    pub max_seq: u64,
+    /// UDP receivers: datagrams that arrived after a higher sequence number.
+    pub out_of_order: u64,
+    /// UDP receivers: RFC 3550 jitter at the end, ns.
+    pub jitter_ns: f64,
+    /// First and last data, ns since the side's start.
+    pub first_ns: Option<u64>,
+    /// Last data.
+    pub last_ns: Option<u64>,
+    /// Why the role ended early.
+    pub error: Option<String>,
+}
+
+impl StreamEnd {
+    fn add(&mut self, n: usize, now_ns: u64) {
+        self.bytes += n as u64;
+        self.packets += 1;
+        self.first_ns.get_or_insert(now_ns);
+        self.last_ns = Some(now_ns);
+    }
+}
+
+/// Takes up to `want` bytes from the shared budget; 0 when it is spent.
+fn reserve(budget: Option<&AtomicU64>, want: u64) -> u64 {
+    let Some(b) = budget else {
+        return want;
+    };
+    let mut left = b.load(Ordering::Relaxed);
+    loop {
+        let take = left.min(want);
+        if take == 0 {
+            return 0;
+        }
+        match b.compare_exchange_weak(left, left - take, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return take,
+            Err(now) => left = now,
+        }
+    }
+}
+
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock
+            | std::io::ErrorKind::TimedOut
+            | std::io::ErrorKind::Interrupted
+    )
+}
+
+/// Runs one stream's role to its end.
+pub(crate) fn run(sock: DataSocket, plan: &Plan, live: &Live) -> StreamEnd {
+    match (sock, plan.sender) {
+        (DataSocket::Tcp(s), true) => tcp_send(s, plan, live),
+        (DataSocket::Tcp(s), false) => tcp_receive(s, plan, live),
+        (DataSocket::Udp(s), true) => udp_send(&s, plan, live),
+        (DataSocket::Udp(s), false) => udp_receive(&s, plan, live),
+    }
+}
+
+fn now_ns(plan: &Plan) -> u64 {
+    plan.start.elapsed().as_nanos() as u64
+}
+
+fn tcp_send(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
+    let buf = payload(plan.len as u64);
+    let _ = s.set_write_timeout(Some(POLL));
+    let mut pacer = Pacer::new(plan.rate_bps, 0, 0);
+    let mut end = StreamEnd::default();
+    while !live.stop.load(Ordering::Relaxed) {
+        let now = now_ns(plan);
+        if now >= plan.stop_at_ns {
+            break;
+        }
+        let due = pacer.next_ns(now);
+        if due > now {
+            wait_until(plan.start, due.min(now + POLL.as_nanos() as u64));
+            continue;
+        }
+        let len = reserve(plan.budget.as_deref(), buf.len() as u64) as usize;
+        if len == 0 {
+            break;
+        }
+        let mut off = 0;
+        while off < len {
+            match s.write(&buf[off..len]) {
+                Ok(0) => {
+                    end.error = Some("the peer closed the data connection".into());
+                    break;
+                }
+                Ok(n) => off += n,
+                Err(e) if is_timeout(&e) => {
+                    if live.stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    end.error = Some(format!("sending: {e}"));
+                    break;
+                }
+            }
+        }
+        let now = now_ns(plan);
+        end.add(off, now);
+        pacer.sent(off as u64, now);
+        live.bytes.store(end.bytes, Ordering::Relaxed);
+        live.packets.store(end.packets, Ordering::Relaxed);
+        if end.error.is_some() || off < len {
+            // A write cut short by the stop: what went out is counted; give the rest back.
+            if let Some(b) = plan.budget.as_deref() {
+                b.fetch_add((len - off) as u64, Ordering::Relaxed);
+            }
+            break;
+        }
+    }
+    // iperf3 counts what it read until TEST_END arrives: before the driver sends it, let
+    // what was written reach the peer (acknowledged), at most a bounded time, so that its
+    // count and this one agree.
+    let until = Instant::now() + DRAIN_MAX;
+    while crate::sys::tcp_all_acked(&s) == Some(false) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    end
+}
+
+/// Whether a stopped receiver is done: its target reached, or no data for a while, or
+/// draining too long.
+fn drained(live: &Live, count: u64, stopped_at: &mut Option<Instant>, last_data: Instant) -> bool {
+    if !live.stop.load(Ordering::Relaxed) {
+        return false;
+    }
+    let t = *stopped_at.get_or_insert_with(Instant::now);
+    let target = live.target.load(Ordering::Relaxed);
+    if target != u64::MAX && count >= target {
+        return true;
+    }
+    if target == u64::MAX {
+        // No sender's count to wait for: what arrived by the stop is what counts.
+        return true;
+    }
+    last_data.elapsed() >= DRAIN_IDLE || t.elapsed() >= DRAIN_MAX
+}
+
+fn tcp_receive(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
+    let mut buf = vec![0u8; plan.len.clamp(1024, 1 << 20)];
+    let _ = s.set_read_timeout(Some(POLL));
+    let mut end = StreamEnd::default();
+    let mut stopped_at = None;
+    let mut last_data = Instant::now();
+    loop {
+        if drained(live, end.bytes, &mut stopped_at, last_data) {
+            break;
+        }
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                end.add(n, now_ns(plan));
+                last_data = Instant::now();
+                live.bytes.store(end.bytes, Ordering::Relaxed);
+            }
+            Err(e) if is_timeout(&e) => {}
+            Err(e) => {
+                end.error = Some(format!("receiving: {e}"));
+                break;
+            }
+        }
+    }
+    end
+}
+
+fn udp_send(s: &UdpSocket, plan: &Plan, live: &Live) -> StreamEnd {
+    let mut buf = payload(plan.len as u64);
+    let _ = s.set_write_timeout(Some(POLL));
+    let mut pacer = Pacer::new(plan.rate_bps, 0, 0);
+    let mut end = StreamEnd::default();
+    let mut seq = 0u64;
+    while !live.stop.load(Ordering::Relaxed) {
+        let now = now_ns(plan);
+        if now >= plan.stop_at_ns {
+            break;
+        }
+        let due = pacer.next_ns(now);
+        if due > now {
+            wait_until(plan.start, due.min(now + POLL.as_nanos() as u64));
+            continue;
+        }
+        let len = reserve(plan.budget.as_deref(), buf.len() as u64) as usize;
+        if len == 0 {
+            break;
+        }
+        let unix = plan.epoch_unix_ns + now;
+        let h = UdpHeader {
+            sec: (unix / 1_000_000_000) as u32,
+            usec: (unix % 1_000_000_000 / 1000) as u32,
+            seq: seq + 1,
+        };
+        if h.encode(plan.wide, &mut buf).is_err() {
+            end.error = Some("the datagram is shorter than iperf3's header".into());
+            break;
+        }
+        match s.send(&buf[..len.max(UdpHeader::len(plan.wide))]) {
+            Ok(n) => {
+                seq += 1;
+                end.add(n, now);
+                pacer.sent(n as u64, now);
+                live.bytes.store(end.bytes, Ordering::Relaxed);
+                live.packets.store(end.packets, Ordering::Relaxed);
+            }
+            // A full socket buffer or a refused port (nobody listening yet): not sent.
+            Err(e) if is_timeout(&e) || e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                if let Some(b) = plan.budget.as_deref() {
+                    b.fetch_add(len as u64, Ordering::Relaxed);
+                }
+            }
+            Err(e) => {
+                end.error = Some(format!("sending: {e}"));
+                break;
+            }
+        }
+    }
+    end
+}
+
+fn udp_receive(s: &UdpSocket, plan: &Plan, live: &Live) -> StreamEnd {
+    let mut buf = vec![0u8; 65_536];
+    let _ = s.set_read_timeout(Some(POLL));
+    let mut end = StreamEnd::default();
+    let mut stopped_at = None;
+    let mut last_data = Instant::now();
+    let mut prev_transit: Option<i64> = None;
+    let mut jitter = 0.0f64;
+    loop {
+        if drained(live, end.packets, &mut stopped_at, last_data) {
+            break;
+        }
+        let n = match s.recv(&mut buf) {
+            Ok(n) => n,
+            Err(e) if is_timeout(&e) || e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                continue
+            }
+            Err(e) => {
+                end.error = Some(format!("receiving: {e}"));
+                break;
+            }
+        };
+        // A repeated connect datagram is set-up, not data.
+        if n == 4 && is_connect(&buf[..4]) {
+            continue;
+        }
+        let Ok(h) = UdpHeader::decode(plan.wide, &buf[..n]) else {
+            continue;
+        };
+        let now = now_ns(plan);
+        last_data = Instant::now();
+        end.add(n, now);
+        if h.seq > end.max_seq {
+            end.max_seq = h.seq;
+        } else {
+            end.out_of_order += 1;
+        }
+        // RFC 3550 §6.4.1 on the sender's timestamp, as iperf3 does (its clocks need not
+        // agree: only the changes of the transit time count).
+        let sent_ns = i64::from(h.sec) * 1_000_000_000 + i64::from(h.usec) * 1000;
+        let transit = (plan.epoch_unix_ns + now) as i64 - sent_ns;
+        if let Some(p) = prev_transit {
+            let d = (transit - p).unsigned_abs() as f64;
+            jitter += (d - jitter) / 16.0;
+        }
+        prev_transit = Some(transit);
+        live.bytes.store(end.bytes, Ordering::Relaxed);
+        live.packets.store(end.packets, Ordering::Relaxed);
+    }
+    end.jitter_ns = jitter;
+    end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_is_shared_exactly() {
+        let b = AtomicU64::new(2500);
+        assert_eq!(reserve(Some(&b), 1000), 1000);
+        assert_eq!(reserve(Some(&b), 1000), 1000);
+        assert_eq!(reserve(Some(&b), 1000), 500);
+        assert_eq!(reserve(Some(&b), 1000), 0);
+        assert_eq!(reserve(None, 7), 7);
+    }
+}

@@ -1,0 +1,380 @@
+//! Interop with Debian's iperf3 (3.12, installed by `.ci/run`) on loopback, both ways:
+//! `wirebench run --iperf3` against `iperf3 -s`, and `iperf3 -c` against `wirebench serve`
+//! (on its own port, told apart by the first bytes, and on `--iperf3-port`). Each checks
+//! that the two sides' counts agree (TCP exactly; UDP within the datagrams in flight at the
+//! end) and that iperf3's `-J` output parses and shows the expected totals. Without iperf3
+//! the tests are skipped, except under `CI`, where they fail.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+
+use common::{u, wirebench, Server};
+use serde_json::Value;
+
+/// UDP datagrams that may be in flight when the receiver stops counting.
+const IN_FLIGHT: u64 = 64;
+
+/// Whether iperf3 can be run; under CI it must.
+fn have_iperf3() -> bool {
+    let ok = Command::new("iperf3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "iperf3 is missing (apt-get install iperf3)"
+        );
+        eprintln!("skipped: iperf3 is not installed");
+    }
+    ok
+}
+
+/// A free TCP port on loopback (the kernel's pick; iperf3 takes no port 0).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// `iperf3 -s -1` on a free port, once it listens; killed when dropped.
+struct Iperf3Server {
+    child: Child,
+    port: u16,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl Iperf3Server {
+    fn start() -> Self {
+        // Another process may take the port between the pick and iperf3's bind: retry.
+        for _ in 0..5 {
+            let port = free_port();
+            let mut child = Command::new("iperf3")
+                .args([
+                    "-s",
+                    "-1",
+                    "--forceflush",
+                    "-B",
+                    "127.0.0.1",
+                    "-p",
+                    &port.to_string(),
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start iperf3 -s");
+            let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+            let mut line = String::new();
+            while stdout.read_line(&mut line).is_ok_and(|n| n > 0) {
+                if line.contains("Server listening") {
+                    return Self {
+                        child,
+                        port,
+                        stdout,
+                    };
+                }
+                line.clear();
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("iperf3 -s did not start");
+    }
+
+    /// Waits until iperf3 says a client connected.
+    fn wait_accepted(&mut self) {
+        let mut line = String::new();
+        while self.stdout.read_line(&mut line).is_ok_and(|n| n > 0) {
+            if line.contains("Accepted connection") {
+                return;
+            }
+            line.clear();
+        }
+        panic!("iperf3 -s saw no client");
+    }
+}
+
+impl Drop for Iperf3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn run_against(port: u16, args: &[&str]) -> Value {
+    let out = wirebench()
+        .args(["run", "--iperf3", &format!("127.0.0.1:{port}")])
+        .args(args)
+        .arg("--json")
+        .output()
+        .expect("run wirebench");
+    assert!(
+        out.status.success(),
+        "wirebench run --iperf3 {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("results JSON")
+}
+
+/// The counts of one direction agree: TCP exactly, UDP within what was in flight.
+fn check_half(v: &Value, prefix: &str, udp: bool) {
+    let sent = u(v, &format!("{prefix}end.sent.bytes"));
+    let received = u(v, &format!("{prefix}end.received.bytes"));
+    assert!(sent > 0, "{v}");
+    if udp {
+        let (s, r) = (
+            u(v, &format!("{prefix}end.sent.messages")),
+            u(v, &format!("{prefix}end.received.messages")),
+        );
+        assert!(
+            r <= s && s - r <= IN_FLIGHT,
+            "{prefix}: sent {s}, received {r}: {v}"
+        );
+        assert_eq!(u(v, &format!("{prefix}end.udp.lost")), s - r, "{v}");
+    } else {
+        assert_eq!(sent, received, "{prefix}: {v}");
+    }
+}
+
+#[test]
+fn wirebench_client_against_iperf3_server() {
+    if !have_iperf3() {
+        return;
+    }
+    let cases: &[(&[&str], bool)] = &[
+        (&["-t", "1"], false),
+        (&["-u", "-b", "20M", "-l", "1200", "-t", "1"], true),
+        (&["-R", "-t", "1"], false),
+        (&["-u", "-R", "-b", "20M", "-l", "1200", "-t", "1"], true),
+        (&["-P", "2", "-t", "1"], false),
+        (&["--bidir", "-t", "1"], false),
+        (&["-n", "10M"], false),
+    ];
+    for (args, udp) in cases {
+        let server = Iperf3Server::start();
+        let v = run_against(server.port, args);
+        assert_eq!(v["peer"]["tool"], "iperf3", "{v}");
+        assert!(!v["peer"]["reported_by_peer"]
+            .as_array()
+            .expect("keys")
+            .is_empty());
+        check_half(&v, "", *udp);
+        if args.contains(&"--bidir") {
+            check_half(&v, "reverse.", *udp);
+        }
+        if args.contains(&"-P") {
+            assert_eq!(v["streams"].as_array().map(Vec::len), Some(2), "{v}");
+        }
+        if args.contains(&"-n") {
+            assert_eq!(u(&v, "end.received.bytes"), 10_000_000, "{v}");
+        }
+    }
+}
+
+/// Runs `iperf3 -c` with `-J` against `port` and returns its document.
+fn iperf3_client(port: u16, args: &[&str]) -> Value {
+    let out = Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J"])
+        .args(args)
+        .output()
+        .expect("run iperf3 -c");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("iperf3 -J output parses");
+    assert!(out.status.success(), "iperf3 -c {args:?}: {v}");
+    v
+}
+
+/// iperf3's own totals of one direction agree: TCP exactly, UDP within what was in flight
+/// (and iperf3 counts no loss beyond that).
+fn check_iperf3(v: &Value, suffix: &str, udp: bool) {
+    let sent = &v["end"][format!("sum_sent{suffix}")];
+    let received = &v["end"][format!("sum_received{suffix}")];
+    let (s, r) = (sent["bytes"].as_u64(), received["bytes"].as_u64());
+    assert!(s.is_some_and(|b| b > 0), "{v}");
+    if udp {
+        let sp = sent["packets"].as_u64().expect("packets sent");
+        let lost = received["lost_packets"].as_u64().expect("lost");
+        let rp = received["packets"].as_u64().expect("packets received");
+        assert!(lost <= IN_FLIGHT && rp <= sp + IN_FLIGHT, "{v}");
+    } else {
+        assert_eq!(s, r, "{v}");
+    }
+}
+
+#[test]
+fn iperf3_client_against_wirebench_server() {
+    if !have_iperf3() {
+        return;
+    }
+    let server = Server::start(&[]);
+    let cases: &[(&[&str], bool)] = &[
+        (&["-t", "1"], false),
+        (&["-u", "-b", "20M", "-l", "1200", "-t", "1"], true),
+        (&["-R", "-t", "1"], false),
+        (&["-u", "-R", "-b", "20M", "-l", "1200", "-t", "1"], true),
+        (&["-P", "2", "-t", "1"], false),
+        (&["--bidir", "-t", "1"], false),
+        (
+            &["-u", "--bidir", "-b", "5M", "-l", "1200", "-t", "1"],
+            true,
+        ),
+    ];
+    for (args, udp) in cases {
+        let v = iperf3_client(server.port, args);
+        check_iperf3(&v, "", *udp);
+        if args.contains(&"--bidir") {
+            check_iperf3(&v, "_bidir_reverse", *udp);
+        }
+        if args.contains(&"-P") {
+            assert_eq!(v["end"]["streams"].as_array().map(Vec::len), Some(2), "{v}");
+        }
+    }
+    // An amount: both sides count exactly it (iperf3's M is MiB).
+    let v = iperf3_client(server.port, &["-n", "10M"]);
+    assert_eq!(
+        v["end"]["sum_received"]["bytes"].as_u64(),
+        Some(10 << 20),
+        "{v}"
+    );
+}
+
+#[test]
+fn iperf3_client_on_the_iperf3_port() {
+    if !have_iperf3() {
+        return;
+    }
+    // The port is picked, then bound by the server: retry if another process took it.
+    for _ in 0..5 {
+        let port = free_port();
+        let server = Server::start(&["--iperf3-port", &port.to_string()]);
+        let out = Command::new("iperf3")
+            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J", "-u"])
+            .args(["-b", "10M", "-l", "1000", "-t", "1"])
+            .output()
+            .expect("run iperf3 -c");
+        drop(server);
+        let Ok(v) = serde_json::from_slice::<Value>(&out.stdout) else {
+            continue;
+        };
+        if v.get("error").is_some() {
+            continue;
+        }
+        check_iperf3(&v, "", true);
+        return;
+    }
+    panic!("no iperf3 test on --iperf3-port succeeded");
+}
+
+#[test]
+fn a_busy_iperf3_server_is_one_line() {
+    if !have_iperf3() {
+        return;
+    }
+    let mut server = Iperf3Server::start();
+    let first = wirebench()
+        .args(["run", "--iperf3", &format!("127.0.0.1:{}", server.port)])
+        .args(["-t", "3", "--json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("first client");
+    server.wait_accepted();
+    let out = wirebench()
+        .args(["run", "--iperf3", &format!("127.0.0.1:{}", server.port)])
+        .args(["-t", "1"])
+        .output()
+        .expect("second client");
+    let mut first = first;
+    let _ = first.kill();
+    let _ = first.wait();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("busy"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn a_server_with_a_key_refuses_iperf3_unless_allowed() {
+    if !have_iperf3() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("wb-iperf3-psk-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let key = dir.join("key");
+    std::fs::write(&key, "0123456789abcdef0123456789abcdef").expect("key file");
+    let key = key.to_string_lossy().to_string();
+    let refusing = Server::start(&["--psk-file", &key]);
+    let out = Command::new("iperf3")
+        .args([
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &refusing.port.to_string(),
+            "-t",
+            "1",
+        ])
+        .output()
+        .expect("run iperf3 -c");
+    assert!(!out.status.success(), "iperf3 was admitted without a key");
+    let allowing = Server::start(&["--psk-file", &key, "--allow-iperf3"]);
+    let v = iperf3_client(allowing.port, &["-n", "1M"]);
+    assert_eq!(
+        v["end"]["sum_received"]["bytes"].as_u64(),
+        Some(1 << 20),
+        "{v}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Loss made by the kernel (nftables, in a namespace of the test's own), with iperf3 as
+/// the sender and wirebench the receiver (`run --iperf3 -R`): wirebench's loss is the
+/// count of datagrams the rule dropped. Needs root and nft; skipped without them unless CI.
+#[test]
+fn iperf3_sender_loss_counted_exactly() {
+    if !have_iperf3() {
+        return;
+    }
+    // Data datagrams only (longer than 100 bytes): the 4-byte connect exchange is kept.
+    let script = "set -e; ip link set lo up; \
+         nft add table inet wbtest; \
+         nft add chain inet wbtest in '{ type filter hook input priority 0; }'; \
+         nft add rule inet wbtest in udp length '>' 100 numgen random mod 100 '<' 5 counter drop; \
+         iperf3 -s -1 --forceflush -B 127.0.0.1 -p 5201 > srv.log 2>&1 & \
+         timeout 10 sh -c 'until grep -q listening srv.log; do sleep 0.01; done'; \
+         \"$0\" run --iperf3 127.0.0.1 -u -R -b 5M -l 1000 -w 4M -t 1 --json; \
+         echo; echo ===; nft list ruleset";
+    let dir = std::env::temp_dir().join(format!("wb-iperf3-loss-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let out = Command::new("unshare")
+        .args(["-n", "sh", "-c", script, env!("CARGO_BIN_EXE_wirebench")])
+        .current_dir(&dir)
+        .output()
+        .expect("run unshare");
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let Some((json, rules)) = text.split_once("===") else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        if std::env::var_os("CI").is_none() {
+            eprintln!("skipped: cannot set up a namespace with an nftables drop rule: {err}");
+            return;
+        }
+        panic!("namespace run failed: {err}");
+    };
+    let v: Value = serde_json::from_str(json.trim()).expect("results JSON");
+    let dropped: u64 = rules
+        .split("counter packets ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .expect("the rule's counter");
+    assert!(dropped > 0, "nothing dropped: {rules}");
+    assert_eq!(u(&v, "end.udp.lost"), dropped, "{v}\n{rules}");
+    assert_eq!(
+        u(&v, "end.received.messages") + dropped,
+        u(&v, "end.sent.messages"),
+        "{v}"
+    );
+}
