@@ -379,6 +379,14 @@ enum Peer {
 }
 
 impl Peer {
+    /// Where the user sets the port.
+    fn port_flag(self) -> &'static str {
+        match self {
+            Self::Wirebench => "-p",
+            Self::Iperf3 => "the port (--iperf3 HOST:PORT)",
+        }
+    }
+
     /// The command that runs such a server.
     fn server_command(self) -> &'static str {
         match self {
@@ -432,7 +440,8 @@ fn hint(e: &EngineError, host: &str, peer: Peer) -> Option<String> {
     match e {
         EngineError::Connect { source, .. } => match source.kind() {
             K::ConnectionRefused => Some(format!(
-                "is `{server}` running on {host}? start it there, or check the port"
+                "is `{server}` running on {host}? start it there, or check {}",
+                peer.port_flag()
             )),
             K::TimedOut | K::WouldBlock => Some(format!(
                 "no answer from {host}: check the address, and any firewall between"
