@@ -308,7 +308,7 @@ impl Drop for Slot<'_> {
             c.remove(&self.cookie);
         }
         if let Some(t) = self.ticket.take() {
-            self.state.admission().release(t);
+            self.state.release(t);
         }
     }
 }

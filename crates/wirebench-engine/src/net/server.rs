@@ -44,6 +44,11 @@ impl ServerHandle {
     pub fn running_tests(&self) -> usize {
         self.state.admission().running()
     }
+
+    /// Waits until no test runs, or until `until`; returns the tests still running.
+    pub fn wait_idle(&self, until: std::time::Instant) -> usize {
+        self.state.wait_idle(until)
+    }
 }
 
 /// A bound server, ready to run.
@@ -94,6 +99,7 @@ impl Server {
             pending_conns: Mutex::new(HashMap::new()),
             cfg,
             auth_failures: AtomicUsize::new(0),
+            test_ended: std::sync::Condvar::new(),
             metrics: super::metrics::Metrics::default(),
             shutdown: Arc::new(AtomicBool::new(false)),
             pending: Mutex::new(HashMap::new()),

@@ -6,13 +6,13 @@ use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::mpsc::SyncSender;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use wirebench_proto::control::{CRR_STREAM, PACKET_LOG_STREAM};
 use wirebench_proto::spec::Protocol;
 
-use crate::control::admission::{Admission, PendingId, SpecLimits};
+use crate::control::admission::{Admission, PendingId, SpecLimits, Ticket};
 pub use crate::control::admission::{DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING};
 use crate::role::DataSocket;
 
@@ -81,6 +81,8 @@ pub(crate) struct State {
     pub(super) pending_conns: Mutex<HashMap<PendingId, TcpStream>>,
     /// Clients refused for a wrong key, since the start.
     pub(super) auth_failures: AtomicUsize,
+    /// Told each time a test ends (see [`State::wait_idle`]).
+    pub(super) test_ended: Condvar,
     /// The counters `--metrics` serves.
     pub(super) metrics: super::metrics::Metrics,
     /// Set on SIGTERM: running tests end with a message, new ones are refused.
@@ -133,6 +135,28 @@ impl State {
     /// The admission state; a panic elsewhere while holding it leaves it usable.
     pub(crate) fn admission(&self) -> MutexGuard<'_, Admission> {
         self.admission.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A test ended: its slot is free, and whoever waits for the server to go idle is told.
+    pub(crate) fn release(&self, ticket: Ticket) {
+        self.admission().release(ticket);
+        self.test_ended.notify_all();
+    }
+
+    /// Waits until no test runs or `until` passes; the tests still running.
+    pub(crate) fn wait_idle(&self, until: Instant) -> usize {
+        let mut a = self.admission();
+        while a.running() > 0 {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            a = match self.test_ended.wait_timeout(a, left) {
+                Ok((a, _)) => a,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        a.running()
     }
 
     /// The connection `id` said what it is, or ended: it leaves the pending stage.

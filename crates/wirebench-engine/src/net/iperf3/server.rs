@@ -382,6 +382,6 @@ fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) 
     }
     drop(streams);
     if let Some(t) = ticket {
-        state.admission().release(t);
+        state.release(t);
     }
 }
