@@ -450,7 +450,7 @@ def main():
         f.write("\n")
     la_b, la_a = doc["machine"]["loadavg_before"], doc["machine"]["loadavg_after"]
     print(f"load average (1 min) before {la_b and la_b[0]}, after {la_a and la_a[0]}; "
-          f"{os.cpu_count()} CPUs; JSON: {os.path.relpath(path, ROOT)}\n")
+          f"{os.cpu_count()} CPUs; JSON: {os.path.abspath(path)}\n")
     print("\n".join(text))
 
 
