@@ -176,7 +176,7 @@ def wirebench(servers, args, seconds):
     return r
 
 
-def iperf3(servers, args, seconds):
+def iperf3(servers, args, seconds, udp_size=None):
     out, cpu = client_run(["iperf3", "-c", HOST, "-p", str(IPERF_PORT), "-J",
                            "-t", str(seconds)] + args, servers.procs["iperf3"].pid, seconds)
     try:
@@ -186,7 +186,14 @@ def iperf3(servers, args, seconds):
     if "error" in v:
         raise RunError(f"iperf3 {args}: {v['error']}")
     rcv = v["end"]["sum_received"]
-    return throughput(rcv["bytes"], rcv["seconds"], cpu)
+    if not udp_size:
+        return throughput(rcv["bytes"], rcv["seconds"], cpu)
+    # iperf3 3.12's UDP sum_received counts what was sent: what arrived is packets - lost.
+    got = rcv["packets"] - rcv["lost_packets"]
+    r = throughput(got * udp_size, rcv["seconds"], cpu)
+    r["recv_mpps"] = got / max(rcv["seconds"], 1e-9) / 1e6
+    r["loss_pct"] = rcv["lost_percent"]
+    return r
 
 
 def sockperf(servers, tcp, size, seconds):
@@ -278,14 +285,45 @@ def udp_stream(size):
     }
 
 
-def workloads(busy_poll):
+def vs_iperf3(wb_args, iperf_args, udp_size=None):
+    """The earlier bench's comparisons with iperf3 (issue 4's targets), now interleaved."""
+    figures = ["recv_gbps", "cpu_s_per_gb"]
+    if udp_size:
+        figures = ["recv_gbps", "recv_mpps", "cpu_s_per_gb", "acct_err"]
     return {
+        "members": {
+            "wirebench": lambda sv, s: wirebench(sv, wb_args, s),
+            "iperf3": lambda sv, s: iperf3(sv, iperf_args, s, udp_size),
+        },
+        "figures": figures,
+        "compare": [("wirebench", "iperf3")],
+    }
+
+
+def udp_vs_iperf3(size, offload):
+    args = ["-u", "-l", str(size), "-b", "0"]
+    return vs_iperf3(args + ([] if offload else ["--no-offload"]), args, size)
+
+
+def workloads(busy_poll):
+    """The default set (issue 19's "What it must show"), then the extras run only when named
+    with --only or with --all."""
+    default = {
         "tcp-1": tcp_stream(),
         "rr-tcp-64": rr(True, 64, busy_poll),
         "rr-udp-64": rr(False, 64, busy_poll),
         "udp-1472": udp_stream(1472),
         "udp-64": udp_stream(64),
     }
+    extra = {
+        "tcp-4": vs_iperf3(["-P", "4"], ["-P", "4"]),
+        "udp-500": udp_stream(500),
+        "udp-1472-vs-iperf3": udp_vs_iperf3(1472, True),
+        "udp-1472-no-offload": udp_vs_iperf3(1472, False),
+        "udp-500-no-offload": udp_vs_iperf3(500, False),
+        "udp-64-no-offload": udp_vs_iperf3(64, False),
+    }
+    return default, extra
 
 
 FIGURE_NAMES = {
@@ -404,6 +442,9 @@ def main():
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 2 rounds of 1 s (overrides --pairs and --seconds)")
     ap.add_argument("--only", action="append", help="workload name (repeatable)")
+    ap.add_argument("--all", action="store_true",
+                    help="also the extra workloads (tcp-4, udp-500, UDP against iperf3, "
+                         "offloads off)")
     ap.add_argument("--json", help="where the JSON goes (default bench/results/<time>.json)")
     opts = ap.parse_args()
     if opts.quick:
@@ -416,8 +457,9 @@ def main():
             sys.exit(f"{binary} is missing: run bench/run, which builds it")
     run_help = subprocess.run([WB, "run", "--help"], capture_output=True, text=True).stdout
     busy_poll = "--busy-poll" in run_help
-    all_wl = workloads(busy_poll)
-    names = opts.only or list(all_wl)
+    default, extra = workloads(busy_poll)
+    all_wl = {**default, **extra}
+    names = opts.only or list(all_wl if opts.all else default)
     for n in names:
         if n not in all_wl:
             sys.exit(f"unknown workload {n}; known: {', '.join(all_wl)}")
