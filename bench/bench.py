@@ -18,7 +18,7 @@ is "CPU s/GB".
 
     bench/run                        # 5 rounds of 5 s per member and workload
     bench/run --quick                # smoke run: 2 rounds of 1 s
-    python3 bench/bench.py [--pairs N] [--seconds S] [--only NAME] [--json PATH]
+    python3 bench/bench.py [--pairs N] [--seconds S] [--only NAME] [--all] [--json PATH]
 
 The table is printed (Markdown); the JSON (every run's figures, the summaries, the machine's
 load) goes to bench/results/<UTC time>.json unless --json says where.
