@@ -9,7 +9,7 @@
 //! only still in flight.
 
 use std::io::{Read, Write};
-use std::net::{TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -192,14 +192,71 @@ fn tcp_send(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
             break;
         }
     }
-    // iperf3 counts what it read until TEST_END arrives: before the driver sends it, let
-    // what was written reach the peer (acknowledged), at most a bounded time, so that its
-    // count and this one agree.
+    // iperf3 counts what it read until TEST_END arrives and drops what its socket still
+    // holds then (`iperf_handle_message_server` closes the streams unread): before the
+    // driver sends it, let what was written reach the peer (acknowledged) and, when the peer
+    // runs on this host, its application (read), at most a bounded time, so that its count
+    // and this one agree. A remote peer's unread bytes cannot be seen from here.
     let until = Instant::now() + DRAIN_MAX;
-    while crate::sys::tcp_all_acked(&s) == Some(false) && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(1));
+    let local = is_local_peer(&s);
+    while Instant::now() < until
+        && (crate::sys::tcp_all_acked(&s) == Some(false)
+            || (local && peer_unread_bytes(&s).is_some_and(|n| n > 0)))
+    {
+        std::thread::sleep(Duration::from_millis(2));
     }
     end
+}
+
+/// Whether the peer of `s` runs on this host: loopback, or our own address (the kernel then
+/// lists both ends of the connection in `/proc/net/tcp`).
+fn is_local_peer(s: &TcpStream) -> bool {
+    match (s.local_addr(), s.peer_addr()) {
+        (Ok(l), Ok(p)) => p.ip().is_loopback() || p.ip() == l.ip(),
+        _ => false,
+    }
+}
+
+/// `/proc/net/tcp`'s spelling of an address: each 32-bit word of the address in hex as the
+/// kernel holds it (network order read as a native integer), then the port.
+fn proc_net_addr(a: SocketAddr) -> String {
+    let words: Vec<u8> = match a.ip() {
+        std::net::IpAddr::V4(v4) => v4.octets().to_vec(),
+        std::net::IpAddr::V6(v6) => v6.octets().to_vec(),
+    };
+    let mut out = String::with_capacity(42);
+    for w in words.chunks_exact(4) {
+        let word = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]);
+        out.push_str(&format!("{word:08X}"));
+    }
+    out.push_str(&format!(":{:04X}", a.port()));
+    out
+}
+
+/// The bytes the peer's socket of `s` holds unread (its `rx_queue` in `/proc/net/tcp`),
+/// for a peer on this host; `None` when its socket is not listed.
+fn peer_unread_bytes(s: &TcpStream) -> Option<u64> {
+    let (local, peer) = (s.local_addr().ok()?, s.peer_addr().ok()?);
+    let table = if local.is_ipv4() {
+        "/proc/net/tcp"
+    } else {
+        "/proc/net/tcp6"
+    };
+    let text = std::fs::read_to_string(table).ok()?;
+    rx_queue_of(&text, &proc_net_addr(peer), &proc_net_addr(local))
+}
+
+/// The `rx_queue` of the socket from `local` to `remote` in a `/proc/net/tcp` table.
+fn rx_queue_of(table: &str, local: &str, remote: &str) -> Option<u64> {
+    table.lines().skip(1).find_map(|line| {
+        let mut f = line.split_whitespace().skip(1);
+        let (l, r, _state, queues) = (f.next()?, f.next()?, f.next()?, f.next()?);
+        if l != local || r != remote {
+            return None;
+        }
+        let (_tx, rx) = queues.split_once(':')?;
+        u64::from_str_radix(rx, 16).ok()
+    })
 }
 
 /// Whether a stopped receiver is done: its target reached, or no data for a while, or
@@ -365,5 +422,19 @@ mod tests {
         assert_eq!(reserve(Some(&b), 1000), 500);
         assert_eq!(reserve(Some(&b), 1000), 0);
         assert_eq!(reserve(None, 7), 7);
+    }
+
+    #[test]
+    fn the_peers_unread_bytes_are_read_from_its_line_of_proc_net_tcp() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+   0: 0100007F:1451 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0\n\
+   1: 0100007F:1451 0100007F:9C40 01 00000000:0001F400 00:00000000 00000000     0        0 2 1 0 20 4 30 10 -1\n";
+        let server = proc_net_addr(SocketAddr::from(([127, 0, 0, 1], 5201)));
+        let client = proc_net_addr(SocketAddr::from(([127, 0, 0, 1], 40000)));
+        if cfg!(target_endian = "little") {
+            assert_eq!(server, "0100007F:1451");
+        }
+        assert_eq!(rx_queue_of(table, &server, &client), Some(128_000));
+        assert_eq!(rx_queue_of(table, &client, &server), None);
     }
 }
