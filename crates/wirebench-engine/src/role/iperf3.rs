@@ -11,9 +11,10 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::limit::{over, MoveLimit};
 use super::{payload, DataSocket, POLL};
 use crate::iperf3::codec::is_connect;
 use crate::iperf3::UdpHeader;
@@ -36,6 +37,11 @@ pub(crate) struct Live {
     /// Receivers: the sender's final total (bytes for TCP, datagrams for UDP), once known;
     /// `u64::MAX` until then.
     pub target: AtomicU64,
+    /// Set by the role when the stream moved more than the server's limits allow: the
+    /// driver then ends the whole test.
+    pub limited: AtomicBool,
+    /// Which limit, in words: written once, when `limited` is set.
+    pub limit_error: Mutex<Option<String>>,
 }
 
 impl Default for Live {
@@ -45,6 +51,8 @@ impl Default for Live {
             packets: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             target: AtomicU64::new(u64::MAX),
+            limited: AtomicBool::new(false),
+            limit_error: Mutex::new(None),
         }
     }
 }
@@ -68,6 +76,9 @@ pub(crate) struct Plan {
     pub epoch_unix_ns: u64,
     /// Senders: stop by themselves at this time (ns since `start`); `u64::MAX` for never.
     pub stop_at_ns: u64,
+    /// A server's share of its `--max-bytes` and `--max-rate` for this stream, counted on
+    /// what the stream moves (an iperf3 client's parameters are only its word).
+    pub limit: Option<MoveLimit>,
 }
 
 /// What a stream did.
@@ -97,6 +108,61 @@ impl StreamEnd {
         self.packets += 1;
         self.first_ns.get_or_insert(now_ns);
         self.last_ns = Some(now_ns);
+    }
+}
+
+/// Whether the stream has moved more than the server allows by `now_ns`: if so, says why
+/// in `end` and tells the driver.
+#[inline]
+fn over_limit(plan: &Plan, live: &Live, end: &mut StreamEnd, now_ns: u64) -> bool {
+    match over(plan.limit.as_ref(), end.bytes, now_ns) {
+        Some(e) => {
+            let text = e.to_string();
+            if let Ok(mut l) = live.limit_error.lock() {
+                *l = Some(text.clone());
+            }
+            end.error = Some(text);
+            live.limited.store(true, Ordering::Release);
+            true
+        }
+        None => false,
+    }
+}
+
+/// After a limit ended the stream: it keeps its socket open, reading and dropping what
+/// comes, until the driver stops it, so that the iperf3 client hears why on the control
+/// connection before its data connection closes under it (a write into a closed
+/// connection would be its first, and wrong, error).
+fn hold_tcp(s: &mut TcpStream, live: &Live) {
+    if !live.limited.load(Ordering::Relaxed) {
+        return;
+    }
+    let _ = s.set_read_timeout(Some(POLL));
+    let mut buf = [0u8; 16 * 1024];
+    while !live.stop.load(Ordering::Relaxed) {
+        match s.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if is_timeout(&e) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// [`hold_tcp`] for a UDP stream: a closed socket would answer the client's datagrams
+/// with ICMP port unreachable.
+fn hold_udp(s: &UdpSocket, live: &Live) {
+    if !live.limited.load(Ordering::Relaxed) {
+        return;
+    }
+    let _ = s.set_read_timeout(Some(POLL));
+    let mut buf = [0u8; 2048];
+    while !live.stop.load(Ordering::Relaxed) {
+        match s.recv(&mut buf) {
+            Ok(_) => {}
+            Err(e) if is_timeout(&e) || e.kind() == std::io::ErrorKind::ConnectionRefused => {}
+            Err(_) => return,
+        }
     }
 }
 
@@ -184,6 +250,9 @@ fn tcp_send(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
         pacer.sent(off as u64, now);
         live.bytes.store(end.bytes, Ordering::Relaxed);
         live.packets.store(end.packets, Ordering::Relaxed);
+        if end.error.is_none() && over_limit(plan, live, &mut end, now) {
+            break;
+        }
         if end.error.is_some() || off < len {
             // A write cut short by the stop: what went out is counted; give the rest back.
             if let Some(b) = plan.budget.as_deref() {
@@ -191,6 +260,10 @@ fn tcp_send(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
             }
             break;
         }
+    }
+    if live.limited.load(Ordering::Relaxed) {
+        hold_tcp(&mut s, live);
+        return end;
     }
     // iperf3 counts what it read until TEST_END arrives and drops what its socket still
     // holds then (`iperf_handle_message_server` closes the streams unread): before the
@@ -290,9 +363,13 @@ fn tcp_receive(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
         match s.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
-                end.add(n, now_ns(plan));
+                let now = now_ns(plan);
+                end.add(n, now);
                 last_data = Instant::now();
                 live.bytes.store(end.bytes, Ordering::Relaxed);
+                if over_limit(plan, live, &mut end, now) {
+                    break;
+                }
             }
             Err(e) if is_timeout(&e) => {}
             Err(e) => {
@@ -301,6 +378,7 @@ fn tcp_receive(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
             }
         }
     }
+    hold_tcp(&mut s, live);
     end
 }
 
@@ -341,6 +419,9 @@ fn udp_send(s: &UdpSocket, plan: &Plan, live: &Live) -> StreamEnd {
                 pacer.sent(n as u64, now);
                 live.bytes.store(end.bytes, Ordering::Relaxed);
                 live.packets.store(end.packets, Ordering::Relaxed);
+                if over_limit(plan, live, &mut end, now) {
+                    break;
+                }
             }
             // A full socket buffer or a refused port (nobody listening yet): not sent.
             Err(e) if is_timeout(&e) || e.kind() == std::io::ErrorKind::ConnectionRefused => {
@@ -354,6 +435,7 @@ fn udp_send(s: &UdpSocket, plan: &Plan, live: &Live) -> StreamEnd {
             }
         }
     }
+    hold_udp(s, live);
     end
 }
 
@@ -405,7 +487,11 @@ fn udp_receive(s: &UdpSocket, plan: &Plan, live: &Live) -> StreamEnd {
         prev_transit = Some(transit);
         live.bytes.store(end.bytes, Ordering::Relaxed);
         live.packets.store(end.packets, Ordering::Relaxed);
+        if over_limit(plan, live, &mut end, now) {
+            break;
+        }
     }
+    hold_udp(s, live);
     end.jitter_ns = jitter;
     end
 }

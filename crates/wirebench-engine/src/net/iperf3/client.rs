@@ -211,6 +211,7 @@ pub fn run_iperf3(cfg: &Iperf3Config, watch: &mut dyn Watch) -> Result<Results, 
                         start: Instant::now(),
                         epoch_unix_ns: crate::sys::unix_now_ns(),
                         stop_at_ns: u64::MAX,
+                        limit: None,
                     };
                     started = Some(plan.start);
                     streams = Some(Streams::start(

@@ -187,6 +187,24 @@ impl Streams {
         }
     }
 
+    /// Whether a stream moved more than the server's limits allow (the test then ends).
+    fn limited(&self) -> bool {
+        self.live.iter().any(|l| l.limited.load(Ordering::Relaxed))
+    }
+
+    /// The server limit that ended a stream, in words, if one did.
+    fn limit_error(&self) -> Option<String> {
+        self.live
+            .iter()
+            .filter(|l| l.limited.load(Ordering::Acquire))
+            .find_map(|l| l.limit_error.lock().ok().and_then(|e| e.clone()))
+    }
+
+    /// Stops every stream and waits for them.
+    fn stop_all(&mut self) {
+        self.stop_where(|_| true);
+    }
+
     /// Stops the sending streams and waits for them.
     fn stop_senders(&mut self) {
         self.stop_where(|s| s);
