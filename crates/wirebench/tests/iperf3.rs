@@ -7,8 +7,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 
 use common::{u, wirebench, Server};
@@ -246,7 +246,9 @@ fn iperf3_client_on_the_iperf3_port() {
     if !have_iperf3() {
         return;
     }
-    // The port is picked, then bound by the server: retry if another process took it.
+    // The port is picked, then bound by the server (before its banner): retry if another
+    // process took it in between.
+    let mut last = String::new();
     for _ in 0..5 {
         let port = free_port();
         let server = Server::start(&["--iperf3-port", &port.to_string()]);
@@ -256,16 +258,15 @@ fn iperf3_client_on_the_iperf3_port() {
             .output()
             .expect("run iperf3 -c");
         drop(server);
-        let Ok(v) = serde_json::from_slice::<Value>(&out.stdout) else {
-            continue;
-        };
-        if v.get("error").is_some() {
+        let v = serde_json::from_slice::<Value>(&out.stdout).unwrap_or_default();
+        if v.get("error").is_some() || v.is_null() {
+            last = format!("{v} {}", String::from_utf8_lossy(&out.stderr));
             continue;
         }
         check_iperf3(&v, "", true);
         return;
     }
-    panic!("no iperf3 test on --iperf3-port succeeded");
+    panic!("no iperf3 test on --iperf3-port succeeded: {last}");
 }
 
 #[test]
@@ -377,4 +378,256 @@ fn iperf3_sender_loss_counted_exactly() {
         u(&v, "end.sent.messages"),
         "{v}"
     );
+}
+
+/// A `wirebench serve` with `--metrics`, its log lines read as they come.
+struct WatchedServer {
+    child: Child,
+    port: u16,
+    metrics: String,
+    log: BufReader<std::process::ChildStderr>,
+}
+
+impl WatchedServer {
+    fn start(extra: &[&str]) -> Self {
+        let mut child = wirebench()
+            .args(["serve", "--bind", "127.0.0.1", "--port", "0"])
+            .args(["--metrics", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start wirebench serve");
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        out.read_line(&mut line).expect("banner");
+        let port = line
+            .split_whitespace()
+            .nth(4)
+            .and_then(|a| a.rsplit(':').next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        let mut m = String::new();
+        out.read_line(&mut m).expect("metrics line");
+        let metrics = m
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no metrics address in {m:?}"))
+            .trim_start_matches("http://")
+            .trim_end_matches("/metrics")
+            .to_string();
+        let log = BufReader::new(child.stderr.take().expect("stderr"));
+        Self {
+            child,
+            port,
+            metrics,
+            log,
+        }
+    }
+
+    /// Reads the log until a line has every one of `needles`; returns it.
+    fn wait_log(&mut self, needles: &[&str]) -> String {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = self.log.read_line(&mut line).expect("server log");
+            assert!(
+                n > 0,
+                "the server's log ended before a line with {needles:?}"
+            );
+            if needles.iter().all(|n| line.contains(n)) {
+                return line;
+            }
+        }
+    }
+
+    /// The value of one metric (its name with labels, as scraped).
+    fn metric(&self, name: &str) -> u64 {
+        let mut c = TcpStream::connect(&self.metrics).expect("metrics port");
+        c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .expect("request");
+        let mut out = String::new();
+        let _ = c.read_to_string(&mut out);
+        out.lines()
+            .find_map(|l| {
+                l.strip_prefix(name)
+                    .and_then(|v| v.strip_prefix(' '))
+                    .and_then(|v| v.trim().parse().ok())
+            })
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for WatchedServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `iperf3 -c ... -J` that is expected to fail, bounded in time (a hang fails the
+/// test instead of stopping the suite); returns iperf3's error text.
+fn iperf3_client_error(port: u16, args: &[&str]) -> String {
+    let out = Command::new("timeout")
+        .args([
+            "60",
+            "iperf3",
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-J",
+        ])
+        .args(args)
+        .output()
+        .expect("run iperf3 -c");
+    assert_ne!(out.status.code(), Some(124), "iperf3 -c {args:?} hung");
+    // iperf3 3.12 exits 0 after an error with -J (1 without): the document says it.
+    let v: Value = serde_json::from_slice(&out.stdout).expect("iperf3 -J output parses");
+    let e = v["error"].as_str().unwrap_or_default().to_string();
+    assert!(!e.is_empty(), "no error in {v}");
+    e
+}
+
+/// Issue 18: the server's own limits hold for iperf3 clients. A client that asks for more
+/// than --max-bytes is refused with SERVER_ERROR before anything moves.
+#[test]
+fn an_iperf3_client_asking_over_max_bytes_is_refused_in_one_line() {
+    if !have_iperf3() {
+        return;
+    }
+    let mut server = WatchedServer::start(&["--max-bytes", "1M"]);
+    let e = iperf3_client_error(server.port, &["-n", "100M"]);
+    assert!(e.contains("unable to create a new test"), "{e}");
+    let line = server.wait_log(&["peer_tool=iperf3", "event=refused"]);
+    assert!(line.contains("over this server's 1000000"), "{line}");
+    assert_eq!(
+        server.metric("wirebench_tests_refused_total{reason=\"max_bytes\"}"),
+        1
+    );
+    assert_eq!(server.metric("wirebench_tests_started_total"), 0);
+}
+
+/// A client whose parameters pass but that moves more (iperf3's bursts, `-b RATE/BURST`,
+/// send a hundred blocks at once) is counted on what it moves: the server ends the test at
+/// --max-bytes, the iperf3 client exits with a message, and the metrics count it.
+#[test]
+fn an_iperf3_client_moving_over_max_bytes_is_stopped_by_the_data_path() {
+    if !have_iperf3() {
+        return;
+    }
+    let mut server = WatchedServer::start(&["--max-bytes", "1M"]);
+    // Says 1 Mbit/s for 1 s (125 kB); sends 100 blocks of 100 kB at once.
+    let e = iperf3_client_error(server.port, &["-b", "1M/100", "-l", "100K", "-t", "1"]);
+    assert!(e.contains("the server has terminated"), "{e}");
+    let line = server.wait_log(&["peer_tool=iperf3", "event=test"]);
+    assert!(line.contains("--max-bytes"), "{line}");
+    let received: u64 = line
+        .split("received_bytes=")
+        .nth(1)
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("received_bytes");
+    // Stopped at the limit, not after the burst.
+    assert!(
+        received > 1_000_000 && received < 5_000_000,
+        "{received}: {line}"
+    );
+    assert_eq!(
+        server.metric("wirebench_tests_limited_total{reason=\"max-bytes\"}"),
+        1
+    );
+    assert_eq!(server.metric("wirebench_tests_started_total"), 1);
+    assert_eq!(server.metric("wirebench_received_bytes_total"), received);
+}
+
+/// The same with --max-rate: a burst over the rate window ends the test with iperf3's own
+/// code for it (IETOTALRATE).
+#[test]
+fn an_iperf3_client_bursting_over_max_rate_gets_iperf3s_rate_error() {
+    if !have_iperf3() {
+        return;
+    }
+    let mut server = WatchedServer::start(&["--max-rate", "10M"]);
+    let e = iperf3_client_error(server.port, &["-b", "8M/200", "-l", "128K", "-t", "2"]);
+    assert!(e.contains("larger than server limit"), "{e}");
+    let line = server.wait_log(&["peer_tool=iperf3", "event=test"]);
+    assert!(line.contains("--max-rate"), "{line}");
+    assert_eq!(
+        server.metric("wirebench_tests_limited_total{reason=\"max-rate\"}"),
+        1
+    );
+}
+
+/// A server with its --max-tests running is busy for an iperf3 client, in iperf3's words.
+#[test]
+fn an_iperf3_client_against_a_busy_wirebench_server_hears_it_is_busy() {
+    if !have_iperf3() {
+        return;
+    }
+    let mut server = WatchedServer::start(&["--max-tests", "1"]);
+    let mut first = Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-p", &server.port.to_string()])
+        .args(["-t", "10", "--forceflush"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("first iperf3 client");
+    // Running once the server logs its start and the client its first interval.
+    server.wait_log(&["peer_tool=iperf3", "event=start"]);
+    common::wait_for_line(&mut first, "sec");
+    let e = iperf3_client_error(server.port, &["-t", "1"]);
+    let _ = first.kill();
+    let _ = first.wait();
+    assert!(e.contains("the server is busy running a test"), "{e}");
+    assert_eq!(
+        server.metric("wirebench_tests_refused_total{reason=\"busy\"}"),
+        1
+    );
+}
+
+/// SERVER_ERROR from an iperf3 server, with its code, is one line from `run --iperf3`:
+/// `iperf3 -s` refuses a window it cannot set (IESETBUF2).
+#[test]
+fn an_iperf3_server_error_is_one_line_with_its_meaning() {
+    if !have_iperf3() {
+        return;
+    }
+    let server = Iperf3Server::start();
+    let out = wirebench()
+        .args(["run", "--iperf3", &format!("127.0.0.1:{}", server.port)])
+        .args(["-w", "1G", "-t", "1"])
+        .output()
+        .expect("run wirebench");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("socket buffer size not set correctly") && err.contains("code 141"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+/// And from wirebench's own server answering `run --iperf3` over its limits: the code and
+/// the system error iperf3 clients print after it.
+#[test]
+fn wirebench_as_iperf3_server_refuses_over_its_limits_in_one_line() {
+    if !have_iperf3() {
+        return;
+    }
+    let server = Server::start(&["--max-bytes", "1M"]);
+    let out = wirebench()
+        .args(["run", "--iperf3", &format!("127.0.0.1:{}", server.port)])
+        .args(["-n", "100M"])
+        .output()
+        .expect("run wirebench");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "unable to create a new test (iperf3 error code 100): Operation not permitted"
+        ),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
