@@ -14,10 +14,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use wirebench_proto::packet_log::{Arrived, Record};
+use wirebench_stats::{Arrival, SeqTracker};
+
 use super::limit::{over, MoveLimit};
 use super::{payload, DataSocket, POLL};
 use crate::iperf3::codec::is_connect;
 use crate::iperf3::UdpHeader;
+use crate::log::{LogOut, LogSink};
 use crate::pace::{wait_until, Pacer};
 
 /// How long a stopped receiver waits for more data once none arrives.
@@ -193,13 +197,70 @@ fn is_timeout(e: &std::io::Error) -> bool {
     )
 }
 
-/// Runs one stream's role to its end.
-pub(crate) fn run(sock: DataSocket, plan: &Plan, live: &Live) -> StreamEnd {
+/// Runs one stream's role to its end; a UDP receiver writes `log` (`--packet-log`).
+pub(crate) fn run(sock: DataSocket, plan: &Plan, live: &Live, log: Option<LogOut>) -> StreamEnd {
     match (sock, plan.sender) {
         (DataSocket::Tcp(s), true) => tcp_send(s, plan, live),
         (DataSocket::Tcp(s), false) => tcp_receive(s, plan, live),
         (DataSocket::Udp(s), true) => udp_send(&s, plan, live),
-        (DataSocket::Udp(s), false) => udp_receive(&s, plan, live),
+        (DataSocket::Udp(s), false) => udp_receive(&s, plan, live, log),
+    }
+}
+
+/// The packet log of a UDP stream from an iperf3 sender, in wirebench's format: iperf3
+/// numbers its datagrams from 1, the log from 0 (`seq` is iperf3's number minus one), so
+/// that, as for wirebench senders, every number below the sender's count is covered by one
+/// `received` record or one `lost` run.
+struct PacketLog {
+    sink: LogSink,
+    seq: SeqTracker,
+}
+
+impl PacketLog {
+    fn start(out: LogOut) -> std::io::Result<Self> {
+        Ok(Self {
+            sink: LogSink::start(out)?,
+            seq: SeqTracker::new(),
+        })
+    }
+
+    /// A datagram with iperf3's sequence number `seq` arrived.
+    #[inline]
+    fn datagram(&mut self, seq: u64, size: usize, send_unix_ns: u64, arrival_unix_ns: u64) {
+        let seq = seq.saturating_sub(1);
+        let sink = &mut self.sink;
+        let arrival = self.seq.record_with(seq, &mut |run| {
+            sink.push(&Record::Lost {
+                first: run.first,
+                count: run.count,
+            })
+        });
+        let kind = match arrival {
+            Arrival::Duplicate => Arrived::Duplicate,
+            Arrival::TooOld => Arrived::TooOld,
+            _ => Arrived::Received,
+        };
+        self.sink.push(&Record::Datagram {
+            kind,
+            seq,
+            size: u32::try_from(size).unwrap_or(u32::MAX),
+            send_unix_ns,
+            arrival_unix_ns,
+        });
+    }
+
+    /// The sender sent `sent` datagrams (unknown: as far as the highest that came): the
+    /// last loss runs, and the log written out.
+    fn finish(mut self, sent: Option<u64>) -> Result<u64, crate::log::LogError> {
+        let sent = sent.unwrap_or_else(|| self.seq.highest().map_or(0, |h| h + 1));
+        let sink = &mut self.sink;
+        self.seq.finish_with(sent, &mut |run| {
+            sink.push(&Record::Lost {
+                first: run.first,
+                count: run.count,
+            })
+        });
+        self.sink.finish()
     }
 }
 
@@ -439,10 +500,18 @@ fn udp_send(s: &UdpSocket, plan: &Plan, live: &Live) -> StreamEnd {
     end
 }
 
-fn udp_receive(s: &UdpSocket, plan: &Plan, live: &Live) -> StreamEnd {
+fn udp_receive(s: &UdpSocket, plan: &Plan, live: &Live, log: Option<LogOut>) -> StreamEnd {
     let mut buf = vec![0u8; 65_536];
     let _ = s.set_read_timeout(Some(POLL));
     let mut end = StreamEnd::default();
+    let mut log = match log.map(PacketLog::start) {
+        Some(Ok(l)) => Some(l),
+        Some(Err(e)) => {
+            end.error = Some(format!("packet log: {e}"));
+            return end;
+        }
+        None => None,
+    };
     let mut stopped_at = None;
     let mut last_data = Instant::now();
     let mut prev_transit: Option<i64> = None;
@@ -480,6 +549,9 @@ fn udp_receive(s: &UdpSocket, plan: &Plan, live: &Live) -> StreamEnd {
         // agree: only the changes of the transit time count).
         let sent_ns = i64::from(h.sec) * 1_000_000_000 + i64::from(h.usec) * 1000;
         let transit = (plan.epoch_unix_ns + now) as i64 - sent_ns;
+        if let Some(l) = log.as_mut() {
+            l.datagram(h.seq, n, sent_ns.max(0) as u64, plan.epoch_unix_ns + now);
+        }
         if let Some(p) = prev_transit {
             let d = (transit - p).unsigned_abs() as f64;
             jitter += (d - jitter) / 16.0;
@@ -493,6 +565,12 @@ fn udp_receive(s: &UdpSocket, plan: &Plan, live: &Live) -> StreamEnd {
     }
     hold_udp(s, live);
     end.jitter_ns = jitter;
+    if let Some(l) = log {
+        let target = live.target.load(Ordering::Relaxed);
+        if let Err(e) = l.finish((target != u64::MAX).then_some(target)) {
+            end.error.get_or_insert(e.to_string());
+        }
+    }
     end
 }
 

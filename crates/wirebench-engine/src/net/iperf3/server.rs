@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use socket2::{Domain, SockRef, Socket, Type};
 
 use super::registry::Waiting;
-use super::{budget, congestion_of, round, set_window, Streams};
+use super::{budget, congestion_of, round, set_udp_window, set_window, Streams};
 use crate::control::admission::{PendingId, DEFAULT_MAX_DURATION};
 use crate::control::SETUP_TIMEOUT;
 use crate::iperf3::codec::{
@@ -495,7 +495,7 @@ fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) 
                     }
                     congestion = congestion.or_else(|| congestion_of(t));
                 } else if let DataSocket::Udp(u) = &s {
-                    set_window(SockRef::from(u), p.window);
+                    set_udp_window(SockRef::from(u), p.window);
                 }
                 socks.push(s);
             }
@@ -523,6 +523,7 @@ fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) 
                     senders,
                     &plan,
                     Duration::from_secs(1),
+                    None,
                 ) {
                     Ok(s) => streams = Some(s),
                     Err(e) => break e.to_string(),
