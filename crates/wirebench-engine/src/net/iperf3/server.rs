@@ -61,7 +61,12 @@ pub(crate) fn udp_connect(state: &State, bytes: &[u8], src: SocketAddr) -> bool 
     if let Ok(sock) = sock {
         let sock: UdpSocket = sock.into();
         if sock.send(&connect_bytes(UDP_CONNECT_REPLY)).is_ok()
-            && w.tx.try_send(DataSocket::Udp(sock)).is_ok()
+            // One thread answers the connect datagrams, which the client sends one stream
+            // at a time: their order is the streams' order.
+            && w
+                .tx
+                .try_send((u64::from(u32::MAX - w.udp_left), DataSocket::Udp(sock)))
+                .is_ok()
         {
             w.udp_left -= 1;
         }
@@ -116,7 +121,9 @@ pub(crate) fn handle(
         return;
     }
     let _ = conn.set_read_timeout(None);
-    if let Some(conn) = state.iperf3.attach(&cookie, conn) {
+    // The pending id is the accept order: the order the client opened its streams in.
+    let order = pending.unwrap_or(u64::MAX);
+    if let Some(conn) = state.iperf3.attach(&cookie, conn, order) {
         control(conn, cookie, state, port);
     }
 }
@@ -388,8 +395,8 @@ fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) 
     let metrics = &state.metrics;
     let mut ticket = None;
     let mut params: Option<Params> = None;
-    let mut rx: Option<Receiver<DataSocket>> = None;
-    let mut socks: Vec<DataSocket> = Vec::new();
+    let mut rx: Option<Receiver<(u64, DataSocket)>> = None;
+    let mut socks: Vec<(u64, DataSocket)> = Vec::new();
     let mut streams: Option<Streams> = None;
     let mut congestion = None;
     // The server limit that ended the test, as `--metrics` names it.
@@ -487,7 +494,7 @@ fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) 
         }
         // Streams arriving: once all are there, the test runs.
         if let (Some(r), Some(p), None) = (&rx, &params, &streams) {
-            while let Ok(s) = r.try_recv() {
+            while let Ok((order, s)) = r.try_recv() {
                 if let DataSocket::Tcp(t) = &s {
                     set_window(SockRef::from(t), p.window);
                     if let Some(cc) = &p.congestion {
@@ -497,10 +504,15 @@ fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) 
                 } else if let DataSocket::Udp(u) = &s {
                     set_udp_window(SockRef::from(u), p.window);
                 }
-                socks.push(s);
+                socks.push((order, s));
             }
             let senders = server_sends(p);
             if socks.len() == senders.len() {
+                socks.sort_by_key(|(order, _)| *order);
+                let socks = std::mem::take(&mut socks)
+                    .into_iter()
+                    .map(|(_, s)| s)
+                    .collect();
                 state.iperf3.remove(&cookie);
                 let limits = TestLimits {
                     max_bytes: state.cfg.max_bytes,
@@ -518,13 +530,7 @@ fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) 
                     limit: (limits != TestLimits::default())
                         .then(|| MoveLimit::share(limits, senders.len() as u32, p.len)),
                 };
-                match Streams::start(
-                    std::mem::take(&mut socks),
-                    senders,
-                    &plan,
-                    Duration::from_secs(1),
-                    None,
-                ) {
+                match Streams::start(socks, senders, &plan, Duration::from_secs(1), None) {
                     Ok(s) => streams = Some(s),
                     Err(e) => break e.to_string(),
                 }
