@@ -172,6 +172,8 @@ fn wirebench_client_against_iperf3_server() {
         (&["-P", "2", "-t", "1"], false),
         (&["--bidir", "-t", "1"], false),
         (&["-n", "10M"], false),
+        // -w within net.core.rmem_max's default, so that iperf3's check of it passes.
+        (&["--cc", "reno", "-w", "100K", "-t", "1"], false),
     ];
     for (args, udp) in cases {
         let server = Iperf3Server::start();
@@ -192,6 +194,9 @@ fn wirebench_client_against_iperf3_server() {
         }
         if args.contains(&"-n") {
             assert_eq!(u(&v, "end.received.bytes"), 10_000_000, "{v}");
+        }
+        if args.contains(&"--cc") {
+            assert_eq!(v["test"]["congestion"], "reno", "{v}");
         }
     }
 }
@@ -242,6 +247,7 @@ fn iperf3_client_against_wirebench_server() {
             &["-u", "--bidir", "-b", "5M", "-l", "1200", "-t", "1"],
             true,
         ),
+        (&["-C", "reno", "-w", "100K", "-t", "1"], false),
     ];
     for (args, udp) in cases {
         let before = rcvbuf_errors();
@@ -253,6 +259,9 @@ fn iperf3_client_against_wirebench_server() {
         }
         if args.contains(&"-P") {
             assert_eq!(v["end"]["streams"].as_array().map(Vec::len), Some(2), "{v}");
+        }
+        if args.contains(&"-C") {
+            assert_eq!(v["end"]["receiver_tcp_congestion"], "reno", "{v}");
         }
     }
     // An amount: both sides count exactly it (iperf3's M is MiB).
