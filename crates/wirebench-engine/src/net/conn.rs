@@ -32,9 +32,10 @@ use crate::EngineError;
 /// ended.
 pub(super) fn connection(conn: TcpStream, id: PendingId, state: &State) {
     // An iperf3 client's first bytes are its cookie; a wirebench client's first byte is 0.
-    if super::iperf3::server::is_iperf3(&conn) {
-        state.leave_pending(id);
-        return super::iperf3::server::handle(conn, state, state.port);
+    // Either way, one handshake deadline from the accept.
+    let accepted = Instant::now();
+    if super::iperf3::server::is_iperf3(&conn, accepted) {
+        return super::iperf3::server::handle(conn, state, state.port, Some(id), accepted);
     }
     let (Ok(peer), Ok(local), Ok(nonce)) =
         (conn.peer_addr(), conn.local_addr(), crate::auth::nonce())
@@ -50,7 +51,7 @@ pub(super) fn connection(conn: TcpStream, id: PendingId, state: &State) {
         host_id: host_id(),
         udp_port: state.port,
     };
-    let mut session = ServerSession::new(Instant::now(), params);
+    let mut session = ServerSession::new(accepted, params);
     let Ok(mut pump) = Pump::new(conn) else {
         state.leave_pending(id);
         return;

@@ -57,6 +57,7 @@ pub struct Server {
     udp: UdpSocket,
     state: Arc<State>,
     metrics: Option<SocketAddr>,
+    iperf3: Option<super::iperf3::server::Iperf3Port>,
 }
 
 fn reuse_port_udp(addr: SocketAddr) -> std::io::Result<Socket> {
@@ -89,6 +90,10 @@ impl Server {
             addr: format!("{addr} (UDP bind)"),
             source,
         })?;
+        let iperf3 = cfg
+            .iperf3_port
+            .map(|p| super::iperf3::server::bind_port(addr.ip(), p))
+            .transpose()?;
         let state = Arc::new(State {
             port: addr.port(),
             admission: Mutex::new(Admission::new(SlotLimits {
@@ -124,6 +129,7 @@ impl Server {
             udp: udp.into(),
             state,
             metrics,
+            iperf3,
         })
     }
 
@@ -148,8 +154,8 @@ impl Server {
 
     /// Serves until the process ends.
     pub fn run(self) -> Result<(), EngineError> {
-        if let Some(port) = self.state.cfg.iperf3_port {
-            super::iperf3::server::spawn_port(&self.state, port)?;
+        if let Some(bound) = self.iperf3 {
+            super::iperf3::server::serve_port(&self.state, bound)?;
         }
         let state = Arc::clone(&self.state);
         let udp = self.udp;

@@ -489,6 +489,7 @@ fn iperf3(
         port,
         spec,
         window: args.window.unwrap_or(0),
+        packet_log: args.packet_log.clone(),
     };
     let output = if client.json_stream {
         Output::Stream
