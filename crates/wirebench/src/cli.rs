@@ -353,7 +353,8 @@ pub struct ServeArgs {
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
     /// Most tests running at once; more are refused with a message.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    /// (The default's per-client half, 3, holds one `run --mode rrul`: its load and two probes.)
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_tests: u32,
     /// Longest test accepted (e.g. 60s); any test is ended there.
     #[arg(long, value_parser = parse_duration)]
@@ -472,7 +473,9 @@ pub enum ModeArg {
     Rr,
     /// Connect/request/response: as rr, on a new TCP connection each time (netperf's
     /// TCP_CRR).
-    Crr,
+    Crr,    /// Latency under load (flent's RRUL): UDP and TCP rr probes alone for --idle, then with
+    /// TCP streams each way (4, or -P) for -t, then alone again; results in `end.rrul`.
+    Rrul,
 }
 
 /// `wirebench run`.
@@ -547,6 +550,9 @@ pub struct RunArgs {
     /// recvmmsg batches, no GSO or GRO), as most applications send.
     #[arg(long)]
     pub no_offload: bool,
+    /// --mode rrul: each idle phase's length, before and after the load.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
+    pub idle: Duration,
     /// --mode rr: the response's size (default: the same as --size).
     #[arg(long, value_parser = parse_size)]
     pub response_size: Option<u64>,
@@ -715,6 +721,11 @@ impl RunArgs {
                 ModeArg::StopAndWait => Mechanism::StopAndWait,
                 ModeArg::Rr => Mechanism::Rr,
                 ModeArg::Crr => Mechanism::Crr,
+                ModeArg::Rrul => {
+                    return Err("--mode rrul runs several tests at once: it is `run --mode rrul`, \
+                                not one test's mode"
+                        .into())
+                }
             },
             direction: if self.bidir {
                 Direction::Bidir
