@@ -250,8 +250,9 @@ pub struct PlotArgs {
     #[arg(value_name = "MORE")]
     pub more: Vec<PathBuf>,
     /// rate, received, time, box (experiments); throughput, latency (one result or a link
-    /// log); arrival (a packet log). Default: rate for an experiment, throughput for a result
-    /// or a link log, arrival for a packet log.
+    /// log); rrul (a `run --mode rrul` result); arrival (a packet log). Default: rate for an
+    /// experiment, throughput for a result or a link log (rrul for an rrul result), arrival
+    /// for a packet log.
     #[arg(long)]
     pub kind: Option<String>,
     /// The image to write: .svg or .png.
@@ -473,7 +474,8 @@ pub enum ModeArg {
     Rr,
     /// Connect/request/response: as rr, on a new TCP connection each time (netperf's
     /// TCP_CRR).
-    Crr,    /// Latency under load (flent's RRUL): UDP and TCP rr probes alone for --idle, then with
+    Crr,
+    /// Latency under load (flent's RRUL): UDP and TCP rr probes alone for --idle, then with
     /// TCP streams each way (4, or -P) for -t, then alone again; results in `end.rrul`.
     Rrul,
 }
@@ -722,9 +724,11 @@ impl RunArgs {
                 ModeArg::Rr => Mechanism::Rr,
                 ModeArg::Crr => Mechanism::Crr,
                 ModeArg::Rrul => {
-                    return Err("--mode rrul runs several tests at once: it is `run --mode rrul`, \
+                    return Err(
+                        "--mode rrul runs several tests at once: it is `run --mode rrul`, \
                                 not one test's mode"
-                        .into())
+                            .into(),
+                    )
                 }
             },
             direction: if self.bidir {

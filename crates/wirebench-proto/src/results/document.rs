@@ -378,7 +378,8 @@ pub struct End {
     pub resources: Sides<Resources>,
     /// A file transfer (`--file`): what went and what arrived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file: Option<FileEnd>,    /// `run --mode rrul`: latency under load (idle and loaded round trips, the load's rates,
+    pub file: Option<FileEnd>,
+    /// `run --mode rrul`: latency under load (idle and loaded round trips, the load's rates,
     /// the probes' time series).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rrul: Option<super::rrul::Rrul>,

@@ -264,13 +264,22 @@ mod tests {
             (0..30)
                 .map(|i| {
                     let t = f64::from(i) / 10.0;
-                    let rtt = if (1.0..2.0).contains(&t) { 100_000.0 } else { 10_000.0 };
+                    let rtt = if (1.0..2.0).contains(&t) {
+                        100_000.0
+                    } else {
+                        10_000.0
+                    };
                     interval(t, Some(rtt), 0.0)
                 })
                 .collect(),
             3.0,
         );
-        let load = results((0..10).map(|i| interval(f64::from(i) / 10.0, None, 8e6)).collect(), 1.0);
+        let load = results(
+            (0..10)
+                .map(|i| interval(f64::from(i) / 10.0, None, 8e6))
+                .collect(),
+            1.0,
+        );
         let r = Rrul::assemble(
             1.0,
             0.1,

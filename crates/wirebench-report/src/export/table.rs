@@ -298,9 +298,16 @@ fn rrul_lines(rrul: &wirebench_proto::results::Rrul, out: &mut dyn Write) -> io:
         None => "no probe answered".into(),
     };
     writeln!(out, "rrul: idle round trip   {}", ms(&rrul.idle_latency_us))?;
-    writeln!(out, "rrul: loaded round trip {}", ms(&rrul.loaded_latency_us))?;
+    writeln!(
+        out,
+        "rrul: loaded round trip {}",
+        ms(&rrul.loaded_latency_us)
+    )?;
     if let Some(x) = rrul.latency_ratio_p50 {
-        writeln!(out, "rrul: the load multiplied the median round trip by {x:.1}")?;
+        writeln!(
+            out,
+            "rrul: the load multiplied the median round trip by {x:.1}"
+        )?;
     }
     writeln!(
         out,
@@ -321,7 +328,13 @@ fn format_us(us: f64) -> String {
     } else {
         (us, "µs")
     };
-    let decimals = if v >= 100.0 { 0 } else if v >= 10.0 { 1 } else { 2 };
+    let decimals = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
     format!("{v:.decimals$} {unit}")
 }
 

@@ -37,6 +37,11 @@ const LOAD_STREAMS: u32 = 4;
 /// or more), so that a slow answer is measured rather than counted lost.
 const UDP_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long the load's receivers wait for the data still in flight when its senders stop,
+/// at least: a bloated queue and the senders' socket buffers hold seconds of data on a slow
+/// link, which the 1 s default of `--drain` counts as missing.
+const LOAD_DRAIN: Duration = Duration::from_secs(5);
+
 /// The three tests of an rrul run.
 struct Plan {
     idle: Duration,
@@ -55,9 +60,11 @@ impl Plan {
             return Err("--mode rrul runs for a time (-t): not with -n or --file".into());
         }
         if args.udp || args.reverse || args.bidir || args.both_directions {
-            return Err("--mode rrul sends both ways over TCP with UDP and TCP probes: \
+            return Err(
+                "--mode rrul sends both ways over TCP with UDP and TCP probes: \
                         leave out -u, -R, --bidir and --both-directions"
-                .into());
+                    .into(),
+            );
         }
         let load_time = args.time.unwrap_or(Duration::from_secs(10));
         let probe_interval = args
@@ -70,6 +77,7 @@ impl Plan {
         load.bidir = true;
         load.time = Some(load_time);
         load.interval = Some(probe_interval);
+        load.drain = args.drain.max(LOAD_DRAIN);
         load.parallel = if args.parallel > 1 {
             args.parallel
         } else {
@@ -151,9 +159,8 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     };
     let (udp_offset, udp) = join(udp, "UDP")?;
     let (tcp_offset, tcp) = join(tcp, "TCP")?;
-    let failed = |what: &str, e: wirebench_engine::EngineError| {
-        Failure::Runtime(anyhow!("{what}: {e}"))
-    };
+    let failed =
+        |what: &str, e: wirebench_engine::EngineError| Failure::Runtime(anyhow!("{what}: {e}"));
     let mut doc = load.map_err(|e| failed("the rrul load (TCP both ways)", e))?;
     let udp = udp.map_err(|e| failed("the rrul UDP probe", e))?;
     let tcp = tcp.map_err(|e| failed("the rrul TCP probe", e))?;
@@ -203,10 +210,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
 /// The document in the asked format (`--json-stream`: one `end` event).
 fn print(doc: &Results, args: &RunArgs, stream: bool) -> Result<(), Failure> {
     if stream {
-        emit(&EndEvent {
-            event: "end",
-            doc,
-        });
+        emit(&EndEvent { event: "end", doc });
         return Ok(());
     }
     let format: Format = args.output_format();
