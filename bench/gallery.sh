@@ -1,7 +1,8 @@
 #!/bin/sh
 # Regenerates docs/gallery.md and docs/gallery/*.png: every plot kind of `wirebench plot`,
 # each from a short real run on this machine (loopback, and one emulated lab link, which
-# needs root or user namespaces). About two minutes in all; the runs are kept short
+# needs root or user namespaces: its link log, and rrul over a long and a short queue with
+# cubic and bbr). About four minutes in all; the runs are kept short
 # because the machine may be shared.
 #
 #   bench/gallery.sh                  # uses target/release/wirebench, else target/debug
@@ -18,6 +19,15 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT INT TERM
 mkdir -p "$out"
 md=$work/gallery.md
+# One row of the rrul table, from a result (jq, when it is installed).
+cat >"$work/row.jq" <<'EOF'
+.end.rrul as $r
+| "| \($q) | \($cc) | \($r.idle_latency_us.p50 / 1000 * 10 | round / 10) ms"
+  + " | \($r.loaded_latency_us.p50 / 1000 * 10 | round / 10) ms"
+  + " | \($r.loaded_latency_us.p99 / 1000 | round) ms"
+  + " | ×\($r.latency_ratio_p50 * 10 | round / 10)"
+  + " | \($r.upload_bps / 1e5 | round / 10) | \($r.download_bps / 1e5 | round / 10) |"
+EOF
 
 # run CMD...: runs a wirebench command in $work, shown in the page as `wirebench ...`.
 run() {
@@ -133,12 +143,56 @@ else
     echo "the lab could not start here (it needs root or user namespaces): its plots are left as they were" >&2
 fi
 
-cat >>"$md" <<EOF
+# Latency under load: one emulated link, a long against a short queue, cubic beside bbr.
+rrul_made=""
+rrul_rows=""
+for q in 1000 20; do
+    for cc in cubic bbr; do
+        cmd="lab --rate 20M --delay 10ms --queue $q -- run --mode rrul --cc $cc -t 15 --json"
+        # shellcheck disable=SC2086
+        if ! run $cmd >"$work/rrul-q$q-$cc.json" 2>/dev/null; then
+            rrul_made=""
+            break 2
+        fi
+        run plot "rrul-q$q-$cc.json" -o "$out/rrul-q$q-$cc.png"
+        rrul_made="$rrul_made
+wirebench $cmd > rrul-q$q-$cc.json
+wirebench plot rrul-q$q-$cc.json -o rrul-q$q-$cc.png"
+        if command -v jq >/dev/null; then
+            rrul_rows="$rrul_rows
+$(jq -r --arg q "$q" --arg cc "$cc" -f "$work/row.jq" "$work/rrul-q$q-$cc.json")"
+        fi
+    done
+done
+if [ -n "$rrul_made" ]; then
+    cat >>"$md" <<EOF
 
-## Not here yet
+## Latency under load (rrul): a long against a short queue, cubic beside bbr
 
-The RRUL plot (latency under load: upload, download and latency on one time axis, a large
-against a small \`--queue\`) comes with \`run --mode rrul\` (issue 17).
+flent's "all" view of \`run --mode rrul\` over one emulated link (20 Mbit/s each way, 10 ms
+each way): UDP and TCP request/response probes every 100 ms alone for 5 s, then with 4 TCP
+streams each way for 15 s (shaded), then alone again. With a 1000-packet queue (about 600 ms
+at this rate) cubic fills it and the round trip grows many times over; a 20-packet queue
+keeps it near the idle one, at about the same throughput.
+
+\`\`\`$rrul_made
+\`\`\`
+
+| | cubic | bbr |
+|---|---|---|
+| \`--queue 1000\` | ![rrul, queue 1000, cubic](gallery/rrul-q1000-cubic.png) | ![rrul, queue 1000, bbr](gallery/rrul-q1000-bbr.png) |
+| \`--queue 20\` | ![rrul, queue 20, cubic](gallery/rrul-q20-cubic.png) | ![rrul, queue 20, bbr](gallery/rrul-q20-bbr.png) |
 EOF
+    if [ -n "$rrul_rows" ]; then
+        cat >>"$md" <<EOF
+
+| queue (packets) | cc | idle p50 | loaded p50 | loaded p99 | loaded / idle p50 | upload (Mbit/s) | download (Mbit/s) |
+|---|---|---|---|---|---|---|---|$rrul_rows
+EOF
+    fi
+else
+    echo "the lab could not run rrul here (it needs root or user namespaces): its plots are left as they were" >&2
+fi
+
 cp "$md" "$root/docs/gallery.md"
 echo "wrote docs/gallery.md and $(ls "$out" | wc -l) images in docs/gallery/" >&2
