@@ -11,5 +11,5 @@ mod rrul;
 mod side;
 
 pub use document::*;
-pub use rrul::{LoadDirection, LoadInterval, LoadStream, Part, Probe, ProbeKind, Rrul};
+pub use rrul::Part;
 pub use side::*;

@@ -35,9 +35,6 @@ enum Output {
 /// Runs the test the flags describe and prints its results.
 pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     let (args, client) = (&cmd.run, &cmd.client);
-    if matches!(args.mode, cli::ModeArg::Rrul) && args.iperf3.is_none() {
-        return super::rrul::run(cmd);
-    }
     let spec = args.spec().map_err(Failure::Usage)?;
     if let Some(target) = &args.iperf3 {
         return iperf3(args, target, spec, client);
