@@ -457,7 +457,7 @@ pub enum LoadDirection {
 /// One round trip of a probe.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Probe {
-    /// When it was sent, s since the rrul run began (to within one probe interval).
+    /// When it was sent, s since the rrul run began (the middle of the interval it left in).
     pub t_s: f64,
     /// Its transport.
     pub kind: ProbeKind,

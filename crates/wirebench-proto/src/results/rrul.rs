@@ -99,17 +99,19 @@ impl Rrul {
     }
 }
 
-/// A probe test's round trips: one per interval that holds one (its median), sent at the
-/// interval's middle less the round trip.
+/// A probe test's round trips: one per interval that holds one (its median), sent within
+/// that interval, drawn at its middle. The rr client closes the intervals that passed while
+/// a transaction was out only when it returns, the first of them with the round trip in
+/// it: so the interval that holds a round trip is the one its request left in, however long
+/// the answer took.
 fn probe_series(kind: ProbeKind, part: Part<'_>) -> Vec<Probe> {
     part.results
         .intervals
         .iter()
         .filter_map(|iv| {
             let rtt_us = iv.latency_p50_us?;
-            let mid = (iv.start_s + iv.end_s) / 2.0;
             Some(Probe {
-                t_s: part.offset_s + (mid - rtt_us / 1e6).max(0.0),
+                t_s: part.offset_s + (iv.start_s + iv.end_s) / 2.0,
                 kind,
                 rtt_us,
             })

@@ -176,7 +176,7 @@ impl Kind {
     }
 
     /// Every kind, for a report.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Rate,
         Kind::Received,
         Kind::Time,
@@ -184,6 +184,7 @@ impl Kind {
         Kind::Throughput,
         Kind::Latency,
         Kind::Arrival,
+        Kind::Rrul,
     ];
 
     /// The kind's name.
