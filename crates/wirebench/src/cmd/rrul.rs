@@ -8,7 +8,7 @@
 //! limits (one slot each: three, which the default per-client share of `serve` allows), and
 //! every figure of the load (per stream, TCP_INFO, intervals) comes out as it does for `--bidir`.
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -133,6 +133,15 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         psk: psk.clone(),
     };
     let interrupt = interrupt_flag();
+    if io::stderr().is_terminal() {
+        // No live lines (three tests at once): say what the wait is for.
+        eprintln!(
+            "rrul against {host}:{port}: probes alone for {:?}, with the load for {:?}, alone for {:?}",
+            plan.idle,
+            Duration::from_nanos(plan.load.duration_ns.unwrap_or(0)),
+            plan.idle
+        );
+    }
     let t0 = Instant::now();
     let probe = |kind: ProbeKind, spec: &TestSpec| {
         let cfg = config(spec);
