@@ -397,18 +397,20 @@ fn finding_4_a_server_with_no_flags_bounds_duration_timings_and_one_addresses_sl
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(needle), "{args:?}: {err}");
     }
-    // One address holds at most half the four slots.
-    let mut a = s.spawn(&["-t", "20s", "-b", "1M", "-i", "50ms"]);
-    let mut b = s.spawn(&["-t", "20s", "-b", "1M", "-i", "50ms"]);
-    common::wait_for_line(&mut a, "-0.");
-    common::wait_for_line(&mut b, "-0.");
+    // One address holds at most half the six slots (three: one `run --mode rrul`).
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut c = s.spawn(&["-t", "20s", "-b", "1M", "-i", "50ms"]);
+        common::wait_for_line(&mut c, "-0.");
+        held.push(c);
+    }
     let out = s.run(&["-n", "1000"]);
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("--max-tests-per-client"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for mut c in [a, b] {
+    for mut c in held {
         let _ = c.kill();
         let _ = c.wait();
     }

@@ -327,6 +327,7 @@ impl End {
                 client: client_report.and_then(|c| c.resources),
                 server: server_report.and_then(|c| c.resources),
             },
+            rrul: None,
         }
     }
 }

@@ -146,6 +146,7 @@ pub fn result_chart(kind: Kind, r: &Results) -> Result<Chart, PlotError> {
             latency_panels(&mut chart, &[(label, d)]);
             chart.caption = format!("{}. {}", described(r), chart.caption);
         }
+        Kind::Rrul => return super::rrul::rrul_chart(r),
         _ => return Err(PlotError::NotForResult(kind.name())),
     }
     Ok(chart)

@@ -178,7 +178,7 @@ fn in_process_server(
 }
 
 /// `HOST`, `HOST:PORT`, `[V6ADDR]:PORT` or a bare IPv6 address, resolved as `-4`/`-6` ask.
-fn target(host: &str, port: u16, client: &ClientArgs) -> Result<(String, u16), String> {
+pub(super) fn target(host: &str, port: u16, client: &ClientArgs) -> Result<(String, u16), String> {
     let (name, port) = split_host_port(host, port)?;
     if !client.ipv4 && !client.ipv6 {
         return Ok((name, port));
@@ -225,7 +225,7 @@ pub fn split_host_port(host: &str, port: u16) -> Result<(String, u16), String> {
 
 /// SIGINT once: the flag, which the driver turns into a clean stop; SIGINT again while the
 /// flag is set: exit at once with 130.
-fn interrupt_flag() -> Arc<AtomicBool> {
+pub(super) fn interrupt_flag() -> Arc<AtomicBool> {
     use signal_hook::consts::SIGINT;
     let flag = Arc::new(AtomicBool::new(false));
     // The conditional exit must be registered first, so the first signal only sets the flag.
