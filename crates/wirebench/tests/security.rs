@@ -51,6 +51,18 @@ fn raise_fd_limit() {
     }
 }
 
+/// Threads of process `pid` now (Linux: `/proc/PID/status`).
+fn threads_of(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|st| {
+            st.lines()
+                .find_map(|l| l.strip_prefix("Threads:"))
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 /// A minimal good spec: `bytes` of TCP stream, 1000-byte messages.
 fn spec(bytes: u64) -> TestSpec {
     serde_json::from_value(serde_json::json!({
@@ -151,6 +163,22 @@ impl LoggedServer {
             port,
             metrics,
         }
+    }
+
+    /// The server's stderr, line by line, from a thread (the log stays readable while
+    /// the server runs).
+    fn stderr_lines(&mut self) -> std::sync::mpsc::Receiver<String> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let err = self.child.stderr.take().expect("stderr");
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        rx
     }
 
     /// Ends the server and returns its log.
@@ -315,6 +343,10 @@ fn finding_3_slowloris_and_idle_flood_from_one_address_leave_others_served() {
             std::thread::sleep(Duration::from_secs(2));
         }
     });
+    // The handshakes run on one poll loop: 1,300 connections in the pending stage (or
+    // pushed out of it) cost the server no thread each. A thread per connection would
+    // show at least the stage's 64 per address here.
+    let threads = threads_of(s.pid());
     let began = Instant::now();
     good_test_completes(s.port);
     let took = began.elapsed();
@@ -324,6 +356,10 @@ fn finding_3_slowloris_and_idle_flood_from_one_address_leave_others_served() {
     assert!(
         took < Duration::from_secs(10),
         "the good test took {took:?}"
+    );
+    assert!(
+        threads < 32,
+        "{threads} server threads for 1,300 connections"
     );
 }
 
@@ -343,8 +379,11 @@ fn finding_3_unauthenticated_connections_stay_in_the_capped_pending_stage() {
         let _ = c.write_all(&encode(&start(spec(1000), "x")).expect("encodes"));
         held.push(c);
     }
+    let threads = threads_of(s.pid());
     let v = s.run_json(&["-n", "100000", "-l", "1000", "--psk-file", &k]);
     assert_eq!(u(&v, "end.received.bytes"), 100_000);
+    // Waiting for the key's proof costs no thread (one poll loop holds them all).
+    assert!(threads < 32, "{threads} server threads for 400 connections");
     // The server holds at most its pending cap of them: the rest were closed.
     let mut closed = 0;
     for c in &mut held {
@@ -453,6 +492,131 @@ fn finding_6_client_sent_strings_cannot_forge_log_lines() {
         assert!(!line.contains('\x1b') && !line.contains('\r'), "{line:?}");
     }
     assert_eq!(log.matches("client=1.2.3.4").count(), 1, "{log}");
+}
+
+// --- 9. smaller: starts per minute, --stats, the duration message, nothing before the key -
+
+#[test]
+fn finding_9_refused_attempts_do_not_use_up_the_starts_per_minute() {
+    let s = Server::start(&["--max-tests", "1", "--max-tests-per-minute", "2"]);
+    // One test holds the only slot; five more attempts are refused as busy.
+    let mut held = s.spawn(&["-t", "30s", "-b", "1M", "-i", "50ms"]);
+    common::wait_for_line(&mut held, "-0.");
+    for _ in 0..5 {
+        let out = s.run(&["-n", "1000"]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("(--max-tests)") || err.contains("(--max-tests-per-client)"),
+            "{err}"
+        );
+    }
+    let _ = held.kill();
+    let _ = held.wait();
+    // The refused attempts cost nothing: the minute's second start is still free (its
+    // first was the held test). The slot frees when the server sees the client gone.
+    let second = loop {
+        let out = s.run(&["-n", "1000"]);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        if !err.contains("(--max-tests)") && !err.contains("(--max-tests-per-client)") {
+            break out;
+        }
+    };
+    assert!(
+        second.status.success(),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let third = s.run(&["-n", "1000"]);
+    assert!(String::from_utf8_lossy(&third.stderr).contains("--max-tests-per-minute"));
+}
+
+#[test]
+fn finding_9_stats_lines_count_tests_and_handshakes_and_never_lock_the_server() {
+    let mut ls = LoggedServer::start(&["--stats", "100ms"]);
+    let port = ls.port;
+    let lines = ls.stderr_lines();
+    let wait_for = |want: &str| loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("no stats line with {want:?}"));
+        if line.starts_with("stats:") && line.contains(want) {
+            return;
+        }
+    };
+    // Three silent connections from the attacker are in the handshake.
+    let idle: Vec<TcpStream> = (0..3)
+        .filter_map(|_| connect_from_attacker(port).ok())
+        .collect();
+    wait_for("0 tests running, 3 connections in the handshake");
+    let mut c = wirebench()
+        .args(["run", "127.0.0.1", "--port", &port.to_string()])
+        .args(["-t", "30s", "-b", "1M", "-i", "50ms"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("a client");
+    common::wait_for_line(&mut c, "-0.");
+    wait_for("1 tests running, 3 connections in the handshake");
+    drop(idle);
+    let _ = c.kill();
+    let _ = c.wait();
+    wait_for("0 tests running, 0 connections in the handshake");
+    // The server still serves after many stats lines.
+    good_test_completes(port);
+}
+
+#[test]
+fn finding_9_the_servers_duration_limit_is_named_to_the_client() {
+    let s = Server::start(&["--max-duration", "1s"]);
+    // A test bounded by bytes at a slow rate: admitted, then ended by the server's clock.
+    let out = s.run(&["-n", "100G", "-b", "10M", "-i", "100ms", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the server ended the test") && err.contains("--max-duration"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // The partial results are printed: what the client sent before the end (the server's
+    // side of a test it ends at a limit does not reach the client).
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("partial results");
+    assert!(u(&v, "end.sent.bytes") > 0);
+}
+
+#[test]
+fn finding_9_an_unauthenticated_peer_learns_no_version_or_limit() {
+    let key = tmp_dir("psk9").join("key");
+    std::fs::write(&key, "a key of at least sixteen bytes").expect("key file");
+    let k = key.to_string_lossy().to_string();
+    let s = Server::start(&["--psk-file", &k, "--max-bytes", "1M"]);
+    let mut c = connect_from_attacker(s.port).expect("connect");
+    send(&mut c, &start(spec(100 << 20), "x"));
+    let mut d = FrameDecoder::new(1 << 20);
+    let first = recv(&mut c, &mut d).expect("an answer");
+    assert!(matches!(first, Message::Challenge { .. }), "{first:?}");
+    let text = format!("{first:?}");
+    assert!(!text.contains(env!("CARGO_PKG_VERSION")), "{text}");
+    // A wrong proof: refused for the key, and still not told the limits it broke.
+    send(
+        &mut c,
+        &Message::Auth {
+            mac: "00".repeat(32),
+        },
+    );
+    if let Some(m) = recv(&mut c, &mut d) {
+        let text = format!("{m:?}");
+        assert!(
+            !text.contains("max-bytes") && !text.contains(env!("CARGO_PKG_VERSION")),
+            "{text}"
+        );
+    }
+    let out = run_at(s.port, &["-n", "100000", "--psk-file", &k]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 // --- metrics ---------------------------------------------------------------------------

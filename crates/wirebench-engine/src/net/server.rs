@@ -154,12 +154,17 @@ impl Server {
             thread::Builder::new()
                 .name("wirebench-stats".into())
                 .spawn(move || loop {
+                    // One look under one lock: two `admission()` calls in one statement
+                    // would hold the first guard while taking the second, and deadlock
+                    // the whole server (accepts and all).
+                    let (running, pending) = {
+                        let a = state.admission();
+                        (a.running(), a.pending())
+                    };
                     eprintln!(
-                        "stats: rss {} KiB (peak {} KiB), {} tests running, {} connections not yet identified, {} wrong keys",
+                        "stats: rss {} KiB (peak {} KiB), {running} tests running, {pending} connections in the handshake, {} wrong keys",
                         rss_kib(),
                         max_rss_kib(),
-                        state.admission().running(),
-                        state.admission().pending(),
                         state.auth_failures.load(Ordering::SeqCst)
                     );
                     thread::sleep(every);
