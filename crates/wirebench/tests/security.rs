@@ -466,6 +466,15 @@ fn finding_5_a_fifo_in_the_files_dir_is_refused_without_wedging() {
     let out = s.run(&["-R", "--file", "pipe"]);
     assert_eq!(out.status.code(), Some(1));
     good_test_completes(s.port);
+    // The client's --packet-log to a FIFO no one reads: refused, not a hang.
+    let log = fifo.to_string_lossy().to_string();
+    let out = s.run(&["-u", "-n", "10000", "--packet-log", &log]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("packet log"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
