@@ -436,21 +436,43 @@ fn finding_4_a_server_with_no_flags_bounds_duration_timings_and_one_addresses_sl
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(needle), "{args:?}: {err}");
     }
-    // One address holds at most half the four slots.
-    let mut a = s.spawn(&["-t", "20s", "-b", "1M", "-i", "50ms"]);
-    let mut b = s.spawn(&["-t", "20s", "-b", "1M", "-i", "50ms"]);
-    common::wait_for_line(&mut a, "-0.");
-    common::wait_for_line(&mut b, "-0.");
-    let out = s.run(&["-n", "1000"]);
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--max-tests-per-client"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for mut c in [a, b] {
-        let _ = c.kill();
-        let _ = c.wait();
+    // One address holds at most half the four slots: the attacker starts tests from
+    // 127.0.0.2 and sends nothing; its third is refused, and a good test from 127.0.0.1
+    // completes while the two are held.
+    let held: Vec<_> = (0..2).map(|_| holding_client(s.port)).collect();
+    let mut c = connect_from_attacker(s.port).expect("connect");
+    send(&mut c, &start(spec(1_000_000), "holder"));
+    let mut d = FrameDecoder::new(1 << 20);
+    match recv(&mut c, &mut d) {
+        Some(Message::Refuse { reason, .. }) => {
+            assert!(reason.contains("--max-tests-per-client"), "{reason}")
+        }
+        other => panic!("a third test from one address: {other:?}"),
     }
+    good_test_completes(s.port);
+    drop(held);
+}
+
+/// A test from the attacker's address that starts and then sends nothing: it holds a slot
+/// until the server's own timeouts end it. Returns its connections.
+fn holding_client(port: u16) -> (TcpStream, TcpStream) {
+    let mut c = connect_from_attacker(port).expect("connect");
+    let mut d = FrameDecoder::new(1 << 20);
+    send(&mut c, &start(spec(1_000_000), "holder"));
+    let Some(Message::Accept { cookie, .. }) = recv(&mut c, &mut d) else {
+        panic!("no accept")
+    };
+    let mut data = connect_from_attacker(port).expect("data connection");
+    send(
+        &mut data,
+        &Message::Attach {
+            version: PROTOCOL_VERSION,
+            cookie,
+            stream: 0,
+        },
+    );
+    send(&mut c, &Message::Begin);
+    (c, data)
 }
 
 // --- 5. a FIFO in --files-dir -----------------------------------------------------------
