@@ -326,10 +326,11 @@ fn finding_3_slowloris_and_idle_flood_from_one_address_leave_others_served() {
     let mut trickle: Vec<TcpStream> = (0..300)
         .filter_map(|_| connect_from_attacker(port).ok())
         .collect();
-    // Each trickler sends the first byte of a length prefix; a byte every few seconds
-    // from a background thread while the good test runs.
-    for c in &mut trickle {
-        let _ = c.write_all(&[0]);
+    // Each trickler sends the first byte of a length prefix (one in three: of an iperf3
+    // cookie); a byte every few seconds from a background thread while the good test runs.
+    for (i, c) in trickle.iter_mut().enumerate() {
+        let first = if i % 3 == 0 { b'a' } else { 0 };
+        let _ = c.write_all(&[first]);
     }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stop2 = std::sync::Arc::clone(&stop);

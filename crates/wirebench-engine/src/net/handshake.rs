@@ -26,6 +26,7 @@ use super::conn::{admitted, new_session, not_started};
 use super::state::{attach, log, q, State};
 use crate::control::admission::PendingId;
 use crate::control::server::{ServerAction, ServerSession};
+use crate::iperf3::codec::COOKIE_LEN;
 use crate::EngineError;
 
 /// The listening socket's token; connections use their pending id.
@@ -50,6 +51,8 @@ struct Handshake {
     client_host: String,
     /// No byte looked at yet: the first may be an iperf3 cookie's.
     fresh: bool,
+    /// Its first byte was an iperf3 cookie's: waiting for the rest of the cookie.
+    iperf3: bool,
     /// Closed or broken: no more reads or writes.
     gone: bool,
     /// Registered for writability too (output waits).
@@ -184,6 +187,7 @@ fn accept_all(
                 identified: false,
                 client_host: String::new(),
                 fresh: true,
+                iperf3: false,
                 gone: false,
                 wants_write: false,
             },
@@ -302,16 +306,26 @@ fn drive(h: &mut Handshake, buf: &mut [u8]) -> Next {
         if h.gone || limit == 0 {
             return Next::Keep;
         }
-        if h.fresh {
-            // An iperf3 client's first byte is its cookie's; a wirebench client's is 0.
-            match h.sock.peek(&mut buf[..1]) {
-                Ok(1) => {
-                    h.fresh = false;
-                    if super::iperf3::server::is_iperf3(&h.sock) {
-                        return Next::Iperf3;
+        if h.fresh || h.iperf3 {
+            // An iperf3 client's first byte is its cookie's; a wirebench client's is 0. An
+            // iperf3 client stays here until its whole cookie came: a thread only for a
+            // connection that has said all it must (one byte then silence costs none).
+            match h.sock.peek(&mut buf[..COOKIE_LEN]) {
+                Ok(n) if n > 0 => {
+                    if h.fresh {
+                        h.fresh = false;
+                        h.iperf3 = super::iperf3::server::is_iperf3(&h.sock);
+                    }
+                    if h.iperf3 {
+                        return if n >= COOKIE_LEN {
+                            Next::Iperf3
+                        } else {
+                            Next::Keep
+                        };
                     }
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Next::Keep,
+                // The end, or an error: the read below tells the session.
                 _ => h.fresh = false,
             }
         }
