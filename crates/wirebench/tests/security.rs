@@ -606,7 +606,7 @@ fn finding_9_the_servers_duration_limit_is_named_to_the_client() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("the server ended the test") && err.contains("--max-duration"),
+        err.contains("the server ended the test") && err.contains("--max-duration 1"),
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "{err}");
