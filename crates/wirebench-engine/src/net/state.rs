@@ -77,8 +77,6 @@ pub(crate) struct State {
     pub(crate) port: u16,
     /// Who is let in: the pending stage, test slots, starts per minute.
     pub(super) admission: Mutex<Admission>,
-    /// A second handle on each connection in the pending stage, to drop it when evicted.
-    pub(super) pending_conns: Mutex<HashMap<PendingId, TcpStream>>,
     /// Clients refused for a wrong key, since the start.
     pub(super) auth_failures: AtomicUsize,
     /// Told each time a test ends (see [`State::wait_idle`]).
@@ -162,9 +160,6 @@ impl State {
     /// The connection `id` said what it is, or ended: it leaves the pending stage.
     pub(super) fn leave_pending(&self, id: PendingId) {
         self.admission().pending_close(id);
-        if let Ok(mut conns) = self.pending_conns.lock() {
-            conns.remove(&id);
-        }
     }
 
     pub(super) fn spec_limits(&self) -> SpecLimits {

@@ -15,8 +15,8 @@ use super::{budget, congestion_of, round, set_udp_window, set_window, Streams};
 use crate::control::admission::{PendingId, DEFAULT_MAX_DURATION};
 use crate::control::SETUP_TIMEOUT;
 use crate::iperf3::codec::{
-    check_cookie, connect_bytes, is_connect, is_cookie_start, COOKIE_LEN, IE_NEW_TEST,
-    IE_TOTAL_RATE, UDP_CONNECT_REPLY,
+    check_cookie, connect_bytes, is_connect, COOKIE_LEN, IE_NEW_TEST, IE_TOTAL_RATE,
+    UDP_CONNECT_REPLY,
 };
 use crate::iperf3::server::{ServerAction, ServerSession};
 use crate::iperf3::Params;
@@ -91,16 +91,6 @@ fn handshake_left(accepted: Instant) -> Duration {
         .max(Duration::from_millis(1))
 }
 
-/// Whether a connection's first byte says it is an iperf3 client's (a cookie), looking
-/// without taking it; waits at most what is left of the handshake time.
-pub(crate) fn is_iperf3(conn: &TcpStream, accepted: Instant) -> bool {
-    let mut b = [0u8; 1];
-    let _ = conn.set_read_timeout(Some(handshake_left(accepted)));
-    let seen = matches!(conn.peek(&mut b), Ok(1)) && is_cookie_start(b[0]);
-    let _ = conn.set_read_timeout(None);
-    seen
-}
-
 /// Serves a connection that starts with an iperf3 cookie: a data stream of a waiting test,
 /// or a new test's control connection. It stays in the server's pending stage (`pending`,
 /// under its caps) until its whole cookie has come, within the handshake time.
@@ -128,27 +118,10 @@ pub(crate) fn handle(
     }
 }
 
-/// A connection to `--iperf3-port` enters the server's pending stage, as one to the main
-/// port does (`Server::run`): a full stage drops its oldest connection.
-fn enter_pending(state: &State, conn: &TcpStream) -> Option<PendingId> {
-    let peer = conn.peer_addr().ok()?;
-    let (id, evict) = state.admission().pending_open(peer.ip());
-    if let Ok(mut conns) = state.pending_conns.lock() {
-        if let Some(old) = evict.and_then(|old| conns.remove(&old)) {
-            let _ = old.shutdown(std::net::Shutdown::Both);
-        }
-        if let Ok(c) = conn.try_clone() {
-            conns.insert(id, c);
-        }
-    }
-    Some(id)
-}
-
 /// `--iperf3-port`, bound (TCP and UDP) before the server says it listens.
 pub(crate) struct Iperf3Port {
     tcp: TcpListener,
     udp: UdpSocket,
-    port: u16,
 }
 
 /// Binds `--iperf3-port` on the server's address, TCP and UDP.
@@ -165,12 +138,16 @@ pub(crate) fn bind_port(ip: std::net::IpAddr, port: u16) -> Result<Iperf3Port, E
             source,
         })?
         .into();
-    Ok(Iperf3Port { tcp, udp, port })
+    Ok(Iperf3Port { tcp, udp })
 }
 
-/// Serves iperf3 clients on the bound `--iperf3-port`, on threads of their own.
-pub(crate) fn serve_port(state: &Arc<State>, bound: Iperf3Port) -> Result<(), EngineError> {
-    let Iperf3Port { tcp, udp, port } = bound;
+/// Serves the UDP side of the bound `--iperf3-port` on a thread of its own, and returns its
+/// TCP listener, whose connections the server's handshake loop accepts.
+pub(crate) fn serve_port(
+    state: &Arc<State>,
+    bound: Iperf3Port,
+) -> Result<TcpListener, EngineError> {
+    let Iperf3Port { tcp, udp } = bound;
     let st = Arc::clone(state);
     std::thread::Builder::new()
         .name("wirebench-iperf3-udp".into())
@@ -181,24 +158,7 @@ pub(crate) fn serve_port(state: &Arc<State>, bound: Iperf3Port) -> Result<(), En
             }
         })
         .map_err(|e| EngineError::io("starting the iperf3 UDP thread", e))?;
-    let st = Arc::clone(state);
-    std::thread::Builder::new()
-        .name("wirebench-iperf3-accept".into())
-        .spawn(move || {
-            for conn in tcp.incoming().flatten() {
-                let accepted = Instant::now();
-                let id = enter_pending(&st, &conn);
-                let st2 = Arc::clone(&st);
-                let spawned = std::thread::Builder::new()
-                    .name("wirebench-iperf3-conn".into())
-                    .spawn(move || handle(conn, &st2, port, id, accepted));
-                if let (Err(_), Some(id)) = (spawned, id) {
-                    st.leave_pending(id);
-                }
-            }
-        })
-        .map_err(|e| EngineError::io("starting the iperf3 accept thread", e))?;
-    Ok(())
+    Ok(tcp)
 }
 
 /// Why the server will not run an iperf3 client's test.
