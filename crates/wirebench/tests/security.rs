@@ -610,10 +610,14 @@ fn finding_9_the_servers_duration_limit_is_named_to_the_client() {
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "{err}");
-    // The partial results are printed: what the client sent before the end (the server's
-    // side of a test it ends at a limit does not reach the client).
+    // The partial results are printed, both sides: what the client sent and what the
+    // server read before the end (its report comes before the limit's text).
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("partial results");
-    assert!(u(&v, "end.sent.bytes") > 0);
+    let (sent, received) = (u(&v, "end.sent.bytes"), u(&v, "end.received.bytes"));
+    assert!(
+        received > 0 && received <= sent,
+        "sent {sent}, received {received}"
+    );
 }
 
 #[test]

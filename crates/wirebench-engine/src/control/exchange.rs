@@ -42,6 +42,9 @@ pub(super) struct Exchange {
     /// When this side stops its roles whatever happens (the server's whole-test ceiling).
     ceiling: Option<Instant>,
     finished: bool,
+    /// Why this side ends the test early (a server's limit): told to the peer after this
+    /// side's report, so the peer keeps what was measured.
+    ending: Option<String>,
     /// The peer's live intervals not yet taken by the driver (at most
     /// [`MAX_PEER_INTERVALS`]: a peer that floods them loses the oldest, not our memory).
     peer_intervals: VecDeque<(Role, IntervalRecord)>,
@@ -66,6 +69,7 @@ impl Exchange {
             report_deadline: None,
             ceiling,
             finished: false,
+            ending: None,
             peer_intervals: VecDeque::new(),
         }
     }
@@ -144,6 +148,27 @@ impl Exchange {
         if self.local.is_some() {
             self.finished = true;
         }
+    }
+
+    /// Ends the test early for `reason` (a limit the server keeps), keeping what was
+    /// measured: the roles stop, this side's report goes to the peer as usual, then
+    /// `reason` as the error that ends the session. Without a working channel, as [`fail`].
+    ///
+    /// [`fail`]: Exchange::fail
+    pub(super) fn end_early(
+        &mut self,
+        now: Instant,
+        wire: &mut Wire,
+        error: EngineError,
+        reason: &str,
+        actions: &mut VecDeque<RunAction>,
+    ) {
+        if !self.channel_ok || self.local.is_some() {
+            return self.fail(now, wire, error, Some(reason), actions);
+        }
+        self.error.get_or_insert(error);
+        self.ending = Some(reason.to_string());
+        self.stop(actions);
     }
 
     /// A message from the peer.
@@ -258,6 +283,16 @@ impl Exchange {
             }
         }
         self.local = Some(report);
+        if let Some(reason) = self.ending.take() {
+            // Our report is out: now the reason, and the session ends here.
+            if self.channel_ok {
+                let _ = wire.send(now, &Message::Error { reason });
+            }
+            self.channel_ok = false;
+            self.report_deadline = None;
+            self.finished = true;
+            return;
+        }
         if self.peer.is_some() || !self.channel_ok {
             self.finished = true;
         } else {

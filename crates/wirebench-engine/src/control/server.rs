@@ -272,8 +272,11 @@ impl ServerSession {
                 }
             }
             ServerEvent::Limit { reason } => {
-                if let State::Running(_) = self.state {
-                    self.fail(now, EngineError::Limit(reason.clone()), Some(&reason));
+                // The client keeps what was measured: our report first, then the reason.
+                if let State::Running(x) = &mut self.state {
+                    let e = EngineError::Limit(reason.clone());
+                    x.end_early(now, &mut self.wire, e, &reason, &mut self.run_actions);
+                    self.after_run();
                 }
             }
             ServerEvent::Shutdown => match self.state {

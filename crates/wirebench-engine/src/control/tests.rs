@@ -817,6 +817,8 @@ fn a_limit_mid_test_tells_the_client_which_and_stops_both() {
     p.run();
     assert!(p.server_roles.stopped && p.client_roles.stopped);
     assert!(p.client_outcome.as_ref().unwrap().started);
+    // What the server measured reaches the client before the reason: no made-up zeros.
+    assert!(p.client_outcome.as_ref().unwrap().peer.is_some());
     assert_eq!(p.client_error(), format!("peer reported: {reason}"));
     assert_eq!(p.server_error(), reason);
     assert!(p.elapsed() < secs(3));
