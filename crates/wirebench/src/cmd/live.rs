@@ -23,6 +23,8 @@ pub struct Live {
     stream: bool,
     units: RateUnits,
     interval_ns: u64,
+    /// `-O`: intervals that begin before this are marked omitted.
+    omit_ns: u64,
     header_done: bool,
     /// The server sent at least one interval of its own.
     peer_seen: bool,
@@ -48,6 +50,7 @@ impl Live {
             stream,
             units,
             interval_ns: spec.interval_ns.max(1),
+            omit_ns: spec.omit_ns,
             header_done: false,
             peer_seen: false,
             held: Vec::new(),
@@ -72,14 +75,16 @@ impl Live {
         }
         let mut out = io::stdout().lock();
         let e = &results.end;
+        // With -O, the summary is that of the intervals after the omitted start, as iperf3's.
+        let s = Summary::of(results);
         let _ = writeln!(out, "{}", "- ".repeat(40).trim_end());
         let _ = writeln!(
             out,
-            "{:<9} {:>13}  {:>12}  {:>16}",
+            "{:<10} {:>13}  {:>12}  {:>16}",
             "[sender]",
-            format!("0.00-{:.2} s", e.sent.duration_s),
-            format_bytes(e.sent.bytes),
-            self.rate(e.sent_bps),
+            format!("{:.2}-{:.2} s", s.from_s, s.from_s + s.sent_s),
+            format_bytes(s.sent_bytes),
+            self.rate(s.sent_bps),
         );
         if results.datapath.server.is_none() && results.test.direction == Direction::Forward {
             let _ = writeln!(
@@ -93,19 +98,21 @@ impl Live {
             return;
         }
         let mut receiver = format!(
-            "{:<9} {:>13}  {:>12}  {:>16}",
+            "{:<10} {:>13}  {:>12}  {:>16}",
             "[receiver]",
-            format!("0.00-{:.2} s", e.received.duration_s),
-            format_bytes(e.received.bytes),
-            self.rate(e.received_bps),
+            format!("{:.2}-{:.2} s", s.from_s, s.from_s + s.received_s),
+            format_bytes(s.received_bytes),
+            self.rate(s.received_bps),
         );
         if let Some(u) = &e.udp {
-            let total = e.received.messages + u.lost;
+            let lost = s.lost.unwrap_or(u.lost);
+            let total = s.received_messages + lost;
+            let ratio = s.loss_ratio.unwrap_or(u.loss_ratio);
             receiver.push_str(&format!(
                 "  lost {}/{} ({:.2}%)  jitter {:.3} ms  out of order {}",
-                u.lost,
+                lost,
                 total,
-                u.loss_ratio * 100.0,
+                ratio * 100.0,
                 u.jitter_ms,
                 u.reordered
             ));
@@ -113,6 +120,13 @@ impl Live {
             receiver.push_str(&format!("  retransmits {}", e.retransmits));
         }
         let _ = writeln!(out, "{receiver}");
+        if s.from_s > 0.0 {
+            let _ = writeln!(
+                out,
+                "(the first {:.2} s omitted, -O; jitter and out of order count the whole test)",
+                s.from_s
+            );
+        }
         if let Some(n) = note {
             let _ = writeln!(out, "{n}");
         }
@@ -163,6 +177,7 @@ impl Live {
             format_bytes(rec.bytes),
             self.rate(rate)
         );
+        let omitted = rec.start_ns < self.omit_ns;
         if self.protocol == Protocol::Udp && who == "receiver" {
             let total = rec.messages + rec.lost;
             let pct = if total > 0 {
@@ -175,6 +190,9 @@ impl Live {
             if let Some(j) = rec.jitter_ns {
                 text.push_str(&format!("  {:.3} ms", j / 1e6));
             }
+        }
+        if omitted {
+            text.push_str("  (omitted)");
         }
         let _ = writeln!(out, "{}", text.trim_end());
     }
@@ -221,6 +239,53 @@ impl Watch for Live {
 
     fn interrupted(&mut self) -> bool {
         self.was_interrupted()
+    }
+}
+
+/// The figures of the summary lines: the whole test's, or with `-O` those after the
+/// omitted start.
+struct Summary {
+    from_s: f64,
+    sent_s: f64,
+    sent_bytes: u64,
+    sent_bps: f64,
+    received_s: f64,
+    received_bytes: u64,
+    received_messages: u64,
+    received_bps: f64,
+    lost: Option<u64>,
+    loss_ratio: Option<f64>,
+}
+
+impl Summary {
+    fn of(results: &Results) -> Self {
+        let e = &results.end;
+        match &e.after_omit {
+            Some(a) => Self {
+                from_s: a.omitted_s,
+                sent_s: a.sent_duration_s,
+                sent_bytes: a.sent_bytes,
+                sent_bps: a.sent_bps,
+                received_s: a.received_duration_s,
+                received_bytes: a.received_bytes,
+                received_messages: a.received_messages,
+                received_bps: a.received_bps,
+                lost: a.lost,
+                loss_ratio: a.loss_ratio,
+            },
+            None => Self {
+                from_s: 0.0,
+                sent_s: e.sent.duration_s,
+                sent_bytes: e.sent.bytes,
+                sent_bps: e.sent_bps,
+                received_s: e.received.duration_s,
+                received_bytes: e.received.bytes,
+                received_messages: e.received.messages,
+                received_bps: e.received_bps,
+                lost: None,
+                loss_ratio: None,
+            },
+        }
     }
 }
 

@@ -40,6 +40,12 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         return iperf3(args, target, spec, client);
     }
     let psk = cli::load_psk(args.psk_file.as_deref()).map_err(Failure::Usage)?;
+    if client.bind.is_some() && spec.mechanism == wirebench_proto::spec::Mechanism::Crr {
+        // Each transaction's connection is opened by the data path, from any address.
+        return Err(Failure::Usage(
+            "-B/--bind does not apply to --mode crr (a connection per transaction)".into(),
+        ));
+    }
     let target = match &args.host {
         Some(h) => Some(target(h, args.port, client).map_err(Failure::Usage)?),
         None => None,
@@ -67,6 +73,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         file: args.file.clone().filter(|_| !args.reverse),
         save: args.save.clone(),
         psk,
+        bind: client.bind,
     };
     let output = if client.json_stream {
         Output::Stream
@@ -180,10 +187,13 @@ fn in_process_server(
 /// `HOST`, `HOST:PORT`, `[V6ADDR]:PORT` or a bare IPv6 address, resolved as `-4`/`-6` ask.
 fn target(host: &str, port: u16, client: &ClientArgs) -> Result<(String, u16), String> {
     let (name, port) = split_host_port(host, port)?;
-    if !client.ipv4 && !client.ipv6 {
-        return Ok((name, port));
-    }
-    let want_v4 = client.ipv4;
+    // -B fixes the family as -4/-6 do: a socket bound to an IPv4 address reaches IPv4 only.
+    let want_v4 = match (client.ipv4, client.ipv6, client.bind) {
+        (true, _, _) => true,
+        (_, true, _) => false,
+        (_, _, Some(ip)) => ip.is_ipv4(),
+        _ => return Ok((name, port)),
+    };
     let addrs = (name.as_str(), port)
         .to_socket_addrs()
         .map_err(|e| format!("{name}: {e}"))?;
@@ -193,8 +203,12 @@ fn target(host: &str, port: u16, client: &ClientArgs) -> Result<(String, u16), S
     match found {
         Some(ip) => Ok((ip.to_string(), port)),
         None => Err(format!(
-            "{name} has no {} address",
-            if want_v4 { "IPv4 (-4)" } else { "IPv6 (-6)" }
+            "{name} has no {}",
+            if want_v4 {
+                "IPv4 address (-4, or -B of IPv4)"
+            } else {
+                "IPv6 address (-6, or -B of IPv6)"
+            }
         )),
     }
 }
