@@ -409,6 +409,22 @@ pub struct ServeArgs {
     /// this flag such a server refuses them and logs why).
     #[arg(long)]
     pub allow_iperf3: bool,
+    /// A line per interval of each test on stdout, the server's own figures (a receiver's:
+    /// what arrived, loss and jitter), at the interval the client asked: auto (when stdout is
+    /// a terminal), always or never.
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
+    pub live: LiveWhen,
+}
+
+/// When `serve` prints live lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LiveWhen {
+    /// When stdout is a terminal.
+    Auto,
+    /// Always (on a pipe too, without escape codes).
+    Always,
+    /// Never.
+    Never,
 }
 
 impl ServeArgs {
@@ -457,6 +473,8 @@ impl ServeArgs {
             log: !self.quiet,
             allow_iperf3: self.allow_iperf3,
             iperf3_port: self.iperf3_port,
+            // `serve` sets it when its live lines are on.
+            watch: None,
         })
     }
 }

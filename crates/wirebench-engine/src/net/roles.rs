@@ -32,6 +32,33 @@ pub trait Watch {
     }
 }
 
+/// One interval a server's test closed, as [`ServerWatch`] sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerInterval<'a> {
+    /// The test's id (its cookie, as the server log names it).
+    pub test: u64,
+    /// The client's address.
+    pub peer: std::net::SocketAddr,
+    /// The test.
+    pub spec: &'a wirebench_proto::spec::TestSpec,
+    /// What the server does in the stream the interval belongs to.
+    pub role: Role,
+    /// The server's own figures of the interval (a receiver's: what arrived, loss, jitter).
+    pub record: &'a IntervalRecord,
+}
+
+/// What a server shows of its tests as they run (`serve`'s live lines): called on the
+/// test's control thread once per interval, with the records already collected for the
+/// client, so nothing is added to the data path.
+#[derive(Clone)]
+pub struct ServerWatch(pub std::sync::Arc<dyn Fn(&ServerInterval<'_>) + Send + Sync>);
+
+impl std::fmt::Debug for ServerWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ServerWatch")
+    }
+}
+
 /// A watcher that ignores everything (a server whose peer takes no live intervals: iperf3).
 pub struct Quiet;
 impl Watch for Quiet {}

@@ -137,61 +137,24 @@ impl Live {
     }
 
     fn line(&mut self, who: &str, rec: &IntervalRecord) {
-        let secs = rec.end_ns.saturating_sub(rec.start_ns) as f64 / 1e9;
         // The last interval is cut short by the end of the test: a part of it is shown with
         // its own length (its rate is over that length); a sliver under a twentieth of an
         // interval, whose rate would mean little, is left to the summary, which counts it.
         if rec.end_ns.saturating_sub(rec.start_ns) < self.interval_ns / 20 {
             return;
         }
-        let rate = if secs > 0.0 {
-            rec.bytes as f64 * 8.0 / secs
-        } else {
-            0.0
-        };
+        let udp_receiver = self.protocol == Protocol::Udp && who == "receiver";
         let mut out = io::stdout().lock();
         if !self.header_done {
             self.header_done = true;
-            let _ = writeln!(
-                out,
-                "{:<10} {:>13}  {:>12}  {:>16}{}",
-                "",
-                "interval",
-                "transfer",
-                "rate",
-                if self.protocol == Protocol::Udp && who == "receiver" {
-                    "  lost/total (%)          jitter"
-                } else {
-                    ""
-                }
-            );
+            let _ = writeln!(out, "{:<10} {}", "", interval_header(udp_receiver));
         }
         let mut text = format!(
-            "{:<10} {:>13}  {:>12}  {:>16}",
+            "{:<10} {}",
             format!("[{who}]"),
-            format!(
-                "{:.2}-{:.2} s",
-                rec.start_ns as f64 / 1e9,
-                rec.end_ns as f64 / 1e9
-            ),
-            format_bytes(rec.bytes),
-            self.rate(rate)
+            interval_text(rec, udp_receiver, self.units)
         );
-        let omitted = rec.start_ns < self.omit_ns;
-        if self.protocol == Protocol::Udp && who == "receiver" {
-            let total = rec.messages + rec.lost;
-            let pct = if total > 0 {
-                rec.lost as f64 * 100.0 / total as f64
-            } else {
-                0.0
-            };
-            let lost = format!("{}/{} ({pct:.2}%)", rec.lost, total);
-            text.push_str(&format!("  {lost:<22}"));
-            if let Some(j) = rec.jitter_ns {
-                text.push_str(&format!("  {:.3} ms", j / 1e6));
-            }
-        }
-        if omitted {
+        if rec.start_ns < self.omit_ns {
             text.push_str("  (omitted)");
         }
         let _ = writeln!(out, "{}", text.trim_end());
@@ -240,6 +203,56 @@ impl Watch for Live {
     fn interrupted(&mut self) -> bool {
         self.was_interrupted()
     }
+}
+
+/// The column heads of [`interval_text`].
+pub fn interval_header(udp_receiver: bool) -> String {
+    format!(
+        "{:>13}  {:>12}  {:>16}{}",
+        "interval",
+        "transfer",
+        "rate",
+        if udp_receiver {
+            "  lost/total (%)          jitter"
+        } else {
+            ""
+        }
+    )
+}
+
+/// One interval as a live line shows it (without the side's tag): its time, bytes and rate
+/// over its own length, and for a UDP receiver the loss and jitter.
+pub fn interval_text(rec: &IntervalRecord, udp_receiver: bool, units: RateUnits) -> String {
+    let secs = rec.end_ns.saturating_sub(rec.start_ns) as f64 / 1e9;
+    let rate = if secs > 0.0 {
+        rec.bytes as f64 * 8.0 / secs
+    } else {
+        0.0
+    };
+    let mut text = format!(
+        "{:>13}  {:>12}  {:>16}",
+        format!(
+            "{:.2}-{:.2} s",
+            rec.start_ns as f64 / 1e9,
+            rec.end_ns as f64 / 1e9
+        ),
+        format_bytes(rec.bytes),
+        format_rate(rate, units)
+    );
+    if udp_receiver {
+        let total = rec.messages + rec.lost;
+        let pct = if total > 0 {
+            rec.lost as f64 * 100.0 / total as f64
+        } else {
+            0.0
+        };
+        let lost = format!("{}/{} ({pct:.2}%)", rec.lost, total);
+        text.push_str(&format!("  {lost:<22}"));
+        if let Some(j) = rec.jitter_ns {
+            text.push_str(&format!("  {:.3} ms", j / 1e6));
+        }
+    }
+    text
 }
 
 /// The figures of the summary lines: the whole test's, or with `-O` those after the

@@ -164,7 +164,9 @@ fn in_process_server(
         .iter()
         .map(Into::into)
         .collect();
-    flags.extend(["--quiet".into(), "--max-tests".into(), "8".into()]);
+    // The client shows the test: the server in this process keeps quiet.
+    flags.extend(["--quiet".into(), "--live".into(), "never".into()]);
+    flags.extend(["--max-tests".into(), "8".into()]);
     flags.extend(["--files-dir".into(), files_dir.as_os_str().to_owned()]);
     if let Some(p) = psk_file {
         flags.extend(["--psk-file".into(), p.as_os_str().to_owned()]);
