@@ -610,6 +610,7 @@ pub struct RunArgs {
 
 /// `wirebench run`: the test's flags, and those of the client alone.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = EXIT_CODES)]
 pub struct RunCmd {
     /// The test.
     #[command(flatten)]
