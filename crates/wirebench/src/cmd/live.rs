@@ -116,8 +116,13 @@ impl Live {
                 u.jitter_ms,
                 u.reordered
             ));
-        } else if self.protocol == Protocol::Tcp {
-            receiver.push_str(&format!("  retransmits {}", e.retransmits));
+        } else if let Some(t) = e.tcp.filter(|_| self.protocol == Protocol::Tcp) {
+            // The sender's TCP_INFO at the end (`end.retransmits` is stop-and-wait's count).
+            receiver.push_str(&format!(
+                "  retransmits {}  cwnd {}",
+                t.retransmits,
+                format_bytes(t.snd_cwnd_segments * t.snd_mss_bytes)
+            ));
         }
         let _ = writeln!(out, "{receiver}");
         if s.from_s > 0.0 {
