@@ -730,6 +730,28 @@ mod tests {
         assert_eq!(bps.offered_bps(), Some(5));
     }
 
+    /// `-w` and `-O` are checked on both sides: a buffer in 1K..=1G, an omitted start shorter
+    /// than the test.
+    #[test]
+    fn window_and_omit_are_bounded() {
+        let with = |b: Option<u64>, omit_ns: u64| TestSpec {
+            bytes: None,
+            duration_ns: Some(2 * NS_PER_S),
+            socket_buffer_bytes: b,
+            omit_ns,
+            ..spec()
+        };
+        assert_eq!(with(Some(1024), NS_PER_S).validate(), Ok(()));
+        assert_eq!(with(Some(1 << 30), 0).validate(), Ok(()));
+        assert_eq!(
+            with(Some(10), 0).validate(),
+            Err(SpecError::SocketBuffer(10))
+        );
+        assert!(with(Some((1 << 30) + 1), 0).validate().is_err());
+        assert_eq!(with(None, 2 * NS_PER_S).validate(), Err(SpecError::Omit));
+        assert!(with(None, 61 * NS_PER_S).validate().is_err());
+    }
+
     #[test]
     fn error_messages_name_the_flag() {
         let s = TestSpec {
