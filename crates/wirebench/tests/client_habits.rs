@@ -274,3 +274,32 @@ fn exit_codes_are_listed_in_run_help() {
         assert!(text.contains(code), "{code}: {text}");
     }
 }
+
+#[test]
+fn tcp_intervals_carry_the_senders_retransmits_and_window() {
+    for dir in [&[][..], &["-R"][..]] {
+        let out = wirebench()
+            .args(["run", "-t", "2", "--json"])
+            .args(dir)
+            .output()
+            .expect("run");
+        assert!(out.status.success(), "{out:?}");
+        let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+        let intervals = v["intervals"].as_array().cloned().unwrap_or_default();
+        assert!(!intervals.is_empty(), "{v}");
+        for i in &intervals {
+            assert!(i["retransmits"].is_u64(), "{i}");
+            assert!(i["cwnd_bytes"].as_u64().unwrap_or(0) > 0, "{i}");
+        }
+    }
+    // Forward, the client sends: its window is beside what the server received, live.
+    let out = wirebench()
+        .args(["run", "-t", "3", "-i", "1"])
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        interval_lines(&text).iter().any(|l| l.contains("cwnd")),
+        "{text}"
+    );
+}

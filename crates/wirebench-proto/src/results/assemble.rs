@@ -233,6 +233,8 @@ impl Half {
                         .delay_p99_ns
                         .zip(min_delay_ns)
                         .map(|(d, m)| ms(d.saturating_sub(m))),
+                    retransmits: si.retransmits,
+                    cwnd_bytes: si.cwnd_bytes,
                 }
             })
             .collect();

@@ -215,6 +215,12 @@ pub struct IntervalView {
     /// UDP: 99th percentile one-way delay in the interval minus the test's smallest, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_variation_p99_ms: Option<f64>,
+    /// TCP: segments the sender retransmitted in the interval (its TCP_INFO).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
+    /// TCP: the sender's congestion window at the interval's end, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwnd_bytes: Option<u64>,
 }
 
 /// Totals of one side.

@@ -567,6 +567,8 @@ mod tests {
             jitter_ns: Some(12_000.0),
             delay_p50_ns: Some(50_000),
             delay_p99_ns: Some(1_250_000),
+            retransmits: None,
+            cwnd_bytes: None,
         };
         let line = interval_line(&rec, Protocol::Udp, Role::Receiver);
         assert!(line.contains("1.00 Gbit/s"), "{line}");

@@ -31,6 +31,9 @@ pub struct Live {
     /// This side's sender intervals, shown at the end only if the server sent none (a
     /// server that does not send its intervals live).
     held: Vec<IntervalRecord>,
+    /// TCP: the sender's retransmits and window per interval (by the interval's number), to
+    /// show beside what the receiver got.
+    tcp_sent: Vec<(u64, Option<u64>, Option<u64>)>,
     /// Ctrl-C was pressed (set by the signal handler).
     interrupt: Arc<AtomicBool>,
 }
@@ -54,6 +57,7 @@ impl Live {
             header_done: false,
             peer_seen: false,
             held: Vec::new(),
+            tcp_sent: Vec::new(),
             interrupt,
         }
     }
@@ -149,6 +153,15 @@ impl Live {
             return;
         }
         let udp_receiver = self.protocol == Protocol::Udp && who == "receiver";
+        // A TCP receiver's line carries its sender's retransmits and window, when known.
+        let mut rec = *rec;
+        if rec.retransmits.is_none() {
+            let n = rec.start_ns / self.interval_ns;
+            if let Some(&(_, r, c)) = self.tcp_sent.iter().rev().find(|(k, _, _)| *k == n) {
+                (rec.retransmits, rec.cwnd_bytes) = (r, c);
+            }
+        }
+        let rec = &rec;
         let mut out = io::stdout().lock();
         if !self.header_done {
             self.header_done = true;
@@ -176,8 +189,25 @@ impl Live {
     }
 }
 
+impl Live {
+    /// Keeps a TCP sender's figures of an interval for the receiver's line of it.
+    fn keep_tcp(&mut self, role: Role, rec: &IntervalRecord) {
+        if role == Role::Sender
+            && rec.retransmits.is_some()
+            && self.tcp_sent.len() < wirebench_proto::spec::MAX_INTERVALS as usize
+        {
+            self.tcp_sent.push((
+                rec.start_ns / self.interval_ns,
+                rec.retransmits,
+                rec.cwnd_bytes,
+            ));
+        }
+    }
+}
+
 impl Watch for Live {
     fn interval(&mut self, role: Role, rec: &IntervalRecord) {
+        self.keep_tcp(role, rec);
         if self.stream {
             self.event("client", role, rec);
         }
@@ -193,6 +223,7 @@ impl Watch for Live {
     }
 
     fn peer_interval(&mut self, role: Role, rec: &IntervalRecord) {
+        self.keep_tcp(role, rec);
         if self.stream {
             self.event("server", role, rec);
         }
@@ -256,6 +287,13 @@ pub fn interval_text(rec: &IntervalRecord, udp_receiver: bool, units: RateUnits)
         if let Some(j) = rec.jitter_ns {
             text.push_str(&format!("  {:.3} ms", j / 1e6));
         }
+    }
+    // TCP: the sender's retransmits in the interval and its window at the end (TCP_INFO).
+    if let Some(n) = rec.retransmits {
+        text.push_str(&format!("  retr {n}"));
+    }
+    if let Some(c) = rec.cwnd_bytes {
+        text.push_str(&format!("  cwnd {}", format_bytes(c)));
     }
     text
 }
