@@ -431,9 +431,6 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
             break;
         }
         pump.round(&mut session, TICK);
-        while let Some((role, rec)) = session.poll_peer_interval() {
-            watch.peer_interval(role, &rec);
-        }
         if !interrupted && watch.interrupted() {
             interrupted = true;
             session.handle_event(Instant::now(), ClientEvent::Interrupt);
@@ -446,6 +443,12 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
                 };
                 session.handle_event(Instant::now(), event);
             }
+        }
+        // After this side's own intervals: an interval the server closed was closed here
+        // first, so a watch that joins both (the receiver's line with the sender's TCP
+        // window) finds this side's part already in.
+        while let Some((role, rec)) = session.poll_peer_interval() {
+            watch.peer_interval(role, &rec);
         }
     }
     drop(roles);

@@ -34,6 +34,9 @@ pub struct Live {
     /// TCP: the sender's retransmits and window per interval (by the interval's number), to
     /// show beside what the receiver got.
     tcp_sent: Vec<(u64, Option<u64>, Option<u64>)>,
+    /// TCP, the server sending: this side's receiver line, waiting (until the next one) for
+    /// the server's figures of the same interval.
+    pending: Option<IntervalRecord>,
     /// Ctrl-C was pressed (set by the signal handler).
     interrupt: Arc<AtomicBool>,
 }
@@ -58,6 +61,7 @@ impl Live {
             peer_seen: false,
             held: Vec::new(),
             tcp_sent: Vec::new(),
+            pending: None,
             interrupt,
         }
     }
@@ -71,6 +75,9 @@ impl Live {
     pub fn finish(&mut self, results: &Results, note: Option<&str>) {
         if !self.lines {
             return;
+        }
+        if let Some(p) = self.pending.take() {
+            self.line("receiver", &p);
         }
         if !self.peer_seen {
             for rec in std::mem::take(&mut self.held) {
@@ -190,6 +197,12 @@ impl Live {
 }
 
 impl Live {
+    /// Whether the sender's figures of `rec`'s interval are in.
+    fn sender_figures(&self, rec: &IntervalRecord) -> bool {
+        let n = rec.start_ns / self.interval_ns;
+        self.tcp_sent.iter().rev().any(|(k, _, _)| *k == n)
+    }
+
     /// Keeps a TCP sender's figures of an interval for the receiver's line of it.
     fn keep_tcp(&mut self, role: Role, rec: &IntervalRecord) {
         if role == Role::Sender
@@ -215,6 +228,16 @@ impl Watch for Live {
             return;
         }
         match role {
+            Role::Receiver if self.protocol == Protocol::Tcp => {
+                if let Some(p) = self.pending.take() {
+                    self.line("receiver", &p);
+                }
+                if self.sender_figures(rec) {
+                    self.line("receiver", rec);
+                } else {
+                    self.pending = Some(*rec);
+                }
+            }
             Role::Receiver => self.line("receiver", rec),
             // What was sent is shown only if the server sends no receiver lines.
             Role::Sender if self.peer_seen => {}
@@ -226,6 +249,10 @@ impl Watch for Live {
         self.keep_tcp(role, rec);
         if self.stream {
             self.event("server", role, rec);
+        }
+        if let Some(p) = self.pending.filter(|p| self.sender_figures(p)) {
+            self.pending = None;
+            self.line("receiver", &p);
         }
         if role == Role::Receiver {
             self.peer_seen = true;
