@@ -303,3 +303,36 @@ fn tcp_intervals_carry_the_senders_retransmits_and_window() {
         "{text}"
     );
 }
+
+/// `run -u --file F` with no host: the in-process server saves the copy in a temporary
+/// directory, reads it back and compares; a UDP copy that was not saved is "not compared",
+/// never "DIFFERENT".
+#[test]
+fn a_udp_file_is_compared_where_complete_and_never_called_different_unhashed() {
+    let file = std::env::temp_dir().join(format!("wb-habits-{}.bin", std::process::id()));
+    std::fs::write(
+        &file,
+        (0..200_000u32).map(|i| (i % 251) as u8).collect::<Vec<_>>(),
+    )
+    .expect("write the file");
+    let path = file.to_string_lossy().into_owned();
+    let out = wirebench()
+        .args(["run", "-u", "--file", &path])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("received: identical"), "{text}");
+    let out = wirebench()
+        .args(["run", "-u", "--file", &path, "--both-directions"])
+        .output()
+        .expect("run");
+    let _ = std::fs::remove_file(&file);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !text.contains("NOT") && !text.contains("DIFFERENT"),
+        "{text}"
+    );
+    assert!(text.contains("not compared"), "{text}");
+}

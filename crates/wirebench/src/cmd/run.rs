@@ -50,14 +50,20 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         Some(h) => Some(target(h, args.port, client).map_err(Failure::Usage)?),
         None => None,
     };
-    // Without a host, a server in this process; for `--file --both-directions` it gets a
-    // files directory holding the file, to send it back (removed when `run` ends).
+    // Without a host, a server in this process. With `--file` it gets a temporary directory
+    // (removed when `run` ends): it saves the file there, so that a UDP copy, whose datagrams
+    // may come in any order, is read back and compared; for `--both-directions` the directory
+    // also holds the file, to send it back.
     let mut files_dir = None;
     let (host, port) = match target {
         Some((h, p)) => (h, p),
         None => match (&args.file, args.both_directions) {
-            (Some(file), true) => {
-                let dir = FilesDir::with(file)?;
+            (Some(file), both) if !args.reverse => {
+                let dir = if both {
+                    FilesDir::with(file)?
+                } else {
+                    FilesDir::new()?
+                };
                 let hp = in_process_server(args.psk_file.as_deref(), &dir.path)?;
                 files_dir = Some(dir);
                 hp
@@ -96,7 +102,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         });
     }
     let mut live = live_view(args, &cfg.spec, output, &interrupt);
-    let results = match wirebench_engine::run(&cfg, &mut live) {
+    let mut results = match wirebench_engine::run(&cfg, &mut live) {
         Ok(r) => r,
         Err(_) if live.was_interrupted() => {
             return Err(Failure::Code(
@@ -106,6 +112,12 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         }
         Err(e) => return Err(failed_before_start(&cfg, output, &e)),
     };
+    if files_dir.is_some() {
+        // The in-process server's copy is gone with its temporary directory.
+        if let Some(f) = &mut results.end.file {
+            f.saved_as = None;
+        }
+    }
     let interrupted = live.was_interrupted();
     let note = interrupted.then(|| {
         format!(
@@ -123,11 +135,16 @@ struct FilesDir {
 }
 
 impl FilesDir {
-    /// A new directory holding a copy of `file` under its own name.
-    fn with(file: &std::path::Path) -> Result<Self, Failure> {
+    /// A new, empty directory.
+    fn new() -> Result<Self, Failure> {
         let path = std::env::temp_dir().join(format!("wirebench-files-{}", std::process::id()));
         std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
-        let dir = Self { path };
+        Ok(Self { path })
+    }
+
+    /// A new directory holding a copy of `file` under its own name.
+    fn with(file: &std::path::Path) -> Result<Self, Failure> {
+        let dir = Self::new()?;
         let name = file
             .file_name()
             .ok_or_else(|| Failure::Usage(format!("--file {}: not a file", file.display())))?;
@@ -147,8 +164,9 @@ impl Drop for FilesDir {
     }
 }
 
-/// A server in this process on loopback that sends files from `files_dir`, configured as
-/// `serve` would be with these flags (so its defaults stay those of `serve`).
+/// A server in this process on loopback that sends files from `files_dir` and saves the
+/// files it receives there, configured as `serve` would be with these flags (so its defaults
+/// stay those of `serve`).
 fn in_process_server(
     psk_file: Option<&std::path::Path>,
     files_dir: &std::path::Path,
@@ -168,6 +186,7 @@ fn in_process_server(
     flags.extend(["--quiet".into(), "--live".into(), "never".into()]);
     flags.extend(["--max-tests".into(), "8".into()]);
     flags.extend(["--files-dir".into(), files_dir.as_os_str().to_owned()]);
+    flags.extend(["--save-dir".into(), files_dir.as_os_str().to_owned()]);
     if let Some(p) = psk_file {
         flags.extend(["--psk-file".into(), p.as_os_str().to_owned()]);
     }
