@@ -336,3 +336,21 @@ fn a_udp_file_is_compared_where_complete_and_never_called_different_unhashed() {
     );
     assert!(text.contains("not compared"), "{text}");
 }
+
+/// `--bidir`: live lines of both directions, each tagged, each what its receiver got.
+#[test]
+fn bidir_live_lines_show_both_directions() {
+    let out = wirebench()
+        .args(["run", "-u", "-b", "10M", "-t", "2", "-i", "1", "--bidir"])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for tag in ["[c->s]", "[s->c]"] {
+        let n = text
+            .lines()
+            .filter(|l| l.starts_with(tag) && l.contains('%'))
+            .count();
+        assert!(n >= 2, "{tag}: {text}");
+    }
+}

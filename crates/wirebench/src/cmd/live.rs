@@ -33,7 +33,9 @@ pub struct Live {
     held: Vec<IntervalRecord>,
     /// TCP: the sender's retransmits and window per interval (by the interval's number), to
     /// show beside what the receiver got.
-    tcp_sent: Vec<(u64, Option<u64>, Option<u64>)>,
+    tcp_sent: Vec<(bool, u64, Option<u64>, Option<u64>)>,
+    /// `--bidir`: lines are tagged with their direction.
+    bidir: bool,
     /// TCP, the server sending: this side's receiver line, waiting (until the next one) for
     /// the server's figures of the same interval.
     pending: Option<IntervalRecord>,
@@ -61,6 +63,7 @@ impl Live {
             peer_seen: false,
             held: Vec::new(),
             tcp_sent: Vec::new(),
+            bidir: spec.direction == Direction::Bidir,
             pending: None,
             interrupt,
         }
@@ -77,7 +80,7 @@ impl Live {
             return;
         }
         if let Some(p) = self.pending.take() {
-            self.line("receiver", &p);
+            self.receiver_line(true, &p);
         }
         if !self.peer_seen {
             for rec in std::mem::take(&mut self.held) {
@@ -156,19 +159,15 @@ impl Live {
         // The last interval is cut short by the end of the test: a part of it is shown with
         // its own length (its rate is over that length); a sliver under a twentieth of an
         // interval, whose rate would mean little, is left to the summary, which counts it.
-        if rec.end_ns.saturating_sub(rec.start_ns) < self.interval_ns / 20 {
+        let len_ns = rec.end_ns.saturating_sub(rec.start_ns);
+        if len_ns < self.interval_ns / 20 {
             return;
         }
-        let udp_receiver = self.protocol == Protocol::Udp && who == "receiver";
-        // A TCP receiver's line carries its sender's retransmits and window, when known.
-        let mut rec = *rec;
-        if rec.retransmits.is_none() {
-            let n = rec.start_ns / self.interval_ns;
-            if let Some(&(_, r, c)) = self.tcp_sent.iter().rev().find(|(k, _, _)| *k == n) {
-                (rec.retransmits, rec.cwnd_bytes) = (r, c);
-            }
+        // Nor is an empty last part (the receiver's wait for data in flight, which found none).
+        if rec.bytes == 0 && len_ns < self.interval_ns {
+            return;
         }
-        let rec = &rec;
+        let udp_receiver = self.protocol == Protocol::Udp && who != "sender";
         let mut out = io::stdout().lock();
         if !self.header_done {
             self.header_done = true;
@@ -197,30 +196,56 @@ impl Live {
 }
 
 impl Live {
-    /// Whether the sender's figures of `rec`'s interval are in.
-    fn sender_figures(&self, rec: &IntervalRecord) -> bool {
+    /// The sender's figures of the interval of `rec`, which a receiver on the other side
+    /// (`local`: this one) got.
+    fn sender_of(&self, local: bool, rec: &IntervalRecord) -> Option<(Option<u64>, Option<u64>)> {
         let n = rec.start_ns / self.interval_ns;
-        self.tcp_sent.iter().rev().any(|(k, _, _)| *k == n)
+        self.tcp_sent
+            .iter()
+            .rev()
+            .find(|(l, k, _, _)| *l != local && *k == n)
+            .map(|&(_, _, r, c)| (r, c))
     }
 
-    /// Keeps a TCP sender's figures of an interval for the receiver's line of it.
-    fn keep_tcp(&mut self, role: Role, rec: &IntervalRecord) {
+    /// Keeps a TCP sender's figures of an interval (`local`: this side's) for the
+    /// receiver's line of it.
+    fn keep_tcp(&mut self, local: bool, role: Role, rec: &IntervalRecord) {
         if role == Role::Sender
             && rec.retransmits.is_some()
-            && self.tcp_sent.len() < wirebench_proto::spec::MAX_INTERVALS as usize
+            && self.tcp_sent.len() < 2 * wirebench_proto::spec::MAX_INTERVALS as usize
         {
             self.tcp_sent.push((
+                local,
                 rec.start_ns / self.interval_ns,
                 rec.retransmits,
                 rec.cwnd_bytes,
             ));
         }
     }
+
+    /// The tag of a receiver's line: with `--bidir`, its direction.
+    fn receiver_tag(&self, local: bool) -> &'static str {
+        match (self.bidir, local) {
+            (false, _) => "receiver",
+            (true, false) => "c->s",
+            (true, true) => "s->c",
+        }
+    }
+
+    /// A receiver's line (`local`: this side received), with its sender's TCP figures.
+    fn receiver_line(&mut self, local: bool, rec: &IntervalRecord) {
+        let mut rec = *rec;
+        if let Some((r, c)) = self.sender_of(local, &rec) {
+            (rec.retransmits, rec.cwnd_bytes) = (r, c);
+        }
+        let tag = self.receiver_tag(local);
+        self.line(tag, &rec);
+    }
 }
 
 impl Watch for Live {
     fn interval(&mut self, role: Role, rec: &IntervalRecord) {
-        self.keep_tcp(role, rec);
+        self.keep_tcp(true, role, rec);
         if self.stream {
             self.event("client", role, rec);
         }
@@ -230,15 +255,15 @@ impl Watch for Live {
         match role {
             Role::Receiver if self.protocol == Protocol::Tcp => {
                 if let Some(p) = self.pending.take() {
-                    self.line("receiver", &p);
+                    self.receiver_line(true, &p);
                 }
-                if self.sender_figures(rec) {
-                    self.line("receiver", rec);
+                if self.sender_of(true, rec).is_some() {
+                    self.receiver_line(true, rec);
                 } else {
                     self.pending = Some(*rec);
                 }
             }
-            Role::Receiver => self.line("receiver", rec),
+            Role::Receiver => self.receiver_line(true, rec),
             // What was sent is shown only if the server sends no receiver lines.
             Role::Sender if self.peer_seen => {}
             Role::Sender => self.held.push(*rec),
@@ -246,19 +271,22 @@ impl Watch for Live {
     }
 
     fn peer_interval(&mut self, role: Role, rec: &IntervalRecord) {
-        self.keep_tcp(role, rec);
+        self.keep_tcp(false, role, rec);
         if self.stream {
             self.event("server", role, rec);
         }
-        if let Some(p) = self.pending.filter(|p| self.sender_figures(p)) {
+        if let Some(p) = self
+            .pending
+            .filter(|p| self.lines && self.sender_of(true, p).is_some())
+        {
             self.pending = None;
-            self.line("receiver", &p);
+            self.receiver_line(true, &p);
         }
         if role == Role::Receiver {
             self.peer_seen = true;
             self.held.clear();
             if self.lines {
-                self.line("receiver", rec);
+                self.receiver_line(false, rec);
             }
         }
     }
