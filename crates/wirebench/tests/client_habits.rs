@@ -353,4 +353,13 @@ fn bidir_live_lines_show_both_directions() {
             .count();
         assert!(n >= 2, "{tag}: {text}");
     }
+    // The summary: a sender and a receiver line for each direction.
+    for tag in [
+        "[c->s sender]",
+        "[c->s receiver]",
+        "[s->c sender]",
+        "[s->c receiver]",
+    ] {
+        assert!(text.contains(tag), "{tag}: {text}");
+    }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use wirebench_engine::Watch;
-use wirebench_proto::results::{IntervalRecord, Results, Role, TestView};
+use wirebench_proto::results::{End, IntervalRecord, Results, Role, TestView};
 use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 use wirebench_proto::units::{format_bytes, format_rate_bps};
 
@@ -88,32 +88,54 @@ impl Live {
             }
         }
         let mut out = io::stdout().lock();
-        let e = &results.end;
-        // With -O, the summary is that of the intervals after the omitted start, as iperf3's.
-        let s = Summary::of(results);
         let _ = writeln!(out, "{}", "- ".repeat(40).trim_end());
-        let _ = writeln!(
-            out,
-            "{:<10} {:>13}  {:>12}  {:>16}",
-            "[sender]",
+        let unknown =
+            results.datapath.server.is_none() && results.test.direction == Direction::Forward;
+        let (fwd, rev) = match &results.reverse {
+            Some(r) => ("c->s ", Some(&r.end)),
+            None => ("", None),
+        };
+        let mut lines = self.summary(&results.end, fwd, unknown);
+        if let Some(e) = rev {
+            lines.extend(self.summary(e, "s->c ", false));
+        }
+        for l in lines {
+            let _ = writeln!(out, "{l}");
+        }
+        if let Some(from) = results.end.after_omit.map(|a| a.omitted_s) {
+            let _ = writeln!(
+                out,
+                "(the first {from:.2} s omitted, -O; jitter and out of order count the whole test)"
+            );
+        }
+        if let Some(n) = note {
+            let _ = writeln!(out, "{n}");
+        }
+    }
+
+    /// iperf3's two summary lines of one direction (`tag`: its name with `--bidir`); with -O,
+    /// of the intervals after the omitted start. `unknown`: the server never said what it
+    /// received.
+    fn summary(&self, e: &End, tag: &str, unknown: bool) -> Vec<String> {
+        let s = Summary::of(e);
+        let w = 10 + tag.len();
+        let mut out = vec![format!(
+            "{:<w$} {:>13}  {:>12}  {:>16}",
+            format!("[{tag}sender]"),
             format!("{:.2}-{:.2} s", s.from_s, s.from_s + s.sent_s),
             format_bytes(s.sent_bytes),
             self.rate(s.sent_bps),
-        );
-        if results.datapath.server.is_none() && results.test.direction == Direction::Forward {
-            let _ = writeln!(
-                out,
+        )];
+        if unknown {
+            out.push(format!(
                 "{:<10} unknown: the server did not report what it received",
                 "[receiver]"
-            );
-            if let Some(n) = note {
-                let _ = writeln!(out, "{n}");
-            }
-            return;
+            ));
+            return out;
         }
         let mut receiver = format!(
-            "{:<10} {:>13}  {:>12}  {:>16}",
-            "[receiver]",
+            "{:<w$} {:>13}  {:>12}  {:>16}",
+            format!("[{tag}receiver]"),
             format!("{:.2}-{:.2} s", s.from_s, s.from_s + s.received_s),
             format_bytes(s.received_bytes),
             self.rate(s.received_bps),
@@ -138,17 +160,8 @@ impl Live {
                 format_bytes(t.snd_cwnd_segments * t.snd_mss_bytes)
             ));
         }
-        let _ = writeln!(out, "{receiver}");
-        if s.from_s > 0.0 {
-            let _ = writeln!(
-                out,
-                "(the first {:.2} s omitted, -O; jitter and out of order count the whole test)",
-                s.from_s
-            );
-        }
-        if let Some(n) = note {
-            let _ = writeln!(out, "{n}");
-        }
+        out.push(receiver);
+        out
     }
 
     fn rate(&self, bps: f64) -> String {
@@ -369,8 +382,7 @@ struct Summary {
 }
 
 impl Summary {
-    fn of(results: &Results) -> Self {
-        let e = &results.end;
+    fn of(e: &End) -> Self {
         match &e.after_omit {
             Some(a) => Self {
                 from_s: a.omitted_s,
