@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::link::{Fate, Link, LinkConfig, LinkCounters};
+use crate::link::{Fate, Link, LinkConfig, LinkCounters, Traffic};
 use crate::sys::{self, Batch, Slot, BATCH, SLOT};
 
 /// Longest wait with nothing to deliver, so that a stop is seen.
@@ -144,6 +144,20 @@ fn is_ip(frame: &[u8]) -> bool {
     frame.len() > ETH_HLEN && matches!([frame[12], frame[13]], [0x08, 0x00] | [0x86, 0xdd])
 }
 
+/// The kind of an IP packet, for its loss draw (IPv4's protocol, IPv6's next header).
+fn traffic(ip: &[u8]) -> Traffic {
+    let proto = match ip.first().map(|b| b >> 4) {
+        Some(4) => ip.get(9),
+        Some(6) => ip.get(6),
+        _ => None,
+    };
+    match proto {
+        Some(17) => Traffic::Udp,
+        Some(6) => Traffic::Tcp,
+        _ => Traffic::Other,
+    }
+}
+
 fn unix_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -245,7 +259,7 @@ fn forward(
             let at = arrival.max(last_offer);
             last_offer = at;
             let ip_len = (n - ETH_HLEN) as u64;
-            let fate = link.offer(at, ip_len);
+            let fate = link.offer_kind(at, ip_len, traffic(&slot[ETH_HLEN..n]));
             if let Some(b) = log.bin(at) {
                 b.packets_in += 1;
                 b.bytes_in += ip_len;

@@ -38,6 +38,13 @@ pub enum Loss {
     },
 }
 
+/// splitmix64's output function.
+fn splitmix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// One direction's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LinkConfig {
@@ -92,12 +99,37 @@ pub struct LinkCounters {
     pub max_queue_delay_ns: u64,
 }
 
+/// The kind of a packet, for its loss draw. Each kind draws its losses from a stream of its
+/// own, so a seed fixes which datagrams of a UDP test are lost however many packets of the
+/// test's TCP control connection (whose count depends on timing) cross the link too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Traffic {
+    /// UDP datagrams.
+    Udp,
+    /// TCP segments.
+    Tcp,
+    /// Anything else, and callers that do not tell (the stream that also draws the jitter).
+    Other,
+}
+
+impl Traffic {
+    fn index(self) -> usize {
+        match self {
+            Self::Other => 0,
+            Self::Udp => 1,
+            Self::Tcp => 2,
+        }
+    }
+}
+
 /// One direction of a link.
 #[derive(Debug, Clone)]
 pub struct Link {
     cfg: LinkConfig,
-    rng: u64,
-    bad: bool,
+    /// Random streams: [`Traffic::Other`]'s (loss and jitter), then UDP's and TCP's losses.
+    rng: [u64; 3],
+    /// Gilbert-Elliott's state, per kind of traffic.
+    bad: [bool; 3],
     /// When the serializer is free again.
     busy_until_ns: u64,
     /// Serialization start time and wire bytes of each packet still waiting in the queue.
@@ -112,10 +144,15 @@ impl Link {
     /// A link in its idle state.
     pub fn new(cfg: LinkConfig) -> Self {
         Self {
-            // splitmix64 of the seed: a zero seed still gives a useful stream
-            rng: cfg.seed ^ 0x9E37_79B9_7F4A_7C15,
+            // splitmix64 of the seed: a zero seed still gives a useful stream; the other kinds'
+            // streams start from the seed's own splitmix outputs, far from the first.
+            rng: [
+                cfg.seed ^ 0x9E37_79B9_7F4A_7C15,
+                splitmix(cfg.seed.wrapping_add(1)),
+                splitmix(cfg.seed.wrapping_add(2)),
+            ],
             cfg,
-            bad: false,
+            bad: [false; 3],
             busy_until_ns: 0,
             queue: std::collections::VecDeque::new(),
             queued_bytes: 0,
@@ -129,31 +166,33 @@ impl Link {
         self.counters
     }
 
-    /// A uniform number in [0, 1) (splitmix64).
-    fn uniform(&mut self) -> f64 {
-        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        (z >> 11) as f64 / (1u64 << 53) as f64
+    /// A uniform number in [0, 1) from stream `k` (splitmix64).
+    fn uniform_in(&mut self, k: usize) -> f64 {
+        self.rng[k] = self.rng[k].wrapping_add(0x9E37_79B9_7F4A_7C15);
+        (splitmix(self.rng[k]) >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    fn lost(&mut self) -> bool {
+    /// A uniform number in [0, 1) from the shared stream (jitter).
+    fn uniform(&mut self) -> f64 {
+        self.uniform_in(0)
+    }
+
+    fn lost(&mut self, kind: Traffic) -> bool {
+        let k = kind.index();
         match self.cfg.loss {
             Loss::None => false,
-            Loss::Bernoulli { p } => self.uniform() < p,
+            Loss::Bernoulli { p } => self.uniform_in(k) < p,
             Loss::GilbertElliott {
                 p_gb,
                 p_bg,
                 loss_good,
                 loss_bad,
             } => {
-                let p = if self.bad { loss_bad } else { loss_good };
-                let lost = self.uniform() < p;
-                let flip = if self.bad { p_bg } else { p_gb };
-                if self.uniform() < flip {
-                    self.bad = !self.bad;
+                let p = if self.bad[k] { loss_bad } else { loss_good };
+                let lost = self.uniform_in(k) < p;
+                let flip = if self.bad[k] { p_bg } else { p_gb };
+                if self.uniform_in(k) < flip {
+                    self.bad[k] = !self.bad[k];
                 }
                 lost
             }
@@ -169,10 +208,17 @@ impl Link {
         u64::try_from(ns).unwrap_or(u64::MAX)
     }
 
-    /// Offers a packet of `len` bytes at `now_ns` (non-decreasing from call to call).
+    /// Offers a packet of `len` bytes at `now_ns` (non-decreasing from call to call), its
+    /// loss drawn from the [`Traffic::Other`] stream.
     pub fn offer(&mut self, now_ns: u64, len: u64) -> Fate {
+        self.offer_kind(now_ns, len, Traffic::Other)
+    }
+
+    /// Offers a packet of `len` bytes of `kind` at `now_ns` (non-decreasing from call to
+    /// call).
+    pub fn offer_kind(&mut self, now_ns: u64, len: u64, kind: Traffic) -> Fate {
         self.counters.packets_in += 1;
-        if self.lost() {
+        if self.lost(kind) {
             self.counters.dropped_loss += 1;
             return Fate::Lost;
         }
@@ -287,6 +333,27 @@ mod tests {
             .filter(|_| matches!(b.offer(0, 1000), Fate::Deliver { .. }))
             .count();
         assert_eq!(ok, 3); // one on the wire, two waiting
+    }
+
+    #[test]
+    fn udp_losses_do_not_shift_with_the_tcp_packets_between_them() {
+        let udp_fates = |tcp_every: u64| {
+            let mut l = Link::new(LinkConfig {
+                loss: Loss::Bernoulli { p: 0.1 },
+                seed: 7,
+                ..cfg()
+            });
+            let mut fates = Vec::new();
+            for i in 0..2000u64 {
+                if tcp_every > 0 && i % tcp_every == 0 {
+                    l.offer_kind(i, 60, Traffic::Tcp);
+                }
+                fates.push(l.offer_kind(i, 200, Traffic::Udp) == Fate::Lost);
+            }
+            fates
+        };
+        assert_eq!(udp_fates(0), udp_fates(7));
+        assert_eq!(udp_fates(3), udp_fates(50));
     }
 
     #[test]

@@ -59,7 +59,12 @@ impl LabServer {
     /// When it cannot be started or ends before it listens.
     pub fn wirebench(lab: &Lab, exe: &Path, node: usize, addr: &str) -> Result<Self, ServerError> {
         let mut c = lab.command(node, exe);
+        // The lab's own server, in a namespace only this experiment reaches: the limits a
+        // public server needs (short timings, few slots per address) would refuse the
+        // scenarios' long drains and concurrent cross traffic.
         c.args(["serve", "--quiet", "--bind", addr])
+            .args(["--max-tests", "256", "--max-tests-per-client", "256"])
+            .args(["--max-duration", "24h", "--max-timing", "1h"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped());
         let child = c.spawn().map_err(|source| ServerError::Spawn {

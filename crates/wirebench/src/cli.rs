@@ -250,8 +250,9 @@ pub struct PlotArgs {
     #[arg(value_name = "MORE")]
     pub more: Vec<PathBuf>,
     /// rate, received, time, box (experiments); throughput, latency (one result or a link
-    /// log); arrival (a packet log). Default: rate for an experiment, throughput for a result
-    /// or a link log, arrival for a packet log.
+    /// log); rrul (a `run --mode rrul` result); arrival (a packet log). Default: rate for an
+    /// experiment, throughput for a result or a link log (rrul for an rrul result), arrival
+    /// for a packet log.
     #[arg(long)]
     pub kind: Option<String>,
     /// The image to write: .svg or .png.
@@ -353,7 +354,8 @@ pub struct ServeArgs {
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
     /// Most tests running at once; more are refused with a message.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    /// (The default's per-client half, 3, holds one `run --mode rrul`: its load and two probes.)
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_tests: u32,
     /// Longest test accepted (e.g. 60s); any test is ended there.
     #[arg(long, value_parser = parse_duration)]
@@ -491,6 +493,9 @@ pub enum ModeArg {
     /// Connect/request/response: as rr, on a new TCP connection each time (netperf's
     /// TCP_CRR).
     Crr,
+    /// Latency under load (flent's RRUL): UDP and TCP rr probes alone for --idle, then with
+    /// TCP streams each way (4, or -P) for -t, then alone again; results in `end.rrul`.
+    Rrul,
 }
 
 /// `wirebench run`.
@@ -565,6 +570,9 @@ pub struct RunArgs {
     /// recvmmsg batches, no GSO or GRO), as most applications send.
     #[arg(long)]
     pub no_offload: bool,
+    /// --mode rrul: each idle phase's length, before and after the load.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
+    pub idle: Duration,
     /// --mode rr: the response's size (default: the same as --size).
     #[arg(long, value_parser = parse_size)]
     pub response_size: Option<u64>,
@@ -754,6 +762,13 @@ impl RunArgs {
                 ModeArg::StopAndWait => Mechanism::StopAndWait,
                 ModeArg::Rr => Mechanism::Rr,
                 ModeArg::Crr => Mechanism::Crr,
+                ModeArg::Rrul => {
+                    return Err(
+                        "--mode rrul runs several tests at once: it is `run --mode rrul`, \
+                                not one test's mode"
+                            .into(),
+                    )
+                }
             },
             direction: if self.bidir {
                 Direction::Bidir

@@ -40,6 +40,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => cmd::serve::serve(&args),
+        // rrul runs several tests at once (it is no one test's mode): its own command file.
+        Command::Run(args)
+            if matches!(args.run.mode, cli::ModeArg::Rrul) && args.run.iperf3.is_none() =>
+        {
+            cmd::rrul::run(&args)
+        }
         Command::Run(args) => cmd::run::run(&args),
         Command::PacketLog(args) => cmd::plot::packet_log(&args),
         Command::Sweep(args) => cmd::sweep::sweep(&args),

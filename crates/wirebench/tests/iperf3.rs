@@ -7,8 +7,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 
 use common::{u, wirebench, Server};
@@ -16,6 +16,24 @@ use serde_json::Value;
 
 /// UDP datagrams that may be in flight when the receiver stops counting.
 const IN_FLIGHT: u64 = 64;
+
+/// Datagrams the kernel dropped so far for a full socket receive buffer (`RcvbufErrors` in
+/// `/proc/net/snmp`, the whole namespace). On a loaded machine a receiver that is not
+/// scheduled for a while loses datagrams for real; a test's loss may then exceed what was in
+/// flight by as many as the kernel counts (others' drops only widen the bound).
+fn rcvbuf_errors() -> u64 {
+    let snmp = std::fs::read_to_string("/proc/net/snmp").unwrap_or_default();
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let (Some(names), Some(values)) = (udp.next(), udp.next()) else {
+        return 0;
+    };
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == "RcvbufErrors")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
+}
 
 /// Whether iperf3 can be run; under CI it must.
 fn have_iperf3() -> bool {
@@ -120,8 +138,9 @@ fn run_against(port: u16, args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).expect("results JSON")
 }
 
-/// The counts of one direction agree: TCP exactly, UDP within what was in flight.
-fn check_half(v: &Value, prefix: &str, udp: bool) {
+/// The counts of one direction agree: TCP exactly, UDP within what was in flight (and the
+/// kernel's `drops` meanwhile).
+fn check_half(v: &Value, prefix: &str, udp: bool, drops: u64) {
     let sent = u(v, &format!("{prefix}end.sent.bytes"));
     let received = u(v, &format!("{prefix}end.received.bytes"));
     assert!(sent > 0, "{v}");
@@ -131,7 +150,7 @@ fn check_half(v: &Value, prefix: &str, udp: bool) {
             u(v, &format!("{prefix}end.received.messages")),
         );
         assert!(
-            r <= s && s - r <= IN_FLIGHT,
+            r <= s && s - r <= IN_FLIGHT + drops,
             "{prefix}: sent {s}, received {r}: {v}"
         );
         assert_eq!(u(v, &format!("{prefix}end.udp.lost")), s - r, "{v}");
@@ -153,24 +172,31 @@ fn wirebench_client_against_iperf3_server() {
         (&["-P", "2", "-t", "1"], false),
         (&["--bidir", "-t", "1"], false),
         (&["-n", "10M"], false),
+        // -w within net.core.rmem_max's default, so that iperf3's check of it passes.
+        (&["--cc", "reno", "-w", "100K", "-t", "1"], false),
     ];
     for (args, udp) in cases {
         let server = Iperf3Server::start();
+        let before = rcvbuf_errors();
         let v = run_against(server.port, args);
+        let drops = rcvbuf_errors() - before;
         assert_eq!(v["peer"]["tool"], "iperf3", "{v}");
         assert!(!v["peer"]["reported_by_peer"]
             .as_array()
             .expect("keys")
             .is_empty());
-        check_half(&v, "", *udp);
+        check_half(&v, "", *udp, drops);
         if args.contains(&"--bidir") {
-            check_half(&v, "reverse.", *udp);
+            check_half(&v, "reverse.", *udp, drops);
         }
         if args.contains(&"-P") {
             assert_eq!(v["streams"].as_array().map(Vec::len), Some(2), "{v}");
         }
         if args.contains(&"-n") {
             assert_eq!(u(&v, "end.received.bytes"), 10_000_000, "{v}");
+        }
+        if args.contains(&"--cc") {
+            assert_eq!(v["test"]["congestion"], "reno", "{v}");
         }
     }
 }
@@ -188,8 +214,8 @@ fn iperf3_client(port: u16, args: &[&str]) -> Value {
 }
 
 /// iperf3's own totals of one direction agree: TCP exactly, UDP within what was in flight
-/// (and iperf3 counts no loss beyond that).
-fn check_iperf3(v: &Value, suffix: &str, udp: bool) {
+/// and the kernel's `drops` meanwhile (iperf3 counts no loss beyond that).
+fn check_iperf3(v: &Value, suffix: &str, udp: bool, drops: u64) {
     let sent = &v["end"][format!("sum_sent{suffix}")];
     let received = &v["end"][format!("sum_received{suffix}")];
     let (s, r) = (sent["bytes"].as_u64(), received["bytes"].as_u64());
@@ -198,7 +224,7 @@ fn check_iperf3(v: &Value, suffix: &str, udp: bool) {
         let sp = sent["packets"].as_u64().expect("packets sent");
         let lost = received["lost_packets"].as_u64().expect("lost");
         let rp = received["packets"].as_u64().expect("packets received");
-        assert!(lost <= IN_FLIGHT && rp <= sp + IN_FLIGHT, "{v}");
+        assert!(lost <= IN_FLIGHT + drops && rp <= sp + IN_FLIGHT, "{v}");
     } else {
         assert_eq!(s, r, "{v}");
     }
@@ -221,15 +247,21 @@ fn iperf3_client_against_wirebench_server() {
             &["-u", "--bidir", "-b", "5M", "-l", "1200", "-t", "1"],
             true,
         ),
+        (&["-C", "reno", "-w", "100K", "-t", "1"], false),
     ];
     for (args, udp) in cases {
+        let before = rcvbuf_errors();
         let v = iperf3_client(server.port, args);
-        check_iperf3(&v, "", *udp);
+        let drops = rcvbuf_errors() - before;
+        check_iperf3(&v, "", *udp, drops);
         if args.contains(&"--bidir") {
-            check_iperf3(&v, "_bidir_reverse", *udp);
+            check_iperf3(&v, "_bidir_reverse", *udp, drops);
         }
         if args.contains(&"-P") {
             assert_eq!(v["end"]["streams"].as_array().map(Vec::len), Some(2), "{v}");
+        }
+        if args.contains(&"-C") {
+            assert_eq!(v["end"]["receiver_tcp_congestion"], "reno", "{v}");
         }
     }
     // An amount: both sides count exactly it (iperf3's M is MiB).
@@ -246,26 +278,28 @@ fn iperf3_client_on_the_iperf3_port() {
     if !have_iperf3() {
         return;
     }
-    // The port is picked, then bound by the server: retry if another process took it.
+    // The port is picked, then bound by the server (before its banner): retry if another
+    // process took it in between.
+    let mut last = String::new();
     for _ in 0..5 {
         let port = free_port();
         let server = Server::start(&["--iperf3-port", &port.to_string()]);
+        let before = rcvbuf_errors();
         let out = Command::new("iperf3")
             .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J", "-u"])
             .args(["-b", "10M", "-l", "1000", "-t", "1"])
             .output()
             .expect("run iperf3 -c");
         drop(server);
-        let Ok(v) = serde_json::from_slice::<Value>(&out.stdout) else {
-            continue;
-        };
-        if v.get("error").is_some() {
+        let v = serde_json::from_slice::<Value>(&out.stdout).unwrap_or_default();
+        if v.get("error").is_some() || v.is_null() {
+            last = format!("{v} {}", String::from_utf8_lossy(&out.stderr));
             continue;
         }
-        check_iperf3(&v, "", true);
+        check_iperf3(&v, "", true, rcvbuf_errors() - before);
         return;
     }
-    panic!("no iperf3 test on --iperf3-port succeeded");
+    panic!("no iperf3 test on --iperf3-port succeeded: {last}");
 }
 
 #[test]
@@ -330,8 +364,9 @@ fn a_server_with_a_key_refuses_iperf3_unless_allowed() {
 }
 
 /// Loss made by the kernel (nftables, in a namespace of the test's own), with iperf3 as
-/// the sender and wirebench the receiver (`run --iperf3 -R`): wirebench's loss is the
-/// count of datagrams the rule dropped. Needs root and nft; skipped without them unless CI.
+/// the sender and wirebench the receiver (`run --iperf3 -R`): wirebench's loss, and the
+/// loss runs of its packet log, are the count of datagrams the rule dropped. Needs root and
+/// nft; skipped without them unless CI.
 #[test]
 fn iperf3_sender_loss_counted_exactly() {
     if !have_iperf3() {
@@ -344,8 +379,9 @@ fn iperf3_sender_loss_counted_exactly() {
          nft add rule inet wbtest in udp length '>' 100 numgen random mod 100 '<' 5 counter drop; \
          iperf3 -s -1 --forceflush -B 127.0.0.1 -p 5201 > srv.log 2>&1 & \
          timeout 10 sh -c 'until grep -q listening srv.log; do sleep 0.01; done'; \
-         \"$0\" run --iperf3 127.0.0.1 -u -R -b 5M -l 1000 -w 4M -t 1 --json; \
-         echo; echo ===; nft list ruleset";
+         \"$0\" run --iperf3 127.0.0.1 -u -R -b 5M -l 1000 -w 4M -t 1 --packet-log pl.bin --json; \
+         echo; echo ===; nft list ruleset; echo ===; \
+         \"$0\" packet-log pl.bin | awk -F, '$1==\"lost\" {s+=$3} END {print s+0}'";
     let dir = std::env::temp_dir().join(format!("wb-iperf3-loss-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let out = Command::new("unshare")
@@ -363,6 +399,7 @@ fn iperf3_sender_loss_counted_exactly() {
         }
         panic!("namespace run failed: {err}");
     };
+    let (rules, logged) = rules.split_once("===").unwrap_or((rules, ""));
     let v: Value = serde_json::from_str(json.trim()).expect("results JSON");
     let dropped: u64 = rules
         .split("counter packets ")
@@ -377,4 +414,301 @@ fn iperf3_sender_loss_counted_exactly() {
         u(&v, "end.sent.messages"),
         "{v}"
     );
+    // The packet log's loss runs cover exactly the datagrams dropped.
+    assert_eq!(logged.trim().parse::<u64>().ok(), Some(dropped), "{logged}");
+}
+
+/// A `wirebench serve` with `--metrics`, its log lines read as they come.
+struct WatchedServer {
+    child: Child,
+    port: u16,
+    metrics: String,
+    log: BufReader<std::process::ChildStderr>,
+}
+
+impl WatchedServer {
+    fn start(extra: &[&str]) -> Self {
+        let mut child = wirebench()
+            .args(["serve", "--bind", "127.0.0.1", "--port", "0"])
+            .args(["--metrics", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start wirebench serve");
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        out.read_line(&mut line).expect("banner");
+        let port = line
+            .split_whitespace()
+            .nth(4)
+            .and_then(|a| a.rsplit(':').next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        let mut m = String::new();
+        out.read_line(&mut m).expect("metrics line");
+        let metrics = m
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no metrics address in {m:?}"))
+            .trim_start_matches("http://")
+            .trim_end_matches("/metrics")
+            .to_string();
+        let log = BufReader::new(child.stderr.take().expect("stderr"));
+        Self {
+            child,
+            port,
+            metrics,
+            log,
+        }
+    }
+
+    /// Reads the log until a line has every one of `needles`; returns it.
+    fn wait_log(&mut self, needles: &[&str]) -> String {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = self.log.read_line(&mut line).expect("server log");
+            assert!(
+                n > 0,
+                "the server's log ended before a line with {needles:?}"
+            );
+            if needles.iter().all(|n| line.contains(n)) {
+                return line;
+            }
+        }
+    }
+
+    /// The value of one metric (its name with labels, as scraped).
+    fn metric(&self, name: &str) -> u64 {
+        let mut c = TcpStream::connect(&self.metrics).expect("metrics port");
+        c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .expect("request");
+        let mut out = String::new();
+        let _ = c.read_to_string(&mut out);
+        out.lines()
+            .find_map(|l| {
+                l.strip_prefix(name)
+                    .and_then(|v| v.strip_prefix(' '))
+                    .and_then(|v| v.trim().parse().ok())
+            })
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for WatchedServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `iperf3 -c ... -J` that is expected to fail, bounded in time (a hang fails the
+/// test instead of stopping the suite); returns iperf3's error text.
+fn iperf3_client_error(port: u16, args: &[&str]) -> String {
+    let out = Command::new("timeout")
+        .args([
+            "60",
+            "iperf3",
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-J",
+        ])
+        .args(args)
+        .output()
+        .expect("run iperf3 -c");
+    assert_ne!(out.status.code(), Some(124), "iperf3 -c {args:?} hung");
+    // iperf3 3.12 exits 0 after an error with -J (1 without): the document says it.
+    let v: Value = serde_json::from_slice(&out.stdout).expect("iperf3 -J output parses");
+    let e = v["error"].as_str().unwrap_or_default().to_string();
+    assert!(!e.is_empty(), "no error in {v}");
+    e
+}
+
+/// Issue 18: the server's own limits hold for iperf3 clients. A client that asks for more
+/// than --max-bytes is refused with SERVER_ERROR before anything moves.
+#[test]
+fn an_iperf3_client_asking_over_max_bytes_is_refused_in_one_line() {
+    if !have_iperf3() {
+        return;
+    }
+    let mut server = WatchedServer::start(&["--max-bytes", "1M"]);
+    let e = iperf3_client_error(server.port, &["-n", "100M"]);
+    assert!(e.contains("unable to create a new test"), "{e}");
+    let line = server.wait_log(&["peer_tool=iperf3", "event=refused"]);
+    assert!(line.contains("over this server's 1000000"), "{line}");
+    assert_eq!(
+        server.metric("wirebench_tests_refused_total{reason=\"max_bytes\"}"),
+        1
+    );
+    assert_eq!(server.metric("wirebench_tests_started_total"), 0);
+}
+
+/// A client whose parameters pass but that moves more (iperf3's bursts, `-b RATE/BURST`,
+/// send a hundred blocks at once) is counted on what it moves: the server ends the test at
+/// --max-bytes, the iperf3 client exits with a message, and the metrics count it.
+#[test]
+fn an_iperf3_client_moving_over_max_bytes_is_stopped_by_the_data_path() {
+    if !have_iperf3() {
+        return;
+    }
+    let mut server = WatchedServer::start(&["--max-bytes", "1M"]);
+    // Says 1 Mbit/s for 1 s (125 kB); sends 100 blocks of 100 kB at once.
+    let e = iperf3_client_error(server.port, &["-b", "1M/100", "-l", "100K", "-t", "1"]);
+    assert!(e.contains("the server has terminated"), "{e}");
+    let line = server.wait_log(&["peer_tool=iperf3", "event=test"]);
+    assert!(line.contains("--max-bytes"), "{line}");
+    let received: u64 = line
+        .split("received_bytes=")
+        .nth(1)
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("received_bytes");
+    // Stopped at the limit, not after the burst.
+    assert!(
+        received > 1_000_000 && received < 5_000_000,
+        "{received}: {line}"
+    );
+    assert_eq!(
+        server.metric("wirebench_tests_limited_total{reason=\"max-bytes\"}"),
+        1
+    );
+    assert_eq!(server.metric("wirebench_tests_started_total"), 1);
+    assert_eq!(server.metric("wirebench_received_bytes_total"), received);
+}
+
+/// The same with --max-rate: a burst over the rate window ends the test with iperf3's own
+/// code for it (IETOTALRATE).
+#[test]
+fn an_iperf3_client_bursting_over_max_rate_gets_iperf3s_rate_error() {
+    if !have_iperf3() {
+        return;
+    }
+    let mut server = WatchedServer::start(&["--max-rate", "10M"]);
+    let e = iperf3_client_error(server.port, &["-b", "8M/200", "-l", "128K", "-t", "2"]);
+    assert!(e.contains("larger than server limit"), "{e}");
+    let line = server.wait_log(&["peer_tool=iperf3", "event=test"]);
+    assert!(line.contains("--max-rate"), "{line}");
+    assert_eq!(
+        server.metric("wirebench_tests_limited_total{reason=\"max-rate\"}"),
+        1
+    );
+}
+
+/// A server with its --max-tests running is busy for an iperf3 client, in iperf3's words.
+#[test]
+fn an_iperf3_client_against_a_busy_wirebench_server_hears_it_is_busy() {
+    if !have_iperf3() {
+        return;
+    }
+    let mut server = WatchedServer::start(&["--max-tests", "1"]);
+    let mut first = Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-p", &server.port.to_string()])
+        .args(["-t", "10", "--forceflush"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("first iperf3 client");
+    // Running once the server logs its start and the client its first interval.
+    server.wait_log(&["peer_tool=iperf3", "event=start"]);
+    common::wait_for_line(&mut first, "sec");
+    let e = iperf3_client_error(server.port, &["-t", "1"]);
+    let _ = first.kill();
+    let _ = first.wait();
+    assert!(e.contains("the server is busy running a test"), "{e}");
+    assert_eq!(
+        server.metric("wirebench_tests_refused_total{reason=\"busy\"}"),
+        1
+    );
+}
+
+/// SERVER_ERROR from an iperf3 server, with its code, is one line from `run --iperf3`:
+/// `iperf3 -s` refuses a window it cannot set (IESETBUF2).
+#[test]
+fn an_iperf3_server_error_is_one_line_with_its_meaning() {
+    if !have_iperf3() {
+        return;
+    }
+    let server = Iperf3Server::start();
+    let out = wirebench()
+        .args(["run", "--iperf3", &format!("127.0.0.1:{}", server.port)])
+        .args(["-w", "1G", "-t", "1"])
+        .output()
+        .expect("run wirebench");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("socket buffer size not set correctly") && err.contains("code 141"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+/// And from wirebench's own server answering `run --iperf3` over its limits: the code and
+/// the system error iperf3 clients print after it.
+#[test]
+fn wirebench_as_iperf3_server_refuses_over_its_limits_in_one_line() {
+    if !have_iperf3() {
+        return;
+    }
+    let server = Server::start(&["--max-bytes", "1M"]);
+    let out = wirebench()
+        .args(["run", "--iperf3", &format!("127.0.0.1:{}", server.port)])
+        .args(["-n", "100M"])
+        .output()
+        .expect("run wirebench");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "unable to create a new test (iperf3 error code 100): Operation not permitted"
+        ),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+/// A test of an amount that would outlast --max-duration is ended at it (with its grace),
+/// and the iperf3 client hears that the server ended it.
+#[test]
+fn an_iperf3_test_over_max_duration_is_ended_by_the_server() {
+    if !have_iperf3() {
+        return;
+    }
+    let mut server = WatchedServer::start(&["--max-duration", "1s"]);
+    // 1 GB at 10 Mbit/s: 800 s, were it not stopped.
+    let e = iperf3_client_error(server.port, &["-n", "1G", "-b", "10M"]);
+    assert!(e.contains("the server has terminated"), "{e}");
+    let line = server.wait_log(&["peer_tool=iperf3", "event=test"]);
+    assert!(line.contains("time limit"), "{line}");
+    assert_eq!(
+        server.metric("wirebench_tests_limited_total{reason=\"max-duration\"}"),
+        1
+    );
+}
+
+/// A connection that starts like an iperf3 cookie and then says nothing stays in the
+/// server's pending stage, under its per-address cap: the 65th such connection from one
+/// address pushes out the first (which a stage it had left would not).
+#[test]
+fn half_sent_iperf3_cookies_stay_in_the_pending_stage() {
+    let server = Server::start(&[]);
+    let open = || {
+        let mut c = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
+        c.write_all(b"a").expect("first cookie byte");
+        c
+    };
+    let mut first = open();
+    let _rest: Vec<TcpStream> = (0..64).map(|_| open()).collect();
+    first
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .expect("read timeout");
+    let mut b = [0u8; 1];
+    match first.read(&mut b) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("the first half-open iperf3 connection was not evicted: {other:?}"),
+    }
 }

@@ -703,3 +703,61 @@ fn wirebench_lab_parse(text: &str) -> Result<(), String> {
         Err(err)
     }
 }
+
+/// Issue 17: latency under load. On a 20 Mbit/s, 10 ms link, cubic fills a 1000-packet queue
+/// (about 600 ms at that rate) and rrul's median round trip under load is many times the idle
+/// one; a 20-packet queue (about 12 ms) keeps it near the idle one. Loose bounds (3× and 2×);
+/// the figures of repeated runs are in docs/gallery.md.
+#[test]
+fn rrul_shows_a_long_queue_multiplies_latency_under_load_and_a_short_one_does_not() {
+    let _l = lock();
+    if !common::lab_available() {
+        return;
+    }
+    let rrul = |queue: &str| {
+        let v = lab_run(
+            &["--rate", "20M", "--delay", "10ms", "--queue", queue],
+            &[
+                "--mode", "rrul", "--cc", "cubic", "-t", "8s", "--idle", "2s",
+            ],
+        );
+        let idle = f(&v, "/end/rrul/idle_latency_us/p50");
+        let loaded = f(&v, "/end/rrul/loaded_latency_us/p50");
+        let up = f(&v, "/end/rrul/upload_bps");
+        let down = f(&v, "/end/rrul/download_bps");
+        eprintln!(
+            "queue {queue}: idle p50 {:.1} ms, loaded p50 {:.1} ms (×{:.1}), up {:.1} Mbit/s, down {:.1} Mbit/s",
+            idle / 1e3,
+            loaded / 1e3,
+            loaded / idle,
+            up / 1e6,
+            down / 1e6
+        );
+        // Both ways were loaded, and the probes measured both phases.
+        assert!(
+            up > 5e6 && down > 5e6,
+            "queue {queue}: up {up}, down {down}"
+        );
+        assert!(
+            idle >= 20_000.0 * 0.9,
+            "queue {queue}: idle p50 {idle} µs under the 20 ms path"
+        );
+        assert!(
+            v.pointer("/end/rrul/probes")
+                .and_then(Value::as_array)
+                .is_some_and(|p| p.len() > 50),
+            "queue {queue}: too few probes"
+        );
+        loaded / idle
+    };
+    let long = rrul("1000");
+    let short = rrul("20");
+    assert!(
+        long >= 3.0,
+        "a 1000-packet queue multiplied the median round trip by {long:.1} only"
+    );
+    assert!(
+        short < 2.0 && short < long / 2.0,
+        "a 20-packet queue multiplied the median round trip by {short:.1} (the long one: {long:.1})"
+    );
+}

@@ -51,6 +51,18 @@ fn raise_fd_limit() {
     }
 }
 
+/// Threads of process `pid` now (Linux: `/proc/PID/status`).
+fn threads_of(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|st| {
+            st.lines()
+                .find_map(|l| l.strip_prefix("Threads:"))
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 /// A minimal good spec: `bytes` of TCP stream, 1000-byte messages.
 fn spec(bytes: u64) -> TestSpec {
     serde_json::from_value(serde_json::json!({
@@ -151,6 +163,22 @@ impl LoggedServer {
             port,
             metrics,
         }
+    }
+
+    /// The server's stderr, line by line, from a thread (the log stays readable while
+    /// the server runs).
+    fn stderr_lines(&mut self) -> std::sync::mpsc::Receiver<String> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let err = self.child.stderr.take().expect("stderr");
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        rx
     }
 
     /// Ends the server and returns its log.
@@ -298,10 +326,11 @@ fn finding_3_slowloris_and_idle_flood_from_one_address_leave_others_served() {
     let mut trickle: Vec<TcpStream> = (0..300)
         .filter_map(|_| connect_from_attacker(port).ok())
         .collect();
-    // Each trickler sends the first byte of a length prefix; a byte every few seconds
-    // from a background thread while the good test runs.
-    for c in &mut trickle {
-        let _ = c.write_all(&[0]);
+    // Each trickler sends the first byte of a length prefix (one in three: of an iperf3
+    // cookie); a byte every few seconds from a background thread while the good test runs.
+    for (i, c) in trickle.iter_mut().enumerate() {
+        let first = if i % 3 == 0 { b'a' } else { 0 };
+        let _ = c.write_all(&[first]);
     }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stop2 = std::sync::Arc::clone(&stop);
@@ -315,6 +344,10 @@ fn finding_3_slowloris_and_idle_flood_from_one_address_leave_others_served() {
             std::thread::sleep(Duration::from_secs(2));
         }
     });
+    // The handshakes run on one poll loop: 1,300 connections in the pending stage (or
+    // pushed out of it) cost the server no thread each. A thread per connection would
+    // show at least the stage's 64 per address here.
+    let threads = threads_of(s.pid());
     let began = Instant::now();
     good_test_completes(s.port);
     let took = began.elapsed();
@@ -324,6 +357,10 @@ fn finding_3_slowloris_and_idle_flood_from_one_address_leave_others_served() {
     assert!(
         took < Duration::from_secs(10),
         "the good test took {took:?}"
+    );
+    assert!(
+        threads < 32,
+        "{threads} server threads for 1,300 connections"
     );
 }
 
@@ -343,8 +380,11 @@ fn finding_3_unauthenticated_connections_stay_in_the_capped_pending_stage() {
         let _ = c.write_all(&encode(&start(spec(1000), "x")).expect("encodes"));
         held.push(c);
     }
+    let threads = threads_of(s.pid());
     let v = s.run_json(&["-n", "100000", "-l", "1000", "--psk-file", &k]);
     assert_eq!(u(&v, "end.received.bytes"), 100_000);
+    // Waiting for the key's proof costs no thread (one poll loop holds them all).
+    assert!(threads < 32, "{threads} server threads for 400 connections");
     // The server holds at most its pending cap of them: the rest were closed.
     let mut closed = 0;
     for c in &mut held {
@@ -397,21 +437,43 @@ fn finding_4_a_server_with_no_flags_bounds_duration_timings_and_one_addresses_sl
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(needle), "{args:?}: {err}");
     }
-    // One address holds at most half the four slots.
-    let mut a = s.spawn(&["-t", "20s", "-b", "1M", "-i", "50ms"]);
-    let mut b = s.spawn(&["-t", "20s", "-b", "1M", "-i", "50ms"]);
-    common::wait_for_line(&mut a, "-0.");
-    common::wait_for_line(&mut b, "-0.");
-    let out = s.run(&["-n", "1000"]);
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--max-tests-per-client"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for mut c in [a, b] {
-        let _ = c.kill();
-        let _ = c.wait();
+    // One address holds at most half the six slots (three: one `run --mode rrul`): the
+    // attacker starts tests from 127.0.0.2 and sends nothing; its fourth is refused, and a
+    // good test from 127.0.0.1 completes while the three are held.
+    let held: Vec<_> = (0..3).map(|_| holding_client(s.port)).collect();
+    let mut c = connect_from_attacker(s.port).expect("connect");
+    send(&mut c, &start(spec(1_000_000), "holder"));
+    let mut d = FrameDecoder::new(1 << 20);
+    match recv(&mut c, &mut d) {
+        Some(Message::Refuse { reason, .. }) => {
+            assert!(reason.contains("--max-tests-per-client"), "{reason}")
+        }
+        other => panic!("a fourth test from one address: {other:?}"),
     }
+    good_test_completes(s.port);
+    drop(held);
+}
+
+/// A test from the attacker's address that starts and then sends nothing: it holds a slot
+/// until the server's own timeouts end it. Returns its connections.
+fn holding_client(port: u16) -> (TcpStream, TcpStream) {
+    let mut c = connect_from_attacker(port).expect("connect");
+    let mut d = FrameDecoder::new(1 << 20);
+    send(&mut c, &start(spec(1_000_000), "holder"));
+    let Some(Message::Accept { cookie, .. }) = recv(&mut c, &mut d) else {
+        panic!("no accept")
+    };
+    let mut data = connect_from_attacker(port).expect("data connection");
+    send(
+        &mut data,
+        &Message::Attach {
+            version: PROTOCOL_VERSION,
+            cookie,
+            stream: 0,
+        },
+    );
+    send(&mut c, &Message::Begin);
+    (c, data)
 }
 
 // --- 5. a FIFO in --files-dir -----------------------------------------------------------
@@ -427,6 +489,15 @@ fn finding_5_a_fifo_in_the_files_dir_is_refused_without_wedging() {
     let out = s.run(&["-R", "--file", "pipe"]);
     assert_eq!(out.status.code(), Some(1));
     good_test_completes(s.port);
+    // The client's --packet-log to a FIFO no one reads: refused, not a hang.
+    let log = fifo.to_string_lossy().to_string();
+    let out = s.run(&["-u", "-n", "10000", "--packet-log", &log]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("packet log"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -453,6 +524,131 @@ fn finding_6_client_sent_strings_cannot_forge_log_lines() {
         assert!(!line.contains('\x1b') && !line.contains('\r'), "{line:?}");
     }
     assert_eq!(log.matches("client=1.2.3.4").count(), 1, "{log}");
+}
+
+// --- 9. smaller: starts per minute, --stats, the duration message, nothing before the key -
+
+#[test]
+fn finding_9_refused_attempts_do_not_use_up_the_starts_per_minute() {
+    let s = Server::start(&["--max-tests", "1", "--max-tests-per-minute", "2"]);
+    // One test holds the only slot; five more attempts are refused as busy.
+    let mut held = s.spawn(&["-t", "30s", "-b", "1M", "-i", "50ms"]);
+    common::wait_for_line(&mut held, "-0.");
+    for _ in 0..5 {
+        let out = s.run(&["-n", "1000"]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("(--max-tests)") || err.contains("(--max-tests-per-client)"),
+            "{err}"
+        );
+    }
+    let _ = held.kill();
+    let _ = held.wait();
+    // The refused attempts cost nothing: the minute's second start is still free (its
+    // first was the held test). The slot frees when the server sees the client gone.
+    let second = loop {
+        let out = s.run(&["-n", "1000"]);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        if !err.contains("(--max-tests)") && !err.contains("(--max-tests-per-client)") {
+            break out;
+        }
+    };
+    assert!(
+        second.status.success(),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let third = s.run(&["-n", "1000"]);
+    assert!(String::from_utf8_lossy(&third.stderr).contains("--max-tests-per-minute"));
+}
+
+#[test]
+fn finding_9_stats_lines_count_tests_and_handshakes_and_never_lock_the_server() {
+    let mut ls = LoggedServer::start(&["--stats", "100ms"]);
+    let port = ls.port;
+    let lines = ls.stderr_lines();
+    let wait_for = |want: &str| loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("no stats line with {want:?}"));
+        if line.starts_with("stats:") && line.contains(want) {
+            return;
+        }
+    };
+    // Three silent connections from the attacker are in the handshake.
+    let idle: Vec<TcpStream> = (0..3)
+        .filter_map(|_| connect_from_attacker(port).ok())
+        .collect();
+    wait_for("0 tests running, 3 connections in the handshake");
+    let mut c = wirebench()
+        .args(["run", "127.0.0.1", "--port", &port.to_string()])
+        .args(["-t", "30s", "-b", "1M", "-i", "50ms"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("a client");
+    common::wait_for_line(&mut c, "-0.");
+    wait_for("1 tests running, 3 connections in the handshake");
+    drop(idle);
+    let _ = c.kill();
+    let _ = c.wait();
+    wait_for("0 tests running, 0 connections in the handshake");
+    // The server still serves after many stats lines.
+    good_test_completes(port);
+}
+
+#[test]
+fn finding_9_the_servers_duration_limit_is_named_to_the_client() {
+    let s = Server::start(&["--max-duration", "1s"]);
+    // A test bounded by bytes at a slow rate: admitted, then ended by the server's clock.
+    let out = s.run(&["-n", "100G", "-b", "10M", "-i", "100ms", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the server ended the test") && err.contains("--max-duration 1"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // The partial results are printed: what the client sent before the end (the server's
+    // side of a test it ends at a limit does not reach the client).
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("partial results");
+    assert!(u(&v, "end.sent.bytes") > 0);
+}
+
+#[test]
+fn finding_9_an_unauthenticated_peer_learns_no_version_or_limit() {
+    let key = tmp_dir("psk9").join("key");
+    std::fs::write(&key, "a key of at least sixteen bytes").expect("key file");
+    let k = key.to_string_lossy().to_string();
+    let s = Server::start(&["--psk-file", &k, "--max-bytes", "1M"]);
+    let mut c = connect_from_attacker(s.port).expect("connect");
+    send(&mut c, &start(spec(100 << 20), "x"));
+    let mut d = FrameDecoder::new(1 << 20);
+    let first = recv(&mut c, &mut d).expect("an answer");
+    assert!(matches!(first, Message::Challenge { .. }), "{first:?}");
+    let text = format!("{first:?}");
+    assert!(!text.contains(env!("CARGO_PKG_VERSION")), "{text}");
+    // A wrong proof: refused for the key, and still not told the limits it broke.
+    send(
+        &mut c,
+        &Message::Auth {
+            mac: "00".repeat(32),
+        },
+    );
+    if let Some(m) = recv(&mut c, &mut d) {
+        let text = format!("{m:?}");
+        assert!(
+            !text.contains("max-bytes") && !text.contains(env!("CARGO_PKG_VERSION")),
+            "{text}"
+        );
+    }
+    let out = run_at(s.port, &["-n", "100000", "--psk-file", &k]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 // --- metrics ---------------------------------------------------------------------------

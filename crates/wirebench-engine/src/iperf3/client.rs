@@ -161,8 +161,8 @@ impl ClientSession {
                 Err(e) => self.fail(e.into()),
             },
             Item::Error { code, errno } => self.fail(Iperf3Error::Server {
-                text: super::codec::error_text(code),
-                errno,
+                text: super::codec::error_text(code, errno),
+                code,
             }),
         }
     }

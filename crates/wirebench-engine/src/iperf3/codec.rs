@@ -478,15 +478,41 @@ pub(crate) fn stream_id(index: usize) -> i64 {
 
 /// The message for an iperf3 error code (`iperf_api.h`, 3.x numbering; codes vary between
 /// versions, so only a few stable ones are named and the number is always given).
-pub(crate) fn error_text(code: i32) -> String {
+pub(crate) fn error_text(code: i32, errno: i32) -> String {
+    // The codes an iperf3 server sends in SERVER_ERROR (esnet/iperf `src/iperf_api.h`),
+    // worded as `iperf_error.c` words them.
     let what = match code {
-        100 => "unable to initialize the test",
+        IE_TOTAL_RATE => "total required bandwidth is larger than server limit",
+        IE_NEW_TEST => "unable to create a new test",
+        101 => "test initialization failed",
+        102 => "unable to start listener for connections",
+        114 => "unable to receive parameters from client",
+        120 => "the server has terminated",
         121 => "the server is busy running a test",
+        124 => "unable to set socket buffer size",
         130 => "unable to set the socket window size",
-        _ => return format!("iperf3 error code {code}"),
+        134 => "unable to set TCP_CONGESTION: supplied congestion control algorithm not supported on this host",
+        141 => "socket buffer size not set correctly (-w is over what the server's host allows)",
+        142 => "test authorization failed",
+        200..=208 => "a data stream failed",
+        _ => "",
     };
-    format!("{what} (iperf3 error code {code})")
+    let mut out = if what.is_empty() {
+        format!("iperf3 error code {code}")
+    } else {
+        format!("{what} (iperf3 error code {code})")
+    };
+    if errno != 0 {
+        out.push_str(&format!(": {}", std::io::Error::from_raw_os_error(errno)));
+    }
+    out
 }
+
+/// iperf3's `IETOTALRATE`: the client asked for more than the server's rate limit.
+pub(crate) const IE_TOTAL_RATE: i32 = 27;
+/// iperf3's `IENEWTEST`: the server cannot run the test (a perror code: the client prints
+/// `strerror(errno)` after it).
+pub(crate) const IE_NEW_TEST: i32 = 100;
 
 #[cfg(test)]
 mod tests {

@@ -29,12 +29,12 @@ pub enum Iperf3Error {
     #[error("the iperf3 server is busy running a test (ACCESS_DENIED): try again later")]
     Busy,
     /// The server reported an error.
-    #[error("the iperf3 server reported an error: {text} (errno {errno})")]
+    #[error("the iperf3 server reported an error: {text}")]
     Server {
-        /// Its message.
+        /// Its message: the code's text, and the system error it sent if any.
         text: String,
-        /// The system errno it sent.
-        errno: i32,
+        /// iperf3's error code (`i_errno`).
+        code: i32,
     },
     /// The server ended the test (SERVER_TERMINATE).
     #[error("the iperf3 server ended the test (SERVER_TERMINATE)")]

@@ -147,13 +147,24 @@ impl ServerSession {
         self.deadline = None;
     }
 
-    /// Refuses with SERVER_ERROR and iperf3's error `code`.
-    pub(crate) fn refuse(&mut self, code: i32) {
+    /// Refuses, or ends a running test, with SERVER_ERROR: iperf3's error `code` and an
+    /// `errno` (iperf3 clients print `strerror(errno)` after the texts of some codes).
+    pub(crate) fn refuse(&mut self, code: i32, errno: i32) {
         self.out.push(State::ServerError.byte());
         self.out.extend_from_slice(&code.to_be_bytes());
-        self.out.extend_from_slice(&0i32.to_be_bytes());
+        self.out.extend_from_slice(&errno.to_be_bytes());
         self.phase = Phase::Over;
         self.deadline = None;
+    }
+
+    /// Ends a running test from this side (a server limit, a shutdown): SERVER_TERMINATE,
+    /// which iperf3 clients report as "the server has terminated" after their summary.
+    pub(crate) fn terminate(&mut self) {
+        if self.phase != Phase::Over {
+            self.out.push(State::ServerTerminate.byte());
+            self.phase = Phase::Over;
+            self.deadline = None;
+        }
     }
 
     /// Accepts the parameters: CREATE_STREAMS; streams must arrive within the step time.

@@ -117,12 +117,44 @@ fn a_server_error_carries_its_code() {
     s.welcome(t0);
     pump(t0, &mut c, &mut s);
     let _ = s.poll_action();
-    s.refuse(131);
+    s.refuse(100, 1);
     pump(t0, &mut c, &mut s);
-    let Some(ClientAction::Failed(Iperf3Error::Server { text, .. })) = c.poll_action() else {
+    let Some(ClientAction::Failed(e @ Iperf3Error::Server { code: 100, .. })) = c.poll_action()
+    else {
         panic!("no server error");
     };
-    assert!(text.contains("131"), "{text}");
+    let text = e.to_string();
+    assert!(
+        text.contains("unable to create a new test (iperf3 error code 100): "),
+        "{text}"
+    );
+    assert!(!text.contains('\n'), "{text}");
+}
+
+#[test]
+fn a_running_test_ended_by_the_server_is_one_line_for_the_client() {
+    let t0 = Instant::now();
+    let mut c = ClientSession::new(t0, cookie_from(&[5; 36]), params());
+    let mut s = ServerSession::new(t0);
+    pump(t0, &mut c, &mut s);
+    let _ = s.poll_action();
+    s.welcome(t0);
+    pump(t0, &mut c, &mut s);
+    let _ = s.poll_action();
+    s.accept(t0);
+    s.run(t0, None);
+    pump(t0, &mut c, &mut s);
+    while c
+        .poll_action()
+        .is_some_and(|a| !matches!(a, ClientAction::Run))
+    {}
+    s.terminate();
+    assert!(s.is_over());
+    pump(t0, &mut c, &mut s);
+    assert_eq!(
+        c.poll_action(),
+        Some(ClientAction::Failed(Iperf3Error::ServerTerminated))
+    );
 }
 
 #[test]

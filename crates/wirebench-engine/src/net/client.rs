@@ -107,6 +107,25 @@ fn copy_log(from: TcpStream, mut to: File, limit: u64) -> std::io::Result<u64> {
     Ok(n)
 }
 
+/// Creates (or truncates) the packet log file. Only a regular file: opened without
+/// blocking (a FIFO with no reader would hang the client before its test) and refused
+/// unless it is one.
+fn create_log_file(path: &std::path::Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other(
+            "not a regular file (a FIFO or a device is not written)",
+        ));
+    }
+    f.set_len(0)?;
+    Ok(f)
+}
+
 /// The longest packet log a test can make: a record per datagram it can send and one per
 /// loss run (at most one per datagram, plus one), twice over for duplicates the network may
 /// add, plus the header. Without a bound on the amount, the datagrams are counted at the
@@ -312,7 +331,8 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
     // Fail on an unwritable log path before any traffic.
     let log_file = match &cfg.packet_log {
         Some(path) => Some(
-            File::create(path).map_err(|e| EngineError::io("creating the packet log file", e))?,
+            create_log_file(path)
+                .map_err(|e| EngineError::io("creating the packet log file", e))?,
         ),
         None => None,
     };

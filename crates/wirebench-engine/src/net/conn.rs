@@ -14,12 +14,12 @@ use wirebench_proto::spec::{Direction, Mechanism, TestSpec};
 
 use super::client::tool;
 use super::roles::{Collect, RoleEvent, Roles};
-use super::state::{attach, log, q, Pending, ServerConfig, State};
+use super::state::{log, q, Pending, ServerConfig, State};
 use super::{Pump, SETUP_TICK, TICK};
 use crate::control::admission::DEFAULT_MAX_DURATION;
 use crate::control::admission::{PendingId, Refusal, Ticket};
 use crate::control::server::{ServerAction, ServerEvent, ServerParams, ServerSession};
-use crate::control::{RunAction, SETUP_TIMEOUT};
+use crate::control::{Outcome, RunAction, SETUP_TIMEOUT};
 use crate::file::{FileSink, FileSource};
 use crate::log::LogOut;
 use crate::role::limit::{MoveLimit, TestLimits};
@@ -28,20 +28,9 @@ use crate::sys::udp::Offloads;
 use crate::sys::{host_id, same_clock, tcp_datapath, udp_datapath};
 use crate::EngineError;
 
-/// Serves one accepted connection: runs its session, carries out what it asks, logs how it
-/// ended.
-pub(super) fn connection(conn: TcpStream, id: PendingId, state: &State) {
-    // An iperf3 client's first bytes are its cookie; a wirebench client's first byte is 0.
-    if super::iperf3::server::is_iperf3(&conn) {
-        state.leave_pending(id);
-        return super::iperf3::server::handle(conn, state, state.port);
-    }
-    let (Ok(peer), Ok(local), Ok(nonce)) =
-        (conn.peer_addr(), conn.local_addr(), crate::auth::nonce())
-    else {
-        state.leave_pending(id);
-        return;
-    };
+/// A fresh session for a connection just accepted (none if no nonce can be drawn).
+pub(super) fn new_session(state: &State) -> Option<ServerSession> {
+    let nonce = crate::auth::nonce().ok()?;
     let params = ServerParams {
         limits: state.spec_limits(),
         psk: state.cfg.psk.clone(),
@@ -50,31 +39,37 @@ pub(super) fn connection(conn: TcpStream, id: PendingId, state: &State) {
         host_id: host_id(),
         udp_port: state.port,
     };
-    let mut session = ServerSession::new(Instant::now(), params);
+    Some(ServerSession::new(Instant::now(), params))
+}
+
+/// Runs a test whose handshake the pending stage's loop finished (its session has just
+/// asked for [`ServerAction::Admit`]): admits or refuses it, carries out what its session
+/// asks, logs how it ended. One thread per test from here on; none before.
+pub(super) fn admitted(
+    conn: TcpStream,
+    mut session: ServerSession,
+    id: PendingId,
+    client_host: String,
+    state: &State,
+) {
+    let (Ok(peer), Ok(local)) = (conn.peer_addr(), conn.local_addr()) else {
+        state.leave_pending(id);
+        return;
+    };
     let Ok(mut pump) = Pump::new(conn) else {
         state.leave_pending(id);
         return;
     };
+    let mut first = Some(ServerAction::Admit);
     let mut test: Option<Test<'_>> = None;
     let mut roles: Option<Roles> = None;
-    let mut identified = false;
-    let mut client_host = String::new();
-    let mut handover = None;
     let mut shutdown_told = false;
     loop {
-        while let Some(action) = session.poll_action() {
+        while let Some(action) = first.take().or_else(|| session.poll_action()) {
             let now = Instant::now();
             match action {
-                ServerAction::Identified { host_id, .. } => {
-                    // Still pending: a connection leaves the stage (and its caps) only once
-                    // it has proven its key, at Admit, so unauthenticated ones stay counted.
-                    identified = true;
-                    client_host = host_id;
-                }
-                ServerAction::Attach { cookie, stream } => {
-                    state.leave_pending(id);
-                    handover = Some((cookie, stream));
-                }
+                // The handshake loop saw these (they come before Admit).
+                ServerAction::Identified { .. } | ServerAction::Attach { .. } => {}
                 ServerAction::Admit => {
                     state.leave_pending(id);
                     let event = match admit(state, &session, peer, local) {
@@ -174,15 +169,6 @@ pub(super) fn connection(conn: TcpStream, id: PendingId, state: &State) {
         }
     }
     state.leave_pending(id);
-    if let Some((cookie, stream)) = handover {
-        if let Err(e) = attach(pump.into_stream(), state, cookie, stream) {
-            log(
-                state,
-                format_args!("client={peer} event=attach_refused reason={}", q(e)),
-            );
-        }
-        return;
-    }
     drop(roles);
     let outcome = session.outcome().unwrap_or_default();
     let spec = test.as_ref().map(|t| (t.spec.clone(), t.slot.cookie));
@@ -192,26 +178,7 @@ pub(super) fn connection(conn: TcpStream, id: PendingId, state: &State) {
         crate::sys::release_free_memory();
     }
     let (Some((spec, cookie)), true) = (spec, outcome.started) else {
-        let event = match (&outcome.refusal, identified) {
-            (_, false) => "rejected",
-            (Some(Refusal::AuthFailed), _) => {
-                state.auth_failures.fetch_add(1, Ordering::SeqCst);
-                state.metrics.auth_failures.inc();
-                "auth_failed"
-            }
-            (Some(_), _) => "refused",
-            (None, true) => "failed",
-        };
-        if let Some(r) = &outcome.refusal {
-            state.metrics.refused(r.kind());
-        }
-        if let Some(e) = outcome.error {
-            log(
-                state,
-                format_args!("client={peer} event={event} reason={}", q(&e.to_string())),
-            );
-        }
-        return;
+        return not_started(state, peer, outcome, true);
     };
     let r = Results::assemble(
         &spec,
@@ -246,6 +213,30 @@ pub(super) fn connection(conn: TcpStream, id: PendingId, state: &State) {
             r.error.map_or_else(|| "ok".to_string(), |e| q(&format!("error: {e}")))
         ),
     );
+}
+
+/// Logs a session that ended before its test started (refused, wrong key, malformed, or
+/// gone), and counts it for `--metrics`.
+pub(super) fn not_started(state: &State, peer: SocketAddr, outcome: Outcome, identified: bool) {
+    let event = match (&outcome.refusal, identified) {
+        (_, false) => "rejected",
+        (Some(Refusal::AuthFailed), _) => {
+            state.auth_failures.fetch_add(1, Ordering::SeqCst);
+            state.metrics.auth_failures.inc();
+            "auth_failed"
+        }
+        (Some(_), _) => "refused",
+        (None, true) => "failed",
+    };
+    if let Some(r) = &outcome.refusal {
+        state.metrics.refused(r.kind());
+    }
+    if let Some(e) = outcome.error {
+        log(
+            state,
+            format_args!("client={peer} event={event} reason={}", q(&e.to_string())),
+        );
+    }
 }
 
 /// The data bytes the server's side `rep` sent and received: a sender's bytes, a
@@ -317,7 +308,7 @@ impl Drop for Slot<'_> {
             c.remove(&self.cookie);
         }
         if let Some(t) = self.ticket.take() {
-            self.state.admission().release(t);
+            self.state.release(t);
         }
     }
 }

@@ -5,6 +5,7 @@
 
 pub(crate) mod client;
 mod conn;
+mod handshake;
 pub(crate) mod iperf3;
 mod metrics;
 pub(crate) mod roles;
@@ -116,11 +117,6 @@ impl Pump {
     /// The stream.
     pub(crate) fn stream(&self) -> &TcpStream {
         &self.sock
-    }
-
-    /// The stream back, for a connection handed to a test (`attach`).
-    pub(crate) fn into_stream(self) -> TcpStream {
-        self.sock
     }
 
     /// Writes what waits, once (before the roles start, so that `begin` leaves first).

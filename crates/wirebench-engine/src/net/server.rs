@@ -1,8 +1,9 @@
 //! The server: one TCP port for control and data connections, the same port number for UDP.
 //!
-//! Each connection gets a thread. Its first frame says what it is: a `start` opens a test
-//! (the thread then runs that test's control session), an `attach` hands a TCP data
-//! connection to the test whose cookie it carries. UDP streams open with a hello datagram
+//! Every connection starts in the pending stage, on one poll loop (`handshake.rs`): its
+//! first frame says what it is. A `start` that passes the key gets a thread that runs that
+//! test's control session; an `attach` hands a TCP data connection to the test whose
+//! cookie it carries. UDP streams open with a hello datagram
 //! carrying the cookie, sent to the server's UDP port; only then does the server open a
 //! socket connected to the hello's source, so it never sends UDP to an address that has not
 //! proven it holds a live test's cookie and comes from the control connection's host.
@@ -13,13 +14,11 @@ use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
 
 use socket2::{Domain, Socket, Type};
 use wirebench_proto::header::UdpHello;
 use wirebench_proto::spec::Protocol;
 
-use super::conn::connection;
 use super::state::State;
 pub use super::state::{ServerConfig, DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING};
 use crate::control::admission::{Admission, SlotLimits};
@@ -44,6 +43,11 @@ impl ServerHandle {
     pub fn running_tests(&self) -> usize {
         self.state.admission().running()
     }
+
+    /// Waits until no test runs, or until `until`; returns the tests still running.
+    pub fn wait_idle(&self, until: std::time::Instant) -> usize {
+        self.state.wait_idle(until)
+    }
 }
 
 /// A bound server, ready to run.
@@ -52,6 +56,7 @@ pub struct Server {
     udp: UdpSocket,
     state: Arc<State>,
     metrics: Option<SocketAddr>,
+    iperf3: Option<super::iperf3::server::Iperf3Port>,
 }
 
 fn reuse_port_udp(addr: SocketAddr) -> std::io::Result<Socket> {
@@ -84,6 +89,10 @@ impl Server {
             addr: format!("{addr} (UDP bind)"),
             source,
         })?;
+        let iperf3 = cfg
+            .iperf3_port
+            .map(|p| super::iperf3::server::bind_port(addr.ip(), p))
+            .transpose()?;
         let state = Arc::new(State {
             port: addr.port(),
             admission: Mutex::new(Admission::new(SlotLimits {
@@ -91,9 +100,9 @@ impl Server {
                 per_client: cfg.max_tests_per_client,
                 per_minute: cfg.max_tests_per_minute,
             })),
-            pending_conns: Mutex::new(HashMap::new()),
             cfg,
             auth_failures: AtomicUsize::new(0),
+            test_ended: std::sync::Condvar::new(),
             metrics: super::metrics::Metrics::default(),
             shutdown: Arc::new(AtomicBool::new(false)),
             pending: Mutex::new(HashMap::new()),
@@ -118,6 +127,7 @@ impl Server {
             udp: udp.into(),
             state,
             metrics,
+            iperf3,
         })
     }
 
@@ -142,9 +152,10 @@ impl Server {
 
     /// Serves until the process ends.
     pub fn run(self) -> Result<(), EngineError> {
-        if let Some(port) = self.state.cfg.iperf3_port {
-            super::iperf3::server::spawn_port(&self.state, port)?;
-        }
+        let iperf3 = match self.iperf3 {
+            Some(bound) => Some(super::iperf3::server::serve_port(&self.state, bound)?),
+            None => None,
+        };
         let state = Arc::clone(&self.state);
         let udp = self.udp;
         thread::Builder::new()
@@ -156,51 +167,26 @@ impl Server {
             thread::Builder::new()
                 .name("wirebench-stats".into())
                 .spawn(move || loop {
+                    // One look under one lock: two `admission()` calls in one statement
+                    // would hold the first guard while taking the second, and deadlock
+                    // the whole server (accepts and all).
+                    let (running, pending) = {
+                        let a = state.admission();
+                        (a.running(), a.pending())
+                    };
                     eprintln!(
-                        "stats: rss {} KiB (peak {} KiB), {} tests running, {} connections not yet identified, {} wrong keys",
+                        "stats: rss {} KiB (peak {} KiB), {running} tests running, {pending} connections in the handshake, {} wrong keys",
                         rss_kib(),
                         max_rss_kib(),
-                        state.admission().running(),
-                        state.admission().pending(),
                         state.auth_failures.load(Ordering::SeqCst)
                     );
                     thread::sleep(every);
                 })
                 .map_err(|e| EngineError::io("starting the stats thread", e))?;
         }
-        for conn in self.listener.incoming() {
-            let conn = match conn {
-                Ok(c) => c,
-                // Out of descriptors or a connection reset before accept: keep serving.
-                Err(_) => {
-                    thread::sleep(Duration::from_millis(10));
-                    continue;
-                }
-            };
-            let Ok(peer) = conn.peer_addr() else {
-                continue;
-            };
-            // A full pending stage drops its oldest connection (from this address when it
-            // holds its share), so silent connections age out instead of locking others out.
-            let (id, evict) = self.state.admission().pending_open(peer.ip());
-            if let Ok(mut conns) = self.state.pending_conns.lock() {
-                if let Some(old) = evict.and_then(|old| conns.remove(&old)) {
-                    let _ = old.shutdown(std::net::Shutdown::Both);
-                }
-                if let Ok(c) = conn.try_clone() {
-                    conns.insert(id, c);
-                }
-            }
-            let state = Arc::clone(&self.state);
-            let spawned = thread::Builder::new()
-                .name("wirebench-conn".into())
-                .spawn(move || connection(conn, id, &state));
-            if spawned.is_err() {
-                // The connection was dropped with the closure; give its place back.
-                self.state.leave_pending(id);
-            }
-        }
-        Ok(())
+        // Every connection's handshake runs on this thread's poll loop; a thread is
+        // spawned only for a test that passed it.
+        super::handshake::serve(self.listener, iperf3, &self.state)
     }
 }
 

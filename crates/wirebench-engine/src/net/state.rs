@@ -6,13 +6,13 @@ use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::mpsc::SyncSender;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use wirebench_proto::control::{CRR_STREAM, PACKET_LOG_STREAM};
 use wirebench_proto::spec::Protocol;
 
-use crate::control::admission::{Admission, PendingId, SpecLimits};
+use crate::control::admission::{Admission, PendingId, SpecLimits, Ticket};
 pub use crate::control::admission::{DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING};
 use crate::role::DataSocket;
 
@@ -79,10 +79,10 @@ pub(crate) struct State {
     pub(crate) port: u16,
     /// Who is let in: the pending stage, test slots, starts per minute.
     pub(super) admission: Mutex<Admission>,
-    /// A second handle on each connection in the pending stage, to drop it when evicted.
-    pub(super) pending_conns: Mutex<HashMap<PendingId, TcpStream>>,
     /// Clients refused for a wrong key, since the start.
     pub(super) auth_failures: AtomicUsize,
+    /// Told each time a test ends (see [`State::wait_idle`]).
+    pub(super) test_ended: Condvar,
     /// The counters `--metrics` serves.
     pub(super) metrics: super::metrics::Metrics,
     /// Set on SIGTERM: running tests end with a message, new ones are refused.
@@ -137,12 +137,31 @@ impl State {
         self.admission.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// A test ended: its slot is free, and whoever waits for the server to go idle is told.
+    pub(crate) fn release(&self, ticket: Ticket) {
+        self.admission().release(ticket);
+        self.test_ended.notify_all();
+    }
+
+    /// Waits until no test runs or `until` passes; the tests still running.
+    pub(crate) fn wait_idle(&self, until: Instant) -> usize {
+        let mut a = self.admission();
+        while a.running() > 0 {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            a = match self.test_ended.wait_timeout(a, left) {
+                Ok((a, _)) => a,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        a.running()
+    }
+
     /// The connection `id` said what it is, or ended: it leaves the pending stage.
     pub(super) fn leave_pending(&self, id: PendingId) {
         self.admission().pending_close(id);
-        if let Ok(mut conns) = self.pending_conns.lock() {
-            conns.remove(&id);
-        }
     }
 
     pub(super) fn spec_limits(&self) -> SpecLimits {

@@ -15,9 +15,12 @@ pub(crate) enum RoleError {
     /// This side was told to stop.
     #[error("stopped")]
     Stopped,
-    /// The server's time limit passed (`--max-duration`, or its default ceiling).
-    #[error("the server ended the test at its time limit (serve --max-duration)")]
-    ServerLimit,
+    /// The server's time limit passed (`--max-duration`, or its default ceiling), in ns.
+    #[error(
+        "the server ended the test at its time limit: --max-duration {}",
+        wirebench_proto::units::format_duration(std::time::Duration::from_nanos(*.0))
+    )]
+    ServerLimit(u64),
     /// The stream moved more than the server allows (the flag and its value).
     #[error("the server ended the test: more moved than its {0} allows")]
     OverLimit(String),
@@ -91,7 +94,10 @@ pub(super) fn early_stop(sh: &Shared, p: &RoleParams, now_ns: u64) -> Option<Rol
     if sh.stopped() {
         Some(RoleError::Stopped)
     } else if now_ns >= p.deadline_ns {
-        Some(RoleError::ServerLimit)
+        // The deadline is the server's limit plus the test's drain.
+        Some(RoleError::ServerLimit(
+            p.deadline_ns.saturating_sub(p.spec.drain_ns),
+        ))
     } else {
         None
     }

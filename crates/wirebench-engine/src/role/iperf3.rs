@@ -9,14 +9,19 @@
 //! only still in flight.
 
 use std::io::{Read, Write};
-use std::net::{TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use wirebench_proto::packet_log::{Arrived, Record};
+use wirebench_stats::{Arrival, SeqTracker};
+
+use super::limit::{over, MoveLimit};
 use super::{payload, DataSocket, POLL};
 use crate::iperf3::codec::is_connect;
 use crate::iperf3::UdpHeader;
+use crate::log::{LogOut, LogSink};
 use crate::pace::{wait_until, Pacer};
 
 /// How long a stopped receiver waits for more data once none arrives.
@@ -36,6 +41,11 @@ pub(crate) struct Live {
     /// Receivers: the sender's final total (bytes for TCP, datagrams for UDP), once known;
     /// `u64::MAX` until then.
     pub target: AtomicU64,
+    /// Set by the role when the stream moved more than the server's limits allow: the
+    /// driver then ends the whole test.
+    pub limited: AtomicBool,
+    /// Which limit, in words: written once, when `limited` is set.
+    pub limit_error: Mutex<Option<String>>,
 }
 
 impl Default for Live {
@@ -45,6 +55,8 @@ impl Default for Live {
             packets: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             target: AtomicU64::new(u64::MAX),
+            limited: AtomicBool::new(false),
+            limit_error: Mutex::new(None),
         }
     }
 }
@@ -68,6 +80,9 @@ pub(crate) struct Plan {
     pub epoch_unix_ns: u64,
     /// Senders: stop by themselves at this time (ns since `start`); `u64::MAX` for never.
     pub stop_at_ns: u64,
+    /// A server's share of its `--max-bytes` and `--max-rate` for this stream, counted on
+    /// what the stream moves (an iperf3 client's parameters are only its word).
+    pub limit: Option<MoveLimit>,
 }
 
 /// What a stream did.
@@ -100,6 +115,61 @@ impl StreamEnd {
     }
 }
 
+/// Whether the stream has moved more than the server allows by `now_ns`: if so, says why
+/// in `end` and tells the driver.
+#[inline]
+fn over_limit(plan: &Plan, live: &Live, end: &mut StreamEnd, now_ns: u64) -> bool {
+    match over(plan.limit.as_ref(), end.bytes, now_ns) {
+        Some(e) => {
+            let text = e.to_string();
+            if let Ok(mut l) = live.limit_error.lock() {
+                *l = Some(text.clone());
+            }
+            end.error = Some(text);
+            live.limited.store(true, Ordering::Release);
+            true
+        }
+        None => false,
+    }
+}
+
+/// After a limit ended the stream: it keeps its socket open, reading and dropping what
+/// comes, until the driver stops it, so that the iperf3 client hears why on the control
+/// connection before its data connection closes under it (a write into a closed
+/// connection would be its first, and wrong, error).
+fn hold_tcp(s: &mut TcpStream, live: &Live) {
+    if !live.limited.load(Ordering::Relaxed) {
+        return;
+    }
+    let _ = s.set_read_timeout(Some(POLL));
+    let mut buf = [0u8; 16 * 1024];
+    while !live.stop.load(Ordering::Relaxed) {
+        match s.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if is_timeout(&e) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// [`hold_tcp`] for a UDP stream: a closed socket would answer the client's datagrams
+/// with ICMP port unreachable.
+fn hold_udp(s: &UdpSocket, live: &Live) {
+    if !live.limited.load(Ordering::Relaxed) {
+        return;
+    }
+    let _ = s.set_read_timeout(Some(POLL));
+    let mut buf = [0u8; 2048];
+    while !live.stop.load(Ordering::Relaxed) {
+        match s.recv(&mut buf) {
+            Ok(_) => {}
+            Err(e) if is_timeout(&e) || e.kind() == std::io::ErrorKind::ConnectionRefused => {}
+            Err(_) => return,
+        }
+    }
+}
+
 /// Takes up to `want` bytes from the shared budget; 0 when it is spent.
 fn reserve(budget: Option<&AtomicU64>, want: u64) -> u64 {
     let Some(b) = budget else {
@@ -127,13 +197,70 @@ fn is_timeout(e: &std::io::Error) -> bool {
     )
 }
 
-/// Runs one stream's role to its end.
-pub(crate) fn run(sock: DataSocket, plan: &Plan, live: &Live) -> StreamEnd {
+/// Runs one stream's role to its end; a UDP receiver writes `log` (`--packet-log`).
+pub(crate) fn run(sock: DataSocket, plan: &Plan, live: &Live, log: Option<LogOut>) -> StreamEnd {
     match (sock, plan.sender) {
         (DataSocket::Tcp(s), true) => tcp_send(s, plan, live),
         (DataSocket::Tcp(s), false) => tcp_receive(s, plan, live),
         (DataSocket::Udp(s), true) => udp_send(&s, plan, live),
-        (DataSocket::Udp(s), false) => udp_receive(&s, plan, live),
+        (DataSocket::Udp(s), false) => udp_receive(&s, plan, live, log),
+    }
+}
+
+/// The packet log of a UDP stream from an iperf3 sender, in wirebench's format: iperf3
+/// numbers its datagrams from 1, the log from 0 (`seq` is iperf3's number minus one), so
+/// that, as for wirebench senders, every number below the sender's count is covered by one
+/// `received` record or one `lost` run.
+struct PacketLog {
+    sink: LogSink,
+    seq: SeqTracker,
+}
+
+impl PacketLog {
+    fn start(out: LogOut) -> std::io::Result<Self> {
+        Ok(Self {
+            sink: LogSink::start(out)?,
+            seq: SeqTracker::new(),
+        })
+    }
+
+    /// A datagram with iperf3's sequence number `seq` arrived.
+    #[inline]
+    fn datagram(&mut self, seq: u64, size: usize, send_unix_ns: u64, arrival_unix_ns: u64) {
+        let seq = seq.saturating_sub(1);
+        let sink = &mut self.sink;
+        let arrival = self.seq.record_with(seq, &mut |run| {
+            sink.push(&Record::Lost {
+                first: run.first,
+                count: run.count,
+            })
+        });
+        let kind = match arrival {
+            Arrival::Duplicate => Arrived::Duplicate,
+            Arrival::TooOld => Arrived::TooOld,
+            _ => Arrived::Received,
+        };
+        self.sink.push(&Record::Datagram {
+            kind,
+            seq,
+            size: u32::try_from(size).unwrap_or(u32::MAX),
+            send_unix_ns,
+            arrival_unix_ns,
+        });
+    }
+
+    /// The sender sent `sent` datagrams (unknown: as far as the highest that came): the
+    /// last loss runs, and the log written out.
+    fn finish(mut self, sent: Option<u64>) -> Result<u64, crate::log::LogError> {
+        let sent = sent.unwrap_or_else(|| self.seq.highest().map_or(0, |h| h + 1));
+        let sink = &mut self.sink;
+        self.seq.finish_with(sent, &mut |run| {
+            sink.push(&Record::Lost {
+                first: run.first,
+                count: run.count,
+            })
+        });
+        self.sink.finish()
     }
 }
 
@@ -184,6 +311,9 @@ fn tcp_send(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
         pacer.sent(off as u64, now);
         live.bytes.store(end.bytes, Ordering::Relaxed);
         live.packets.store(end.packets, Ordering::Relaxed);
+        if end.error.is_none() && over_limit(plan, live, &mut end, now) {
+            break;
+        }
         if end.error.is_some() || off < len {
             // A write cut short by the stop: what went out is counted; give the rest back.
             if let Some(b) = plan.budget.as_deref() {
@@ -192,14 +322,75 @@ fn tcp_send(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
             break;
         }
     }
-    // iperf3 counts what it read until TEST_END arrives: before the driver sends it, let
-    // what was written reach the peer (acknowledged), at most a bounded time, so that its
-    // count and this one agree.
+    if live.limited.load(Ordering::Relaxed) {
+        hold_tcp(&mut s, live);
+        return end;
+    }
+    // iperf3 counts what it read until TEST_END arrives and drops what its socket still
+    // holds then (`iperf_handle_message_server` closes the streams unread): before the
+    // driver sends it, let what was written reach the peer (acknowledged) and, when the peer
+    // runs on this host, its application (read), at most a bounded time, so that its count
+    // and this one agree. A remote peer's unread bytes cannot be seen from here.
     let until = Instant::now() + DRAIN_MAX;
-    while crate::sys::tcp_all_acked(&s) == Some(false) && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(1));
+    let local = is_local_peer(&s);
+    while Instant::now() < until
+        && (crate::sys::tcp_all_acked(&s) == Some(false)
+            || (local && peer_unread_bytes(&s).is_some_and(|n| n > 0)))
+    {
+        std::thread::sleep(Duration::from_millis(2));
     }
     end
+}
+
+/// Whether the peer of `s` runs on this host: loopback, or our own address (the kernel then
+/// lists both ends of the connection in `/proc/net/tcp`).
+fn is_local_peer(s: &TcpStream) -> bool {
+    match (s.local_addr(), s.peer_addr()) {
+        (Ok(l), Ok(p)) => p.ip().is_loopback() || p.ip() == l.ip(),
+        _ => false,
+    }
+}
+
+/// `/proc/net/tcp`'s spelling of an address: each 32-bit word of the address in hex as the
+/// kernel holds it (network order read as a native integer), then the port.
+fn proc_net_addr(a: SocketAddr) -> String {
+    let words: Vec<u8> = match a.ip() {
+        std::net::IpAddr::V4(v4) => v4.octets().to_vec(),
+        std::net::IpAddr::V6(v6) => v6.octets().to_vec(),
+    };
+    let mut out = String::with_capacity(42);
+    for w in words.chunks_exact(4) {
+        let word = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]);
+        out.push_str(&format!("{word:08X}"));
+    }
+    out.push_str(&format!(":{:04X}", a.port()));
+    out
+}
+
+/// The bytes the peer's socket of `s` holds unread (its `rx_queue` in `/proc/net/tcp`),
+/// for a peer on this host; `None` when its socket is not listed.
+fn peer_unread_bytes(s: &TcpStream) -> Option<u64> {
+    let (local, peer) = (s.local_addr().ok()?, s.peer_addr().ok()?);
+    let table = if local.is_ipv4() {
+        "/proc/net/tcp"
+    } else {
+        "/proc/net/tcp6"
+    };
+    let text = std::fs::read_to_string(table).ok()?;
+    rx_queue_of(&text, &proc_net_addr(peer), &proc_net_addr(local))
+}
+
+/// The `rx_queue` of the socket from `local` to `remote` in a `/proc/net/tcp` table.
+fn rx_queue_of(table: &str, local: &str, remote: &str) -> Option<u64> {
+    table.lines().skip(1).find_map(|line| {
+        let mut f = line.split_whitespace().skip(1);
+        let (l, r, _state, queues) = (f.next()?, f.next()?, f.next()?, f.next()?);
+        if l != local || r != remote {
+            return None;
+        }
+        let (_tx, rx) = queues.split_once(':')?;
+        u64::from_str_radix(rx, 16).ok()
+    })
 }
 
 /// Whether a stopped receiver is done: its target reached, or no data for a while, or
@@ -233,9 +424,13 @@ fn tcp_receive(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
         match s.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
-                end.add(n, now_ns(plan));
+                let now = now_ns(plan);
+                end.add(n, now);
                 last_data = Instant::now();
                 live.bytes.store(end.bytes, Ordering::Relaxed);
+                if over_limit(plan, live, &mut end, now) {
+                    break;
+                }
             }
             Err(e) if is_timeout(&e) => {}
             Err(e) => {
@@ -244,6 +439,7 @@ fn tcp_receive(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
             }
         }
     }
+    hold_tcp(&mut s, live);
     end
 }
 
@@ -284,6 +480,9 @@ fn udp_send(s: &UdpSocket, plan: &Plan, live: &Live) -> StreamEnd {
                 pacer.sent(n as u64, now);
                 live.bytes.store(end.bytes, Ordering::Relaxed);
                 live.packets.store(end.packets, Ordering::Relaxed);
+                if over_limit(plan, live, &mut end, now) {
+                    break;
+                }
             }
             // A full socket buffer or a refused port (nobody listening yet): not sent.
             Err(e) if is_timeout(&e) || e.kind() == std::io::ErrorKind::ConnectionRefused => {
@@ -297,13 +496,22 @@ fn udp_send(s: &UdpSocket, plan: &Plan, live: &Live) -> StreamEnd {
             }
         }
     }
+    hold_udp(s, live);
     end
 }
 
-fn udp_receive(s: &UdpSocket, plan: &Plan, live: &Live) -> StreamEnd {
+fn udp_receive(s: &UdpSocket, plan: &Plan, live: &Live, log: Option<LogOut>) -> StreamEnd {
     let mut buf = vec![0u8; 65_536];
     let _ = s.set_read_timeout(Some(POLL));
     let mut end = StreamEnd::default();
+    let mut log = match log.map(PacketLog::start) {
+        Some(Ok(l)) => Some(l),
+        Some(Err(e)) => {
+            end.error = Some(format!("packet log: {e}"));
+            return end;
+        }
+        None => None,
+    };
     let mut stopped_at = None;
     let mut last_data = Instant::now();
     let mut prev_transit: Option<i64> = None;
@@ -341,6 +549,9 @@ fn udp_receive(s: &UdpSocket, plan: &Plan, live: &Live) -> StreamEnd {
         // agree: only the changes of the transit time count).
         let sent_ns = i64::from(h.sec) * 1_000_000_000 + i64::from(h.usec) * 1000;
         let transit = (plan.epoch_unix_ns + now) as i64 - sent_ns;
+        if let Some(l) = log.as_mut() {
+            l.datagram(h.seq, n, sent_ns.max(0) as u64, plan.epoch_unix_ns + now);
+        }
         if let Some(p) = prev_transit {
             let d = (transit - p).unsigned_abs() as f64;
             jitter += (d - jitter) / 16.0;
@@ -348,8 +559,18 @@ fn udp_receive(s: &UdpSocket, plan: &Plan, live: &Live) -> StreamEnd {
         prev_transit = Some(transit);
         live.bytes.store(end.bytes, Ordering::Relaxed);
         live.packets.store(end.packets, Ordering::Relaxed);
+        if over_limit(plan, live, &mut end, now) {
+            break;
+        }
     }
+    hold_udp(s, live);
     end.jitter_ns = jitter;
+    if let Some(l) = log {
+        let target = live.target.load(Ordering::Relaxed);
+        if let Err(e) = l.finish((target != u64::MAX).then_some(target)) {
+            end.error.get_or_insert(e.to_string());
+        }
+    }
     end
 }
 
@@ -365,5 +586,19 @@ mod tests {
         assert_eq!(reserve(Some(&b), 1000), 500);
         assert_eq!(reserve(Some(&b), 1000), 0);
         assert_eq!(reserve(None, 7), 7);
+    }
+
+    #[test]
+    fn the_peers_unread_bytes_are_read_from_its_line_of_proc_net_tcp() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+   0: 0100007F:1451 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0\n\
+   1: 0100007F:1451 0100007F:9C40 01 00000000:0001F400 00:00000000 00000000     0        0 2 1 0 20 4 30 10 -1\n";
+        let server = proc_net_addr(SocketAddr::from(([127, 0, 0, 1], 5201)));
+        let client = proc_net_addr(SocketAddr::from(([127, 0, 0, 1], 40000)));
+        if cfg!(target_endian = "little") {
+            assert_eq!(server, "0100007F:1451");
+        }
+        assert_eq!(rx_queue_of(table, &server, &client), Some(128_000));
+        assert_eq!(rx_queue_of(table, &client, &server), None);
     }
 }

@@ -277,7 +277,10 @@ mod tests {
         let sh = shared();
         let mut r = Script::default();
         let (_, error) = run(&mut r, Until::Counted, &params(u64::MAX, 0), &sh);
-        assert!(matches!(error, Some(RoleError::ServerLimit)), "{error:?}");
+        assert!(
+            matches!(error, Some(RoleError::ServerLimit(_))),
+            "{error:?}"
+        );
         sh.side_stop.store(true, Ordering::Relaxed);
         let (_, error) = run(&mut r, Until::Counted, &params(u64::MAX, u64::MAX), &sh);
         assert!(matches!(error, Some(RoleError::Stopped)), "{error:?}");

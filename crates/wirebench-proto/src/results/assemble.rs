@@ -380,6 +380,7 @@ impl End {
                 server: server_report.and_then(|c| c.resources),
             },
             after_omit: None,
+            rrul: None,
         }
     }
 }

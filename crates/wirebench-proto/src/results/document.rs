@@ -397,6 +397,10 @@ pub struct End {
     /// keys of `end` keep the whole test).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_omit: Option<AfterOmit>,
+    /// `run --mode rrul`: latency under load (idle and loaded round trips, the load's rates,
+    /// the probes' time series).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rrul: Option<Rrul>,
 }
 
 /// The `end.after_omit` object: totals over the intervals that begin at or after the
@@ -466,4 +470,101 @@ pub struct Half {
     /// Each stream's totals (with several streams).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub streams: Vec<End>,
+}
+
+/// The transport of a latency probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbeKind {
+    /// A UDP request/response (`--udp --mode rr`).
+    Udp,
+    /// A TCP request/response over one connection (`--mode rr`).
+    Tcp,
+}
+
+impl ProbeKind {
+    /// Its spelling in the document and in plots.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Udp => "udp",
+            Self::Tcp => "tcp",
+        }
+    }
+}
+
+/// The way a load stream sends, seen from the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadDirection {
+    /// Client to server.
+    Upload,
+    /// Server to client.
+    Download,
+}
+
+/// One round trip of a probe.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Probe {
+    /// When it was sent, s since the rrul run began (the middle of the interval it left in).
+    pub t_s: f64,
+    /// Its transport.
+    pub kind: ProbeKind,
+    /// Its round trip, µs.
+    pub rtt_us: f64,
+}
+
+/// The load's rates in one interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LoadInterval {
+    /// The interval's end, s since the rrul run began.
+    pub t_s: f64,
+    /// Received by the server in it, over all upload streams, bits/s.
+    pub upload_bps: f64,
+    /// Received by the client in it, over all download streams, bits/s.
+    pub download_bps: f64,
+}
+
+/// One load stream's totals.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LoadStream {
+    /// Its direction.
+    pub direction: LoadDirection,
+    /// What its receiver received, bits/s.
+    pub received_bps: f64,
+    /// Its sender's TCP retransmissions.
+    pub retransmits: u64,
+}
+
+/// The `end.rrul` object.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Rrul {
+    /// Each idle phase's length (before and after the load), s.
+    pub idle_s: f64,
+    /// When the load began, s since the run began.
+    pub load_start_s: f64,
+    /// When the load ended (its sender's last message), s since the run began.
+    pub load_end_s: f64,
+    /// The probes' spacing, s (each probe sends at most one request per interval).
+    pub probe_interval_s: f64,
+    /// Round trips of the probes (both kinds) sent before the load began, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_latency_us: Option<Percentiles>,
+    /// Round trips of the probes (both kinds) sent while the load ran, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loaded_latency_us: Option<Percentiles>,
+    /// Loaded p50 over idle p50: how many times the queues multiplied the delay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ratio_p50: Option<f64>,
+    /// Received over all upload streams, bits/s.
+    pub upload_bps: f64,
+    /// Received over all download streams, bits/s.
+    pub download_bps: f64,
+    /// Each load stream.
+    pub streams: Vec<LoadStream>,
+    /// UDP probes that got no answer within the probe's timeout (counted in no latency).
+    pub udp_probe_timeouts: u64,
+    /// The load's rates per interval.
+    pub load: Vec<LoadInterval>,
+    /// Every probe's round trip, in time order.
+    pub probes: Vec<Probe>,
 }

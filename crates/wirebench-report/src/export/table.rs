@@ -282,11 +282,67 @@ impl Exporter for Table {
         if !cost.is_empty() {
             writeln!(out, "cost: {}", cost.join("; "))?;
         }
+        if let Some(rrul) = &e.rrul {
+            rrul_lines(rrul, out)?;
+        }
         if let Some(err) = &r.error {
             writeln!(out, "incomplete: {err}")?;
         }
         Ok(())
     }
+}
+
+/// `run --mode rrul`: the idle and loaded round trips, their ratio and the load's rates.
+fn rrul_lines(rrul: &wirebench_proto::results::Rrul, out: &mut dyn Write) -> io::Result<()> {
+    let ms = |p: &Option<Percentiles>| match p {
+        Some(p) => format!(
+            "p50 {}, p90 {}, p99 {} ({} probes)",
+            format_us(p.p50),
+            format_us(p.p90),
+            format_us(p.p99),
+            p.count
+        ),
+        None => "no probe answered".into(),
+    };
+    writeln!(out, "rrul: idle round trip   {}", ms(&rrul.idle_latency_us))?;
+    writeln!(
+        out,
+        "rrul: loaded round trip {}",
+        ms(&rrul.loaded_latency_us)
+    )?;
+    if let Some(x) = rrul.latency_ratio_p50 {
+        writeln!(
+            out,
+            "rrul: the load multiplied the median round trip by {x:.1}"
+        )?;
+    }
+    writeln!(
+        out,
+        "rrul: upload {}, download {} ({} streams); {} UDP probes unanswered",
+        format_rate_bps(rrul.upload_bps),
+        format_rate_bps(rrul.download_bps),
+        rrul.streams.len(),
+        rrul.udp_probe_timeouts
+    )
+}
+
+/// A time in µs with 3 significant digits, in µs, ms or s.
+fn format_us(us: f64) -> String {
+    let (v, unit) = if us >= 1e6 {
+        (us / 1e6, "s")
+    } else if us >= 1e3 {
+        (us / 1e3, "ms")
+    } else {
+        (us, "µs")
+    };
+    let decimals = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.decimals$} {unit}")
 }
 
 /// `p50 a, p90 b, p99 c, p99.9 d, max e UNIT`.

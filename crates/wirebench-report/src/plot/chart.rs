@@ -127,6 +127,18 @@ pub struct Mark {
     pub series: String,
 }
 
+/// A span of x shaded across the panel (a phase of a test: rrul's load), with a note at
+/// its top left.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Band {
+    /// Where it starts, in the x axis' base unit.
+    pub from: f64,
+    /// Where it ends.
+    pub to: f64,
+    /// The note (empty: none).
+    pub text: String,
+}
+
 /// One axis: what it measures and how.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Axis {
@@ -184,6 +196,8 @@ pub struct Panel {
     pub lost: Vec<(f64, f64)>,
     /// Share of the chart's height, relative to the other panels.
     pub weight: u32,
+    /// Shaded spans of x, drawn under the data.
+    pub bands: Vec<Band>,
 }
 
 impl Panel {
@@ -198,6 +212,7 @@ impl Panel {
             marks: Vec::new(),
             lost: Vec::new(),
             weight: 1,
+            bands: Vec::new(),
         }
     }
 }

@@ -19,6 +19,8 @@ use super::PlotError;
 const NOTE: RGBColor = RGBColor(0x44, 0x44, 0x44);
 /// Grid lines: light enough not to be read as data.
 const GRID: RGBColor = RGBColor(0xE2, 0xE2, 0xE2);
+/// A shaded phase (rrul's load): lighter than the grid, so that lines stay on top of it.
+const BAND: RGBColor = RGBColor(0xEE, 0xEE, 0xF4);
 
 /// An axis as drawn: its range and ticks in drawing coordinates (log10 of the value on a
 /// log axis), and how a tick is labelled.
@@ -254,6 +256,7 @@ where
         xv.extend(p.series.iter().flat_map(|s| s.points.iter().map(|q| q.x)));
         xv.extend(p.lost.iter().map(|q| q.0));
         xv.extend(p.marks.iter().map(|m| m.x));
+        xv.extend(p.bands.iter().flat_map(|b| [b.from, b.to]));
         if p.ideal {
             // y = x is straight only if both axes have one scale: x takes y's range too.
             xv.extend(
@@ -478,6 +481,24 @@ where
                     .pos(Pos::new(HPos::Center, VPos::Top)),
             ))
             .map_err(err)?;
+        }
+    }
+    for band in &p.bands {
+        let (x0, x1) = (xs.t(band.from), xs.t(band.to));
+        ctx.plotting_area()
+            .draw(&Rectangle::new([(x0, ys.lo), (x1, ys.hi)], BAND.filled()))
+            .map_err(err)?;
+        if !band.text.is_empty() {
+            ctx.plotting_area()
+                .draw(
+                    &(EmptyElement::at((x0, ys.hi))
+                        + Text::new(
+                            band.text.clone(),
+                            (6, 4),
+                            ("sans-serif", 13).into_font().color(&NOTE),
+                        )),
+                )
+                .map_err(err)?;
         }
     }
     if p.ideal {

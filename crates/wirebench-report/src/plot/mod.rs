@@ -11,6 +11,7 @@ mod draw;
 mod experiment;
 mod latency;
 mod result;
+mod rrul;
 pub mod scale;
 
 use std::path::{Path, PathBuf};
@@ -26,6 +27,7 @@ pub use chart::{
 pub use experiment::{experiment_chart_in, palette, series_of};
 pub use latency::Distribution;
 pub use result::result_chart;
+pub use rrul::rrul_chart;
 
 use crate::experiment::summary::ExperimentSummary;
 use scale::Quantity;
@@ -152,6 +154,9 @@ pub enum Kind {
     Latency,
     /// Arrival time against sequence number, lost packets marked at zero (as UDPmon).
     Arrival,
+    /// Latency under load (`run --mode rrul`): download, upload and the probes' round trips
+    /// over time, the load's phase shaded.
+    Rrul,
 }
 
 impl Kind {
@@ -165,12 +170,13 @@ impl Kind {
             "throughput" => Self::Throughput,
             "latency" => Self::Latency,
             "arrival" => Self::Arrival,
+            "rrul" => Self::Rrul,
             other => return Err(PlotError::UnknownKind(other.to_string())),
         })
     }
 
     /// Every kind, for a report.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Rate,
         Kind::Received,
         Kind::Time,
@@ -178,6 +184,7 @@ impl Kind {
         Kind::Throughput,
         Kind::Latency,
         Kind::Arrival,
+        Kind::Rrul,
     ];
 
     /// The kind's name.
@@ -190,6 +197,7 @@ impl Kind {
             Self::Throughput => "throughput",
             Self::Latency => "latency",
             Self::Arrival => "arrival",
+            Self::Rrul => "rrul",
         }
     }
 }
@@ -228,7 +236,8 @@ pub fn load_summary(dir: &Path) -> Result<ExperimentSummary, PlotError> {
 
 /// The chart of `input` as `kind`, by what `input` is: an experiment directory (default: box
 /// plots for a lab scenario's profiles, else the rate curve), a link log (`.csv`; default
-/// throughput), one result (`.json`; default throughput), or else a packet log (arrival).
+/// throughput), one result (`.json`; default throughput, or rrul for an rrul run), or else
+/// a packet log (arrival).
 pub fn chart_for(input: &Path, kind: Option<Kind>) -> Result<Chart, PlotError> {
     if input.is_dir() {
         let summary = load_summary(input)?;
@@ -237,7 +246,14 @@ pub fn chart_for(input: &Path, kind: Option<Kind>) -> Result<Chart, PlotError> {
     } else if input.extension().is_some_and(|e| e == "csv") {
         link_log_chart(input, kind.unwrap_or(Kind::Throughput))
     } else if input.extension().is_some_and(|e| e == "json") {
-        result_chart(kind.unwrap_or(Kind::Throughput), &load_results(input)?)
+        let r = load_results(input)?;
+        // An rrul result is drawn as flent's "all" view unless another kind is asked.
+        let fallback = if r.end.rrul.is_some() {
+            Kind::Rrul
+        } else {
+            Kind::Throughput
+        };
+        result_chart(kind.unwrap_or(fallback), &r)
     } else {
         match kind {
             None | Some(Kind::Arrival) => arrival_chart(input),

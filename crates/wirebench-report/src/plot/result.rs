@@ -50,6 +50,7 @@ fn described(r: &Results) -> String {
 
 /// The intervals with a last one shorter than a tenth of the others merged into the one
 /// before: a sliver of a few hundred µs holds too little data for a rate worth a step.
+/// Counts add saturating: a crafted file may hold any u64 (found by fuzz-smoke).
 fn merged_tail(r: &Results) -> Vec<IntervalView> {
     let mut iv = r.intervals.clone();
     let n = iv.len();
@@ -61,10 +62,12 @@ fn merged_tail(r: &Results) -> Vec<IntervalView> {
             let prev = &mut iv[n - 2];
             let secs = last.end_s - prev.start_s;
             prev.end_s = last.end_s;
-            prev.sent_bytes += last.sent_bytes;
-            prev.sent_messages += last.sent_messages;
-            prev.received_bytes += last.received_bytes;
-            prev.received_messages += last.received_messages;
+            prev.sent_bytes = prev.sent_bytes.saturating_add(last.sent_bytes);
+            prev.sent_messages = prev.sent_messages.saturating_add(last.sent_messages);
+            prev.received_bytes = prev.received_bytes.saturating_add(last.received_bytes);
+            prev.received_messages = prev
+                .received_messages
+                .saturating_add(last.received_messages);
             if secs > 0.0 {
                 prev.sent_bps = prev.sent_bytes as f64 * 8.0 / secs;
                 prev.received_bps = prev.received_bytes as f64 * 8.0 / secs;
@@ -143,6 +146,7 @@ pub fn result_chart(kind: Kind, r: &Results) -> Result<Chart, PlotError> {
             latency_panels(&mut chart, &[(label, d)]);
             chart.caption = format!("{}. {}", described(r), chart.caption);
         }
+        Kind::Rrul => return super::rrul::rrul_chart(r),
         _ => return Err(PlotError::NotForResult(kind.name())),
     }
     Ok(chart)

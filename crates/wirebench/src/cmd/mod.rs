@@ -5,6 +5,7 @@ pub mod live;
 pub mod merge;
 pub mod plot;
 pub mod report;
+pub mod rrul;
 pub mod run;
 pub mod serve;
 pub mod shell;

@@ -206,7 +206,7 @@ fn in_process_server(
 }
 
 /// `HOST`, `HOST:PORT`, `[V6ADDR]:PORT` or a bare IPv6 address, resolved as `-4`/`-6` ask.
-fn target(host: &str, port: u16, client: &ClientArgs) -> Result<(String, u16), String> {
+pub(super) fn target(host: &str, port: u16, client: &ClientArgs) -> Result<(String, u16), String> {
     let (name, port) = split_host_port(host, port)?;
     // -B fixes the family as -4/-6 do: a socket bound to an IPv4 address reaches IPv4 only.
     let want_v4 = match (client.ipv4, client.ipv6, client.bind) {
@@ -260,7 +260,7 @@ pub fn split_host_port(host: &str, port: u16) -> Result<(String, u16), String> {
 
 /// SIGINT once: the flag, which the driver turns into a clean stop; SIGINT again while the
 /// flag is set: exit at once with 130.
-fn interrupt_flag() -> Arc<AtomicBool> {
+pub(super) fn interrupt_flag() -> Arc<AtomicBool> {
     use signal_hook::consts::SIGINT;
     let flag = Arc::new(AtomicBool::new(false));
     // The conditional exit must be registered first, so the first signal only sets the flag.
@@ -524,6 +524,7 @@ fn iperf3(
         port,
         spec,
         window: args.window.unwrap_or(0),
+        packet_log: args.packet_log.clone(),
     };
     let output = if client.json_stream {
         Output::Stream

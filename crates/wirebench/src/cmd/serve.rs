@@ -110,11 +110,7 @@ fn shut_down(handle: &ServerHandle) -> ! {
         "shutting down: ending {} running tests",
         handle.running_tests()
     );
-    let until = Instant::now() + DRAIN_LIMIT;
-    // The engine counts running tests but offers nothing to wait on: look every 50 ms.
-    while handle.running_tests() > 0 && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    handle.wait_idle(Instant::now() + DRAIN_LIMIT);
     std::process::exit(0);
 }
 

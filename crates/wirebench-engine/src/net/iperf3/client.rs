@@ -2,18 +2,22 @@
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use socket2::SockRef;
 use wirebench_proto::results::{PeerTool, Results};
 use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 
-use super::{any_for, budget, congestion_of, peer_report, round, set_window, Streams};
+use super::{
+    any_for, budget, congestion_of, peer_report, round, set_udp_window, set_window, Streams,
+};
 use crate::iperf3::client::{ClientAction, ClientSession};
 use crate::iperf3::codec::{
     connect_bytes, cookie_from, is_connect, stream_id, COOKIE_LEN, UDP_CONNECT_MSG,
 };
 use crate::iperf3::{Params, ResultsDoc, STEP_TIMEOUT};
+use crate::log::LogOut;
 use crate::net::roles::Watch;
 use crate::net::{Pump, TICK};
 use crate::role::iperf3::Plan;
@@ -31,6 +35,9 @@ pub struct Iperf3Config {
     pub spec: TestSpec,
     /// Socket buffer size of the data sockets, bytes (`-w`); 0 for the system's.
     pub window: u64,
+    /// Where to write the packet log (`--packet-log`): UDP, where wirebench receives
+    /// (`-R`, `--bidir`).
+    pub packet_log: Option<PathBuf>,
 }
 
 /// Splits `HOST[:PORT]` (`[V6]:PORT` for IPv6 with a port); iperf3's port 5201 when none.
@@ -135,7 +142,7 @@ fn open_stream(
         Protocol::Udp => {
             let s = UdpSocket::bind(any_for(addr)).map_err(connect_err)?;
             s.connect(addr).map_err(connect_err)?;
-            set_window(SockRef::from(&s), window);
+            set_udp_window(SockRef::from(&s), window);
             // iperf3 servers answer the connect datagram once; send it again now and then in
             // case it was lost, until the answer or the step's time.
             let until = Instant::now() + STEP_TIMEOUT;
@@ -171,6 +178,24 @@ pub fn run_iperf3(cfg: &Iperf3Config, watch: &mut dyn Watch) -> Result<Results, 
                 .into(),
         ));
     }
+    let senders = client_sends(spec);
+    // Fail on a log that cannot be written before any traffic.
+    let mut log = match &cfg.packet_log {
+        Some(_) if spec.protocol != Protocol::Udp || !senders.contains(&false) => {
+            return Err(EngineError::Setup(
+                "--packet-log with --iperf3 needs -u and -R or --bidir: wirebench logs the datagrams it receives"
+                    .into(),
+            ))
+        }
+        Some(path) => Some(LogOut {
+            out: Box::new(
+                std::fs::File::create(path)
+                    .map_err(|e| EngineError::io("creating the packet log file", e))?,
+            ),
+            abort: None,
+        }),
+        None => None,
+    };
     let addr = resolve(&cfg.host, cfg.port)?;
     let control =
         TcpStream::connect_timeout(&addr, STEP_TIMEOUT).map_err(|source| EngineError::Connect {
@@ -183,7 +208,6 @@ pub fn run_iperf3(cfg: &Iperf3Config, watch: &mut dyn Watch) -> Result<Results, 
     let cookie = cookie_from(&random);
     let mut session = ClientSession::new(Instant::now(), cookie, params_for(spec, cfg.window));
     let mut pump = Pump::new(control).map_err(|e| EngineError::io("control connection", e))?;
-    let senders = client_sends(spec);
     let mut socks = Vec::new();
     let mut streams: Option<Streams> = None;
     let mut peer: Option<ResultsDoc> = None;
@@ -211,6 +235,7 @@ pub fn run_iperf3(cfg: &Iperf3Config, watch: &mut dyn Watch) -> Result<Results, 
                         start: Instant::now(),
                         epoch_unix_ns: crate::sys::unix_now_ns(),
                         stop_at_ns: u64::MAX,
+                        limit: None,
                     };
                     started = Some(plan.start);
                     streams = Some(Streams::start(
@@ -218,6 +243,7 @@ pub fn run_iperf3(cfg: &Iperf3Config, watch: &mut dyn Watch) -> Result<Results, 
                         senders.clone(),
                         &plan,
                         interval,
+                        log.take(),
                     )?);
                 }
                 ClientAction::SendResults => {

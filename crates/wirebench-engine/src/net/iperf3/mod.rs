@@ -21,6 +21,7 @@ use crate::iperf3::client::ClientSession;
 use crate::iperf3::codec::stream_id;
 use crate::iperf3::server::ServerSession;
 use crate::iperf3::{ResultsDoc, StreamResult};
+use crate::log::LogOut;
 use crate::role::iperf3::{Live, Plan, StreamEnd};
 use crate::role::DataSocket;
 use crate::EngineError;
@@ -79,6 +80,16 @@ fn set_window(s: SockRef<'_>, window: u64) {
     }
 }
 
+/// The buffers of a UDP data socket without `-w`: as large as wirebench's own UDP data
+/// sockets ask for (`sys::sockopt::DATA_BUFFER_BYTES`, capped by `net.core.rmem_max`), so
+/// that a receiver descheduled for a moment does not lose what the kernel would hold.
+const UDP_BUFFER_BYTES: u64 = 4 * 1024 * 1024;
+
+/// [`set_window`] for a UDP data socket: `-w`, or wirebench's UDP default.
+fn set_udp_window(s: SockRef<'_>, window: u64) {
+    set_window(s, if window > 0 { window } else { UDP_BUFFER_BYTES });
+}
+
 /// A side's streams on their threads.
 struct Streams {
     senders: Vec<bool>,
@@ -97,11 +108,13 @@ struct Streams {
 
 impl Streams {
     /// Starts one thread per stream.
+    /// The first receiving stream writes `log` (`--packet-log`), if given.
     fn start(
         socks: Vec<DataSocket>,
         senders: Vec<bool>,
         plan: &Plan,
         interval: Duration,
+        mut log: Option<LogOut>,
     ) -> Result<Self, EngineError> {
         let udp = matches!(socks.first(), Some(DataSocket::Udp(_)));
         let mut live = Vec::new();
@@ -113,9 +126,10 @@ impl Streams {
                 sender: *sender,
                 ..plan.clone()
             };
+            let log = if *sender { None } else { log.take() };
             let t = std::thread::Builder::new()
                 .name(format!("wirebench-iperf3-{i}"))
-                .spawn(move || crate::role::iperf3::run(sock, &plan, &l))
+                .spawn(move || crate::role::iperf3::run(sock, &plan, &l, log))
                 .map_err(|e| EngineError::io("starting a data thread", e))?;
             threads.push(Some(t));
         }
@@ -185,6 +199,24 @@ impl Streams {
             watch.interval(role, &rec);
             self.intervals.push(rec);
         }
+    }
+
+    /// Whether a stream moved more than the server's limits allow (the test then ends).
+    fn limited(&self) -> bool {
+        self.live.iter().any(|l| l.limited.load(Ordering::Relaxed))
+    }
+
+    /// The server limit that ended a stream, in words, if one did.
+    fn limit_error(&self) -> Option<String> {
+        self.live
+            .iter()
+            .filter(|l| l.limited.load(Ordering::Acquire))
+            .find_map(|l| l.limit_error.lock().ok().and_then(|e| e.clone()))
+    }
+
+    /// Stops every stream and waits for them.
+    fn stop_all(&mut self) {
+        self.stop_where(|_| true);
     }
 
     /// Stops the sending streams and waits for them.

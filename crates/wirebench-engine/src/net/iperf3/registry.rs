@@ -17,7 +17,9 @@ pub(super) struct Waiting {
     pub(super) udp: bool,
     /// UDP streams still to come.
     pub(super) udp_left: u32,
-    pub(super) tx: SyncSender<DataSocket>,
+    /// Where the streams go, each with its place in the order the client opened them
+    /// (iperf3 tells a stream's direction by that order alone).
+    pub(super) tx: SyncSender<(u64, DataSocket)>,
 }
 
 /// The iperf3 tests of a server that wait for data streams, by cookie.
@@ -46,8 +48,15 @@ impl Registry {
         }
     }
 
-    /// Hands a TCP data connection that sent `cookie` to its test; gives it back if none.
-    pub(super) fn attach(&self, cookie: &[u8; COOKIE_LEN], conn: TcpStream) -> Option<TcpStream> {
+    /// Hands a TCP data connection that sent `cookie` to its test, with its place in the
+    /// order of accepts (`order`: each connection's thread reads its cookie on its own, so
+    /// they may arrive here out of order); gives it back if there is no such test.
+    pub(super) fn attach(
+        &self,
+        cookie: &[u8; COOKIE_LEN],
+        conn: TcpStream,
+        order: u64,
+    ) -> Option<TcpStream> {
         let Ok(t) = self.tests.lock() else {
             return Some(conn);
         };
@@ -55,7 +64,7 @@ impl Registry {
         match t.get(cookie) {
             Some(w) if !w.udp && Some(w.peer) == peer => {
                 // More connections than streams: dropped, the client sees it closed.
-                let _ = w.tx.try_send(DataSocket::Tcp(conn));
+                let _ = w.tx.try_send((order, DataSocket::Tcp(conn)));
                 None
             }
             _ => Some(conn),
