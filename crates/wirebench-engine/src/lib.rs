@@ -29,7 +29,7 @@ use wirebench_stats::{LossRuns, TimeHistogram};
 pub use auth::{Psk, PskError};
 pub use net::client::{run, ClientConfig};
 pub use net::iperf3::client::{run_iperf3, split_target, Iperf3Config};
-pub use net::roles::Watch;
+pub use net::roles::{ServerInterval, ServerWatch, Watch};
 pub use net::server::{
     Server, ServerConfig, ServerHandle, DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING,
 };

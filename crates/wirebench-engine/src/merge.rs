@@ -21,6 +21,13 @@ pub fn add_interval(acc: &mut IntervalRecord, rec: &IntervalRecord) {
     acc.bytes += rec.bytes;
     acc.messages += rec.messages;
     acc.lost += rec.lost;
+    // Several connections: their retransmits and windows add up.
+    let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    };
+    acc.retransmits = add(acc.retransmits, rec.retransmits);
+    acc.cwnd_bytes = add(acc.cwnd_bytes, rec.cwnd_bytes);
     acc.jitter_ns = None;
     acc.delay_p50_ns = None;
     acc.delay_p99_ns = None;
@@ -162,6 +169,8 @@ mod tests {
                 jitter_ns: Some(5.0),
                 delay_p50_ns: Some(7),
                 delay_p99_ns: Some(9),
+                retransmits: Some(2),
+                cwnd_bytes: Some(1000),
             }],
             udp: Some(UdpCounts {
                 sequenced: true,
@@ -198,6 +207,8 @@ mod tests {
         assert!(m.streams.iter().all(|s| s.intervals.is_empty()));
         let iv = m.intervals[0];
         assert_eq!((iv.bytes, iv.messages, iv.lost), (400, 40, 2));
+        // TCP: retransmits and windows of the connections add up.
+        assert_eq!((iv.retransmits, iv.cwnd_bytes), (Some(4), Some(2000)));
         assert_eq!(iv.delay_p50_ns, None, "percentiles do not add");
         let u = m.udp.expect("udp");
         assert_eq!(u.duplicates, 2);

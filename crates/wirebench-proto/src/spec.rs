@@ -136,7 +136,29 @@ pub struct TestSpec {
     /// `--save-dir` under this name. Reverse: a file in the server's `--files-dir`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
+    /// The socket buffer (SO_SNDBUF and SO_RCVBUF) both sides ask for on their data sockets
+    /// (`-w/--window`, as iperf3's); none: TCP is left to the kernel's autotuning and UDP
+    /// asks for a large one (4 MiB). The kernel caps what it grants; the
+    /// results' datapath records what it granted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_buffer_bytes: Option<u64>,
+    /// The first part of the test that the figures after omission leave out (`-O/--omit`,
+    /// as iperf3's: TCP's slow start, a path's queues filling). The test runs this much
+    /// longer than `duration_ns` says is measured; 0: nothing omitted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omit_ns: u64,
 }
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Smallest socket buffer a test may ask for (`-w`): below it a TCP connection cannot hold
+/// one segment's worth, and the kernel raises it anyway.
+pub const MIN_SOCKET_BUFFER: u64 = 1024;
+/// Largest socket buffer a test may ask for (`-w`); the kernel caps it further at
+/// `net.core.{w,r}mem_max`.
+pub const MAX_SOCKET_BUFFER: u64 = 1 << 30;
 
 /// A spec that no side can run.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -207,6 +229,12 @@ pub enum SpecError {
     /// A congestion control name that cannot be one, or one for UDP.
     #[error("--cc takes a TCP congestion control name of 1 to 15 letters, digits or '_' (e.g. cubic, reno, bbr), for TCP tests")]
     Congestion,
+    /// A socket buffer out of range.
+    #[error("--window {0} is not allowed: 1K to 1G")]
+    SocketBuffer(u64),
+    /// An omitted start that leaves nothing to measure, or is too long.
+    #[error("--omit must be at most 60s, and the test must measure something after it")]
+    Omit,
 }
 
 const NS_PER_S: u64 = 1_000_000_000;
@@ -337,6 +365,14 @@ impl TestSpec {
         if self.zerocopy && (self.protocol != Protocol::Tcp || self.mechanism == Mechanism::Rr) {
             return Err(SpecError::ZeroCopy);
         }
+        if let Some(b) = self.socket_buffer_bytes {
+            if !(MIN_SOCKET_BUFFER..=MAX_SOCKET_BUFFER).contains(&b) {
+                return Err(SpecError::SocketBuffer(b));
+            }
+        }
+        if self.omit_ns > 60 * NS_PER_S || self.duration_ns.is_some_and(|d| d <= self.omit_ns) {
+            return Err(SpecError::Omit);
+        }
         if self.packet_log
             && (self.protocol != Protocol::Udp
                 || self.mechanism != Mechanism::Stream
@@ -457,6 +493,8 @@ mod tests {
             congestion: None,
             zerocopy: false,
             file: None,
+            socket_buffer_bytes: None,
+            omit_ns: 0,
         }
     }
 
@@ -690,6 +728,28 @@ mod tests {
             ..spec()
         };
         assert_eq!(bps.offered_bps(), Some(5));
+    }
+
+    /// `-w` and `-O` are checked on both sides: a buffer in 1K..=1G, an omitted start shorter
+    /// than the test.
+    #[test]
+    fn window_and_omit_are_bounded() {
+        let with = |b: Option<u64>, omit_ns: u64| TestSpec {
+            bytes: None,
+            duration_ns: Some(2 * NS_PER_S),
+            socket_buffer_bytes: b,
+            omit_ns,
+            ..spec()
+        };
+        assert_eq!(with(Some(1024), NS_PER_S).validate(), Ok(()));
+        assert_eq!(with(Some(1 << 30), 0).validate(), Ok(()));
+        assert_eq!(
+            with(Some(10), 0).validate(),
+            Err(SpecError::SocketBuffer(10))
+        );
+        assert!(with(Some((1 << 30) + 1), 0).validate().is_err());
+        assert_eq!(with(None, 2 * NS_PER_S).validate(), Err(SpecError::Omit));
+        assert!(with(None, 61 * NS_PER_S).validate().is_err());
     }
 
     #[test]

@@ -411,6 +411,22 @@ pub struct ServeArgs {
     /// this flag such a server refuses them and logs why).
     #[arg(long)]
     pub allow_iperf3: bool,
+    /// A line per interval of each test on stdout, the server's own figures (a receiver's:
+    /// what arrived, loss and jitter), at the interval the client asked: auto (when stdout is
+    /// a terminal), always or never.
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
+    pub live: LiveWhen,
+}
+
+/// When `serve` prints live lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LiveWhen {
+    /// When stdout is a terminal.
+    Auto,
+    /// Always (on a pipe too, without escape codes).
+    Always,
+    /// Never.
+    Never,
 }
 
 impl ServeArgs {
@@ -459,6 +475,8 @@ impl ServeArgs {
             log: !self.quiet,
             allow_iperf3: self.allow_iperf3,
             iperf3_port: self.iperf3_port,
+            // `serve` sets it when its live lines are on.
+            watch: None,
         })
     }
 }
@@ -585,13 +603,22 @@ pub struct RunArgs {
     /// a wirebench one: TCP or UDP streams with -t, -n, -b, -l, -P, -R, --bidir, -w, --cc.
     #[arg(long, value_name = "HOST[:PORT]", conflicts_with_all = ["host", "file", "both_directions", "psk_file"])]
     pub iperf3: Option<String>,
-    /// Socket buffer size of the data sockets (iperf3's -w), e.g. 4M; only with --iperf3.
-    #[arg(short = 'w', long, value_parser = parse_size, requires = "iperf3")]
+    /// Socket buffer (SO_SNDBUF and SO_RCVBUF) of the data sockets on both sides, as
+    /// iperf3's -w, e.g. 4M (1K to 1G). TCP's autotuning is then off; the kernel caps the
+    /// size (net.core.wmem_max, rmem_max), and the results' datapath says what it granted.
+    #[arg(short = 'w', long, value_name = "SIZE", value_parser = parse_size)]
     pub window: Option<u64>,
+    /// Leave the first DURATION out of the figures after omission (as iperf3's -O, e.g. 2s:
+    /// TCP's slow start, queues filling); the test runs that much longer than -t. Live lines
+    /// mark those intervals (omitted); the summary and the document's `end.after_omit` start
+    /// after them, while `end` keeps the whole test.
+    #[arg(short = 'O', long, value_name = "DURATION", value_parser = parse_duration)]
+    pub omit: Option<Duration>,
 }
 
 /// `wirebench run`: the test's flags, and those of the client alone.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = EXIT_CODES)]
 pub struct RunCmd {
     /// The test.
     #[command(flatten)]
@@ -615,6 +642,16 @@ pub struct ClientArgs {
     /// Connect over IPv6 only.
     #[arg(short = '6', long = "ipv6")]
     pub ipv6: bool,
+    /// The local address of the control and data sockets (as iperf3's -B on a client), e.g.
+    /// to pick the interface of a multi-homed host; a wirebench server only (not with
+    /// --iperf3, nor --mode crr).
+    #[arg(
+        short = 'B',
+        long = "bind",
+        value_name = "ADDRESS",
+        conflicts_with = "iperf3"
+    )]
+    pub bind: Option<IpAddr>,
 }
 
 /// `--preset NAME`: the names in help, and the first releases' names unlisted.
@@ -716,6 +753,8 @@ impl RunArgs {
             (None, None) => Some(Duration::from_secs(10)),
             (_, t) => t,
         };
+        // As iperf3's -O: the omitted seconds come on top of -t, which is what is measured.
+        let duration = duration.map(|d| d + self.omit.unwrap_or_default());
         let spec = TestSpec {
             protocol,
             mechanism: match self.mode {
@@ -757,6 +796,8 @@ impl RunArgs {
             congestion: self.cc.clone(),
             zerocopy: self.zerocopy,
             file: None,
+            socket_buffer_bytes: self.window,
+            omit_ns: self.omit.map_or(0, ns),
         };
         let mut spec = spec;
         if let Some(path) = &self.file {

@@ -84,29 +84,7 @@ fn reverse_tcp_live_lines_and_no_lines_with_interval_zero() {
     assert!(!text.contains("[receiver]"), "{text}");
 }
 
-#[test]
-fn live_lines_by_default_on_a_terminal() {
-    // `script` gives the client a pseudo-terminal.
-    let cmd = format!("{} run -t 2", env!("CARGO_BIN_EXE_wirebench"));
-    let out = Command::new("script")
-        .args(["-qec", &cmd, "/dev/null"])
-        .stdin(Stdio::null())
-        .output();
-    let Ok(out) = out else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "script(1) is needed in CI"
-        );
-        return;
-    };
-    assert!(out.status.success(), "{out:?}");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.lines().filter(|l| l.starts_with("[receiver]")).count() >= 2,
-        "{text}"
-    );
-    assert!(text.contains("[sender]"), "{text}");
-}
+// Live lines on a terminal: tests/client_habits.rs, through a pseudo-terminal.
 
 #[test]
 fn refused_connection_is_one_line_with_a_hint_and_the_os_text_once() {

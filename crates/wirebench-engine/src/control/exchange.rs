@@ -396,6 +396,8 @@ mod tests {
             congestion: None,
             zerocopy: false,
             file: None,
+            socket_buffer_bytes: None,
+            omit_ns: 0,
         }
     }
 

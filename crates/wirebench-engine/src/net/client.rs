@@ -4,7 +4,7 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::path::PathBuf;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -43,19 +43,40 @@ pub struct ClientConfig {
     pub save: Option<PathBuf>,
     /// The pre-shared key to authenticate with (`--psk-file`).
     pub psk: Option<crate::auth::Psk>,
+    /// The local address of the control and data sockets (`-B/--bind`); none: the kernel
+    /// picks by the route to the server.
+    pub bind: Option<IpAddr>,
 }
 
 /// How long the client waits for more of the server's packet log before giving it up.
 const LOG_IDLE: Duration = Duration::from_secs(60);
 
+/// A TCP connection to `addr` from `bind` (any port) if given, within [`SETUP_TIMEOUT`].
+fn connect(addr: SocketAddr, bind: Option<IpAddr>) -> Result<TcpStream, EngineError> {
+    let err = |source| EngineError::Connect {
+        addr: addr.to_string(),
+        source,
+    };
+    let Some(ip) = bind else {
+        return TcpStream::connect_timeout(&addr, SETUP_TIMEOUT).map_err(err);
+    };
+    use socket2::{Domain, Socket, Type};
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, None).map_err(err)?;
+    sock.bind(&SocketAddr::new(ip, 0).into())
+        .map_err(|e| EngineError::io("binding to the local address (-B)", e))?;
+    sock.connect_timeout(&addr.into(), SETUP_TIMEOUT)
+        .map_err(err)?;
+    Ok(sock.into())
+}
+
 /// Sends an `attach` for `stream` of the test with `cookie` on a new connection.
-fn attach(addr: SocketAddr, cookie: u64, stream: u32) -> Result<TcpStream, EngineError> {
-    let mut s = TcpStream::connect_timeout(&addr, SETUP_TIMEOUT).map_err(|source| {
-        EngineError::Connect {
-            addr: addr.to_string(),
-            source,
-        }
-    })?;
+fn attach(
+    addr: SocketAddr,
+    bind: Option<IpAddr>,
+    cookie: u64,
+    stream: u32,
+) -> Result<TcpStream, EngineError> {
+    let mut s = connect(addr, bind)?;
     let frame = encode(&Message::Attach {
         version: PROTOCOL_VERSION,
         cookie,
@@ -190,6 +211,7 @@ struct Opened {
 /// The client's side of one test, as the session's actions build it.
 struct Setup {
     addr: SocketAddr,
+    bind: Option<IpAddr>,
     cookie: u64,
     udp_port: u16,
     same_clock: bool,
@@ -206,7 +228,7 @@ impl Setup {
         let Some(file) = self.log_file.take() else {
             return Ok(());
         };
-        let conn = attach(self.addr, self.cookie, PACKET_LOG_STREAM)?;
+        let conn = attach(self.addr, self.bind, self.cookie, PACKET_LOG_STREAM)?;
         let limit = packet_log_limit(&self.spec);
         let copier = std::thread::Builder::new()
             .name("wirebench-log-copy".into())
@@ -219,7 +241,7 @@ impl Setup {
     fn open_stream(&mut self, control: &TcpStream, stream: u32) -> Result<(), EngineError> {
         let opened = match self.spec.protocol {
             Protocol::Tcp => {
-                let s = attach(self.addr, self.cookie, stream)?;
+                let s = attach(self.addr, self.bind, self.cookie, stream)?;
                 let datapath = tcp_datapath(&s, &self.spec).map_err(EngineError::from)?;
                 Opened {
                     sock: DataSocket::Tcp(s),
@@ -327,12 +349,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
         )),
         _ => None,
     };
-    let conn = TcpStream::connect_timeout(&addr, SETUP_TIMEOUT).map_err(|source| {
-        EngineError::Connect {
-            addr: addr.to_string(),
-            source,
-        }
-    })?;
+    let conn = connect(addr, cfg.bind)?;
     let mut pump =
         Pump::new(conn).map_err(|e| EngineError::io("configuring the control connection", e))?;
     let params = ClientParams {
@@ -347,6 +364,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
     let mut session = ClientSession::new(Instant::now(), params);
     let mut setup = Setup {
         addr,
+        bind: cfg.bind,
         cookie: 0,
         udp_port: 0,
         same_clock: false,
@@ -433,9 +451,6 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
             break;
         }
         pump.round(&mut session, TICK);
-        while let Some((role, rec)) = session.poll_peer_interval() {
-            watch.peer_interval(role, &rec);
-        }
         if !interrupted && watch.interrupted() {
             interrupted = true;
             session.handle_event(Instant::now(), ClientEvent::Interrupt);
@@ -448,6 +463,12 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
                 };
                 session.handle_event(Instant::now(), event);
             }
+        }
+        // After this side's own intervals: an interval the server closed was closed here
+        // first, so a watch that joins both (the receiver's line with the sender's TCP
+        // window) finds this side's part already in.
+        while let Some((role, rec)) = session.poll_peer_interval() {
+            watch.peer_interval(role, &rec);
         }
     }
     drop(roles);
@@ -525,6 +546,8 @@ mod tests {
             congestion: None,
             zerocopy: false,
             file: None,
+            socket_buffer_bytes: None,
+            omit_ns: 0,
         }
     }
 

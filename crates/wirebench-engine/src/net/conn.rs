@@ -139,8 +139,17 @@ pub(super) fn admitted(
         if let Some(r) = &mut roles {
             let mut closed = Collect::default();
             let events = r.poll(&mut closed);
-            // The client shows the receiver's intervals live.
+            // The client shows the receiver's intervals live; the server's watch, its own.
             for (role, rec) in closed.0 {
+                if let (Some(w), Some(t)) = (&state.cfg.watch, &test) {
+                    (w.0)(&super::roles::ServerInterval {
+                        test: t.slot.cookie,
+                        peer,
+                        spec: &t.spec,
+                        role,
+                        record: &rec,
+                    });
+                }
                 session.local_interval(Instant::now(), role, rec);
             }
             for event in events {

@@ -32,6 +32,33 @@ pub trait Watch {
     }
 }
 
+/// One interval a server's test closed, as [`ServerWatch`] sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerInterval<'a> {
+    /// The test's id (its cookie, as the server log names it).
+    pub test: u64,
+    /// The client's address.
+    pub peer: std::net::SocketAddr,
+    /// The test.
+    pub spec: &'a wirebench_proto::spec::TestSpec,
+    /// What the server does in the stream the interval belongs to.
+    pub role: Role,
+    /// The server's own figures of the interval (a receiver's: what arrived, loss, jitter).
+    pub record: &'a IntervalRecord,
+}
+
+/// What a server shows of its tests as they run (`serve`'s live lines): called on the
+/// test's control thread once per interval, with the records already collected for the
+/// client, so nothing is added to the data path.
+#[derive(Clone)]
+pub struct ServerWatch(pub std::sync::Arc<dyn Fn(&ServerInterval<'_>) + Send + Sync>);
+
+impl std::fmt::Debug for ServerWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ServerWatch")
+    }
+}
+
 /// A watcher that ignores everything (a server whose peer takes no live intervals: iperf3).
 pub struct Quiet;
 impl Watch for Quiet {}
@@ -65,10 +92,11 @@ struct IntervalSum {
 }
 
 impl IntervalSum {
-    fn new(streams: usize) -> Self {
+    /// A sum over `streams` streams, numbered below `total`.
+    fn new(streams: usize, total: usize) -> Self {
         Self {
             streams,
-            next: vec![0; streams],
+            next: vec![0; total],
             acc: Vec::new(),
             emitted: 0,
         }
@@ -100,16 +128,24 @@ impl IntervalSum {
     }
 }
 
+/// The other role.
+fn other(role: Role) -> Role {
+    match role {
+        Role::Sender => Role::Receiver,
+        Role::Receiver => Role::Sender,
+    }
+}
+
 /// One side's running roles.
 pub(crate) struct Roles {
     spec: TestSpec,
     roles: Vec<Role>,
-    /// The role whose intervals are shown live (stream 0's).
-    shown: Role,
+    /// Each role of this side with the sum of its streams' intervals, shown live (with
+    /// `--bidir` both: forward first).
     shared: Vec<Arc<Shared>>,
     threads: Vec<JoinHandle<SideReport>>,
     rx: Receiver<(u32, IntervalRecord)>,
-    sums: IntervalSum,
+    sums: Vec<(Role, IntervalSum)>,
     start: Instant,
     side_stop: Arc<AtomicBool>,
     /// `SendersDone` is still to be reported (a side with both roles only).
@@ -118,8 +154,8 @@ pub(crate) struct Roles {
 }
 
 impl Roles {
-    /// Starts each stream's role on a thread of its own. Live intervals are those of the
-    /// first stream's role, summed over the streams of that role.
+    /// Starts each stream's role on a thread of its own. Live intervals are each role's,
+    /// summed over the streams of that role.
     pub(crate) fn start(streams: Vec<(Role, DataSocket, RoleParams)>) -> Result<Self, EngineError> {
         let Some(first) = streams.first() else {
             return Err(EngineError::Setup("no data stream".into()));
@@ -152,15 +188,20 @@ impl Roles {
             }
         }
         let both = roles.contains(&Role::Sender) && roles.contains(&Role::Receiver);
-        let n_shown = roles.iter().filter(|r| **r == shown).count();
+        let mut sums = Vec::new();
+        for role in [shown, other(shown)] {
+            let n = roles.iter().filter(|r| **r == role).count();
+            if n > 0 {
+                sums.push((role, IntervalSum::new(n, roles.len())));
+            }
+        }
         Ok(Self {
             spec,
             roles,
-            shown,
             shared,
             threads,
             rx,
-            sums: IntervalSum::new(n_shown),
+            sums,
             start,
             side_stop,
             senders_pending: both,
@@ -233,12 +274,13 @@ impl Roles {
 
     fn forward(&mut self, watch: &mut dyn Watch) {
         for (stream, rec) in self.rx.try_iter() {
-            // Streams of the shown role come first (forward before reverse).
-            if self.roles.get(stream as usize) != Some(&self.shown) {
+            let Some(role) = self.roles.get(stream as usize) else {
                 continue;
-            }
-            for done in self.sums.add(stream as usize, &rec) {
-                watch.interval(self.shown, &done);
+            };
+            if let Some((role, sum)) = self.sums.iter_mut().find(|(r, _)| r == role) {
+                for done in sum.add(stream as usize, &rec) {
+                    watch.interval(*role, &done);
+                }
             }
         }
     }
@@ -268,8 +310,10 @@ impl Roles {
             crate::merge::merge(outputs)
         };
         self.forward(watch);
-        for rec in self.sums.drain(1) {
-            watch.interval(self.shown, &rec);
+        for (role, sum) in &mut self.sums {
+            for rec in sum.drain(1) {
+                watch.interval(*role, &rec);
+            }
         }
         local
     }

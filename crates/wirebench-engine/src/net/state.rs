@@ -57,6 +57,8 @@ pub struct ServerConfig {
     pub allow_iperf3: bool,
     /// Also answer iperf3 clients on this port (`--iperf3-port`), TCP and UDP.
     pub iperf3_port: Option<u16>,
+    /// Shown each interval of each test (`serve`'s live lines); none: nothing.
+    pub watch: Option<super::roles::ServerWatch>,
 }
 
 /// A test waiting for its data connections and UDP hellos.

@@ -31,6 +31,8 @@ pub(super) struct Snapshot {
     pub(super) bytes: u64,
     pub(super) messages: u64,
     pub(super) udp: Option<IntervalUdp>,
+    /// TCP senders: (segments retransmitted so far, congestion window in bytes).
+    pub(super) tcp: Option<(u64, u64)>,
 }
 
 impl Snapshot {
@@ -39,6 +41,21 @@ impl Snapshot {
             bytes: count.bytes,
             messages: count.messages,
             udp: None,
+            tcp: None,
+        }
+    }
+
+    /// As [`Snapshot::of`], with a TCP sender's TCP_INFO: one system call per interval, as
+    /// the interval closes (never per message).
+    pub(super) fn of_tcp(count: &Count, sock: Option<&std::net::TcpStream>) -> Self {
+        Self {
+            tcp: sock.and_then(crate::sys::tcp_info).map(|i| {
+                (
+                    i.retransmits,
+                    i.snd_cwnd_segments.saturating_mul(i.snd_mss_bytes),
+                )
+            }),
+            ..Self::of(count)
         }
     }
 }
@@ -48,6 +65,8 @@ pub(super) struct Recorder {
     interval_ns: u64,
     next_ns: u64,
     last: (u64, u64, u64),
+    /// Segments retransmitted when the last interval closed (TCP senders).
+    last_retransmits: u64,
     records: Vec<IntervalRecord>,
     stream: u32,
     tx: Option<Sender<(u32, IntervalRecord)>>,
@@ -59,6 +78,7 @@ impl Recorder {
             interval_ns: p.spec.interval_ns,
             next_ns: p.spec.interval_ns,
             last: (0, 0, 0),
+            last_retransmits: 0,
             records: Vec::with_capacity(1024),
             stream: p.stream,
             tx: p.intervals.clone(),
@@ -89,7 +109,14 @@ impl Recorder {
             jitter_ns: udp.jitter_ns,
             delay_p50_ns: udp.delay_p50_ns,
             delay_p99_ns: udp.delay_p99_ns,
+            retransmits: snap
+                .tcp
+                .map(|(r, _)| r.saturating_sub(self.last_retransmits)),
+            cwnd_bytes: snap.tcp.map(|(_, c)| c),
         };
+        if let Some((r, _)) = snap.tcp {
+            self.last_retransmits = r;
+        }
         self.last = (snap.bytes, snap.messages, udp.lost.max(self.last.2));
         if self.records.len() < MAX_INTERVALS as usize {
             self.records.push(rec);

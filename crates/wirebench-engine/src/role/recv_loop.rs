@@ -163,6 +163,8 @@ mod tests {
                 congestion: None,
                 zerocopy: false,
                 file: None,
+                socket_buffer_bytes: None,
+                omit_ns: 0,
             },
             deadline_ns,
             limit: None,

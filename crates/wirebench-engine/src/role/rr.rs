@@ -136,6 +136,7 @@ fn rr_snapshot(count: &Count, interval: &mut TimeHistogram, total: &mut TimeHist
         bytes: count.bytes,
         messages: count.messages,
         udp: Some(udp),
+        tcp: None,
     }
 }
 

@@ -53,9 +53,10 @@ pub(super) fn next_step(
     sh: &Shared,
     p: &RoleParams,
     count: &Count,
+    tcp: Option<&std::net::TcpStream>,
 ) -> Step {
     let now = sh.now_ns();
-    rec.tick(now, || Snapshot::of(count));
+    rec.tick(now, || Snapshot::of_tcp(count, tcp));
     if let Some(why) = early_stop(sh, p, now).or_else(|| over(p.limit.as_ref(), count.bytes, now)) {
         return Step::Done(Some(why));
     }

@@ -45,7 +45,7 @@ pub(super) fn tcp_send(
     let error: Option<RoleError>;
     let mut ack = [0u8; 1];
     loop {
-        let len = match next_step(&mut rec, &mut pacer, sh, p, &count) {
+        let len = match next_step(&mut rec, &mut pacer, sh, p, &count, Some(&s)) {
             Step::Send(len) => len,
             Step::Again => continue,
             Step::Done(why) => {
@@ -90,7 +90,7 @@ pub(super) fn tcp_send(
     }
     // EOF tells the receiver that everything was sent.
     let _ = s.shutdown(Shutdown::Write);
-    let intervals = rec.finish(sh.now_ns(), || Snapshot::of(&count));
+    let intervals = rec.finish(sh.now_ns(), || Snapshot::of_tcp(&count, Some(&s)));
     let mut rep = report(&count, intervals, error);
     rep.ms_bytes = bins.finish();
     rep.datapath = p.datapath.clone();

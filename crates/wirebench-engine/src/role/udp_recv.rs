@@ -55,6 +55,7 @@ impl Receive for UdpReceive {
             bytes: self.rx.count.bytes,
             messages: self.rx.count.messages,
             udp: Some(self.rx.close_interval()),
+            tcp: None,
         }
     }
 

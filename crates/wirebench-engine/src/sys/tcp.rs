@@ -51,11 +51,23 @@ pub fn tcp_datapath(s: &TcpStream, spec: &TestSpec) -> Result<Datapath, TcpSetup
     if spec.mechanism != Mechanism::Stream && s.set_nodelay(true).is_ok() {
         features.push("tcp_nodelay".to_string());
     }
-    // TCP buffers are left to the kernel's autotuning, which grows them with the path's
-    // bandwidth-delay product (up to net.ipv4.tcp_{w,r}mem); setting SO_SNDBUF/SO_RCVBUF
-    // would turn it off and cap a long, fast path (iperf3 leaves them alone too). What is
-    // recorded is the size at the start.
-    features.push("tcp_autotuning".to_string());
+    match spec.socket_buffer_bytes {
+        // `-w`: the size asked for, as iperf3's -w sets it. This turns autotuning off for the
+        // connection. The window scale was fixed at the handshake from the sysctls' maxima,
+        // so a buffer set now can still use all of it.
+        Some(size) => {
+            let size = usize::try_from(size).unwrap_or(usize::MAX);
+            // A refusal is not fatal: what was granted is read back below and recorded.
+            let _ = sock.set_send_buffer_size(size);
+            let _ = sock.set_recv_buffer_size(size);
+            features.push("socket_buffer_set".to_string());
+        }
+        // Otherwise TCP buffers are left to the kernel's autotuning, which grows them with the
+        // path's bandwidth-delay product (up to net.ipv4.tcp_{w,r}mem); setting
+        // SO_SNDBUF/SO_RCVBUF would turn it off and cap a long, fast path (iperf3 leaves them
+        // alone too). What is recorded is the size at the start.
+        None => features.push("tcp_autotuning".to_string()),
+    }
     let (snd, rcv) = (
         sock.send_buffer_size().unwrap_or(0) as u64,
         sock.recv_buffer_size().unwrap_or(0) as u64,

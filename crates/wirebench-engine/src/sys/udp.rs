@@ -80,7 +80,12 @@ pub fn udp_datapath(
     spec: &TestSpec,
     mut features: Vec<String>,
 ) -> (Datapath, Offloads) {
-    let (snd, rcv) = size_buffers(SockRef::from(s));
+    let size = spec
+        .socket_buffer_bytes
+        .map_or(sockopt::DATA_BUFFER_BYTES, |b| {
+            usize::try_from(b).unwrap_or(usize::MAX)
+        });
+    let (snd, rcv) = size_buffers(SockRef::from(s), size);
     let off = enable(s, spec.mechanism == Mechanism::Stream && !spec.no_offload);
     features.extend(off.features());
     let dp = Datapath {
@@ -309,7 +314,7 @@ mod tests {
         b.set_read_timeout(Some(Duration::from_millis(200)))
             .expect("timeout");
         // Room for every datagram of a test, so loopback drops none.
-        size_buffers(socket2::SockRef::from(&b));
+        size_buffers(socket2::SockRef::from(&b), sockopt::DATA_BUFFER_BYTES);
         (a, b)
     }
 

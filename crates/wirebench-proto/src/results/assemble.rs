@@ -4,10 +4,10 @@
 use wirebench_stats::TimeSummary;
 
 use super::document::{
-    End, FileEnd, Half, Interarrival, IntervalView, Percentiles, Results, Sides, TestView, Totals,
-    UdpEnd, UsBucket, NS_PER_S, SCHEMA,
+    AfterOmit, End, FileEnd, Half, Interarrival, IntervalView, Percentiles, Results, Sides,
+    TestView, Totals, UdpEnd, UsBucket, NS_PER_S, SCHEMA,
 };
-use super::side::{SideReport, UdpCounts};
+use super::side::{IntervalRecord, SideReport, UdpCounts};
 use crate::spec::{Direction, Protocol, TestSpec};
 
 impl SideReport {
@@ -233,13 +233,65 @@ impl Half {
                         .delay_p99_ns
                         .zip(min_delay_ns)
                         .map(|(d, m)| ms(d.saturating_sub(m))),
+                    retransmits: si.retransmits,
+                    cwnd_bytes: si.cwnd_bytes,
                 }
             })
             .collect();
+        let mut end = End::of(spec, client_report, server_report);
+        end.after_omit = (spec.omit_ns > 0).then(|| AfterOmit::of(spec, s, r));
         Self {
             intervals,
-            end: End::of(spec, client_report, server_report),
+            end,
             streams,
+        }
+    }
+}
+
+impl AfterOmit {
+    /// The totals of the sender's and the receiver's intervals that begin at or after the
+    /// omitted start, each on its side's clock (a side starts when the test begins, so the
+    /// two agree to within the control connection's latency).
+    fn of(spec: &TestSpec, s: &SideReport, r: &SideReport) -> Self {
+        let after = |recs: &[IntervalRecord]| {
+            let mut kept: Vec<&IntervalRecord> =
+                recs.iter().filter(|i| i.start_ns >= spec.omit_ns).collect();
+            // A receiver's drain adds empty intervals after the last message: its time ends
+            // there, as `end.received.duration_s` does.
+            while kept.len() > 1 && kept.last().is_some_and(|i| i.bytes == 0) {
+                kept.pop();
+            }
+            let bytes: u64 = kept.iter().map(|i| i.bytes).sum();
+            let messages: u64 = kept.iter().map(|i| i.messages).sum();
+            let lost: u64 = kept.iter().map(|i| i.lost).sum();
+            let secs = match (kept.first(), kept.last()) {
+                (Some(a), Some(b)) => b.end_ns.saturating_sub(a.start_ns) as f64 / NS_PER_S,
+                _ => 0.0,
+            };
+            (bytes, messages, lost, secs)
+        };
+        let (sent_bytes, sent_messages, _, sent_duration_s) = after(&s.intervals);
+        let (received_bytes, received_messages, lost, received_duration_s) = after(&r.intervals);
+        let udp = spec.protocol == Protocol::Udp;
+        let total = received_messages + lost;
+        Self {
+            omitted_s: spec.omit_ns as f64 / NS_PER_S,
+            sent_bytes,
+            sent_messages,
+            sent_duration_s,
+            sent_bps: bps(sent_bytes, sent_duration_s),
+            received_bytes,
+            received_messages,
+            received_duration_s,
+            received_bps: bps(received_bytes, received_duration_s),
+            lost: udp.then_some(lost),
+            loss_ratio: udp.then(|| {
+                if total > 0 {
+                    lost as f64 / total as f64
+                } else {
+                    0.0
+                }
+            }),
         }
     }
 }
@@ -327,6 +379,7 @@ impl End {
                 client: client_report.and_then(|c| c.resources),
                 server: server_report.and_then(|c| c.resources),
             },
+            after_omit: None,
             rrul: None,
         }
     }
@@ -359,7 +412,54 @@ mod tests {
             congestion: None,
             zerocopy: false,
             file: None,
+            socket_buffer_bytes: None,
+            omit_ns: 0,
         }
+    }
+
+    /// `-O 1s`: `end.after_omit` counts only the intervals from 1 s on; `end` the whole test.
+    #[test]
+    fn after_omit_leaves_out_the_first_intervals() {
+        let rec = |i: u64, bytes: u64, lost: u64| IntervalRecord {
+            start_ns: i * 1_000_000_000,
+            end_ns: (i + 1) * 1_000_000_000,
+            bytes,
+            messages: bytes / 1000,
+            lost,
+            ..IntervalRecord::default()
+        };
+        let sender = SideReport {
+            role: Some(crate::results::Role::Sender),
+            bytes: 30_000,
+            messages: 30,
+            intervals: vec![rec(0, 10_000, 0), rec(1, 10_000, 0), rec(2, 10_000, 0)],
+            ..SideReport::default()
+        };
+        let receiver = SideReport {
+            role: Some(crate::results::Role::Receiver),
+            bytes: 26_000,
+            messages: 26,
+            intervals: vec![rec(0, 8_000, 2), rec(1, 9_000, 1), rec(2, 9_000, 1)],
+            ..SideReport::default()
+        };
+        let spec = TestSpec {
+            bytes: None,
+            duration_ns: Some(3_000_000_000),
+            omit_ns: 1_000_000_000,
+            ..spec()
+        };
+        // Reverse: the server sends.
+        let r = Results::assemble(&spec, "s".into(), Some(&receiver), Some(&sender), None);
+        assert_eq!(r.test.omit_s, Some(1.0));
+        let a = r.end.after_omit.expect("after_omit");
+        assert_eq!((a.sent_bytes, a.received_bytes), (20_000, 18_000));
+        assert_eq!(a.lost, Some(2));
+        assert!((a.received_bps - 18_000.0 * 8.0 / 2.0).abs() < 1e-6);
+        assert!((a.loss_ratio.unwrap_or(0.0) - 2.0 / 20.0).abs() < 1e-9);
+        assert_eq!(r.end.sent.bytes, 30_000);
+        let whole = TestSpec { omit_ns: 0, ..spec };
+        let none = Results::assemble(&whole, "s".into(), None, None, None);
+        assert!(none.end.after_omit.is_none());
     }
 
     #[test]

@@ -139,6 +139,12 @@ pub struct TestView {
     /// Request/response: response size, bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_size: Option<u64>,
+    /// The socket buffer asked for on the data sockets (`-w`), bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_buffer_bytes: Option<u64>,
+    /// The start left out of `end.after_omit` (`-O`), s; `duration_s` includes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub omit_s: Option<f64>,
 }
 
 impl From<&TestSpec> for TestView {
@@ -160,6 +166,8 @@ impl From<&TestSpec> for TestView {
             ack_timeout_s: secs(s.ack_timeout_ns),
             response_size: s.mechanism.is_rr().then(|| s.response_len()),
             congestion: s.congestion.clone(),
+            socket_buffer_bytes: s.socket_buffer_bytes,
+            omit_s: (s.omit_ns > 0).then(|| secs(s.omit_ns)),
         }
     }
 }
@@ -207,6 +215,12 @@ pub struct IntervalView {
     /// UDP: 99th percentile one-way delay in the interval minus the test's smallest, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_variation_p99_ms: Option<f64>,
+    /// TCP: segments the sender retransmitted in the interval (its TCP_INFO).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
+    /// TCP: the sender's congestion window at the interval's end, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwnd_bytes: Option<u64>,
 }
 
 /// Totals of one side.
@@ -379,10 +393,44 @@ pub struct End {
     /// A file transfer (`--file`): what went and what arrived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<FileEnd>,
+    /// With `-O/--omit`: the totals of the intervals after the omitted start (the other
+    /// keys of `end` keep the whole test).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_omit: Option<AfterOmit>,
     /// `run --mode rrul`: latency under load (idle and loaded round trips, the load's rates,
     /// the probes' time series).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rrul: Option<Rrul>,
+}
+
+/// The `end.after_omit` object: totals over the intervals that begin at or after the
+/// omitted start (`-O`), each side on its own clock, as iperf3's summary after `-O`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct AfterOmit {
+    /// The time left out, s (`test.omit_s`).
+    pub omitted_s: f64,
+    /// Bytes sent in the intervals after it.
+    pub sent_bytes: u64,
+    /// Messages sent in them.
+    pub sent_messages: u64,
+    /// Their length on the sender's clock, s.
+    pub sent_duration_s: f64,
+    /// `sent_bytes` × 8 / `sent_duration_s`.
+    pub sent_bps: f64,
+    /// Bytes received in the intervals after it.
+    pub received_bytes: u64,
+    /// Messages received in them.
+    pub received_messages: u64,
+    /// Their length on the receiver's clock, s.
+    pub received_duration_s: f64,
+    /// `received_bytes` × 8 / `received_duration_s`.
+    pub received_bps: f64,
+    /// UDP: datagrams found missing in those intervals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<u64>,
+    /// UDP: `lost` / (`received_messages` + `lost`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_ratio: Option<f64>,
 }
 
 /// The `end.file` object of a file transfer.

@@ -142,6 +142,8 @@ mod tests {
             latency_p99_us: rtt_us,
             delay_variation_p50_ms: None,
             delay_variation_p99_ms: None,
+            retransmits: None,
+            cwnd_bytes: None,
         }
     }
 

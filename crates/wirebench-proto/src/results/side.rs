@@ -134,6 +134,14 @@ pub struct IntervalRecord {
     /// UDP receivers: 99th percentile of the interval's one-way delays, ns.
     #[serde(default)]
     pub delay_p99_ns: Option<i64>,
+    /// TCP senders: segments retransmitted in the interval (TCP_INFO's `tcpi_total_retrans`,
+    /// read once as the interval closes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
+    /// TCP senders: the congestion window at the interval's end, bytes (`tcpi_snd_cwnd` ×
+    /// `tcpi_snd_mss`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwnd_bytes: Option<u64>,
 }
 
 /// Counts of values in one bucket `low_ns ..= high_ns` of a histogram.

@@ -224,6 +224,8 @@ pub(crate) mod tests {
             congestion: None,
             zerocopy: false,
             file: None,
+            socket_buffer_bytes: None,
+            omit_ns: 0,
         };
         let sender = SideReport {
             bytes: 10_000,

@@ -162,6 +162,13 @@ impl Exporter for Table {
                         .map(|(a, b)| format!(", the first {a}..{b}"))
                         .unwrap_or_default()
                 )
+            } else if whole_but_not_hashed(f) {
+                // A UDP receiver hashes the copy it saved, read back (datagrams may come in
+                // any order): without one there is nothing to compare, which is not a
+                // difference.
+                "every byte arrived; not compared: the receiver saved no copy to hash \
+                 (serve --save-dir, or run -R --save)"
+                    .to_string()
             } else {
                 "DIFFERENT".to_string()
             };
@@ -432,6 +439,8 @@ impl Exporter<BothDirections> for Table {
                     f.name,
                     if f.identical {
                         "arrived identical"
+                    } else if whole_but_not_hashed(f) {
+                        "arrived whole (not compared: no copy was saved to hash)"
                     } else {
                         "did NOT arrive identical"
                     }
@@ -580,6 +589,13 @@ pub fn interval_line(rec: &IntervalRecord, protocol: Protocol, role: Role) -> St
     .to_string()
 }
 
+/// A UDP file transfer that lost nothing but was not compared: a UDP receiver hashes the
+/// copy it saved, read back (datagrams may come in any order), and none was saved. That is
+/// no difference, and is not shown as one.
+fn whole_but_not_hashed(f: &wirebench_proto::results::FileEnd) -> bool {
+    f.received_digest.is_none() && f.received_bytes == f.bytes && f.missing_bytes == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -623,6 +639,8 @@ mod tests {
             jitter_ns: Some(12_000.0),
             delay_p50_ns: Some(50_000),
             delay_p99_ns: Some(1_250_000),
+            retransmits: None,
+            cwnd_bytes: None,
         };
         let line = interval_line(&rec, Protocol::Udp, Role::Receiver);
         assert!(line.contains("1.00 Gbit/s"), "{line}");

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use wirebench_engine::Watch;
-use wirebench_proto::results::{IntervalRecord, Results, Role, TestView};
+use wirebench_proto::results::{End, IntervalRecord, Results, Role, TestView};
 use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 use wirebench_proto::units::{format_bytes, format_rate_bps};
 
@@ -23,12 +23,22 @@ pub struct Live {
     stream: bool,
     units: RateUnits,
     interval_ns: u64,
+    /// `-O`: intervals that begin before this are marked omitted.
+    omit_ns: u64,
     header_done: bool,
     /// The server sent at least one interval of its own.
     peer_seen: bool,
     /// This side's sender intervals, shown at the end only if the server sent none (a
     /// server that does not send its intervals live).
     held: Vec<IntervalRecord>,
+    /// TCP: the sender's retransmits and window per interval (by the interval's number), to
+    /// show beside what the receiver got.
+    tcp_sent: Vec<(bool, u64, Option<u64>, Option<u64>)>,
+    /// `--bidir`: lines are tagged with their direction.
+    bidir: bool,
+    /// TCP, the server sending: this side's receiver line, waiting (until the next one) for
+    /// the server's figures of the same interval.
+    pending: Option<IntervalRecord>,
     /// Ctrl-C was pressed (set by the signal handler).
     interrupt: Arc<AtomicBool>,
 }
@@ -48,9 +58,13 @@ impl Live {
             stream,
             units,
             interval_ns: spec.interval_ns.max(1),
+            omit_ns: spec.omit_ns,
             header_done: false,
             peer_seen: false,
             held: Vec::new(),
+            tcp_sent: Vec::new(),
+            bidir: spec.direction == Direction::Bidir,
+            pending: None,
             interrupt,
         }
     }
@@ -65,57 +79,89 @@ impl Live {
         if !self.lines {
             return;
         }
+        if let Some(p) = self.pending.take() {
+            self.receiver_line(true, &p);
+        }
         if !self.peer_seen {
             for rec in std::mem::take(&mut self.held) {
                 self.line("sender", &rec);
             }
         }
         let mut out = io::stdout().lock();
-        let e = &results.end;
         let _ = writeln!(out, "{}", "- ".repeat(40).trim_end());
-        let _ = writeln!(
-            out,
-            "{:<9} {:>13}  {:>12}  {:>16}",
-            "[sender]",
-            format!("0.00-{:.2} s", e.sent.duration_s),
-            format_bytes(e.sent.bytes),
-            self.rate(e.sent_bps),
-        );
-        if results.datapath.server.is_none() && results.test.direction == Direction::Forward {
+        let unknown =
+            results.datapath.server.is_none() && results.test.direction == Direction::Forward;
+        let (fwd, rev) = match &results.reverse {
+            Some(r) => ("c->s ", Some(&r.end)),
+            None => ("", None),
+        };
+        let mut lines = self.summary(&results.end, fwd, unknown);
+        if let Some(e) = rev {
+            lines.extend(self.summary(e, "s->c ", false));
+        }
+        for l in lines {
+            let _ = writeln!(out, "{l}");
+        }
+        if let Some(from) = results.end.after_omit.map(|a| a.omitted_s) {
             let _ = writeln!(
                 out,
-                "{:<10} unknown: the server did not report what it received",
-                "[receiver]"
+                "(the first {from:.2} s omitted, -O; jitter and out of order count the whole test)"
             );
-            if let Some(n) = note {
-                let _ = writeln!(out, "{n}");
-            }
-            return;
         }
-        let mut receiver = format!(
-            "{:<9} {:>13}  {:>12}  {:>16}",
-            "[receiver]",
-            format!("0.00-{:.2} s", e.received.duration_s),
-            format_bytes(e.received.bytes),
-            self.rate(e.received_bps),
-        );
-        if let Some(u) = &e.udp {
-            let total = e.received.messages + u.lost;
-            receiver.push_str(&format!(
-                "  lost {}/{} ({:.2}%)  jitter {:.3} ms  out of order {}",
-                u.lost,
-                total,
-                u.loss_ratio * 100.0,
-                u.jitter_ms,
-                u.reordered
-            ));
-        } else if self.protocol == Protocol::Tcp {
-            receiver.push_str(&format!("  retransmits {}", e.retransmits));
-        }
-        let _ = writeln!(out, "{receiver}");
         if let Some(n) = note {
             let _ = writeln!(out, "{n}");
         }
+    }
+
+    /// iperf3's two summary lines of one direction (`tag`: its name with `--bidir`); with -O,
+    /// of the intervals after the omitted start. `unknown`: the server never said what it
+    /// received.
+    fn summary(&self, e: &End, tag: &str, unknown: bool) -> Vec<String> {
+        let s = Summary::of(e);
+        let w = 10 + tag.len();
+        let mut out = vec![format!(
+            "{:<w$} {:>13}  {:>12}  {:>16}",
+            format!("[{tag}sender]"),
+            format!("{:.2}-{:.2} s", s.from_s, s.from_s + s.sent_s),
+            format_bytes(s.sent_bytes),
+            self.rate(s.sent_bps),
+        )];
+        if unknown {
+            out.push(format!(
+                "{:<10} unknown: the server did not report what it received",
+                "[receiver]"
+            ));
+            return out;
+        }
+        let mut receiver = format!(
+            "{:<w$} {:>13}  {:>12}  {:>16}",
+            format!("[{tag}receiver]"),
+            format!("{:.2}-{:.2} s", s.from_s, s.from_s + s.received_s),
+            format_bytes(s.received_bytes),
+            self.rate(s.received_bps),
+        );
+        if let Some(u) = &e.udp {
+            let lost = s.lost.unwrap_or(u.lost);
+            let total = s.received_messages + lost;
+            let ratio = s.loss_ratio.unwrap_or(u.loss_ratio);
+            receiver.push_str(&format!(
+                "  lost {}/{} ({:.2}%)  jitter {:.3} ms  out of order {}",
+                lost,
+                total,
+                ratio * 100.0,
+                u.jitter_ms,
+                u.reordered
+            ));
+        } else if let Some(t) = e.tcp.filter(|_| self.protocol == Protocol::Tcp) {
+            // The sender's TCP_INFO at the end (`end.retransmits` is stop-and-wait's count).
+            receiver.push_str(&format!(
+                "  retransmits {}  cwnd {}",
+                t.retransmits,
+                format_bytes(t.snd_cwnd_segments * t.snd_mss_bytes)
+            ));
+        }
+        out.push(receiver);
+        out
     }
 
     fn rate(&self, bps: f64) -> String {
@@ -123,58 +169,30 @@ impl Live {
     }
 
     fn line(&mut self, who: &str, rec: &IntervalRecord) {
-        let secs = rec.end_ns.saturating_sub(rec.start_ns) as f64 / 1e9;
         // The last interval is cut short by the end of the test: a part of it is shown with
         // its own length (its rate is over that length); a sliver under a twentieth of an
         // interval, whose rate would mean little, is left to the summary, which counts it.
-        if rec.end_ns.saturating_sub(rec.start_ns) < self.interval_ns / 20 {
+        let len_ns = rec.end_ns.saturating_sub(rec.start_ns);
+        if len_ns < self.interval_ns / 20 {
             return;
         }
-        let rate = if secs > 0.0 {
-            rec.bytes as f64 * 8.0 / secs
-        } else {
-            0.0
-        };
+        // Nor is an empty last part (the receiver's wait for data in flight, which found none).
+        if rec.bytes == 0 && len_ns < self.interval_ns {
+            return;
+        }
+        let udp_receiver = self.protocol == Protocol::Udp && who != "sender";
         let mut out = io::stdout().lock();
         if !self.header_done {
             self.header_done = true;
-            let _ = writeln!(
-                out,
-                "{:<10} {:>13}  {:>12}  {:>16}{}",
-                "",
-                "interval",
-                "transfer",
-                "rate",
-                if self.protocol == Protocol::Udp && who == "receiver" {
-                    "  lost/total (%)          jitter"
-                } else {
-                    ""
-                }
-            );
+            let _ = writeln!(out, "{:<10} {}", "", interval_header(udp_receiver));
         }
         let mut text = format!(
-            "{:<10} {:>13}  {:>12}  {:>16}",
+            "{:<10} {}",
             format!("[{who}]"),
-            format!(
-                "{:.2}-{:.2} s",
-                rec.start_ns as f64 / 1e9,
-                rec.end_ns as f64 / 1e9
-            ),
-            format_bytes(rec.bytes),
-            self.rate(rate)
+            interval_text(rec, udp_receiver, self.units)
         );
-        if self.protocol == Protocol::Udp && who == "receiver" {
-            let total = rec.messages + rec.lost;
-            let pct = if total > 0 {
-                rec.lost as f64 * 100.0 / total as f64
-            } else {
-                0.0
-            };
-            let lost = format!("{}/{} ({pct:.2}%)", rec.lost, total);
-            text.push_str(&format!("  {lost:<22}"));
-            if let Some(j) = rec.jitter_ns {
-                text.push_str(&format!("  {:.3} ms", j / 1e6));
-            }
+        if rec.start_ns < self.omit_ns {
+            text.push_str("  (omitted)");
         }
         let _ = writeln!(out, "{}", text.trim_end());
     }
@@ -190,8 +208,57 @@ impl Live {
     }
 }
 
+impl Live {
+    /// The sender's figures of the interval of `rec`, which a receiver on the other side
+    /// (`local`: this one) got.
+    fn sender_of(&self, local: bool, rec: &IntervalRecord) -> Option<(Option<u64>, Option<u64>)> {
+        let n = rec.start_ns / self.interval_ns;
+        self.tcp_sent
+            .iter()
+            .rev()
+            .find(|(l, k, _, _)| *l != local && *k == n)
+            .map(|&(_, _, r, c)| (r, c))
+    }
+
+    /// Keeps a TCP sender's figures of an interval (`local`: this side's) for the
+    /// receiver's line of it.
+    fn keep_tcp(&mut self, local: bool, role: Role, rec: &IntervalRecord) {
+        if role == Role::Sender
+            && rec.retransmits.is_some()
+            && self.tcp_sent.len() < 2 * wirebench_proto::spec::MAX_INTERVALS as usize
+        {
+            self.tcp_sent.push((
+                local,
+                rec.start_ns / self.interval_ns,
+                rec.retransmits,
+                rec.cwnd_bytes,
+            ));
+        }
+    }
+
+    /// The tag of a receiver's line: with `--bidir`, its direction.
+    fn receiver_tag(&self, local: bool) -> &'static str {
+        match (self.bidir, local) {
+            (false, _) => "receiver",
+            (true, false) => "c->s",
+            (true, true) => "s->c",
+        }
+    }
+
+    /// A receiver's line (`local`: this side received), with its sender's TCP figures.
+    fn receiver_line(&mut self, local: bool, rec: &IntervalRecord) {
+        let mut rec = *rec;
+        if let Some((r, c)) = self.sender_of(local, &rec) {
+            (rec.retransmits, rec.cwnd_bytes) = (r, c);
+        }
+        let tag = self.receiver_tag(local);
+        self.line(tag, &rec);
+    }
+}
+
 impl Watch for Live {
     fn interval(&mut self, role: Role, rec: &IntervalRecord) {
+        self.keep_tcp(true, role, rec);
         if self.stream {
             self.event("client", role, rec);
         }
@@ -199,7 +266,17 @@ impl Watch for Live {
             return;
         }
         match role {
-            Role::Receiver => self.line("receiver", rec),
+            Role::Receiver if self.protocol == Protocol::Tcp => {
+                if let Some(p) = self.pending.take() {
+                    self.receiver_line(true, &p);
+                }
+                if self.sender_of(true, rec).is_some() {
+                    self.receiver_line(true, rec);
+                } else {
+                    self.pending = Some(*rec);
+                }
+            }
+            Role::Receiver => self.receiver_line(true, rec),
             // What was sent is shown only if the server sends no receiver lines.
             Role::Sender if self.peer_seen => {}
             Role::Sender => self.held.push(*rec),
@@ -207,20 +284,131 @@ impl Watch for Live {
     }
 
     fn peer_interval(&mut self, role: Role, rec: &IntervalRecord) {
+        self.keep_tcp(false, role, rec);
         if self.stream {
             self.event("server", role, rec);
+        }
+        if let Some(p) = self
+            .pending
+            .filter(|p| self.lines && self.sender_of(true, p).is_some())
+        {
+            self.pending = None;
+            self.receiver_line(true, &p);
         }
         if role == Role::Receiver {
             self.peer_seen = true;
             self.held.clear();
             if self.lines {
-                self.line("receiver", rec);
+                self.receiver_line(false, rec);
             }
         }
     }
 
     fn interrupted(&mut self) -> bool {
         self.was_interrupted()
+    }
+}
+
+/// The column heads of [`interval_text`].
+pub fn interval_header(udp_receiver: bool) -> String {
+    format!(
+        "{:>13}  {:>12}  {:>16}{}",
+        "interval",
+        "transfer",
+        "rate",
+        if udp_receiver {
+            "  lost/total (%)          jitter"
+        } else {
+            ""
+        }
+    )
+}
+
+/// One interval as a live line shows it (without the side's tag): its time, bytes and rate
+/// over its own length, and for a UDP receiver the loss and jitter.
+pub fn interval_text(rec: &IntervalRecord, udp_receiver: bool, units: RateUnits) -> String {
+    let secs = rec.end_ns.saturating_sub(rec.start_ns) as f64 / 1e9;
+    let rate = if secs > 0.0 {
+        rec.bytes as f64 * 8.0 / secs
+    } else {
+        0.0
+    };
+    let mut text = format!(
+        "{:>13}  {:>12}  {:>16}",
+        format!(
+            "{:.2}-{:.2} s",
+            rec.start_ns as f64 / 1e9,
+            rec.end_ns as f64 / 1e9
+        ),
+        format_bytes(rec.bytes),
+        format_rate(rate, units)
+    );
+    if udp_receiver {
+        let total = rec.messages + rec.lost;
+        let pct = if total > 0 {
+            rec.lost as f64 * 100.0 / total as f64
+        } else {
+            0.0
+        };
+        let lost = format!("{}/{} ({pct:.2}%)", rec.lost, total);
+        text.push_str(&format!("  {lost:<22}"));
+        if let Some(j) = rec.jitter_ns {
+            text.push_str(&format!("  {:.3} ms", j / 1e6));
+        }
+    }
+    // TCP: the sender's retransmits in the interval and its window at the end (TCP_INFO).
+    if let Some(n) = rec.retransmits {
+        text.push_str(&format!("  retr {n}"));
+    }
+    if let Some(c) = rec.cwnd_bytes {
+        text.push_str(&format!("  cwnd {}", format_bytes(c)));
+    }
+    text
+}
+
+/// The figures of the summary lines: the whole test's, or with `-O` those after the
+/// omitted start.
+struct Summary {
+    from_s: f64,
+    sent_s: f64,
+    sent_bytes: u64,
+    sent_bps: f64,
+    received_s: f64,
+    received_bytes: u64,
+    received_messages: u64,
+    received_bps: f64,
+    lost: Option<u64>,
+    loss_ratio: Option<f64>,
+}
+
+impl Summary {
+    fn of(e: &End) -> Self {
+        match &e.after_omit {
+            Some(a) => Self {
+                from_s: a.omitted_s,
+                sent_s: a.sent_duration_s,
+                sent_bytes: a.sent_bytes,
+                sent_bps: a.sent_bps,
+                received_s: a.received_duration_s,
+                received_bytes: a.received_bytes,
+                received_messages: a.received_messages,
+                received_bps: a.received_bps,
+                lost: a.lost,
+                loss_ratio: a.loss_ratio,
+            },
+            None => Self {
+                from_s: 0.0,
+                sent_s: e.sent.duration_s,
+                sent_bytes: e.sent.bytes,
+                sent_bps: e.sent_bps,
+                received_s: e.received.duration_s,
+                received_bytes: e.received.bytes,
+                received_messages: e.received.messages,
+                received_bps: e.received_bps,
+                lost: None,
+                loss_ratio: None,
+            },
+        }
     }
 }
 

@@ -131,6 +131,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         file: None,
         save: None,
         psk: psk.clone(),
+        bind: client.bind,
     };
     let interrupt = interrupt_flag();
     if io::stderr().is_terminal() {

@@ -40,18 +40,30 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         return iperf3(args, target, spec, client);
     }
     let psk = cli::load_psk(args.psk_file.as_deref()).map_err(Failure::Usage)?;
+    if client.bind.is_some() && spec.mechanism == wirebench_proto::spec::Mechanism::Crr {
+        // Each transaction's connection is opened by the data path, from any address.
+        return Err(Failure::Usage(
+            "-B/--bind does not apply to --mode crr (a connection per transaction)".into(),
+        ));
+    }
     let target = match &args.host {
         Some(h) => Some(target(h, args.port, client).map_err(Failure::Usage)?),
         None => None,
     };
-    // Without a host, a server in this process; for `--file --both-directions` it gets a
-    // files directory holding the file, to send it back (removed when `run` ends).
+    // Without a host, a server in this process. With `--file` it gets a temporary directory
+    // (removed when `run` ends): it saves the file there, so that a UDP copy, whose datagrams
+    // may come in any order, is read back and compared; for `--both-directions` the directory
+    // also holds the file, to send it back.
     let mut files_dir = None;
     let (host, port) = match target {
         Some((h, p)) => (h, p),
         None => match (&args.file, args.both_directions) {
-            (Some(file), true) => {
-                let dir = FilesDir::with(file)?;
+            (Some(file), both) if !args.reverse => {
+                let dir = if both {
+                    FilesDir::with(file)?
+                } else {
+                    FilesDir::new()?
+                };
                 let hp = in_process_server(args.psk_file.as_deref(), &dir.path)?;
                 files_dir = Some(dir);
                 hp
@@ -67,6 +79,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         file: args.file.clone().filter(|_| !args.reverse),
         save: args.save.clone(),
         psk,
+        bind: client.bind,
     };
     let output = if client.json_stream {
         Output::Stream
@@ -89,7 +102,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         });
     }
     let mut live = live_view(args, &cfg.spec, output, &interrupt);
-    let results = match wirebench_engine::run(&cfg, &mut live) {
+    let mut results = match wirebench_engine::run(&cfg, &mut live) {
         Ok(r) => r,
         Err(_) if live.was_interrupted() => {
             return Err(Failure::Code(
@@ -99,6 +112,12 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         }
         Err(e) => return Err(failed_before_start(&cfg, output, &e)),
     };
+    if files_dir.is_some() {
+        // The in-process server's copy is gone with its temporary directory.
+        if let Some(f) = &mut results.end.file {
+            f.saved_as = None;
+        }
+    }
     let interrupted = live.was_interrupted();
     let note = interrupted.then(|| {
         format!(
@@ -116,11 +135,16 @@ struct FilesDir {
 }
 
 impl FilesDir {
-    /// A new directory holding a copy of `file` under its own name.
-    fn with(file: &std::path::Path) -> Result<Self, Failure> {
+    /// A new, empty directory.
+    fn new() -> Result<Self, Failure> {
         let path = std::env::temp_dir().join(format!("wirebench-files-{}", std::process::id()));
         std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
-        let dir = Self { path };
+        Ok(Self { path })
+    }
+
+    /// A new directory holding a copy of `file` under its own name.
+    fn with(file: &std::path::Path) -> Result<Self, Failure> {
+        let dir = Self::new()?;
         let name = file
             .file_name()
             .ok_or_else(|| Failure::Usage(format!("--file {}: not a file", file.display())))?;
@@ -140,8 +164,9 @@ impl Drop for FilesDir {
     }
 }
 
-/// A server in this process on loopback that sends files from `files_dir`, configured as
-/// `serve` would be with these flags (so its defaults stay those of `serve`).
+/// A server in this process on loopback that sends files from `files_dir` and saves the
+/// files it receives there, configured as `serve` would be with these flags (so its defaults
+/// stay those of `serve`).
 fn in_process_server(
     psk_file: Option<&std::path::Path>,
     files_dir: &std::path::Path,
@@ -157,8 +182,11 @@ fn in_process_server(
         .iter()
         .map(Into::into)
         .collect();
-    flags.extend(["--quiet".into(), "--max-tests".into(), "8".into()]);
+    // The client shows the test: the server in this process keeps quiet.
+    flags.extend(["--quiet".into(), "--live".into(), "never".into()]);
+    flags.extend(["--max-tests".into(), "8".into()]);
     flags.extend(["--files-dir".into(), files_dir.as_os_str().to_owned()]);
+    flags.extend(["--save-dir".into(), files_dir.as_os_str().to_owned()]);
     if let Some(p) = psk_file {
         flags.extend(["--psk-file".into(), p.as_os_str().to_owned()]);
     }
@@ -180,10 +208,13 @@ fn in_process_server(
 /// `HOST`, `HOST:PORT`, `[V6ADDR]:PORT` or a bare IPv6 address, resolved as `-4`/`-6` ask.
 pub(super) fn target(host: &str, port: u16, client: &ClientArgs) -> Result<(String, u16), String> {
     let (name, port) = split_host_port(host, port)?;
-    if !client.ipv4 && !client.ipv6 {
-        return Ok((name, port));
-    }
-    let want_v4 = client.ipv4;
+    // -B fixes the family as -4/-6 do: a socket bound to an IPv4 address reaches IPv4 only.
+    let want_v4 = match (client.ipv4, client.ipv6, client.bind) {
+        (true, _, _) => true,
+        (_, true, _) => false,
+        (_, _, Some(ip)) => ip.is_ipv4(),
+        _ => return Ok((name, port)),
+    };
     let addrs = (name.as_str(), port)
         .to_socket_addrs()
         .map_err(|e| format!("{name}: {e}"))?;
@@ -193,8 +224,12 @@ pub(super) fn target(host: &str, port: u16, client: &ClientArgs) -> Result<(Stri
     match found {
         Some(ip) => Ok((ip.to_string(), port)),
         None => Err(format!(
-            "{name} has no {} address",
-            if want_v4 { "IPv4 (-4)" } else { "IPv6 (-6)" }
+            "{name} has no {}",
+            if want_v4 {
+                "IPv4 address (-4, or -B of IPv4)"
+            } else {
+                "IPv6 address (-6, or -B of IPv6)"
+            }
         )),
     }
 }

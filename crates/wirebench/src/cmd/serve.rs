@@ -1,14 +1,14 @@
 //! `wirebench serve`, and the in-process server that `run` and `sweep` measure against when
 //! given no host.
 
-use std::io::{self, Read, Write};
+use std::io::{self, IsTerminal, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use wirebench_engine::{Psk, Server, ServerConfig, ServerHandle};
+use wirebench_engine::{Psk, Server, ServerConfig, ServerHandle, ServerInterval, ServerWatch};
 
-use crate::cli::ServeArgs;
+use crate::cli::{LiveWhen, RateUnits, ServeArgs};
 use crate::Failure;
 
 /// How long a server asked to stop waits for its running tests to end.
@@ -17,7 +17,15 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(10);
 /// Serves until SIGTERM or SIGINT, then ends the running tests with a message to their
 /// clients, waits for them (at most [`DRAIN_LIMIT`]) and exits 0.
 pub fn serve(args: &ServeArgs) -> Result<(), Failure> {
-    let cfg = args.config().map_err(Failure::Usage)?;
+    let mut cfg = args.config().map_err(Failure::Usage)?;
+    let lines = match args.live {
+        LiveWhen::Auto => io::stdout().is_terminal(),
+        LiveWhen::Always => true,
+        LiveWhen::Never => false,
+    };
+    if lines {
+        cfg.watch = Some(ServerWatch(std::sync::Arc::new(live_line)));
+    }
     let server = Server::bind(cfg).context("starting the server")?;
     let addr = server.local_addr().context("reading the server address")?;
     let mut out = io::stdout().lock();
@@ -66,6 +74,36 @@ pub fn serve(args: &ServeArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// One interval of a test, as `serve` shows it: tagged with the test's id (the first digits
+/// of the log's `test=`), the client and what the server does, so that tests at once can be
+/// told apart.
+fn live_line(i: &ServerInterval<'_>) {
+    use wirebench_proto::results::Role;
+    use wirebench_proto::spec::Protocol;
+    // As the client's lines: a last sliver of an interval is left to the summary.
+    if i.record.end_ns.saturating_sub(i.record.start_ns) < i.spec.interval_ns / 20 {
+        return;
+    }
+    let udp_receiver = i.spec.protocol == Protocol::Udp && i.role == Role::Receiver;
+    let who = match i.role {
+        Role::Sender => "sent",
+        Role::Receiver => "received",
+    };
+    let text = super::live::interval_text(i.record, udp_receiver, RateUnits::Auto);
+    let test = format!("{:016x}", i.test);
+    let mut out = io::stdout().lock();
+    // A closed stdout ends no test.
+    let _ = writeln!(
+        out,
+        "[{} {} {} {who:>8}] {}",
+        test.get(..6).unwrap_or(&test),
+        i.peer.ip(),
+        i.spec.protocol,
+        text.trim_end()
+    );
+    let _ = out.flush();
+}
+
 /// Waits for the running tests to end, at most [`DRAIN_LIMIT`], and exits.
 fn shut_down(handle: &ServerHandle) -> ! {
     eprintln!(
@@ -109,6 +147,7 @@ pub fn server_for(
         psk: psk.cloned(),
         allow_iperf3: false,
         iperf3_port: None,
+        watch: None,
     })
     .context("starting the in-process server")?;
     let port = server

@@ -47,6 +47,8 @@ pub(super) fn spec() -> TestSpec {
         congestion: None,
         zerocopy: false,
         file: None,
+        socket_buffer_bytes: None,
+        omit_ns: 0,
     }
 }
 

@@ -1,0 +1,365 @@
+//! issue 16, through the real binary: live lines on a pseudo-terminal and on a pipe, the
+//! server's live lines, and iperf3's -w, -O and -B.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::fd::OwnedFd;
+use std::process::{Command, Stdio};
+
+use common::wirebench;
+use serde_json::Value;
+
+/// Runs `wirebench ARGS` with a pseudo-terminal as stdin, stdout and stderr; returns what it
+/// printed and whether it exited 0.
+fn on_a_terminal(args: &[&str]) -> (String, bool) {
+    let pty = nix::pty::openpty(None, None).expect("openpty");
+    let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().expect("dup the terminal"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wirebench"))
+        .args(args)
+        .stdin(slave(&pty.slave))
+        .stdout(slave(&pty.slave))
+        .stderr(slave(&pty.slave))
+        .spawn()
+        .expect("start wirebench");
+    // Only the child holds the terminal now: reading ends (EIO) when it exits.
+    drop(pty.slave);
+    let mut master = std::fs::File::from(pty.master);
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match master.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => bytes.extend_from_slice(&buf[..n]),
+        }
+    }
+    let ok = child.wait().expect("wait").success();
+    (String::from_utf8_lossy(&bytes).into_owned(), ok)
+}
+
+/// A `wirebench serve` on loopback with `extra` flags: the child, its stdout's lines after
+/// the banner, and its port.
+fn serve(
+    extra: &[&str],
+) -> (
+    std::process::Child,
+    std::io::Lines<BufReader<std::process::ChildStdout>>,
+    String,
+) {
+    let mut server = wirebench()
+        .args(["serve", "--bind", "127.0.0.1", "--port", "0"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve");
+    let mut lines = BufReader::new(server.stdout.take().expect("stdout")).lines();
+    let banner = lines.next().expect("banner").expect("banner");
+    let port = banner
+        .split_whitespace()
+        .nth(4)
+        .and_then(|a| a.rsplit(':').next())
+        .unwrap_or_default()
+        .to_string();
+    (server, lines, port)
+}
+
+/// The `[receiver]` interval lines (before the summary's rule).
+fn interval_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .take_while(|l| !l.starts_with("- -"))
+        .filter(|l| l.starts_with("[receiver]"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The start and end seconds of an interval line ("[receiver]   1.00-2.00 s ...").
+fn span(line: &str) -> (f64, f64) {
+    let field = line.split_whitespace().nth(1).expect("a time span");
+    let (a, b) = field.split_once('-').expect("start-end");
+    (a.parse().expect("start"), b.parse().expect("end"))
+}
+
+#[test]
+fn live_lines_on_a_terminal_by_default_one_per_interval() {
+    let (text, ok) = on_a_terminal(&["run", "-t", "3"]);
+    assert!(ok, "{text}");
+    let lines = interval_lines(&text);
+    // One per second of a 3 s test, each starting where the last ended (a last sliver of
+    // an interval may follow).
+    assert!((3..=4).contains(&lines.len()), "{text}");
+    for pair in lines.windows(2) {
+        let ((_, end), (start, _)) = (span(&pair[0]), span(&pair[1]));
+        assert!((end - start).abs() < 0.02, "{text}");
+    }
+    assert!(text.contains("[sender]"), "{text}");
+}
+
+#[test]
+fn on_a_pipe_the_same_lines_only_with_i_and_no_escape_codes() {
+    let out = wirebench()
+        .args(["run", "-t", "2", "-i", "1"])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(interval_lines(&text).len() >= 2, "{text}");
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains('\u{1b}'));
+    let out = wirebench().args(["run", "-t", "1"]).output().expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(interval_lines(&text).is_empty(), "{text}");
+}
+
+#[test]
+fn the_server_shows_live_lines_of_each_test() {
+    let (mut server, mut lines, port) = serve(&["--live", "always"]);
+    let out = wirebench()
+        .args(["run", "127.0.0.1", "-p", &port])
+        .args(["-u", "-b", "10M", "-t", "2", "-i", "0"])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    // The server received: its lines carry what arrived, with loss.
+    let first = lines.next().expect("a live line").expect("a live line");
+    assert!(first.contains("127.0.0.1 udp received]"), "{first}");
+    assert!(
+        first.contains("0.00-1.00 s") && first.contains('%'),
+        "{first}"
+    );
+    assert!(!first.contains('\u{1b}'), "{first:?}");
+    let _ = server.kill();
+    let _ = server.wait();
+    // Not on a terminal and not asked: none.
+    let (mut server, lines, port) = serve(&[]);
+    let out = wirebench()
+        .args(["run", "127.0.0.1", "-p", &port, "-t", "1", "-i", "0"])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let _ = server.kill();
+    let _ = server.wait();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(rest.is_empty(), "{rest:?}");
+}
+
+/// Every datapath in the document, client and server.
+fn datapaths(v: &Value) -> Vec<&Value> {
+    ["client", "server"]
+        .iter()
+        .map(|s| &v["datapath"][s])
+        .collect()
+}
+
+#[test]
+fn window_sets_both_sides_socket_buffers_and_records_what_was_granted() {
+    for proto in [&[][..], &["-u", "-b", "10M"][..]] {
+        let out = wirebench()
+            .args(["run", "-t", "1", "-w", "200K", "--json"])
+            .args(proto)
+            .output()
+            .expect("run");
+        assert!(out.status.success(), "{out:?}");
+        let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(v["test"]["socket_buffer_bytes"], 200_000);
+        for d in datapaths(&v) {
+            // Linux doubles what it is asked for (its own overhead), up to the sysctl caps.
+            for k in ["send_buffer_bytes", "recv_buffer_bytes"] {
+                let granted = d[k].as_u64().unwrap_or(0);
+                assert!((200_000..=400_000).contains(&granted), "{k}: {d}");
+            }
+        }
+    }
+    let tcp = wirebench()
+        .args(["run", "-t", "1", "-w", "200K", "--json"])
+        .output()
+        .expect("run");
+    let v: Value = serde_json::from_slice(&tcp.stdout).expect("json");
+    assert!(v["datapath"]["client"]["features"]
+        .to_string()
+        .contains("socket_buffer_set"));
+    let out = wirebench()
+        .args(["run", "-t", "1", "-w", "10"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--window"));
+}
+
+#[test]
+fn omit_leaves_the_first_seconds_out_of_the_summary() {
+    let out = wirebench()
+        .args([
+            "run", "-u", "-b", "10M", "-t", "1", "-O", "1s", "-i", "500ms",
+        ])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines = interval_lines(&text);
+    assert!(lines.len() >= 3, "{text}");
+    assert!(
+        lines[0].ends_with("(omitted)") && lines[1].ends_with("(omitted)"),
+        "{text}"
+    );
+    assert!(!lines[2].contains("(omitted)"), "{text}");
+    assert!(text.contains("[sender]     1.00-"), "{text}");
+    assert!(text.contains("first 1.00 s omitted"), "{text}");
+    let out = wirebench()
+        .args(["run", "-t", "1", "-O", "1s", "--json"])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    // The test ran -t plus -O; `end` keeps it whole, `end.after_omit` the part measured.
+    assert_eq!(v["test"]["duration_s"], 2.0);
+    assert_eq!(v["test"]["omit_s"], 1.0);
+    let after = &v["end"]["after_omit"];
+    let (all, kept) = (
+        v["end"]["sent"]["bytes"].as_u64().unwrap_or(0),
+        after["sent_bytes"].as_u64().unwrap_or(0),
+    );
+    assert!(kept > 0 && kept < all, "{v}");
+}
+
+#[test]
+fn bind_sets_the_client_source_address() {
+    // All of 127/8 is loopback on Linux: a client bound to 127.0.0.2 reaches 127.0.0.1, and
+    // the server's live lines name the address each test came from.
+    let (mut server, lines, port) = serve(&["--live", "always"]);
+    for proto in [&[][..], &["-u", "-b", "10M"][..]] {
+        let out = wirebench()
+            .args([
+                "run",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-B",
+                "127.0.0.2",
+                "-t",
+                "1",
+            ])
+            .args(proto)
+            .output()
+            .expect("run");
+        assert!(out.status.success(), "{out:?}");
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    let seen: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(seen.iter().any(|l| l.contains(" tcp ")), "{seen:?}");
+    assert!(seen.iter().any(|l| l.contains(" udp ")), "{seen:?}");
+    assert!(seen.iter().all(|l| l.contains(" 127.0.0.2 ")), "{seen:?}");
+    // An address this host does not have: one line naming -B, exit 1.
+    let out = wirebench()
+        .args(["run", "-B", "192.0.2.1", "-t", "1"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("-B"), "{err}");
+}
+
+#[test]
+fn exit_codes_are_listed_in_run_help() {
+    let help = wirebench().args(["run", "--help"]).output().expect("help");
+    let text = String::from_utf8_lossy(&help.stdout);
+    for code in [
+        "0 the test completed",
+        "1 the test failed",
+        "2 bad flags",
+        "130 interrupted",
+    ] {
+        assert!(text.contains(code), "{code}: {text}");
+    }
+}
+
+#[test]
+fn tcp_intervals_carry_the_senders_retransmits_and_window() {
+    for dir in [&[][..], &["-R"][..]] {
+        let out = wirebench()
+            .args(["run", "-t", "2", "--json"])
+            .args(dir)
+            .output()
+            .expect("run");
+        assert!(out.status.success(), "{out:?}");
+        let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+        let intervals = v["intervals"].as_array().cloned().unwrap_or_default();
+        assert!(!intervals.is_empty(), "{v}");
+        for i in &intervals {
+            assert!(i["retransmits"].is_u64(), "{i}");
+            assert!(i["cwnd_bytes"].as_u64().unwrap_or(0) > 0, "{i}");
+        }
+    }
+    // Forward, the client sends: its window is beside what the server received, live.
+    let out = wirebench()
+        .args(["run", "-t", "3", "-i", "1"])
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        interval_lines(&text).iter().any(|l| l.contains("cwnd")),
+        "{text}"
+    );
+}
+
+/// `run -u --file F` with no host: the in-process server saves the copy in a temporary
+/// directory, reads it back and compares; a UDP copy that was not saved is "not compared",
+/// never "DIFFERENT".
+#[test]
+fn a_udp_file_is_compared_where_complete_and_never_called_different_unhashed() {
+    let file = std::env::temp_dir().join(format!("wb-habits-{}.bin", std::process::id()));
+    std::fs::write(
+        &file,
+        (0..200_000u32).map(|i| (i % 251) as u8).collect::<Vec<_>>(),
+    )
+    .expect("write the file");
+    let path = file.to_string_lossy().into_owned();
+    let out = wirebench()
+        .args(["run", "-u", "--file", &path])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("received: identical"), "{text}");
+    let out = wirebench()
+        .args(["run", "-u", "--file", &path, "--both-directions"])
+        .output()
+        .expect("run");
+    let _ = std::fs::remove_file(&file);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !text.contains("NOT") && !text.contains("DIFFERENT"),
+        "{text}"
+    );
+    assert!(text.contains("not compared"), "{text}");
+}
+
+/// `--bidir`: live lines of both directions, each tagged, each what its receiver got.
+#[test]
+fn bidir_live_lines_show_both_directions() {
+    let out = wirebench()
+        .args(["run", "-u", "-b", "10M", "-t", "2", "-i", "1", "--bidir"])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for tag in ["[c->s]", "[s->c]"] {
+        let n = text
+            .lines()
+            .filter(|l| l.starts_with(tag) && l.contains('%'))
+            .count();
+        assert!(n >= 2, "{tag}: {text}");
+    }
+    // The summary: a sender and a receiver line for each direction.
+    for tag in [
+        "[c->s sender]",
+        "[c->s receiver]",
+        "[s->c sender]",
+        "[s->c receiver]",
+    ] {
+        assert!(text.contains(tag), "{tag}: {text}");
+    }
+}
