@@ -28,22 +28,6 @@ pub fn serve(args: &ServeArgs) -> Result<(), Failure> {
     }
     let server = Server::bind(cfg).context("starting the server")?;
     let addr = server.local_addr().context("reading the server address")?;
-    let mut out = io::stdout().lock();
-    writeln!(
-        out,
-        "wirebench server listening on {addr} (TCP control and data, UDP data)"
-    )
-    .and_then(|()| out.flush())
-    .context("writing to stdout")?;
-    if let Some(m) = server.metrics_addr() {
-        writeln!(
-            out,
-            "metrics at http://{m}/metrics (Prometheus text format)"
-        )
-        .and_then(|()| out.flush())
-        .context("writing to stdout")?;
-    }
-    drop(out);
     let handle = server.handle();
     let flag = handle.shutdown_flag();
     // The flag tells the engine at once; the socket pair wakes the watcher below, which
@@ -70,6 +54,24 @@ pub fn serve(args: &ServeArgs) -> Result<(), Failure> {
             shut_down(&handle);
         })
         .context("starting the shutdown watcher")?;
+    // Said only once a signal can be handled: whoever starts the server and stops it as
+    // soon as it listens gets a clean exit, not a killed process.
+    let mut out = io::stdout().lock();
+    writeln!(
+        out,
+        "wirebench server listening on {addr} (TCP control and data, UDP data)"
+    )
+    .and_then(|()| out.flush())
+    .context("writing to stdout")?;
+    if let Some(m) = server.metrics_addr() {
+        writeln!(
+            out,
+            "metrics at http://{m}/metrics (Prometheus text format)"
+        )
+        .and_then(|()| out.flush())
+        .context("writing to stdout")?;
+    }
+    drop(out);
     server.run().context("serving")?;
     Ok(())
 }
