@@ -42,9 +42,9 @@ pub(super) struct Exchange {
     /// When this side stops its roles whatever happens (the server's whole-test ceiling).
     ceiling: Option<Instant>,
     finished: bool,
-    /// Why this side ends the test early (a server's limit): told to the peer after this
-    /// side's report, so the peer keeps what was measured.
-    ending: Option<String>,
+    /// This side ends the test early (a server's limit) and has told the peer why: its
+    /// report still goes out, then the session ends without waiting for the peer's.
+    ending: bool,
     /// The peer's live intervals not yet taken by the driver (at most
     /// [`MAX_PEER_INTERVALS`]: a peer that floods them loses the oldest, not our memory).
     peer_intervals: VecDeque<(Role, IntervalRecord)>,
@@ -69,7 +69,7 @@ impl Exchange {
             report_deadline: None,
             ceiling,
             finished: false,
-            ending: None,
+            ending: false,
             peer_intervals: VecDeque::new(),
         }
     }
@@ -151,8 +151,9 @@ impl Exchange {
     }
 
     /// Ends the test early for `reason` (a limit the server keeps), keeping what was
-    /// measured: the roles stop, this side's report goes to the peer as usual, then
-    /// `reason` as the error that ends the session. Without a working channel, as [`fail`].
+    /// measured: `reason` goes to the peer as the error that ends the session, the roles
+    /// stop, and this side's report follows before the connection closes (the peer takes a
+    /// report after an error until the close). Without a working channel, as [`fail`].
     ///
     /// [`fail`]: Exchange::fail
     pub(super) fn end_early(
@@ -166,8 +167,18 @@ impl Exchange {
         if !self.channel_ok || self.local.is_some() {
             return self.fail(now, wire, error, Some(reason), actions);
         }
+        // The reason first, so the peer hears why before its roles see the data stop.
+        if let Err(e) = wire.send(
+            now,
+            &Message::Error {
+                reason: reason.to_string(),
+            },
+        ) {
+            self.channel_ok = false;
+            self.error.get_or_insert(e);
+        }
         self.error.get_or_insert(error);
-        self.ending = Some(reason.to_string());
+        self.ending = true;
         self.stop(actions);
     }
 
@@ -196,6 +207,11 @@ impl Exchange {
                 }
             }
             Message::Done { report } => {
+                if let (None, Some(e)) = (&self.local, &report.error) {
+                    // The peer ended first, and says why (a server's limit): that is the
+                    // first cause, not what its end did to our roles (a closed connection).
+                    self.error.get_or_insert(EngineError::Peer(printable(e)));
+                }
                 if self.local.is_none() {
                     // Each stream's receiver waits for its own sender's count; a report that
                     // does not list every stream is a broken peer, not a slow one.
@@ -234,9 +250,15 @@ impl Exchange {
                 }
             }
             Message::Error { reason } => {
-                // The peer's reason is the first cause; what follows (it closes) is not.
+                // The peer's reason is the first cause; what follows (it closes) is not. Its
+                // report may still follow (a server that ends a test at a limit sends it
+                // before closing): until it closes, it is taken.
                 let reason = printable(&reason);
-                self.fail(now, wire, EngineError::Peer(reason), None, actions);
+                self.error.get_or_insert(EngineError::Peer(reason));
+                self.stop(actions);
+                if self.local.is_some() {
+                    self.finished = true;
+                }
             }
             other => {
                 let at = if self.local.is_some() {
@@ -283,11 +305,8 @@ impl Exchange {
             }
         }
         self.local = Some(report);
-        if let Some(reason) = self.ending.take() {
-            // Our report is out: now the reason, and the session ends here.
-            if self.channel_ok {
-                let _ = wire.send(now, &Message::Error { reason });
-            }
+        if self.ending {
+            // Our report is out after the reason: the session ends here.
             self.channel_ok = false;
             self.report_deadline = None;
             self.finished = true;
