@@ -134,6 +134,8 @@ pub(crate) fn run(sock: DataSocket, plan: &Plan, live: &Live) -> StreamEnd {
         (DataSocket::Tcp(s), false) => tcp_receive(s, plan, live),
         (DataSocket::Udp(s), true) => udp_send(&s, plan, live),
         (DataSocket::Udp(s), false) => udp_receive(&s, plan, live),
+        // The iperf3 client opens kernel sockets only.
+        (DataSocket::User(_), _) => StreamEnd::default(),
     }
 }
 

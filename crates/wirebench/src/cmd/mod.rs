@@ -8,4 +8,5 @@ pub mod report;
 pub mod run;
 pub mod serve;
 pub mod shell;
+pub mod stack;
 pub mod sweep;

@@ -253,6 +253,7 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
             file: None,
             save: None,
             psk: psk.clone(),
+            stack: None,
         };
         let results = trial(&cfg)
             .with_context(|| format!("trial {} (point {}, repeat {})", n + 1, p + 1, r + 1))?;
