@@ -124,11 +124,8 @@ pub fn run_pair(p: &PairRun) -> Result<PairOutcome, PairError> {
     let site = match p.client_stack {
         Stack::Kernel => None,
         Stack::Smoltcp => Some(
-            user_stack::prepare(
-                lab.netns(0),
-                CLIENT_ADDR.parse().unwrap_or([10, 77, 0, 1].into()),
-            )
-            .map_err(io_err("preparing the client's user-space stack"))?,
+            user_stack::prepare(lab.netns(0), std::net::Ipv4Addr::new(10, 77, 0, 1), 0)
+                .map_err(io_err("preparing the client's user-space stack"))?,
         ),
     };
     let (mut client, json, what) = match &p.client {

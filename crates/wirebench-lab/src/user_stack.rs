@@ -59,7 +59,7 @@ impl std::str::FromStr for Stack {
     }
 }
 
-/// The TUN device the user-space stack of a host runs on.
+/// The TUN device of a host's first user-space stack; the next are `wbsmol1`, ...
 pub const DEVICE: &str = "wbsmol0";
 
 /// Where a host's user-space stack sits.
@@ -87,32 +87,40 @@ impl StackSite {
     }
 }
 
-/// The stack's address for a host at `host`: the same subnet, + 100.
+/// The address of stack `n` (0, 1, ...: one per test) of a host at `host`: the same
+/// subnet, + 100 + n.
 ///
 /// # Errors
 ///
 /// When that is past the subnet's end (the lab's hosts are .1 and .2).
-pub fn stack_address(host: Ipv4Addr) -> io::Result<Ipv4Addr> {
+pub fn stack_address(host: Ipv4Addr, n: u8) -> io::Result<Ipv4Addr> {
     let o = host.octets();
-    let last = o[3].checked_add(100).filter(|&l| l < 255).ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("no room for a user-space stack's address next to {host}"),
-        )
-    })?;
+    let last = o[3]
+        .checked_add(100)
+        .and_then(|l| l.checked_add(n))
+        .filter(|&l| l < 255)
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("no room for a user-space stack's address next to {host}"),
+            )
+        })?;
     Ok(Ipv4Addr::new(o[0], o[1], o[2], last))
 }
 
-/// Makes the TUN device for a user-space stack in `ns`, whose host has address `host`
-/// (/24), routes the stack's address to it and lets the kernel forward and proxy ARP.
+/// Makes the TUN device for user-space stack `n` (one per test: a TUN device takes one
+/// stack) in `ns`, whose host has address `host` (/24), routes the stack's address to it,
+/// and lets the kernel forward and translate it to the host's.
 ///
 /// # Errors
 ///
-/// No TUN (the message says what to do), or a refused netlink or sysctl step.
-pub fn prepare(ns: &NetNs, host: Ipv4Addr) -> io::Result<StackSite> {
-    let address = stack_address(host)?;
+/// No TUN (the message says what to do), or a refused netlink, sysctl or nft step.
+pub fn prepare(ns: &NetNs, host: Ipv4Addr, n: u8) -> io::Result<StackSite> {
+    let address = stack_address(host, n)?;
+    let device = format!("wbsmol{n}");
+    let dev = device.as_str();
     ns.run(|| {
-        sys::tun_persist(DEVICE).map_err(|e| {
+        sys::tun_persist(dev).map_err(|e| {
             let hint = match e.kind() {
                 io::ErrorKind::NotFound => "load the tun module (modprobe tun)",
                 io::ErrorKind::PermissionDenied => {
@@ -123,10 +131,10 @@ pub fn prepare(ns: &NetNs, host: Ipv4Addr) -> io::Result<StackSite> {
             };
             io::Error::new(
                 e.kind(),
-                format!("making TUN device {DEVICE} for --stack smoltcp: {e} ({hint})"),
+                format!("making TUN device {dev} for --stack smoltcp: {e} ({hint})"),
             )
         })?;
-        let index = sys::if_index(DEVICE)?;
+        let index = sys::if_index(dev)?;
         let mut nl = Rtnl::open()?;
         nl.set_up(index)?;
         nl.add_device_route(address, 32, index)?;
@@ -137,9 +145,9 @@ pub fn prepare(ns: &NetNs, host: Ipv4Addr) -> io::Result<StackSite> {
     // Packets from the stack arrive on the device with its address as source: the reverse
     // path is that device, but strict filtering is off so that nothing depends on it.
     ns.sysctl("net/ipv4/conf/all/rp_filter", "0")?;
-    ns.sysctl(&format!("net/ipv4/conf/{DEVICE}/rp_filter"), "0")?;
+    ns.sysctl(&format!("net/ipv4/conf/{dev}/rp_filter"), "0")?;
     Ok(StackSite {
-        device: DEVICE.into(),
+        device,
         address,
         prefix: 24,
     })
@@ -147,8 +155,11 @@ pub fn prepare(ns: &NetNs, host: Ipv4Addr) -> io::Result<StackSite> {
 
 /// The nftables rule that gives the stack's packets the host's address on the way out.
 fn nat_rules(stack: Ipv4Addr, host: Ipv4Addr) -> String {
+    // `add` twice is fine: the table and chain are made once, a rule per stack.
     format!(
-        "table ip wirebench_stack {{\n  chain out {{\n    type nat hook postrouting priority srcnat; policy accept;\n    ip saddr {stack} snat to {host}\n  }}\n}}\n"
+        "add table ip wirebench_stack\n\
+         add chain ip wirebench_stack out {{ type nat hook postrouting priority srcnat; policy accept; }}\n\
+         add rule ip wirebench_stack out ip saddr {stack} snat to {host}\n"
     )
 }
 
@@ -190,10 +201,14 @@ mod tests {
     #[test]
     fn the_stack_sits_beside_its_host() {
         assert_eq!(
-            stack_address(Ipv4Addr::new(10, 77, 0, 1)).ok(),
+            stack_address(Ipv4Addr::new(10, 77, 0, 1), 0).ok(),
             Some(Ipv4Addr::new(10, 77, 0, 101))
         );
-        assert!(stack_address(Ipv4Addr::new(10, 77, 0, 200)).is_err());
+        assert_eq!(
+            stack_address(Ipv4Addr::new(10, 77, 0, 2), 3).ok(),
+            Some(Ipv4Addr::new(10, 77, 0, 105))
+        );
+        assert!(stack_address(Ipv4Addr::new(10, 77, 0, 200), 0).is_err());
         assert_eq!("smoltcp".parse::<Stack>(), Ok(Stack::Smoltcp));
         assert!("lwip".parse::<Stack>().is_err());
         let site = StackSite {

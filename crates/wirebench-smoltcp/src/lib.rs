@@ -37,8 +37,9 @@ pub const SMOLTCP_VERSION: &str = "0.12.0";
 /// the lab's usual links, and small, in the spirit of a stack measured in little memory.
 pub const DEFAULT_BUFFER_BYTES: usize = 256 * 1024;
 
-/// How long [`SmolStream`] waits at the end for the peer to take what is left.
-const LINGER: Duration = Duration::from_secs(60);
+/// How long [`SmolStream`] waits at the end for the peer to take what is left, unless the
+/// configuration says otherwise.
+pub const DEFAULT_LINGER: Duration = Duration::from_secs(10);
 
 /// How long a dropped stream keeps polling so that the peer gets its FIN.
 const DROP_LINGER: Duration = Duration::from_millis(500);
@@ -110,6 +111,11 @@ pub struct SmolConfig {
     pub buffer_bytes: usize,
     /// Congestion control.
     pub congestion: Congestion,
+    /// How long the sender waits at the end for the peer to take what is left in the
+    /// stack's buffer (the kernel would go on sending after `close`; here the stack ends
+    /// with the process). The test's drain time is the natural bound: the receiver stops
+    /// waiting then too.
+    pub linger: Duration,
 }
 
 impl SmolConfig {
@@ -151,6 +157,7 @@ pub struct SmolStream {
     timeout: Duration,
     info: UserStack,
     closed: bool,
+    linger: Duration,
 }
 
 impl fmt::Debug for SmolStream {
@@ -258,6 +265,7 @@ impl SmolStream {
             timeout,
             info,
             closed: false,
+            linger: cfg.linger,
         };
         let until = Instant::now() + timeout;
         loop {
@@ -424,7 +432,7 @@ impl UserStream for SmolStream {
     }
 
     fn shutdown_write(&mut self) -> io::Result<()> {
-        self.finish(LINGER)
+        self.finish(self.linger)
     }
 
     fn stack(&self) -> UserStack {

@@ -40,6 +40,10 @@ pub fn connector(
         prefix,
         buffer_bytes,
         congestion,
+        // The receiver drains for --drain after the test: the sender's stack waits as long
+        // for the rest of its buffer to be taken, not longer.
+        linger: std::time::Duration::from_nanos(spec.drain_ns)
+            .max(std::time::Duration::from_secs(1)),
     }))))
 }
 
