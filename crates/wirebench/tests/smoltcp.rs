@@ -210,3 +210,56 @@ fn tempdir(tag: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&d).expect("temp dir");
     d
 }
+
+/// The rootless path: a user without privileges runs the lab in a user namespace of its
+/// own, where it may make the TUN device and the address translation. Run as root, the test
+/// drops to `nobody` with setpriv to try it; otherwise it runs as the user it is.
+#[test]
+fn smoltcp_runs_rootless_in_the_labs_own_user_namespace() {
+    let _g = lock();
+    if !common::lab_available() {
+        return;
+    }
+    let exe = env!("CARGO_BIN_EXE_wirebench");
+    let root = std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false);
+    let mut cmd = if root {
+        if std::process::Command::new("setpriv")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            eprintln!("skipped: no setpriv to drop root with");
+            return;
+        }
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", exe]);
+        c
+    } else {
+        std::process::Command::new(exe)
+    };
+    let state = std::env::temp_dir().join(format!("wirebench-rootless-{}", std::process::id()));
+    let out = cmd
+        .env("WIREBENCH_LAB_DIR", &state)
+        .args([
+            "lab", "--rate", "20M", "--delay", "2ms", "--stack", "smoltcp",
+        ])
+        .args(["--", "run", "-n", "1M", "--json"])
+        .output()
+        .expect("run wirebench lab");
+    let _ = std::fs::remove_dir_all(&state);
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() && err.contains("/dev/net/tun") {
+        // The clear message where the system does not allow it.
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        return;
+    }
+    assert!(out.status.success(), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("results JSON");
+    assert_eq!(
+        v.pointer("/end/received/bytes"),
+        Some(&Value::from(1_000_000))
+    );
+    assert_smoltcp_datapath(&v);
+}
