@@ -11,6 +11,7 @@
 //! - [`testbed`]: a network kept up between commands (`lab up|exec|down|list`).
 //! - [`run`], [`trial`], [`summary`]: a scenario's trials, their files and their summary.
 //! - [`server`]: servers in a lab's hosts, waited for until they listen.
+//! - [`user_stack`]: hosts whose test traffic goes through a user-space TCP/IP stack.
 #![deny(unsafe_code)]
 
 pub mod emu;
@@ -27,6 +28,7 @@ mod sys;
 pub mod testbed;
 pub mod topo;
 pub mod trial;
+pub mod user_stack;
 
 pub use netns::ensure_privilege;
 

@@ -12,6 +12,7 @@ use wirebench_proto::link_log::LinkLog;
 use crate::props::{LinkProps, PropsError};
 use crate::server::{LabServer, ServerError};
 use crate::topo::{Lab, LinkReport, Topology};
+use crate::user_stack::{self, Stack};
 
 /// The client host's address on a one-link lab.
 pub const CLIENT_ADDR: &str = "10.77.0.1";
@@ -40,6 +41,8 @@ pub struct PairRun {
     pub link_log_ns: u64,
     /// The wirebench executable.
     pub exe: PathBuf,
+    /// The client host's TCP/IP stack for its test traffic (`--stack`).
+    pub client_stack: Stack,
 }
 
 /// Why a one-link run could not be made.
@@ -118,10 +121,21 @@ pub fn run_pair(p: &PairRun) -> Result<PairOutcome, PairError> {
         Some(words) => LabServer::program(&lab, 1, words)?,
         None => LabServer::wirebench(&lab, &p.exe, 1, SERVER_ADDR)?,
     };
+    let site = match p.client_stack {
+        Stack::Kernel => None,
+        Stack::Smoltcp => Some(
+            user_stack::prepare(lab.netns(0), std::net::Ipv4Addr::new(10, 77, 0, 1), 0)
+                .map_err(io_err("preparing the client's user-space stack"))?,
+        ),
+    };
     let (mut client, json, what) = match &p.client {
         ClientCommand::Run(args) => {
             let mut c = lab.command(0, &p.exe);
-            c.arg("run").arg(SERVER_ADDR).args(args);
+            c.arg("run").arg(SERVER_ADDR);
+            if let Some(site) = &site {
+                c.args(site.run_args(p.client_stack));
+            }
+            c.args(args);
             (c, wants_json(args), "wirebench run".to_owned())
         }
         ClientCommand::Exec(words) => {
@@ -139,6 +153,10 @@ pub fn run_pair(p: &PairRun) -> Result<PairOutcome, PairError> {
     client
         .env("LAB_SERVER", SERVER_ADDR)
         .env("LAB_CLIENT", CLIENT_ADDR);
+    if let Some(site) = &site {
+        // For `exec`: what `wirebench run` needs to use the stack.
+        client.env("LAB_STACK_ARGS", site.run_args(p.client_stack).join(" "));
+    }
     if json {
         client.stdout(Stdio::piped());
     }

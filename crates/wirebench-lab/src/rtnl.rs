@@ -144,4 +144,23 @@ impl Rtnl {
             &format!("adding route {dst}/{prefix} via {gateway}"),
         )
     }
+
+    /// Routes `dst/prefix` straight out of interface `index` (no gateway): how the host's
+    /// kernel reaches a user-space stack on a TUN device.
+    pub fn add_device_route(&mut self, dst: Ipv4Addr, prefix: u8, index: u32) -> io::Result<()> {
+        let mut msg = RouteMessage::default();
+        msg.header.address_family = AddressFamily::Inet;
+        msg.header.destination_prefix_length = prefix;
+        msg.header.table = 254; // main
+        msg.header.protocol = RouteProtocol::Static;
+        msg.header.scope = RouteScope::Link;
+        msg.header.kind = RouteType::Unicast;
+        msg.attributes
+            .push(RouteAttribute::Destination(RouteAddress::Inet(dst)));
+        msg.attributes.push(RouteAttribute::Oif(index));
+        self.request(
+            RouteNetlinkMessage::NewRoute(msg),
+            &format!("adding route {dst}/{prefix} to interface {index}"),
+        )
+    }
 }

@@ -471,3 +471,41 @@ impl Batch {
         (n, refused)
     }
 }
+
+/// `struct ifreq` as TUNSETIFF reads it: a name and the flags (the rest of the union unused).
+#[repr(C)]
+struct TunReq {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    flags: libc::c_short,
+    _pad: [u8; 22],
+}
+
+/// Makes a persistent TUN device (IP packets, no packet information header) called `name`
+/// in the calling thread's network namespace, so that a process started later in it (a
+/// user-space stack) can attach to it by name. It goes with the namespace.
+pub fn tun_persist(name: &str) -> io::Result<()> {
+    let path = c"/dev/net/tun";
+    // SAFETY: a valid NUL-terminated path; the result is checked.
+    let raw = check(unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) })?;
+    // SAFETY: `raw` was just opened and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let mut req = TunReq {
+        name: [0; libc::IFNAMSIZ],
+        flags: (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short,
+        _pad: [0; 22],
+    };
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("TUN device name {name:?}: 1 to 15 bytes"),
+        ));
+    }
+    for (d, s) in req.name.iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    // SAFETY: TUNSETIFF reads and writes a `struct ifreq`, which `TunReq` lays out (40 bytes).
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF as _, &mut req) })?;
+    // SAFETY: TUNSETPERSIST takes an integer argument.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETPERSIST as _, 1 as libc::c_ulong) })?;
+    Ok(())
+}

@@ -15,6 +15,7 @@ use crate::scenario::{trial_topology, Profile, Scenario};
 use crate::server::{LabServer, ServerError};
 use crate::summary::{NamedLinkReport, TestOutcome, TrialDoc};
 use crate::topo::{Lab, Topology};
+use crate::user_stack::{self, Stack};
 
 /// Why a trial could not run; saved in its file as `error`.
 #[derive(Debug, thiserror::Error)]
@@ -139,8 +140,26 @@ pub fn run_trial(s: &TrialSetup<'_>, profile: &Profile, n: u32) -> Result<TrialD
         let addr = t
             .node_address(to)
             .ok_or_else(|| TrialError::Node(test.to.clone()))?;
-        let mut c = lab.command(node(&t, &test.from)?, s.exe);
+        let from = node(&t, &test.from)?;
+        let mut c = lab.command(from, s.exe);
         c.arg("run").arg(addr.to_string()).arg("--json");
+        // A user-space stack for this test's data connection: one per test (a TUN device
+        // takes one stack), beside its host's address.
+        if let Some(stack) = profile.stack.filter(|&st| st != Stack::Kernel) {
+            if profile_hosts.contains(&test.from) {
+                let host = t
+                    .node_address(from)
+                    .ok_or_else(|| TrialError::Node(test.from.clone()))?;
+                let n = u8::try_from(i).unwrap_or(u8::MAX);
+                let site = user_stack::prepare(lab.netns(from), host, n).map_err(io_err(
+                    format!("preparing the {} stack in {}", stack.name(), test.from),
+                ))?;
+                c.args(site.run_args(stack));
+                if let Some(b) = &profile.stack_buffer {
+                    c.args(["--stack-buffer", b]);
+                }
+            }
+        }
         // The profile's congestion control, per socket too (see Profile::apply).
         if let Some(cc) = &profile.cc {
             if profile_hosts.contains(&test.from) && !test.args.iter().any(|a| a == "--cc") {

@@ -93,6 +93,10 @@ pub struct LabArgs {
     /// The interval of --link-log (1ms or more).
     #[arg(long, value_name = "DURATION", default_value = "100ms")]
     pub link_log_interval: String,
+    /// The client host's TCP/IP stack for its test traffic: kernel, or smoltcp (user space,
+    /// on a TUN device the lab makes; `run` then gets --stack smoltcp and its address).
+    #[arg(long, value_name = "STACK", default_value = "kernel")]
+    pub stack: wirebench_lab::user_stack::Stack,
     /// What to run over the link: `run [run options]` (a wirebench test from the client host
     /// to a server in the server host) or `exec [--] COMMAND...` (any program in the client
     /// host; LAB_SERVER and LAB_CLIENT hold the two addresses).
@@ -652,6 +656,29 @@ pub struct ClientArgs {
         conflicts_with = "iperf3"
     )]
     pub bind: Option<IpAddr>,
+    /// The TCP/IP stack that carries the TCP data connection: the kernel's, or smoltcp (in
+    /// user space, on a TUN device: `wirebench lab --stack smoltcp` prepares one). The
+    /// control connection stays on the kernel's stack.
+    #[arg(long, value_enum, default_value = "kernel")]
+    pub stack: StackArg,
+    /// --stack smoltcp: the TUN device (made, up and routed beforehand).
+    #[arg(long, value_name = "NAME", default_value = "wbsmol0")]
+    pub stack_device: String,
+    /// --stack smoltcp: the stack's own IPv4 address and prefix, e.g. 10.77.0.101/24.
+    #[arg(long, value_name = "ADDR/PREFIX")]
+    pub stack_addr: Option<String>,
+    /// --stack smoltcp: its socket buffer each way (default 256K; fixed, no autotuning).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub stack_buffer: Option<u64>,
+}
+
+/// `--stack`: which TCP/IP stack carries the data connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StackArg {
+    /// The kernel's.
+    Kernel,
+    /// smoltcp, in user space, on a TUN device.
+    Smoltcp,
 }
 
 /// `--preset NAME`: the names in help, and the first releases' names unlisted.

@@ -21,6 +21,7 @@ use crate::control::exchange::printable;
 use crate::control::{RunAction, SETUP_TIMEOUT};
 use crate::file::{FileSink, FileSource};
 use crate::log::LogOut;
+use crate::role::user::{user_datapath, UserConnector, UserStream};
 use crate::role::{CrrPart, DataSocket, FilePart, RoleParams};
 use crate::sys::udp::Offloads;
 use crate::sys::{host_id, same_clock, tcp_datapath, udp_datapath};
@@ -46,6 +47,9 @@ pub struct ClientConfig {
     /// The local address of the control and data sockets (`-B/--bind`); none: the kernel
     /// picks by the route to the server.
     pub bind: Option<IpAddr>,
+    /// `--stack`: a user-space TCP/IP stack for the TCP data connections (the control
+    /// connection stays on the kernel's stack); `None` for the kernel's.
+    pub stack: Option<std::sync::Arc<dyn UserConnector>>,
 }
 
 /// How long the client waits for more of the server's packet log before giving it up.
@@ -83,6 +87,31 @@ fn attach(
         stream,
     })
     .map_err(|e| EngineError::Protocol(e.to_string()))?;
+    s.write_all(&frame)
+        .map_err(|e| EngineError::io("attaching a connection to the test", e))?;
+    Ok(s)
+}
+
+/// As [`attach`], over a user-space stack.
+fn attach_user(
+    stack: &dyn UserConnector,
+    addr: SocketAddr,
+    cookie: u64,
+    stream: u32,
+) -> Result<Box<dyn UserStream>, EngineError> {
+    let mut s = stack
+        .connect(addr, SETUP_TIMEOUT)
+        .map_err(|source| EngineError::Connect {
+            addr: addr.to_string(),
+            source,
+        })?;
+    let frame = encode(&Message::Attach {
+        version: PROTOCOL_VERSION,
+        cookie,
+        stream,
+    })
+    .map_err(|e| EngineError::Protocol(e.to_string()))?;
+    s.set_timeout(SETUP_TIMEOUT);
     s.write_all(&frame)
         .map_err(|e| EngineError::io("attaching a connection to the test", e))?;
     Ok(s)
@@ -221,6 +250,7 @@ struct Setup {
     local_log: Option<LogOut>,
     log_copier: Option<JoinHandle<std::io::Result<u64>>>,
     file: Option<FilePart>,
+    stack: Option<std::sync::Arc<dyn UserConnector>>,
 }
 
 impl Setup {
@@ -239,8 +269,17 @@ impl Setup {
     }
 
     fn open_stream(&mut self, control: &TcpStream, stream: u32) -> Result<(), EngineError> {
-        let opened = match self.spec.protocol {
-            Protocol::Tcp => {
+        let opened = match (self.spec.protocol, self.stack.as_deref()) {
+            (Protocol::Tcp, Some(stack)) => {
+                let s = attach_user(stack, self.addr, self.cookie, stream)?;
+                Opened {
+                    datapath: user_datapath(s.as_ref(), &self.spec),
+                    sock: DataSocket::User(s),
+                    offloads: Offloads::default(),
+                    hello: None,
+                }
+            }
+            (Protocol::Tcp, None) => {
                 let s = attach(self.addr, self.bind, self.cookie, stream)?;
                 let datapath = tcp_datapath(&s, &self.spec).map_err(EngineError::from)?;
                 Opened {
@@ -250,7 +289,7 @@ impl Setup {
                     hello: None,
                 }
             }
-            Protocol::Udp => {
+            (Protocol::Udp, _) => {
                 let local = control
                     .local_addr()
                     .map_err(|e| EngineError::io("reading the control connection's address", e))?
@@ -374,6 +413,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
         local_log: None,
         log_copier: None,
         file,
+        stack: cfg.stack.clone(),
     };
     let mut roles: Option<Roles> = None;
     let mut interrupted = false;

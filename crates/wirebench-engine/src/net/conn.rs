@@ -432,6 +432,12 @@ impl Test<'_> {
                         return events;
                     }
                 },
+                DataSocket::User(s) => Arrived {
+                    datapath: crate::role::user::user_datapath(s.as_ref(), &self.spec),
+                    sock,
+                    offloads: Offloads::default(),
+                    hello: None,
+                },
                 DataSocket::Udp(s) => {
                     let (datapath, offloads) =
                         udp_datapath(s, &self.spec, vec!["udp_reuseport".into()]);

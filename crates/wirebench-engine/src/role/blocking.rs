@@ -1,10 +1,11 @@
 //! Blocking socket calls that keep an eye on the clock: they wait in [`POLL`] slices and give
 //! up on a stop, the server's deadline or a peer that stopped making progress.
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpStream, UdpSocket};
+use std::io::{ErrorKind, Read};
+use std::net::UdpSocket;
 
 use super::end::{early_stop, idle_limit_ns, RoleError};
+use super::user::Stream;
 use super::RoleParams;
 use crate::sys::ZeroCopy;
 use crate::Shared;
@@ -18,8 +19,8 @@ pub(super) fn is_timeout(e: &std::io::Error) -> bool {
 }
 
 /// Writes all of `buf`, looking at stop and deadline while the socket is full.
-pub(super) fn write_full(
-    s: &mut TcpStream,
+pub(super) fn write_full<S: Stream>(
+    s: &mut S,
     buf: &[u8],
     sh: &Shared,
     p: &RoleParams,
@@ -29,8 +30,8 @@ pub(super) fn write_full(
 
 /// As [`write_full`], with `MSG_ZEROCOPY` sends when `zc` is set; completions are read off
 /// the error queue every 64 sends and whenever the kernel runs out of room for them.
-pub(super) fn write_full_zc(
-    s: &mut TcpStream,
+pub(super) fn write_full_zc<S: Stream>(
+    s: &mut S,
     buf: &[u8],
     sh: &Shared,
     p: &RoleParams,
@@ -39,14 +40,15 @@ pub(super) fn write_full_zc(
     let mut off = 0;
     let mut progress_ns = sh.now_ns();
     while off < buf.len() {
-        let sent = match zc {
-            Some(z) => {
+        // MSG_ZEROCOPY needs the kernel's socket; a user-space stream never has `zc` set.
+        let sent = match (zc.as_mut(), s.kernel()) {
+            (Some(z), Some(k)) => {
                 if z.sends % 64 == 0 {
-                    z.reap(s);
+                    z.reap(k);
                 }
-                z.send(s, &buf[off..])
+                z.send(k, &buf[off..])
             }
-            None => s.write(&buf[off..]),
+            _ => s.write(&buf[off..]),
         };
         match sent {
             Ok(0) => return Err(RoleError::Closed),
@@ -56,8 +58,8 @@ pub(super) fn write_full_zc(
             }
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) && zc.is_some() => {
                 // Too many sends in flight for the socket's option memory: read completions.
-                if let Some(z) = zc {
-                    z.reap(s);
+                if let (Some(z), Some(k)) = (zc.as_mut(), s.kernel()) {
+                    z.reap(k);
                 }
                 std::thread::yield_now();
             }
@@ -114,8 +116,8 @@ pub(super) fn send_datagram(
 
 /// Reads exactly `buf.len()` bytes, looking at stop and deadline while nothing comes.
 /// `Ok(false)` when the peer closed the connection before the first byte.
-pub(super) fn read_full(
-    s: &mut TcpStream,
+pub(super) fn read_full<S: Read>(
+    s: &mut S,
     buf: &mut [u8],
     sh: &Shared,
     p: &RoleParams,

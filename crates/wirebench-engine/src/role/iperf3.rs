@@ -204,6 +204,8 @@ pub(crate) fn run(sock: DataSocket, plan: &Plan, live: &Live, log: Option<LogOut
         (DataSocket::Tcp(s), false) => tcp_receive(s, plan, live),
         (DataSocket::Udp(s), true) => udp_send(&s, plan, live),
         (DataSocket::Udp(s), false) => udp_receive(&s, plan, live, log),
+        // The iperf3 client opens kernel sockets only.
+        (DataSocket::User(_), _) => StreamEnd::default(),
     }
 }
 

@@ -23,6 +23,7 @@ mod sender;
 mod tcp;
 mod udp_recv;
 mod udp_send;
+pub(crate) mod user;
 
 use std::net::{TcpStream, UdpSocket};
 use std::sync::mpsc::Sender;
@@ -50,6 +51,8 @@ pub enum DataSocket {
     Tcp(TcpStream),
     /// A connected UDP socket.
     Udp(UdpSocket),
+    /// A TCP data connection in a user-space stack (see [`user`]).
+    User(Box<dyn user::UserStream>),
 }
 
 /// What a role needs besides its socket.
@@ -165,6 +168,12 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
         }
         (Role::Receiver, DataSocket::Tcp(s)) if rr => rr::tcp_rr_server(s, &p, sh),
         (Role::Receiver, DataSocket::Udp(s)) if rr => rr::udp_rr_server(s, &p, sh),
+        (Role::Sender, DataSocket::User(s)) if rr => {
+            rr::rr_client(&mut rr::TcpRr::new(s, &p), &p, sh)
+        }
+        (Role::Receiver, DataSocket::User(s)) if rr => rr::tcp_rr_server(s, &p, sh),
+        (Role::Sender, DataSocket::User(s)) => tcp::tcp_send(s, &p, &mut file, sh),
+        (Role::Receiver, DataSocket::User(s)) => tcp::tcp_receive(s, &p, &mut file, sh),
         (Role::Sender, DataSocket::Tcp(s)) => tcp::tcp_send(s, &p, &mut file, sh),
         (Role::Receiver, DataSocket::Tcp(s)) => tcp::tcp_receive(s, &p, &mut file, sh),
         (Role::Sender, DataSocket::Udp(s)) if saw => saw::udp_send(s, &p, &mut file, sh),

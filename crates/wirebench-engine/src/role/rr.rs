@@ -15,6 +15,7 @@ use super::count::{Count, IntervalUdp, Recorder, Snapshot};
 use super::end::{early_stop, RoleError};
 use super::recv_loop::{self, Flow, Receive, Until};
 use super::sender::{next_len, pace};
+use super::user::Stream;
 use super::{payload, report, RoleParams, POLL};
 use crate::pace::Pacer;
 use crate::{Hists, Shared};
@@ -33,16 +34,15 @@ pub(super) trait Transact {
 }
 
 /// Request/response over a TCP connection.
-pub(super) struct TcpRr {
-    s: TcpStream,
+pub(super) struct TcpRr<S> {
+    s: S,
     request: Vec<u8>,
     response: Vec<u8>,
 }
 
-impl TcpRr {
-    pub(super) fn new(s: TcpStream, p: &RoleParams) -> Self {
-        let _ = s.set_write_timeout(Some(POLL));
-        let _ = s.set_read_timeout(Some(POLL));
+impl<S: Stream> TcpRr<S> {
+    pub(super) fn new(mut s: S, p: &RoleParams) -> Self {
+        s.timeouts(POLL);
         Self {
             s,
             request: payload(p.spec.size),
@@ -51,7 +51,7 @@ impl TcpRr {
     }
 }
 
-impl Transact for TcpRr {
+impl<S: Stream> Transact for TcpRr<S> {
     fn transact(
         &mut self,
         _seq: u64,
@@ -198,8 +198,8 @@ pub(super) fn rr_client(t: &mut impl Transact, p: &RoleParams, sh: &Shared) -> S
 
 /// Request/response over TCP, the server's side of the receive loop: read a whole request,
 /// write the response.
-struct TcpRrServe {
-    s: TcpStream,
+struct TcpRrServe<S> {
+    s: S,
     request: Vec<u8>,
     response: Vec<u8>,
     count: Count,
@@ -207,7 +207,7 @@ struct TcpRrServe {
     sent: u64,
 }
 
-impl Receive for TcpRrServe {
+impl<S: Stream> Receive for TcpRrServe<S> {
     fn count(&self) -> &Count {
         &self.count
     }
@@ -238,10 +238,9 @@ impl Receive for TcpRrServe {
 }
 
 /// Request/response over TCP, the server.
-pub(super) fn tcp_rr_server(s: TcpStream, p: &RoleParams, sh: &Shared) -> SideReport {
+pub(super) fn tcp_rr_server<S: Stream>(mut s: S, p: &RoleParams, sh: &Shared) -> SideReport {
     let spec = &p.spec;
-    let _ = s.set_read_timeout(Some(POLL));
-    let _ = s.set_write_timeout(Some(POLL));
+    s.timeouts(POLL);
     let mut r = TcpRrServe {
         s,
         request: vec![0u8; spec.size as usize],

@@ -1,8 +1,7 @@
 //! TCP streams: the sender (optionally with MSG_ZEROCOPY) and the receiver, streaming or
 //! stop-and-wait (one byte of acknowledgement per message).
 
-use std::io::Read;
-use std::net::{Shutdown, TcpStream};
+use std::net::TcpStream;
 use std::time::Duration;
 
 use wirebench_proto::results::{SideReport, ZeroCopyUse};
@@ -13,6 +12,7 @@ use super::count::{Count, MsBins, Recorder, Snapshot};
 use super::end::{early_stop, RoleError};
 use super::recv_loop::{self, Flow, Receive, Until};
 use super::sender::{next_step, Step};
+use super::user::Stream;
 use super::{payload, report, FilePart, RoleParams, POLL};
 use crate::file::FileSink;
 use crate::pace::Pacer;
@@ -21,8 +21,8 @@ use crate::Shared;
 
 /// The TCP sender: paced writes of whole messages, then a shutdown of its side (EOF says
 /// everything was sent); stop-and-wait waits for a one-byte ack after each.
-pub(super) fn tcp_send(
-    mut s: TcpStream,
+pub(super) fn tcp_send<S: Stream>(
+    mut s: S,
     p: &RoleParams,
     file: &mut Option<FilePart>,
     sh: &Shared,
@@ -31,12 +31,10 @@ pub(super) fn tcp_send(
     let mut buf = payload(spec.size);
     let mut source = file.as_mut().and_then(FilePart::source);
     let saw = spec.mechanism == Mechanism::StopAndWait;
-    let _ = s.set_write_timeout(Some(POLL));
-    let _ = s.set_read_timeout(Some(POLL));
-    let mut zc = if spec.zerocopy {
-        ZeroCopy::enable(&s)
-    } else {
-        None
+    s.timeouts(POLL);
+    let mut zc = match s.kernel() {
+        Some(k) if spec.zerocopy => ZeroCopy::enable(k),
+        _ => None,
     };
     let mut pacer = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns);
     let mut rec = Recorder::of(p);
@@ -45,7 +43,7 @@ pub(super) fn tcp_send(
     let error: Option<RoleError>;
     let mut ack = [0u8; 1];
     loop {
-        let len = match next_step(&mut rec, &mut pacer, sh, p, &count, Some(&s)) {
+        let len = match next_step(&mut rec, &mut pacer, sh, p, &count, s.kernel()) {
             Step::Send(len) => len,
             Step::Again => continue,
             Step::Done(why) => {
@@ -89,13 +87,13 @@ pub(super) fn tcp_send(
         count.publish(sh);
     }
     // EOF tells the receiver that everything was sent.
-    let _ = s.shutdown(Shutdown::Write);
-    let intervals = rec.finish(sh.now_ns(), || Snapshot::of_tcp(&count, Some(&s)));
+    s.shutdown_write();
+    let intervals = rec.finish(sh.now_ns(), || Snapshot::of_tcp(&count, s.kernel()));
     let mut rep = report(&count, intervals, error);
     rep.ms_bytes = bins.finish();
     rep.datapath = p.datapath.clone();
-    if spec.zerocopy {
-        rep.datapath.zerocopy = Some(zerocopy_use(&s, zc, sh));
+    if let Some(k) = s.kernel().filter(|_| spec.zerocopy) {
+        rep.datapath.zerocopy = Some(zerocopy_use(k, zc, sh));
     }
     rep
 }
@@ -122,8 +120,8 @@ pub(super) fn zerocopy_use(s: &TcpStream, zc: Option<ZeroCopy>, sh: &Shared) -> 
 }
 
 /// The TCP receiver's side of the receive loop.
-struct TcpReceive<'a> {
-    s: TcpStream,
+struct TcpReceive<'a, S> {
+    s: S,
     buf: Vec<u8>,
     /// Stop-and-wait: read up to the end of each message and acknowledge it.
     saw: bool,
@@ -134,7 +132,7 @@ struct TcpReceive<'a> {
     sink: Option<&'a mut FileSink>,
 }
 
-impl Receive for TcpReceive<'_> {
+impl<S: Stream> Receive for TcpReceive<'_, S> {
     fn count(&self) -> &Count {
         &self.count
     }
@@ -199,8 +197,8 @@ impl Receive for TcpReceive<'_> {
 
 /// The TCP receiver: reads until the sender shuts its side down, counting messages at their
 /// boundaries in the byte stream; stop-and-wait acknowledges each with one byte.
-pub(super) fn tcp_receive(
-    s: TcpStream,
+pub(super) fn tcp_receive<S: Stream>(
+    mut s: S,
     p: &RoleParams,
     file: &mut Option<FilePart>,
     sh: &Shared,
@@ -215,8 +213,7 @@ pub(super) fn tcp_receive(
             (spec.size as usize).max(256 * 1024)
         }
     ];
-    let _ = s.set_read_timeout(Some(POLL));
-    let _ = s.set_write_timeout(Some(POLL));
+    s.timeouts(POLL);
     let mut r = TcpReceive {
         s,
         buf,

@@ -84,6 +84,7 @@ pub fn tcp_datapath(s: &TcpStream, spec: &TestSpec) -> Result<Datapath, TcpSetup
                 .to_string()
         }),
         zerocopy: None,
+        ..Datapath::default()
     })
 }
 

@@ -96,6 +96,7 @@ pub fn udp_datapath(
         features,
         tcp_congestion: None,
         zerocopy: None,
+        ..Datapath::default()
     };
     (dp, off)
 }

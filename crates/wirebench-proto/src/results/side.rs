@@ -35,6 +35,52 @@ pub struct Datapath {
     /// TCP senders with `--zerocopy`: what MSG_ZEROCOPY really did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zerocopy: Option<ZeroCopyUse>,
+    /// The user-space TCP/IP stack that carried the data connection; absent when it was the
+    /// kernel's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<UserStack>,
+    /// Figures this side could not measure, each with the reason, so that a reader does not
+    /// take a missing figure for a zero.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<Unavailable>,
+}
+
+/// A user-space TCP/IP stack (e.g. smoltcp on a TUN device) as it carried a test.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserStack {
+    /// The stack, e.g. "smoltcp".
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// The TUN device it sends and receives IP packets on.
+    pub device: String,
+    /// Its IPv4 address (with prefix), distinct from the kernel's addresses on the host.
+    pub address: String,
+    /// The device's MTU, bytes.
+    pub mtu_bytes: u64,
+    /// The MSS it announced (its receive side), bytes.
+    pub mss_bytes: u64,
+    /// The congestion control it ran ("none", "reno", "cubic").
+    pub congestion_control: String,
+    /// Its socket's send buffer, bytes (fixed: no autotuning).
+    pub send_buffer_bytes: u64,
+    /// Its socket's receive buffer, bytes (fixed; the largest window it can offer).
+    pub recv_buffer_bytes: u64,
+    /// All the memory the stack holds for packets and sockets, bytes: the two socket
+    /// buffers and the device's packet buffer. Compare with the process's RSS.
+    pub buffer_memory_bytes: u64,
+    /// Segments it retransmitted, when the stack counts them; absent when it does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
+}
+
+/// A figure a side could not measure, and why.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unavailable {
+    /// The figure, as named in the results document (e.g. "tcp_info").
+    pub figure: String,
+    /// Why it is absent.
+    pub reason: String,
 }
 
 /// What a `--zerocopy` TCP sender's MSG_ZEROCOPY sends became, from the kernel's

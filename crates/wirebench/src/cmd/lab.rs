@@ -131,6 +131,7 @@ fn pair_run(args: &LabArgs) -> Result<(), Failure> {
         serve: args.serve.clone(),
         link_log_ns,
         exe: exe()?,
+        client_stack: args.stack,
     };
     let done = pair::run_pair(&run).map_err(fail)?;
     if let (Some(w), Some(p)) = (&mut log_file, &args.link_log) {

@@ -9,4 +9,5 @@ pub mod rrul;
 pub mod run;
 pub mod serve;
 pub mod shell;
+pub mod stack;
 pub mod sweep;

@@ -117,6 +117,11 @@ impl Watch for Stop {
 /// its document.
 pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     let (args, client) = (&cmd.run, &cmd.client);
+    if client.stack != crate::cli::StackArg::Kernel {
+        return Err(Failure::Usage(
+            "--mode rrul runs several streams and UDP probes; --stack smoltcp carries one TCP connection: drop --stack".into(),
+        ));
+    }
     let plan = Plan::of(args).map_err(Failure::Usage)?;
     let psk = cli::load_psk(args.psk_file.as_deref()).map_err(Failure::Usage)?;
     let (host, port) = match &args.host {
@@ -132,6 +137,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         save: None,
         psk: psk.clone(),
         bind: client.bind,
+        stack: None,
     };
     let interrupt = interrupt_flag();
     if io::stderr().is_terminal() {

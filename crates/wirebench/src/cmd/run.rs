@@ -36,6 +36,7 @@ enum Output {
 pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     let (args, client) = (&cmd.run, &cmd.client);
     let spec = args.spec().map_err(Failure::Usage)?;
+    let stack = super::stack::connector(args, client, &spec).map_err(Failure::Usage)?;
     if let Some(target) = &args.iperf3 {
         return iperf3(args, target, spec, client);
     }
@@ -80,6 +81,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         save: args.save.clone(),
         psk,
         bind: client.bind,
+        stack,
     };
     let output = if client.json_stream {
         Output::Stream

@@ -254,6 +254,7 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
             save: None,
             psk: psk.clone(),
             bind: None,
+            stack: None,
         };
         let results = trial(&cfg)
             .with_context(|| format!("trial {} (point {}, repeat {})", n + 1, p + 1, r + 1))?;

@@ -1,0 +1,121 @@
+//! Data connections carried by a user-space TCP/IP stack (smoltcp on a TUN device, in
+//! `wirebench-smoltcp`) instead of the kernel's.
+//!
+//! The engine does not know the stack: the binary hands the client a [`UserConnector`], and
+//! each data connection it opens is a [`UserStream`], a byte stream with the few socket
+//! calls the TCP roles make. The TCP roles are written over [`Stream`], which both a kernel
+//! [`TcpStream`] and a `UserStream` are, so that counting, digests and results stay one
+//! piece of code whichever stack moved the bytes. The control connection stays on the
+//! kernel's stack: it carries no test traffic.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::time::Duration;
+
+use wirebench_proto::results::{Datapath, Unavailable, UserStack};
+use wirebench_proto::spec::TestSpec;
+
+/// A connected TCP byte stream in a user-space stack.
+///
+/// Reads and writes block at most the timeout set last, then fail with
+/// [`io::ErrorKind::WouldBlock`], as a kernel socket with `SO_RCVTIMEO` does.
+pub trait UserStream: Read + Write + Send + std::fmt::Debug {
+    /// How long a read or write may wait for progress.
+    fn set_timeout(&mut self, timeout: Duration);
+    /// Sends FIN once everything written has been sent, and waits (bounded) until the peer
+    /// has it: the stack lives in this process, so nobody sends what is left once the
+    /// stream is gone.
+    ///
+    /// # Errors
+    ///
+    /// The connection broke, or the peer did not take the rest in time.
+    fn shutdown_write(&mut self) -> io::Result<()>;
+    /// The stack and its settings, as this connection used them.
+    fn stack(&self) -> UserStack;
+}
+
+/// Opens data connections through a user-space stack.
+pub trait UserConnector: Send + Sync + std::fmt::Debug {
+    /// Connects to `addr` within `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// The stack's device cannot be opened, or the peer did not answer.
+    fn connect(&self, addr: SocketAddr, timeout: Duration) -> io::Result<Box<dyn UserStream>>;
+}
+
+/// What the results say of a connection over a user-space stack: its settings, and why
+/// the kernel's figures are absent.
+pub(crate) fn user_datapath(s: &dyn UserStream, spec: &TestSpec) -> Datapath {
+    let stack = s.stack();
+    let unavailable = [
+        (
+            "tcp_info",
+            "the connection is in a user-space stack: the kernel's TCP_INFO does not see it",
+        ),
+        (
+            "tcp_congestion",
+            "the kernel's congestion control is not used: see stack.congestion_control",
+        ),
+    ];
+    let mut features = vec![format!("user_stack_{}", stack.name)];
+    if spec.mechanism != wirebench_proto::spec::Mechanism::Stream {
+        features.push("nagle_off".into());
+    }
+    Datapath {
+        io: format!("{} send/recv over TUN", stack.name),
+        batch: 1,
+        send_buffer_bytes: stack.send_buffer_bytes,
+        recv_buffer_bytes: stack.recv_buffer_bytes,
+        features,
+        unavailable: unavailable
+            .into_iter()
+            .map(|(figure, reason)| Unavailable {
+                figure: figure.into(),
+                reason: reason.into(),
+            })
+            .collect(),
+        stack: Some(stack),
+        ..Datapath::default()
+    }
+}
+
+/// A TCP data connection as the TCP roles use it, kernel's or user-space.
+pub(super) trait Stream: Read + Write {
+    /// Sets the read and write timeouts.
+    fn timeouts(&mut self, d: Duration);
+    /// Ends the sending side (EOF for the peer).
+    fn shutdown_write(&mut self);
+    /// The kernel socket, for what only it has (MSG_ZEROCOPY).
+    fn kernel(&self) -> Option<&TcpStream>;
+}
+
+impl Stream for TcpStream {
+    fn timeouts(&mut self, d: Duration) {
+        let _ = self.set_read_timeout(Some(d));
+        let _ = self.set_write_timeout(Some(d));
+    }
+
+    fn shutdown_write(&mut self) {
+        let _ = self.shutdown(Shutdown::Write);
+    }
+
+    fn kernel(&self) -> Option<&TcpStream> {
+        Some(self)
+    }
+}
+
+impl Stream for Box<dyn UserStream> {
+    fn timeouts(&mut self, d: Duration) {
+        self.as_mut().set_timeout(d);
+    }
+
+    fn shutdown_write(&mut self) {
+        // A failure shows at the receiver, which counts what arrived.
+        let _ = UserStream::shutdown_write(self.as_mut());
+    }
+
+    fn kernel(&self) -> Option<&TcpStream> {
+        None
+    }
+}

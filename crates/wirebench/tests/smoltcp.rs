@@ -1,0 +1,265 @@
+//! Issue 21: a lab host whose test traffic goes through smoltcp, a user-space TCP/IP stack,
+//! on a TUN device, against a Linux host over an emulated link with loss. Needs what the
+//! lab needs (root or a user namespace, and /dev/net/tun, and nft); fails when `CI` is set
+//! and the lab cannot start (`common::lab_available`).
+
+mod common;
+
+use std::sync::Mutex;
+
+use common::wirebench;
+use serde_json::Value;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+const LINK: &[&str] = &[
+    "--rate", "50M", "--delay", "5ms", "--loss", "1%", "--seed", "21",
+];
+
+/// `wirebench lab LINK --stack smoltcp -- run ARGS --json`.
+fn smol_run(run: &[&str]) -> Value {
+    let out = wirebench()
+        .arg("lab")
+        .args(LINK)
+        .args(["--stack", "smoltcp", "--", "run"])
+        .args(run)
+        .arg("--json")
+        .output()
+        .expect("run wirebench lab");
+    assert!(
+        out.status.success(),
+        "lab --stack smoltcp -- run {run:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("results JSON")
+}
+
+fn random_file(dir: &std::path::Path, name: &str, len: usize) -> std::path::PathBuf {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let bytes: Vec<u8> = (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).expect("write the file");
+    p
+}
+
+fn assert_identical(v: &Value) {
+    assert!(v.get("error").is_none_or(Value::is_null), "{v:#}");
+    let file = v.pointer("/end/file").expect("end.file");
+    assert_eq!(file["identical"], Value::Bool(true), "{file:#}");
+    assert_eq!(file["sent_digest"], file["received_digest"], "{file:#}");
+    assert!(file["sent_digest"].is_string(), "{file:#}");
+}
+
+fn assert_smoltcp_datapath(v: &Value) {
+    let dp = v.pointer("/datapath/client").expect("datapath.client");
+    assert_eq!(dp["stack"]["name"], "smoltcp", "{dp:#}");
+    assert!(dp["stack"]["mss_bytes"].as_u64().is_some_and(|m| m > 500));
+    assert!(dp["stack"]["buffer_memory_bytes"]
+        .as_u64()
+        .is_some_and(|m| m > 0));
+    let unavailable: Vec<&str> = dp["unavailable"]
+        .as_array()
+        .expect("unavailable")
+        .iter()
+        .filter_map(|u| u["figure"].as_str())
+        .collect();
+    assert!(unavailable.contains(&"tcp_info"), "{dp:#}");
+    // The server's side is Linux's.
+    assert!(v.pointer("/datapath/server/stack").is_none());
+}
+
+#[test]
+fn smoltcp_to_linux_over_a_lossy_link_is_byte_exact() {
+    let _g = lock();
+    if !common::lab_available() {
+        return;
+    }
+    let dir = tempdir("smol-fwd");
+    let file = random_file(&dir, "payload.bin", 2_000_000);
+    let v = smol_run(&["--file", file.to_str().expect("utf-8 path")]);
+    assert_identical(&v);
+    assert_smoltcp_datapath(&v);
+    let lost = v
+        .pointer("/lab/links/0/up/dropped_loss")
+        .and_then(Value::as_u64);
+    assert!(
+        lost.is_some_and(|l| l > 0),
+        "the link lost nothing: {:#}",
+        v["lab"]
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn linux_to_smoltcp_over_a_lossy_link_is_byte_exact() {
+    let _g = lock();
+    if !common::lab_available() {
+        return;
+    }
+    let dir = tempdir("smol-rev");
+    random_file(&dir, "payload.bin", 2_000_000);
+    let exe = env!("CARGO_BIN_EXE_wirebench");
+    // The server sends the file from its files directory; the client, on smoltcp, checks
+    // what arrived against the server's digest.
+    let script =
+        format!("exec {exe} run \"$LAB_SERVER\" $LAB_STACK_ARGS -R --file payload.bin --json");
+    let out = wirebench()
+        .arg("lab")
+        .args(LINK)
+        .args(["--stack", "smoltcp", "--serve"])
+        .arg(format!("{exe} serve --files-dir {}", dir.display()))
+        .args(["--", "exec", "--", "sh", "-c", &script])
+        .output()
+        .expect("run wirebench lab");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The server's banner comes first on the same stdout.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let doc = text.find("\n{").map_or(&text[..], |i| &text[i + 1..]);
+    let v: Value = serde_json::from_str(doc).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_identical(&v);
+    assert_smoltcp_datapath(&v);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn stop_and_wait_over_smoltcp_counts_every_message() {
+    let _g = lock();
+    if !common::lab_available() {
+        return;
+    }
+    let v = smol_run(&["--mode", "stop-and-wait", "-n", "100K", "-l", "10K"]);
+    assert!(v.get("error").is_none_or(Value::is_null), "{v:#}");
+    assert_eq!(
+        v.pointer("/end/received/bytes"),
+        Some(&Value::from(100_000))
+    );
+    assert_eq!(v.pointer("/end/received/messages"), Some(&Value::from(10)));
+    assert_smoltcp_datapath(&v);
+}
+
+#[test]
+fn rr_over_smoltcp_measures_round_trips() {
+    let _g = lock();
+    if !common::lab_available() {
+        return;
+    }
+    let v = smol_run(&["--mode", "rr", "-n", "6400"]);
+    assert!(v.get("error").is_none_or(Value::is_null), "{v:#}");
+    let count = v.pointer("/end/latency_us/count").and_then(Value::as_u64);
+    assert_eq!(count, Some(100), "{:#}", v["end"]);
+    // At least the link's round trip (2 × 5 ms), loosely.
+    let p50 = v.pointer("/end/latency_us/p50").and_then(Value::as_f64);
+    assert!(p50.is_some_and(|p| p >= 9_000.0), "{:#}", v["end"]);
+    assert_smoltcp_datapath(&v);
+}
+
+#[test]
+fn the_cli_refuses_what_smoltcp_cannot_carry() {
+    for (args, why) in [
+        (&["--udp"][..], "carries TCP only"),
+        (&["--zerocopy"][..], "MSG_ZEROCOPY"),
+        (&["-P", "2"][..], "one data connection"),
+        (&["--mode", "crr"][..], "crr"),
+        (&["--cc", "bbr"][..], "only reno, cubic and none"),
+    ] {
+        let out = wirebench()
+            .args([
+                "run",
+                "192.0.2.1",
+                "--stack",
+                "smoltcp",
+                "--stack-addr",
+                "10.77.0.101/24",
+            ])
+            .args(args)
+            .output()
+            .expect("run wirebench");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(why), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+}
+
+fn tempdir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("wirebench-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+/// The rootless path: a user without privileges runs the lab in a user namespace of its
+/// own, where it may make the TUN device and the address translation. Run as root, the test
+/// drops to `nobody` with setpriv to try it; otherwise it runs as the user it is.
+#[test]
+fn smoltcp_runs_rootless_in_the_labs_own_user_namespace() {
+    let _g = lock();
+    if !common::lab_available() {
+        return;
+    }
+    let exe = env!("CARGO_BIN_EXE_wirebench");
+    let root = std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false);
+    let mut cmd = if root {
+        if std::process::Command::new("setpriv")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            eprintln!("skipped: no setpriv to drop root with");
+            return;
+        }
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", exe]);
+        c
+    } else {
+        std::process::Command::new(exe)
+    };
+    let state = std::env::temp_dir().join(format!("wirebench-rootless-{}", std::process::id()));
+    let out = cmd
+        .env("WIREBENCH_LAB_DIR", &state)
+        .args([
+            "lab", "--rate", "20M", "--delay", "2ms", "--stack", "smoltcp",
+        ])
+        .args(["--", "run", "-n", "1M", "--json"])
+        .output()
+        .expect("run wirebench lab");
+    let _ = std::fs::remove_dir_all(&state);
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() && err.contains("/dev/net/tun") {
+        // The clear message where the system does not allow it.
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        return;
+    }
+    assert!(out.status.success(), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("results JSON");
+    assert_eq!(
+        v.pointer("/end/received/bytes"),
+        Some(&Value::from(1_000_000))
+    );
+    assert_smoltcp_datapath(&v);
+}
