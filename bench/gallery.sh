@@ -85,7 +85,7 @@ scen="lab scenario scenarios/random-loss.toml --trials 5 --parallel 2 --time-sca
 # shellcheck disable=SC2086
 if run $(echo "$scen" | sed "s|scenarios/|$root/scenarios/|") >/dev/null 2>&1 &&
     figure box-scenario.png "Box plots of a lab scenario's stack profiles" \
-        "Seed 003's random-loss dumbbell (2 Mbit/s, 100 ms, 5% loss both ways), scaled to 3 s tests: one box per stack profile, labelled by its name." \
+        "The random-loss dumbbell of scenarios/random-loss.toml (2 Mbit/s, 100 ms, 5% loss both ways), scaled to 3 s tests: one box per stack profile (Linux reno, cubic and bbr with and without SACK, and smoltcp), labelled by its name." \
         "$scen" "scen --kind box"; then
     :
 else
