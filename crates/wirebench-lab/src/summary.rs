@@ -136,6 +136,13 @@ pub struct ProfileRow {
     pub received_kbps: Option<Summary>,
     /// TCP retransmits of the sender.
     pub retransmits: Option<Summary>,
+    /// The measured tests' client process's peak resident memory, KiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_max_rss_kib: Option<Summary>,
+    /// A user-space stack's own packet and socket buffer memory, bytes (absent when the
+    /// kernel's stack carried the tests: its socket memory is not in any process's RSS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_buffer_memory_bytes: Option<Summary>,
     /// The sysctls the profile sets, `net.ipv4.tcp_sack` = "0".
     pub settings: BTreeMap<String, String>,
     /// Measured tests with results.
@@ -178,6 +185,7 @@ pub fn summarize(
         let (mut failed, mut incomplete) = (0u64, 0u64);
         let mut results = Vec::new();
         let (mut goodput, mut received, mut retransmits) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut rss, mut stack_memory) = (Vec::new(), Vec::new());
         for t in &here {
             let TrialFile::Done(doc) = t else {
                 failed += 1;
@@ -198,6 +206,13 @@ pub fn summarize(
                 if let Some(tcp) = &r.end.tcp {
                     retransmits.push(tcp.retransmits as f64);
                 }
+                if let Some(c) = &r.end.resources.client {
+                    rss.push(c.max_rss_kib as f64);
+                }
+                let sides = [&r.datapath.client, &r.datapath.server];
+                if let Some(st) = sides.into_iter().flatten().find_map(|d| d.stack.as_ref()) {
+                    stack_memory.push(st.buffer_memory_bytes as f64);
+                }
                 if test.error.is_some() {
                     incomplete += 1;
                 }
@@ -214,6 +229,8 @@ pub fn summarize(
             profile: p.name.clone(),
             received_kbps: per(&received, 1e3),
             retransmits: per(&retransmits, 1.0),
+            client_max_rss_kib: per(&rss, 1.0),
+            stack_buffer_memory_bytes: per(&stack_memory, 1.0),
             settings: p
                 .sysctls()
                 .into_iter()
@@ -271,25 +288,42 @@ impl ScenarioSummary {
         experiment::summary_csv(&self.experiment)
     }
 
-    /// The table printed at the end and saved as `summary.txt`: goodput per profile.
+    /// The table printed at the end and saved as `summary.txt`: goodput per profile, the
+    /// sender's retransmits, and memory: the client's peak RSS and, for a user-space stack,
+    /// the buffer memory it holds itself (a kernel stack's is in no process's RSS: "-").
     pub fn table(&self) -> String {
-        let mut s = format!(
-            "{:<16} {:>6} {:>10} {:>10} {:>10} {:>9} {:>12}\n",
-            "profile", "trials", "min kbit/s", "mean", "max", "SD", "retrans mean"
-        );
+        let line = |c: [&str; 9]| {
+            format!(
+                "{:<16} {:>6} {:>10} {:>10} {:>10} {:>9} {:>12} {:>14} {:>15}\n",
+                c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]
+            )
+        };
+        let mut s = line([
+            "profile",
+            "trials",
+            "min kbit/s",
+            "mean",
+            "max",
+            "SD",
+            "retrans mean",
+            "peak RSS MiB",
+            "stack buf KiB",
+        ]);
         for r in &self.profiles {
             let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
             let g = r.goodput_kbps.as_ref();
-            s += &format!(
-                "{:<16} {:>6} {:>10} {:>10} {:>10} {:>9} {:>12}\n",
-                r.profile,
-                r.trials,
-                f(g.map(|g| g.min)),
-                f(g.map(|g| g.mean)),
-                f(g.map(|g| g.max)),
-                f(g.map(|g| g.stddev)),
-                f(r.retransmits.as_ref().map(|r| r.mean)),
-            );
+            let mean = |v: &Option<Summary>, d: f64| f(v.as_ref().map(|v| v.mean / d));
+            s += &line([
+                &r.profile,
+                &r.trials.to_string(),
+                &f(g.map(|g| g.min)),
+                &f(g.map(|g| g.mean)),
+                &f(g.map(|g| g.max)),
+                &f(g.map(|g| g.stddev)),
+                &mean(&r.retransmits, 1.0),
+                &mean(&r.client_max_rss_kib, 1024.0),
+                &mean(&r.stack_buffer_memory_bytes, 1024.0),
+            ]);
         }
         s
     }
@@ -363,9 +397,24 @@ mod tests {
                 "retransmits": 0, "local_drops": 0,
                 "tcp": {"retransmits": retransmits, "rtt_us": 100000, "rttvar_us": 5000,
                         "snd_cwnd_segments": 10, "snd_mss_bytes": 1448},
-                "resources": {"client": null, "server": null}
+                "resources": {"client": {"cpu_user_s": 0.1, "cpu_system_s": 0.2,
+                                          "cpu_percent": 10.0, "max_rss_kib": 7000 + retransmits},
+                              "server": null}
             }
         })
+    }
+
+    /// [`result`] as a user-space stack's client would have written it.
+    fn user_stack(mut r: Value) -> Value {
+        r["datapath"]["client"] = json!({
+            "io": "smoltcp send/recv over TUN", "batch": 1,
+            "send_buffer_bytes": 65536, "recv_buffer_bytes": 65536,
+            "stack": {"name": "smoltcp", "version": "0.12.0", "device": "wbsmol0",
+                      "address": "10.77.0.101/24", "mtu_bytes": 1500, "mss_bytes": 1460,
+                      "congestion_control": "cubic", "send_buffer_bytes": 65536,
+                      "recv_buffer_bytes": 65536, "buffer_memory_bytes": 132572}
+        });
+        r
     }
 
     fn test(name: &str, measured: bool, result: Option<Value>, error: Option<&str>) -> TestOutcome {
@@ -475,7 +524,12 @@ args = ["-t", "2s"]
                 doc(
                     "cubic-sack",
                     0,
-                    test("measured", true, r(200_000, 210_000, 0, 1), None),
+                    test(
+                        "measured",
+                        true,
+                        r(200_000, 210_000, 0, 1).map(user_stack),
+                        None,
+                    ),
                 ),
             ),
             (
@@ -545,6 +599,7 @@ args = ["-t", "2s"]
         assert_eq!(
             reno.as_object().expect("row").keys().collect::<Vec<_>>(),
             [
+                "client_max_rss_kib",
                 "failed",
                 "goodput_kbps",
                 "incomplete",
@@ -574,6 +629,14 @@ args = ["-t", "2s"]
         assert_eq!(reno["retransmits"]["mean"], json!(6.0));
         let cubic = &v["profiles"][1];
         assert_eq!((&cubic["trials"], &cubic["failed"]), (&json!(1), &json!(2)));
+        // Memory: the client's peak RSS for every profile, a user-space stack's own buffers
+        // only where one carried the test.
+        assert_eq!(reno["client_max_rss_kib"]["mean"], json!(7006.0));
+        assert_eq!(reno.get("stack_buffer_memory_bytes"), None);
+        assert_eq!(
+            cubic["stack_buffer_memory_bytes"]["mean"],
+            json!(132_572.0)
+        );
         let point = &v["points"][1];
         assert_eq!(
             point.as_object().expect("point").keys().collect::<Vec<_>>(),
