@@ -20,6 +20,10 @@ pub struct UdpRx {
     jitter: Jitter,
     delay: TimeHistogram,
     interval_delay: TimeHistogram,
+    /// Datagrams of equal one-way delay in a row (a GRO buffer of one send: one stamp, one
+    /// arrival time), not yet in `interval_delay`: recorded in one go when the delay changes
+    /// or the interval closes, not one histogram record each.
+    delay_run: (i64, u64),
     gaps: TimeHistogram,
     /// Arrivals at the same time as the one before (a batch read at once), added to `gaps`
     /// in one go rather than one record each.
@@ -50,6 +54,7 @@ impl UdpRx {
             jitter: Jitter::new(),
             delay: TimeHistogram::new(),
             interval_delay: TimeHistogram::new(),
+            delay_run: (0, 0),
             gaps: TimeHistogram::new(),
             zero_gaps: 0,
             last_arrival_ns: None,
@@ -113,8 +118,13 @@ impl UdpRx {
                 }
                 self.jitter.on_transit(delay_ns);
                 // Into the interval's distribution only; it joins the test's at the interval's
-                // end: one histogram record per datagram.
-                self.interval_delay.record(delay_ns);
+                // end: one histogram record per run of equal delays.
+                if self.delay_run.0 == delay_ns {
+                    self.delay_run.1 += 1;
+                } else {
+                    self.flush_delays();
+                    self.delay_run = (delay_ns, 1);
+                }
                 self.gap(now_ns);
                 if self.tracker.prefix() != prefix {
                     if prefix == 0 {
@@ -136,6 +146,16 @@ impl UdpRx {
         }
     }
 
+    /// Records the run of equal delays held back.
+    fn flush_delays(&mut self) {
+        match self.delay_run {
+            (_, 0) => {}
+            (d, 1) => self.interval_delay.record(d),
+            (d, n) => self.interval_delay.record_n(d, n),
+        }
+        self.delay_run.1 = 0;
+    }
+
     #[inline]
     fn gap(&mut self, now_ns: u64) {
         match self.last_arrival_ns.replace(now_ns) {
@@ -149,6 +169,7 @@ impl UdpRx {
 
     /// Closes an interval: its figures, and a fresh delay distribution for the next one.
     pub fn close_interval(&mut self) -> IntervalUdp {
+        self.flush_delays();
         let out = IntervalUdp {
             lost: self.tracker.lost_so_far(),
             jitter_ns: (self.jitter.samples() > 0).then(|| self.jitter.jitter_ns()),
@@ -175,6 +196,7 @@ impl UdpRx {
             lost_run(log, file, run);
         });
         let log_error = self.log.take().and_then(|l| l.finish().err());
+        self.flush_delays();
         self.delay.add(&self.interval_delay);
         self.gaps.record_n(0, self.zero_gaps);
         let counts = UdpCounts {
@@ -280,6 +302,35 @@ mod tests {
         assert_eq!(c.in_order_prefix, 10);
         let d = c.delay.expect("delays");
         assert_eq!((d.min_ns, d.max_ns, d.count), (50_000, 50_000, 64));
+    }
+
+    #[test]
+    fn runs_of_equal_delays_count_as_every_datagram_recorded_alone() {
+        // Delays in runs (a GRO buffer shares one stamp and one arrival time) and alone,
+        // across an interval's end: the interval's and the test's distributions are those
+        // of one record per datagram.
+        let delays = [
+            5_000u64, 5_000, 5_000, 7_000, 7_000, 5_000, 9_000, 9_000, 9_000, 9_000,
+        ];
+        let mut rx = UdpRx::new(EPOCH, None, None);
+        let mut want = TimeHistogram::new();
+        let mut first = TimeHistogram::new();
+        for (seq, &d) in delays.iter().enumerate() {
+            rx.on_datagram(&dgram(seq as u64, 100, 1_000_000, d), 1_000_000);
+            want.record(d as i64);
+            if seq < 4 {
+                first.record(d as i64);
+            }
+            if seq == 3 {
+                let i = rx.close_interval();
+                assert_eq!(i.delay_p50_ns, first.quantile(0.5));
+                assert_eq!(i.delay_p99_ns, first.quantile(0.99));
+            }
+        }
+        let (_, c, _, hists, _) = rx.finish(Some(10), true);
+        assert_eq!(c.delay, want.summary());
+        let got = hists.delay.expect("delays");
+        assert_eq!(got.log2_buckets(), want.log2_buckets());
     }
 
     #[test]

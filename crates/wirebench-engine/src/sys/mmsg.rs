@@ -94,17 +94,18 @@ impl Mmsgs {
         Ok(rc as usize)
     }
 
-    /// Receives at least one and at most [`BATCH`] messages into the buffers all headers
-    /// were pointed at (`MSG_WAITFORONE`: waits for the first as long as the socket's
-    /// receive timeout lets it, then takes what is queued); returns how many.
-    pub(super) fn recv(&mut self, sock: &UdpSocket) -> io::Result<usize> {
+    /// Receives at least one and at most `n` (1 to [`BATCH`]) messages into the buffers the
+    /// first `n` headers were pointed at (`MSG_WAITFORONE`: waits for the first as long as
+    /// the socket's receive timeout lets it, then takes what is queued); returns how many.
+    pub(super) fn recv(&mut self, sock: &UdpSocket, n: usize) -> io::Result<usize> {
+        let n = n.clamp(1, BATCH);
         // SAFETY: every header points at an iovec over its own buffer and at its own control
         // buffer, pointed by `point` just before this call and alive during it.
         let rc = unsafe {
             libc::recvmmsg(
                 sock.as_raw_fd(),
                 self.hdrs.as_mut_ptr(),
-                BATCH as u32,
+                n as u32,
                 libc::MSG_WAITFORONE,
                 std::ptr::null_mut(),
             )
@@ -112,7 +113,7 @@ impl Mmsgs {
         if rc < 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok((rc as usize).min(BATCH))
+        Ok((rc as usize).min(n))
     }
 
     /// Message `m` of the last receive: its length, and the header whose control messages
