@@ -21,8 +21,8 @@ pub struct UdpRx {
     delay: TimeHistogram,
     interval_delay: TimeHistogram,
     /// Datagrams of equal one-way delay in a row (a GRO buffer of one send: one stamp, one
-    /// arrival time), not yet in `interval_delay`: recorded in one go when the delay changes
-    /// or the interval closes, not one histogram record each.
+    /// arrival time), not yet in `jitter` and `interval_delay`: taken in one go when the
+    /// delay changes or the interval closes, not one update and one record each.
     delay_run: (i64, u64),
     gaps: TimeHistogram,
     /// Arrivals at the same time as the one before (a batch read at once), added to `gaps`
@@ -116,9 +116,8 @@ impl UdpRx {
                 if let Some((sink, chunk, _)) = self.file.as_mut() {
                     sink.write_at(h.seq.saturating_mul(*chunk), &d[HEADER_LEN..]);
                 }
-                self.jitter.on_transit(delay_ns);
-                // Into the interval's distribution only; it joins the test's at the interval's
-                // end: one histogram record per run of equal delays.
+                // Jitter and the interval's distribution (it joins the test's at the interval's
+                // end) take a run of equal delays in one step.
                 if self.delay_run.0 == delay_ns {
                     self.delay_run.1 += 1;
                 } else {
@@ -146,12 +145,18 @@ impl UdpRx {
         }
     }
 
-    /// Records the run of equal delays held back.
+    /// Takes the run of equal delays held back into jitter and the interval's distribution.
     fn flush_delays(&mut self) {
         match self.delay_run {
             (_, 0) => {}
-            (d, 1) => self.interval_delay.record(d),
-            (d, n) => self.interval_delay.record_n(d, n),
+            (d, 1) => {
+                self.jitter.on_transit(d);
+                self.interval_delay.record(d);
+            }
+            (d, n) => {
+                self.jitter.on_transit_run(d, n);
+                self.interval_delay.record_n(d, n);
+            }
         }
         self.delay_run.1 = 0;
     }
@@ -315,9 +320,11 @@ mod tests {
         let mut rx = UdpRx::new(EPOCH, None, None);
         let mut want = TimeHistogram::new();
         let mut first = TimeHistogram::new();
+        let mut jitter = Jitter::new();
         for (seq, &d) in delays.iter().enumerate() {
             rx.on_datagram(&dgram(seq as u64, 100, 1_000_000, d), 1_000_000);
             want.record(d as i64);
+            jitter.on_transit(d as i64);
             if seq < 4 {
                 first.record(d as i64);
             }
@@ -329,6 +336,11 @@ mod tests {
         }
         let (_, c, _, hists, _) = rx.finish(Some(10), true);
         assert_eq!(c.delay, want.summary());
+        assert!(
+            (c.jitter_ns - jitter.jitter_ns()).abs() < 1e-6,
+            "{}",
+            c.jitter_ns
+        );
         let got = hists.delay.expect("delays");
         assert_eq!(got.log2_buckets(), want.log2_buckets());
     }

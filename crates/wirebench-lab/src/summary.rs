@@ -633,10 +633,7 @@ args = ["-t", "2s"]
         // only where one carried the test.
         assert_eq!(reno["client_max_rss_kib"]["mean"], json!(7006.0));
         assert_eq!(reno.get("stack_buffer_memory_bytes"), None);
-        assert_eq!(
-            cubic["stack_buffer_memory_bytes"]["mean"],
-            json!(132_572.0)
-        );
+        assert_eq!(cubic["stack_buffer_memory_bytes"]["mean"], json!(132_572.0));
         let point = &v["points"][1];
         assert_eq!(
             point.as_object().expect("point").keys().collect::<Vec<_>>(),

@@ -48,6 +48,7 @@ pub struct TooShort {
 
 impl DataHeader {
     /// Writes the header into the first [`HEADER_LEN`] bytes of `buf`.
+    #[inline]
     pub fn write(&self, buf: &mut [u8]) -> Result<(), TooShort> {
         let len = buf.len();
         let out = buf.get_mut(..HEADER_LEN).ok_or(TooShort {
@@ -61,6 +62,7 @@ impl DataHeader {
     }
 
     /// Reads a header from untrusted bytes.
+    #[inline]
     pub fn read(buf: &[u8]) -> Result<Self, TooShort> {
         let bytes: &[u8; HEADER_LEN] = buf
             .get(..HEADER_LEN)

@@ -80,6 +80,26 @@ impl Jitter {
         self.prev_transit = Some(transit_ns);
     }
 
+    /// As `n` calls of [`on_transit`](Self::on_transit) with the same transit time (the
+    /// datagrams of one send, read in one GRO buffer): the first updates `J` with its
+    /// difference from the datagram before, each other has a difference of 0, which only
+    /// decays `J` by 15/16; so `J` is multiplied by (15/16)^(n-1) in one step (equal to the
+    /// `n` single steps up to floating-point rounding).
+    pub fn on_transit_run(&mut self, transit_ns: i64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.on_transit(transit_ns);
+        // The other n - 1: a sample each, of difference 0 (without a datagram before the
+        // run, the first only set the reference and J was 0: the same formula holds).
+        let zero_steps = n - 1;
+        if zero_steps > 0 {
+            let k = i32::try_from(zero_steps).unwrap_or(i32::MAX);
+            self.jitter *= (15.0f64 / 16.0).powi(k);
+            self.samples = self.samples.saturating_add(zero_steps);
+        }
+    }
+
     /// The current jitter estimate `J`, in nanoseconds (0 until two
     /// datagrams have been seen).
     pub fn jitter_ns(&self) -> f64 {
@@ -96,6 +116,24 @@ impl Jitter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_of_equal_transits_is_its_single_steps() {
+        for (before, run) in [(&[][..], 1u64), (&[][..], 5), (&[1_000i64, 9_000][..], 64)] {
+            let (mut one, mut runs) = (Jitter::new(), Jitter::new());
+            for &t in before {
+                one.on_transit(t);
+                runs.on_transit(t);
+            }
+            for _ in 0..run {
+                one.on_transit(4_000);
+            }
+            runs.on_transit_run(4_000, run);
+            assert_eq!(one.samples(), runs.samples());
+            let (a, b) = (one.jitter_ns(), runs.jitter_ns());
+            assert!((a - b).abs() <= 1e-9 * a.abs().max(1.0), "{a} vs {b}");
+        }
+    }
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol
