@@ -9,7 +9,7 @@ use super::scale::Quantity;
 
 /// The Okabe–Ito palette (Okabe & Ito, "Color Universal Design", 2008), which people with
 /// any common colour-vision deficiency can tell apart; yellow last, as it is faint on white.
-pub const PALETTE: [RGBColor; 8] = [
+pub const PALETTE: [RGBColor; 12] = [
     RGBColor(0x00, 0x72, 0xB2), // blue
     RGBColor(0xD5, 0x5E, 0x00), // vermillion
     RGBColor(0x00, 0x9E, 0x73), // bluish green
@@ -18,6 +18,12 @@ pub const PALETTE: [RGBColor; 8] = [
     RGBColor(0x56, 0xB4, 0xE9), // sky blue
     RGBColor(0x00, 0x00, 0x00), // black
     RGBColor(0xF0, 0xE4, 0x42), // yellow
+    // Past Okabe and Ito's eight, four of Paul Tol's muted scheme, distinct from them: a
+    // lab's link log has ten link directions.
+    RGBColor(0x33, 0x22, 0x88), // indigo
+    RGBColor(0x88, 0x22, 0x55), // wine
+    RGBColor(0x99, 0x99, 0x33), // olive
+    RGBColor(0x44, 0xAA, 0x99), // teal
 ];
 
 /// The colour of reference lines (the ideal y = x): a grey no series has.

@@ -426,6 +426,19 @@ pub fn link_log_chart(log: &Path, kind: Kind) -> Result<Chart, PlotError> {
     if series.is_empty() {
         return Err(PlotError::EmptyLinkLog(log.to_path_buf()));
     }
+    // Directions that were zero throughout (no traffic, or never a queue) are a line on the
+    // axis: left out, and said so in the caption.
+    let mut quiet: Vec<String> = series
+        .iter()
+        .filter(|(_, pts)| pts.iter().all(|p| p.1 == 0.0))
+        .map(|(name, _)| name.clone())
+        .collect();
+    if quiet.len() < series.len() {
+        series.retain(|(name, _)| !quiet.contains(name));
+    } else {
+        // All zero: drawn all the same, so that the plot shows what there was.
+        quiet.clear();
+    }
     let quantity = if kind == Kind::Throughput {
         Quantity::BitRate
     } else {
@@ -464,10 +477,15 @@ pub fn link_log_chart(log: &Path, kind: Kind) -> Result<Chart, PlotError> {
     Ok(Chart {
         title: title.into(),
         caption: format!(
-            "From a lab link log ({}): {what}, per logging interval (each step one interval).",
+            "From a lab link log ({}): {what}, per logging interval (each step one interval).{}",
             log.file_name()
                 .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            if quiet.is_empty() {
+                String::new()
+            } else {
+                format!(" Always 0, not drawn: {}.", quiet.join(", "))
+            }
         ),
         palette: Palette::new(panel.series.iter().map(|s| s.label.clone())),
         panels: vec![panel],
@@ -794,6 +812,32 @@ mod tests {
         let p = std::env::temp_dir().join(format!("wirebench-plot-{}-{name}", std::process::id()));
         std::fs::write(&p, bytes).expect("write");
         p
+    }
+
+    #[test]
+    fn a_link_log_leaves_out_directions_that_were_zero_throughout() {
+        let log = temp(
+            "quiet-links.csv",
+            b"t_s,link,direction,delivered_bps,max_queue_delay_ms\n\
+              0.000,a-b,up,1000,1.0\n0.000,a-b,down,0,0.0\n\
+              1.000,a-b,up,2000,2.0\n1.000,a-b,down,0,0.0\n",
+        );
+        let chart = link_log_chart(&log, Kind::Throughput).expect("a chart");
+        let labels: Vec<&str> = chart.panels[0]
+            .series
+            .iter()
+            .map(|s| s.label.as_str())
+            .collect();
+        assert_eq!(labels, ["a-b up"]);
+        assert!(
+            chart.caption.ends_with("Always 0, not drawn: a-b down."),
+            "{}",
+            chart.caption
+        );
+        // Every colour of the palette is distinct.
+        let seen: std::collections::BTreeSet<(u8, u8, u8)> =
+            PALETTE.iter().map(|c| (c.0, c.1, c.2)).collect();
+        assert_eq!(seen.len(), PALETTE.len());
     }
 
     #[test]
