@@ -599,6 +599,40 @@ mod tests {
     }
 
     #[test]
+    fn busy_poll_is_for_request_response_and_optional_on_the_wire() {
+        let rr = TestSpec {
+            mechanism: Mechanism::Rr,
+            size: 64,
+            busy_poll_ns: 50_000,
+            ..spec()
+        };
+        assert_eq!(rr.validate(), Ok(()));
+        let too_long = TestSpec {
+            busy_poll_ns: MAX_BUSY_POLL_NS + 1,
+            ..rr.clone()
+        };
+        assert_eq!(too_long.validate(), Err(SpecError::BusyPoll));
+        let stream = TestSpec {
+            mechanism: Mechanism::Stream,
+            ..rr.clone()
+        };
+        assert_eq!(stream.validate(), Err(SpecError::BusyPoll));
+        // Off, the field is not sent, so a peer that predates it takes the spec; a spec
+        // from such a peer (no field) is one without busy polling.
+        let off = TestSpec {
+            busy_poll_ns: 0,
+            ..rr.clone()
+        };
+        let json = serde_json::to_string(&off).expect("serialize");
+        assert!(!json.contains("busy_poll"), "{json}");
+        let back: TestSpec = serde_json::from_str(&json).expect("deserialize");
+        assert_eq!(back, off);
+        let on: TestSpec =
+            serde_json::from_str(&serde_json::to_string(&rr).expect("serialize")).expect("back");
+        assert_eq!(on.busy_poll_ns, 50_000);
+    }
+
+    #[test]
     fn bidir_streams_and_directions() {
         let b = TestSpec {
             direction: Direction::Bidir,
