@@ -3,11 +3,17 @@
 //! servers.
 //!
 //! A transaction costs what sockperf's ping-pong costs: on the client one send, one receive
-//! and two clock reads (before the request, after the response); on the server one receive,
-//! one clock read and one send. The checks of stop, deadline and intervals run on the clock
-//! value the loop has anyway; the slower paths (a partial read, a timeout) are taken only
-//! when the first call does not complete the message. With `--busy-poll` each wait first
-//! spins on a receive that does not block ([`Spin`]).
+//! and two clock reads (before the request, after the response); on the server one receive
+//! and one send, with nothing between them, the clock read for its count after the send.
+//! The checks of stop, deadline and intervals run on a clock value the loop has anyway; the
+//! slower paths (a partial read, a timeout) are taken only when the first call does not
+//! complete the message. With `--busy-poll` each wait first spins on a receive that does not
+//! block ([`Spin`]).
+//!
+//! No TCP_QUICKACK: a response goes out right after its request is read and carries the
+//! ACK, which the kernel's ping-pong detection already sees; quick ACKs would send a bare
+//! ACK per message more, and the option does not stick, so it would cost a system call
+//! per transaction.
 
 use std::io::ErrorKind;
 use std::net::{TcpStream, UdpSocket};
@@ -75,6 +81,9 @@ impl Spin {
                 self.blocked += 1;
                 return None;
             }
+            // Yield between tries: a peer waiting for this core (both sides on one core, as
+            // on a small machine; a spin without yields then costs the whole spin time per
+            // wait) runs now, and one on another core loses nothing.
             std::thread::yield_now();
         }
     }
@@ -400,8 +409,10 @@ impl<S: Stream> Receive for TcpRrServe<S> {
             // The client closed its side: every request was answered.
             return Ok(Flow::Closed);
         }
+        // The answer first: the clock read for the count is then off the round trip.
+        let answered = write_message(&mut self.s, &self.response, sh, p);
         self.count.add(len, sh.now_ns());
-        write_message(&mut self.s, &self.response, sh, p)?;
+        answered?;
         self.sent += self.response.len() as u64;
         Ok(Flow::More)
     }
@@ -468,9 +479,11 @@ impl Receive for UdpRrServe {
         if n < RR_SEQ_LEN as usize || p.hello.is_some_and(|h| request == h) {
             return Ok(Flow::More);
         }
-        self.count.add(n as u64, sh.now_ns());
         self.response[..8].copy_from_slice(&request[..8]);
-        send_datagram(&self.s, &self.response, sh, &mut self.local_drops)?;
+        // The answer first: the clock read for the count is then off the round trip.
+        let answered = send_datagram(&self.s, &self.response, sh, &mut self.local_drops);
+        self.count.add(n as u64, sh.now_ns());
+        answered?;
         self.sent += self.response.len() as u64;
         Ok(Flow::More)
     }
@@ -614,9 +627,9 @@ impl Receive for CrrServe<'_> {
         ) {
             return Ok(Flow::More);
         }
-        self.count.add(len, sh.now_ns());
         // What was written counts, whole or not: the limit is on what moved.
         let _ = write_message(&mut s, &self.response, sh, p);
+        self.count.add(len, sh.now_ns());
         self.sent += self.response.len() as u64;
         Ok(Flow::More)
     }
