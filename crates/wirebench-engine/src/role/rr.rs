@@ -20,7 +20,7 @@ use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use wirebench_proto::results::{BusyPoll, SideReport};
+use wirebench_proto::results::SideReport;
 use wirebench_proto::spec::RR_SEQ_LEN;
 use wirebench_stats::TimeHistogram;
 
@@ -88,19 +88,18 @@ impl Spin {
         }
     }
 
-    /// Writes how this side waited into its report's datapath (the set-up's record with the
-    /// counts of this run), when it busy-polled.
+    /// Writes how this side waited into its report's datapath: the set-up's record (a
+    /// kernel socket's; a user-space stack has none and does not spin) with the counts of
+    /// this run.
     fn record(&self, rep: &mut SideReport, p: &RoleParams) {
-        if self.spin_ns == 0 {
+        if self.spin_ns == 0 || p.datapath.busy_poll.is_none() {
             return;
         }
         let mut dp = p.datapath.clone();
-        let bp = dp.busy_poll.get_or_insert_with(|| BusyPoll {
-            spin_ns: self.spin_ns,
-            ..BusyPoll::default()
-        });
-        bp.spun = self.spun;
-        bp.blocked = self.blocked;
+        if let Some(bp) = dp.busy_poll.as_mut() {
+            bp.spun = self.spun;
+            bp.blocked = self.blocked;
+        }
         rep.datapath = dp;
     }
 }
