@@ -147,11 +147,21 @@ pub struct TestSpec {
     /// longer than `duration_ns` says is measured; 0: nothing omitted.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub omit_ns: u64,
+    /// Request/response (`--busy-poll`): each side spins on its non-blocking socket for up to
+    /// this long before it blocks for the next request or response, and asks the kernel for
+    /// SO_BUSY_POLL of the same time; 0: off. Left out of the message when off, so that a
+    /// peer that predates it still takes every other test.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub busy_poll_ns: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
+
+/// Longest spin `--busy-poll` takes before a blocking wait: a spin this long already burns
+/// a core through most idle gaps, and a stop is still seen within it.
+pub const MAX_BUSY_POLL_NS: u64 = 10_000_000;
 
 /// Smallest socket buffer a test may ask for (`-w`): below it a TCP connection cannot hold
 /// one segment's worth, and the kernel raises it anyway.
@@ -235,6 +245,9 @@ pub enum SpecError {
     /// An omitted start that leaves nothing to measure, or is too long.
     #[error("--omit must be at most 60s, and the test must measure something after it")]
     Omit,
+    /// Busy polling outside request/response, or a spin too long.
+    #[error("--busy-poll applies to --mode rr and crr, and spins at most {max}", max = crate::units::format_duration(std::time::Duration::from_nanos(MAX_BUSY_POLL_NS)))]
+    BusyPoll,
 }
 
 const NS_PER_S: u64 = 1_000_000_000;
@@ -373,6 +386,11 @@ impl TestSpec {
         if self.omit_ns > 60 * NS_PER_S || self.duration_ns.is_some_and(|d| d <= self.omit_ns) {
             return Err(SpecError::Omit);
         }
+        if self.busy_poll_ns > 0
+            && (!self.mechanism.is_rr() || self.busy_poll_ns > MAX_BUSY_POLL_NS)
+        {
+            return Err(SpecError::BusyPoll);
+        }
         if self.packet_log
             && (self.protocol != Protocol::Udp
                 || self.mechanism != Mechanism::Stream
@@ -495,6 +513,7 @@ mod tests {
             file: None,
             socket_buffer_bytes: None,
             omit_ns: 0,
+            busy_poll_ns: 0,
         }
     }
 
@@ -577,6 +596,40 @@ mod tests {
             assert_eq!(bad.validate(), Err(err));
         }
         assert_eq!(Mechanism::Rr.to_string(), "rr");
+    }
+
+    #[test]
+    fn busy_poll_is_for_request_response_and_optional_on_the_wire() {
+        let rr = TestSpec {
+            mechanism: Mechanism::Rr,
+            size: 64,
+            busy_poll_ns: 50_000,
+            ..spec()
+        };
+        assert_eq!(rr.validate(), Ok(()));
+        let too_long = TestSpec {
+            busy_poll_ns: MAX_BUSY_POLL_NS + 1,
+            ..rr.clone()
+        };
+        assert_eq!(too_long.validate(), Err(SpecError::BusyPoll));
+        let stream = TestSpec {
+            mechanism: Mechanism::Stream,
+            ..rr.clone()
+        };
+        assert_eq!(stream.validate(), Err(SpecError::BusyPoll));
+        // Off, the field is not sent, so a peer that predates it takes the spec; a spec
+        // from such a peer (no field) is one without busy polling.
+        let off = TestSpec {
+            busy_poll_ns: 0,
+            ..rr.clone()
+        };
+        let json = serde_json::to_string(&off).expect("serialize");
+        assert!(!json.contains("busy_poll"), "{json}");
+        let back: TestSpec = serde_json::from_str(&json).expect("deserialize");
+        assert_eq!(back, off);
+        let on: TestSpec =
+            serde_json::from_str(&serde_json::to_string(&rr).expect("serialize")).expect("back");
+        assert_eq!(on.busy_poll_ns, 50_000);
     }
 
     #[test]

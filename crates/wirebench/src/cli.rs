@@ -588,6 +588,13 @@ pub struct RunArgs {
     /// copy (it does not on loopback).
     #[arg(long)]
     pub zerocopy: bool,
+    /// --mode rr and crr: both sides spin on the non-blocking socket for up to DURATION
+    /// (default 50us, the kernel's suggested busy_read) before each blocking wait, and ask
+    /// for SO_BUSY_POLL: lower round trips for a core kept busy. The results' datapath says
+    /// what was used.
+    #[arg(long, value_name = "DURATION", num_args = 0..=1, require_equals = true,
+          default_missing_value = "50us", value_parser = parse_duration)]
+    pub busy_poll: Option<Duration>,
     /// Send this file's contents (the amount is its size; a server with --save-dir saves it).
     /// With -R: the NAME of a file in the server's --files-dir, which the server sends.
     #[arg(long, value_name = "PATH", conflicts_with_all = ["bytes", "time"])]
@@ -825,6 +832,7 @@ impl RunArgs {
             file: None,
             socket_buffer_bytes: self.window,
             omit_ns: self.omit.map_or(0, ns),
+            busy_poll_ns: self.busy_poll.map_or(0, ns),
         };
         let mut spec = spec;
         if let Some(path) = &self.file {

@@ -474,3 +474,57 @@ fn connect_request_response_opens_a_connection_per_transaction() {
     assert_eq!(u(&v, "end.received.bytes"), 1_000_000);
     assert_eq!(s.run(&["--mode", "crr", "-P", "2"]).status.code(), Some(2));
 }
+
+#[test]
+fn busy_polling_request_response_is_exact_and_recorded_on_both_sides() {
+    let s = Server::start(&[]);
+    for args in [
+        &["--mode", "rr", "--busy-poll"][..],
+        &["--mode", "rr", "-u", "--busy-poll=20us"][..],
+        &["--mode", "crr", "--busy-poll"][..],
+    ] {
+        let v = s.run_json(&[args, &["-l", "64", "-n", "64000"]].concat());
+        let timeouts = if args.contains(&"-u") {
+            u(&v, "end.rr_timeouts")
+        } else {
+            0
+        };
+        assert_eq!(u(&v, "end.sent.messages"), 1000, "{v}");
+        assert_eq!(u(&v, "end.latency_us.count") + timeouts, 1000, "{v}");
+        if timeouts == 0 {
+            assert_eq!(u(&v, "end.received.messages"), 1000, "{v}");
+        }
+        let spin_ns = if args.contains(&"--busy-poll=20us") {
+            20_000
+        } else {
+            50_000
+        };
+        for side in ["client", "server"] {
+            let bp = &v["datapath"][side]["busy_poll"];
+            assert_eq!(bp["spin_ns"].as_u64(), Some(spin_ns), "{side}: {v}");
+            // Every wait either ended in the spin or blocked after it: the client waited
+            // for each response, the server for each request (UDP: and maybe a late one).
+            let waits = bp["spun"].as_u64().unwrap_or(0) + bp["blocked"].as_u64().unwrap_or(0);
+            assert!(waits >= 1000 - timeouts, "{side}: {v}");
+            // The kernel's answer to SO_BUSY_POLL is recorded either way.
+            assert!(
+                bp["so_busy_poll_us"].is_u64() || bp["so_busy_poll_refused"].is_string(),
+                "{side}: {v}"
+            );
+        }
+    }
+    // Without the flag nothing is recorded.
+    let v = s.run_json(&["--mode", "rr", "-n", "6400"]);
+    assert!(v["datapath"]["client"].get("busy_poll").is_none(), "{v}");
+    // Other modes refuse it in one line, as a usage error.
+    for mode in ["stream", "stop-and-wait"] {
+        let out = s.run(&["--mode", mode, "-n", "1000", "--busy-poll"]);
+        assert_eq!(out.status.code(), Some(2), "{mode}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(
+            err.contains("--busy-poll applies to --mode rr and crr"),
+            "{err}"
+        );
+    }
+}

@@ -1,9 +1,23 @@
 //! Request/response: one transaction in flight, its round trip recorded; over a TCP
 //! connection, over UDP, or over a new TCP connection per transaction (crr). Clients and
 //! servers.
+//!
+//! A transaction costs what sockperf's ping-pong costs: on the client one send, one receive
+//! and two clock reads (before the request, after the response); on the server one receive
+//! and one send, with nothing between them, the clock read for its count after the send.
+//! The checks of stop, deadline and intervals run on a clock value the loop has anyway; the
+//! slower paths (a partial read, a timeout) are taken only when the first call does not
+//! complete the message. With `--busy-poll` each wait first spins on a receive that does not
+//! block ([`Spin`]).
+//!
+//! No TCP_QUICKACK: a response goes out right after its request is read and carries the
+//! ACK, which the kernel's ping-pong detection already sees; quick ACKs would send a bare
+//! ACK per message more, and the option does not stick, so it would cost a system call
+//! per transaction.
 
 use std::io::ErrorKind;
 use std::net::{TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use wirebench_proto::results::SideReport;
@@ -18,19 +32,143 @@ use super::sender::{next_len, pace};
 use super::user::Stream;
 use super::{payload, report, RoleParams, POLL};
 use crate::pace::Pacer;
+use crate::sys::{recv_nowait, set_busy_poll};
 use crate::{Hists, Shared};
+
+/// `--busy-poll`: how a side waits for its next request or response. With a spin time, each
+/// wait first spins on a receive that does not block, for up to that time, then blocks as
+/// without it; the spin ends early on a stop. Without one, it does nothing.
+#[derive(Debug, Default)]
+pub(super) struct Spin {
+    spin_ns: u64,
+    /// Waits that the spin ended: the data (or an error) came while spinning.
+    spun: u64,
+    /// Waits that spun for the whole time, then blocked.
+    blocked: u64,
+}
+
+impl Spin {
+    fn of(p: &RoleParams) -> Self {
+        Self {
+            spin_ns: p.spec.busy_poll_ns,
+            ..Self::default()
+        }
+    }
+
+    /// Spins on `sock` for data into `buf`: `Some` with what the receive gave, `None` when
+    /// busy polling is off or the spin time passed with nothing (the caller then blocks).
+    #[inline]
+    fn recv(
+        &mut self,
+        sock: &impl AsRawFd,
+        buf: &mut [u8],
+        sh: &Shared,
+    ) -> Option<std::io::Result<usize>> {
+        if self.spin_ns == 0 {
+            return None;
+        }
+        let start = sh.now_ns();
+        loop {
+            match recv_nowait(sock, buf) {
+                Err(e) if is_timeout(&e) => {}
+                r => {
+                    self.spun += 1;
+                    return Some(r);
+                }
+            }
+            // Bounded: the spin time (at most MAX_BUSY_POLL_NS), or a stop.
+            if sh.stopped() || sh.now_ns().saturating_sub(start) >= self.spin_ns {
+                self.blocked += 1;
+                return None;
+            }
+            // Yield between tries: a peer waiting for this core (both sides on one core, as
+            // on a small machine; a spin without yields then costs the whole spin time per
+            // wait) runs now, and one on another core loses nothing.
+            std::thread::yield_now();
+        }
+    }
+
+    /// Writes how this side waited into its report's datapath: the set-up's record (a
+    /// kernel socket's; a user-space stack has none and does not spin) with the counts of
+    /// this run.
+    fn record(&self, rep: &mut SideReport, p: &RoleParams) {
+        if self.spin_ns == 0 || p.datapath.busy_poll.is_none() {
+            return;
+        }
+        let mut dp = p.datapath.clone();
+        if let Some(bp) = dp.busy_poll.as_mut() {
+            bp.spun = self.spun;
+            bp.blocked = self.blocked;
+        }
+        rep.datapath = dp;
+    }
+}
+
+/// Reads one whole message into `buf`: the first receive (after a spin, with `--busy-poll`
+/// on a kernel socket) usually brings all of it; the rest, or a wait past the socket's
+/// timeout, goes through [`read_full`]. `Ok(false)` when the peer closed before its first
+/// byte.
+#[inline]
+fn read_message<S: Stream>(
+    s: &mut S,
+    buf: &mut [u8],
+    spin: &mut Spin,
+    sh: &Shared,
+    p: &RoleParams,
+) -> Result<bool, RoleError> {
+    let first = match s.kernel().and_then(|k| spin.recv(k, buf, sh)) {
+        Some(r) => r,
+        None => s.read(buf),
+    };
+    match first {
+        Ok(n) if n == buf.len() => Ok(true),
+        Ok(0) => Ok(false),
+        Ok(n) => {
+            if read_full(s, &mut buf[n..], sh, p)? {
+                Ok(true)
+            } else {
+                Err(RoleError::ClosedMidMessage)
+            }
+        }
+        Err(e) if is_timeout(&e) => read_full(s, buf, sh, p),
+        Err(e) => Err(RoleError::Read(e)),
+    }
+}
+
+/// Writes one whole message: one call when the socket takes it all, as it does a small
+/// message; otherwise the rest through [`write_full`].
+#[inline]
+fn write_message<S: Stream>(
+    s: &mut S,
+    buf: &[u8],
+    sh: &Shared,
+    p: &RoleParams,
+) -> Result<(), RoleError> {
+    match s.write(buf) {
+        Ok(n) if n == buf.len() => Ok(()),
+        Ok(0) => Err(RoleError::Closed),
+        Ok(n) => write_full(s, &buf[n..], sh, p),
+        Err(e) if is_timeout(&e) => write_full(s, buf, sh, p),
+        Err(e) => Err(RoleError::Send(e)),
+    }
+}
 
 /// One request/response transaction of a client, over some transport.
 pub(super) trait Transact {
-    /// Sends request `seq` of `len` bytes and waits for its whole response: `Ok(true)` when
-    /// it came, `Ok(false)` when it timed out (UDP: a datagram was lost).
+    /// Sends request `seq` of `len` bytes, the clock reading `start_ns` just before, and
+    /// waits for its whole response: `Ok(true)` when it came, `Ok(false)` when it timed out
+    /// (UDP: a datagram was lost).
     fn transact(
         &mut self,
         seq: u64,
         len: u64,
+        start_ns: u64,
         sh: &Shared,
         p: &RoleParams,
     ) -> Result<bool, RoleError>;
+
+    /// How the client waited for responses (`--busy-poll`).
+    fn spin(&self) -> &Spin;
 }
 
 /// Request/response over a TCP connection.
@@ -38,6 +176,7 @@ pub(super) struct TcpRr<S> {
     s: S,
     request: Vec<u8>,
     response: Vec<u8>,
+    spin: Spin,
 }
 
 impl<S: Stream> TcpRr<S> {
@@ -47,24 +186,31 @@ impl<S: Stream> TcpRr<S> {
             s,
             request: payload(p.spec.size),
             response: vec![0u8; p.spec.response_len() as usize],
+            spin: Spin::of(p),
         }
     }
 }
 
 impl<S: Stream> Transact for TcpRr<S> {
+    #[inline]
     fn transact(
         &mut self,
         _seq: u64,
         len: u64,
+        _start_ns: u64,
         sh: &Shared,
         p: &RoleParams,
     ) -> Result<bool, RoleError> {
-        write_full(&mut self.s, &self.request[..len as usize], sh, p)?;
-        if read_full(&mut self.s, &mut self.response, sh, p)? {
+        write_message(&mut self.s, &self.request[..len as usize], sh, p)?;
+        if read_message(&mut self.s, &mut self.response, &mut self.spin, sh, p)? {
             Ok(true)
         } else {
             Err(RoleError::ServerClosed)
         }
+    }
+
+    fn spin(&self) -> &Spin {
+        &self.spin
     }
 }
 
@@ -75,6 +221,7 @@ pub(super) struct UdpRr {
     request: Vec<u8>,
     response: Vec<u8>,
     local_drops: u64,
+    spin: Spin,
 }
 
 impl UdpRr {
@@ -86,15 +233,18 @@ impl UdpRr {
             request: payload(p.spec.size),
             response: vec![0u8; 65_536],
             local_drops: 0,
+            spin: Spin::of(p),
         }
     }
 }
 
 impl Transact for UdpRr {
+    #[inline]
     fn transact(
         &mut self,
         seq: u64,
         len: u64,
+        start_ns: u64,
         sh: &Shared,
         p: &RoleParams,
     ) -> Result<bool, RoleError> {
@@ -103,9 +253,17 @@ impl Transact for UdpRr {
             head.copy_from_slice(&seq.to_be_bytes());
         }
         send_datagram(&self.s, req, sh, &mut self.local_drops)?;
-        let sent = sh.now_ns();
+        // The ack timeout runs from the clock reading just before the send: no clock read
+        // here, as a response normally comes with the first receive.
+        let sent = start_ns;
         loop {
-            match self.s.recv(&mut self.response) {
+            // Each wait spins first (with --busy-poll): a late answer to an earlier request
+            // ends a spin, and the next one spins again, so every spin stays bounded.
+            let got = match self.spin.recv(&self.s, &mut self.response, sh) {
+                Some(r) => r,
+                None => self.s.recv(&mut self.response),
+            };
+            match got {
                 Ok(n) if n >= 8 && self.response[..8] == seq.to_be_bytes() => return Ok(true),
                 Ok(_) => {}
                 Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => {}
@@ -115,10 +273,14 @@ impl Transact for UdpRr {
             if let Some(why) = early_stop(sh, p, now) {
                 return Err(why);
             }
-            if now - sent >= p.spec.ack_timeout_ns {
+            if now.saturating_sub(sent) >= p.spec.ack_timeout_ns {
                 return Ok(false);
             }
         }
+    }
+
+    fn spin(&self) -> &Spin {
+        &self.spin
     }
 }
 
@@ -152,8 +314,11 @@ pub(super) fn rr_client(t: &mut impl Transact, p: &RoleParams, sh: &Shared) -> S
     let mut total = TimeHistogram::new();
     let mut timeouts = 0u64;
     let mut error = None;
+    // Two clock reads per transaction, as sockperf's: just before the request and just
+    // after the response. The second is also the next transaction's `now`, on which the
+    // interval, stop and deadline checks run; a paced wait reads the clock again after it.
+    let mut now = sh.now_ns();
     loop {
-        let now = sh.now_ns();
         rec.tick(now, || rr_snapshot(&count, &mut interval, &mut total));
         if let Some(why) = early_stop(sh, p, now) {
             error = Some(why);
@@ -162,11 +327,15 @@ pub(super) fn rr_client(t: &mut impl Transact, p: &RoleParams, sh: &Shared) -> S
         let Some(len) = next_len(spec, &count, now) else {
             break;
         };
-        if !pace(&mut pacer, sh, now) {
-            continue;
+        if !pacer.unlimited() {
+            let ready = pace(&mut pacer, sh, now);
+            now = sh.now_ns();
+            if !ready {
+                continue;
+            }
         }
         let start = sh.now_ns();
-        let answered = match t.transact(count.messages, len, sh, p) {
+        let answered = match t.transact(count.messages, len, start, sh, p) {
             Ok(a) => a,
             Err(e) => {
                 error = Some(e);
@@ -175,13 +344,14 @@ pub(super) fn rr_client(t: &mut impl Transact, p: &RoleParams, sh: &Shared) -> S
         };
         let end = sh.now_ns();
         if answered {
-            interval.record(i64::try_from(end - start).unwrap_or(i64::MAX));
+            interval.record(i64::try_from(end.saturating_sub(start)).unwrap_or(i64::MAX));
         } else {
             timeouts += 1;
         }
         count.add(len, end);
         pacer.sent(len, end);
         count.publish(sh);
+        now = end;
     }
     let intervals = rec.finish(sh.now_ns(), || {
         rr_snapshot(&count, &mut interval, &mut total)
@@ -193,6 +363,7 @@ pub(super) fn rr_client(t: &mut impl Transact, p: &RoleParams, sh: &Shared) -> S
         ..Hists::default()
     });
     rep.timeouts = timeouts;
+    t.spin().record(&mut rep, p);
     rep
 }
 
@@ -205,6 +376,7 @@ struct TcpRrServe<S> {
     count: Count,
     /// Response bytes written: they count against the server's limits.
     sent: u64,
+    spin: Spin,
 }
 
 impl<S: Stream> Receive for TcpRrServe<S> {
@@ -226,12 +398,20 @@ impl<S: Stream> Receive for TcpRrServe<S> {
         let len = spec.bytes.map_or(spec.size, |total| {
             total.saturating_sub(self.count.bytes).clamp(1, spec.size)
         });
-        if !read_full(&mut self.s, &mut self.request[..len as usize], sh, p)? {
+        if !read_message(
+            &mut self.s,
+            &mut self.request[..len as usize],
+            &mut self.spin,
+            sh,
+            p,
+        )? {
             // The client closed its side: every request was answered.
             return Ok(Flow::Closed);
         }
+        // The answer first: the clock read for the count is then off the round trip.
+        let answered = write_message(&mut self.s, &self.response, sh, p);
         self.count.add(len, sh.now_ns());
-        write_full(&mut self.s, &self.response, sh, p)?;
+        answered?;
         self.sent += self.response.len() as u64;
         Ok(Flow::More)
     }
@@ -247,9 +427,12 @@ pub(super) fn tcp_rr_server<S: Stream>(mut s: S, p: &RoleParams, sh: &Shared) ->
         response: payload(spec.response_len()),
         count: Count::default(),
         sent: 0,
+        spin: Spin::of(p),
     };
     let (intervals, error) = recv_loop::run(&mut r, Until::Closed, p, sh);
-    report(&r.count, intervals, error)
+    let mut rep = report(&r.count, intervals, error);
+    r.spin.record(&mut rep, p);
+    rep
 }
 
 /// Request/response over UDP, the server's side of the receive loop: answer each request
@@ -262,6 +445,7 @@ struct UdpRrServe {
     local_drops: u64,
     /// Response bytes sent: they count against the server's limits.
     sent: u64,
+    spin: Spin,
 }
 
 impl Receive for UdpRrServe {
@@ -279,7 +463,11 @@ impl Receive for UdpRrServe {
 
     #[inline]
     fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, RoleError> {
-        let n = match self.s.recv(&mut self.buf) {
+        let got = match self.spin.recv(&self.s, &mut self.buf, sh) {
+            Some(r) => r,
+            None => self.s.recv(&mut self.buf),
+        };
+        let n = match got {
             Ok(n) => n,
             Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => {
                 return Ok(Flow::More)
@@ -290,9 +478,11 @@ impl Receive for UdpRrServe {
         if n < RR_SEQ_LEN as usize || p.hello.is_some_and(|h| request == h) {
             return Ok(Flow::More);
         }
-        self.count.add(n as u64, sh.now_ns());
         self.response[..8].copy_from_slice(&request[..8]);
-        send_datagram(&self.s, &self.response, sh, &mut self.local_drops)?;
+        // The answer first: the clock read for the count is then off the round trip.
+        let answered = send_datagram(&self.s, &self.response, sh, &mut self.local_drops);
+        self.count.add(n as u64, sh.now_ns());
+        answered?;
         self.sent += self.response.len() as u64;
         Ok(Flow::More)
     }
@@ -310,9 +500,12 @@ pub(super) fn udp_rr_server(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideRe
         count: Count::default(),
         local_drops: 0,
         sent: 0,
+        spin: Spin::of(p),
     };
     let (intervals, error) = recv_loop::run(&mut r, Until::Counted, p, sh);
-    report(&r.count, intervals, error)
+    let mut rep = report(&r.count, intervals, error);
+    r.spin.record(&mut rep, p);
+    rep
 }
 
 /// Connect/request/response: a new TCP connection per transaction, attached to the test with
@@ -324,6 +517,7 @@ pub(super) struct CrrTransact {
     request: Vec<u8>,
     frame_len: usize,
     response: Vec<u8>,
+    spin: Spin,
 }
 
 impl CrrTransact {
@@ -342,6 +536,7 @@ impl CrrTransact {
             request,
             frame_len,
             response: vec![0u8; p.spec.response_len() as usize],
+            spin: Spin::of(p),
         }
     }
 }
@@ -351,6 +546,7 @@ impl Transact for CrrTransact {
         &mut self,
         _seq: u64,
         len: u64,
+        _start_ns: u64,
         sh: &Shared,
         p: &RoleParams,
     ) -> Result<bool, RoleError> {
@@ -360,13 +556,21 @@ impl Transact for CrrTransact {
         let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
         let _ = s.set_write_timeout(Some(POLL));
         let _ = s.set_read_timeout(Some(POLL));
+        if self.spin.spin_ns > 0 {
+            // What the kernel grants is recorded once, from the set-up connection.
+            let _ = set_busy_poll(&s, self.spin.spin_ns);
+        }
         let end = self.frame_len + len as usize;
-        write_full(&mut s, &self.request[..end], sh, p)?;
-        if read_full(&mut s, &mut self.response, sh, p)? {
+        write_message(&mut s, &self.request[..end], sh, p)?;
+        if read_message(&mut s, &mut self.response, &mut self.spin, sh, p)? {
             Ok(true)
         } else {
             Err(RoleError::TransactionUnanswered)
         }
+    }
+
+    fn spin(&self) -> &Spin {
+        &self.spin
     }
 }
 
@@ -379,6 +583,7 @@ struct CrrServe<'a> {
     count: Count,
     /// Response bytes written: they count against the server's limits.
     sent: u64,
+    spin: Spin,
 }
 
 impl Receive for CrrServe<'_> {
@@ -402,19 +607,28 @@ impl Receive for CrrServe<'_> {
         let _ = s.set_nodelay(true);
         let _ = s.set_read_timeout(Some(POLL));
         let _ = s.set_write_timeout(Some(POLL));
+        if self.spin.spin_ns > 0 {
+            let _ = set_busy_poll(&s, self.spin.spin_ns);
+        }
         let len = spec.bytes.map_or(spec.size, |total| {
             total.saturating_sub(self.count.bytes).clamp(1, spec.size)
         });
         // A transaction that breaks (the client reset it) ends that transaction only.
         if !matches!(
-            read_full(&mut s, &mut self.request[..len as usize], sh, p),
+            read_message(
+                &mut s,
+                &mut self.request[..len as usize],
+                &mut self.spin,
+                sh,
+                p
+            ),
             Ok(true)
         ) {
             return Ok(Flow::More);
         }
-        self.count.add(len, sh.now_ns());
         // What was written counts, whole or not: the limit is on what moved.
-        let _ = write_full(&mut s, &self.response, sh, p);
+        let _ = write_message(&mut s, &self.response, sh, p);
+        self.count.add(len, sh.now_ns());
         self.sent += self.response.len() as u64;
         Ok(Flow::More)
     }
@@ -433,7 +647,10 @@ pub(super) fn crr_server(
         response: payload(spec.response_len()),
         count: Count::default(),
         sent: 0,
+        spin: Spin::of(p),
     };
     let (intervals, error) = recv_loop::run(&mut r, Until::Counted, p, sh);
-    report(&r.count, intervals, error)
+    let mut rep = report(&r.count, intervals, error);
+    r.spin.record(&mut rep, p);
+    rep
 }

@@ -1,11 +1,12 @@
 //! Everything the engine asks of the kernel beyond the standard library, one concern per
-//! file: [`clock`] (Unix time, boot id), [`process`] (CPU time, memory, the allocator),
-//! [`sockopt`] (socket buffers), [`tcp`] (set-up, TCP_INFO, MSG_ZEROCOPY) and [`udp`] (the
-//! batched system calls with GSO and GRO, over the message headers of [`mmsg`] and the
-//! control messages of [`cmsg`]).
+//! file: [`busy`] (busy polling), [`clock`] (Unix time, boot id), [`process`] (CPU time,
+//! memory, the allocator), [`sockopt`] (socket buffers), [`tcp`] (set-up, TCP_INFO,
+//! MSG_ZEROCOPY) and [`udp`] (the batched system calls with GSO and GRO, over the message
+//! headers of [`mmsg`] and the control messages of [`cmsg`]).
 //!
 //! The only place in the engine with `unsafe`, each block with the reason it is sound.
 
+mod busy;
 mod clock;
 mod cmsg;
 mod mmsg;
@@ -14,6 +15,7 @@ mod sockopt;
 mod tcp;
 pub mod udp;
 
+pub use busy::{busy_poll_setup, recv_nowait, set_busy_poll};
 pub use clock::{host_id, same_clock, unix_now_ns};
 pub use process::{
     limit_allocator_arenas, max_rss_kib, release_free_memory, rss_kib, thread_cpu_ns,

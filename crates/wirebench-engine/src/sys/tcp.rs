@@ -84,6 +84,7 @@ pub fn tcp_datapath(s: &TcpStream, spec: &TestSpec) -> Result<Datapath, TcpSetup
                 .to_string()
         }),
         zerocopy: None,
+        busy_poll: super::busy_poll_setup(s, spec),
         ..Datapath::default()
     })
 }

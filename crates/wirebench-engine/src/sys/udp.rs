@@ -111,6 +111,7 @@ pub fn udp_datapath(
         features,
         tcp_congestion: None,
         zerocopy: None,
+        busy_poll: super::busy_poll_setup(s, spec),
         ..Datapath::default()
     };
     (dp, off)

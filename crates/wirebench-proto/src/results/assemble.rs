@@ -414,6 +414,7 @@ mod tests {
             file: None,
             socket_buffer_bytes: None,
             omit_ns: 0,
+            busy_poll_ns: 0,
         }
     }
 

@@ -43,6 +43,28 @@ pub struct Datapath {
     /// take a missing figure for a zero.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unavailable: Vec<Unavailable>,
+    /// Request/response with `--busy-poll`: how this side waited; absent when it blocked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_poll: Option<BusyPoll>,
+}
+
+/// How a request/response side busy-polled (`--busy-poll`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BusyPoll {
+    /// How long each wait spun on the non-blocking socket before it blocked, ns.
+    pub spin_ns: u64,
+    /// SO_BUSY_POLL as the kernel holds it after asking for the spin time, µs; absent when
+    /// the kernel refused it (raising it needs CAP_NET_ADMIN). It acts only on devices with
+    /// NAPI polling (not loopback).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub so_busy_poll_us: Option<u64>,
+    /// Why the kernel refused SO_BUSY_POLL, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub so_busy_poll_refused: Option<String>,
+    /// Waits for a request or a response that the spin ended: the data came while spinning.
+    pub spun: u64,
+    /// Waits that fell back to blocking after the whole spin.
+    pub blocked: u64,
 }
 
 /// A user-space TCP/IP stack (e.g. smoltcp on a TUN device) as it carried a test.

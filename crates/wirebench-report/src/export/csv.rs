@@ -226,6 +226,7 @@ pub(crate) mod tests {
             file: None,
             socket_buffer_bytes: None,
             omit_ns: 0,
+            busy_poll_ns: 0,
         };
         let sender = SideReport {
             bytes: 10_000,

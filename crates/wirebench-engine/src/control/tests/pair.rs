@@ -49,6 +49,7 @@ pub(super) fn spec() -> TestSpec {
         file: None,
         socket_buffer_bytes: None,
         omit_ns: 0,
+        busy_poll_ns: 0,
     }
 }
 
