@@ -163,8 +163,7 @@ impl Roles {
         let shown = first.0;
         let spec = first.2.spec.clone();
         let roles: Vec<Role> = streams.iter().map(|s| s.0).collect();
-        let start = Instant::now();
-        let epoch = crate::sys::unix_now_ns();
+        let (start, epoch) = crate::sys::clock_pair();
         let side_stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = channel();
         let mut shared = Vec::with_capacity(streams.len());

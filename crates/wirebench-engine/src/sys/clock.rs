@@ -9,6 +9,29 @@ pub fn unix_now_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// A monotonic instant and the Unix time at that instant, ns: the pair a side converts its
+/// monotonic times to Unix time with (a datagram's send stamp, its arrival). Two sides on one
+/// host must agree to well under the loopback's few microseconds of one-way delay, so the
+/// Unix time is read between two monotonic readings, and of five tries the one with the
+/// closest readings is kept (a preemption between two plain reads would shift every delay
+/// by its length, even below zero).
+pub fn clock_pair() -> (std::time::Instant, u64) {
+    let mut best: Option<(std::time::Duration, std::time::Instant, u64)> = None;
+    for _ in 0..5 {
+        let before = std::time::Instant::now();
+        let unix = unix_now_ns();
+        let after = std::time::Instant::now();
+        let gap = after - before;
+        if best.is_none_or(|(g, _, _)| gap < g) {
+            best = Some((gap, before + gap / 2, unix));
+        }
+    }
+    best.map_or_else(
+        || (std::time::Instant::now(), unix_now_ns()),
+        |(_, at, unix)| (at, unix),
+    )
+}
+
 /// This kernel's boot id (`/proc/sys/kernel/random/boot_id`), empty where there is none. Two
 /// processes with the same boot id read the same clocks, also from different network
 /// namespaces: their one-way delays are absolute.
