@@ -182,12 +182,27 @@ pub fn run_trial(s: &TrialSetup<'_>, profile: &Profile, n: u32) -> Result<TrialD
             if let Ok((i, out)) = h.join() {
                 let test = &sc.tests[i];
                 let (ok, stdout, stderr) = match &out {
-                    Ok(o) => (
-                        o.status.success(),
-                        String::from_utf8_lossy(&o.stdout).into_owned(),
-                        String::from_utf8_lossy(&o.stderr).into_owned(),
+                    Ok(o) => {
+                        let mut said = String::from_utf8_lossy(&o.stderr).trim().to_owned();
+                        if said.is_empty() && !o.status.success() {
+                            // Killed by a signal, or gone without a word: the status is
+                            // all there is, and a trial file must say why a test failed.
+                            said = format!(
+                                "the test's process ended without a message ({})",
+                                o.status
+                            );
+                        }
+                        (
+                            o.status.success(),
+                            String::from_utf8_lossy(&o.stdout).into_owned(),
+                            said,
+                        )
+                    }
+                    Err(e) => (
+                        false,
+                        String::new(),
+                        format!("waiting for the test's process: {e}"),
                     ),
-                    Err(_) => (false, String::new(), String::new()),
                 };
                 tests[i] = Some(TestOutcome {
                     name: test.label(),
@@ -195,7 +210,7 @@ pub fn run_trial(s: &TrialSetup<'_>, profile: &Profile, n: u32) -> Result<TrialD
                     to: test.to.clone(),
                     measured: test.measured,
                     result: serde_json::from_str(&stdout).ok(),
-                    error: (!ok).then(|| stderr.trim().to_owned()),
+                    error: (!ok).then_some(stderr),
                 });
             }
         }
