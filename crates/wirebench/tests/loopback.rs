@@ -25,6 +25,22 @@ fn tcp_stream_is_exact_both_ways_with_a_short_last_message() {
 }
 
 #[test]
+fn timed_tcp_streams_write_whole_segments_and_end_on_a_message_boundary() {
+    // Streaming writes go out in whole segments, not one message per write: messages are
+    // counted where the byte stream crosses their boundaries, and a timed test completes
+    // the message under way, so both sides count whole messages of the size asked.
+    let s = Server::start(&[]);
+    for (size, dir) in [("1000", &[][..]), ("100003", &["-R"][..]), ("1M", &[][..])] {
+        let v = s.run_json(&[&["-t", "300ms", "-l", size], dir].concat());
+        let bytes = u(&v, "end.sent.bytes");
+        let messages = u(&v, "end.sent.messages");
+        assert!(messages > 0, "{v}");
+        assert_eq!(bytes, messages * u(&v, "test.size"), "{v}");
+        assert_exact(&v, bytes, messages);
+    }
+}
+
+#[test]
 fn tcp_stop_and_wait_is_exact_both_ways() {
     let s = Server::start(&[]);
     for dir in [&[][..], &["-R"][..]] {

@@ -42,49 +42,63 @@ pub(super) fn tcp_send<S: Stream>(
     let mut bins = MsBins::new();
     let error: Option<RoleError>;
     let mut ack = [0u8; 1];
-    loop {
-        let len = match next_step(&mut rec, &mut pacer, sh, p, &count, s.kernel()) {
-            Step::Send(len) => len,
-            Step::Again => continue,
-            Step::Done(why) => {
-                error = why;
-                break;
-            }
-        };
-        if let Some(src) = source.as_mut() {
-            if let Err(e) = src.fill(&mut buf[..len as usize]) {
-                error = Some(e.into());
-                break;
-            }
+    // Unpaced streaming from memory over the kernel's TCP writes in whole segments, not in
+    // messages: see `write_unit`. Messages stay the unit of counting.
+    let unit = match s.kernel() {
+        Some(k) if !saw && source.is_none() && zc.is_none() && pacer.unlimited() => {
+            crate::sys::tcp_info(k).and_then(|i| write_unit(i.snd_mss_bytes))
         }
-        if let Err(e) = write_full_zc(&mut s, &buf[..len as usize], sh, p, &mut zc) {
-            error = Some(e);
-            break;
-        }
-        if saw {
-            // The receiver answers one byte per whole message.
-            let got = loop {
-                match s.read(&mut ack) {
-                    Ok(1) => break Ok(()),
-                    Ok(_) => break Err(RoleError::ClosedAwaitingAck),
-                    Err(e) if is_timeout(&e) => {
-                        if let Some(why) = early_stop(sh, p, sh.now_ns()) {
-                            break Err(why);
-                        }
-                    }
-                    Err(e) => break Err(RoleError::Ack(e)),
+        _ => None,
+    };
+    if let Some(unit) = unit {
+        let (c, e) = stream_in_segments(&mut s, unit, p, sh, &mut rec, &mut pacer, &mut bins);
+        count = c;
+        error = e;
+    } else {
+        loop {
+            let len = match next_step(&mut rec, &mut pacer, sh, p, &count, s.kernel()) {
+                Step::Send(len) => len,
+                Step::Again => continue,
+                Step::Done(why) => {
+                    error = why;
+                    break;
                 }
             };
-            if let Err(e) = got {
+            if let Some(src) = source.as_mut() {
+                if let Err(e) = src.fill(&mut buf[..len as usize]) {
+                    error = Some(e.into());
+                    break;
+                }
+            }
+            if let Err(e) = write_full_zc(&mut s, &buf[..len as usize], sh, p, &mut zc) {
                 error = Some(e);
                 break;
             }
+            if saw {
+                // The receiver answers one byte per whole message.
+                let got = loop {
+                    match s.read(&mut ack) {
+                        Ok(1) => break Ok(()),
+                        Ok(_) => break Err(RoleError::ClosedAwaitingAck),
+                        Err(e) if is_timeout(&e) => {
+                            if let Some(why) = early_stop(sh, p, sh.now_ns()) {
+                                break Err(why);
+                            }
+                        }
+                        Err(e) => break Err(RoleError::Ack(e)),
+                    }
+                };
+                if let Err(e) = got {
+                    error = Some(e);
+                    break;
+                }
+            }
+            let now = sh.now_ns();
+            count.add(len, now);
+            bins.add(now, len);
+            pacer.sent(len, now);
+            count.publish(sh);
         }
-        let now = sh.now_ns();
-        count.add(len, now);
-        bins.add(now, len);
-        pacer.sent(len, now);
-        count.publish(sh);
     }
     // EOF tells the receiver that everything was sent.
     s.shutdown_write();
@@ -96,6 +110,93 @@ pub(super) fn tcp_send<S: Stream>(
         rep.datapath.zerocopy = Some(zerocopy_use(k, zc, sh));
     }
     rep
+}
+
+/// About the most a streaming write hands the kernel at once: large enough that the call
+/// costs little per byte, small enough that the buffer stays in the cache.
+const WRITE_BYTES: u64 = 256 * 1024;
+
+/// The length of a streaming write for a connection whose segments carry `mss` bytes: a
+/// whole number of segments, about [`WRITE_BYTES`]. A write that is not a multiple of the
+/// segment size ends in a short segment of its own (the kernel pushes what is left at the
+/// end of each call): on loopback (MSS 65,483) a 128 KiB message is two full segments and
+/// one of 106 bytes, and writes of exactly two segments moved 1.7x as much (interleaved
+/// runs, BENCHMARKS.md).
+fn write_unit(mss: u64) -> Option<u64> {
+    (mss > 0).then(|| (WRITE_BYTES / mss).max(1) * mss)
+}
+
+/// Streams from memory in writes of `unit` bytes (whole segments) rather than one message
+/// per write, counting messages where the byte stream crosses their boundaries as the
+/// receiver does. A timed test still ends on a message boundary: the message under way when
+/// the time is up is completed. Returns the count and why it stopped early, if it did.
+fn stream_in_segments<S: Stream>(
+    s: &mut S,
+    unit: u64,
+    p: &RoleParams,
+    sh: &Shared,
+    rec: &mut Recorder,
+    pacer: &mut Pacer,
+    bins: &mut MsBins,
+) -> (Count, Option<RoleError>) {
+    let size = p.spec.size.max(1);
+    let mut unit = unit;
+    // Room for the unit as the segment size grows: before the first data the kernel may
+    // report a smaller one than it then uses (32,768 on loopback, then 65,483).
+    let buf = payload(WRITE_BYTES.max(unit).saturating_mul(2));
+    let mut count = Count::default();
+    let mut sent = 0u64;
+    let mut writes = 0u64;
+    let error = loop {
+        // Look at the segment size again after write 1, 2, 4, ... 1024: about ten system
+        // calls in a test, none per write once it has settled.
+        if writes.is_power_of_two() && writes <= 1024 {
+            if let Some(u) = s
+                .kernel()
+                .and_then(crate::sys::tcp_info)
+                .and_then(|i| write_unit(i.snd_mss_bytes))
+            {
+                unit = u.min(buf.len() as u64);
+            }
+        }
+        writes += 1;
+        let into = sent % size;
+        let len = match next_step(rec, pacer, sh, p, &count, s.kernel()) {
+            // As many bytes as the unit holds, never past the test's amount.
+            Step::Send(_) => p.spec.bytes.map_or(unit, |b| unit.min(b - sent)),
+            Step::Again => continue,
+            // Time is up: finish the message under way, then stop.
+            Step::Done(None) if into > 0 && p.spec.bytes.is_none() => size - into,
+            Step::Done(why) => break why,
+        };
+        let mut left = len;
+        let mut failed = None;
+        while left > 0 {
+            let n = left.min(unit);
+            if let Err(e) = write_full(s, &buf[..n as usize], sh, p) {
+                failed = Some(e);
+                break;
+            }
+            left -= n;
+        }
+        let wrote = len - left;
+        let now = sh.now_ns();
+        let messages = (sent + wrote) / size - sent / size;
+        sent += wrote;
+        count.add_many(messages, wrote, now);
+        bins.add(now, wrote);
+        pacer.sent(wrote, now);
+        count.publish(sh);
+        if failed.is_some() {
+            break failed;
+        }
+    };
+    if !sent.is_multiple_of(size) {
+        // The last, shorter message (a `bytes` test's tail, or one cut short by an error),
+        // as the receiver counts it.
+        count.messages += 1;
+    }
+    (count, error)
 }
 
 /// What became of the MSG_ZEROCOPY sends: waits briefly for the last completions, then
