@@ -46,6 +46,15 @@ const SLOT: usize = 65_536;
 /// receiver reads the headers just after the kernel copied them in).
 pub const CALL_BYTES: usize = 256 * 1024;
 
+/// Datagrams of `size` bytes per GSO message (1 without GSO).
+fn gso_segments(size: usize, gso: bool) -> usize {
+    if gso {
+        (GSO_MAX_BYTES / size.max(1)).clamp(1, MAX_SEGMENTS)
+    } else {
+        1
+    }
+}
+
 /// Messages per batched call for messages of `bytes` each: as many as [`CALL_BYTES`] holds,
 /// 1 to [`BATCH`].
 fn messages_per_call(bytes: usize) -> usize {
@@ -105,7 +114,14 @@ pub fn udp_datapath(
     features.extend(off.features());
     let dp = Datapath {
         io: off.io().into(),
-        batch: if off.batch { BATCH as u32 } else { 1 },
+        // Messages per call as a sender makes them (about CALL_BYTES a call); a receiver
+        // offers as many slots as the last call's largest message calls for, up to BATCH.
+        batch: if off.batch {
+            let size = usize::try_from(spec.size).unwrap_or(usize::MAX).max(1);
+            messages_per_call(gso_segments(size, off.gso).saturating_mul(size)) as u32
+        } else {
+            1
+        },
         send_buffer_bytes: snd,
         recv_buffer_bytes: rcv,
         features,
@@ -147,11 +163,7 @@ impl BatchSend {
     /// bytes long).
     pub fn new(size: usize, off: Offloads, payload: &[u8]) -> Self {
         let size = size.max(1);
-        let segs = if off.gso {
-            (GSO_MAX_BYTES / size).clamp(1, MAX_SEGMENTS)
-        } else {
-            1
-        };
+        let segs = gso_segments(size, off.gso);
         let messages = messages_per_call(segs * size);
         let slots = if off.batch { messages * segs } else { 1 };
         let mut buf = vec![0u8; slots * size].into_boxed_slice();
