@@ -15,5 +15,4 @@ pub mod meta;
 pub mod plot;
 
 pub use export::csv::packet_log as packet_log_csv;
-pub use export::table::{interval_header, interval_line};
 pub use export::{BothDirections, Csv, Exporter, Format, Json, Ndjson, Table};

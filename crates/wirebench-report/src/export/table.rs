@@ -7,7 +7,7 @@
 
 use std::io::{self, Write};
 
-use wirebench_proto::results::{IntervalRecord, Percentiles, Results, Role, UdpEnd};
+use wirebench_proto::results::{Percentiles, Results, UdpEnd};
 use wirebench_proto::spec::{Direction, Mechanism, Protocol};
 use wirebench_proto::units::{format_bytes, format_rate_bps};
 
@@ -533,62 +533,6 @@ pub fn transfer_table(s: &ExperimentSummary) -> Option<String> {
     Some(columns(&rows))
 }
 
-/// The header line printed above live interval lines.
-pub fn interval_header(role: Role, protocol: Protocol) -> String {
-    let (what, lost, jitter, delay) = match (role, protocol) {
-        (Role::Receiver, Protocol::Udp) => {
-            ("received", "lost", "jitter (ms)", "delay p50/p99 (ms)")
-        }
-        (Role::Receiver, Protocol::Tcp) => ("received", "", "", ""),
-        (Role::Sender, _) => ("sent", "", "", ""),
-    };
-    format!(
-        "{:>15}  {:>12}  {:>10}  {:>15}  {lost:>8}  {jitter:>11}  {delay:>19}",
-        "interval (s)", what, "messages", "rate"
-    )
-    .trim_end()
-    .to_string()
-}
-
-/// One live line for a closed interval of this side.
-pub fn interval_line(rec: &IntervalRecord, protocol: Protocol, role: Role) -> String {
-    let secs = rec.end_ns.saturating_sub(rec.start_ns) as f64 / 1e9;
-    let rate = if secs > 0.0 {
-        rec.bytes as f64 * 8.0 / secs
-    } else {
-        0.0
-    };
-    let udp_rx = protocol == Protocol::Udp && role == Role::Receiver;
-    let lost = if udp_rx {
-        rec.lost.to_string()
-    } else {
-        String::new()
-    };
-    let jitter = rec
-        .jitter_ns
-        .map_or_else(String::new, |j| format!("{:.3}", j / 1e6));
-    let delay = match (rec.delay_p50_ns, rec.delay_p99_ns) {
-        (Some(a), Some(b)) => format!("{:.3}/{:.3}", a as f64 / 1e6, b as f64 / 1e6),
-        _ => String::new(),
-    };
-    format!(
-        "{:>15}  {:>12}  {:>10}  {:>15}  {:>8}  {:>11}  {:>19}",
-        format!(
-            "{:.2}-{:.2}",
-            rec.start_ns as f64 / 1e9,
-            rec.end_ns as f64 / 1e9
-        ),
-        format_bytes(rec.bytes),
-        rec.messages,
-        format_rate_bps(rate),
-        lost,
-        jitter,
-        delay
-    )
-    .trim_end()
-    .to_string()
-}
-
 /// A UDP file transfer that lost nothing but was not compared: a UDP receiver hashes the
 /// copy it saved, read back (datagrams may come in any order), and none was saved. That is
 /// no difference, and is not shown as one.
@@ -626,26 +570,5 @@ mod tests {
         let text = String::from_utf8(out).expect("utf-8");
         assert!(text.lines().next().is_some_and(|h| h.contains("Xfer size")));
         assert!(text.contains("udp  stop-and-wait"), "{text}");
-    }
-
-    #[test]
-    fn interval_line_shows_rate() {
-        let rec = IntervalRecord {
-            start_ns: 0,
-            end_ns: 1_000_000_000,
-            bytes: 125_000_000,
-            messages: 1000,
-            lost: 3,
-            jitter_ns: Some(12_000.0),
-            delay_p50_ns: Some(50_000),
-            delay_p99_ns: Some(1_250_000),
-            retransmits: None,
-            cwnd_bytes: None,
-        };
-        let line = interval_line(&rec, Protocol::Udp, Role::Receiver);
-        assert!(line.contains("1.00 Gbit/s"), "{line}");
-        assert!(line.contains(" 3  "), "{line}");
-        assert!(line.contains("0.012"), "{line}");
-        assert!(line.ends_with("0.050/1.250"), "{line}");
     }
 }
