@@ -67,7 +67,8 @@ impl Spin {
         if self.spin_ns == 0 {
             return None;
         }
-        let start = sh.now_ns();
+        // The clock is read once the first try found nothing: not when data is waiting.
+        let mut start = None;
         loop {
             match recv_nowait(sock, buf) {
                 Err(e) if is_timeout(&e) => {}
@@ -76,8 +77,10 @@ impl Spin {
                     return Some(r);
                 }
             }
+            let now = sh.now_ns();
+            let began = *start.get_or_insert(now);
             // Bounded: the spin time (at most MAX_BUSY_POLL_NS), or a stop.
-            if sh.stopped() || sh.now_ns().saturating_sub(start) >= self.spin_ns {
+            if sh.stopped() || now.saturating_sub(began) >= self.spin_ns {
                 self.blocked += 1;
                 return None;
             }

@@ -145,7 +145,6 @@ fn stream_in_segments<S: Stream>(
     // report a smaller one than it then uses (32,768 on loopback, then 65,483).
     let buf = payload(WRITE_BYTES.max(unit).saturating_mul(2));
     let mut count = Count::default();
-    let mut sent = 0u64;
     let mut writes = 0u64;
     let error = loop {
         // Look at the segment size again after write 1, 2, 4, ... 1024: about ten system
@@ -160,10 +159,10 @@ fn stream_in_segments<S: Stream>(
             }
         }
         writes += 1;
-        let into = sent % size;
+        let into = count.bytes % size;
         let len = match next_step(rec, pacer, sh, p, &count, s.kernel()) {
             // As many bytes as the unit holds, never past the test's amount.
-            Step::Send(_) => p.spec.bytes.map_or(unit, |b| unit.min(b - sent)),
+            Step::Send(_) => p.spec.bytes.map_or(unit, |b| unit.min(b - count.bytes)),
             Step::Again => continue,
             // Time is up: finish the message under way, then stop.
             Step::Done(None) if into > 0 && p.spec.bytes.is_none() => size - into,
@@ -181,8 +180,7 @@ fn stream_in_segments<S: Stream>(
         }
         let wrote = len - left;
         let now = sh.now_ns();
-        let messages = (sent + wrote) / size - sent / size;
-        sent += wrote;
+        let messages = (count.bytes + wrote) / size - count.bytes / size;
         count.add_many(messages, wrote, now);
         bins.add(now, wrote);
         pacer.sent(wrote, now);
@@ -191,7 +189,7 @@ fn stream_in_segments<S: Stream>(
             break failed;
         }
     };
-    if !sent.is_multiple_of(size) {
+    if !count.bytes.is_multiple_of(size) {
         // The last, shorter message (a `bytes` test's tail, or one cut short by an error),
         // as the receiver counts it.
         count.messages += 1;

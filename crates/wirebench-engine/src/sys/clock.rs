@@ -16,20 +16,21 @@ pub fn unix_now_ns() -> u64 {
 /// closest readings is kept (a preemption between two plain reads would shift every delay
 /// by its length, even below zero).
 pub fn clock_pair() -> (std::time::Instant, u64) {
-    let mut best: Option<(std::time::Duration, std::time::Instant, u64)> = None;
-    for _ in 0..5 {
+    let read = || {
         let before = std::time::Instant::now();
         let unix = unix_now_ns();
-        let after = std::time::Instant::now();
-        let gap = after - before;
-        if best.is_none_or(|(g, _, _)| gap < g) {
-            best = Some((gap, before + gap / 2, unix));
+        let gap = before.elapsed();
+        (gap, before + gap / 2, unix)
+    };
+    let (_, at, unix) = (1..5).fold(read(), |best, _| {
+        let r = read();
+        if r.0 < best.0 {
+            r
+        } else {
+            best
         }
-    }
-    best.map_or_else(
-        || (std::time::Instant::now(), unix_now_ns()),
-        |(_, at, unix)| (at, unix),
-    )
+    });
+    (at, unix)
 }
 
 /// This kernel's boot id (`/proc/sys/kernel/random/boot_id`), empty where there is none. Two
