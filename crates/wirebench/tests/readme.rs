@@ -229,6 +229,54 @@ fn every_readme_command_runs() {
     );
 }
 
+/// The README's first command, `cargo run --release -- run`, is skipped above (a release
+/// build): what makes it work is that a plain `cargo run` at the root finds exactly one
+/// binary, wirebench's. Checked from the workspace's metadata, without building.
+#[test]
+fn cargo_run_at_the_root_finds_the_one_binary() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(&root)
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata is JSON");
+    let default: Vec<&serde_json::Value> = m["workspace_default_members"]
+        .as_array()
+        .expect("workspace_default_members")
+        .iter()
+        .collect();
+    let bins: Vec<String> = m["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .filter(|p| default.contains(&&p["id"]))
+        .flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default())
+        .filter(|t| {
+            t["kind"]
+                .as_array()
+                .is_some_and(|k| k.iter().any(|k| k == "bin"))
+        })
+        .map(|t| t["name"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        bins,
+        ["wirebench"],
+        "`cargo run` at the root would have to choose"
+    );
+}
+
 #[test]
 fn adapting_keeps_the_command_and_shortens_it() {
     let s = "127.0.0.1:9";
