@@ -33,7 +33,7 @@ pub use net::roles::{ServerInterval, ServerWatch, Watch};
 pub use net::server::{
     Server, ServerConfig, ServerHandle, DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING,
 };
-pub use role::user::{UserConnector, UserStream};
+pub use role::user::{UserAccept, UserConnector, UserListener, UserStream};
 
 use thiserror::Error;
 

@@ -77,6 +77,11 @@ pub enum Message {
         cookie: u64,
         /// UDP port for the test's UDP streams.
         udp_port: u16,
+        /// TCP port for the test's data connections when it is not the control
+        /// connection's (absent: the same). A server whose test traffic goes through a
+        /// user-space stack (`serve --stack smoltcp`) takes them there.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tcp_port: Option<u16>,
         /// Tool name and version of the server.
         tool: String,
         /// The server's kernel boot id: equal on both sides means one clock.

@@ -5,7 +5,9 @@
 //! on the host's TUN device (which the lab made, routed and proxy-ARPed for the stack's
 //! address), one TCP socket on it, driven by the stream's own reads and writes. The engine
 //! sees a byte stream ([`wirebench_engine::UserStream`]) and counts, digests and reports as
-//! it does for a kernel socket.
+//! it does for a kernel socket. A server host with `serve --stack smoltcp` takes each test's
+//! data connection the same way ([`SmolListener`]): its stack listens on a port of its own,
+//! which the server names to the client and the host forwards to the stack.
 //!
 //! Why no poll thread: a TUN device takes one reader, the engine's roles use one data
 //! connection per thread, and a role always sits in a read or a write (with a timeout of
@@ -19,7 +21,7 @@ mod sys;
 
 use std::fmt;
 use std::io::{self, ErrorKind, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
@@ -27,8 +29,9 @@ use smoltcp::iface::{Config, Interface, PollResult, SocketHandle, SocketSet};
 use smoltcp::phy::{Device, Medium, TunTapInterface};
 use smoltcp::socket::tcp;
 use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr, Ipv4Address};
-use wirebench_engine::{UserConnector, UserStream};
+use wirebench_engine::{UserAccept, UserConnector, UserListener, UserStream};
 use wirebench_proto::results::UserStack;
+use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
 
 /// smoltcp's version, as recorded in the results.
 pub const SMOLTCP_VERSION: &str = "0.12.0";
@@ -96,6 +99,34 @@ pub enum SmolError {
     /// A malformed `--stack-addr`.
     #[error("--stack-addr {0:?}: give an IPv4 address and prefix, e.g. 10.77.0.101/24")]
     Address(String),
+    /// A test smoltcp cannot carry here, and why.
+    #[error("{0}")]
+    Unsupported(&'static str),
+}
+
+/// What a test over smoltcp can be, for a client's `--stack` and a server's alike: the
+/// congestion control it asks for (CUBIC when it names none).
+///
+/// # Errors
+///
+/// What smoltcp cannot carry here, with why and what to do instead.
+pub fn check(spec: &TestSpec) -> Result<Congestion, SmolError> {
+    let no = |why| Err(SmolError::Unsupported(why));
+    if spec.protocol == Protocol::Udp {
+        return no("smoltcp carries TCP only here (UDP's GSO, GRO and batched calls are the kernel's): drop --udp");
+    }
+    if spec.zerocopy {
+        return no("--zerocopy is MSG_ZEROCOPY, a kernel socket feature: smoltcp copies into its own buffers");
+    }
+    if spec.streams > 1 || spec.direction == Direction::Bidir {
+        return no("smoltcp carries one data connection (one stack on one TUN device): use -P 1 without --bidir");
+    }
+    if spec.mechanism == Mechanism::Crr {
+        return no("--mode crr opens a connection per transaction on the kernel's stack: use --mode rr over smoltcp");
+    }
+    spec.congestion
+        .as_deref()
+        .map_or(Ok(Congestion::Cubic), Congestion::parse)
 }
 
 /// Where and how the stack runs.
@@ -177,6 +208,9 @@ fn tun_error(device: &str, e: io::Error) -> io::Error {
              run inside `wirebench lab`, as root, or in a user namespace that owns the network namespace"
         }
         ErrorKind::NotFound => "/dev/net/tun is missing: load the tun module (modprobe tun)",
+        ErrorKind::ResourceBusy => {
+            "another test holds it: a TUN device carries one stack at a time; try again when that test ends"
+        }
         _ => "the lab makes this device for a host with --stack smoltcp",
     };
     io::Error::new(
@@ -198,6 +232,100 @@ impl SmolStream {
                 "the smoltcp stack here speaks IPv4 only",
             ));
         };
+        let mut s = Self::open(cfg, timeout)?;
+        let local_port = 49152 + (seed() % 16000) as u16;
+        let r = remote.ip().octets();
+        s.sockets
+            .get_mut::<tcp::Socket>(s.handle)
+            .connect(
+                s.iface.context(),
+                (IpAddress::v4(r[0], r[1], r[2], r[3]), remote.port()),
+                local_port,
+            )
+            .map_err(|e| io::Error::other(format!("smoltcp connect: {e}")))?;
+        let until = Instant::now() + timeout;
+        loop {
+            s.poll();
+            match s.socket().state() {
+                tcp::State::Established => return Ok(s),
+                tcp::State::Closed => {
+                    return Err(io::Error::new(
+                        ErrorKind::ConnectionRefused,
+                        format!("{remote} refused the connection from the smoltcp stack"),
+                    ))
+                }
+                _ => {}
+            }
+            if !s.wait(until) {
+                return Err(io::Error::new(
+                    ErrorKind::TimedOut,
+                    format!(
+                        "no answer from {remote} to the smoltcp stack on {} in {timeout:?}: \
+                         is the device up and routed?",
+                        cfg.device
+                    ),
+                ));
+            }
+        }
+    }
+
+    /// A stack listening on `port` for one connection ([`UserAccept::accept`] takes it).
+    ///
+    /// # Errors
+    ///
+    /// The TUN device cannot be opened (another test holds it: a TUN device takes one
+    /// stack at a time).
+    pub fn listen(cfg: &SmolConfig, port: u16) -> io::Result<Self> {
+        let mut s = Self::open(cfg, DEFAULT_LINGER)?;
+        s.socket()
+            .listen(port)
+            .map_err(|e| io::Error::other(format!("smoltcp listen on port {port}: {e}")))?;
+        Ok(s)
+    }
+
+    /// Waits for an established connection from `peer`, turning others away.
+    fn accept_from(mut self, port: u16, peer: IpAddr, timeout: Duration) -> io::Result<Self> {
+        let until = Instant::now() + timeout;
+        let IpAddr::V4(peer) = peer else {
+            return Err(io::Error::new(
+                ErrorKind::Unsupported,
+                "the smoltcp stack here speaks IPv4 only",
+            ));
+        };
+        let peer = IpAddress::from(peer);
+        loop {
+            self.poll();
+            let s = self.socket();
+            match s.state() {
+                tcp::State::Established if s.remote_endpoint().is_some_and(|e| e.addr == peer) => {
+                    return Ok(self)
+                }
+                // Another address (the server takes data connections only from its test's
+                // client), or a handshake that failed: listen again.
+                tcp::State::Established | tcp::State::Closed => {
+                    s.abort();
+                    self.poll();
+                    self.socket()
+                        .listen(port)
+                        .map_err(|e| io::Error::other(format!("smoltcp listen: {e}")))?;
+                }
+                _ => {}
+            }
+            if !self.wait(until) {
+                return Err(io::Error::new(
+                    ErrorKind::TimedOut,
+                    format!(
+                        "no data connection from {peer} reached the smoltcp stack on {} port \
+                         {port} in {timeout:?}",
+                        self.info.device
+                    ),
+                ));
+            }
+        }
+    }
+
+    /// The stack on the device, with one TCP socket, neither connected nor listening.
+    fn open(cfg: &SmolConfig, timeout: Duration) -> io::Result<Self> {
         let mut tun =
             TunTapInterface::new(&cfg.device, Medium::Ip).map_err(|e| tun_error(&cfg.device, e))?;
         let fd = tun.as_raw_fd();
@@ -228,18 +356,8 @@ impl SmolStream {
         // Nagle's algorithm would hold the tail of each back (the kernel's roles turn it off
         // there too).
         sock.set_nagle_enabled(false);
-        let local_port = 49152 + (seed() % 16000) as u16;
-        let r = remote.ip().octets();
         let mut sockets = SocketSet::new(Vec::new());
         let handle = sockets.add(sock);
-        sockets
-            .get_mut::<tcp::Socket>(handle)
-            .connect(
-                iface.context(),
-                (IpAddress::v4(r[0], r[1], r[2], r[3]), remote.port()),
-                local_port,
-            )
-            .map_err(|e| io::Error::other(format!("smoltcp connect: {e}")))?;
         let info = UserStack {
             name: "smoltcp".into(),
             version: SMOLTCP_VERSION.into(),
@@ -255,7 +373,7 @@ impl SmolStream {
             buffer_memory_bytes: (2 * buffer + mtu) as u64,
             retransmits: None,
         };
-        let mut s = Self {
+        Ok(Self {
             dev: sys::Tun(tun),
             fd,
             iface,
@@ -266,31 +384,7 @@ impl SmolStream {
             info,
             closed: false,
             linger: cfg.linger,
-        };
-        let until = Instant::now() + timeout;
-        loop {
-            s.poll();
-            match s.socket().state() {
-                tcp::State::Established => return Ok(s),
-                tcp::State::Closed => {
-                    return Err(io::Error::new(
-                        ErrorKind::ConnectionRefused,
-                        format!("{remote} refused the connection from the smoltcp stack"),
-                    ))
-                }
-                _ => {}
-            }
-            if !s.wait(until) {
-                return Err(io::Error::new(
-                    ErrorKind::TimedOut,
-                    format!(
-                        "no answer from {remote} to the smoltcp stack on {} in {timeout:?}: \
-                         is the device up and routed?",
-                        cfg.device
-                    ),
-                ));
-            }
-        }
+        })
     }
 
     fn socket(&mut self) -> &mut tcp::Socket<'static> {
@@ -437,6 +531,55 @@ impl UserStream for SmolStream {
 
     fn stack(&self) -> UserStack {
         self.info.clone()
+    }
+}
+
+/// A server's stack: each test's data connection comes in on `port` (`serve --stack
+/// smoltcp`), one test at a time (the device takes one stack).
+#[derive(Debug, Clone)]
+pub struct SmolListener {
+    /// The stack's settings; congestion control and linger come from each test.
+    pub config: SmolConfig,
+    /// The port it listens on.
+    pub port: u16,
+}
+
+impl UserListener for SmolListener {
+    fn port(&self) -> u16 {
+        self.port
+    }
+
+    fn listen(&self, spec: &TestSpec) -> io::Result<Box<dyn UserAccept>> {
+        let congestion = check(spec).map_err(|e| {
+            io::Error::new(
+                ErrorKind::Unsupported,
+                format!("this server's test traffic goes through smoltcp: {e}"),
+            )
+        })?;
+        let cfg = SmolConfig {
+            congestion,
+            // The client drains for --drain after the test: as long as this side's
+            // sender waits for the rest of its buffer to be taken.
+            linger: Duration::from_nanos(spec.drain_ns).max(Duration::from_secs(1)),
+            ..self.config.clone()
+        };
+        Ok(Box::new(Listening {
+            stream: SmolStream::listen(&cfg, self.port)?,
+            port: self.port,
+        }))
+    }
+}
+
+/// A stack listening for one test's connection.
+struct Listening {
+    stream: SmolStream,
+    port: u16,
+}
+
+impl UserAccept for Listening {
+    fn accept(self: Box<Self>, peer: IpAddr, timeout: Duration) -> io::Result<Box<dyn UserStream>> {
+        let s = self.stream.accept_from(self.port, peer, timeout)?;
+        Ok(Box::new(s))
     }
 }
 

@@ -105,6 +105,10 @@ pub enum Refusal {
         /// The limit, bits/s.
         max: u64,
     },
+    /// The server's user-space stack (`serve --stack`) cannot carry this test, or carries
+    /// another one now.
+    #[error("{0}")]
+    UserStack(String),
     /// `--max-tests`.
     #[error("server busy: {running} tests running, the limit is {max} (--max-tests)")]
     Busy {
@@ -172,6 +176,7 @@ impl Refusal {
             Refusal::Rate { .. } => "max_rate",
             Refusal::UnlimitedRate { .. } => "unlimited_rate",
             Refusal::Timing { .. } => "max_timing",
+            Refusal::UserStack(_) => "user_stack",
             Refusal::Busy { .. } => "busy",
             Refusal::PerClient { .. } => "per_client",
             Refusal::PerMinute { .. } => "per_minute",

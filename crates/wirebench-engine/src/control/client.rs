@@ -71,6 +71,8 @@ pub(crate) enum ClientAction {
         cookie: u64,
         /// The server's UDP port.
         udp_port: u16,
+        /// Where TCP data connections go, when not to the control port.
+        tcp_port: Option<u16>,
         /// The server's host identity.
         host_id: String,
     },
@@ -422,6 +424,7 @@ impl ClientSession {
             Message::Accept {
                 cookie,
                 udp_port,
+                tcp_port,
                 host_id,
                 bytes,
                 server_mac,
@@ -452,6 +455,7 @@ impl ClientSession {
                 self.actions.push_back(ClientAction::Accepted {
                     cookie,
                     udp_port,
+                    tcp_port,
                     host_id,
                 });
                 self.next_stream(now, None);

@@ -19,7 +19,9 @@
 //!                     ◀──────── accept {cookie} | refuse  client waits SETUP_TIMEOUT for
 //!                                                         each answer; bytes that are no
 //!                                                         frame: "not a wirebench server"
-//!                                                         within FIRST_BYTES_TIMEOUT
+//!                                                         within FIRST_BYTES_TIMEOUT;
+//!                                                         accept's tcp_port (serve --stack):
+//!                                                         TCP data connections go there
 //!   attach {cookie, PACKET_LOG_STREAM} ──▶                (another connection) when the
 //!                                                         server writes the packet log
 //!   attach {cookie, i} / UDP hello i ────▶                every stream within

@@ -45,6 +45,8 @@ pub(crate) enum ServerEvent {
         cookie: u64,
         /// The amount to put in the accept, for a file transfer.
         bytes: Option<u64>,
+        /// Where the test's TCP data connections go, when not to the control port.
+        tcp_port: Option<u16>,
     },
     /// [`ServerAction::Admit`] found no slot, or the file cannot be served.
     Refused(Refusal),
@@ -253,7 +255,11 @@ impl ServerSession {
             return;
         }
         match event {
-            ServerEvent::Admitted { cookie, bytes } => self.admitted(now, cookie, bytes),
+            ServerEvent::Admitted {
+                cookie,
+                bytes,
+                tcp_port,
+            } => self.admitted(now, cookie, bytes, tcp_port),
             ServerEvent::Refused(r) => self.refuse(now, r),
             ServerEvent::StreamArrived { stream } => self.arrived(now, stream),
             ServerEvent::StreamFailed { reason } => {
@@ -498,7 +504,7 @@ impl ServerSession {
         }
     }
 
-    fn admitted(&mut self, now: Instant, cookie: u64, bytes: Option<u64>) {
+    fn admitted(&mut self, now: Instant, cookie: u64, bytes: Option<u64>, tcp_port: Option<u16>) {
         let (State::Admitting, Some(spec)) = (&self.state, &mut self.spec) else {
             return;
         };
@@ -508,6 +514,7 @@ impl ServerSession {
         let accept = Message::Accept {
             cookie,
             udp_port: self.params.udp_port,
+            tcp_port,
             tool: self.params.tool.clone(),
             host_id: self.params.host_id.clone(),
             bytes,

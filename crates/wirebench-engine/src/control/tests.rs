@@ -94,6 +94,35 @@ fn a_tcp_test_runs_and_both_reports_are_exchanged() {
 }
 
 #[test]
+fn a_data_port_in_the_accept_reaches_the_client_and_is_left_out_when_absent() {
+    // A server whose test traffic goes through a user-space stack takes data connections
+    // on a port of their own; the client learns it from the accept.
+    let mut p = Pair::with(spec());
+    p.data_port = Some(5301);
+    p.run();
+    assert!(p.client_error().is_empty(), "{}", p.client_error());
+    assert!(p.client_actions.iter().any(|a| matches!(
+        a,
+        ClientAction::Accepted {
+            tcp_port: Some(5301),
+            ..
+        }
+    )));
+    // Without one the field is not on the wire: older clients see the accept they know.
+    let accept = Message::Accept {
+        cookie: 1,
+        udp_port: 5201,
+        tcp_port: None,
+        tool: "wirebench".into(),
+        host_id: String::new(),
+        bytes: None,
+        server_mac: None,
+    };
+    let frame = String::from_utf8_lossy(&encode(&accept).unwrap()).into_owned();
+    assert!(!frame.contains("tcp_port"), "{frame}");
+}
+
+#[test]
 fn udp_hellos_are_resent_every_100ms_until_confirmed() {
     let mut s = spec();
     s.protocol = Protocol::Udp;
@@ -562,6 +591,7 @@ fn no_begin_ends_the_session_after_the_setup_timeout() {
         ServerEvent::Admitted {
             cookie: 1,
             bytes: None,
+            tcp_port: None,
         },
     );
     lone.server
@@ -612,6 +642,7 @@ fn a_begin_that_overtakes_the_last_data_connection_is_kept() {
         ServerEvent::Admitted {
             cookie: 1,
             bytes: None,
+            tcp_port: None,
         },
     );
     lone.server

@@ -243,6 +243,8 @@ struct Setup {
     bind: Option<IpAddr>,
     cookie: u64,
     udp_port: u16,
+    /// Where TCP data connections go when the server names a port of their own.
+    tcp_port: Option<u16>,
     same_clock: bool,
     spec: TestSpec,
     streams: Vec<Option<Opened>>,
@@ -268,10 +270,16 @@ impl Setup {
         Ok(())
     }
 
+    /// Where the test's TCP data connections go: the server's data port if it named one
+    /// (its test traffic goes through a user-space stack), else the control port.
+    fn data_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.addr.ip(), self.tcp_port.unwrap_or(self.addr.port()))
+    }
+
     fn open_stream(&mut self, control: &TcpStream, stream: u32) -> Result<(), EngineError> {
         let opened = match (self.spec.protocol, self.stack.as_deref()) {
             (Protocol::Tcp, Some(stack)) => {
-                let s = attach_user(stack, self.addr, self.cookie, stream)?;
+                let s = attach_user(stack, self.data_addr(), self.cookie, stream)?;
                 Opened {
                     datapath: user_datapath(s.as_ref(), &self.spec),
                     sock: DataSocket::User(s),
@@ -280,7 +288,7 @@ impl Setup {
                 }
             }
             (Protocol::Tcp, None) => {
-                let s = attach(self.addr, self.bind, self.cookie, stream)?;
+                let s = attach(self.data_addr(), self.bind, self.cookie, stream)?;
                 let datapath = tcp_datapath(&s, &self.spec).map_err(EngineError::from)?;
                 Opened {
                     sock: DataSocket::Tcp(s),
@@ -406,6 +414,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
         bind: cfg.bind,
         cookie: 0,
         udp_port: 0,
+        tcp_port: None,
         same_clock: false,
         spec: cfg.spec.clone(),
         streams: Vec::new(),
@@ -425,10 +434,12 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
                 ClientAction::Accepted {
                     cookie,
                     udp_port,
+                    tcp_port,
                     host_id: server_host,
                 } => {
                     setup.cookie = cookie;
                     setup.udp_port = udp_port;
+                    setup.tcp_port = tcp_port;
                     setup.same_clock = same_clock(&host_id(), &server_host);
                     setup.spec = session.spec().clone();
                     setup.streams = (0..setup.spec.total_streams()).map(|_| None).collect();

@@ -15,6 +15,7 @@ use wirebench_proto::spec::{Direction, Mechanism, TestSpec};
 use super::client::tool;
 use super::roles::{Collect, RoleEvent, Roles};
 use super::state::{log, q, Pending, ServerConfig, State};
+use super::user_accept::{self, Waiting};
 use super::{Pump, SETUP_TICK, TICK};
 use crate::control::admission::DEFAULT_MAX_DURATION;
 use crate::control::admission::{PendingId, Refusal, Ticket};
@@ -77,6 +78,7 @@ pub(super) fn admitted(
                             let event = ServerEvent::Admitted {
                                 cookie: t.slot.cookie,
                                 bytes: t.bytes,
+                                tcp_port: t.tcp_port,
                             };
                             test = Some(t);
                             event
@@ -328,6 +330,8 @@ struct Test<'a> {
     spec: TestSpec,
     /// The amount told to the client, for a file transfer.
     bytes: Option<u64>,
+    /// Where the data connection comes in, when through the server's user-space stack.
+    tcp_port: Option<u16>,
     rx: Receiver<(u32, DataSocket)>,
     log_rx: Receiver<TcpStream>,
     streams: Vec<Option<Arrived>>,
@@ -364,18 +368,51 @@ fn admit<'a>(
         state.spec_limits().check(&spec)?;
     }
     let bytes = file.is_some().then_some(spec.bytes).flatten();
+    // `serve --stack`: the data connection comes through the user-space stack, which
+    // listens from now on (or says why it cannot carry the test).
+    let user = match &state.cfg.user_stack {
+        Some(stack) => Some((
+            stack.port(),
+            stack
+                .listen(&spec)
+                .map_err(|e| Refusal::UserStack(e.to_string()))?,
+        )),
+        None => None,
+    };
     // Room for every stream and as many repeats (a resent hello): the session takes the
     // first socket of each stream and drops the rest.
     let (tx, rx) = sync_channel(2 * spec.total_streams() as usize);
     let (log_tx, log_rx) = sync_channel(1);
     let poisoned = || Refusal::Internal("server state poisoned".into());
+    let tcp_port = match user {
+        Some((port, listener)) => {
+            let waiting = Waiting {
+                peer: peer.ip(),
+                cookie,
+                streams: spec.total_streams(),
+                tx: tx.clone(),
+            };
+            std::thread::Builder::new()
+                .name("wirebench-user-accept".into())
+                .spawn(move || user_accept::take(listener, &waiting))
+                .map_err(|e| Refusal::Internal(format!("starting the stack's accept: {e}")))?;
+            Some(port)
+        }
+        None => None,
+    };
     state.pending.lock().map_err(|_| poisoned())?.insert(
         cookie,
         Pending {
             peer: peer.ip(),
             local: local.ip(),
             protocol: spec.protocol,
-            streams: spec.total_streams(),
+            // Through a user-space stack, the kernel's listener takes no data connection
+            // for this test (only its packet log).
+            streams: if tcp_port.is_some() {
+                0
+            } else {
+                spec.total_streams()
+            },
             tx,
             log_tx: ServerSession::writes_log(&spec).then_some(log_tx),
         },
@@ -396,6 +433,7 @@ fn admit<'a>(
         streams: (0..spec.total_streams()).map(|_| None).collect(),
         spec,
         bytes,
+        tcp_port,
         rx,
         log_rx,
         packet_log: None,

@@ -11,6 +11,7 @@ mod metrics;
 pub(crate) mod roles;
 pub(crate) mod server;
 pub(crate) mod state;
+mod user_accept;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;

@@ -59,6 +59,9 @@ pub struct ServerConfig {
     pub iperf3_port: Option<u16>,
     /// Shown each interval of each test (`serve`'s live lines); none: nothing.
     pub watch: Option<super::roles::ServerWatch>,
+    /// Take TCP data connections through this user-space stack (`--stack`), on its port;
+    /// none: the kernel's, on the control port.
+    pub user_stack: Option<std::sync::Arc<dyn crate::UserListener>>,
 }
 
 /// A test waiting for its data connections and UDP hellos.

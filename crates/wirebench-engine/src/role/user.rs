@@ -9,7 +9,7 @@
 //! kernel's stack: it carries no test traffic.
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
 use std::time::Duration;
 
 use wirebench_proto::results::{Datapath, Unavailable, UserStack};
@@ -42,6 +42,32 @@ pub trait UserConnector: Send + Sync + std::fmt::Debug {
     ///
     /// The stack's device cannot be opened, or the peer did not answer.
     fn connect(&self, addr: SocketAddr, timeout: Duration) -> io::Result<Box<dyn UserStream>>;
+}
+
+/// Takes a server's data connections through a user-space stack (`serve --stack`): the
+/// server tells the client to connect to [`UserListener::port`] (its accept's `tcp_port`),
+/// which the host forwards to the stack.
+pub trait UserListener: Send + Sync + std::fmt::Debug {
+    /// The TCP port the stack listens on, and clients are sent to.
+    fn port(&self) -> u16;
+    /// Starts listening for `spec`'s data connection: at admission, so that a test the
+    /// stack cannot carry, or a stack busy with another test, is refused with the reason.
+    ///
+    /// # Errors
+    ///
+    /// Why the test cannot go through the stack now, in words for the client.
+    fn listen(&self, spec: &TestSpec) -> io::Result<Box<dyn UserAccept>>;
+}
+
+/// A user-space stack listening for one test's data connection.
+pub trait UserAccept: Send {
+    /// Waits up to `timeout` for a connection from `peer` (others are turned away) and
+    /// returns it once established.
+    ///
+    /// # Errors
+    ///
+    /// None came in time, or the device failed.
+    fn accept(self: Box<Self>, peer: IpAddr, timeout: Duration) -> io::Result<Box<dyn UserStream>>;
 }
 
 /// What the results say of a connection over a user-space stack: its settings, and why

@@ -64,6 +64,34 @@ fn table_row(r: &Results, e: &wirebench_proto::results::End) -> Vec<String> {
     ]
 }
 
+/// Which stack carried each side's data connection, when one was a user-space stack.
+fn stacks(r: &Results, out: &mut dyn Write) -> io::Result<()> {
+    let side = |d: &Option<wirebench_proto::results::Datapath>| match d
+        .as_ref()
+        .and_then(|d| d.stack.as_ref())
+    {
+        Some(s) => format!(
+            "{} {} on {} ({}, {}, MSS {}, buffers {} each way)",
+            s.name,
+            s.version,
+            s.device,
+            s.address,
+            s.congestion_control,
+            s.mss_bytes,
+            format_bytes(s.send_buffer_bytes)
+        ),
+        None => "the kernel's".to_owned(),
+    };
+    let (c, s) = (&r.datapath.client, &r.datapath.server);
+    if [c, s]
+        .iter()
+        .any(|d| d.as_ref().is_some_and(|d| d.stack.is_some()))
+    {
+        writeln!(out, "stack: client {}; server {}", side(c), side(s))?;
+    }
+    Ok(())
+}
+
 impl Exporter for Table {
     fn export(&self, r: &Results, out: &mut dyn Write) -> io::Result<()> {
         let e = &r.end;
@@ -115,6 +143,7 @@ impl Exporter for Table {
             format_bytes(e.received.bytes),
             e.received.duration_s,
         )?;
+        stacks(r, out)?;
         if let Some(u) = &e.udp {
             if u.sequenced {
                 writeln!(
@@ -551,6 +580,36 @@ mod tests {
             vec!["ccc".to_string(), "d".to_string()],
         ];
         assert_eq!(columns(&rows), "  a  bbb\nccc    d\n");
+    }
+
+    #[test]
+    fn a_user_space_stack_is_named_for_its_side_and_the_kernels_is_said_only_beside_one() {
+        let mut r = crate::export::csv::tests::sample();
+        let text = |r: &Results| {
+            let mut out = Vec::new();
+            Table.export(r, &mut out).expect("write");
+            String::from_utf8(out).expect("utf-8")
+        };
+        assert!(!text(&r).contains("stack:"));
+        r.datapath.server = Some(wirebench_proto::results::Datapath {
+            stack: Some(wirebench_proto::results::UserStack {
+                name: "smoltcp".into(),
+                version: "0.12.0".into(),
+                device: "wbsmol0".into(),
+                address: "10.77.0.102/24".into(),
+                congestion_control: "cubic".into(),
+                mss_bytes: 1460,
+                send_buffer_bytes: 65536,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let t = text(&r);
+        let line = t.lines().find(|l| l.starts_with("stack:")).expect("{t}");
+        assert_eq!(
+            line,
+            "stack: client the kernel's; server smoltcp 0.12.0 on wbsmol0 (10.77.0.102/24, cubic, MSS 1460, buffers 65.54 KB each way)"
+        );
     }
 
     #[test]

@@ -117,7 +117,7 @@ impl Watch for Stop {
 /// its document.
 pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     let (args, client) = (&cmd.run, &cmd.client);
-    if client.stack != crate::cli::StackArg::Kernel {
+    if client.stack.stack != crate::cli::StackArg::Kernel {
         return Err(Failure::Usage(
             "--mode rrul runs several streams and UDP probes; --stack smoltcp carries one TCP connection: drop --stack".into(),
         ));

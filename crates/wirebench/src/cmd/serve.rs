@@ -18,6 +18,7 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(10);
 /// clients, waits for them (at most [`DRAIN_LIMIT`]) and exits 0.
 pub fn serve(args: &ServeArgs) -> Result<(), Failure> {
     let mut cfg = args.config().map_err(Failure::Usage)?;
+    cfg.user_stack = super::stack::listener(args).map_err(Failure::Usage)?;
     let lines = match args.live {
         LiveWhen::Auto => io::stdout().is_terminal(),
         LiveWhen::Always => true,
@@ -149,6 +150,7 @@ pub fn server_for(
         psk: psk.cloned(),
         allow_iperf3: false,
         iperf3_port: None,
+        user_stack: None,
         watch: None,
     })
     .context("starting the in-process server")?;

@@ -1,54 +1,26 @@
-//! `run --stack smoltcp`: the TCP data connection through a user-space stack on a TUN
-//! device. Checks the combinations that cannot work, each with a one-line reason, and
-//! builds the connector the engine opens data connections with.
+//! `--stack smoltcp`: a test's TCP data connection through a user-space stack on a TUN
+//! device, for `run` (the client's connection) and `serve` (each test's, on the server's
+//! side). Checks the combinations that cannot work, each with a one-line reason, and builds
+//! what the engine opens or takes data connections with.
 
 use std::sync::Arc;
 
-use wirebench_engine::UserConnector;
-use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
-use wirebench_smoltcp::{Congestion, SmolConfig, SmolConnector, DEFAULT_BUFFER_BYTES};
+use wirebench_engine::{UserConnector, UserListener};
+use wirebench_proto::spec::TestSpec;
+use wirebench_smoltcp::{SmolConfig, SmolConnector, SmolListener, DEFAULT_BUFFER_BYTES};
 
-use crate::cli::{ClientArgs, RunArgs, StackArg};
+use crate::cli::{ClientArgs, RunArgs, ServeArgs, StackArg, StackArgs};
 
-/// The connector for `--stack`, `None` for the kernel's stack; a one-line reason when the
-/// test cannot run over the stack asked for.
+/// The connector for `run --stack`, `None` for the kernel's stack; a one-line reason when
+/// the test cannot run over the stack asked for.
 pub fn connector(
     args: &RunArgs,
     client: &ClientArgs,
     spec: &TestSpec,
 ) -> Result<Option<Arc<dyn UserConnector>>, String> {
-    if client.stack == StackArg::Kernel {
+    if client.stack.stack == StackArg::Kernel {
         return Ok(None);
     }
-    refuse(args, spec)?;
-    let addr = client.stack_addr.as_deref().ok_or(
-        "--stack smoltcp needs --stack-addr ADDR/PREFIX (the stack's own address; `wirebench lab --stack smoltcp` gives it)",
-    )?;
-    let (address, prefix) = SmolConfig::parse_address(addr).map_err(|e| e.to_string())?;
-    let congestion = match &spec.congestion {
-        Some(cc) => Congestion::parse(cc).map_err(|e| e.to_string())?,
-        None => Congestion::Cubic,
-    };
-    let buffer_bytes = match client.stack_buffer {
-        None => DEFAULT_BUFFER_BYTES,
-        Some(b) if (4096..=(64 << 20)).contains(&b) => b as usize,
-        Some(b) => return Err(format!("--stack-buffer {b}: give 4K to 64M")),
-    };
-    Ok(Some(Arc::new(SmolConnector(SmolConfig {
-        device: client.stack_device.clone(),
-        address,
-        prefix,
-        buffer_bytes,
-        congestion,
-        // The receiver drains for --drain after the test: the sender's stack waits as long
-        // for the rest of its buffer to be taken, not longer.
-        linger: std::time::Duration::from_nanos(spec.drain_ns)
-            .max(std::time::Duration::from_secs(1)),
-    }))))
-}
-
-/// What smoltcp cannot carry here, each with why.
-fn refuse(args: &RunArgs, spec: &TestSpec) -> Result<(), String> {
     if args.host.is_none() {
         return Err("--stack smoltcp needs a HOST: the in-process server is on loopback, which the TUN device does not reach".into());
     }
@@ -57,17 +29,60 @@ fn refuse(args: &RunArgs, spec: &TestSpec) -> Result<(), String> {
             "--stack smoltcp is for wirebench servers; --iperf3 uses the kernel's sockets".into(),
         );
     }
-    if spec.protocol == Protocol::Udp {
-        return Err("--stack smoltcp carries TCP only (UDP's GSO, GRO and batched calls are the kernel's): drop --udp or --stack".into());
+    let congestion = wirebench_smoltcp::check(spec).map_err(|e| format!("--stack smoltcp: {e}"))?;
+    let mut config = settings(&client.stack, "wirebench lab --stack smoltcp")?;
+    config.congestion = congestion;
+    // The receiver drains for --drain after the test: the sender's stack waits as long for
+    // the rest of its buffer to be taken, not longer.
+    config.linger =
+        std::time::Duration::from_nanos(spec.drain_ns).max(std::time::Duration::from_secs(1));
+    Ok(Some(Arc::new(SmolConnector(config))))
+}
+
+/// The listener for `serve --stack`, `None` for the kernel's stack.
+pub fn listener(serve: &ServeArgs) -> Result<Option<Arc<dyn UserListener>>, String> {
+    if serve.stack.stack == StackArg::Kernel {
+        if serve.stack_port.is_some() {
+            return Err(
+                "--stack-port is where a user-space stack listens: add --stack smoltcp".into(),
+            );
+        }
+        return Ok(None);
     }
-    if spec.zerocopy {
-        return Err("--zerocopy is MSG_ZEROCOPY, a kernel socket feature: smoltcp copies into its own buffers".into());
-    }
-    if spec.streams > 1 || spec.direction == Direction::Bidir {
-        return Err("--stack smoltcp opens one data connection (one stack on one TUN device): use -P 1 without --bidir".into());
-    }
-    if spec.mechanism == Mechanism::Crr {
-        return Err("--mode crr opens a connection per transaction on the kernel's stack: use --mode rr over smoltcp".into());
-    }
-    Ok(())
+    let port = match (serve.stack_port, serve.port) {
+        (Some(p), _) if p != 0 && p != serve.port => p,
+        (Some(p), _) => {
+            return Err(format!(
+                "--stack-port {p}: give a port of its own (not 0, not --port's), which the host forwards to the stack"
+            ))
+        }
+        (None, 0) => {
+            return Err("--port 0 leaves the stack's port unknown: give --stack-port".into())
+        }
+        (None, p) => p.checked_add(1).ok_or("--port 65535: give --stack-port")?,
+    };
+    let config = settings(&serve.stack, "wirebench lab --server-stack smoltcp")?;
+    Ok(Some(Arc::new(SmolListener { config, port })))
+}
+
+/// The stack's device, address and buffers from the flags (congestion control and linger
+/// come from each test).
+fn settings(stack: &StackArgs, maker: &str) -> Result<SmolConfig, String> {
+    let addr = stack.stack_addr.as_deref().ok_or(format!(
+        "--stack smoltcp needs --stack-addr ADDR/PREFIX (the stack's own address; `{maker}` gives it)"
+    ))?;
+    let (address, prefix) = SmolConfig::parse_address(addr).map_err(|e| e.to_string())?;
+    let buffer_bytes = match stack.stack_buffer {
+        None => DEFAULT_BUFFER_BYTES,
+        Some(b) if (4096..=(64 << 20)).contains(&b) => b as usize,
+        Some(b) => return Err(format!("--stack-buffer {b}: give 4K to 64M")),
+    };
+    Ok(SmolConfig {
+        device: stack.stack_device.clone(),
+        address,
+        prefix,
+        buffer_bytes,
+        congestion: wirebench_smoltcp::Congestion::Cubic,
+        linger: wirebench_smoltcp::DEFAULT_LINGER,
+    })
 }

@@ -167,6 +167,8 @@ pub(super) struct Pair {
     /// Streams whose connection never arrives.
     pub lost_streams: Vec<u32>,
     pub cookie: Option<u64>,
+    /// The TCP port the server's accept names for data connections (a user-space stack's).
+    pub data_port: Option<u16>,
     pub client_roles: FakeRoles,
     pub server_roles: FakeRoles,
     /// How long the senders run.
@@ -202,6 +204,7 @@ impl Pair {
             hellos_sent: 0,
             lost_streams: Vec::new(),
             cookie: None,
+            data_port: None,
             client_roles: FakeRoles::default(),
             server_roles: FakeRoles::default(),
             run: Duration::from_secs(1),
@@ -450,6 +453,7 @@ impl Pair {
                             ServerEvent::Admitted {
                                 cookie,
                                 bytes: None,
+                                tcp_port: self.data_port,
                             }
                         }
                         Err(r) => ServerEvent::Refused(r),
