@@ -35,7 +35,8 @@ pub struct PairRun {
     pub link: LinkProps,
     /// What runs in the client host.
     pub client: ClientCommand,
-    /// A program to run in the server host instead of `wirebench serve`, split at spaces.
+    /// A program to run in the server host instead of `wirebench serve`, split at spaces
+    /// (with `server_stack`, a `wirebench serve` command: the stack's options are added).
     pub serve: Option<String>,
     /// Log the link in intervals of this many ns (0: no log).
     pub link_log_ns: u64,
@@ -43,7 +44,14 @@ pub struct PairRun {
     pub exe: PathBuf,
     /// The client host's TCP/IP stack for its test traffic (`--stack`).
     pub client_stack: Stack,
+    /// The server host's (`--server-stack`): `wirebench serve` takes each test's data
+    /// connection there.
+    pub server_stack: Stack,
 }
+
+/// Where the server host's user-space stack takes data connections: the port after
+/// `wirebench serve`'s default control port, as `serve --stack` does by default.
+pub const SERVER_STACK_PORT: u16 = 5301;
 
 /// Why a one-link run could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -117,9 +125,25 @@ pub fn run_pair(p: &PairRun) -> Result<PairOutcome, PairError> {
     crate::ensure_privilege().map_err(PairError::Privilege)?;
     let lab = Lab::build_logged(&Topology::pair(up, down), p.link_log_ns)
         .map_err(io_err("building the lab"))?;
+    let server_args = match p.server_stack {
+        Stack::Kernel => Vec::new(),
+        Stack::Smoltcp => user_stack::prepare_server(
+            lab.netns(1),
+            std::net::Ipv4Addr::new(10, 77, 0, 2),
+            0,
+            SERVER_STACK_PORT,
+        )
+        .map_err(io_err("preparing the server's user-space stack"))?
+        .serve_args(p.server_stack, SERVER_STACK_PORT),
+    };
     let server = match &serve_words {
-        Some(words) => LabServer::program(&lab, 1, words)?,
-        None => LabServer::wirebench(&lab, &p.exe, 1, SERVER_ADDR)?,
+        // `--serve 'wirebench serve ...'` with --server-stack: the stack's options follow.
+        Some(words) => {
+            let mut words = words.clone();
+            words.extend(server_args.iter().map(String::as_str));
+            LabServer::program(&lab, 1, &words)?
+        }
+        None => LabServer::wirebench(&lab, &p.exe, 1, SERVER_ADDR, &server_args)?,
     };
     let site = match p.client_stack {
         Stack::Kernel => None,

@@ -244,9 +244,9 @@ pub struct Profile {
     /// The hosts it applies to (default: every host a measured test runs between).
     #[serde(default)]
     pub hosts: Option<Vec<String>>,
-    /// The TCP/IP stack of tests that start in its hosts: "kernel" (the default) or
-    /// "smoltcp" (user space, on a TUN device; see [`crate::user_stack`]). Servers stay on
-    /// the kernel's.
+    /// The TCP/IP stack of tests that start or end in its hosts: "kernel" (the default) or
+    /// "smoltcp" (user space, on a TUN device; see [`crate::user_stack`]). A test's client
+    /// in such a host opens its data connection there; a test's server takes it there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack: Option<crate::user_stack::Stack>,
     /// With `stack = "smoltcp"`: its socket buffer each way ("64K"; its `--stack-buffer`).

@@ -57,7 +57,13 @@ impl LabServer {
     /// # Errors
     ///
     /// When it cannot be started or ends before it listens.
-    pub fn wirebench(lab: &Lab, exe: &Path, node: usize, addr: &str) -> Result<Self, ServerError> {
+    pub fn wirebench(
+        lab: &Lab,
+        exe: &Path,
+        node: usize,
+        addr: &str,
+        extra: &[String],
+    ) -> Result<Self, ServerError> {
         let mut c = lab.command(node, exe);
         // The lab's own server, in a namespace only this experiment reaches: the limits a
         // public server needs (short timings, few slots per address) would refuse the
@@ -65,6 +71,7 @@ impl LabServer {
         c.args(["serve", "--quiet", "--bind", addr])
             .args(["--max-tests", "256", "--max-tests-per-client", "256"])
             .args(["--max-duration", "24h", "--max-timing", "1h"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped());
         let child = c.spawn().map_err(|source| ServerError::Spawn {

@@ -12,6 +12,10 @@ use wirebench_report::export::link_log::LinkLogCsv;
 use wirebench_report::Exporter;
 
 use crate::scenario::{trial_topology, Profile, Scenario};
+
+/// The control port of the server of test `i` whose host uses a user-space stack is this
+/// + 2i, its stack's data port the next (the kernel's servers keep the default port).
+const SERVER_STACK_PORTS: u16 = 5400;
 use crate::server::{LabServer, ServerError};
 use crate::summary::{NamedLinkReport, TestOutcome, TrialDoc};
 use crate::topo::{Lab, Topology};
@@ -107,18 +111,50 @@ pub fn run_trial(s: &TrialSetup<'_>, profile: &Profile, n: u32) -> Result<TrialD
             )))?;
         sysctls.insert(host.clone(), got);
     }
-    // One server per host that tests go to; they end when dropped.
+    // One server per host that tests go to, on the kernel's stack; they end when dropped.
+    // A test to a host of the profile's user-space stack has a server of its own instead,
+    // with a stack of its own (a TUN device takes one), on ports of its own.
+    let user_stack = profile.stack.filter(|&st| st != Stack::Kernel);
     let mut servers = Vec::new();
     let mut server_hosts: Vec<&str> = Vec::new();
-    for test in &sc.tests {
-        if !server_hosts.contains(&test.to.as_str()) {
-            server_hosts.push(&test.to);
-            let server = LabServer::wirebench(&lab, s.exe, node(&t, &test.to)?, "0.0.0.0")
-                .map_err(|source| TrialError::Server {
-                    host: test.to.clone(),
-                    source,
-                })?;
-            servers.push(server);
+    let mut ports: Vec<Option<u16>> = vec![None; sc.tests.len()];
+    for (i, test) in sc.tests.iter().enumerate() {
+        let server_err = |source| TrialError::Server {
+            host: test.to.clone(),
+            source,
+        };
+        let to = node(&t, &test.to)?;
+        match user_stack {
+            Some(stack) if profile_hosts.contains(&test.to) => {
+                let host = t
+                    .node_address(to)
+                    .ok_or_else(|| TrialError::Node(test.to.clone()))?;
+                let n = u8::try_from(i).unwrap_or(u8::MAX);
+                let port = SERVER_STACK_PORTS + 2 * u16::from(n);
+                let site = user_stack::prepare_server(lab.netns(to), host, n, port + 1).map_err(
+                    io_err(format!(
+                        "preparing the {} stack in {}",
+                        stack.name(),
+                        test.to
+                    )),
+                )?;
+                let mut extra = vec!["--port".to_owned(), port.to_string()];
+                extra.extend(site.serve_args(stack, port + 1));
+                if let Some(b) = &profile.stack_buffer {
+                    extra.extend(["--stack-buffer".to_owned(), b.clone()]);
+                }
+                servers.push(
+                    LabServer::wirebench(&lab, s.exe, to, "0.0.0.0", &extra).map_err(server_err)?,
+                );
+                ports[i] = Some(port);
+            }
+            _ if !server_hosts.contains(&test.to.as_str()) => {
+                server_hosts.push(&test.to);
+                servers.push(
+                    LabServer::wirebench(&lab, s.exe, to, "0.0.0.0", &[]).map_err(server_err)?,
+                );
+            }
+            _ => {}
         }
     }
     // Start the tests in the order of their delays.
@@ -143,9 +179,12 @@ pub fn run_trial(s: &TrialSetup<'_>, profile: &Profile, n: u32) -> Result<TrialD
         let from = node(&t, &test.from)?;
         let mut c = lab.command(from, s.exe);
         c.arg("run").arg(addr.to_string()).arg("--json");
+        if let Some(port) = ports[i] {
+            c.args(["--port", &port.to_string()]);
+        }
         // A user-space stack for this test's data connection: one per test (a TUN device
         // takes one stack), beside its host's address.
-        if let Some(stack) = profile.stack.filter(|&st| st != Stack::Kernel) {
+        if let Some(stack) = user_stack {
             if profile_hosts.contains(&test.from) {
                 let host = t
                     .node_address(from)

@@ -11,9 +11,14 @@
 //! from the address its test's control connection came from). Translation rewrites
 //! addresses and ports only: the TCP that the server talks to is smoltcp's.
 //!
-//! The NAT rule is given to `nft`, not built over netlink as the lab's other steps are:
-//! nftables' netlink messages are a language of their own, and one rule does not earn a
-//! codec for it. Without `nft`, `--stack smoltcp` says so.
+//! A server host's stack runs inside `wirebench serve --stack smoltcp`, which tells each
+//! client to make its data connection to a port of its own (`--stack-port`); the host's
+//! kernel sends TCP to that port on to the stack (destination NAT) and the replies back
+//! with the host's address. Its control port stays the kernel's.
+//!
+//! The NAT rules are given to `nft`, not built over netlink as the lab's other steps are:
+//! nftables' netlink messages are a language of their own, and two rules do not earn a
+//! codec for them. Without `nft`, `--stack smoltcp` says so.
 
 use std::io;
 use std::net::Ipv4Addr;
@@ -85,6 +90,14 @@ impl StackSite {
             format!("{}/{}", self.address, self.prefix),
         ]
     }
+
+    /// The `wirebench serve` options that take each test's data connection on this stack,
+    /// at `port` (see [`prepare_server`]).
+    pub fn serve_args(&self, stack: Stack, port: u16) -> Vec<String> {
+        let mut args = self.run_args(stack);
+        args.extend(["--stack-port".into(), port.to_string()]);
+        args
+    }
 }
 
 /// The address of stack `n` (0, 1, ...: one per test) of a host at `host`: the same
@@ -141,7 +154,7 @@ pub fn prepare(ns: &NetNs, host: Ipv4Addr, n: u8) -> io::Result<StackSite> {
         Ok(())
     })?;
     ns.sysctl("net/ipv4/ip_forward", "1")?;
-    snat(ns, address, host)?;
+    nft(ns, &nat_rules(address, host))?;
     // Packets from the stack arrive on the device with its address as source: the reverse
     // path is that device, but strict filtering is off so that nothing depends on it.
     ns.sysctl("net/ipv4/conf/all/rp_filter", "0")?;
@@ -151,6 +164,28 @@ pub fn prepare(ns: &NetNs, host: Ipv4Addr, n: u8) -> io::Result<StackSite> {
         address,
         prefix: 24,
     })
+}
+
+/// [`prepare`] for a server's stack: besides, TCP connections to the host's `port` go to the
+/// stack (destination NAT), so that a client reaches the stack at the host's address, as a
+/// server's `serve --stack-port` tells it to. The control port stays the kernel's.
+///
+/// # Errors
+///
+/// As [`prepare`].
+pub fn prepare_server(ns: &NetNs, host: Ipv4Addr, n: u8, port: u16) -> io::Result<StackSite> {
+    let site = prepare(ns, host, n)?;
+    nft(ns, &forward_rules(host, port, site.address))?;
+    Ok(site)
+}
+
+/// The nftables rule that sends TCP to the host's `port` on to the stack.
+fn forward_rules(host: Ipv4Addr, port: u16, stack: Ipv4Addr) -> String {
+    format!(
+        "add table ip wirebench_stack\n\
+         add chain ip wirebench_stack in {{ type nat hook prerouting priority dstnat; policy accept; }}\n\
+         add rule ip wirebench_stack in ip daddr {host} tcp dport {port} dnat to {stack}\n"
+    )
 }
 
 /// The nftables rule that gives the stack's packets the host's address on the way out.
@@ -163,7 +198,8 @@ fn nat_rules(stack: Ipv4Addr, host: Ipv4Addr) -> String {
     )
 }
 
-fn snat(ns: &NetNs, stack: Ipv4Addr, host: Ipv4Addr) -> io::Result<()> {
+/// Gives `rules` to `nft` in `ns`.
+fn nft(ns: &NetNs, rules: &str) -> io::Result<()> {
     use std::io::Write;
     use std::os::fd::{AsFd, AsRawFd};
     let mut cmd = std::process::Command::new("nft");
@@ -182,7 +218,7 @@ fn snat(ns: &NetNs, stack: Ipv4Addr, host: Ipv4Addr) -> io::Result<()> {
     };
     let mut child = cmd.spawn().map_err(nft_err)?;
     if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(nat_rules(stack, host).as_bytes())?;
+        stdin.write_all(rules.as_bytes())?;
     }
     let out = child.wait_with_output()?;
     if !out.status.success() {
@@ -220,5 +256,15 @@ mod tests {
             site.run_args(Stack::Smoltcp).join(" "),
             "--stack smoltcp --stack-device wbsmol0 --stack-addr 10.77.0.101/24"
         );
+        assert_eq!(
+            site.serve_args(Stack::Smoltcp, 5301).join(" "),
+            "--stack smoltcp --stack-device wbsmol0 --stack-addr 10.77.0.101/24 --stack-port 5301"
+        );
+        assert!(forward_rules(
+            Ipv4Addr::new(10, 77, 0, 2),
+            5301,
+            Ipv4Addr::new(10, 77, 0, 102)
+        )
+        .contains("ip daddr 10.77.0.2 tcp dport 5301 dnat to 10.77.0.102"));
     }
 }

@@ -97,6 +97,11 @@ pub struct LabArgs {
     /// on a TUN device the lab makes; `run` then gets --stack smoltcp and its address).
     #[arg(long, value_name = "STACK", default_value = "kernel")]
     pub stack: wirebench_lab::user_stack::Stack,
+    /// The server host's TCP/IP stack for its test traffic: kernel, or smoltcp (the lab
+    /// makes its TUN device and forwards the data port to it; `wirebench serve` gets
+    /// --stack smoltcp).
+    #[arg(long, value_name = "STACK", default_value = "kernel")]
+    pub server_stack: wirebench_lab::user_stack::Stack,
     /// What to run over the link: `run [run options]` (a wirebench test from the client host
     /// to a server in the server host) or `exec [--] COMMAND...` (any program in the client
     /// host; LAB_SERVER and LAB_CLIENT hold the two addresses).
@@ -407,6 +412,13 @@ pub struct ServeArgs {
     /// Serve Prometheus metrics (text format) over HTTP at this address (e.g. 127.0.0.1:9464).
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<SocketAddr>,
+    /// The TCP/IP stack of the tests' data connections.
+    #[command(flatten)]
+    pub stack: StackArgs,
+    /// --stack smoltcp: the TCP port the stack takes data connections on (the server names
+    /// it to each client; the host forwards it to the stack's address). Default: --port + 1.
+    #[arg(long, value_name = "PORT")]
+    pub stack_port: Option<u16>,
     /// Also answer iperf3 clients on this port (TCP and UDP), e.g. 5201; they are answered
     /// on --port too, told apart by their first bytes.
     #[arg(long, value_name = "PORT")]
@@ -479,8 +491,9 @@ impl ServeArgs {
             log: !self.quiet,
             allow_iperf3: self.allow_iperf3,
             iperf3_port: self.iperf3_port,
-            // `serve` sets it when its live lines are on.
+            // `serve` sets these: its live lines, and its --stack (a crate of its own).
             watch: None,
+            user_stack: None,
         })
     }
 }
@@ -663,6 +676,14 @@ pub struct ClientArgs {
         conflicts_with = "iperf3"
     )]
     pub bind: Option<IpAddr>,
+    /// The TCP/IP stack of the data connection.
+    #[command(flatten)]
+    pub stack: StackArgs,
+}
+
+/// `--stack` and its settings, for `run` and `serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StackArgs {
     /// The TCP/IP stack that carries the TCP data connection: the kernel's, or smoltcp (in
     /// user space, on a TUN device: `wirebench lab --stack smoltcp` prepares one). The
     /// control connection stays on the kernel's stack.

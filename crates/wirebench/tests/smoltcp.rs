@@ -1,5 +1,6 @@
 //! Issue 21: a lab host whose test traffic goes through smoltcp, a user-space TCP/IP stack,
-//! on a TUN device, against a Linux host over an emulated link with loss. Needs what the
+//! on a TUN device, against a Linux host over an emulated link with loss: the client's host
+//! (`lab --stack`), the server's (`lab --server-stack`), or both. Needs what the
 //! lab needs (root or a user namespace, and /dev/net/tun, and nft); fails when `CI` is set
 //! and the lab cannot start (`common::lab_available`).
 
@@ -22,19 +23,42 @@ const LINK: &[&str] = &[
     "--rate", "50M", "--delay", "5ms", "--loss", "1%", "--seed", "21",
 ];
 
-/// `wirebench lab LINK --stack smoltcp -- run ARGS --json`.
-fn smol_run(run: &[&str]) -> Value {
+/// Which host's test traffic goes through smoltcp.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum On {
+    Client,
+    Server,
+    Both,
+}
+
+impl On {
+    fn lab_args(self) -> &'static [&'static str] {
+        match self {
+            On::Client => &["--stack", "smoltcp"],
+            On::Server => &["--server-stack", "smoltcp"],
+            On::Both => &["--stack", "smoltcp", "--server-stack", "smoltcp"],
+        }
+    }
+
+    fn has(self, side: &str) -> bool {
+        self == On::Both || (side == "client") == (self == On::Client)
+    }
+}
+
+/// `wirebench lab LINK --stack smoltcp -- run ARGS --json` (or `--server-stack`).
+fn smol_run(on: On, run: &[&str]) -> Value {
     let out = wirebench()
         .arg("lab")
         .args(LINK)
-        .args(["--stack", "smoltcp", "--", "run"])
+        .args(on.lab_args())
+        .args(["--", "run"])
         .args(run)
         .arg("--json")
         .output()
         .expect("run wirebench lab");
     assert!(
         out.status.success(),
-        "lab --stack smoltcp -- run {run:?}: {}",
+        "lab {on:?} -- run {run:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("results JSON")
@@ -63,22 +87,30 @@ fn assert_identical(v: &Value) {
     assert!(file["sent_digest"].is_string(), "{file:#}");
 }
 
-fn assert_smoltcp_datapath(v: &Value) {
-    let dp = v.pointer("/datapath/client").expect("datapath.client");
-    assert_eq!(dp["stack"]["name"], "smoltcp", "{dp:#}");
-    assert!(dp["stack"]["mss_bytes"].as_u64().is_some_and(|m| m > 500));
-    assert!(dp["stack"]["buffer_memory_bytes"]
-        .as_u64()
-        .is_some_and(|m| m > 0));
-    let unavailable: Vec<&str> = dp["unavailable"]
-        .as_array()
-        .expect("unavailable")
-        .iter()
-        .filter_map(|u| u["figure"].as_str())
-        .collect();
-    assert!(unavailable.contains(&"tcp_info"), "{dp:#}");
-    // The server's side is Linux's.
-    assert!(v.pointer("/datapath/server/stack").is_none());
+/// Each side's datapath says which stack carried it: smoltcp's settings and what the
+/// kernel's figures are missing for, or nothing of a user-space stack.
+fn assert_smoltcp_datapath(v: &Value, on: On) {
+    for side in ["client", "server"] {
+        let dp = v
+            .pointer(&format!("/datapath/{side}"))
+            .unwrap_or_else(|| panic!("datapath.{side}: {v:#}"));
+        if !on.has(side) {
+            assert!(dp.get("stack").is_none_or(Value::is_null), "{side}: {dp:#}");
+            continue;
+        }
+        assert_eq!(dp["stack"]["name"], "smoltcp", "{side}: {dp:#}");
+        assert!(dp["stack"]["mss_bytes"].as_u64().is_some_and(|m| m > 500));
+        assert!(dp["stack"]["buffer_memory_bytes"]
+            .as_u64()
+            .is_some_and(|m| m > 0));
+        let unavailable: Vec<&str> = dp["unavailable"]
+            .as_array()
+            .expect("unavailable")
+            .iter()
+            .filter_map(|u| u["figure"].as_str())
+            .collect();
+        assert!(unavailable.contains(&"tcp_info"), "{side}: {dp:#}");
+    }
 }
 
 #[test]
@@ -87,11 +119,23 @@ fn smoltcp_to_linux_over_a_lossy_link_is_byte_exact() {
     if !common::lab_available() {
         return;
     }
+    let v = forward_file(On::Client);
+    assert_identical(&v);
+    assert_smoltcp_datapath(&v, On::Client);
+    assert_lossy(&v);
+}
+
+/// A file transfer from the client, 2 MB of random bytes.
+fn forward_file(on: On) -> Value {
     let dir = tempdir("smol-fwd");
     let file = random_file(&dir, "payload.bin", 2_000_000);
-    let v = smol_run(&["--file", file.to_str().expect("utf-8 path")]);
-    assert_identical(&v);
-    assert_smoltcp_datapath(&v);
+    let v = smol_run(on, &["--file", file.to_str().expect("utf-8 path")]);
+    let _ = std::fs::remove_dir_all(dir);
+    v
+}
+
+/// The link dropped some of the data direction's packets: recovery was exercised.
+fn assert_lossy(v: &Value) {
     let lost = v
         .pointer("/lab/links/0/up/dropped_loss")
         .and_then(Value::as_u64);
@@ -100,7 +144,18 @@ fn smoltcp_to_linux_over_a_lossy_link_is_byte_exact() {
         "the link lost nothing: {:#}",
         v["lab"]
     );
-    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn linux_to_a_smoltcp_server_over_a_lossy_link_is_byte_exact() {
+    let _g = lock();
+    if !common::lab_available() {
+        return;
+    }
+    let v = forward_file(On::Server);
+    assert_identical(&v);
+    assert_smoltcp_datapath(&v, On::Server);
+    assert_lossy(&v);
 }
 
 #[test]
@@ -109,17 +164,25 @@ fn linux_to_smoltcp_over_a_lossy_link_is_byte_exact() {
     if !common::lab_available() {
         return;
     }
-    let dir = tempdir("smol-rev");
+    let v = reverse_file(On::Client);
+    assert_identical(&v);
+    assert_smoltcp_datapath(&v, On::Client);
+}
+
+/// A reverse file transfer: the server sends a file from its files directory (`--serve`;
+/// with `--server-stack` the lab adds the stack's options), the client checks what arrived
+/// against the server's digest.
+fn reverse_file(on: On) -> Value {
+    let dir = tempdir("smol-srv-rev");
     random_file(&dir, "payload.bin", 2_000_000);
     let exe = env!("CARGO_BIN_EXE_wirebench");
-    // The server sends the file from its files directory; the client, on smoltcp, checks
-    // what arrived against the server's digest.
     let script =
         format!("exec {exe} run \"$LAB_SERVER\" $LAB_STACK_ARGS -R --file payload.bin --json");
     let out = wirebench()
         .arg("lab")
         .args(LINK)
-        .args(["--stack", "smoltcp", "--serve"])
+        .args(on.lab_args())
+        .arg("--serve")
         .arg(format!("{exe} serve --files-dir {}", dir.display()))
         .args(["--", "exec", "--", "sh", "-c", &script])
         .output()
@@ -129,19 +192,35 @@ fn linux_to_smoltcp_over_a_lossy_link_is_byte_exact() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // The server's banner comes first on the same stdout.
+    let _ = std::fs::remove_dir_all(dir);
     let text = String::from_utf8_lossy(&out.stdout);
     let doc = text.find("\n{").map_or(&text[..], |i| &text[i + 1..]);
-    let v: Value = serde_json::from_str(doc).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    serde_json::from_str(doc).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[test]
+fn a_smoltcp_server_to_linux_over_a_lossy_link_is_byte_exact() {
+    let _g = lock();
+    if !common::lab_available() {
+        return;
+    }
+    let v = reverse_file(On::Server);
     assert_identical(&v);
-    assert_smoltcp_datapath(&v);
-    let _ = std::fs::remove_dir_all(dir);
+    assert_smoltcp_datapath(&v, On::Server);
+}
+
+#[test]
+fn smoltcp_to_smoltcp_both_ways_is_byte_exact() {
+    let _g = lock();
+    if !common::lab_available() {
+        return;
+    }
+    let v = reverse_file(On::Both);
+    assert_identical(&v);
+    assert_smoltcp_datapath(&v, On::Both);
+    let v = forward_file(On::Both);
+    assert_identical(&v);
+    assert_smoltcp_datapath(&v, On::Both);
 }
 
 #[test]
@@ -150,14 +229,21 @@ fn stop_and_wait_over_smoltcp_counts_every_message() {
     if !common::lab_available() {
         return;
     }
-    let v = smol_run(&["--mode", "stop-and-wait", "-n", "100K", "-l", "10K"]);
-    assert!(v.get("error").is_none_or(Value::is_null), "{v:#}");
-    assert_eq!(
-        v.pointer("/end/received/bytes"),
-        Some(&Value::from(100_000))
-    );
-    assert_eq!(v.pointer("/end/received/messages"), Some(&Value::from(10)));
-    assert_smoltcp_datapath(&v);
+    for on in [On::Client, On::Server] {
+        let v = smol_run(on, &["--mode", "stop-and-wait", "-n", "100K", "-l", "10K"]);
+        assert!(v.get("error").is_none_or(Value::is_null), "{on:?}: {v:#}");
+        assert_eq!(
+            v.pointer("/end/received/bytes"),
+            Some(&Value::from(100_000)),
+            "{on:?}"
+        );
+        assert_eq!(
+            v.pointer("/end/received/messages"),
+            Some(&Value::from(10)),
+            "{on:?}"
+        );
+        assert_smoltcp_datapath(&v, on);
+    }
 }
 
 #[test]
@@ -166,14 +252,57 @@ fn rr_over_smoltcp_measures_round_trips() {
     if !common::lab_available() {
         return;
     }
-    let v = smol_run(&["--mode", "rr", "-n", "6400"]);
-    assert!(v.get("error").is_none_or(Value::is_null), "{v:#}");
-    let count = v.pointer("/end/latency_us/count").and_then(Value::as_u64);
-    assert_eq!(count, Some(100), "{:#}", v["end"]);
-    // At least the link's round trip (2 × 5 ms), loosely.
-    let p50 = v.pointer("/end/latency_us/p50").and_then(Value::as_f64);
-    assert!(p50.is_some_and(|p| p >= 9_000.0), "{:#}", v["end"]);
-    assert_smoltcp_datapath(&v);
+    for on in [On::Client, On::Server] {
+        let v = smol_run(on, &["--mode", "rr", "-n", "6400"]);
+        assert!(v.get("error").is_none_or(Value::is_null), "{on:?}: {v:#}");
+        let count = v.pointer("/end/latency_us/count").and_then(Value::as_u64);
+        assert_eq!(count, Some(100), "{on:?}: {:#}", v["end"]);
+        // At least the link's round trip (2 × 5 ms), loosely.
+        let p50 = v.pointer("/end/latency_us/p50").and_then(Value::as_f64);
+        assert!(p50.is_some_and(|p| p >= 9_000.0), "{on:?}: {:#}", v["end"]);
+        assert_smoltcp_datapath(&v, on);
+    }
+}
+
+#[test]
+fn a_smoltcp_server_refuses_what_it_cannot_carry_and_serves_the_next_test() {
+    let _g = lock();
+    if !common::lab_available() {
+        return;
+    }
+    let exe = env!("CARGO_BIN_EXE_wirebench");
+    // Refused in one line each, then a test it can carry runs on the same server.
+    let script = format!(
+        "{exe} run \"$LAB_SERVER\" --udp -t 1s; echo \"exit $?\" >&2; \
+         {exe} run \"$LAB_SERVER\" -P 2 -t 1s; echo \"exit $?\" >&2; \
+         exec {exe} run \"$LAB_SERVER\" -n 1M --json"
+    );
+    let out = wirebench()
+        .arg("lab")
+        .args([
+            "--rate",
+            "50M",
+            "--delay",
+            "2ms",
+            "--server-stack",
+            "smoltcp",
+        ])
+        .args(["--", "exec", "--", "sh", "-c", &script])
+        .output()
+        .expect("run wirebench lab");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let refusals: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(refusals.len(), 2, "{err}");
+    assert!(refusals[0].contains("goes through smoltcp") && refusals[0].contains("TCP only"));
+    assert!(refusals[1].contains("one data connection"), "{err}");
+    assert_eq!(err.matches("exit 1").count(), 2, "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("results JSON");
+    assert_eq!(
+        v.pointer("/end/received/bytes"),
+        Some(&Value::from(1_000_000))
+    );
+    assert_smoltcp_datapath(&v, On::Server);
 }
 
 #[test]
@@ -197,6 +326,43 @@ fn the_cli_refuses_what_smoltcp_cannot_carry() {
             .args(args)
             .output()
             .expect("run wirebench");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(why), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+    // `serve --stack`: what it needs, each in one line before it binds anything.
+    for (args, why) in [
+        (&["--stack", "smoltcp"][..], "needs --stack-addr"),
+        (&["--stack-port", "5301"][..], "add --stack smoltcp"),
+        (
+            &[
+                "--stack",
+                "smoltcp",
+                "--stack-addr",
+                "10.77.0.102/24",
+                "--port",
+                "0",
+            ][..],
+            "give --stack-port",
+        ),
+        (
+            &[
+                "--stack",
+                "smoltcp",
+                "--stack-addr",
+                "10.77.0.102/24",
+                "--stack-port",
+                "5300",
+            ][..],
+            "a port of its own",
+        ),
+    ] {
+        let out = wirebench()
+            .args(["serve", "--bind", "127.0.0.1"])
+            .args(args)
+            .output()
+            .expect("run wirebench serve");
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(why), "{args:?}: {err}");
@@ -243,7 +409,15 @@ fn smoltcp_runs_rootless_in_the_labs_own_user_namespace() {
     let out = cmd
         .env("WIREBENCH_LAB_DIR", &state)
         .args([
-            "lab", "--rate", "20M", "--delay", "2ms", "--stack", "smoltcp",
+            "lab",
+            "--rate",
+            "20M",
+            "--delay",
+            "2ms",
+            "--stack",
+            "smoltcp",
+            "--server-stack",
+            "smoltcp",
         ])
         .args(["--", "run", "-n", "1M", "--json"])
         .output()
@@ -261,5 +435,5 @@ fn smoltcp_runs_rootless_in_the_labs_own_user_namespace() {
         v.pointer("/end/received/bytes"),
         Some(&Value::from(1_000_000))
     );
-    assert_smoltcp_datapath(&v);
+    assert_smoltcp_datapath(&v, On::Both);
 }

@@ -110,6 +110,19 @@ fn pair_run(args: &LabArgs) -> Result<(), Failure> {
             "--serve is for `exec`; `run` uses wirebench serve".into(),
         ));
     }
+    if let Some(serve) = &args.serve {
+        let mut words = serve.split_whitespace();
+        let wirebench_serve = words
+            .next()
+            .is_some_and(|w| std::path::Path::new(w).ends_with("wirebench"))
+            && words.next() == Some("serve");
+        if args.server_stack != wirebench_lab::user_stack::Stack::Kernel && !wirebench_serve {
+            return Err(Failure::Usage(
+                "--server-stack gives wirebench serve its stack: --serve must be `wirebench serve [options]`, or drop it"
+                    .into(),
+            ));
+        }
+    }
     let json = mode == "run" && pair::wants_json(&rest);
     let link_log_ns = match &args.link_log {
         None => 0,
@@ -132,6 +145,7 @@ fn pair_run(args: &LabArgs) -> Result<(), Failure> {
         link_log_ns,
         exe: exe()?,
         client_stack: args.stack,
+        server_stack: args.server_stack,
     };
     let done = pair::run_pair(&run).map_err(fail)?;
     if let (Some(w), Some(p)) = (&mut log_file, &args.link_log) {
