@@ -257,6 +257,14 @@ pub struct Profile {
         skip_serializing_if = "Option::is_none"
     )]
     pub stack_buffer: Option<String>,
+    /// With `stack`: the hosts it applies to, when not all of `hosts` (e.g. the receiver
+    /// only, while the sysctls and `cc` still apply to the sender as well).
+    #[serde(
+        default,
+        rename = "stack-hosts",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub stack_hosts: Option<Vec<String>>,
 }
 
 impl Profile {
@@ -456,7 +464,7 @@ impl Scenario {
             if !names.insert(&p.name) {
                 return Err(ScenarioError::ProfileTwice(p.name.clone()));
             }
-            for h in p.hosts.iter().flatten() {
+            for h in p.hosts.iter().flatten().chain(p.stack_hosts.iter().flatten()) {
                 if !known(h) {
                     return Err(ScenarioError::ProfileNode {
                         profile: p.name.clone(),
@@ -507,6 +515,16 @@ impl Scenario {
             }]
         } else {
             self.profiles.clone()
+        }
+    }
+
+    /// The hosts whose tests go through the profile's user-space stack: `stack-hosts`, or
+    /// else [`Self::profile_hosts`]; none without a user-space stack.
+    pub fn stack_hosts(&self, p: &Profile) -> Vec<String> {
+        match (p.stack, &p.stack_hosts) {
+            (None | Some(crate::user_stack::Stack::Kernel), _) => Vec::new(),
+            (_, Some(h)) => h.clone(),
+            (_, None) => self.profile_hosts(p),
         }
     }
 
@@ -599,6 +617,17 @@ start-after = "1s"
             .routes(1)
             .contains(&("10.77.3.0".parse().unwrap(), "10.77.2.2".parse().unwrap())));
         assert_eq!(s.profile_hosts(&s.profiles[0]), ["h1", "h2"]);
+        assert!(s.stack_hosts(&s.profiles[0]).is_empty());
+        // A user-space stack covers the profile's hosts, or only its stack-hosts.
+        let with = |extra: &str| {
+            let s = Scenario::parse(&DUMBBELL.replace("sack = false", extra)).unwrap();
+            s.stack_hosts(&s.profiles[0])
+        };
+        assert_eq!(with("stack = \"smoltcp\""), ["h1", "h2"]);
+        assert_eq!(
+            with("stack = \"smoltcp\"\nstack-hosts = [\"h2\"]"),
+            ["h2"]
+        );
         assert_eq!(
             s.profiles[0].sysctls(),
             [
@@ -617,6 +646,10 @@ start-after = "1s"
                 "colour",
             ),
             (&DUMBBELL.replace("to = \"h2\"", "to = \"h9\""), "h9"),
+            (
+                &DUMBBELL.replace("sack = false", "stack-hosts = [\"h7\"]"),
+                "h7",
+            ),
             (
                 &DUMBBELL.replace("rate = \"2M\"", "rate = \"fast\""),
                 "link 2",

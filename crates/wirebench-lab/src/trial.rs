@@ -115,6 +115,7 @@ pub fn run_trial(s: &TrialSetup<'_>, profile: &Profile, n: u32) -> Result<TrialD
     // A test to a host of the profile's user-space stack has a server of its own instead,
     // with a stack of its own (a TUN device takes one), on ports of its own.
     let user_stack = profile.stack.filter(|&st| st != Stack::Kernel);
+    let stack_hosts = sc.stack_hosts(profile);
     let mut servers = Vec::new();
     let mut server_hosts: Vec<&str> = Vec::new();
     let mut ports: Vec<Option<u16>> = vec![None; sc.tests.len()];
@@ -125,7 +126,7 @@ pub fn run_trial(s: &TrialSetup<'_>, profile: &Profile, n: u32) -> Result<TrialD
         };
         let to = node(&t, &test.to)?;
         match user_stack {
-            Some(stack) if profile_hosts.contains(&test.to) => {
+            Some(stack) if stack_hosts.contains(&test.to) => {
                 let host = t
                     .node_address(to)
                     .ok_or_else(|| TrialError::Node(test.to.clone()))?;
@@ -185,7 +186,7 @@ pub fn run_trial(s: &TrialSetup<'_>, profile: &Profile, n: u32) -> Result<TrialD
         // A user-space stack for this test's data connection: one per test (a TUN device
         // takes one stack), beside its host's address.
         if let Some(stack) = user_stack {
-            if profile_hosts.contains(&test.from) {
+            if stack_hosts.contains(&test.from) {
                 let host = t
                     .node_address(from)
                     .ok_or_else(|| TrialError::Node(test.from.clone()))?;
