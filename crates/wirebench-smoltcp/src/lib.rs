@@ -23,6 +23,7 @@ use std::fmt;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use smoltcp::iface::{Config, Interface, PollResult, SocketHandle, SocketSet};
@@ -46,6 +47,9 @@ pub const DEFAULT_LINGER: Duration = Duration::from_secs(10);
 
 /// How long a dropped stream keeps polling so that the peer gets its FIN.
 const DROP_LINGER: Duration = Duration::from_millis(500);
+
+/// How often a server's stack waiting for its connection looks whether the test ended.
+const CANCEL_EVERY: Duration = Duration::from_millis(100);
 
 /// The congestion controls smoltcp has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,7 +215,7 @@ fn tun_error(device: &str, e: io::Error) -> io::Error {
         ErrorKind::ResourceBusy => {
             "another test holds it: a TUN device carries one stack at a time; try again when that test ends"
         }
-        _ => "the lab makes this device for a host with --stack smoltcp",
+        _ => "the lab makes this device for a host with a user-space stack (lab --stack or --server-stack smoltcp)",
     };
     io::Error::new(
         e.kind(),
@@ -283,44 +287,55 @@ impl SmolStream {
         Ok(s)
     }
 
-    /// Waits for an established connection from `peer`, turning others away.
-    fn accept_from(mut self, port: u16, peer: IpAddr, timeout: Duration) -> io::Result<Self> {
+    /// Waits for an established connection from `peer`, turning others away at once (a
+    /// handshake from elsewhere must not hold the only socket), until `timeout` or `cancel`.
+    fn accept_from(
+        mut self,
+        port: u16,
+        peer: Ipv4Addr,
+        timeout: Duration,
+        cancel: &AtomicBool,
+    ) -> io::Result<Self> {
         let until = Instant::now() + timeout;
-        let IpAddr::V4(peer) = peer else {
-            return Err(io::Error::new(
-                ErrorKind::Unsupported,
-                "the smoltcp stack here speaks IPv4 only",
-            ));
-        };
         let peer = IpAddress::from(peer);
         loop {
             self.poll();
             let s = self.socket();
+            let ours = s.remote_endpoint().is_some_and(|e| e.addr == peer);
             match s.state() {
-                tcp::State::Established if s.remote_endpoint().is_some_and(|e| e.addr == peer) => {
-                    return Ok(self)
-                }
+                tcp::State::Listen => {}
+                tcp::State::SynReceived if ours => {}
+                // The attach may come with the handshake, and a FIN after it: the caller
+                // reads what arrived either way.
+                tcp::State::Established | tcp::State::CloseWait if ours => return Ok(self),
                 // Another address (the server takes data connections only from its test's
-                // client), or a handshake that failed: listen again.
-                tcp::State::Established | tcp::State::Closed => {
+                // client), or a handshake that failed or ended: listen again.
+                _ => {
                     s.abort();
                     self.poll();
                     self.socket()
                         .listen(port)
                         .map_err(|e| io::Error::other(format!("smoltcp listen: {e}")))?;
                 }
-                _ => {}
             }
-            if !self.wait(until) {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(io::Error::new(
+                    ErrorKind::Interrupted,
+                    "the test ended before its data connection came",
+                ));
+            }
+            let now = Instant::now();
+            if now >= until {
                 return Err(io::Error::new(
                     ErrorKind::TimedOut,
                     format!(
-                        "no data connection from {peer} reached the smoltcp stack on {} port \
-                         {port} in {timeout:?}",
-                        self.info.device
+                        "no data connection from {peer} reached the server's smoltcp stack on \
+                         {} port {port} in {timeout:?}: does the host forward port {port} to {}?",
+                        self.info.device, self.info.address
                     ),
                 ));
             }
+            self.wait(until.min(now + CANCEL_EVERY));
         }
     }
 
@@ -549,13 +564,30 @@ impl UserListener for SmolListener {
         self.port
     }
 
-    fn listen(&self, spec: &TestSpec) -> io::Result<Box<dyn UserAccept>> {
-        let congestion = check(spec).map_err(|e| {
+    fn listen(&self, spec: &TestSpec, peer: IpAddr) -> io::Result<Box<dyn UserAccept>> {
+        let refuse = |kind, why: &dyn fmt::Display| {
             io::Error::new(
-                ErrorKind::Unsupported,
-                format!("this server's test traffic goes through smoltcp: {e}"),
+                kind,
+                format!("this server's test traffic goes through smoltcp: {why}"),
             )
-        })?;
+        };
+        let IpAddr::V4(peer) = peer else {
+            return Err(refuse(
+                ErrorKind::Unsupported,
+                &"its stack speaks IPv4 only: connect over IPv4",
+            ));
+        };
+        // A receiver's congestion control plays no part: only a sending server's is asked.
+        let sends = spec.direction == Direction::Reverse || spec.mechanism != Mechanism::Stream;
+        let asked = if sends {
+            check(spec)
+        } else {
+            check(&TestSpec {
+                congestion: None,
+                ..spec.clone()
+            })
+        };
+        let congestion = asked.map_err(|e| refuse(ErrorKind::Unsupported, &e))?;
         let cfg = SmolConfig {
             congestion,
             // The client drains for --drain after the test: as long as this side's
@@ -563,22 +595,69 @@ impl UserListener for SmolListener {
             linger: Duration::from_nanos(spec.drain_ns).max(Duration::from_secs(1)),
             ..self.config.clone()
         };
+        let stream = SmolStream::listen(&cfg, self.port).map_err(|e| match e.kind() {
+            ErrorKind::ResourceBusy => refuse(
+                e.kind(),
+                &"its stack carries another test now, one at a time (a TUN device takes one \
+                  stack): try again when that test ends",
+            ),
+            _ => refuse(e.kind(), &e),
+        })?;
         Ok(Box::new(Listening {
-            stream: SmolStream::listen(&cfg, self.port)?,
+            stream,
             port: self.port,
+            peer,
         }))
     }
 }
 
-/// A stack listening for one test's connection.
+impl SmolListener {
+    /// Checks, once at the start, that the device exists and can be opened here: a
+    /// mistyped name would otherwise make every test wait for a connection that cannot
+    /// come (and, as root, make a throwaway device for each).
+    ///
+    /// # Errors
+    ///
+    /// No such device in this network namespace, or it cannot be opened (with what to do).
+    pub fn probe(&self) -> io::Result<()> {
+        let device = &self.config.device;
+        // The calling process's network namespace's devices, one per line, "NAME: counters".
+        let devices = std::fs::read_to_string("/proc/self/net/dev")?;
+        if !devices
+            .lines()
+            .filter_map(|l| l.split_once(':'))
+            .any(|(name, _)| name.trim() == device)
+        {
+            return Err(io::Error::new(
+                ErrorKind::NotFound,
+                format!(
+                    "no network device {device} here: the TUN device must exist, up and routed \
+                     (`wirebench lab --server-stack smoltcp` makes one)"
+                ),
+            ));
+        }
+        TunTapInterface::new(device, Medium::Ip)
+            .map(drop)
+            .map_err(|e| tun_error(device, e))
+    }
+}
+
+/// A stack listening for one test's connection, from its client at `peer`.
 struct Listening {
     stream: SmolStream,
     port: u16,
+    peer: Ipv4Addr,
 }
 
 impl UserAccept for Listening {
-    fn accept(self: Box<Self>, peer: IpAddr, timeout: Duration) -> io::Result<Box<dyn UserStream>> {
-        let s = self.stream.accept_from(self.port, peer, timeout)?;
+    fn accept(
+        self: Box<Self>,
+        timeout: Duration,
+        cancel: &AtomicBool,
+    ) -> io::Result<Box<dyn UserStream>> {
+        let s = self
+            .stream
+            .accept_from(self.port, self.peer, timeout, cancel)?;
         Ok(Box::new(s))
     }
 }

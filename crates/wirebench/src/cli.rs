@@ -685,14 +685,16 @@ pub struct ClientArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct StackArgs {
     /// The TCP/IP stack that carries the TCP data connection: the kernel's, or smoltcp (in
-    /// user space, on a TUN device: `wirebench lab --stack smoltcp` prepares one). The
-    /// control connection stays on the kernel's stack.
+    /// user space, on a TUN device: `wirebench lab --stack smoltcp` prepares one for the
+    /// client's host, `--server-stack smoltcp` for the server's). The control connection
+    /// stays on the kernel's stack.
     #[arg(long, value_enum, default_value = "kernel")]
     pub stack: StackArg,
     /// --stack smoltcp: the TUN device (made, up and routed beforehand).
     #[arg(long, value_name = "NAME", default_value = "wbsmol0")]
     pub stack_device: String,
-    /// --stack smoltcp: the stack's own IPv4 address and prefix, e.g. 10.77.0.101/24.
+    /// --stack smoltcp: the stack's own IPv4 address and prefix, e.g. 10.77.0.101/24 (the
+    /// lab's client host's; its server host's is 10.77.0.102/24).
     #[arg(long, value_name = "ADDR/PREFIX")]
     pub stack_addr: Option<String>,
     /// --stack smoltcp: its socket buffer each way (default 256K; fixed, no autotuning).

@@ -357,6 +357,21 @@ fn the_cli_refuses_what_smoltcp_cannot_carry() {
             ][..],
             "a port of its own",
         ),
+        (
+            &[
+                "--stack",
+                "smoltcp",
+                "--stack-addr",
+                "10.77.0.102/24",
+                "--stack-device",
+                "wbnosuch0",
+            ][..],
+            "no network device wbnosuch0",
+        ),
+        (
+            &["--stack-addr", "10.77.0.102/24"][..],
+            "add --stack smoltcp",
+        ),
     ] {
         let out = wirebench()
             .args(["serve", "--bind", "127.0.0.1"])

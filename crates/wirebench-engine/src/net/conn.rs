@@ -3,8 +3,9 @@
 //! stop the roles), and logs how it ended.
 
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
 use std::time::Instant;
 
 use wirebench_proto::control::PACKET_LOG_STREAM;
@@ -292,6 +293,8 @@ struct Slot<'a> {
     state: &'a State,
     ticket: Option<Ticket>,
     cookie: u64,
+    /// Set when the test ends: a user-space stack still waiting for its connection stops.
+    cancel: Arc<AtomicBool>,
 }
 
 impl Slot<'_> {
@@ -305,6 +308,7 @@ impl Slot<'_> {
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
         self.unlist();
         if let Ok(mut c) = self.state.crr.lock() {
             c.remove(&self.cookie);
@@ -332,6 +336,8 @@ struct Test<'a> {
     bytes: Option<u64>,
     /// Where the data connection comes in, when through the server's user-space stack.
     tcp_port: Option<u16>,
+    /// Why it did not come, when it did not.
+    user_failed: Option<Receiver<String>>,
     rx: Receiver<(u32, DataSocket)>,
     log_rx: Receiver<TcpStream>,
     streams: Vec<Option<Arrived>>,
@@ -355,12 +361,25 @@ fn admit<'a>(
         .spec()
         .cloned()
         .ok_or_else(|| Refusal::Invalid("no test was asked".into()))?;
+    // `serve --stack`: the data connection comes through the user-space stack, which
+    // listens from now on, or says why it cannot carry the test: before the slot is taken
+    // and any file made, so that such a refusal costs nothing.
+    let user = match &state.cfg.user_stack {
+        Some(stack) => Some((
+            stack.port(),
+            stack
+                .listen(&spec, peer.ip().to_canonical())
+                .map_err(|e| Refusal::UserStack(e.to_string()))?,
+        )),
+        None => None,
+    };
     let cookie = random_cookie().map_err(|e| Refusal::Internal(e.to_string()))?;
     let ticket = state.admission().admit(Instant::now(), peer.ip())?;
     let slot = Slot {
         state,
         ticket: Some(ticket),
         cookie,
+        cancel: Arc::new(AtomicBool::new(false)),
     };
     let file = file_part(&state.cfg, &mut spec, cookie).map_err(Refusal::File)?;
     if file.is_some() {
@@ -368,29 +387,22 @@ fn admit<'a>(
         state.spec_limits().check(&spec)?;
     }
     let bytes = file.is_some().then_some(spec.bytes).flatten();
-    // `serve --stack`: the data connection comes through the user-space stack, which
-    // listens from now on (or says why it cannot carry the test).
-    let user = match &state.cfg.user_stack {
-        Some(stack) => Some((
-            stack.port(),
-            stack
-                .listen(&spec)
-                .map_err(|e| Refusal::UserStack(e.to_string()))?,
-        )),
-        None => None,
-    };
     // Room for every stream and as many repeats (a resent hello): the session takes the
     // first socket of each stream and drops the rest.
     let (tx, rx) = sync_channel(2 * spec.total_streams() as usize);
     let (log_tx, log_rx) = sync_channel(1);
     let poisoned = || Refusal::Internal("server state poisoned".into());
+    let mut user_failed = None;
     let tcp_port = match user {
         Some((port, listener)) => {
+            let (failed, failed_rx) = sync_channel(1);
+            user_failed = Some(failed_rx);
             let waiting = Waiting {
-                peer: peer.ip(),
                 cookie,
                 streams: spec.total_streams(),
                 tx: tx.clone(),
+                failed,
+                cancel: Arc::clone(&slot.cancel),
             };
             std::thread::Builder::new()
                 .name("wirebench-user-accept".into())
@@ -413,6 +425,7 @@ fn admit<'a>(
             } else {
                 spec.total_streams()
             },
+            user_port: tcp_port,
             tx,
             log_tx: ServerSession::writes_log(&spec).then_some(log_tx),
         },
@@ -434,6 +447,7 @@ fn admit<'a>(
         spec,
         bytes,
         tcp_port,
+        user_failed,
         rx,
         log_rx,
         packet_log: None,
@@ -447,6 +461,10 @@ impl Test<'_> {
     /// set up as it comes.
     fn arrivals(&mut self) -> Vec<ServerEvent> {
         let mut events = Vec::new();
+        if let Some(reason) = self.user_failed.as_ref().and_then(|f| f.try_recv().ok()) {
+            events.push(ServerEvent::StreamFailed { reason });
+            return events;
+        }
         while let Ok((stream, sock)) = self.rx.try_recv() {
             let Some(slot) = self
                 .streams

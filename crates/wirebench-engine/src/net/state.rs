@@ -72,6 +72,9 @@ pub(super) struct Pending {
     /// Streams of the test: attach and hello indices below this are accepted.
     pub(super) streams: u32,
     pub(super) tx: SyncSender<(u32, DataSocket)>,
+    /// The port of the server's user-space stack, when the test's data connection goes
+    /// there (the kernel's listener then takes none).
+    pub(super) user_port: Option<u16>,
     /// The packet log connection, for a test whose server side writes one.
     pub(super) log_tx: Option<SyncSender<TcpStream>>,
 }
@@ -216,6 +219,11 @@ pub(super) fn attach(
         }) if *p == peer && stream == PACKET_LOG_STREAM => {
             tx.try_send(conn).map_err(|_| "packet log already attached")
         }
+        Some(Pending {
+            peer: p,
+            user_port: Some(_),
+            ..
+        }) if *p == peer => Err("the test's data connection goes to the server's user-space stack, on the port its accept named (tcp_port): this client ignored it; upgrade the client"),
         _ => Err("unknown test, wrong stream or wrong address"),
     }
 }

@@ -4,9 +4,10 @@
 //! connection would through `state::attach`.
 
 use std::io::ErrorKind;
-use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use wirebench_proto::control::{decode, Message};
 
@@ -17,49 +18,82 @@ use crate::{UserAccept, UserStream};
 /// An attach frame is well under this (a type, a version, a cookie and a stream index).
 const MAX_ATTACH: usize = 256;
 
+/// How often a wait for the attach looks at the cancel flag.
+const CANCEL_EVERY: Duration = Duration::from_millis(100);
+
 /// The test waiting for its connection.
 pub(super) struct Waiting {
-    pub(super) peer: IpAddr,
     pub(super) cookie: u64,
     pub(super) streams: u32,
     pub(super) tx: SyncSender<(u32, DataSocket)>,
+    /// Why the connection did not come: the session ends the test with it.
+    pub(super) failed: SyncSender<String>,
+    /// Set when the test ends: stop waiting, free the device.
+    pub(super) cancel: Arc<AtomicBool>,
 }
 
-/// Takes the test's data connection from the stack and hands it to the test. Anything else
-/// (none in time, another address, a wrong first frame) is dropped: the session then ends
-/// at its set-up deadline, naming the stream that did not arrive.
+/// Takes the test's data connection from the stack and hands it to the test, or tells the
+/// test why none came (none in time, a wrong first frame); a cancelled wait says nothing.
 pub(super) fn take(listener: Box<dyn UserAccept>, w: &Waiting) {
     let deadline = Instant::now() + SETUP_TIMEOUT;
-    let Ok(mut s) = listener.accept(w.peer, SETUP_TIMEOUT) else {
-        return;
-    };
-    match read_attach(s.as_mut(), deadline) {
-        Some((cookie, stream)) if cookie == w.cookie && stream < w.streams => {
+    let taken = listener
+        .accept(SETUP_TIMEOUT, &w.cancel)
+        .map_err(|e| e.to_string())
+        .and_then(|mut s| match read_attach(s.as_mut(), deadline, &w.cancel) {
+            Some((cookie, stream)) if cookie == w.cookie && stream < w.streams => Ok((stream, s)),
+            Some(_) => Err(
+                "the data connection to the server's user-space stack named \
+                            another test or stream"
+                    .to_owned(),
+            ),
+            None => Err(
+                "the data connection to the server's user-space stack did not \
+                         begin with the test's attach in time"
+                    .to_owned(),
+            ),
+        });
+    match taken {
+        Ok((stream, s)) => {
             let _ = w.tx.try_send((stream, DataSocket::User(s)));
         }
-        _ => {}
+        Err(_) if w.cancel.load(Ordering::Relaxed) => {}
+        Err(why) => {
+            let _ = w.failed.try_send(why);
+        }
     }
 }
 
 /// The connection's first frame, if it is an attach: its cookie and stream. Reads no byte
 /// past the frame: the test's data follows it.
-fn read_attach(s: &mut dyn UserStream, deadline: Instant) -> Option<(u64, u32)> {
+fn read_attach(
+    s: &mut dyn UserStream,
+    deadline: Instant,
+    cancel: &AtomicBool,
+) -> Option<(u64, u32)> {
     let mut frame = [0u8; MAX_ATTACH];
-    read_full(s, &mut frame[..4], deadline)?;
+    read_full(s, &mut frame[..4], deadline, cancel)?;
     let len = u32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
     let end = len.checked_add(4).filter(|&e| e <= MAX_ATTACH)?;
-    read_full(s, &mut frame[4..end], deadline)?;
+    read_full(s, &mut frame[4..end], deadline, cancel)?;
     match decode(&frame[..end], MAX_ATTACH) {
         Ok(Some((Message::Attach { cookie, stream, .. }, _))) => Some((cookie, stream)),
         _ => None,
     }
 }
 
-fn read_full(s: &mut dyn UserStream, buf: &mut [u8], deadline: Instant) -> Option<()> {
+fn read_full(
+    s: &mut dyn UserStream,
+    buf: &mut [u8],
+    deadline: Instant,
+    cancel: &AtomicBool,
+) -> Option<()> {
     let mut got = 0;
     while got < buf.len() {
         let left = deadline.checked_duration_since(Instant::now())?;
-        s.set_timeout(left);
+        if cancel.load(Ordering::Relaxed) {
+            return None;
+        }
+        s.set_timeout(left.min(CANCEL_EVERY));
         match s.read(&mut buf[got..]) {
             Ok(0) => return None,
             Ok(n) => got += n,
@@ -106,6 +140,10 @@ mod tests {
         }
     }
 
+    fn go() -> AtomicBool {
+        AtomicBool::new(false)
+    }
+
     fn far() -> Instant {
         Instant::now() + Duration::from_secs(5)
     }
@@ -120,24 +158,41 @@ mod tests {
         let mut bytes = encode(&attach).unwrap();
         bytes.extend_from_slice(b"DATA");
         let mut s = Trickle(io::Cursor::new(bytes));
-        assert_eq!(read_attach(&mut s, far()), Some((0xc0ff_ee00_0000_0001, 0)));
+        assert_eq!(
+            read_attach(&mut s, far(), &go()),
+            Some((0xc0ff_ee00_0000_0001, 0))
+        );
         let mut rest = Vec::new();
         s.0.read_to_end(&mut rest).unwrap();
         assert_eq!(rest, b"DATA");
     }
 
     #[test]
+    fn a_cancelled_wait_reads_nothing() {
+        let attach = encode(&Message::Attach {
+            version: PROTOCOL_VERSION,
+            cookie: 1,
+            stream: 0,
+        })
+        .unwrap();
+        let cancelled = AtomicBool::new(true);
+        let mut s = Trickle(io::Cursor::new(attach));
+        assert_eq!(read_attach(&mut s, far(), &cancelled), None);
+        assert_eq!(s.0.position(), 0);
+    }
+
+    #[test]
     fn anything_but_a_small_attach_is_turned_away() {
         let start = encode(&Message::Begin).unwrap();
         assert_eq!(
-            read_attach(&mut Trickle(io::Cursor::new(start)), far()),
+            read_attach(&mut Trickle(io::Cursor::new(start)), far(), &go()),
             None
         );
         // A length past the cap is refused before its bytes are read.
         let mut huge = u32::MAX.to_be_bytes().to_vec();
         huge.extend_from_slice(&[b'x'; 64]);
         assert_eq!(
-            read_attach(&mut Trickle(io::Cursor::new(huge)), far()),
+            read_attach(&mut Trickle(io::Cursor::new(huge)), far(), &go()),
             None
         );
         // A peer that ends inside the frame.
@@ -148,6 +203,9 @@ mod tests {
         })
         .unwrap();
         cut.truncate(10);
-        assert_eq!(read_attach(&mut Trickle(io::Cursor::new(cut)), far()), None);
+        assert_eq!(
+            read_attach(&mut Trickle(io::Cursor::new(cut)), far(), &go()),
+            None
+        );
     }
 }

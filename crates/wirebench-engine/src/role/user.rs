@@ -10,6 +10,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use wirebench_proto::results::{Datapath, Unavailable, UserStack};
@@ -50,24 +51,30 @@ pub trait UserConnector: Send + Sync + std::fmt::Debug {
 pub trait UserListener: Send + Sync + std::fmt::Debug {
     /// The TCP port the stack listens on, and clients are sent to.
     fn port(&self) -> u16;
-    /// Starts listening for `spec`'s data connection: at admission, so that a test the
-    /// stack cannot carry, or a stack busy with another test, is refused with the reason.
+    /// Starts listening for the data connection of `spec`, whose client is at `peer`:
+    /// before the test is admitted, so that a test the stack cannot carry, or a stack busy
+    /// with another test, is refused with the reason and costs nothing.
     ///
     /// # Errors
     ///
     /// Why the test cannot go through the stack now, in words for the client.
-    fn listen(&self, spec: &TestSpec) -> io::Result<Box<dyn UserAccept>>;
+    fn listen(&self, spec: &TestSpec, peer: IpAddr) -> io::Result<Box<dyn UserAccept>>;
 }
 
 /// A user-space stack listening for one test's data connection.
 pub trait UserAccept: Send {
-    /// Waits up to `timeout` for a connection from `peer` (others are turned away) and
-    /// returns it once established.
+    /// Waits up to `timeout` for a connection from the test's client (others are turned
+    /// away) and returns it once established; gives up soon after `cancel` is set (the
+    /// test ended), so that the device is free for the next one.
     ///
     /// # Errors
     ///
-    /// None came in time, or the device failed.
-    fn accept(self: Box<Self>, peer: IpAddr, timeout: Duration) -> io::Result<Box<dyn UserStream>>;
+    /// None came in time, the wait was cancelled, or the device failed.
+    fn accept(
+        self: Box<Self>,
+        timeout: Duration,
+        cancel: &AtomicBool,
+    ) -> io::Result<Box<dyn UserStream>>;
 }
 
 /// What the results say of a connection over a user-space stack: its settings, and why

@@ -19,7 +19,7 @@ pub fn connector(
     spec: &TestSpec,
 ) -> Result<Option<Arc<dyn UserConnector>>, String> {
     if client.stack.stack == StackArg::Kernel {
-        return Ok(None);
+        return kernel(&client.stack, false).map(|()| None);
     }
     if args.host.is_none() {
         return Err("--stack smoltcp needs a HOST: the in-process server is on loopback, which the TUN device does not reach".into());
@@ -42,12 +42,10 @@ pub fn connector(
 /// The listener for `serve --stack`, `None` for the kernel's stack.
 pub fn listener(serve: &ServeArgs) -> Result<Option<Arc<dyn UserListener>>, String> {
     if serve.stack.stack == StackArg::Kernel {
-        if serve.stack_port.is_some() {
-            return Err(
-                "--stack-port is where a user-space stack listens: add --stack smoltcp".into(),
-            );
-        }
-        return Ok(None);
+        return kernel(&serve.stack, serve.stack_port.is_some()).map(|()| None);
+    }
+    if serve.iperf3_port.is_some() && serve.iperf3_port == serve.stack_port {
+        return Err("--stack-port and --iperf3-port are the same port: give each its own".into());
     }
     let port = match (serve.stack_port, serve.port) {
         (Some(p), _) if p != 0 && p != serve.port => p,
@@ -62,7 +60,29 @@ pub fn listener(serve: &ServeArgs) -> Result<Option<Arc<dyn UserListener>>, Stri
         (None, p) => p.checked_add(1).ok_or("--port 65535: give --stack-port")?,
     };
     let config = settings(&serve.stack, "wirebench lab --server-stack smoltcp")?;
-    Ok(Some(Arc::new(SmolListener { config, port })))
+    let listener = SmolListener { config, port };
+    // Once at the start: a missing or closed device is said now, not as a timeout per test.
+    listener.probe().map_err(|e| e.to_string())?;
+    Ok(Some(Arc::new(listener)))
+}
+
+/// The kernel's stack: a user-space stack's settings given without it are a mistake.
+fn kernel(stack: &StackArgs, port: bool) -> Result<(), String> {
+    let given: Vec<&str> = [
+        (stack.stack_addr.is_some(), "--stack-addr"),
+        (stack.stack_buffer.is_some(), "--stack-buffer"),
+        (port, "--stack-port"),
+    ]
+    .into_iter()
+    .filter_map(|(on, flag)| on.then_some(flag))
+    .collect();
+    match given.as_slice() {
+        [] => Ok(()),
+        flags => Err(format!(
+            "{} configure a user-space stack: add --stack smoltcp, or drop them",
+            flags.join(", ")
+        )),
+    }
 }
 
 /// The stack's device, address and buffers from the flags (congestion control and linger
