@@ -121,6 +121,9 @@ pub enum ScenarioError {
         /// The unknown node.
         node: String,
     },
+    /// `stack-hosts` without a user-space stack to put there.
+    #[error("profile {0}: stack-hosts needs stack = \"smoltcp\"")]
+    StackHostsWithoutStack(String),
     /// A link property that does not parse.
     #[error("link {index} ({a}-{b}): {source}")]
     Link {
@@ -257,8 +260,8 @@ pub struct Profile {
         skip_serializing_if = "Option::is_none"
     )]
     pub stack_buffer: Option<String>,
-    /// With `stack`: the hosts it applies to, when not all of `hosts` (e.g. the receiver
-    /// only, while the sysctls and `cc` still apply to the sender as well).
+    /// With `stack`: the hosts it applies to (default: `hosts`), e.g. the receiver only,
+    /// while the sysctls and `cc` still apply to the sender as well.
     #[serde(
         default,
         rename = "stack-hosts",
@@ -464,13 +467,21 @@ impl Scenario {
             if !names.insert(&p.name) {
                 return Err(ScenarioError::ProfileTwice(p.name.clone()));
             }
-            for h in p.hosts.iter().flatten().chain(p.stack_hosts.iter().flatten()) {
+            for h in p
+                .hosts
+                .iter()
+                .flatten()
+                .chain(p.stack_hosts.iter().flatten())
+            {
                 if !known(h) {
                     return Err(ScenarioError::ProfileNode {
                         profile: p.name.clone(),
                         node: h.clone(),
                     });
                 }
+            }
+            if p.stack_hosts.is_some() && self.stack_hosts(p).is_empty() {
+                return Err(ScenarioError::StackHostsWithoutStack(p.name.clone()));
             }
         }
         Ok(())
@@ -624,10 +635,7 @@ start-after = "1s"
             s.stack_hosts(&s.profiles[0])
         };
         assert_eq!(with("stack = \"smoltcp\""), ["h1", "h2"]);
-        assert_eq!(
-            with("stack = \"smoltcp\"\nstack-hosts = [\"h2\"]"),
-            ["h2"]
-        );
+        assert_eq!(with("stack = \"smoltcp\"\nstack-hosts = [\"h2\"]"), ["h2"]);
         assert_eq!(
             s.profiles[0].sysctls(),
             [
@@ -649,6 +657,10 @@ start-after = "1s"
             (
                 &DUMBBELL.replace("sack = false", "stack-hosts = [\"h7\"]"),
                 "h7",
+            ),
+            (
+                &DUMBBELL.replace("sack = false", "stack-hosts = [\"h2\"]"),
+                "stack-hosts needs stack",
             ),
             (
                 &DUMBBELL.replace("rate = \"2M\"", "rate = \"fast\""),
