@@ -185,6 +185,11 @@ fn err<E: std::error::Error + Send + Sync + 'static>(e: DrawingAreaErrorKind<E>)
 }
 
 /// Breaks `text` into lines of at most `width` characters, at spaces.
+/// `name` as lines that end after its hyphens: "bbr-nosack" → "bbr-", "nosack".
+fn break_after_hyphens(name: &str) -> Vec<String> {
+    name.split_inclusive('-').map(String::from).collect()
+}
+
 fn wrap(text: &str, width: usize) -> Vec<String> {
     let mut lines = Vec::new();
     for para in text.split('\n') {
@@ -414,6 +419,13 @@ where
             for s in l.iter_mut() {
                 *s = s.split_once('=').map_or(s.clone(), |(_, v)| v.to_string());
             }
+        }
+    }
+    // Still too wide for a readable font: names of one line ("smoltcp-receiver") break
+    // after their hyphens.
+    if widest(&cat_lines) * 7 > slot * 10 / 12 && cat_lines.iter().all(|l| l.len() == 1) {
+        for l in &mut cat_lines {
+            *l = break_after_hyphens(&l[0]);
         }
     }
     let x_font = (slot * 10 / (widest(&cat_lines) * 7)).clamp(9, 14) as u32;

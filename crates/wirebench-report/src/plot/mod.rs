@@ -667,6 +667,33 @@ mod tests {
     }
 
     #[test]
+    fn box_plot_labels_too_wide_for_their_slot_break_after_hyphens() {
+        let names = [
+            "reno-sack",
+            "reno-nosack",
+            "cubic-sack",
+            "cubic-nosack",
+            "bbr-sack",
+            "bbr-nosack",
+            "smoltcp",
+            "smoltcp-receiver",
+        ];
+        let s = ExperimentSummary {
+            points: names
+                .iter()
+                .map(|n| point(&[("profile", n)], None, &[("goodput_bps", &[1e6, 2e6])]))
+                .collect(),
+            knees: Vec::new(),
+        };
+        let svg = svg_string(&experiment_chart(Kind::Box, &s).expect("box")).expect("svg");
+        let t = texts(&svg);
+        for part in ["smoltcp-", "receiver", "bbr-", "nosack", "smoltcp"] {
+            assert!(t.iter().any(|x| x == part), "{part}: {t:?}");
+        }
+        assert!(!t.iter().any(|x| x == "smoltcp-receiver"), "{t:?}");
+    }
+
+    #[test]
     fn box_plot_x_labels_are_the_point_labels() {
         let s = ExperimentSummary {
             points: vec![
