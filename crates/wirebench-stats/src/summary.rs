@@ -55,7 +55,7 @@ fn quantile_sorted(sorted: &[f64], p: f64) -> f64 {
     sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
 }
 
-/// The knee of a rate sweep (seed 000's threshold): the highest offered rate at which at
+/// The knee of a rate sweep (where loss starts, as the MELECON 2000 UDP/TCP measurements plotted it): the highest offered rate at which at
 /// least `fraction` of the data arrived, among `(offered, delivered_fraction)` points, and
 /// only if every lower offered rate also met it (the first failure ends the search: a
 /// recovery above it is noise, not capacity). `None` when even the lowest rate fails.

@@ -67,7 +67,7 @@ fn check_identical(v: &serde_json::Value, bytes: u64) {
     assert_eq!(u(fe, "received_bytes"), bytes);
     assert_eq!(fe["algorithm"], "xxh3-64");
     assert_eq!(fe["sent_digest"], fe["received_digest"]);
-    // Seed 002's times and rates agree with the bytes.
+    // The send and receive times and rates agree with the bytes.
     for side in ["sent", "received"] {
         let t = f(v, &format!("end.{side}.transfer_s"));
         let r = f(v, &format!("end.{side}.transfer_bps"));
