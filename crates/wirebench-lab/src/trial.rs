@@ -13,13 +13,14 @@ use wirebench_report::Exporter;
 
 use crate::scenario::{trial_topology, Profile, Scenario};
 
-/// The control port of the server of test `i` whose host uses a user-space stack is this
-/// + 2i, its stack's data port the next (the kernel's servers keep the default port).
-const SERVER_STACK_PORTS: u16 = 5400;
 use crate::server::{LabServer, ServerError};
 use crate::summary::{NamedLinkReport, TestOutcome, TrialDoc};
 use crate::topo::{Lab, Topology};
 use crate::user_stack::{self, Stack};
+
+/// The control port of the server of test `i` whose host uses a user-space stack is this
+/// + 2i, its stack's data port the next (the kernel's servers keep the default port).
+const SERVER_STACK_PORTS: u16 = 5400;
 
 /// Why a trial could not run; saved in its file as `error`.
 #[derive(Debug, thiserror::Error)]
