@@ -12,7 +12,6 @@ use wirebench_report::export::link_log::LinkLogCsv;
 use wirebench_report::Exporter;
 
 use crate::scenario::{trial_topology, Profile, Scenario};
-
 use crate::server::{LabServer, ServerError};
 use crate::summary::{NamedLinkReport, TestOutcome, TrialDoc};
 use crate::topo::{Lab, Topology};
