@@ -121,6 +121,19 @@ pub enum ScenarioError {
         /// The unknown node.
         node: String,
     },
+    /// A `stack-buffer` that is not a size from 4K to 64M.
+    #[error("profile {profile}: stack-buffer {value:?}: give a size from 4K to 64M, e.g. \"64K\"")]
+    StackBuffer {
+        /// The profile.
+        profile: String,
+        /// What it says.
+        value: String,
+    },
+    /// `stack-hosts` where no test starts or ends: the stack would carry nothing.
+    #[error(
+        "profile {0}: no test starts or ends in stack-hosts ({1}): the stack would carry nothing"
+    )]
+    StackHostsUnused(String, String),
     /// `stack-hosts` without a user-space stack to put there.
     #[error("profile {0}: stack-hosts needs stack = \"smoltcp\"")]
     StackHostsWithoutStack(String),
@@ -483,6 +496,30 @@ impl Scenario {
             if p.stack_hosts.is_some() && self.stack_hosts(p).is_empty() {
                 return Err(ScenarioError::StackHostsWithoutStack(p.name.clone()));
             }
+            let on = self.stack_hosts(p);
+            if p.stack_hosts.is_some()
+                && !self
+                    .tests
+                    .iter()
+                    .any(|t| on.contains(&t.from) || on.contains(&t.to))
+            {
+                return Err(ScenarioError::StackHostsUnused(
+                    p.name.clone(),
+                    on.join(", "),
+                ));
+            }
+            // Said now, not by each trial's `run` once the network is built.
+            if let Some(b) = &p.stack_buffer {
+                match wirebench_proto::units::parse_size(b) {
+                    Ok(n) if (4096..=(64 << 20)).contains(&n) => {}
+                    _ => {
+                        return Err(ScenarioError::StackBuffer {
+                            profile: p.name.clone(),
+                            value: b.clone(),
+                        })
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -661,6 +698,20 @@ start-after = "1s"
             (
                 &DUMBBELL.replace("sack = false", "stack-hosts = [\"h2\"]"),
                 "stack-hosts needs stack",
+            ),
+            (
+                &DUMBBELL.replace(
+                    "sack = false",
+                    "stack = \"smoltcp\"\nstack-buffer = \"64X\"",
+                ),
+                "stack-buffer \"64X\"",
+            ),
+            (
+                &DUMBBELL.replace(
+                    "sack = false",
+                    "stack = \"smoltcp\"\nstack-hosts = [\"r1\"]",
+                ),
+                "no test starts or ends in stack-hosts (r1)",
             ),
             (
                 &DUMBBELL.replace("rate = \"2M\"", "rate = \"fast\""),

@@ -577,17 +577,14 @@ impl UserListener for SmolListener {
                 &"its stack speaks IPv4 only: connect over IPv4",
             ));
         };
-        // A receiver's congestion control plays no part: only a sending server's is asked.
+        // A receiver's congestion control plays no part: one smoltcp lacks is refused only
+        // when this side sends, and a receiver otherwise takes the one asked, as recorded.
         let sends = spec.direction == Direction::Reverse || spec.mechanism != Mechanism::Stream;
-        let asked = if sends {
-            check(spec)
-        } else {
-            check(&TestSpec {
-                congestion: None,
-                ..spec.clone()
-            })
+        let congestion = match check(spec) {
+            Ok(c) => c,
+            Err(SmolError::Congestion(_)) if !sends => Congestion::Cubic,
+            Err(e) => return Err(refuse(ErrorKind::Unsupported, &e)),
         };
-        let congestion = asked.map_err(|e| refuse(ErrorKind::Unsupported, &e))?;
         let cfg = SmolConfig {
             congestion,
             // The client drains for --drain after the test: as long as this side's
@@ -620,26 +617,37 @@ impl SmolListener {
     ///
     /// No such device in this network namespace, or it cannot be opened (with what to do).
     pub fn probe(&self) -> io::Result<()> {
-        let device = &self.config.device;
-        // The calling process's network namespace's devices, one per line, "NAME: counters".
-        let devices = std::fs::read_to_string("/proc/self/net/dev")?;
-        if !devices
-            .lines()
-            .filter_map(|l| l.split_once(':'))
-            .any(|(name, _)| name.trim() == device)
-        {
-            return Err(io::Error::new(
-                ErrorKind::NotFound,
-                format!(
-                    "no network device {device} here: the TUN device must exist, up and routed \
-                     (`wirebench lab --server-stack smoltcp` makes one)"
-                ),
-            ));
-        }
-        TunTapInterface::new(device, Medium::Ip)
-            .map(drop)
-            .map_err(|e| tun_error(device, e))
+        probe(&self.config.device, "wirebench lab --server-stack smoltcp")
     }
+}
+
+/// Checks that `device` exists in this network namespace and can be opened, before a test
+/// needs it: opening a name that does not exist would, as root, make a new device that is
+/// down and unrouted, and smoltcp's device panics on its first write there. `maker` is the
+/// command that makes one, for the message.
+///
+/// # Errors
+///
+/// No such device here, or it cannot be opened (with what to do).
+pub fn probe(device: &str, maker: &str) -> io::Result<()> {
+    // The calling process's network namespace's devices, one per line, "NAME: counters".
+    let devices = std::fs::read_to_string("/proc/self/net/dev")?;
+    if !devices
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .any(|(name, _)| name.trim() == device)
+    {
+        return Err(io::Error::new(
+            ErrorKind::NotFound,
+            format!(
+                "no network device {device} here: the TUN device must exist, up and routed \
+                 (`{maker}` makes one)"
+            ),
+        ));
+    }
+    TunTapInterface::new(device, Medium::Ip)
+        .map(drop)
+        .map_err(|e| tun_error(device, e))
 }
 
 /// A stack listening for one test's connection, from its client at `peer`.

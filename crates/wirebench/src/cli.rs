@@ -697,7 +697,7 @@ pub struct StackArgs {
     /// lab's client host's; its server host's is 10.77.0.102/24).
     #[arg(long, value_name = "ADDR/PREFIX")]
     pub stack_addr: Option<String>,
-    /// --stack smoltcp: its socket buffer each way (default 256K; fixed, no autotuning).
+    /// --stack smoltcp: its socket buffer each way (default 256 KiB; fixed, no autotuning).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub stack_buffer: Option<u64>,
 }

@@ -31,6 +31,9 @@ pub fn connector(
     }
     let congestion = wirebench_smoltcp::check(spec).map_err(|e| format!("--stack smoltcp: {e}"))?;
     let mut config = settings(&client.stack, "wirebench lab --stack smoltcp")?;
+    // Before any connection: a mistyped device is said now, in one line.
+    wirebench_smoltcp::probe(&config.device, "wirebench lab --stack smoltcp")
+        .map_err(|e| e.to_string())?;
     config.congestion = congestion;
     // The receiver drains for --drain after the test: the sender's stack waits as long for
     // the rest of its buffer to be taken, not longer.
@@ -79,7 +82,7 @@ fn kernel(stack: &StackArgs, port: bool) -> Result<(), String> {
     match given.as_slice() {
         [] => Ok(()),
         flags => Err(format!(
-            "{} configure a user-space stack: add --stack smoltcp, or drop them",
+            "{} only with --stack smoltcp (a user-space stack's settings): add it, or drop them",
             flags.join(", ")
         )),
     }
