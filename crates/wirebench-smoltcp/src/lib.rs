@@ -587,9 +587,7 @@ impl UserListener for SmolListener {
         };
         let cfg = SmolConfig {
             congestion,
-            // The client drains for --drain after the test: as long as this side's
-            // sender waits for the rest of its buffer to be taken.
-            linger: Duration::from_nanos(spec.drain_ns).max(Duration::from_secs(1)),
+            linger: linger(spec),
             ..self.config.clone()
         };
         let stream = SmolStream::listen(&cfg, self.port).map_err(|e| match e.kind() {
@@ -608,17 +606,10 @@ impl UserListener for SmolListener {
     }
 }
 
-impl SmolListener {
-    /// Checks, once at the start, that the device exists and can be opened here: a
-    /// mistyped name would otherwise make every test wait for a connection that cannot
-    /// come (and, as root, make a throwaway device for each).
-    ///
-    /// # Errors
-    ///
-    /// No such device in this network namespace, or it cannot be opened (with what to do).
-    pub fn probe(&self) -> io::Result<()> {
-        probe(&self.config.device, "wirebench lab --server-stack smoltcp")
-    }
+/// How long a sender's stack waits at the end for the peer to take the rest of its buffer:
+/// the test's drain time (at least 1 s), as long as the receiver waits for it.
+pub fn linger(spec: &TestSpec) -> Duration {
+    Duration::from_nanos(spec.drain_ns).max(Duration::from_secs(1))
 }
 
 /// Checks that `device` exists in this network namespace and can be opened, before a test

@@ -418,14 +418,10 @@ fn admit<'a>(
             peer: peer.ip(),
             local: local.ip(),
             protocol: spec.protocol,
+            streams: spec.total_streams(),
             // Through a user-space stack, the kernel's listener takes no data connection
             // for this test (only its packet log).
-            streams: if tcp_port.is_some() {
-                0
-            } else {
-                spec.total_streams()
-            },
-            user_port: tcp_port,
+            user_stack: tcp_port.is_some(),
             tx,
             log_tx: ServerSession::writes_log(&spec).then_some(log_tx),
         },

@@ -72,9 +72,9 @@ pub(super) struct Pending {
     /// Streams of the test: attach and hello indices below this are accepted.
     pub(super) streams: u32,
     pub(super) tx: SyncSender<(u32, DataSocket)>,
-    /// The port of the server's user-space stack, when the test's data connection goes
-    /// there (the kernel's listener then takes none).
-    pub(super) user_port: Option<u16>,
+    /// The test's data connection goes to the server's user-space stack: the kernel's
+    /// listener takes none for it.
+    pub(super) user_stack: bool,
     /// The packet log connection, for a test whose server side writes one.
     pub(super) log_tx: Option<SyncSender<TcpStream>>,
 }
@@ -208,7 +208,12 @@ pub(super) fn attach(
     }
     let pending = state.pending.lock().map_err(|_| "server state poisoned")?;
     match pending.get(&cookie) {
-        Some(p) if p.peer == peer && p.protocol == Protocol::Tcp && stream < p.streams => {
+        Some(p)
+            if p.peer == peer
+                && p.protocol == Protocol::Tcp
+                && !p.user_stack
+                && stream < p.streams =>
+        {
             p.tx.try_send((stream, DataSocket::Tcp(conn)))
                 .map_err(|_| "more data connections than streams")
         }
@@ -219,11 +224,7 @@ pub(super) fn attach(
         }) if *p == peer && stream == PACKET_LOG_STREAM => {
             tx.try_send(conn).map_err(|_| "packet log already attached")
         }
-        Some(Pending {
-            peer: p,
-            user_port: Some(_),
-            ..
-        }) if *p == peer => Err("the test's data connection goes to the server's user-space stack, on the port its accept named (tcp_port): this client ignored it; upgrade the client"),
+        Some(p) if p.peer == peer && p.user_stack => Err("the test's data connection goes to the server's user-space stack, on the port its accept named (tcp_port): this client ignored it; upgrade the client"),
         _ => Err("unknown test, wrong stream or wrong address"),
     }
 }

@@ -35,10 +35,7 @@ pub fn connector(
     wirebench_smoltcp::probe(&config.device, "wirebench lab --stack smoltcp")
         .map_err(|e| e.to_string())?;
     config.congestion = congestion;
-    // The receiver drains for --drain after the test: the sender's stack waits as long for
-    // the rest of its buffer to be taken, not longer.
-    config.linger =
-        std::time::Duration::from_nanos(spec.drain_ns).max(std::time::Duration::from_secs(1));
+    config.linger = wirebench_smoltcp::linger(spec);
     Ok(Some(Arc::new(SmolConnector(config))))
 }
 
@@ -65,7 +62,11 @@ pub fn listener(serve: &ServeArgs) -> Result<Option<Arc<dyn UserListener>>, Stri
     let config = settings(&serve.stack, "wirebench lab --server-stack smoltcp")?;
     let listener = SmolListener { config, port };
     // Once at the start: a missing or closed device is said now, not as a timeout per test.
-    listener.probe().map_err(|e| e.to_string())?;
+    wirebench_smoltcp::probe(
+        &listener.config.device,
+        "wirebench lab --server-stack smoltcp",
+    )
+    .map_err(|e| e.to_string())?;
     Ok(Some(Arc::new(listener)))
 }
 
