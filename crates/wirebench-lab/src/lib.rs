@@ -3,6 +3,7 @@
 //!
 //! - [`link`]: one direction of a link as a pure, seeded state machine in virtual time.
 //! - [`emu`]: the I/O loop that moves frames through it, between two packet sockets.
+//! - [`gso`]: where the wire packets of a segmentation-offload frame lie, and how to cut it.
 //! - [`topo`]: namespaces, veth pairs, addresses and routes for a topology; running
 //!   commands inside its nodes.
 //! - [`netns`], [`rtnl`]: unnamed network namespaces and route netlink.
@@ -15,6 +16,7 @@
 #![deny(unsafe_code)]
 
 pub mod emu;
+pub mod gso;
 pub mod link;
 pub mod netns;
 pub mod pair;

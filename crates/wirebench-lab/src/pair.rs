@@ -47,6 +47,9 @@ pub struct PairRun {
     /// The server host's (`--server-stack`): `wirebench serve` takes each test's data
     /// connection there.
     pub server_stack: Stack,
+    /// Offloads off on the link's interfaces, so that the emulator reads one wire packet per
+    /// frame (`--no-offload`; by default it reads GSO frames whole where the kernel lets it).
+    pub no_offload: bool,
 }
 
 /// Where the server host's user-space stack takes data connections: the port after
@@ -123,8 +126,11 @@ pub fn run_pair(p: &PairRun) -> Result<PairOutcome, PairError> {
         return Err(PairError::NoCommand("lab -- exec"));
     }
     crate::ensure_privilege().map_err(PairError::Privilege)?;
-    let lab = Lab::build_logged(&Topology::pair(up, down), p.link_log_ns)
-        .map_err(io_err("building the lab"))?;
+    let topo = Topology {
+        no_offload: p.no_offload,
+        ..Topology::pair(up, down)
+    };
+    let lab = Lab::build_logged(&topo, p.link_log_ns).map_err(io_err("building the lab"))?;
     let server_args = match p.server_stack {
         Stack::Kernel => Vec::new(),
         Stack::Smoltcp => user_stack::prepare_server(

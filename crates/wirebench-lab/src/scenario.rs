@@ -530,7 +530,13 @@ impl Scenario {
     ///
     /// A bad link property or too many links.
     pub fn topology(&self) -> Result<Topology, ScenarioError> {
-        let mut topo = Topology::default();
+        // A scenario's links run one wire packet per frame, as when its published trials
+        // (docs/lab.md) were measured: at their rates every GSO frame would be cut anyway,
+        // and the hosts' TCP stays as it was measured (no TSO).
+        let mut topo = Topology {
+            no_offload: true,
+            ..Topology::default()
+        };
         let index = |name: &str, topo: &mut Topology| -> usize {
             topo.node(name).unwrap_or_else(|| {
                 topo.nodes.push(NodeSpec {

@@ -4,7 +4,7 @@
 #![allow(unsafe_code)]
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     if ret < 0 {
@@ -291,8 +291,12 @@ pub fn signal(pid: u32, sig: libc::c_int) -> io::Result<()> {
     check(unsafe { libc::kill(pid, sig) }).map(drop)
 }
 
-/// Largest frame a slot holds: a 1500-byte MTU with its Ethernet and VLAN headers, rounded up.
+/// Largest frame a slot holds: a 1500-byte MTU with its Ethernet and VLAN headers (and a
+/// virtio header), rounded up.
 pub const SLOT: usize = 2048;
+/// What a frame may take beyond its slot: the rest of the largest GSO frame (an IP packet of
+/// 64 KiB, its Ethernet and virtio headers).
+pub const BIG: usize = 64 << 10;
 /// Frames per recvmmsg/sendmmsg call.
 pub const BATCH: usize = 32;
 /// Control space per received frame: one SCM_TIMESTAMPNS (a timespec), with room to spare.
@@ -300,6 +304,38 @@ const CTRL: usize = 64;
 
 /// A frame's slot.
 pub type Slot = Box<[u8; SLOT]>;
+/// The space a GSO frame takes beyond its slot.
+pub type Big = Box<[u8; BIG]>;
+
+/// Has the kernel put a `virtio_net_hdr` in front of each frame read from `fd` and read one
+/// in front of each frame written to it (`PACKET_VNET_HDR`), so that frames may be GSO
+/// frames larger than a wire packet.
+pub fn vnet_hdr(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: the option value is a live c_int of the size passed.
+    check(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_VNET_HDR,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+/// Whether packet sockets here take `PACKET_VNET_HDR` (probed on a socket bound to nothing).
+pub fn vnet_hdr_supported() -> bool {
+    // SAFETY: socket takes integers and returns a new descriptor or -1.
+    let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return false;
+    }
+    // SAFETY: `raw` is a new descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    vnet_hdr(fd.as_fd()).is_ok()
+}
 
 /// Asks the kernel to stamp each frame received on `fd` with its arrival time.
 pub fn timestamp_arrivals(fd: BorrowedFd<'_>) -> io::Result<()> {
@@ -317,7 +353,8 @@ pub fn timestamp_arrivals(fd: BorrowedFd<'_>) -> io::Result<()> {
     .map(drop)
 }
 
-/// Reusable message headers for batched receives and sends on a packet socket.
+/// Reusable message headers for batched receives and sends on a packet socket. A frame is
+/// its slot and, for a GSO frame, the rest in a [`Big`] buffer: two I/O vectors.
 pub struct Batch {
     hdrs: Box<[libc::mmsghdr]>,
     iovs: Box<[libc::iovec]>,
@@ -339,40 +376,54 @@ impl Default for Batch {
         };
         Self {
             hdrs: vec![zero_hdr; BATCH].into_boxed_slice(),
-            iovs: vec![zero_iov; BATCH].into_boxed_slice(),
+            iovs: vec![zero_iov; 2 * BATCH].into_boxed_slice(),
             ctrl: vec![[0; CTRL]; BATCH].into_boxed_slice(),
         }
     }
 }
 
 impl Batch {
-    /// Receives up to `slots.len()` (at most [`BATCH`]) frames without blocking. For each
-    /// frame `i` < the count returned, `out[i]` is (length, kernel arrival time as Unix ns,
-    /// 0 if unstamped); a length above [`SLOT`] means the frame was cut.
+    /// Receives up to `slots.len()` (at most [`BATCH`]) frames without blocking, frame `i`
+    /// into `slots[i]` and, past its slot, into `bigs[i]` when `bigs` has one (else a larger
+    /// frame is cut). For each frame `i` < the count returned, `out[i]` is (length, kernel
+    /// arrival time as Unix ns, 0 if unstamped); a length above the space given means the
+    /// frame was cut.
     pub fn recv(
         &mut self,
         fd: BorrowedFd<'_>,
         slots: &mut [Slot],
+        bigs: &mut [Big],
         out: &mut [(usize, u64)],
     ) -> io::Result<usize> {
         let n = slots.len().min(BATCH).min(out.len());
         for (i, slot) in slots.iter_mut().enumerate().take(n) {
-            self.iovs[i] = libc::iovec {
+            self.iovs[2 * i] = libc::iovec {
                 iov_base: slot.as_mut_ptr().cast(),
                 iov_len: SLOT,
+            };
+            let parts = match bigs.get_mut(i) {
+                Some(big) => {
+                    self.iovs[2 * i + 1] = libc::iovec {
+                        iov_base: big.as_mut_ptr().cast(),
+                        iov_len: BIG,
+                    };
+                    2
+                }
+                None => 1,
             };
             let h = &mut self.hdrs[i].msg_hdr;
             h.msg_name = std::ptr::null_mut();
             h.msg_namelen = 0;
-            h.msg_iov = &mut self.iovs[i];
-            h.msg_iovlen = 1;
+            h.msg_iov = &mut self.iovs[2 * i];
+            h.msg_iovlen = parts;
             h.msg_control = self.ctrl[i].as_mut_ptr().cast();
             h.msg_controllen = CTRL as _;
             h.msg_flags = 0;
             self.hdrs[i].msg_len = 0;
         }
-        // SAFETY: `n` headers are initialised, each pointing at one live iovec over a live
-        // slot of SLOT bytes and a live control buffer of CTRL bytes; all outlive the call.
+        // SAFETY: `n` headers are initialised, each pointing at one or two live iovecs over
+        // a live slot of SLOT bytes (and a live buffer of BIG bytes) and a live control
+        // buffer of CTRL bytes; all outlive the call.
         let got = unsafe {
             libc::recvmmsg(
                 fd.as_raw_fd(),
@@ -394,7 +445,7 @@ impl Batch {
             let h = &self.hdrs[i];
             let mut len = h.msg_len as usize;
             if h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
-                len = SLOT + 1;
+                len = SLOT + BIG + 1;
             }
             let mut stamp = 0;
             // SAFETY: the kernel filled msg_controllen bytes of the control buffer the
@@ -418,28 +469,33 @@ impl Batch {
         Ok(got)
     }
 
-    /// Sends up to [`BATCH`] frames out of the socket's interface in one call; returns how
-    /// many it took from `frames`, and how many of those the device refused (lost, as on a
-    /// busy wire).
+    /// Sends up to [`BATCH`] frames, each in one or two parts (the second may be empty), out
+    /// of the socket's interface in one call; returns how many it took from `frames`, and
+    /// how many of those the device refused (lost, as on a busy wire).
     pub fn send<'a>(
         &mut self,
         fd: BorrowedFd<'_>,
-        frames: impl Iterator<Item = &'a [u8]>,
+        frames: impl Iterator<Item = (&'a [u8], &'a [u8])>,
     ) -> (usize, usize) {
         let mut n = 0;
-        for f in frames.take(BATCH) {
-            self.iovs[n] = libc::iovec {
-                iov_base: f.as_ptr() as *mut libc::c_void,
-                iov_len: f.len(),
+        for (a, b) in frames.take(BATCH) {
+            self.iovs[2 * n] = libc::iovec {
+                iov_base: a.as_ptr() as *mut libc::c_void,
+                iov_len: a.len(),
             };
+            self.iovs[2 * n + 1] = libc::iovec {
+                iov_base: b.as_ptr() as *mut libc::c_void,
+                iov_len: b.len(),
+            };
+            let h = &mut self.hdrs[n].msg_hdr;
+            h.msg_iovlen = if b.is_empty() { 1 } else { 2 };
             n += 1;
         }
         for i in 0..n {
             let h = &mut self.hdrs[i].msg_hdr;
             h.msg_name = std::ptr::null_mut();
             h.msg_namelen = 0;
-            h.msg_iov = &mut self.iovs[i];
-            h.msg_iovlen = 1;
+            h.msg_iov = &mut self.iovs[2 * i];
             h.msg_control = std::ptr::null_mut();
             h.msg_controllen = 0;
             h.msg_flags = 0;

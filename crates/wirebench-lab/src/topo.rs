@@ -9,7 +9,11 @@
 //!                                          ◄─ link model b→a ◄─
 //! ```
 //!
-//! Every interface has its offloads off, so a frame the emulator reads is one real packet.
+//! Where packet sockets take `PACKET_VNET_HDR`, the interfaces keep their offloads (TSO, UDP
+//! GSO, checksums) and the emulator reads GSO frames whole, charging the link per wire
+//! packet inside them ([`crate::gso`]); with [`Topology::no_offload`], or where the kernel
+//! lacks it, every interface has its offloads off, so a frame the emulator reads is one
+//! real packet.
 //! Nodes with more than one link forward IPv4; every node gets a route to every subnet it
 //! is not on, through its neighbour on a shortest path. IPv6 is off, so nothing but the
 //! tests' own traffic (and ARP) crosses the links.
@@ -58,6 +62,10 @@ pub struct Topology {
     pub nodes: Vec<NodeSpec>,
     /// The links.
     pub links: Vec<LinkSpec>,
+    /// Offloads off on every interface, so that each frame is one wire packet (as before
+    /// the emulator read GSO frames): slower, for comparison.
+    #[serde(default)]
+    pub no_offload: bool,
 }
 
 /// Most links in one topology: each has its own /24 in 10.77.0.0/16.
@@ -95,6 +103,7 @@ impl Topology {
                 up,
                 down,
             }],
+            no_offload: false,
         }
     }
 
@@ -252,6 +261,7 @@ impl Lab {
     pub fn build_logged(topo: &Topology, interval_ns: u64) -> io::Result<Self> {
         topo.validate().map_err(io::Error::other)?;
         let core = NetNs::new()?;
+        let offload = !topo.no_offload && core.run(|| Ok(sys::vnet_hdr_supported()))?;
         ipv6_off(&core)?;
         let mut nodes = Vec::with_capacity(topo.nodes.len());
         for _ in &topo.nodes {
@@ -273,7 +283,9 @@ impl Lab {
             let mut nl = Rtnl::open()?;
             for (_, node, core_name, eth) in &ends {
                 nl.add_veth(core_name, eth, nodes[*node].as_fd())?;
-                sys::offloads_off(core_name)?;
+                if !offload {
+                    sys::offloads_off(core_name)?;
+                }
                 nl.set_up(sys::if_index(core_name)?)?;
             }
             Ok(())
@@ -285,7 +297,9 @@ impl Lab {
                 let mut nl = Rtnl::open()?;
                 nl.set_up(sys::if_index("lo")?)?;
                 for (link, node, _, eth) in &mine {
-                    sys::offloads_off(eth)?;
+                    if !offload {
+                        sys::offloads_off(eth)?;
+                    }
                     let index = sys::if_index(eth)?;
                     nl.add_address(index, topo.address(*link, *node), 24)?;
                     nl.set_up(index)?;
@@ -310,6 +324,9 @@ impl Lab {
                 // full-size frames at 1 Gbit/s (each costs its skb's truesize, ~2.3 KiB).
                 for s in [&a, &b] {
                     sys::force_buffers(s.as_fd(), 32 << 20);
+                    if offload {
+                        sys::vnet_hdr(s.as_fd())?;
+                    }
                 }
                 Ok((Arc::new(a), Arc::new(b)))
             })?;
@@ -320,8 +337,17 @@ impl Lab {
                 l.up,
                 base,
                 interval_ns,
+                offload,
             )?;
-            let down = Direction::start(format!("link{i}-down"), b, a, l.down, base, interval_ns)?;
+            let down = Direction::start(
+                format!("link{i}-down"),
+                b,
+                a,
+                l.down,
+                base,
+                interval_ns,
+                offload,
+            )?;
             links.push((up, down));
         }
         Ok(Self {

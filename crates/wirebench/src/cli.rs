@@ -227,6 +227,13 @@ pub struct LinkArgs {
     /// Seed of the link's random loss and jitter (default 1).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Offloads off on the link's interfaces, so that the emulator reads and writes one
+    /// wire packet per frame. By default hosts hand it GSO frames of up to 64 KiB (TSO, UDP
+    /// GSO), which it keeps whole while it charges rate, queue and loss per wire packet:
+    /// the same link, at a fraction of the emulator's CPU. A scenario's links always run
+    /// with offloads off.
+    #[arg(long)]
+    pub no_offload: bool,
 }
 
 impl LinkArgs {

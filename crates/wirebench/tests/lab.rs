@@ -115,6 +115,65 @@ fn loss_and_counters_are_exact_and_seeded() {
     assert_eq!(f(&a, "/end/udp/lost"), f(&b, "/end/udp/lost"));
 }
 
+/// With offloads on (the lab's default), hosts hand the emulator GSO frames of many wire
+/// packets. Rate, loss and counters still go per wire packet, and a frame the link treats
+/// apart is cut into packets the receiver accepts: a file crosses a lossy link intact (TCP
+/// with TSO), and UDP datagrams sent in GSO batches are lost exactly as the link counts.
+#[test]
+fn gso_frames_are_charged_and_cut_per_wire_packet() {
+    let _l = lock();
+    if !common::lab_available() {
+        return;
+    }
+    let file = std::env::temp_dir().join(format!("wirebench-lab-gso-{}.bin", std::process::id()));
+    let mut bytes = vec![0u8; 8 << 20];
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for b in &mut bytes {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    std::fs::write(&file, &bytes).expect("write the file");
+    let path = file.to_str().expect("utf-8 path");
+    let t = lab_run(
+        &[
+            "--rate", "200M", "--delay", "2ms", "--loss", "1%", "--seed", "3",
+        ],
+        &["--file", path, "--drain", "10s"],
+    );
+    let _ = std::fs::remove_file(&file);
+    let up = &t["lab"]["links"][0]["up"];
+    eprintln!("TCP over 1% loss: link {up}");
+    assert_eq!(t["end"]["file"]["identical"], true, "{}", t["end"]["file"]);
+    assert_eq!(up["offload"], true);
+    assert!(f(up, "/gso_frames") > 0.0, "no GSO frame reached the link");
+    assert!(f(up, "/split_frames") > 0.0, "no GSO frame was cut");
+    assert!(f(up, "/dropped_loss") > 0.0);
+    assert_eq!(f(up, "/oversize"), 0.0);
+    assert_eq!(
+        f(up, "/packets_in"),
+        f(up, "/delivered") + f(up, "/dropped_loss") + f(up, "/dropped_queue")
+    );
+    // UDP in GSO batches (the sender's default): every datagram the link dropped is one the
+    // receiver counts lost, and the control connection's packets account for the rest.
+    let u = lab_run(
+        &["--loss-up", "10%", "--seed", "7"],
+        &["-u", "-l", "1000", "-b", "50M", "-n", "2M"],
+    );
+    let up = &u["lab"]["links"][0]["up"];
+    eprintln!("UDP in GSO batches over 10% loss: link {up}");
+    assert!(f(up, "/gso_frames") > 0.0, "no GSO frame reached the link");
+    let lost = f(&u, "/end/udp/lost");
+    let control = f(up, "/packets_in") - 2000.0;
+    let dropped = f(up, "/dropped_loss");
+    assert!(
+        lost > 0.0 && lost <= dropped && dropped <= lost + control,
+        "lost {lost}, {up}"
+    );
+    assert_eq!(f(&u, "/end/received/messages") + lost, 2000.0);
+}
+
 #[test]
 fn a_link_log_adds_up_to_the_link_counters_and_plots() {
     let _l = lock();

@@ -72,7 +72,10 @@ fn up(name: &str, scenario: Option<&Path>, link: &LinkArgs) -> Result<(), Failur
             .map_err(fail)?,
         None => {
             let (up, down) = link.props().configs().map_err(fail)?;
-            Topology::pair(up, down)
+            Topology {
+                no_offload: link.no_offload,
+                ..Topology::pair(up, down)
+            }
         }
     };
     let bed = testbed::up(name, &topo, &exe()?).map_err(fail)?;
@@ -146,6 +149,7 @@ fn pair_run(args: &LabArgs) -> Result<(), Failure> {
         exe: exe()?,
         client_stack: args.stack,
         server_stack: args.server_stack,
+        no_offload: args.link.no_offload,
     };
     let done = pair::run_pair(&run).map_err(fail)?;
     if let (Some(w), Some(p)) = (&mut log_file, &args.link_log) {
