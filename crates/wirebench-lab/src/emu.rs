@@ -33,10 +33,40 @@ use crate::sys::{self, Batch, Big, Slot, BATCH, BIG, SLOT};
 /// Longest wait with nothing to deliver, so that a stop is seen.
 const IDLE_WAIT: Duration = Duration::from_millis(20);
 /// The last stretch before a frame is due is spun, not slept: a thread put to sleep wakes
-/// late (tens of microseconds on this VM, more when its vCPU was halted), and that lateness
-/// is delay the link did not ask for. Within it the loop looks for arrivals without
-/// blocking and yields the core between looks, so a sender or receiver waiting for it runs.
-const SPIN: Duration = Duration::from_micros(50);
+/// late (tens of microseconds on an idle VM, hundreds on a busy one or when its vCPU was
+/// halted), and that lateness is delay the link did not ask for. Within it the loop looks
+/// for arrivals without blocking and yields the core between looks, so a sender or
+/// receiver waiting for it runs. The stretch follows how late this thread's sleeps end
+/// ([`SpinMargin`]), between these bounds.
+const SPIN_MIN: Duration = Duration::from_micros(50);
+const SPIN_MAX: Duration = Duration::from_millis(1);
+
+/// How long before a frame is due the loop stops sleeping: one and a half times the
+/// lateness of the latest timed-out sleep, or the margin so far less 1/32 of it, whichever
+/// is more, within [`SPIN_MIN`]..=[`SPIN_MAX`]. One late wake-up widens it at once; it
+/// narrows again over about a hundred punctual ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SpinMargin {
+    ns: u64,
+}
+
+impl Default for SpinMargin {
+    fn default() -> Self {
+        Self {
+            ns: SPIN_MIN.as_nanos() as u64,
+        }
+    }
+}
+
+impl SpinMargin {
+    /// A sleep that was asked to end at some time ended `late_ns` after it.
+    fn woke(&mut self, late_ns: u64) {
+        let decayed = self.ns - self.ns / 32;
+        self.ns = decayed
+            .max(late_ns.saturating_add(late_ns / 2))
+            .clamp(SPIN_MIN.as_nanos() as u64, SPIN_MAX.as_nanos() as u64);
+    }
+}
 /// A GSO frame travels whole when the link delivers all of its wire packets within this
 /// span, at the last one's time: no wire packet is held back longer to travel with its
 /// neighbours. Otherwise it is cut into runs that each are. At 5 Gbit/s this is 21 packets
@@ -392,6 +422,7 @@ fn forward(
         ..DirectionReport::default()
     };
     let mut last_offer = 0u64;
+    let mut spin = SpinMargin::default();
     // Drops counted before the loop began are not ours.
     let _ = sys::packet_drops(rx.as_fd());
     while !stop.load(Ordering::Relaxed) {
@@ -420,11 +451,15 @@ fn forward(
             None => IDLE_WAIT.as_nanos() as u64,
         };
         if wait > 0 {
-            // Sleep until SPIN before the due time; within SPIN, look without blocking.
-            let sleep = wait.saturating_sub(SPIN.as_nanos() as u64);
+            // Sleep until the spin margin before the due time; within it, look without
+            // blocking.
+            let sleep = wait.saturating_sub(spin.ns);
+            let asleep = now_ns();
             if !sys::wait_readable(rx.as_fd(), sleep)? {
                 if sleep == 0 {
                     std::thread::yield_now();
+                } else {
+                    spin.woke(now_ns().saturating_sub(asleep + sleep));
                 }
                 continue;
             }
@@ -499,4 +534,31 @@ fn forward(
     report.link = link.counters();
     report.emulator_drops = sys::packet_drops(rx.as_fd());
     Ok((report, log.bins))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spin_margin_widens_at_once_and_narrows_slowly() {
+        let us = 1_000u64;
+        let mut m = SpinMargin::default();
+        m.woke(10 * us);
+        assert_eq!(m.ns, 50 * us, "punctual wake-ups keep the least margin");
+        m.woke(300 * us);
+        assert_eq!(m.ns, 450 * us);
+        m.woke(0);
+        assert_eq!(m.ns, 450 * us - 450 * us / 32);
+        m.woke(5_000 * us);
+        assert_eq!(m.ns, 1_000 * us, "at most SPIN_MAX");
+        for _ in 0..200 {
+            m.woke(0);
+        }
+        assert_eq!(
+            m.ns,
+            50 * us,
+            "back to the least after a run of punctual ones"
+        );
+    }
 }

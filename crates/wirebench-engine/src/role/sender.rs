@@ -27,10 +27,15 @@ pub(super) fn pace(pacer: &mut Pacer, sh: &Shared, now_ns: u64) -> bool {
         return true;
     }
     let due = pacer.next_ns(now_ns);
+    wait_for(sh, now_ns, due)
+}
+
+/// Waits until `due` (ns since the start), in slices so that a stop or an interval boundary
+/// is not missed during long gaps; true when `due` has come.
+pub(super) fn wait_for(sh: &Shared, now_ns: u64, due: u64) -> bool {
     if due <= now_ns {
         return true;
     }
-    // Wait in slices so that a stop or an interval boundary is not missed during long gaps.
     let slice_end = now_ns + POLL.as_nanos() as u64;
     wait_until(sh.start, due.min(slice_end));
     due <= slice_end

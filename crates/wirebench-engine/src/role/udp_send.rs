@@ -9,7 +9,7 @@ use wirebench_proto::results::SideReport;
 use super::blocking::is_timeout;
 use super::count::{Count, MsBins, Recorder, Snapshot};
 use super::end::{early_stop, RoleError};
-use super::sender::pace;
+use super::sender::wait_for;
 use super::{payload, report, FilePart, RoleParams, POLL};
 use crate::pace::Pacer;
 use crate::sys::udp::BatchSend;
@@ -60,9 +60,12 @@ pub(super) fn udp_send_stream(
             break;
         }
         let cap = (io.capacity() as u64).min(left);
+        // A paced sender waits until a quantum of its schedule is due (pace.rs).
+        let want = pacer.quantum(size, cap);
         let n = pacer.due(now, size, cap);
-        if n == 0 {
-            pace(&mut pacer, sh, now);
+        if n < want {
+            let due = pacer.due_by_ns(now, size, want);
+            wait_for(sh, now, due);
             continue;
         }
         let tail_len = if n == left { last_len } else { size };
