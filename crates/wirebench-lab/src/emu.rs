@@ -343,13 +343,17 @@ fn deliver_segments(
 ) {
     let within =
         |t0: u64, t: Option<u64>| t.is_some_and(|t| t.saturating_sub(t0) <= HOLD.as_nanos() as u64);
+    // A GSO frame of one segment is one wire packet: counted in neither, so that the split
+    // frames stay a part of the GSO frames.
+    let many = u64::from(times.len() > 1);
+    report.gso_frames += many;
     if let (Some(Some(t0)), Some(&last)) = (times.first(), times.last()) {
         if times.iter().all(|&t| within(*t0, t)) {
             pending.push_back((last.unwrap_or(*t0), frame));
             return;
         }
     }
-    report.split_frames += 1;
+    report.split_frames += many;
     let mut k = 0;
     while k < times.len() {
         let Some(t0) = times[k] else {
@@ -532,7 +536,6 @@ fn forward(
                 continue;
             };
             // A GSO frame: each of its wire packets meets the link on its own.
-            report.gso_frames += u64::from(plan.segments() > 1);
             times.clear();
             for k in 0..plan.segments() {
                 let ip_len = plan.ip_len(k) as u64;
