@@ -25,8 +25,8 @@ fn tcp_stream_is_exact_both_ways_with_a_short_last_message() {
 }
 
 #[test]
-fn timed_tcp_streams_write_whole_segments_and_end_on_a_message_boundary() {
-    // Streaming writes go out in whole segments, not one message per write: messages are
+fn timed_tcp_streams_write_large_calls_and_end_on_a_message_boundary() {
+    // Streaming writes go out in calls of 2 MiB, not one message per write: messages are
     // counted where the byte stream crosses their boundaries, and a timed test completes
     // the message under way, so both sides count whole messages of the size asked.
     let s = Server::start(&[]);

@@ -63,17 +63,42 @@ pub(super) fn write_full_zc<S: Stream>(
                 }
                 std::thread::yield_now();
             }
-            Err(e) if is_timeout(&e) => {
-                let now = sh.now_ns();
-                if let Some(why) = early_stop(sh, p, now) {
-                    return Err(why);
-                }
-                if now - progress_ns > idle_limit_ns(&p.spec) {
-                    return Err(RoleError::ReceiverStuck);
-                }
-            }
+            Err(e) if is_timeout(&e) => still_waiting(sh, p, progress_ns)?,
             Err(e) => return Err(RoleError::Send(e)),
         }
+    }
+    Ok(())
+}
+
+/// Writes some of `buf`, waiting as [`write_full`] does while the socket is full, and
+/// returns how many bytes the kernel took: a write of megabytes on a slow path returns what
+/// was taken within one [`POLL`](super::POLL), so the caller counts the bytes as they go.
+pub(super) fn write_some<S: Stream>(
+    s: &mut S,
+    buf: &[u8],
+    sh: &Shared,
+    p: &RoleParams,
+) -> Result<u64, RoleError> {
+    let since_ns = sh.now_ns();
+    loop {
+        match s.write(buf) {
+            Ok(0) => return Err(RoleError::Closed),
+            Ok(n) => return Ok(n as u64),
+            Err(e) if is_timeout(&e) => still_waiting(sh, p, since_ns)?,
+            Err(e) => return Err(RoleError::Send(e)),
+        }
+    }
+}
+
+/// After a send that timed out: why to give up, if the test was stopped or its deadline
+/// passed, or if nothing has moved since `progress_ns` for longer than the idle limit.
+fn still_waiting(sh: &Shared, p: &RoleParams, progress_ns: u64) -> Result<(), RoleError> {
+    let now = sh.now_ns();
+    if let Some(why) = early_stop(sh, p, now) {
+        return Err(why);
+    }
+    if now.saturating_sub(progress_ns) > idle_limit_ns(&p.spec) {
+        return Err(RoleError::ReceiverStuck);
     }
     Ok(())
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use wirebench_proto::results::{SideReport, ZeroCopyUse};
 use wirebench_proto::spec::Mechanism;
 
-use super::blocking::{is_timeout, write_full, write_full_zc};
+use super::blocking::{is_timeout, write_full, write_full_zc, write_some};
 use super::count::{Count, MsBins, Recorder, Snapshot};
 use super::end::{early_stop, RoleError};
 use super::recv_loop::{self, Flow, Receive, Until};
@@ -42,16 +42,12 @@ pub(super) fn tcp_send<S: Stream>(
     let mut bins = MsBins::new();
     let error: Option<RoleError>;
     let mut ack = [0u8; 1];
-    // Unpaced streaming from memory over the kernel's TCP writes in whole segments, not in
-    // messages: see `write_unit`. Messages stay the unit of counting.
-    let unit = match s.kernel() {
-        Some(k) if !saw && source.is_none() && zc.is_none() && pacer.unlimited() => {
-            crate::sys::tcp_info(k).and_then(|i| write_unit(i.snd_mss_bytes))
-        }
-        _ => None,
-    };
-    if let Some(unit) = unit {
-        let (c, e) = stream_in_segments(&mut s, unit, p, sh, &mut rec, &mut pacer, &mut bins);
+    // Unpaced streaming from memory over the kernel's TCP writes in large calls, not one
+    // message per call: see `WRITE_BYTES`. Messages stay the unit of counting.
+    let coalesce =
+        s.kernel().is_some() && !saw && source.is_none() && zc.is_none() && pacer.unlimited();
+    if coalesce {
+        let (c, e) = stream_coalesced(&mut s, p, sh, &mut rec, &mut pacer, &mut bins);
         count = c;
         error = e;
     } else {
@@ -112,27 +108,27 @@ pub(super) fn tcp_send<S: Stream>(
     rep
 }
 
-/// About the most a streaming write hands the kernel at once: large enough that the call
-/// costs little per byte, small enough that the buffer stays in the cache.
-const WRITE_BYTES: u64 = 256 * 1024;
+/// What an unpaced streaming write hands the kernel at once, whatever the message size:
+/// 2 MiB, which is not a whole number of segments, so each call ends in one short segment
+/// (on loopback, MSS 65,483, one in 33). Interleaved on loopback (BENCHMARKS.md), 2 MiB
+/// writes with 1 MiB reads moved 1.27x as much as writes of 4 whole segments (about 256
+/// KiB) with 256 KiB reads, at 0.67x the CPU per byte: with the larger calls the sender
+/// rarely waited for room and the receiver kept its queue short, copying data still in the
+/// cache. A short segment is dear only when writes are small: 128 KiB messages, two
+/// segments and 106 bytes each, moved 0.6x as much as exact two-segment writes.
+const WRITE_BYTES: u64 = 2 << 20;
 
-/// The length of a streaming write for a connection whose segments carry `mss` bytes: a
-/// whole number of segments, about [`WRITE_BYTES`]. A write that is not a multiple of the
-/// segment size ends in a short segment of its own (the kernel pushes what is left at the
-/// end of each call): on loopback (MSS 65,483) a 128 KiB message is two full segments and
-/// one of 106 bytes, and writes of exactly two segments moved 1.7x as much (interleaved
-/// runs, BENCHMARKS.md).
-fn write_unit(mss: u64) -> Option<u64> {
-    (mss > 0).then(|| (WRITE_BYTES / mss).max(1) * mss)
-}
+/// What an unpaced streaming read asks for (more when the message is larger): the same
+/// measurements, reads of 1 MiB against 2 MiB and 256 KiB. Paced streams read at most 256
+/// KiB, which `--max-rate`'s window allows for.
+const UNPACED_READ_BYTES: usize = 1 << 20;
 
-/// Streams from memory in writes of `unit` bytes (whole segments) rather than one message
-/// per write, counting messages where the byte stream crosses their boundaries as the
-/// receiver does. A timed test still ends on a message boundary: the message under way when
-/// the time is up is completed. Returns the count and why it stopped early, if it did.
-fn stream_in_segments<S: Stream>(
+/// Streams from memory in writes of [`WRITE_BYTES`] rather than one message per write,
+/// counting messages where the byte stream crosses their boundaries as the receiver does. A
+/// timed test still ends on a message boundary: the message under way when the time is up
+/// is completed. Returns the count and why it stopped early, if it did.
+fn stream_coalesced<S: Stream>(
     s: &mut S,
-    unit: u64,
     p: &RoleParams,
     sh: &Shared,
     rec: &mut Recorder,
@@ -140,54 +136,41 @@ fn stream_in_segments<S: Stream>(
     bins: &mut MsBins,
 ) -> (Count, Option<RoleError>) {
     let size = p.spec.size.max(1);
-    let mut unit = unit;
-    // Room for the unit as the segment size grows: before the first data the kernel may
-    // report a smaller one than it then uses (32,768 on loopback, then 65,483).
-    let buf = payload(WRITE_BYTES.max(unit).saturating_mul(2));
+    let unit = WRITE_BYTES;
+    let buf = payload(unit);
     let mut count = Count::default();
-    let mut writes = 0u64;
+    // Time is up and the message under way is being completed.
+    let mut finishing = false;
     let error = loop {
-        // Look at the segment size again after write 1, 2, 4, ... 1024: about ten system
-        // calls in a test, none per write once it has settled.
-        if writes.is_power_of_two() && writes <= 1024 {
-            if let Some(u) = s
-                .kernel()
-                .and_then(crate::sys::tcp_info)
-                .and_then(|i| write_unit(i.snd_mss_bytes))
-            {
-                unit = u.min(buf.len() as u64);
-            }
-        }
-        writes += 1;
         let into = count.bytes % size;
-        let len = match next_step(rec, pacer, sh, p, &count, s.kernel()) {
-            // As many bytes as the unit holds, never past the test's amount.
-            Step::Send(_) => p.spec.bytes.map_or(unit, |b| unit.min(b - count.bytes)),
-            Step::Again => continue,
-            // Time is up: finish the message under way, then stop.
-            Step::Done(None) if into > 0 && p.spec.bytes.is_none() => size - into,
-            Step::Done(why) => break why,
-        };
-        let mut left = len;
-        let mut failed = None;
-        while left > 0 {
-            let n = left.min(unit);
-            if let Err(e) = write_full(s, &buf[..n as usize], sh, p) {
-                failed = Some(e);
-                break;
+        let len = if finishing {
+            if into == 0 {
+                break None;
             }
-            left -= n;
-        }
-        let wrote = len - left;
+            (size - into).min(unit)
+        } else {
+            match next_step(rec, pacer, sh, p, &count, s.kernel()) {
+                // As many bytes as the unit holds, never past the test's amount.
+                Step::Send(_) => p.spec.bytes.map_or(unit, |b| unit.min(b - count.bytes)),
+                Step::Again => continue,
+                Step::Done(None) if into > 0 && p.spec.bytes.is_none() => {
+                    finishing = true;
+                    (size - into).min(unit)
+                }
+                Step::Done(why) => break why,
+            }
+        };
+        // Counted per call: on a slow path a call returns what the kernel took in one poll.
+        let wrote = match write_some(s, &buf[..len as usize], sh, p) {
+            Ok(n) => n,
+            Err(e) => break Some(e),
+        };
         let now = sh.now_ns();
         let messages = (count.bytes + wrote) / size - count.bytes / size;
         count.add_many(messages, wrote, now);
         bins.add(now, wrote);
         pacer.sent(wrote, now);
         count.publish(sh);
-        if failed.is_some() {
-            break failed;
-        }
     };
     if !count.bytes.is_multiple_of(size) {
         // The last, shorter message (a `bytes` test's tail, or one cut short by an error),
@@ -304,10 +287,13 @@ pub(super) fn tcp_receive<S: Stream>(
 ) -> SideReport {
     let spec = &p.spec;
     let saw = spec.mechanism == Mechanism::StopAndWait;
+    let unpaced = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns).unlimited();
     let buf = vec![
         0u8;
         if saw {
             spec.size as usize
+        } else if unpaced {
+            (spec.size as usize).max(UNPACED_READ_BYTES)
         } else {
             (spec.size as usize).max(256 * 1024)
         }
