@@ -2,6 +2,7 @@
 //! stop-and-wait (one byte of acknowledgement per message).
 
 use std::net::TcpStream;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use wirebench_proto::results::{SideReport, ZeroCopyUse};
@@ -28,7 +29,6 @@ pub(super) fn tcp_send<S: Stream>(
     sh: &Shared,
 ) -> SideReport {
     let spec = &p.spec;
-    let mut buf = payload(spec.size);
     let mut source = file.as_mut().and_then(FilePart::source);
     let saw = spec.mechanism == Mechanism::StopAndWait;
     s.timeouts(POLL);
@@ -51,6 +51,8 @@ pub(super) fn tcp_send<S: Stream>(
         count = c;
         error = e;
     } else {
+        // One message's bytes: these streams write one message per call.
+        let mut buf = payload(spec.size);
         loop {
             let len = match next_step(&mut rec, &mut pacer, sh, p, &count, s.kernel()) {
                 Step::Send(len) => len,
@@ -118,10 +120,23 @@ pub(super) fn tcp_send<S: Stream>(
 /// segments and 106 bytes each, moved 0.6x as much as exact two-segment writes.
 const WRITE_BYTES: u64 = 2 << 20;
 
-/// What an unpaced streaming read asks for (more when the message is larger): the same
-/// measurements, reads of 1 MiB against 2 MiB and 256 KiB. Paced streams read at most 256
-/// KiB, which `--max-rate`'s window allows for.
+/// What an unpaced streaming read asks for (more when the message is larger), shared out
+/// among a test's streams down to 256 KiB each, so that 64 streams hold what they held
+/// before: the same measurements, reads of 1 MiB against 2 MiB and 256 KiB. Paced streams
+/// read at most 256 KiB, which `--max-rate`'s window allows for.
 const UNPACED_READ_BYTES: usize = 1 << 20;
+
+/// The bytes an unpaced stream from memory writes, shared by all such streams running at
+/// once: 2 MiB for a server's 64 streams, not 2 MiB each, and given back when the last ends.
+fn streaming_payload() -> Arc<Vec<u8>> {
+    static SHARED: Mutex<Weak<Vec<u8>>> = Mutex::new(Weak::new());
+    let mut shared = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
+    shared.upgrade().unwrap_or_else(|| {
+        let bytes = Arc::new(payload(WRITE_BYTES));
+        *shared = Arc::downgrade(&bytes);
+        bytes
+    })
+}
 
 /// Streams from memory in writes of [`WRITE_BYTES`] rather than one message per write,
 /// counting messages where the byte stream crosses their boundaries as the receiver does. A
@@ -137,7 +152,7 @@ fn stream_coalesced<S: Stream>(
 ) -> (Count, Option<RoleError>) {
     let size = p.spec.size.max(1);
     let unit = WRITE_BYTES;
-    let buf = payload(unit);
+    let buf = streaming_payload();
     let mut count = Count::default();
     // Time is up and the message under way is being completed.
     let mut finishing = false;
@@ -293,7 +308,8 @@ pub(super) fn tcp_receive<S: Stream>(
         if saw {
             spec.size as usize
         } else if unpaced {
-            (spec.size as usize).max(UNPACED_READ_BYTES)
+            let share = UNPACED_READ_BYTES / spec.streams.max(1) as usize;
+            (spec.size as usize).max(share).max(256 * 1024)
         } else {
             (spec.size as usize).max(256 * 1024)
         }
