@@ -43,11 +43,15 @@ pub(super) fn tcp_send<S: Stream>(
     let error: Option<RoleError>;
     let mut ack = [0u8; 1];
     // Unpaced streaming from memory over the kernel's TCP writes in large calls, not one
-    // message per call: see `WRITE_BYTES`. Messages stay the unit of counting.
-    let coalesce =
-        s.kernel().is_some() && !saw && source.is_none() && zc.is_none() && pacer.unlimited();
-    if coalesce {
-        let (c, e) = stream_coalesced(&mut s, p, sh, &mut rec, &mut pacer, &mut bins);
+    // message per call: see `write_unit`. Messages stay the unit of counting.
+    let unit = match s.kernel() {
+        Some(k) if !saw && source.is_none() && zc.is_none() && pacer.unlimited() => {
+            crate::sys::tcp_info(k).and_then(|i| write_unit(i.snd_mss_bytes))
+        }
+        _ => None,
+    };
+    if let Some(unit) = unit {
+        let (c, e) = stream_coalesced(&mut s, unit, p, sh, &mut rec, &mut pacer, &mut bins);
         count = c;
         error = e;
     } else {
@@ -110,21 +114,44 @@ pub(super) fn tcp_send<S: Stream>(
     rep
 }
 
-/// What an unpaced streaming write hands the kernel at once, whatever the message size:
-/// 2 MiB, which is not a whole number of segments, so each call ends in one short segment
-/// (on loopback, MSS 65,483, one in 33). Interleaved on loopback (BENCHMARKS.md), 2 MiB
-/// writes with 1 MiB reads moved 1.27x as much as writes of 4 whole segments (about 256
-/// KiB) with 256 KiB reads, at 0.67x the CPU per byte: with the larger calls the sender
-/// rarely waited for room and the receiver kept its queue short, copying data still in the
-/// cache. A short segment is dear only when writes are small: 128 KiB messages, two
-/// segments and 106 bytes each, moved 0.6x as much as exact two-segment writes.
-const WRITE_BYTES: u64 = 2 << 20;
+/// Segments at least this large are loopback's (65,483 bytes) or a virtual link's with a
+/// jumbo MTU: there the kernel's cost per call, not per segment, sets the pace, and
+/// streams write and read in larger calls (see [`write_unit`]).
+const LARGE_SEGMENT_BYTES: u64 = 16 * 1024;
 
-/// What an unpaced streaming read asks for (more when the message is larger), shared out
-/// among a test's streams down to 256 KiB each, so that 64 streams hold what they held
-/// before: the same measurements, reads of 1 MiB against 2 MiB and 256 KiB. Paced streams
-/// read at most 256 KiB, which `--max-rate`'s window allows for.
-const UNPACED_READ_BYTES: usize = 1 << 20;
+/// What an unpaced streaming write hands the kernel at once on a path of large segments,
+/// whatever the message size: 2 MiB, which is not a whole number of segments, so each call
+/// ends in one short segment (on loopback one in 33).
+const LARGE_WRITE_BYTES: u64 = 2 << 20;
+
+/// About what an unpaced streaming write hands the kernel at once on other paths: large
+/// enough that the call costs little per byte, small enough that the buffer stays in the
+/// cache; a whole number of segments (see [`write_unit`]).
+const WRITE_BYTES: u64 = 256 * 1024;
+
+/// The length of an unpaced streaming write for a connection whose segments carry `mss`
+/// bytes. With large segments (loopback), [`LARGE_WRITE_BYTES`]: interleaved on loopback
+/// (BENCHMARKS.md) 2 MiB writes moved 1.19x as much as writes of 4 whole segments (about
+/// 256 KiB), 1.26x with 512 KiB reads, at 0.69x the CPU per byte: the sender rarely waited
+/// for room and the receiver kept its queue short, copying data still in the cache. A
+/// short segment is dear only when writes are small: 128 KiB messages, two segments and
+/// 106 bytes each, moved 0.6x as much as exact two-segment writes. With wire-sized
+/// segments, a whole number of them, about [`WRITE_BYTES`]: on the lab's emulated 5 Gbit/s
+/// link (MSS 1,448), 2 MiB writes left it short of its rate by 1.5 to 4.4% in some runs
+/// (2 of 2 fidelity runs with 1 MiB reads, 1 of 2 with 512 KiB), where these did not.
+fn write_unit(mss: u64) -> Option<u64> {
+    match mss {
+        0 => None,
+        m if m >= LARGE_SEGMENT_BYTES => Some(LARGE_WRITE_BYTES),
+        m => Some((WRITE_BYTES / m).max(1) * m),
+    }
+}
+
+/// What an unpaced streaming read asks for on a path of large segments (more when the
+/// message is larger), shared out among a test's streams down to 256 KiB each, so that 64
+/// streams hold what they held before. Reads of 1 MiB moved as much on loopback. Other
+/// paths, and paced streams, read at most 256 KiB, which `--max-rate`'s window allows for.
+const LARGE_READ_BYTES: usize = 512 << 10;
 
 /// The bytes an unpaced stream from memory writes, shared by all such streams running at
 /// once: 2 MiB for a server's 64 streams, not 2 MiB each, and given back when the last ends.
@@ -132,18 +159,19 @@ fn streaming_payload() -> Arc<Vec<u8>> {
     static SHARED: Mutex<Weak<Vec<u8>>> = Mutex::new(Weak::new());
     let mut shared = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
     shared.upgrade().unwrap_or_else(|| {
-        let bytes = Arc::new(payload(WRITE_BYTES));
+        let bytes = Arc::new(payload(LARGE_WRITE_BYTES));
         *shared = Arc::downgrade(&bytes);
         bytes
     })
 }
 
-/// Streams from memory in writes of [`WRITE_BYTES`] rather than one message per write,
-/// counting messages where the byte stream crosses their boundaries as the receiver does. A
-/// timed test still ends on a message boundary: the message under way when the time is up
-/// is completed. Returns the count and why it stopped early, if it did.
+/// Streams from memory in writes of `unit` bytes (see [`write_unit`]) rather than one
+/// message per write, counting messages where the byte stream crosses their boundaries as
+/// the receiver does. A timed test still ends on a message boundary: the message under way
+/// when the time is up is completed. Returns the count and why it stopped early, if it did.
 fn stream_coalesced<S: Stream>(
     s: &mut S,
+    unit: u64,
     p: &RoleParams,
     sh: &Shared,
     rec: &mut Recorder,
@@ -151,12 +179,26 @@ fn stream_coalesced<S: Stream>(
     bins: &mut MsBins,
 ) -> (Count, Option<RoleError>) {
     let size = p.spec.size.max(1);
-    let unit = WRITE_BYTES;
     let buf = streaming_payload();
+    let mut unit = unit.min(buf.len() as u64);
     let mut count = Count::default();
     // Time is up and the message under way is being completed.
     let mut finishing = false;
+    let mut writes = 0u64;
     let error = loop {
+        // Look at the segment size again after write 1, 2, 4, ... 1024: about ten system
+        // calls in a test, none per write once it has settled (before the first data the
+        // kernel may report a smaller one than it then uses: 32,768 on loopback, then 65,483).
+        if writes.is_power_of_two() && writes <= 1024 {
+            if let Some(u) = s
+                .kernel()
+                .and_then(crate::sys::tcp_info)
+                .and_then(|i| write_unit(i.snd_mss_bytes))
+            {
+                unit = u.min(buf.len() as u64);
+            }
+        }
+        writes += 1;
         let into = count.bytes % size;
         let len = if finishing {
             if into == 0 {
@@ -303,12 +345,16 @@ pub(super) fn tcp_receive<S: Stream>(
     let spec = &p.spec;
     let saw = spec.mechanism == Mechanism::StopAndWait;
     let unpaced = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns).unlimited();
+    let large_segments = s
+        .kernel()
+        .and_then(crate::sys::tcp_info)
+        .is_some_and(|i| i.snd_mss_bytes >= LARGE_SEGMENT_BYTES);
     let buf = vec![
         0u8;
         if saw {
             spec.size as usize
-        } else if unpaced {
-            let share = UNPACED_READ_BYTES / spec.streams.max(1) as usize;
+        } else if unpaced && large_segments {
+            let share = LARGE_READ_BYTES / spec.streams.max(1) as usize;
             (spec.size as usize).max(share).max(256 * 1024)
         } else {
             (spec.size as usize).max(256 * 1024)
@@ -325,4 +371,25 @@ pub(super) fn tcp_receive<S: Stream>(
     };
     let (intervals, error) = recv_loop::run(&mut r, Until::Closed, p, sh);
     report(&r.count, intervals, error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streaming_writes_are_large_calls_on_loopback_and_whole_segments_on_wire_paths() {
+        // Loopback's segments, before and after the first data: 2 MiB calls either way.
+        assert_eq!(write_unit(32_768), Some(LARGE_WRITE_BYTES));
+        assert_eq!(write_unit(65_483), Some(LARGE_WRITE_BYTES));
+        // A 1500-byte MTU with timestamps: 181 whole segments, just under 256 KiB.
+        assert_eq!(write_unit(1_448), Some(181 * 1_448));
+        // A 9000-byte MTU: 29 whole segments.
+        assert_eq!(write_unit(9_000), Some(29 * 9_000));
+        assert_eq!(write_unit(0), None);
+        // Every unit fits the shared payload.
+        for mss in [1, 536, 1_448, 9_000, 16_383, 16_384, 65_483] {
+            assert!(write_unit(mss).is_some_and(|u| u <= LARGE_WRITE_BYTES));
+        }
+    }
 }
