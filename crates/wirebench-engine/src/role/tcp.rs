@@ -137,8 +137,8 @@ const WRITE_BYTES: u64 = 256 * 1024;
 /// short segment is dear only when writes are small: 128 KiB messages, two segments and
 /// 106 bytes each, moved 0.6x as much as exact two-segment writes. With wire-sized
 /// segments, a whole number of them, about [`WRITE_BYTES`]: on the lab's emulated 5 Gbit/s
-/// link (MSS 1,448), 2 MiB writes left it short of its rate by 1.5 to 4.4% in some runs
-/// (2 of 2 fidelity runs with 1 MiB reads, 1 of 2 with 512 KiB), where these did not.
+/// link (MSS 1,448), 2 MiB writes left it 1.5 to 5% short of its rate in 9 runs of 20
+/// with 1 MiB reads and 1 of 11 with 512 KiB, these in 1 of 23 (1.2% short).
 fn write_unit(mss: u64) -> Option<u64> {
     match mss {
         0 => None,
