@@ -50,10 +50,13 @@ pub(super) fn tcp_send<S: Stream>(
         }
         _ => None,
     };
+    // The most one write hands the kernel, for the results.
+    let mut call_bytes = spec.size;
     if let Some(unit) = unit {
-        let (c, e) = stream_coalesced(&mut s, unit, p, sh, &mut rec, &mut pacer, &mut bins);
+        let (c, e, u) = stream_coalesced(&mut s, unit, p, sh, &mut rec, &mut pacer, &mut bins);
         count = c;
         error = e;
+        call_bytes = u;
     } else {
         // One message's bytes: these streams write one message per call.
         let mut buf = payload(spec.size);
@@ -108,6 +111,7 @@ pub(super) fn tcp_send<S: Stream>(
     let mut rep = report(&count, intervals, error);
     rep.ms_bytes = bins.finish();
     rep.datapath = p.datapath.clone();
+    rep.datapath.call_bytes = Some(call_bytes);
     if let Some(k) = s.kernel().filter(|_| spec.zerocopy) {
         rep.datapath.zerocopy = Some(zerocopy_use(k, zc, sh));
     }
@@ -168,7 +172,8 @@ fn streaming_payload() -> Arc<Vec<u8>> {
 /// Streams from memory in writes of `unit` bytes (see [`write_unit`]) rather than one
 /// message per write, counting messages where the byte stream crosses their boundaries as
 /// the receiver does. A timed test still ends on a message boundary: the message under way
-/// when the time is up is completed. Returns the count and why it stopped early, if it did.
+/// when the time is up is completed. Returns the count, why it stopped early if it did, and
+/// the unit it wrote in last (it follows the segment size).
 fn stream_coalesced<S: Stream>(
     s: &mut S,
     unit: u64,
@@ -177,7 +182,7 @@ fn stream_coalesced<S: Stream>(
     rec: &mut Recorder,
     pacer: &mut Pacer,
     bins: &mut MsBins,
-) -> (Count, Option<RoleError>) {
+) -> (Count, Option<RoleError>, u64) {
     let size = p.spec.size.max(1);
     let buf = streaming_payload();
     let mut unit = unit.min(buf.len() as u64);
@@ -234,7 +239,7 @@ fn stream_coalesced<S: Stream>(
         // as the receiver counts it.
         count.messages += 1;
     }
-    (count, error)
+    (count, error, unit)
 }
 
 /// What became of the MSG_ZEROCOPY sends: waits briefly for the last completions, then
@@ -370,7 +375,10 @@ pub(super) fn tcp_receive<S: Stream>(
         sink: file.as_mut().and_then(FilePart::sink),
     };
     let (intervals, error) = recv_loop::run(&mut r, Until::Closed, p, sh);
-    report(&r.count, intervals, error)
+    let mut rep = report(&r.count, intervals, error);
+    rep.datapath = p.datapath.clone();
+    rep.datapath.call_bytes = Some(r.buf.len() as u64);
+    rep
 }
 
 #[cfg(test)]

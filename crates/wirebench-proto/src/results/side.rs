@@ -22,6 +22,11 @@ pub struct Datapath {
     pub io: String,
     /// Messages handed to the kernel per system call.
     pub batch: u32,
+    /// TCP: the most bytes one write hands the kernel (a sender) or one read asks for (a
+    /// receiver). A streaming sender's calls need not follow the message size, which stays
+    /// the unit of counting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_bytes: Option<u64>,
     /// Socket send buffer granted by the kernel (SO_SNDBUF as read back), bytes.
     pub send_buffer_bytes: u64,
     /// Socket receive buffer granted by the kernel (SO_RCVBUF as read back), bytes.
