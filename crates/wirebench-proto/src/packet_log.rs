@@ -104,7 +104,7 @@ pub enum LogError {
         /// Kind byte.
         kind: u8,
     },
-    /// A loss run that is empty or runs past the last sequence number (`first + count`
+    /// A loss run that is empty or runs past the last sequence number (`first + count - 1`
     /// overflows): no receiver writes one, and a reader that expanded it would not end.
     #[error("record {index}: a loss run of {count} from {first} is impossible")]
     LostRun {
@@ -181,7 +181,8 @@ impl Record {
             2 => Ok(datagram(Arrived::Duplicate)),
             3 => Ok(datagram(Arrived::TooOld)),
             // A run is at least one datagram and its last sequence number is a u64, so a
-            // consumer may count `first..first + count` without overflow.
+            // consumer may count `first..=first + (count - 1)` without overflow; the run may
+            // end at u64::MAX, where `first + count` overflows.
             4 if a == 0 || seq.checked_add(a - 1).is_none() => Err(LogError::LostRun {
                 index,
                 first: seq,

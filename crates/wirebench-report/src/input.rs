@@ -455,15 +455,17 @@ pub fn arrivals_from(input: impl Read) -> Result<Arrivals, LogError> {
                     .push((seq as f64, arrival_unix_ns.saturating_sub(t0) as f64 / 1e9));
             }
             Record::Lost { first: s, count } => {
-                // The reader guarantees count >= 1 and s + count does not overflow.
+                // The reader guarantees count >= 1 and that the run's last sequence number,
+                // s + count - 1, is a u64 (it may be u64::MAX, so s + count may not be).
+                let last = s + (count - 1);
                 out.lost_count = out.lost_count.saturating_add(count);
                 if count <= budget.min(10_000) {
                     budget -= count;
-                    out.lost.extend((s..s + count).map(|q| (q as f64, 0.0)));
+                    out.lost.extend((s..=last).map(|q| (q as f64, 0.0)));
                 } else {
                     // Long runs, and all runs once the budget is spent, are drawn as their ends.
                     out.lost.push((s as f64, 0.0));
-                    out.lost.push(((s + (count - 1)) as f64, 0.0));
+                    out.lost.push((last as f64, 0.0));
                 }
             }
         }
@@ -559,5 +561,25 @@ mod tests {
         let a = arrivals_from(&bytes[..]).expect("a log");
         assert!(a.lost.len() as u64 <= MAX_LOST_MARKS + 2 * 1000);
         assert_eq!(a.received.len(), 1);
+    }
+
+    #[test]
+    fn a_loss_run_that_ends_at_the_last_sequence_number_is_marked() {
+        // Regression (fuzz smoke): a run of 2 from u64::MAX - 1 is valid, and counting to
+        // first + count overflowed.
+        let mut bytes = wirebench_proto::packet_log::file_header().to_vec();
+        let mut b = [0u8; wirebench_proto::packet_log::RECORD_LEN];
+        Record::Lost {
+            first: u64::MAX - 1,
+            count: 2,
+        }
+        .encode(&mut b);
+        bytes.extend_from_slice(&b);
+        let a = arrivals_from(&bytes[..]).expect("a log");
+        assert_eq!(a.lost_count, 2);
+        assert_eq!(
+            a.lost,
+            [((u64::MAX - 1) as f64, 0.0), (u64::MAX as f64, 0.0)]
+        );
     }
 }

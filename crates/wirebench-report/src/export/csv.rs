@@ -187,7 +187,8 @@ pub fn packet_log(input: impl Read, out: &mut impl Write) -> Result<(), LogError
             }
             Record::Lost { first, count } => {
                 budget -= count;
-                for seq in first..first.saturating_add(count) {
+                // The reader checked that the run's last number, first + count - 1, is a u64.
+                for seq in first..=first + (count - 1) {
                     writeln!(out, "lost,{seq},1,,,,")?;
                 }
             }
@@ -290,6 +291,11 @@ pub(crate) mod tests {
                 first: 10,
                 count: 5_000_000,
             },
+            // A run that ends at the last sequence number: both of its datagrams.
+            Record::Lost {
+                first: u64::MAX - 1,
+                count: 2,
+            },
         ] {
             let mut b = [0u8; wirebench_proto::packet_log::RECORD_LEN];
             r.encode(&mut b);
@@ -308,6 +314,8 @@ pub(crate) mod tests {
                 "lost,2,1,,,,",
                 "lost,3,1,,,,",
                 "lost,10,5000000,,,,",
+                "lost,18446744073709551614,1,,,,",
+                "lost,18446744073709551615,1,,,,",
             ]
         );
         assert!(packet_log(&b"junk"[..], &mut Vec::new()).is_err());
