@@ -73,13 +73,14 @@ pub(super) fn write_full_zc<S: Stream>(
 /// Writes some of `buf`, waiting as [`write_full`] does while the socket is full, and
 /// returns how many bytes the kernel took: a write of megabytes on a slow path returns what
 /// was taken within one [`POLL`](super::POLL), so the caller counts the bytes as they go.
+/// `since_ns` is when bytes last moved, as the caller read the clock then.
 pub(super) fn write_some<S: Stream>(
     s: &mut S,
     buf: &[u8],
     sh: &Shared,
     p: &RoleParams,
+    since_ns: u64,
 ) -> Result<u64, RoleError> {
-    let since_ns = sh.now_ns();
     loop {
         match s.write(buf) {
             Ok(0) => return Err(RoleError::Closed),

@@ -133,6 +133,10 @@ const LARGE_WRITE_BYTES: u64 = 2 << 20;
 /// cache; a whole number of segments (see [`write_unit`]).
 const WRITE_BYTES: u64 = 256 * 1024;
 
+/// What a streaming read asks for at least: paced streams, and unpaced ones on other paths
+/// or among many streams (see [`LARGE_READ_BYTES`]).
+const READ_BYTES: usize = 256 * 1024;
+
 /// The length of an unpaced streaming write for a connection whose segments carry `mss`
 /// bytes. With large segments (loopback), [`LARGE_WRITE_BYTES`]: interleaved on loopback
 /// (BENCHMARKS.md) 2 MiB writes moved 1.19x as much as writes of 4 whole segments (about
@@ -190,6 +194,8 @@ fn stream_coalesced<S: Stream>(
     // Time is up and the message under way is being completed.
     let mut finishing = false;
     let mut writes = 0u64;
+    // When bytes last moved: read after each write, so the next one needs no clock read.
+    let mut now = sh.now_ns();
     let error = loop {
         // Look at the segment size again after write 1, 2, 4, ... 1024: about ten system
         // calls in a test, none per write once it has settled (before the first data the
@@ -223,11 +229,11 @@ fn stream_coalesced<S: Stream>(
             }
         };
         // Counted per call: on a slow path a call returns what the kernel took in one poll.
-        let wrote = match write_some(s, &buf[..len as usize], sh, p) {
+        let wrote = match write_some(s, &buf[..len as usize], sh, p, now) {
             Ok(n) => n,
             Err(e) => break Some(e),
         };
-        let now = sh.now_ns();
+        now = sh.now_ns();
         let messages = (count.bytes + wrote) / size - count.bytes / size;
         count.add_many(messages, wrote, now);
         bins.add(now, wrote);
@@ -360,9 +366,9 @@ pub(super) fn tcp_receive<S: Stream>(
             spec.size as usize
         } else if unpaced && large_segments {
             let share = LARGE_READ_BYTES / spec.streams.max(1) as usize;
-            (spec.size as usize).max(share).max(256 * 1024)
+            (spec.size as usize).max(share).max(READ_BYTES)
         } else {
-            (spec.size as usize).max(256 * 1024)
+            (spec.size as usize).max(READ_BYTES)
         }
     ];
     s.timeouts(POLL);
