@@ -375,20 +375,20 @@ impl Admission {
     }
 
     /// A new connection from `ip` enters the pending stage. Returns its id and, when the
-    /// stage was full, the oldest connection to drop for it: a flood of silent connections
-    /// then ages out instead of locking newcomers out.
+    /// stage was full, the connection to drop for it: the oldest of its own address when
+    /// that address holds its cap, else the oldest of the address that holds the most. A
+    /// flood of silent connections then ages out instead of locking newcomers out, and one
+    /// that floods from a few addresses pushes out only its own: a client with a connection
+    /// or two, however slow its round trips, keeps its place.
     pub(crate) fn pending_open(&mut self, ip: IpAddr) -> (PendingId, Option<PendingId>) {
         let ip = client_key(ip);
         let id = self.next_pending;
         self.next_pending += 1;
         let same_addr = self.pending.values().filter(|a| **a == ip).count();
         let evict = if same_addr >= self.max_pending_per_addr {
-            self.pending
-                .iter()
-                .find(|(_, a)| **a == ip)
-                .map(|(k, _)| *k)
+            self.oldest_of(ip)
         } else if self.pending.len() >= self.max_pending {
-            self.pending.keys().next().copied()
+            self.busiest().and_then(|busy| self.oldest_of(busy))
         } else {
             None
         };
@@ -397,6 +397,27 @@ impl Admission {
         }
         self.pending.insert(id, ip);
         (id, evict)
+    }
+
+    /// The oldest pending connection from `ip` (a key of [`client_key`]).
+    fn oldest_of(&self, ip: IpAddr) -> Option<PendingId> {
+        self.pending
+            .iter()
+            .find(|(_, a)| **a == ip)
+            .map(|(k, _)| *k)
+    }
+
+    /// The address with the most pending connections; of several, the one whose oldest
+    /// connection came first (ids grow, so the map's order is the age order).
+    fn busiest(&self) -> Option<IpAddr> {
+        let mut count: HashMap<IpAddr, (usize, PendingId)> = HashMap::new();
+        for (id, ip) in &self.pending {
+            count.entry(*ip).or_insert((0, *id)).0 += 1;
+        }
+        count
+            .into_iter()
+            .max_by_key(|(_, (n, first))| (*n, std::cmp::Reverse(*first)))
+            .map(|(ip, _)| ip)
     }
 
     /// The connection said what it is (or ended): it leaves the pending stage.

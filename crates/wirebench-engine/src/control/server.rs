@@ -427,7 +427,9 @@ impl ServerSession {
                 host_id,
                 nonce,
             } => {
-                self.wire.set_max(MAX_FRAME);
+                // Frames stay at the hello's cap until the test is admitted (with a key:
+                // after its proof): an unauthenticated peer cannot make the server hold
+                // more than that for it.
                 self.actions.push_back(ServerAction::Identified {
                     tool: tool.clone(),
                     host_id,
@@ -525,6 +527,8 @@ impl ServerSession {
         if let Err(e) = self.wire.send(now, &accept) {
             return self.fail(now, e, None);
         }
+        // Admitted: the client may now send what a test needs (its report at the end).
+        self.wire.set_max(MAX_FRAME);
         self.state = State::Streams {
             deadline: now + SETUP_TIMEOUT,
             missing,

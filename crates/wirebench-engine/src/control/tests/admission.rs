@@ -27,6 +27,44 @@ fn a_full_pending_stage_drops_its_oldest_connection() {
 }
 
 #[test]
+fn a_flood_from_ten_addresses_never_pushes_out_a_lone_clients_handshake() {
+    let mut adm = Admission::with_pending_caps(slots(1), 256, 64);
+    let (lone, _) = adm.pending_open(CLIENT_IP);
+    let flooders: Vec<IpAddr> = (10..20)
+        .map(|i| IpAddr::V4(Ipv4Addr::new(10, 0, 0, i)))
+        .collect();
+    // 20,000 connections, round robin over the ten: each eviction is a flooder's own.
+    let mut evicted = 0;
+    for n in 0..20_000 {
+        let (_, e) = adm.pending_open(flooders[n % flooders.len()]);
+        assert_ne!(e, Some(lone), "after {n} flood connections");
+        evicted += usize::from(e.is_some());
+    }
+    assert_eq!(adm.pending(), 256);
+    assert_eq!(evicted, 20_000 + 1 - 256);
+    // The lone client is still there: closing it frees one place.
+    adm.pending_close(lone);
+    assert_eq!(adm.pending(), 255);
+}
+
+#[test]
+fn of_equally_busy_addresses_the_one_with_the_oldest_connection_gives_way() {
+    let (a, b, c) = (
+        IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+        IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+        IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3)),
+    );
+    let mut adm = Admission::with_pending_caps(slots(1), 4, 4);
+    let (b1, _) = adm.pending_open(b);
+    let (_a1, _) = adm.pending_open(a);
+    let (_b2, _) = adm.pending_open(b);
+    let (_a2, _) = adm.pending_open(a);
+    // Full, a and b hold two each: b's first came first, so it goes.
+    let (_, e) = adm.pending_open(c);
+    assert_eq!(e, Some(b1));
+}
+
+#[test]
 fn only_admitted_starts_count_towards_the_minute() {
     let limits = SlotLimits {
         max_tests: 1,

@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use wirebench_proto::control::{encode, Message, PROTOCOL_VERSION};
+use wirebench_proto::control::{encode, Message, MAX_FRAME, MAX_HELLO_FRAME, PROTOCOL_VERSION};
 use wirebench_proto::spec::{Direction, Mechanism};
 
 use super::pair::{key, server_params, slots, spec, Lone};
@@ -25,6 +25,32 @@ fn the_whole_handshake_shares_one_deadline_from_the_connection() {
     assert!(lone.server.is_closed());
     let err = lone.server.outcome().unwrap().error.unwrap().to_string();
     assert!(err.contains("answer to the challenge"), "{err}");
+}
+
+#[test]
+fn frames_stay_at_the_hellos_cap_until_the_key_is_proven() {
+    // A peer that said start under a key, then announces a frame larger than a hello: the
+    // server ends the session at the announcement, holding nothing for the frame.
+    for len in [MAX_HELLO_FRAME + 1, MAX_FRAME] {
+        let mut lone = Lone::new(server_params(SpecLimits::default(), Some(key("k")), "n"));
+        lone.feed(Duration::ZERO, &start_frame(&spec(), PROTOCOL_VERSION, "c"));
+        assert!(matches!(lone.sent.first(), Some(Message::Challenge { .. })));
+        lone.feed(Duration::ZERO, &(len as u32).to_be_bytes());
+        assert!(
+            lone.server.is_closed(),
+            "a {len}-byte frame before the proof"
+        );
+        let err = lone.server.outcome().unwrap().error.unwrap().to_string();
+        assert!(err.contains("exceeds the limit of 65536"), "{err}");
+    }
+    // Without a key the same holds until the test is admitted.
+    let mut lone = Lone::new(server_params(SpecLimits::default(), None, "n"));
+    lone.feed(Duration::ZERO, &start_frame(&spec(), PROTOCOL_VERSION, "c"));
+    lone.feed(
+        Duration::ZERO,
+        &((MAX_HELLO_FRAME + 1) as u32).to_be_bytes(),
+    );
+    assert!(lone.server.is_closed());
 }
 
 #[test]
