@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use wirebench_proto::spec::{Direction, Mechanism, TestSpec};
 use wirebench_proto::units::{format_bytes, format_duration, format_rate_bps};
 
+use super::throttle::KeyGuesses;
+
 /// Most connections that have not yet sent their first frame.
 pub(crate) const MAX_PENDING: usize = 256;
 
@@ -149,6 +151,12 @@ pub enum Refusal {
         /// The limit.
         max: Duration,
     },
+    /// The address sent too many wrong keys lately: the server looks at its next one later.
+    #[error("too many wrong pre-shared keys from this address: try again in {}", format_duration(*.wait))]
+    KeyGuesses {
+        /// How long until the server looks at this address's next key.
+        wait: Duration,
+    },
     /// The server is going away.
     #[error("the server is shutting down")]
     ShuttingDown,
@@ -180,6 +188,7 @@ impl Refusal {
             Refusal::Busy { .. } => "busy",
             Refusal::PerClient { .. } => "per_client",
             Refusal::PerMinute { .. } => "per_minute",
+            Refusal::KeyGuesses { .. } => "auth_throttled",
             Refusal::ShuttingDown => "shutting_down",
             Refusal::File(_) => "file",
             Refusal::Internal(_) => "internal",
@@ -353,6 +362,8 @@ pub(crate) struct Admission {
     next_pending: PendingId,
     running: usize,
     clients: HashMap<IpAddr, ClientUse>,
+    /// Wrong keys by address, and how long each must wait before its next.
+    guesses: KeyGuesses,
 }
 
 impl Admission {
@@ -371,6 +382,7 @@ impl Admission {
             next_pending: 0,
             running: 0,
             clients: HashMap::new(),
+            guesses: KeyGuesses::default(),
         }
     }
 
@@ -418,6 +430,24 @@ impl Admission {
             .into_iter()
             .max_by_key(|(_, (n, first))| (*n, std::cmp::Reverse(*first)))
             .map(|(ip, _)| ip)
+    }
+
+    /// Why `ip` may not try a key now, if it has to wait (it sent too many wrong ones).
+    pub(crate) fn key_wait(&self, now: Instant, ip: IpAddr) -> Result<(), Refusal> {
+        match self.guesses.wait(now, ip) {
+            Some(wait) => Err(Refusal::KeyGuesses { wait }),
+            None => Ok(()),
+        }
+    }
+
+    /// `ip` sent a wrong key at `now`.
+    pub(crate) fn key_failed(&mut self, now: Instant, ip: IpAddr) {
+        self.guesses.failed(now, ip);
+    }
+
+    /// `ip` proved the key: its wrong ones are forgotten.
+    pub(crate) fn key_proven(&mut self, ip: IpAddr) {
+        self.guesses.proven(ip);
     }
 
     /// The connection said what it is (or ended): it leaves the pending stage.

@@ -47,6 +47,7 @@ pub(crate) mod admission;
 pub(crate) mod client;
 pub(crate) mod exchange;
 pub(crate) mod server;
+pub(crate) mod throttle;
 mod wire;
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use wirebench_proto::spec::{Direction, Mechanism, TestSpec};
 
 use super::client::tool;
 use super::roles::{Collect, RoleEvent, Roles};
-use super::state::{log, q, Pending, ServerConfig, State};
+use super::state::{log, log_refused, q, Pending, ServerConfig, State};
 use super::user_accept::{self, Waiting};
 use super::{Pump, SETUP_TICK, TICK};
 use crate::control::admission::DEFAULT_MAX_DURATION;
@@ -226,6 +226,7 @@ pub(super) fn not_started(state: &State, peer: SocketAddr, outcome: Outcome, ide
         (Some(Refusal::AuthFailed), _) => {
             state.auth_failures.fetch_add(1, Ordering::SeqCst);
             state.metrics.auth_failures.inc();
+            state.admission().key_failed(Instant::now(), peer.ip());
             "auth_failed"
         }
         (Some(_), _) => "refused",
@@ -235,8 +236,9 @@ pub(super) fn not_started(state: &State, peer: SocketAddr, outcome: Outcome, ide
         state.metrics.refused(r.kind());
     }
     if let Some(e) = outcome.error {
-        log(
+        log_refused(
             state,
+            peer.ip(),
             format_args!("client={peer} event={event} reason={}", q(&e.to_string())),
         );
     }

@@ -23,9 +23,9 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Registry, Token};
 
 use super::conn::{admitted, new_session, not_started};
-use super::state::{attach, log, q, State};
+use super::state::{attach, log_refused, q, State};
 use crate::control::admission::PendingId;
-use crate::control::server::{ServerAction, ServerSession};
+use crate::control::server::{ServerAction, ServerEvent, ServerSession};
 use crate::iperf3::codec::COOKIE_LEN;
 use crate::EngineError;
 
@@ -255,7 +255,7 @@ fn step(
     let Some(mut h) = open.remove(&id) else {
         return;
     };
-    let next = drive(&mut h, buf);
+    let next = drive(&mut h, buf, state);
     if let Next::Keep = next {
         let wants_write = !h.gone && h.session.poll_transmit().is_some();
         if wants_write != h.wants_write {
@@ -287,8 +287,9 @@ fn step(
         Next::Attach { cookie, stream } => {
             state.leave_pending(id);
             if let Err(e) = attach(h.sock, state, cookie, stream) {
-                log(
+                log_refused(
                     state,
+                    h.peer.ip(),
                     format_args!("client={} event=attach_refused reason={}", h.peer, q(e)),
                 );
             }
@@ -322,7 +323,7 @@ fn step(
 
 /// Writes what waits, carries out the session's actions, reads what arrived; again, until
 /// the connection would block or the session is done here.
-fn drive(h: &mut Handshake, buf: &mut [u8]) -> Next {
+fn drive(h: &mut Handshake, buf: &mut [u8], state: &State) -> Next {
     loop {
         while !h.gone {
             let Some(out) = h.session.poll_transmit() else {
@@ -342,6 +343,18 @@ fn drive(h: &mut Handshake, buf: &mut [u8]) -> Next {
                     // once it has proven its key, at Admit.
                     h.identified = true;
                     h.client_host = host_id;
+                    // An address that sent too many wrong keys waits before the next is
+                    // looked at: guessing costs it time, not the server's log or CPU.
+                    if state.cfg.psk.is_some() {
+                        let now = Instant::now();
+                        if let Err(r) = state.admission().key_wait(now, h.peer.ip()) {
+                            h.session.handle_event(now, ServerEvent::Refused(r));
+                        }
+                    }
+                }
+                ServerAction::Admit if state.cfg.psk.is_some() => {
+                    state.admission().key_proven(h.peer.ip());
+                    return Next::Admit;
                 }
                 ServerAction::Attach { cookie, stream } => return Next::Attach { cookie, stream },
                 ServerAction::Admit => return Next::Admit,

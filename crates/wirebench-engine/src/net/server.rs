@@ -108,6 +108,7 @@ impl Server {
             pending: Mutex::new(HashMap::new()),
             crr: Mutex::new(HashMap::new()),
             iperf3: Default::default(),
+            log_budget: Mutex::default(),
         });
         let metrics = match state.cfg.metrics {
             Some(at) => {

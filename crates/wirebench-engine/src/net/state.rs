@@ -14,6 +14,7 @@ use wirebench_proto::spec::Protocol;
 
 use crate::control::admission::{Admission, PendingId, SpecLimits, Ticket};
 pub use crate::control::admission::{DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING};
+use crate::control::throttle::LogBudget;
 use crate::role::DataSocket;
 
 /// Server limits and address.
@@ -99,6 +100,8 @@ pub(crate) struct State {
     pub(super) crr: Mutex<HashMap<u64, (IpAddr, SyncSender<TcpStream>)>>,
     /// iperf3 tests waiting for their data streams.
     pub(crate) iperf3: super::iperf3::registry::Registry,
+    /// How many lines each address's refused connections may still log.
+    pub(super) log_budget: Mutex<LogBudget>,
 }
 
 /// The server log: one line per event, `key=value` pairs with values quoted where they have
@@ -107,6 +110,24 @@ pub(crate) fn log(state: &State, line: std::fmt::Arguments<'_>) {
     if state.cfg.log {
         let t = crate::sys::unix_now_ns() as f64 / 1e9;
         eprintln!("time={t:.3} {line}");
+    }
+}
+
+/// A log line about a connection from `ip` that was refused or failed before its test
+/// ran: a few per address, then one every few seconds carrying `suppressed=N`, the lines left
+/// out since (a flood of wrong keys or garbage must not flood the operator's log).
+pub(crate) fn log_refused(state: &State, ip: IpAddr, line: std::fmt::Arguments<'_>) {
+    if !state.cfg.log {
+        return;
+    }
+    let allowed = match state.log_budget.lock() {
+        Ok(mut b) => b.allow(Instant::now(), ip),
+        Err(_) => Some(0),
+    };
+    match allowed {
+        Some(0) => log(state, line),
+        Some(n) => log(state, format_args!("{line} suppressed={n}")),
+        None => {}
     }
 }
 

@@ -2,6 +2,8 @@
 //! clients with JSON output, and their exit codes.
 #![allow(dead_code)]
 
+pub mod attack;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 
