@@ -242,9 +242,15 @@ fn assert_within(a: &Admitted, limits: &SpecLimits) {
     let p = a.params();
     let max_streams = limits.max_streams.unwrap_or(MAX_STREAMS).min(MAX_STREAMS);
     assert!((1..=max_streams).contains(&a.streams()), "{a:?}");
-    assert!(a.block_len() >= 1 && a.block_len() as u64 <= MAX_TCP_LEN, "{a:?}");
+    assert!(
+        a.block_len() >= 1 && a.block_len() as u64 <= MAX_TCP_LEN,
+        "{a:?}"
+    );
     assert!(!p.udp || a.block_len() as u64 <= MAX_UDP_LEN, "{a:?}");
-    assert!(limits.max_size.is_none_or(|m| a.block_len() as u64 <= m), "{a:?}");
+    assert!(
+        limits.max_size.is_none_or(|m| a.block_len() as u64 <= m),
+        "{a:?}"
+    );
     assert!(
         p.window <= MAX_WINDOW && p.pacing_timer <= MAX_PACING_TIMER_US,
         "{a:?}"
