@@ -383,7 +383,8 @@ pub struct ServeArgs {
     /// Most bytes a test may move (e.g. 10G); tests must then be bounded (-n, or -b and -t).
     #[arg(long, value_parser = parse_size)]
     pub max_bytes: Option<u64>,
-    /// Most parallel streams per test (both ways for --bidir).
+    /// Most parallel streams per test (both ways for --bidir), iperf3 clients' -P too
+    /// [default and most: 64].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_streams: Option<u32>,
     /// Largest message (or request, or response) per test, bytes.

@@ -655,6 +655,130 @@ fn finding_9_an_unauthenticated_peer_learns_no_version_or_limit() {
     );
 }
 
+// --- 10. iperf3 clients: unbounded parameters, streams, stalled slots --------------------
+
+/// An iperf3 cookie (36 characters of iperf3's alphabet and a NUL), a different one per `n`.
+fn iperf3_cookie(n: u8) -> Vec<u8> {
+    let alphabet = b"abcdefghijklmnopqrstuvwxyz234567";
+    let mut c: Vec<u8> = (0..36u8)
+        .map(|i| alphabet[usize::from(i.wrapping_mul(7).wrapping_add(n)) % 32])
+        .collect();
+    c.push(0);
+    c
+}
+
+/// The next state byte the server sends, if one comes within 15 s.
+fn iperf3_state(c: &mut TcpStream) -> Option<u8> {
+    let _ = c.set_read_timeout(Some(Duration::from_secs(15)));
+    let mut b = [0u8; 1];
+    c.read_exact(&mut b).ok().map(|()| b[0])
+}
+
+/// iperf3's PARAM_EXCHANGE, CREATE_STREAMS, TEST_START, TEST_RUNNING, ACCESS_DENIED and
+/// SERVER_ERROR state bytes (`iperf_api.h`).
+const PARAM_EXCHANGE: u8 = 9;
+const CREATE_STREAMS: u8 = 10;
+const TEST_START: u8 = 1;
+const TEST_RUNNING: u8 = 2;
+const ACCESS_DENIED: u8 = 0xff;
+const SERVER_ERROR: u8 = 0xfe;
+
+/// An iperf3 control connection from the attacker's address that has sent its cookie;
+/// returns it with the server's first answer.
+fn iperf3_hello(port: u16, cookie: &[u8]) -> (TcpStream, Option<u8>) {
+    let mut c = connect_from_attacker(port).expect("connect");
+    c.write_all(cookie).expect("cookie");
+    let state = iperf3_state(&mut c);
+    (c, state)
+}
+
+/// Sends iperf3 parameters (4-byte big-endian length, JSON) and returns the server's answer.
+fn iperf3_params(c: &mut TcpStream, json: &str) -> Option<u8> {
+    c.write_all(&(json.len() as u32).to_be_bytes())
+        .expect("length");
+    c.write_all(json.as_bytes()).expect("parameters");
+    iperf3_state(c)
+}
+
+/// Issue 19: parameters that aborted the server (a 1 TiB block, 2^32 − 1 streams: the server
+/// allocated them) and 1,500 streams (1,504 threads) are refused with iperf3's SERVER_ERROR
+/// before anything is allocated; the server stays up, few threads, and a good test runs.
+#[test]
+fn finding_10_iperf3_parameters_past_any_bound_are_refused_and_the_server_lives() {
+    let mut s = Server::start(&[]);
+    for (n, json) in [
+        r#"{"tcp":1,"reverse":1,"len":1099511627776,"time":1}"#,
+        r#"{"tcp":1,"parallel":4294967295,"len":131072,"time":1}"#,
+        r#"{"tcp":1,"parallel":1500,"len":131072,"time":30}"#,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (mut c, first) = iperf3_hello(s.port, &iperf3_cookie(n as u8));
+        assert_eq!(first, Some(PARAM_EXCHANGE), "{json}");
+        assert_eq!(iperf3_params(&mut c, json), Some(SERVER_ERROR), "{json}");
+        // IENEWTEST (100) with EPERM: "unable to create a new test: Operation not permitted".
+        let mut code = [0u8; 8];
+        c.read_exact(&mut code).expect("the error code");
+        assert_eq!(code, [0, 0, 0, 100, 0, 0, 0, 1], "{json}");
+        assert!(s.alive(), "the server died on {json}");
+        assert!(threads_of(s.pid()) < 32, "{json}");
+        good_test_completes(s.port);
+    }
+    assert!(s.alive());
+}
+
+/// iperf3 clients count against --max-tests-per-client as wirebench clients do: a second
+/// iperf3 test from the attacker's address is denied while its first holds the one slot it
+/// may have, and a good test from another address still runs.
+#[test]
+fn finding_10_iperf3_clients_obey_the_per_address_slots() {
+    let s = Server::start(&["--max-tests-per-client", "1"]);
+    let (_held, first) = iperf3_hello(s.port, &iperf3_cookie(1));
+    assert_eq!(first, Some(PARAM_EXCHANGE));
+    let (_second, answer) = iperf3_hello(s.port, &iperf3_cookie(2));
+    assert_eq!(answer, Some(ACCESS_DENIED));
+    good_test_completes(s.port);
+}
+
+/// Issue 19: an iperf3 client that declares an hour-long test, opens its stream and then
+/// says nothing held its slot for the hour. It is freed within 50 s of its last byte (the
+/// server's idle limit is 30 s): with --max-tests 1, a good test gets in by then.
+#[test]
+fn finding_10_a_stalled_iperf3_client_frees_its_slot() {
+    let s = Server::start(&["--max-tests", "1"]);
+    let cookie = iperf3_cookie(3);
+    let (mut c, first) = iperf3_hello(s.port, &cookie);
+    assert_eq!(first, Some(PARAM_EXCHANGE));
+    let answer = iperf3_params(&mut c, r#"{"tcp":1,"time":3600,"len":131072}"#);
+    assert_eq!(answer, Some(CREATE_STREAMS));
+    let mut data = connect_from_attacker(s.port).expect("data connection");
+    data.write_all(&cookie).expect("the stream's cookie");
+    let last_byte = Instant::now();
+    assert_eq!(iperf3_state(&mut c), Some(TEST_START));
+    assert_eq!(iperf3_state(&mut c), Some(TEST_RUNNING));
+    // Held: the good client is refused for now.
+    let out = run_at(s.port, &["-n", "100000", "-l", "1000"]);
+    assert_eq!(out.status.code(), Some(1), "the slot was not held");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("server busy"));
+    let bound = Duration::from_secs(50);
+    loop {
+        let out = run_at(s.port, &["-n", "100000", "-l", "1000", "--json"]);
+        if out.status.success() {
+            break;
+        }
+        assert!(
+            last_byte.elapsed() < bound,
+            "the stalled iperf3 client still holds the slot after {:?}",
+            last_byte.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // The server told the client why, as iperf3 hears it: SERVER_TERMINATE.
+    assert_eq!(iperf3_state(&mut c), Some(11));
+    drop(data);
+}
+
 // --- metrics ---------------------------------------------------------------------------
 
 fn scrape(addr: &str) -> String {

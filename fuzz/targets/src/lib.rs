@@ -13,7 +13,7 @@ pub mod mutate;
 
 use std::path::PathBuf;
 
-use wirebench_engine::iperf3::{decode_everything, UdpHeader};
+use wirebench_engine::iperf3::{admit_anything, decode_everything, UdpHeader};
 use wirebench_lab::scenario::{trial_topology, Scenario};
 use wirebench_lab::summary::{ScenarioSummary, TrialFile};
 use wirebench_proto::control::{encode, FrameDecoder, MAX_FRAME, MAX_HELLO_FRAME};
@@ -38,6 +38,7 @@ pub const TARGETS: &[Target] = &[
     ("summary_json", summary_json),
     ("scenario_toml", scenario_toml),
     ("iperf3", iperf3),
+    ("iperf3_params", iperf3_params),
 ];
 
 /// Inputs larger than this are drawn only up to the parse: drawing costs milliseconds a
@@ -182,6 +183,14 @@ pub fn scenario_toml(data: &[u8]) {
     for t in &s.tests {
         let _ = t.delay();
     }
+}
+
+/// Arbitrary JSON as an iperf3 client's parameters, parsed and checked against the server's
+/// limits (none, and tight ones): never a panic, and whatever is admitted has every number
+/// within its bound (len, streams, time, window, counts), so nothing the server then sizes
+/// by them can be unbounded.
+pub fn iperf3_params(data: &[u8]) {
+    admit_anything(data);
 }
 
 /// Arbitrary bytes to every iperf3 decoder (state bytes, length-prefixed JSON, server error

@@ -371,24 +371,29 @@ impl Params {
     pub fn parse(doc: &[u8]) -> Result<Self, DecodeError> {
         let mut v: serde_json::Value =
             serde_json::from_slice(doc).map_err(|e| DecodeError::Json(e.to_string()))?;
-        if let Some(obj) = v.as_object_mut() {
-            for (_, val) in obj.iter_mut() {
-                // iperf3 writes some flags as `1`, others as `true`: read both as one.
-                if val.is_boolean() {
-                    *val = serde_json::Value::from(u64::from(val.as_bool() == Some(true)));
-                }
+        // Only an object: serde would also read a struct from a sequence (`[]`: all
+        // defaults).
+        let Some(obj) = v.as_object_mut() else {
+            return Err(DecodeError::Json(
+                "the parameters are not a JSON object".into(),
+            ));
+        };
+        for (_, val) in obj.iter_mut() {
+            // iperf3 writes some flags as `1`, others as `true`: read both as one.
+            if val.is_boolean() {
+                *val = serde_json::Value::from(u64::from(val.as_bool() == Some(true)));
             }
-            for key in [
-                "tcp",
-                "udp",
-                "reverse",
-                "bidirectional",
-                "udp_counters_64bit",
-                "get_server_output",
-            ] {
-                if let Some(val) = obj.get_mut(key) {
-                    *val = serde_json::Value::Bool(val.as_u64().unwrap_or(0) != 0);
-                }
+        }
+        for key in [
+            "tcp",
+            "udp",
+            "reverse",
+            "bidirectional",
+            "udp_counters_64bit",
+            "get_server_output",
+        ] {
+            if let Some(val) = obj.get_mut(key) {
+                *val = serde_json::Value::Bool(val.as_u64().unwrap_or(0) != 0);
             }
         }
         serde_json::from_value(v).map_err(|e| DecodeError::Json(e.to_string()))

@@ -10,12 +10,14 @@
 //! sends TEST_END; the server answers EXCHANGE_RESULTS, the client sends its results and the
 //! server its own; the server sends DISPLAY_RESULTS and the client IPERF_DONE.
 
+pub mod admit;
 pub(crate) mod client;
 pub mod codec;
 pub(crate) mod server;
 
 use thiserror::Error;
 
+pub use admit::admit_anything;
 pub use codec::{DecodeError, Params, ResultsDoc, StreamResult, UdpHeader, DEFAULT_PORT};
 
 /// How long each step of the set-up and of the results exchange may take: iperf3's own
@@ -51,6 +53,9 @@ pub enum Iperf3Error {
     /// A step took too long.
     #[error("timed out waiting for the iperf3 peer's {0}")]
     Timeout(&'static str),
+    /// A running test's client sent nothing, on its control connection or its streams.
+    #[error("the iperf3 client sent nothing for {0} s: the server ended its test")]
+    Idle(u64),
 }
 
 impl From<DecodeError> for Iperf3Error {
@@ -78,7 +83,7 @@ pub fn decode_everything(bytes: &[u8]) {
     let mut c = client::ClientSession::new(now, codec::cookie_from(&[0; 36]), Params::default());
     c.handle_bytes(now, bytes);
     while c.poll_action().is_some() {}
-    let mut s = server::ServerSession::new(now);
+    let mut s = server::ServerSession::new(now, crate::control::admission::SpecLimits::default());
     // As the driver does: read no more than the session's limit, and say yes to each step.
     let mut rest = bytes;
     while !rest.is_empty() {

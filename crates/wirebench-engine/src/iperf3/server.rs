@@ -3,18 +3,54 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use super::admit::{admit, Admitted};
 use super::codec::{
     check_cookie, frame_json, Expect, Item, Params, Reader, ResultsDoc, State, COOKIE_LEN,
+    IE_NEW_TEST, IE_TOTAL_RATE,
 };
 use super::{Iperf3Error, STEP_TIMEOUT};
+use crate::control::admission::{Refusal, SpecLimits, DEFAULT_MAX_DURATION};
+
+/// How long a running test may go without a byte from the client, on its control
+/// connection or its streams (received, or sent and taken by its socket), as wirebench's
+/// own tests: a stuck client frees its slot, whatever `-t` it declared.
+pub(crate) const IDLE_LIMIT: Duration = Duration::from_secs(30);
+
+/// How long past the server's longest test an iperf3 client may take to end it before the
+/// server ends it (the client's clock starts when TEST_RUNNING reaches it, after ours).
+pub(crate) const DURATION_GRACE: Duration = Duration::from_secs(1);
+
+/// How long past its own `-t` a timed test may run before the server ends it: the client
+/// sends TEST_END at its end, so this bounds a client that receives UDP and says nothing
+/// (whose silence the idle limit cannot tell from a good test's).
+pub(crate) const DECLARED_GRACE: Duration = Duration::from_secs(10);
+
+/// The errno sent with a refusal's `IENEWTEST`: iperf3 clients print "unable to create a
+/// new test: Operation not permitted", the nearest of its words to "not by this server's
+/// rules" (the server's log has the reason).
+const EPERM: i32 = 1;
+
+/// Which time bound ended a running test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TimeUp {
+    /// The server's longest test (`--max-duration`, or its default) and its grace.
+    MaxDuration,
+    /// The client's own `-t` and [`DECLARED_GRACE`], without its TEST_END.
+    Declared,
+}
 
 /// What the driver must do next.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum ServerAction {
     /// The cookie arrived: admit the test ([`ServerSession::welcome`]) or deny it.
     Cookie([u8; COOKIE_LEN]),
-    /// The parameters arrived: accept ([`ServerSession::accept`]) or refuse them.
-    Params(Params),
+    /// The parameters arrived and are within the server's limits: set the streams up and
+    /// accept them ([`ServerSession::accept`]).
+    Params(Admitted),
+    /// The parameters are over a limit: the session has answered SERVER_ERROR and is over.
+    Refused(Refusal),
+    /// A running test reached a time bound: end it ([`ServerSession::terminate`]).
+    TimeUp(TimeUp),
     /// The client ended the test (TEST_END): stop sending, then
     /// [`ServerSession::exchange`].
     TestEnd,
@@ -32,8 +68,10 @@ enum Phase {
     /// Waiting for the driver's decision.
     Deciding,
     Params,
-    /// Streams being opened, then the test running: state bytes.
+    /// Streams being opened: state bytes.
     States,
+    /// The test running: state bytes, and data on the streams.
+    Running,
     PeerResults,
     /// Results sent: IPERF_DONE next.
     Finishing,
@@ -48,17 +86,28 @@ pub(crate) struct ServerSession {
     phase: Phase,
     actions: VecDeque<ServerAction>,
     deadline: Option<Instant>,
+    limits: SpecLimits,
+    /// The admitted test's own length, if it is timed.
+    declared: Option<Duration>,
+    /// While running: when the time bound ends it, and which bound that is.
+    end_by: Option<(Instant, TimeUp)>,
+    /// While running: when it ends for want of a byte from the client.
+    idle_by: Option<Instant>,
 }
 
 impl ServerSession {
-    /// A session on a new control connection.
-    pub(crate) fn new(now: Instant) -> Self {
+    /// A session on a new control connection of a server with these `limits`.
+    pub(crate) fn new(now: Instant, limits: SpecLimits) -> Self {
         Self {
             out: Vec::new(),
             reader: Reader::default(),
             phase: Phase::Cookie,
             actions: VecDeque::new(),
             deadline: Some(now + STEP_TIMEOUT),
+            limits,
+            declared: None,
+            end_by: None,
+            idle_by: None,
         }
     }
 
@@ -107,16 +156,50 @@ impl ServerSession {
 
     /// A deadline passed.
     pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        if self.phase == Phase::Running {
+            return self.running_timeout(now);
+        }
         if self.deadline.is_some_and(|d| now >= d) {
             let what = match self.phase {
                 Phase::Cookie => "cookie",
                 Phase::Params => "parameters",
                 Phase::PeerResults => "results",
-                Phase::States => "end of the test",
+                Phase::States => "data streams",
                 _ => "next control message",
             };
             self.fail(Iperf3Error::Timeout(what));
         }
+    }
+
+    /// A running test's deadlines: its time bound ends it in order (the driver terminates
+    /// it); a silent client's ends it at once, telling the client (if it still listens) that
+    /// the server ended it.
+    fn running_timeout(&mut self, now: Instant) {
+        if let Some((_, why)) = self.end_by.filter(|(at, _)| now >= *at) {
+            self.phase = Phase::Deciding;
+            self.deadline = None;
+            self.actions.push_back(ServerAction::TimeUp(why));
+        } else if self.idle_by.is_some_and(|at| now >= at) {
+            self.out.push(State::ServerTerminate.byte());
+            self.fail(Iperf3Error::Idle(IDLE_LIMIT.as_secs()));
+        }
+    }
+
+    /// Data moved on the test's streams (or a stream arrived): the client is alive. The
+    /// driver calls this when it sees the streams' counts move, once a tick, not per packet.
+    pub(crate) fn handle_activity(&mut self, now: Instant) {
+        if self.phase == Phase::Running {
+            self.idle_by = Some(now + IDLE_LIMIT);
+            self.set_running_deadline();
+        }
+    }
+
+    fn set_running_deadline(&mut self) {
+        let end = self.end_by.map(|(at, _)| at);
+        self.deadline = match (end, self.idle_by) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 
     /// The connection closed.
@@ -176,13 +259,24 @@ impl ServerSession {
         }
     }
 
-    /// Every stream is there: TEST_START and TEST_RUNNING. The test must end by
-    /// `limit` after now (the server's longest test and a grace), if given.
-    pub(crate) fn run(&mut self, now: Instant, limit: Option<Duration>) {
+    /// Every stream is there: TEST_START and TEST_RUNNING. The test ends at the server's
+    /// longest test (with [`DURATION_GRACE`]), at its own `-t` (with [`DECLARED_GRACE`]) if
+    /// it is timed, and after [`IDLE_LIMIT`] without a byte from the client.
+    pub(crate) fn run(&mut self, now: Instant) {
         if self.phase == Phase::States {
             self.out.push(State::TestStart.byte());
             self.out.push(State::TestRunning.byte());
-            self.deadline = limit.map(|l| now + l);
+            self.phase = Phase::Running;
+            let longest = self.limits.max_duration.unwrap_or(DEFAULT_MAX_DURATION);
+            let server = (now + longest + DURATION_GRACE, TimeUp::MaxDuration);
+            self.end_by = Some(match self.declared {
+                Some(t) if t + DECLARED_GRACE < longest + DURATION_GRACE => {
+                    (now + t + DECLARED_GRACE, TimeUp::Declared)
+                }
+                _ => server,
+            });
+            self.idle_by = Some(now + IDLE_LIMIT);
+            self.set_running_deadline();
         }
     }
 
@@ -223,7 +317,9 @@ impl ServerSession {
                     None => return,
                 },
                 Phase::Params | Phase::PeerResults => self.reader.next(Expect::Json),
-                Phase::States | Phase::Finishing => self.reader.next(Expect::State),
+                Phase::States | Phase::Running | Phase::Finishing => {
+                    self.reader.next(Expect::State)
+                }
                 Phase::Deciding | Phase::Over => return,
             };
             match item {
@@ -234,14 +330,34 @@ impl ServerSession {
         }
     }
 
+    /// The parameters: admitted within the server's limits, or refused with iperf3's code
+    /// for it (a rate has its own, `IETOTALRATE`; anything else is `IENEWTEST`).
+    fn on_params(&mut self, p: Params) {
+        match admit(p, &self.limits) {
+            Ok(a) => {
+                let p = a.params();
+                self.declared = (p.num == 0 && p.time > 0).then(|| Duration::from_secs(p.time));
+                self.phase = Phase::Deciding;
+                self.deadline = None;
+                self.actions.push_back(ServerAction::Params(a));
+            }
+            Err(r) => {
+                let rate = matches!(r, Refusal::Rate { .. } | Refusal::UnlimitedRate { .. });
+                let (code, errno) = if rate {
+                    (IE_TOTAL_RATE, 0)
+                } else {
+                    (IE_NEW_TEST, EPERM)
+                };
+                self.refuse(code, errno);
+                self.actions.push_back(ServerAction::Refused(r));
+            }
+        }
+    }
+
     fn on_item(&mut self, _now: Instant, item: Item) {
         match (self.phase, item) {
             (Phase::Params, Item::Json(doc)) => match Params::parse(&doc) {
-                Ok(p) => {
-                    self.phase = Phase::Deciding;
-                    self.deadline = None;
-                    self.actions.push_back(ServerAction::Params(p));
-                }
+                Ok(p) => self.on_params(p),
                 Err(e) => self.fail(e.into()),
             },
             (Phase::PeerResults, Item::Json(doc)) => match ResultsDoc::parse(&doc) {
@@ -252,7 +368,7 @@ impl ServerSession {
                 }
                 Err(e) => self.fail(e.into()),
             },
-            (Phase::States, Item::State(State::TestEnd)) => {
+            (Phase::States | Phase::Running, Item::State(State::TestEnd)) => {
                 self.phase = Phase::Deciding;
                 self.deadline = None;
                 self.actions.push_back(ServerAction::TestEnd);

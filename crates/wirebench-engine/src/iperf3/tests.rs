@@ -4,8 +4,9 @@ use std::time::{Duration, Instant};
 
 use super::client::{ClientAction, ClientSession};
 use super::codec::{cookie_from, Params, ResultsDoc, StreamResult};
-use super::server::{ServerAction, ServerSession};
+use super::server::{ServerAction, ServerSession, TimeUp, DECLARED_GRACE, IDLE_LIMIT};
 use super::{Iperf3Error, STEP_TIMEOUT};
+use crate::control::admission::{Refusal, SpecLimits};
 
 /// Moves every byte each side has for the other.
 fn pump(now: Instant, c: &mut ClientSession, s: &mut ServerSession) {
@@ -56,16 +57,16 @@ fn results(bytes: u64) -> ResultsDoc {
 fn a_whole_test_runs_through() {
     let t0 = Instant::now();
     let mut c = ClientSession::new(t0, cookie_from(&[1; 36]), params());
-    let mut s = ServerSession::new(t0);
+    let mut s = ServerSession::new(t0, SpecLimits::default());
     pump(t0, &mut c, &mut s);
     assert!(matches!(s.poll_action(), Some(ServerAction::Cookie(_))));
     s.welcome(t0);
     pump(t0, &mut c, &mut s);
-    assert_eq!(s.poll_action(), Some(ServerAction::Params(params())));
+    assert!(matches!(s.poll_action(), Some(ServerAction::Params(a)) if a.params() == &params()));
     s.accept(t0);
     pump(t0, &mut c, &mut s);
     assert_eq!(c.poll_action(), Some(ClientAction::CreateStreams));
-    s.run(t0, None);
+    s.run(t0);
     pump(t0, &mut c, &mut s);
     assert_eq!(c.poll_action(), Some(ClientAction::Run));
     // Running: no control deadline on either side.
@@ -95,7 +96,7 @@ fn a_whole_test_runs_through() {
 fn a_busy_server_is_one_line() {
     let t0 = Instant::now();
     let mut c = ClientSession::new(t0, cookie_from(&[2; 36]), params());
-    let mut s = ServerSession::new(t0);
+    let mut s = ServerSession::new(t0, SpecLimits::default());
     pump(t0, &mut c, &mut s);
     assert!(matches!(s.poll_action(), Some(ServerAction::Cookie(_))));
     s.deny();
@@ -111,7 +112,7 @@ fn a_busy_server_is_one_line() {
 fn a_server_error_carries_its_code() {
     let t0 = Instant::now();
     let mut c = ClientSession::new(t0, cookie_from(&[3; 36]), params());
-    let mut s = ServerSession::new(t0);
+    let mut s = ServerSession::new(t0, SpecLimits::default());
     pump(t0, &mut c, &mut s);
     let _ = s.poll_action();
     s.welcome(t0);
@@ -135,14 +136,14 @@ fn a_server_error_carries_its_code() {
 fn a_running_test_ended_by_the_server_is_one_line_for_the_client() {
     let t0 = Instant::now();
     let mut c = ClientSession::new(t0, cookie_from(&[5; 36]), params());
-    let mut s = ServerSession::new(t0);
+    let mut s = ServerSession::new(t0, SpecLimits::default());
     pump(t0, &mut c, &mut s);
     let _ = s.poll_action();
     s.welcome(t0);
     pump(t0, &mut c, &mut s);
     let _ = s.poll_action();
     s.accept(t0);
-    s.run(t0, None);
+    s.run(t0);
     pump(t0, &mut c, &mut s);
     while c
         .poll_action()
@@ -161,7 +162,7 @@ fn a_running_test_ended_by_the_server_is_one_line_for_the_client() {
 fn silence_times_out_on_both_sides() {
     let t0 = Instant::now();
     let mut c = ClientSession::new(t0, cookie_from(&[4; 36]), params());
-    let mut s = ServerSession::new(t0);
+    let mut s = ServerSession::new(t0, SpecLimits::default());
     let late = t0 + STEP_TIMEOUT + Duration::from_millis(1);
     c.handle_timeout(late);
     s.handle_timeout(late);
@@ -178,10 +179,242 @@ fn silence_times_out_on_both_sides() {
 #[test]
 fn a_bad_cookie_ends_the_server_session() {
     let t0 = Instant::now();
-    let mut s = ServerSession::new(t0);
+    let mut s = ServerSession::new(t0, SpecLimits::default());
     s.handle_bytes(t0, &[0xffu8; 37]);
     assert!(matches!(
         s.poll_action(),
         Some(ServerAction::Failed(Iperf3Error::Protocol(_)))
     ));
+}
+
+/// The stages a client can go silent at, in the order a test passes them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Stage {
+    Cookie,
+    Params,
+    Streams,
+    Running,
+    Results,
+    Done,
+}
+
+/// A server session taken to `stage` with a client declaring `time` s, all at `t0`: the
+/// client's last byte was at `t0`.
+fn session_at(t0: Instant, stage: Stage, time: u64) -> ServerSession {
+    let p = Params { time, ..params() };
+    let mut c = ClientSession::new(t0, cookie_from(&[6; 36]), p);
+    let mut s = ServerSession::new(t0, SpecLimits::default());
+    if stage == Stage::Cookie {
+        return s;
+    }
+    pump(t0, &mut c, &mut s);
+    while s.poll_action().is_some() {}
+    s.welcome(t0);
+    if stage == Stage::Params {
+        return s;
+    }
+    pump(t0, &mut c, &mut s);
+    while s.poll_action().is_some() {}
+    s.accept(t0);
+    if stage == Stage::Streams {
+        return s;
+    }
+    s.run(t0);
+    pump(t0, &mut c, &mut s);
+    if stage == Stage::Running {
+        return s;
+    }
+    c.end_test(t0);
+    pump(t0, &mut c, &mut s);
+    assert_eq!(s.poll_action(), Some(ServerAction::TestEnd));
+    s.exchange(t0);
+    if stage == Stage::Results {
+        return s;
+    }
+    s.send_results(t0, &results(1));
+    s
+}
+
+/// Follows the session's deadlines from `from` until it acts; returns when and what.
+fn first_action(s: &mut ServerSession, from: Instant) -> (Instant, ServerAction) {
+    let mut now = from;
+    for _ in 0..100 {
+        if let Some(a) = s.poll_action() {
+            return (now, a);
+        }
+        let Some(next) = s.poll_timeout() else {
+            panic!("no deadline at {:?}", now - from);
+        };
+        now = now.max(next);
+        s.handle_timeout(now);
+    }
+    panic!("no action");
+}
+
+/// The third finding in virtual time: a client that goes silent at any stage, also
+/// after declaring an hour-long test, is ended within 50 s of its last byte.
+#[test]
+fn a_silent_client_is_ended_within_50_s_of_its_last_byte_at_every_stage() {
+    let bound = Duration::from_secs(50);
+    for stage in [
+        Stage::Cookie,
+        Stage::Params,
+        Stage::Streams,
+        Stage::Running,
+        Stage::Results,
+        Stage::Done,
+    ] {
+        for time in [1, 3600] {
+            let t0 = Instant::now();
+            let mut s = session_at(t0, stage, time);
+            let (at, action) = first_action(&mut s, t0);
+            match action {
+                ServerAction::Failed(_) => {}
+                // The driver ends a test at its time bound.
+                ServerAction::TimeUp(_) => s.terminate(),
+                other => panic!("{stage:?} {time}: {other:?}"),
+            }
+            assert!(
+                at - t0 <= bound,
+                "{stage:?} {time} s: ended after {:?}",
+                at - t0
+            );
+            assert!(s.is_over(), "{stage:?}");
+        }
+    }
+    // Running, it is the idle limit that ends it, and the client hears SERVER_TERMINATE.
+    let t0 = Instant::now();
+    let mut s = session_at(t0, Stage::Running, 3600);
+    let _ = s
+        .poll_transmit()
+        .map(<[u8]>::to_vec)
+        .map(|b| s.handle_written(t0, b.len()));
+    let (at, action) = first_action(&mut s, t0);
+    assert_eq!(action, ServerAction::Failed(Iperf3Error::Idle(30)));
+    assert_eq!(at - t0, IDLE_LIMIT);
+    assert_eq!(s.poll_transmit(), Some(&[11u8][..]));
+}
+
+/// Data moving keeps a running test alive past the idle limit; when it stops, the test
+/// ends the idle limit after the last movement.
+#[test]
+fn data_on_the_streams_keeps_a_test_alive_and_its_end_frees_it() {
+    let t0 = Instant::now();
+    let mut s = session_at(t0, Stage::Running, 3600);
+    let step = Duration::from_secs(10);
+    let mut last = t0;
+    for i in 1..=30 {
+        last = t0 + step * i;
+        s.handle_timeout(last);
+        s.handle_activity(last);
+    }
+    assert_eq!(s.poll_action(), None, "alive for 300 s of data");
+    let (at, action) = first_action(&mut s, last);
+    assert_eq!(action, ServerAction::Failed(Iperf3Error::Idle(30)));
+    assert_eq!(at - last, IDLE_LIMIT);
+}
+
+/// A timed test that moves data but never sends TEST_END ends its own time and a grace
+/// after its start; a test of an amount ends at the server's longest test.
+#[test]
+fn a_test_ends_at_its_declared_time_or_the_servers_longest() {
+    let t0 = Instant::now();
+    let mut s = session_at(t0, Stage::Running, 60);
+    let mut now = t0;
+    let action = loop {
+        now += Duration::from_secs(5);
+        s.handle_activity(now);
+        s.handle_timeout(now);
+        if let Some(a) = s.poll_action() {
+            break a;
+        }
+    };
+    assert_eq!(action, ServerAction::TimeUp(TimeUp::Declared));
+    assert_eq!(now - t0, Duration::from_secs(60) + DECLARED_GRACE);
+    s.terminate();
+    assert!(s.is_over());
+
+    let limits = SpecLimits {
+        max_duration: Some(Duration::from_secs(20)),
+        ..SpecLimits::default()
+    };
+    let p = Params {
+        time: 0,
+        num: 1 << 30,
+        ..params()
+    };
+    let mut c = ClientSession::new(t0, cookie_from(&[7; 36]), p);
+    let mut s = ServerSession::new(t0, limits);
+    pump(t0, &mut c, &mut s);
+    let _ = s.poll_action();
+    s.welcome(t0);
+    pump(t0, &mut c, &mut s);
+    assert!(matches!(s.poll_action(), Some(ServerAction::Params(_))));
+    s.accept(t0);
+    s.run(t0);
+    let late = t0 + Duration::from_secs(21);
+    s.handle_activity(late - Duration::from_millis(1));
+    s.handle_timeout(late);
+    assert_eq!(
+        s.poll_action(),
+        Some(ServerAction::TimeUp(TimeUp::MaxDuration))
+    );
+}
+
+/// Parameters over a bound are answered by the session itself with iperf3's SERVER_ERROR
+/// and the right code, and reported to the driver as a typed refusal.
+#[test]
+fn parameters_over_a_bound_are_refused_with_iperf3s_codes() {
+    let t0 = Instant::now();
+    let over = [
+        (
+            Params {
+                len: 1 << 40,
+                reverse: true,
+                ..params()
+            },
+            SpecLimits::default(),
+            100,
+        ),
+        (
+            Params {
+                parallel: u32::MAX,
+                ..params()
+            },
+            SpecLimits::default(),
+            100,
+        ),
+        (
+            Params {
+                bandwidth: 1 << 30,
+                ..params()
+            },
+            SpecLimits {
+                max_rate_bps: Some(1_000_000),
+                ..SpecLimits::default()
+            },
+            27,
+        ),
+    ];
+    for (p, limits, code) in over {
+        let mut c = ClientSession::new(t0, cookie_from(&[8; 36]), p.clone());
+        let mut s = ServerSession::new(t0, limits);
+        pump(t0, &mut c, &mut s);
+        let _ = s.poll_action();
+        s.welcome(t0);
+        pump(t0, &mut c, &mut s);
+        let Some(ServerAction::Refused(r)) = s.poll_action() else {
+            panic!("{p:?} not refused");
+        };
+        assert!(matches!(
+            r,
+            Refusal::Invalid(_) | Refusal::Streams { .. } | Refusal::Rate { .. }
+        ));
+        assert!(s.is_over());
+        pump(t0, &mut c, &mut s);
+        assert!(
+            matches!(c.poll_action(), Some(ClientAction::Failed(Iperf3Error::Server { code: c, .. })) if c == code),
+            "{p:?}"
+        );
+    }
 }

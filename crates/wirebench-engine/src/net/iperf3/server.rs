@@ -3,7 +3,8 @@
 //! key rules applied as to wirebench clients.
 
 use std::io::Read;
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,13 +13,13 @@ use socket2::{Domain, SockRef, Socket, Type};
 
 use super::registry::Waiting;
 use super::{budget, congestion_of, round, set_udp_window, set_window, Streams};
-use crate::control::admission::{PendingId, DEFAULT_MAX_DURATION};
+use crate::control::admission::{PendingId, Ticket};
 use crate::control::SETUP_TIMEOUT;
+use crate::iperf3::admit::Admitted;
 use crate::iperf3::codec::{
-    check_cookie, connect_bytes, is_connect, COOKIE_LEN, IE_NEW_TEST, IE_TOTAL_RATE,
-    UDP_CONNECT_REPLY,
+    check_cookie, connect_bytes, is_connect, COOKIE_LEN, IE_TOTAL_RATE, UDP_CONNECT_REPLY,
 };
-use crate::iperf3::server::{ServerAction, ServerSession};
+use crate::iperf3::server::{ServerAction, ServerSession, TimeUp, DECLARED_GRACE};
 use crate::iperf3::Params;
 use crate::net::roles::Quiet;
 use crate::net::state::{log, q, State};
@@ -27,18 +28,6 @@ use crate::role::iperf3::Plan;
 use crate::role::limit::{MoveLimit, TestLimits};
 use crate::role::DataSocket;
 use crate::EngineError;
-
-/// The errno sent with a refusal's `IENEWTEST`: iperf3 clients print "unable to create a
-/// new test: Operation not permitted", the nearest of its words to "not by this server's
-/// rules" (the server's log has the reason).
-const EPERM: i32 = 1;
-
-/// How long past the server's longest test an iperf3 client may take to end it before the
-/// server ends it (the client's clock starts when TEST_RUNNING reaches it, after ours).
-const DURATION_GRACE: Duration = Duration::from_secs(1);
-
-/// How long past that the control session waits at most, whatever the driver does.
-const END_GRACE: Duration = Duration::from_secs(5);
 
 /// A UDP datagram that reached the server's UDP port: if it is an iperf3 connect datagram
 /// from a client with a test waiting for UDP streams, opens that stream's socket (connected
@@ -161,118 +150,6 @@ pub(crate) fn serve_port(
     Ok(tcp)
 }
 
-/// Why the server will not run an iperf3 client's test.
-struct Refused {
-    /// The refusal's kind, as the `--metrics` counters name wirebench clients' refusals.
-    kind: &'static str,
-    /// In words, for the log.
-    why: String,
-    /// iperf3's error code for the client.
-    code: i32,
-}
-
-impl Refused {
-    fn new(kind: &'static str, why: String) -> Self {
-        Self {
-            kind,
-            why,
-            code: IE_NEW_TEST,
-        }
-    }
-}
-
-/// The longest test the server runs (its default ceiling without `--max-duration`).
-fn max_duration(state: &State) -> Duration {
-    state.cfg.max_duration.unwrap_or(DEFAULT_MAX_DURATION)
-}
-
-/// Checks an iperf3 client's parameters against the server's limits, as wirebench clients'
-/// specs are checked (`SpecLimits::check`): what they say they will move is checked here,
-/// what they do move is counted by the roles.
-fn check_limits(p: &Params, state: &State) -> Result<(), Refused> {
-    let cfg = &state.cfg;
-    let streams = p.parallel.max(1) * if p.bidirectional { 2 } else { 1 };
-    if p.omit > 0 {
-        return Err(Refused::new(
-            "invalid",
-            "--omit is not supported by this server".into(),
-        ));
-    }
-    if p.blockcount > 0 {
-        return Err(Refused::new(
-            "invalid",
-            "-k (blocks) is not supported by this server".into(),
-        ));
-    }
-    if p.len == 0 || (p.udp && p.len < 12) {
-        return Err(Refused::new(
-            "invalid",
-            format!("block size {} is too small", p.len),
-        ));
-    }
-    if let Some(max) = cfg.max_streams {
-        if streams > max {
-            return Err(Refused::new(
-                "max_streams",
-                format!("{streams} streams is over this server's {max}"),
-            ));
-        }
-    }
-    if let Some(max) = cfg.max_size {
-        if p.len > max {
-            return Err(Refused::new(
-                "max_size",
-                format!("block size {} is over this server's {max}", p.len),
-            ));
-        }
-    }
-    let max_time = max_duration(state);
-    if p.num == 0 && Duration::from_secs(p.time) > max_time {
-        return Err(Refused::new(
-            "max_duration",
-            format!(
-                "{} s is over this server's {} s",
-                p.time,
-                max_time.as_secs()
-            ),
-        ));
-    }
-    if let Some(max) = cfg.max_bytes {
-        let bytes = if p.num > 0 {
-            u128::from(p.num)
-        } else {
-            u128::from(p.bandwidth / 8) * u128::from(p.time) * u128::from(streams)
-        };
-        if bytes == 0 {
-            return Err(Refused::new(
-                "unbounded",
-                format!("the test must move at most {max} bytes: set -n, or -b and -t"),
-            ));
-        }
-        if bytes > u128::from(max) {
-            return Err(Refused::new(
-                "max_bytes",
-                format!("{bytes} bytes is over this server's {max}"),
-            ));
-        }
-    }
-    if let Some(max) = cfg.max_rate_bps {
-        let rate = p.bandwidth.saturating_mul(u64::from(streams));
-        if p.bandwidth == 0 || rate > max {
-            return Err(Refused {
-                kind: if p.bandwidth == 0 {
-                    "unlimited_rate"
-                } else {
-                    "max_rate"
-                },
-                why: format!("the rate must be set (-b) and at most {max} bit/s in all"),
-                code: IE_TOTAL_RATE,
-            });
-        }
-    }
-    Ok(())
-}
-
 /// How early the server's senders stop before a timed test's end, so that what they sent
 /// has reached the iperf3 client (which stops counting when it sends TEST_END) by then.
 const SENDER_LEAD: Duration = Duration::from_millis(100);
@@ -290,8 +167,9 @@ fn sender_stop_ns(p: &Params) -> u64 {
 
 /// Which streams the server sends on, in the order the client opens them (iperf3's
 /// `iperf_run_server`: with `--bidir`, the server's receiving streams come first).
-fn server_sends(p: &Params) -> Vec<bool> {
-    let n = p.parallel.max(1) as usize;
+fn server_sends(a: &Admitted) -> Vec<bool> {
+    let p = a.params();
+    let n = p.parallel as usize;
     if p.bidirectional {
         [vec![false; n], vec![true; n]].concat()
     } else {
@@ -319,19 +197,6 @@ fn wait_closed(sock: &TcpStream, limit: Duration) {
     }
 }
 
-/// Why the server ends a running iperf3 test before the client does.
-fn stop_reason(streams: &Streams, state: &State) -> Option<&'static str> {
-    if streams.limited() {
-        Some("limit")
-    } else if streams.start.elapsed() >= max_duration(state) + DURATION_GRACE {
-        Some("max_duration")
-    } else if state.shutdown.load(std::sync::atomic::Ordering::Relaxed) {
-        Some("shutting down")
-    } else {
-        None
-    }
-}
-
 /// Which server limit a stream's error names (`max-bytes`, `max-rate`), for the metrics.
 fn limit_of(error: &str) -> Option<&'static str> {
     ["--max-bytes", "--max-rate"]
@@ -340,231 +205,342 @@ fn limit_of(error: &str) -> Option<&'static str> {
         .map(|flag| &flag[2..])
 }
 
+/// One iperf3 client's test, as the driver holds it between rounds: the session decides,
+/// this carries it out on the sockets, threads and the server's shared state.
+struct Test<'a> {
+    state: &'a State,
+    session: ServerSession,
+    pump: Pump,
+    cookie: [u8; COOKIE_LEN],
+    peer: SocketAddr,
+    local: IpAddr,
+    port: u16,
+    /// The log's prefix for this client.
+    who: String,
+    ticket: Option<Ticket>,
+    admitted: Option<Admitted>,
+    /// Where the registry sends the test's data streams as they come.
+    rx: Option<Receiver<(u64, DataSocket)>>,
+    socks: Vec<(u64, DataSocket)>,
+    streams: Option<Streams>,
+    congestion: Option<String>,
+    /// The server limit that ended the test, as `--metrics` names it.
+    limited: Option<&'static str>,
+    /// From the start of the streams to TEST_END: the server's limits end the test.
+    running: bool,
+    /// The streams' bytes both ways at the last look: when they move, the client is alive.
+    moved: u64,
+}
+
 /// Runs one iperf3 client's test on its control connection (cookie already read).
 fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) {
     let Ok(peer) = conn.peer_addr() else {
         return;
     };
     let local = conn.local_addr().map_or(state.cfg.bind.ip(), |a| a.ip());
-    let who = format!("client={peer} peer_tool=iperf3");
-    let mut session = ServerSession::new(Instant::now());
-    let Ok(mut pump) = Pump::new(conn) else {
+    let mut session = ServerSession::new(Instant::now(), state.spec_limits());
+    let Ok(pump) = Pump::new(conn) else {
         return;
     };
     session.handle_bytes(Instant::now(), &cookie);
-    let metrics = &state.metrics;
-    let mut ticket = None;
-    let mut params: Option<Params> = None;
-    let mut rx: Option<Receiver<(u64, DataSocket)>> = None;
-    let mut socks: Vec<(u64, DataSocket)> = Vec::new();
-    let mut streams: Option<Streams> = None;
-    let mut congestion = None;
-    // The server limit that ended the test, as `--metrics` names it.
-    let mut limited: Option<&'static str> = None;
-    // From the start of the streams to TEST_END: the server's limits end the test.
-    let mut running = false;
-    let outcome: String = 'session: loop {
-        while let Some(action) = session.poll_action() {
-            let now = Instant::now();
-            match action {
-                ServerAction::Cookie(_) => {
-                    if state.cfg.psk.is_some() && !state.cfg.allow_iperf3 {
-                        log(state, format_args!(
-                            "{who} event=refused reason=\"the server requires a pre-shared key, which iperf3 cannot prove; serve --allow-iperf3 admits iperf3 clients\""
-                        ));
-                        metrics.refused("auth_expected");
-                        session.deny();
-                        break 'session "refused".into();
-                    }
-                    if state.shutdown.load(std::sync::atomic::Ordering::Relaxed) {
-                        metrics.refused("shutting_down");
-                        session.deny();
-                        break 'session "refused: shutting down".into();
-                    }
-                    match state.admission().admit(now, peer.ip()) {
-                        Ok(t) => ticket = Some(t),
-                        Err(r) => {
-                            log(
-                                state,
-                                format_args!("{who} event=refused reason={}", q(&r.to_string())),
-                            );
-                            metrics.refused(r.kind());
-                            session.deny();
-                            break 'session "refused".into();
-                        }
-                    }
-                    session.welcome(now);
-                }
-                ServerAction::Params(p) => {
-                    if let Err(r) = check_limits(&p, state) {
-                        log(
-                            state,
-                            format_args!("{who} event=refused reason={}", q(&r.why)),
-                        );
-                        metrics.refused(r.kind);
-                        let errno = if r.code == IE_NEW_TEST { EPERM } else { 0 };
-                        session.refuse(r.code, errno);
-                        break 'session "refused".into();
-                    }
-                    let n = server_sends(&p).len() as u32;
-                    let (tx, r) = sync_channel(n as usize);
-                    state.iperf3.add(
-                        cookie,
-                        Waiting {
-                            peer: peer.ip(),
-                            local,
-                            port,
-                            udp: p.udp,
-                            udp_left: if p.udp { n } else { 0 },
-                            tx,
-                        },
-                    );
-                    rx = Some(r);
-                    log(state, format_args!(
-                        "{who} event=start protocol={} streams={} reverse={} bidir={} len={} time_s={} bytes={} rate_bps={}",
-                        if p.udp { "udp" } else { "tcp" },
-                        p.parallel, p.reverse, p.bidirectional, p.len, p.time, p.num, p.bandwidth
-                    ));
-                    params = Some(p);
-                    session.accept(now);
-                }
-                ServerAction::TestEnd => {
-                    running = false;
-                    if let Some(s) = streams.as_mut() {
-                        s.stop_senders();
-                    }
-                    session.exchange(now);
-                }
-                ServerAction::PeerResults(doc) => {
-                    let ours = match streams.as_mut() {
-                        Some(s) => {
-                            s.finish_receivers(Some(&doc));
-                            s.results_doc(Some(&doc), congestion.clone())
-                        }
-                        None => Default::default(),
-                    };
-                    session.send_results(Instant::now(), &ours);
-                }
-                ServerAction::Done => break 'session "done".into(),
-                ServerAction::Failed(e) => break 'session e.to_string(),
-            }
-        }
-        if session.is_over() {
-            break "ended".into();
-        }
-        // Streams arriving: once all are there, the test runs.
-        if let (Some(r), Some(p), None) = (&rx, &params, &streams) {
-            while let Ok((order, s)) = r.try_recv() {
-                if let DataSocket::Tcp(t) = &s {
-                    set_window(SockRef::from(t), p.window);
-                    if let Some(cc) = &p.congestion {
-                        let _ = SockRef::from(t).set_tcp_congestion(cc.as_bytes());
-                    }
-                    congestion = congestion.or_else(|| congestion_of(t));
-                } else if let DataSocket::Udp(u) = &s {
-                    set_udp_window(SockRef::from(u), p.window);
-                }
-                socks.push((order, s));
-            }
-            let senders = server_sends(p);
-            if socks.len() == senders.len() {
-                socks.sort_by_key(|(order, _)| *order);
-                let socks = std::mem::take(&mut socks)
-                    .into_iter()
-                    .map(|(_, s)| s)
-                    .collect();
-                state.iperf3.remove(&cookie);
-                let limits = TestLimits {
-                    max_bytes: state.cfg.max_bytes,
-                    max_rate_bps: state.cfg.max_rate_bps,
-                };
-                let plan = Plan {
-                    sender: true,
-                    len: p.len as usize,
-                    rate_bps: p.bandwidth,
-                    wide: p.udp_counters_64bit,
-                    budget: budget((p.num > 0).then_some(p.num)),
-                    start: Instant::now(),
-                    epoch_unix_ns: crate::sys::unix_now_ns(),
-                    stop_at_ns: sender_stop_ns(p),
-                    limit: (limits != TestLimits::default())
-                        .then(|| MoveLimit::share(limits, senders.len() as u32, p.len)),
-                };
-                match Streams::start(socks, senders, &plan, Duration::from_secs(1), None) {
-                    Ok(s) => streams = Some(s),
-                    Err(e) => break e.to_string(),
-                }
-                running = true;
-                metrics.tests_started.inc();
-                // A backstop: the driver ends the test at the server's longest itself.
-                session.run(Instant::now(), Some(max_duration(state) + END_GRACE));
-            }
-        }
-        if let Some(s) = streams.as_mut() {
-            s.watch(&mut Quiet, false);
-            if let Some(why) = stop_reason(s, state).filter(|_| running) {
-                // The server ends the test: the client hears why in iperf3's words (a rate
-                // over the limit has its own code), the log in ours.
-                let error = s.limit_error();
-                let text = match why {
-                    "limit" => error.unwrap_or_else(|| "a server limit".into()),
-                    "max_duration" => {
-                        "the server ended the test at its time limit (serve --max-duration)"
-                            .to_string()
-                    }
-                    other => other.to_string(),
-                };
-                limited = match why {
-                    "limit" => limit_of(&text),
-                    "max_duration" => Some("max-duration"),
-                    _ => None,
-                };
-                if limited == Some("max-rate") {
-                    session.refuse(IE_TOTAL_RATE, 0);
-                } else {
-                    session.terminate();
-                }
-                // The client hears it before its data connections close: a limited stream
-                // holds its socket open, the others run on, until it has read and gone.
-                pump.flush(&mut session);
-                wait_closed(pump.stream(), CLOSE_WAIT);
-                s.stop_all();
-                break format!("error: {text}");
-            }
-        }
-        let tick = if streams.is_none() { SETUP_TICK } else { TICK };
-        round(&mut pump, &mut session, tick);
+    let mut test = Test {
+        state,
+        session,
+        pump,
+        cookie,
+        peer,
+        local,
+        port,
+        who: format!("client={peer} peer_tool=iperf3"),
+        ticket: None,
+        admitted: None,
+        rx: None,
+        socks: Vec::new(),
+        streams: None,
+        congestion: None,
+        limited: None,
+        running: false,
+        moved: 0,
     };
-    // The counters and the log first: an operator who scrapes once the client has its
-    // answer sees them moved.
-    state.iperf3.remove(&cookie);
-    if let Some(limit) = limited {
-        metrics.limited(limit);
+    let outcome = test.serve();
+    test.finish(&outcome);
+}
+
+impl Test<'_> {
+    /// Rounds of the session until the test is over; returns how it ended, for the log.
+    fn serve(&mut self) -> String {
+        loop {
+            while let Some(action) = self.session.poll_action() {
+                if let Some(end) = self.on_action(action) {
+                    return end;
+                }
+            }
+            if self.session.is_over() {
+                return "ended".into();
+            }
+            if let Err(e) = self.collect_streams() {
+                return e;
+            }
+            if let Some(end) = self.watch() {
+                return end;
+            }
+            let tick = if self.streams.is_none() {
+                SETUP_TICK
+            } else {
+                TICK
+            };
+            round(&mut self.pump, &mut self.session, tick);
+        }
     }
-    if let Some(s) = streams.as_ref() {
-        let sent = s.total(true);
-        let received = s.total(false);
-        metrics.bytes_sent.inc_by(sent);
-        metrics.bytes_received.inc_by(received);
+
+    /// Carries out one of the session's actions; how the test ended, if it did.
+    fn on_action(&mut self, action: ServerAction) -> Option<String> {
+        let now = Instant::now();
+        match action {
+            ServerAction::Cookie(_) => return self.on_cookie(now),
+            ServerAction::Params(a) => self.on_params(now, a),
+            ServerAction::Refused(r) => {
+                self.log_refused(&r.to_string());
+                self.state.metrics.refused(r.kind());
+                return Some("refused".into());
+            }
+            ServerAction::TimeUp(why) => {
+                let (text, limit) = match why {
+                    TimeUp::MaxDuration => (
+                        "the server ended the test at its time limit (serve --max-duration)"
+                            .to_string(),
+                        Some("max-duration"),
+                    ),
+                    TimeUp::Declared => (
+                        format!(
+                            "the client did not end its {} s test within {} s of its end",
+                            self.admitted.as_ref().map_or(0, |a| a.params().time),
+                            DECLARED_GRACE.as_secs()
+                        ),
+                        None,
+                    ),
+                };
+                return Some(self.stop(text, limit));
+            }
+            ServerAction::TestEnd => {
+                self.running = false;
+                if let Some(s) = self.streams.as_mut() {
+                    s.stop_senders();
+                }
+                self.session.exchange(now);
+            }
+            ServerAction::PeerResults(doc) => {
+                let ours = match self.streams.as_mut() {
+                    Some(s) => {
+                        s.finish_receivers(Some(&doc));
+                        s.results_doc(Some(&doc), self.congestion.clone())
+                    }
+                    None => Default::default(),
+                };
+                self.session.send_results(Instant::now(), &ours);
+            }
+            ServerAction::Done => return Some("done".into()),
+            ServerAction::Failed(e) => return Some(e.to_string()),
+        }
+        None
+    }
+
+    fn log_refused(&self, why: &str) {
         log(
-            state,
-            format_args!(
-                "{who} event=test sent_bytes={sent} received_bytes={received} result={}",
-                q(&outcome)
-            ),
-        );
-    } else if outcome != "refused" {
-        log(
-            state,
-            format_args!("{who} event=test result={}", q(&outcome)),
+            self.state,
+            format_args!("{} event=refused reason={}", self.who, q(why)),
         );
     }
-    // The slot is free before the client hears the end, so that its next test finds it
-    // free (the streams have stopped by now, except after a failure, where this waits).
-    drop(streams);
-    if let Some(t) = ticket {
-        state.release(t);
+
+    /// The cookie came: the key rules and the server's slots decide.
+    fn on_cookie(&mut self, now: Instant) -> Option<String> {
+        let (state, metrics) = (self.state, &self.state.metrics);
+        if state.cfg.psk.is_some() && !state.cfg.allow_iperf3 {
+            self.log_refused("the server requires a pre-shared key, which iperf3 cannot prove; serve --allow-iperf3 admits iperf3 clients");
+            metrics.refused("auth_expected");
+            self.session.deny();
+            return Some("refused".into());
+        }
+        if state.shutdown.load(Ordering::Relaxed) {
+            metrics.refused("shutting_down");
+            self.session.deny();
+            return Some("refused: shutting down".into());
+        }
+        match state.admission().admit(now, self.peer.ip()) {
+            Ok(t) => self.ticket = Some(t),
+            Err(r) => {
+                self.log_refused(&r.to_string());
+                metrics.refused(r.kind());
+                self.session.deny();
+                return Some("refused".into());
+            }
+        }
+        self.session.welcome(now);
+        None
     }
-    // What waits to be written (ACCESS_DENIED, SERVER_ERROR, DISPLAY_RESULTS) goes out.
-    pump.flush(&mut session);
+
+    /// Parameters within the server's limits: the registry waits for the test's streams.
+    fn on_params(&mut self, now: Instant, a: Admitted) {
+        let n = a.streams();
+        let p = a.params();
+        let (tx, r) = sync_channel(n as usize);
+        self.state.iperf3.add(
+            self.cookie,
+            Waiting {
+                peer: self.peer.ip(),
+                local: self.local,
+                port: self.port,
+                udp: p.udp,
+                udp_left: if p.udp { n } else { 0 },
+                tx,
+            },
+        );
+        self.rx = Some(r);
+        log(self.state, format_args!(
+            "{} event=start protocol={} streams={} reverse={} bidir={} len={} time_s={} bytes={} rate_bps={}",
+            self.who,
+            if p.udp { "udp" } else { "tcp" },
+            p.parallel, p.reverse, p.bidirectional, p.len, p.time, p.num, p.bandwidth
+        ));
+        self.admitted = Some(a);
+        self.session.accept(now);
+    }
+
+    /// Takes the streams that arrived; once all are there, starts them and the test runs.
+    fn collect_streams(&mut self) -> Result<(), String> {
+        let (Some(r), Some(a), None) = (&self.rx, &self.admitted, &self.streams) else {
+            return Ok(());
+        };
+        let p = a.params();
+        while let Ok((order, s)) = r.try_recv() {
+            if let DataSocket::Tcp(t) = &s {
+                set_window(SockRef::from(t), p.window);
+                if let Some(cc) = &p.congestion {
+                    let _ = SockRef::from(t).set_tcp_congestion(cc.as_bytes());
+                }
+                self.congestion = self.congestion.take().or_else(|| congestion_of(t));
+            } else if let DataSocket::Udp(u) = &s {
+                set_udp_window(SockRef::from(u), p.window);
+            }
+            self.socks.push((order, s));
+        }
+        let senders = server_sends(a);
+        if self.socks.len() < senders.len() {
+            return Ok(());
+        }
+        self.socks.sort_by_key(|(order, _)| *order);
+        let socks = std::mem::take(&mut self.socks)
+            .into_iter()
+            .map(|(_, s)| s)
+            .collect();
+        self.state.iperf3.remove(&self.cookie);
+        let limits = TestLimits {
+            max_bytes: self.state.cfg.max_bytes,
+            max_rate_bps: self.state.cfg.max_rate_bps,
+        };
+        let plan = Plan {
+            sender: true,
+            len: a.block_len(),
+            rate_bps: p.bandwidth,
+            wide: p.udp_counters_64bit,
+            budget: budget((p.num > 0).then_some(p.num)),
+            start: Instant::now(),
+            epoch_unix_ns: crate::sys::unix_now_ns(),
+            stop_at_ns: sender_stop_ns(p),
+            limit: (limits != TestLimits::default())
+                .then(|| MoveLimit::share(limits, senders.len() as u32, p.len)),
+        };
+        let streams = Streams::start(socks, senders, &plan, Duration::from_secs(1), None)
+            .map_err(|e| e.to_string())?;
+        self.streams = Some(streams);
+        self.running = true;
+        self.state.metrics.tests_started.inc();
+        // The session holds the test's deadlines from here: its length and the client's
+        // silence.
+        self.session.run(Instant::now());
+        Ok(())
+    }
+
+    /// Looks at the running streams: their moving bytes tell the session the client is
+    /// alive; a stream over a server limit, or the server's shutdown, ends the test.
+    fn watch(&mut self) -> Option<String> {
+        let s = self.streams.as_mut()?;
+        s.watch(&mut Quiet, false);
+        let moved = s.total(true).wrapping_add(s.total(false));
+        if moved != self.moved {
+            self.moved = moved;
+            self.session.handle_activity(Instant::now());
+        }
+        if !self.running {
+            return None;
+        }
+        if s.limited() {
+            // The client hears why in iperf3's words (a rate over the limit has its own
+            // code), the log in ours.
+            let text = s.limit_error().unwrap_or_else(|| "a server limit".into());
+            let limit = limit_of(&text);
+            return Some(self.stop(text, limit));
+        }
+        if self.state.shutdown.load(Ordering::Relaxed) {
+            return Some(self.stop("shutting down".into(), None));
+        }
+        None
+    }
+
+    /// The server ends the running test: tells the client, waits a moment for it to go,
+    /// and stops the streams. Returns the log's outcome.
+    fn stop(&mut self, text: String, limit: Option<&'static str>) -> String {
+        self.limited = limit;
+        if limit == Some("max-rate") {
+            self.session.refuse(IE_TOTAL_RATE, 0);
+        } else {
+            self.session.terminate();
+        }
+        // The client hears it before its data connections close: a limited stream holds
+        // its socket open, the others run on, until it has read and gone.
+        self.pump.flush(&mut self.session);
+        wait_closed(self.pump.stream(), CLOSE_WAIT);
+        if let Some(s) = self.streams.as_mut() {
+            s.stop_all();
+        }
+        format!("error: {text}")
+    }
+
+    /// The counters and the log, the slot given back, and the session's last words out.
+    fn finish(mut self, outcome: &str) {
+        // The counters and the log first: an operator who scrapes once the client has its
+        // answer sees them moved.
+        let state = self.state;
+        state.iperf3.remove(&self.cookie);
+        if let Some(limit) = self.limited {
+            state.metrics.limited(limit);
+        }
+        if let Some(s) = self.streams.as_ref() {
+            let sent = s.total(true);
+            let received = s.total(false);
+            state.metrics.bytes_sent.inc_by(sent);
+            state.metrics.bytes_received.inc_by(received);
+            log(
+                state,
+                format_args!(
+                    "{} event=test sent_bytes={sent} received_bytes={received} result={}",
+                    self.who,
+                    q(outcome)
+                ),
+            );
+        } else if outcome != "refused" {
+            log(
+                state,
+                format_args!("{} event=test result={}", self.who, q(outcome)),
+            );
+        }
+        // The slot is free before the client hears the end, so that its next test finds it
+        // free (the streams have stopped by now, except after a failure, where this waits).
+        drop(self.streams.take());
+        if let Some(t) = self.ticket.take() {
+            state.release(t);
+        }
+        // What waits to be written (ACCESS_DENIED, SERVER_ERROR, DISPLAY_RESULTS) goes out.
+        self.pump.flush(&mut self.session);
+    }
 }
