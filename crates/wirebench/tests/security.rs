@@ -1,5 +1,5 @@
-//! Issue 15: a server you can put on the internet. Each test is an attack as an attacker
-//! would make it, from 127.0.0.2 (loopback answers on all of 127/8), then a good test from
+//! A server you can put on the internet. Each test is an attack as an attacker would make
+//! it, from 127.0.0.2 (loopback answers on all of 127/8), then a good test from
 //! 127.0.0.1 that completes. Bytes the server sent are counted outside it (the attacker's
 //! own reads and writes). Bounds are loose; nothing is timed but the one "under 10 s"
 //! the issue asks of the slowloris test.
@@ -7,99 +7,25 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::net::TcpStream;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use common::attack::{connect_from, proc_status, raise_fd_limit, recv, send, spec, start, tmp_dir};
 use common::{u, wirebench, Server};
-use socket2::{Domain, Socket, Type};
 use wirebench_proto::control::{encode, FrameDecoder, Message, PROTOCOL_VERSION};
-use wirebench_proto::spec::TestSpec;
 
 /// The attacker's address.
 const ATTACKER: &str = "127.0.0.2";
 
 /// A TCP connection to the server's port from the attacker's address.
 fn connect_from_attacker(port: u16) -> std::io::Result<TcpStream> {
-    let s = Socket::new(Domain::IPV4, Type::STREAM, None)?;
-    let from: SocketAddr = format!("{ATTACKER}:0")
-        .parse()
-        .map_err(std::io::Error::other)?;
-    s.bind(&from.into())?;
-    let to: SocketAddr = format!("127.0.0.1:{port}")
-        .parse()
-        .map_err(std::io::Error::other)?;
-    s.connect_timeout(&to.into(), Duration::from_secs(5))?;
-    Ok(s.into())
+    connect_from(ATTACKER, port)
 }
 
-/// Raises this process's open-file limit to its hard limit (the flood tests hold 1,300
-/// sockets; the server child inherits the limit).
-#[allow(unsafe_code)]
-fn raise_fd_limit() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit read and write the one struct passed, which lives here.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
-}
-
-/// Threads of process `pid` now (Linux: `/proc/PID/status`).
+/// Threads of process `pid` now.
 fn threads_of(pid: u32) -> usize {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|st| {
-            st.lines()
-                .find_map(|l| l.strip_prefix("Threads:"))
-                .and_then(|n| n.trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-/// A minimal good spec: `bytes` of TCP stream, 1000-byte messages.
-fn spec(bytes: u64) -> TestSpec {
-    serde_json::from_value(serde_json::json!({
-        "protocol": "tcp", "mechanism": "stream", "direction": "forward", "size": 1000,
-        "bytes": bytes, "rate_bps": 0, "streams": 1, "interval_ns": 1_000_000_000u64,
-        "drain_ns": 1_000_000_000u64, "ack_timeout_ns": 200_000_000u64
-    }))
-    .expect("a spec")
-}
-
-fn send(c: &mut TcpStream, m: &Message) {
-    c.write_all(&encode(m).expect("encodes"))
-        .expect("write a frame");
-}
-
-/// Reads frames until one arrives (or the connection ends: `None`).
-fn recv(c: &mut TcpStream, d: &mut FrameDecoder) -> Option<Message> {
-    let mut buf = [0u8; 4096];
-    loop {
-        if let Ok(Some(m)) = d.next_message() {
-            return Some(m);
-        }
-        match c.read(&mut buf) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => d.feed(&buf[..n]),
-        }
-    }
-}
-
-fn start(spec: TestSpec, tool: &str) -> Message {
-    Message::Start {
-        version: PROTOCOL_VERSION,
-        tool: tool.into(),
-        spec,
-        host_id: String::new(),
-        nonce: "c".into(),
-    }
+    proc_status(pid, "Threads") as usize
 }
 
 /// A client from 127.0.0.1 against the server on `port`.
@@ -850,11 +776,4 @@ fn metrics_move_with_a_test_and_promtool_accepts_them() {
             "promtool (Debian's prometheus package) is missing"
         ),
     }
-}
-
-fn tmp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("wirebench-security-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("a temporary directory");
-    d
 }

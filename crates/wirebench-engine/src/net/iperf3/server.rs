@@ -22,7 +22,7 @@ use crate::iperf3::codec::{
 use crate::iperf3::server::{ServerAction, ServerSession, TimeUp, DECLARED_GRACE};
 use crate::iperf3::Params;
 use crate::net::roles::Quiet;
-use crate::net::state::{log, q, State};
+use crate::net::state::{log, log_refused, q, State};
 use crate::net::{Pump, SETUP_TICK, TICK};
 use crate::role::iperf3::Plan;
 use crate::role::limit::{MoveLimit, TestLimits};
@@ -346,8 +346,9 @@ impl Test<'_> {
     }
 
     fn log_refused(&self, why: &str) {
-        log(
+        log_refused(
             self.state,
+            self.peer.ip(),
             format_args!("{} event=refused reason={}", self.who, q(why)),
         );
     }
