@@ -9,13 +9,14 @@
 //! - one request per connection (no keep-alive), a head of at most
 //!   [`MAX_REQUEST_HEAD_BYTES`], an answer of at most [`MAX_ANSWER_BYTES`];
 //! - at most [`MAX_CONNECTIONS_PER_ADDRESS`] connections from one address (IPv6 by its /64)
-//!   and [`MAX_CONNECTIONS`] in all; a connection past either is closed at once, before a
-//!   byte of it is read.
+//!   and [`MAX_CONNECTIONS`] in all; a connection past either pushes out the oldest (that
+//!   address's own first), which is closed at once. A scrape's connection lives for
+//!   milliseconds, so it is the newest, never the one pushed out by connections that wait.
 //!
 //! Only `GET` and `HEAD` of `/metrics` answer the metrics; another path is 404, another
 //! method 405.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -28,6 +29,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::task::AbortHandle;
 
 use super::metrics::Format;
 use crate::control::admission::client_key;
@@ -102,9 +104,21 @@ async fn serve(listener: tokio::net::TcpListener, render: Render) {
                 continue;
             }
         };
-        // Past a cap, `stream` is dropped here: closed before a byte of it is read.
-        if let Some(slot) = Slot::take(&caps, peer.ip()) {
-            tokio::spawn(connection(stream, slot, Arc::clone(&render)));
+        let pushed_out = {
+            let mut held = lock(&caps);
+            let id = held.reserve();
+            let slot = Slot {
+                caps: Arc::clone(&caps),
+                id,
+            };
+            // The task cannot run before it is counted in: this runtime has one thread,
+            // and it is here until the next await.
+            let task = tokio::spawn(connection(stream, slot, Arc::clone(&render)));
+            held.admit(id, client_key(peer.ip()), task.abort_handle())
+        };
+        // Aborting drops the task's connection, which closes its socket at once.
+        if let Some(task) = pushed_out {
+            task.abort();
         }
     }
 }
@@ -182,66 +196,85 @@ fn plain(status: StatusCode, text: String) -> Response<Full<Bytes>> {
     r
 }
 
-/// The connections open now: in all, and by address (IPv6 by /64).
-#[derive(Debug, Default)]
-struct Caps {
-    total: usize,
+/// The connections open now, oldest first, each with what closes it (`H`), and how many
+/// each address (IPv6: its /64) holds.
+#[derive(Debug)]
+struct Caps<H> {
+    /// The next connection's id: ids grow, so the map's order is the connections' age.
+    next_id: u64,
+    open: BTreeMap<u64, (IpAddr, H)>,
     by_address: HashMap<IpAddr, usize>,
 }
 
-impl Caps {
-    /// Counts a connection from `key` in, if both caps leave room for it.
-    fn admit(&mut self, key: IpAddr) -> bool {
-        let from_key = self.by_address.get(&key).copied().unwrap_or(0);
-        if self.total >= MAX_CONNECTIONS || from_key >= MAX_CONNECTIONS_PER_ADDRESS {
-            return false;
+impl<H> Default for Caps<H> {
+    fn default() -> Self {
+        Self {
+            next_id: 0,
+            open: BTreeMap::new(),
+            by_address: HashMap::new(),
         }
-        self.total += 1;
-        self.by_address.insert(key, from_key + 1);
-        true
+    }
+}
+
+impl<H> Caps<H> {
+    /// The id the next connection will have.
+    fn reserve(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
     }
 
-    /// Counts a connection from `key` out.
-    fn release(&mut self, key: IpAddr) {
-        self.total = self.total.saturating_sub(1);
+    /// Counts connection `id` from `key` in, closed by `close`; returns what closes the one
+    /// it pushes out, if a cap was reached: the oldest of `key`'s own, or when only the
+    /// total is full and `key` holds none, the oldest of all. Pushing out rather than
+    /// turning the newcomer away keeps a scrape, which lives for milliseconds, from being
+    /// refused by connections that wait out their deadline.
+    fn admit(&mut self, id: u64, key: IpAddr, close: H) -> Option<H> {
+        let from_key = self.by_address.get(&key).copied().unwrap_or(0);
+        let victim =
+            if from_key >= MAX_CONNECTIONS_PER_ADDRESS || self.open.len() >= MAX_CONNECTIONS {
+                self.open
+                    .iter()
+                    .find(|(_, (k, _))| *k == key)
+                    .or_else(|| self.open.iter().next())
+                    .map(|(victim, _)| *victim)
+            } else {
+                None
+            };
+        let pushed_out = victim.and_then(|v| self.release(v));
+        self.open.insert(id, (key, close));
+        *self.by_address.entry(key).or_insert(0) += 1;
+        pushed_out
+    }
+
+    /// Counts connection `id` out (if it was not pushed out already); what closed it.
+    fn release(&mut self, id: u64) -> Option<H> {
+        let (key, close) = self.open.remove(&id)?;
         if let Some(n) = self.by_address.get_mut(&key) {
             *n = n.saturating_sub(1);
             if *n == 0 {
                 self.by_address.remove(&key);
             }
         }
+        Some(close)
     }
 }
 
-/// A connection's place under the caps, given back when the connection ends.
+/// A connection's place under the caps, given back when its task ends.
 struct Slot {
-    caps: Arc<Mutex<Caps>>,
-    key: IpAddr,
-}
-
-impl Slot {
-    /// A place for a connection from `ip`, if the caps leave one.
-    fn take(caps: &Arc<Mutex<Caps>>, ip: IpAddr) -> Option<Self> {
-        let key = client_key(ip);
-        // A panic elsewhere under this lock leaves plain counts behind: still usable.
-        let admitted = caps
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .admit(key);
-        admitted.then(|| Self {
-            caps: Arc::clone(caps),
-            key,
-        })
-    }
+    caps: Arc<Mutex<Caps<AbortHandle>>>,
+    id: u64,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.caps
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .release(self.key);
+        let _ = lock(&self.caps).release(self.id);
     }
+}
+
+/// The caps, locked. A panic elsewhere under this lock leaves plain counts behind: still
+/// usable.
+fn lock<H>(caps: &Mutex<Caps<H>>) -> std::sync::MutexGuard<'_, Caps<H>> {
+    caps.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]
@@ -253,40 +286,63 @@ mod tests {
         s.parse().expect("an address")
     }
 
+    /// Admits a connection from `from`, its id as what closes it; the id it pushed out.
+    fn connect(caps: &mut Caps<u64>, from: &str) -> (u64, Option<u64>) {
+        let id = caps.reserve();
+        (id, caps.admit(id, client_key(ip(from)), id))
+    }
+
     #[test]
-    fn one_address_holds_at_most_its_share_and_gets_it_back() {
-        let caps = Arc::new(Mutex::new(Caps::default()));
-        let held: Vec<Slot> = (0..MAX_CONNECTIONS_PER_ADDRESS)
-            .filter_map(|_| Slot::take(&caps, ip("127.0.0.3")))
+    fn one_address_past_its_share_pushes_out_its_own_oldest() {
+        let mut caps = Caps::default();
+        let (scraper, _) = connect(&mut caps, "127.0.0.1");
+        let first: Vec<u64> = (0..MAX_CONNECTIONS_PER_ADDRESS)
+            .map(|_| connect(&mut caps, "127.0.0.3"))
+            .map(|(id, pushed)| {
+                assert_eq!(pushed, None);
+                id
+            })
             .collect();
-        assert_eq!(held.len(), MAX_CONNECTIONS_PER_ADDRESS);
-        assert!(Slot::take(&caps, ip("127.0.0.3")).is_none());
-        // Another address is not held back by it.
-        assert!(Slot::take(&caps, ip("127.0.0.1")).is_some());
-        drop(held);
-        assert!(Slot::take(&caps, ip("127.0.0.3")).is_some());
-        let c = caps.lock().unwrap_or_else(PoisonError::into_inner);
-        assert_eq!((c.total, c.by_address.len()), (0, 0));
+        // Each connection past the share closes that address's oldest, never another's.
+        for oldest in &first {
+            assert_eq!(connect(&mut caps, "127.0.0.3").1, Some(*oldest));
+        }
+        assert!(caps.open.contains_key(&scraper));
+        assert_eq!(
+            caps.by_address[&ip("127.0.0.3")],
+            MAX_CONNECTIONS_PER_ADDRESS
+        );
+        assert_eq!(caps.open.len(), MAX_CONNECTIONS_PER_ADDRESS + 1);
     }
 
     #[test]
     fn ipv6_addresses_of_one_64_share_a_share() {
-        let caps = Arc::new(Mutex::new(Caps::default()));
-        let held: Vec<Slot> = (0..MAX_CONNECTIONS_PER_ADDRESS)
-            .filter_map(|i| Slot::take(&caps, ip(&format!("2001:db8::{i:x}"))))
-            .collect();
-        assert_eq!(held.len(), MAX_CONNECTIONS_PER_ADDRESS);
-        assert!(Slot::take(&caps, ip("2001:db8::ffff:1")).is_none());
-        assert!(Slot::take(&caps, ip("2001:db8:0:1::1")).is_some());
+        let mut caps = Caps::default();
+        let first = (0..MAX_CONNECTIONS_PER_ADDRESS)
+            .map(|i| connect(&mut caps, &format!("2001:db8::{i:x}")))
+            .map(|(id, _)| id)
+            .min();
+        assert_eq!(connect(&mut caps, "2001:db8::ffff:1").1, first);
+        assert_eq!(connect(&mut caps, "2001:db8:0:1::1").1, None);
     }
 
     #[test]
-    fn no_more_than_the_total_from_many_addresses() {
-        let caps = Arc::new(Mutex::new(Caps::default()));
-        let held: Vec<Slot> = (0..=255u8)
-            .filter_map(|i| Slot::take(&caps, IpAddr::from([10, 0, 0, i])))
+    fn when_all_are_taken_the_oldest_goes_and_released_ones_are_forgotten() {
+        let mut caps = Caps::default();
+        let ids: Vec<u64> = (0..MAX_CONNECTIONS)
+            .map(|i| connect(&mut caps, &format!("10.0.{}.{}", i / 8, i % 8)).0)
             .collect();
-        assert_eq!(held.len(), MAX_CONNECTIONS);
+        assert_eq!(caps.open.len(), MAX_CONNECTIONS);
+        // A scrape from a new address pushes out the oldest of all.
+        let (scrape, pushed) = connect(&mut caps, "192.0.2.1");
+        assert_eq!(pushed, Some(ids[0]));
+        // Its slot comes back when it ends; one pushed out is not counted out twice.
+        assert_eq!(caps.release(scrape), Some(scrape));
+        assert_eq!(caps.release(ids[0]), None);
+        for id in &ids[1..] {
+            caps.release(*id);
+        }
+        assert!(caps.open.is_empty() && caps.by_address.is_empty());
     }
 
     fn render(f: Format) -> String {
