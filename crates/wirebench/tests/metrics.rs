@@ -129,8 +129,8 @@ fn a_slowloris_and_100_idle_connections_never_delay_a_scrape() {
             && closed_after < HEAD_DEADLINE * 2 + Duration::from_secs(1),
         "the slowloris was closed after {closed_after:?}"
     );
-    // The idle connections are all closed: past the per-address cap at once, the rest at
-    // the head's deadline.
+    // The idle connections are all closed: those pushed out by the per-address cap at once,
+    // the rest at the head's deadline.
     for c in &mut idle {
         assert!(
             closed_within(c, HEAD_DEADLINE * 3),
@@ -146,6 +146,23 @@ fn a_slowloris_and_100_idle_connections_never_delay_a_scrape() {
     );
     let (_, _, body) = scrape(metrics);
     assert!(body.contains("wirebench_tests_started_total 1"), "{body}");
+}
+
+#[test]
+fn connections_filling_the_port_from_many_addresses_do_not_shut_out_a_scrape() {
+    let (_server, metrics) = Server::start_with_metrics(&[]);
+    // 8 from each of 10 addresses: more than the port holds in all.
+    let _idle: Vec<TcpStream> = (4..14)
+        .flat_map(|a| (0..8).map(move |_| a))
+        .map(|a| connect_from(&format!("127.0.0.{a}"), metrics).expect("connect"))
+        .collect();
+    for _ in 0..5 {
+        let began = Instant::now();
+        let (status, _, _) = scrape(metrics);
+        let took = began.elapsed();
+        assert_eq!(status, "HTTP/1.1 200 OK");
+        assert!(took < Duration::from_secs(1), "a scrape took {took:?}");
+    }
 }
 
 #[test]
