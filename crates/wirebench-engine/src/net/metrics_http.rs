@@ -4,8 +4,8 @@
 //! What a client of the metrics port can cost, and why it cannot delay a scrape:
 //! - a connection costs a socket and a task on the one metrics thread, never a thread;
 //! - the whole request head must arrive within [`HEAD_DEADLINE`] of the connection, however
-//!   slowly it trickles (hyper's header timer starts at the first read and is not renewed by
-//!   bytes), and the whole connection, answer included, ends by [`CONNECTION_DEADLINE`];
+//!   slowly it trickles (hyper's header timer starts when the connection is first served,
+//!   and bytes do not renew it), and the whole connection, answer included, ends by [`CONNECTION_DEADLINE`];
 //! - one request per connection (no keep-alive), a head of at most
 //!   [`MAX_REQUEST_HEAD_BYTES`], an answer of at most [`MAX_ANSWER_BYTES`];
 //! - at most [`MAX_CONNECTIONS_PER_ADDRESS`] connections from one address (IPv6 by its /64)
@@ -93,7 +93,7 @@ pub(super) fn start(
     Ok(bound)
 }
 
-/// Accepts for ever: each connection within the caps gets a task, the others are closed.
+/// Accepts for ever: each connection gets a task; one past a cap pushes out the oldest.
 async fn serve(listener: tokio::net::TcpListener, render: Render) {
     let caps = Arc::new(Mutex::new(Caps::default()));
     loop {
