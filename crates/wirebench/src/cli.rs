@@ -417,7 +417,8 @@ pub struct ServeArgs {
     /// Longest --gap, --ack-timeout and --drain a test may ask (e.g. 10s, the default).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub max_timing: Option<Duration>,
-    /// Serve Prometheus metrics (text format) over HTTP at this address (e.g. 127.0.0.1:9464).
+    /// Serve Prometheus metrics over HTTP at this address, path /metrics (e.g. 127.0.0.1:9464):
+    /// the text format, or OpenMetrics when the scraper asks for it.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<SocketAddr>,
     /// The TCP/IP stack of the tests' data connections.

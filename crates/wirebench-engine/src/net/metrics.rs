@@ -1,23 +1,17 @@
-//! `serve --metrics ADDR`: the server's counters in the Prometheus text format, over plain
-//! HTTP, for operators (the `prometheus-client` crate writes the format).
+//! `serve --metrics ADDR`: the server's counters, and the two text formats a scrape can
+//! ask for (`metrics_http.rs` serves them over HTTP).
 //!
 //! The counters move where the server already takes a lock or ends a session: no metric is
-//! touched on the data path. The exporter answers one scrape at a time, each bounded in
-//! size and time, so a peer that opens the metrics port and stays silent costs one thread
-//! two seconds.
+//! touched on the data path. Both formats are written by `prometheus-client` from one
+//! registry: OpenMetrics to a scraper whose `Accept` header asks for it (Prometheus does),
+//! the Prometheus text format 0.0.4 otherwise (`promtool check metrics`, older scrapers).
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::time::Duration;
-
-use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{prometheus_text, text};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-
-use crate::EngineError;
 
 /// A label naming why: a refusal's kind, or the limit that ended a test.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -61,8 +55,8 @@ impl Metrics {
             .inc();
     }
 
-    /// The text a scrape gets (OpenMetrics), with the gauges as read now.
-    pub(super) fn render(&self, running: usize, pending: usize) -> String {
+    /// The text a scrape gets in `format`, with the gauges as read now.
+    pub(super) fn render(&self, running: usize, pending: usize, format: Format) -> String {
         self.running.set(i64::try_from(running).unwrap_or(i64::MAX));
         self.pending.set(i64::try_from(pending).unwrap_or(i64::MAX));
         let mut reg = Registry::with_prefix("wirebench");
@@ -104,119 +98,190 @@ impl Metrics {
         );
         let mut out = String::new();
         // Writing to a String cannot fail.
-        let _ = encode(&mut out, &reg);
+        let _ = match format {
+            Format::OpenMetrics => text::encode(&mut out, &reg),
+            Format::Text => prometheus_text::encode(&mut out, &reg),
+        };
         out
     }
 }
 
-/// Binds `addr` and serves what `render` makes (OpenMetrics text) from a thread of its own.
-pub(super) fn start(
-    addr: SocketAddr,
-    render: impl Fn() -> String + Send + 'static,
-) -> Result<SocketAddr, EngineError> {
-    let listener = TcpListener::bind(addr).map_err(|source| EngineError::Connect {
-        addr: format!("{addr} (--metrics)"),
-        source,
-    })?;
-    let bound = listener
-        .local_addr()
-        .map_err(|e| EngineError::io("reading the metrics address", e))?;
-    std::thread::Builder::new()
-        .name("wirebench-metrics".into())
-        .spawn(move || {
-            for conn in listener.incoming().flatten() {
-                scrape(conn, &render);
-            }
-        })
-        .map_err(|e| EngineError::io("starting the metrics thread", e))?;
-    Ok(bound)
+/// The exposition format of a scrape's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Format {
+    /// OpenMetrics 1.0 text: counter families named without `_total`, ends with `# EOF`.
+    OpenMetrics,
+    /// The Prometheus text format 0.0.4: what a scraper gets unless it asks for OpenMetrics.
+    Text,
 }
 
-/// Answers one HTTP request with the metrics, whatever its path.
-fn scrape(mut conn: TcpStream, render: &impl Fn() -> String) {
-    let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
-    let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
-    // Read the request head (at most 8 KiB), then answer.
-    let mut head = [0u8; 8192];
-    let mut have = 0;
-    while have < head.len() {
-        match conn.read(&mut head[have..]) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => have += n,
-        }
-        if head[..have].windows(4).any(|w| w == b"\r\n\r\n") {
-            break;
-        }
-    }
-    let openmetrics = render();
-    // OpenMetrics to a scraper that asks for it (Prometheus does), else the classic text
-    // format, which `promtool check metrics` and older scrapers read.
-    let asks_openmetrics = head[..have]
-        .windows(b"openmetrics-text".len())
-        .any(|w| w.eq_ignore_ascii_case(b"openmetrics-text"));
-    let (content_type, body) = if asks_openmetrics {
-        (
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            openmetrics,
-        )
-    } else {
-        (
-            "text/plain; version=0.0.4; charset=utf-8",
-            classic_text(&openmetrics),
-        )
-    };
-    let reply = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = conn.write_all(reply.as_bytes());
-}
-
-/// The classic Prometheus text format (0.0.4) from OpenMetrics text: a counter's family is
-/// named with its `_total` suffix there, and there is no `# EOF`.
-fn classic_text(openmetrics: &str) -> String {
-    let counters: Vec<&str> = openmetrics
-        .lines()
-        .filter_map(|l| l.strip_prefix("# TYPE "))
-        .filter_map(|l| l.strip_suffix(" counter"))
-        .collect();
-    let mut out = String::with_capacity(openmetrics.len() + 64);
-    for line in openmetrics.lines() {
-        if line == "# EOF" {
-            continue;
-        }
-        let meta = ["# HELP ", "# TYPE "]
+impl Format {
+    /// The format a request's `Accept` header (absent, or not text: `None`) asks for.
+    ///
+    /// As Prometheus' own Go client negotiates (`expfmt.NegotiateIncludingOpenMetrics`): the
+    /// media ranges by their `q`, highest first (ties in the order written); the first that
+    /// names OpenMetrics (version 1.0.0, 0.0.1 or none) or `text/plain` (version 0.0.4 or
+    /// none) decides, and anything else falls back to the 0.0.4 text.
+    pub(super) fn negotiate(accept: Option<&str>) -> Self {
+        let Some(accept) = accept else {
+            return Self::Text;
+        };
+        let mut ranges: Vec<(f32, Option<Self>)> = accept
+            .split(',')
+            .take(MAX_MEDIA_RANGES)
+            .map(media_range)
+            .filter(|(q, _)| *q > 0.0)
+            .collect();
+        // A stable sort keeps the header's order among equal weights.
+        ranges.sort_by(|a, b| b.0.total_cmp(&a.0));
+        ranges
             .into_iter()
-            .find_map(|p| line.strip_prefix(p).map(|rest| (p, rest)));
-        match meta {
-            Some((p, rest)) => {
-                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
-                let suffix = if counters.contains(&name) {
-                    "_total"
-                } else {
-                    ""
-                };
-                out.push_str(&format!("{p}{name}{suffix} {tail}\n"));
-            }
-            None => {
-                out.push_str(line);
-                out.push('\n');
-            }
+            .find_map(|(_, f)| f)
+            .unwrap_or(Self::Text)
+    }
+
+    /// The `Content-Type` of an answer in this format.
+    pub(super) fn content_type(self) -> &'static str {
+        match self {
+            Self::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Self::Text => prometheus_text::CONTENT_TYPE,
         }
     }
-    out
+}
+
+/// The media ranges of one `Accept` header looked at: more is no scraper's, and the header's
+/// size is bounded by the HTTP server before this sees it.
+const MAX_MEDIA_RANGES: usize = 32;
+
+/// One media range of an `Accept` header: its weight (`q`, 1 when absent or unreadable) and
+/// the format it names, if it names one wirebench writes.
+fn media_range(range: &str) -> (f32, Option<Format>) {
+    let mut parts = range.split(';').map(str::trim);
+    let media = parts.next().unwrap_or("");
+    let (mut q, mut version) = (1.0_f32, None);
+    for param in parts {
+        let Some((key, value)) = param.split_once('=') else {
+            continue;
+        };
+        let value = value.trim().trim_matches('"');
+        match key.trim().to_ascii_lowercase().as_str() {
+            "q" => {
+                q = value
+                    .parse()
+                    .ok()
+                    .filter(|q: &f32| q.is_finite())
+                    .unwrap_or(1.0)
+            }
+            "version" => version = Some(value),
+            _ => {}
+        }
+    }
+    let format = if media.eq_ignore_ascii_case("application/openmetrics-text") {
+        matches!(version, None | Some("1.0.0") | Some("0.0.1")).then_some(Format::OpenMetrics)
+    } else if media.eq_ignore_ascii_case("text/plain") {
+        matches!(version, None | Some("0.0.4")).then_some(Format::Text)
+    } else {
+        None
+    };
+    (q, format)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// What Prometheus 3 sends by default.
+    const PROMETHEUS: &str = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+
     #[test]
-    fn classic_text_names_counter_families_with_their_total() {
-        let om = "# HELP x_bytes Bytes.\n# TYPE x_bytes counter\nx_bytes_total 3\n# HELP g G.\n# TYPE g gauge\ng 1\n# EOF\n";
+    fn openmetrics_only_when_asked_for() {
+        assert_eq!(Format::negotiate(Some(PROMETHEUS)), Format::OpenMetrics);
         assert_eq!(
-            classic_text(om),
-            "# HELP x_bytes_total Bytes.\n# TYPE x_bytes_total counter\nx_bytes_total 3\n# HELP g G.\n# TYPE g gauge\ng 1\n"
+            Format::negotiate(Some("application/openmetrics-text")),
+            Format::OpenMetrics
         );
+        assert_eq!(Format::negotiate(None), Format::Text);
+        assert_eq!(Format::negotiate(Some("*/*")), Format::Text);
+        assert_eq!(
+            Format::negotiate(Some("text/html, */*;q=0.8")),
+            Format::Text
+        );
+        assert_eq!(Format::negotiate(Some("")), Format::Text);
+    }
+
+    #[test]
+    fn the_highest_weight_decides_and_refused_or_unknown_versions_do_not() {
+        // The text format weighs more here, though written second.
+        let text_first =
+            "application/openmetrics-text; version=1.0.0; q=0.5, text/plain; version=0.0.4";
+        assert_eq!(Format::negotiate(Some(text_first)), Format::Text);
+        // q=0 refuses a format; an unknown version is not the one wirebench writes.
+        assert_eq!(
+            Format::negotiate(Some("application/openmetrics-text;q=0")),
+            Format::Text
+        );
+        assert_eq!(
+            Format::negotiate(Some(
+                "application/openmetrics-text;version=9.9.9, text/plain;q=0.1"
+            )),
+            Format::Text
+        );
+        assert_eq!(
+            Format::negotiate(Some(
+                "text/plain;version=1.0.0, APPLICATION/OpenMetrics-Text;q=0.9"
+            )),
+            Format::OpenMetrics
+        );
+    }
+
+    #[test]
+    fn garbage_accept_headers_fall_back_to_the_text_format() {
+        for junk in [
+            ";;;",
+            "q=2",
+            "application/openmetrics-text;q=NaN;;=",
+            ",,,,",
+            "\u{0}",
+        ] {
+            let _ = Format::negotiate(Some(junk));
+        }
+        assert_eq!(Format::negotiate(Some(";q=1, =;")), Format::Text);
+        // Only the first ranges are looked at.
+        let long = "a/b;q=1,".repeat(10_000) + "application/openmetrics-text";
+        assert_eq!(Format::negotiate(Some(&long)), Format::Text);
+    }
+
+    #[test]
+    fn the_text_format_names_counter_families_with_their_total_and_has_no_eof() {
+        let m = Metrics::default();
+        m.tests_started.inc();
+        m.refused("max_bytes");
+        m.bytes_received.inc_by(100_000);
+        let text = m.render(2, 3, Format::Text);
+        for line in [
+            "# TYPE wirebench_tests_started_total counter",
+            "wirebench_tests_started_total 1",
+            "wirebench_tests_refused_total{reason=\"max_bytes\"} 1",
+            "wirebench_received_bytes_total 100000",
+            "# TYPE wirebench_tests_running gauge",
+            "wirebench_tests_running 2",
+            "wirebench_pending_handshakes 3",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line:?} not in\n{text}");
+        }
+        assert!(!text.contains("# EOF"), "{text}");
+    }
+
+    #[test]
+    fn openmetrics_names_counter_families_without_total_and_ends_with_eof() {
+        let m = Metrics::default();
+        m.tests_started.inc();
+        let om = m.render(0, 0, Format::OpenMetrics);
+        assert!(
+            om.contains("# TYPE wirebench_tests_started counter\n"),
+            "{om}"
+        );
+        assert!(om.contains("\nwirebench_tests_started_total 1\n"), "{om}");
+        assert!(om.ends_with("# EOF\n"), "{om}");
     }
 }

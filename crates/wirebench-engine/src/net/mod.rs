@@ -8,6 +8,7 @@ mod conn;
 mod handshake;
 pub(crate) mod iperf3;
 mod metrics;
+mod metrics_http;
 pub(crate) mod roles;
 pub(crate) mod server;
 pub(crate) mod state;

@@ -113,12 +113,12 @@ impl Server {
         let metrics = match state.cfg.metrics {
             Some(at) => {
                 let st = Arc::clone(&state);
-                Some(super::metrics::start(at, move || {
+                Some(super::metrics_http::start(at, move |format| {
                     let (running, pending) = {
                         let a = st.admission();
                         (a.running(), a.pending())
                     };
-                    st.metrics.render(running, pending)
+                    st.metrics.render(running, pending, format)
                 })?)
             }
             None => None,

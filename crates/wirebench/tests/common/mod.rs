@@ -5,7 +5,9 @@
 pub mod attack;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -22,6 +24,27 @@ pub struct Server {
 
 impl Server {
     pub fn start(extra: &[&str]) -> Self {
+        Self::launch(extra).0
+    }
+
+    /// A server with `--metrics` on a free loopback port, and where the metrics are
+    /// (`127.0.0.1:PORT`, as the server's second line names it).
+    pub fn start_with_metrics(extra: &[&str]) -> (Self, SocketAddr) {
+        let (server, mut stdout) = Self::launch(&[&["--metrics", "127.0.0.1:0"], extra].concat());
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("metrics line");
+        // "metrics at http://127.0.0.1:PORT/metrics (...)"
+        let addr = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("http://"))
+            .and_then(|w| w.strip_suffix("/metrics"))
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no metrics address in {line:?}"));
+        (server, addr)
+    }
+
+    /// Starts the server; its stdout past the banner.
+    fn launch(extra: &[&str]) -> (Self, BufReader<ChildStdout>) {
         let mut child = wirebench()
             .args(["serve", "--bind", "127.0.0.1", "--port", "0"])
             .args(extra)
@@ -29,11 +52,9 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .expect("start wirebench serve");
-        let stdout = child.stdout.take().expect("server stdout");
+        let mut stdout = BufReader::new(child.stdout.take().expect("server stdout"));
         let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("server banner");
+        stdout.read_line(&mut line).expect("server banner");
         // "wirebench server listening on 127.0.0.1:PORT (...)"
         let addr = line
             .split_whitespace()
@@ -44,7 +65,7 @@ impl Server {
             .next()
             .and_then(|p| p.parse().ok())
             .unwrap_or_else(|| panic!("no port in {line:?}"));
-        Self { child, port }
+        (Self { child, port }, stdout)
     }
 
     /// The server's process id.
@@ -128,6 +149,16 @@ pub fn wait_for_line(child: &mut Child, needle: &str) {
             return;
         }
     }
+}
+
+/// A TCP connection to `to` from the loopback address `from` (e.g. "127.0.0.2": loopback
+/// answers on all of 127/8), as an attacker from another address would make it.
+pub fn connect_from(from: &str, to: SocketAddr) -> std::io::Result<TcpStream> {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+    let from: SocketAddr = format!("{from}:0").parse().map_err(std::io::Error::other)?;
+    s.bind(&from.into())?;
+    s.connect_timeout(&to.into(), Duration::from_secs(5))?;
+    Ok(s.into())
 }
 
 /// An integer at a JSON path like "end.sent.bytes".
