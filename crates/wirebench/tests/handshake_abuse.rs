@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::attack::{connect_from, proc_status, raise_fd_limit, recv, send, spec, start, tmp_dir};
+use common::attack::{connect_port, proc_status, raise_fd_limit, recv, send, spec, start, tmp_dir};
 use common::{u, wirebench, Server};
 use wirebench_engine::Psk;
 use wirebench_proto::control::{FrameDecoder, Message};
@@ -45,7 +45,7 @@ fn frames_before_the_keys_proof_cannot_take_the_servers_memory() {
     // each announces a 4 MiB frame and writes all of it but its end, 16 at a time: a server
     // that waited for such frames would hold 1 GiB for them until the handshake deadline.
     let mut conns: Vec<TcpStream> = (0..256)
-        .filter_map(|i| connect_from(&format!("127.0.0.{}", 2 + i % 4), s.port).ok())
+        .filter_map(|i| connect_port(&format!("127.0.0.{}", 2 + i % 4), s.port).ok())
         .collect();
     assert!(conns.len() > 200, "only {} connections", conns.len());
     for c in &mut conns {
@@ -113,7 +113,7 @@ fn a_keyed_client_with_a_one_second_round_trip_gets_in_under_a_ten_address_flood
                 let from = format!("127.0.0.{last}");
                 let mut held = VecDeque::new();
                 while !stop.load(Ordering::Relaxed) {
-                    if let Ok(c) = connect_from(&from, port) {
+                    if let Ok(c) = connect_port(&from, port) {
                         opened.fetch_add(1, Ordering::Relaxed);
                         held.push_back(c);
                         if held.len() > 100 {
@@ -133,7 +133,7 @@ fn a_keyed_client_with_a_one_second_round_trip_gets_in_under_a_ten_address_flood
     // The keyed client: start, the challenge, then its answer a round trip (1 s) later.
     let psk = Psk::new(KEY.as_bytes()).expect("key");
     let sp = spec(100_000);
-    let mut c = connect_from("127.0.0.1", port).expect("connect");
+    let mut c = connect_port("127.0.0.1", port).expect("connect");
     send(&mut c, &start(sp.clone(), "slow-client"));
     let mut d = FrameDecoder::new(1 << 20);
     let nonce = match recv(&mut c, &mut d) {
@@ -214,7 +214,7 @@ fn wrong_keys_make_their_address_wait_and_their_log_lines_are_capped() {
     let (mut looked_at, mut held_back) = (0, 0);
     let until = Instant::now() + Duration::from_secs(3);
     while Instant::now() < until {
-        let Ok(mut c) = connect_from("127.0.0.2", port) else {
+        let Ok(mut c) = connect_port("127.0.0.2", port) else {
             continue;
         };
         send(&mut c, &start(spec(1000), "guesser"));

@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::attack::{connect_from, proc_status, raise_fd_limit, recv, send, spec, start, tmp_dir};
+use common::attack::{connect_port, proc_status, raise_fd_limit, recv, send, spec, start, tmp_dir};
 use common::{u, wirebench, Server};
 use wirebench_proto::control::{encode, FrameDecoder, Message, PROTOCOL_VERSION};
 
@@ -20,7 +20,7 @@ const ATTACKER: &str = "127.0.0.2";
 
 /// A TCP connection to the server's port from the attacker's address.
 fn connect_from_attacker(port: u16) -> std::io::Result<TcpStream> {
-    connect_from(ATTACKER, port)
+    connect_port(ATTACKER, port)
 }
 
 /// Threads of process `pid` now.

@@ -3,22 +3,13 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
 
-use socket2::{Domain, Socket, Type};
 use wirebench_proto::control::{encode, FrameDecoder, Message, PROTOCOL_VERSION};
 use wirebench_proto::spec::TestSpec;
 
 /// A TCP connection from `from` (an address of 127/8) to the server's `port` on 127.0.0.1.
-pub fn connect_from(from: &str, port: u16) -> std::io::Result<TcpStream> {
-    let s = Socket::new(Domain::IPV4, Type::STREAM, None)?;
-    let from: SocketAddr = format!("{from}:0").parse().map_err(std::io::Error::other)?;
-    s.bind(&from.into())?;
-    let to: SocketAddr = format!("127.0.0.1:{port}")
-        .parse()
-        .map_err(std::io::Error::other)?;
-    s.connect_timeout(&to.into(), Duration::from_secs(5))?;
-    Ok(s.into())
+pub fn connect_port(from: &str, port: u16) -> std::io::Result<TcpStream> {
+    super::connect_from(from, SocketAddr::from(([127, 0, 0, 1], port)))
 }
 
 /// Raises this process's open-file limit to its hard limit (flood tests hold many sockets;
