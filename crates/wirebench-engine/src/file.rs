@@ -3,18 +3,116 @@
 //! whether the copy is identical. Over UDP streaming a datagram may be lost or late: the
 //! receiver writes each at its offset and reports the byte ranges that never arrived.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use thiserror::Error;
 use wirebench_proto::results::FileReport;
+use wirebench_proto::units::format_bytes;
 use wirebench_stats::LostRun;
 use xxhash_rust::xxh3::Xxh3;
 
 /// Most missing ranges a report lists; more are counted, not listed.
 const MAX_RANGES: usize = 10_000;
+
+/// How much a server's `--save-dir` may hold unless `--save-quota` says otherwise: enough
+/// for a few large transfers, far from filling a disk.
+pub const DEFAULT_SAVE_QUOTA: u64 = 10_000_000_000;
+
+/// Where a server saves the files clients send (`--save-dir`), and the most it may hold in
+/// all (`--save-quota`): what is there already, counted when a transfer asks, and the
+/// transfers being written, each at its whole size.
+#[derive(Debug, Clone)]
+pub struct SaveDir {
+    path: PathBuf,
+    quota_bytes: u64,
+    /// Transfers being saved now: their paths and whole sizes.
+    writing: Arc<Mutex<HashMap<PathBuf, u64>>>,
+}
+
+/// A transfer that would take `--save-dir` past its quota.
+#[derive(Debug, Error)]
+#[error("saving this {} file would take the server's --save-dir past its --save-quota {} ({} used): send a smaller file, or ask the operator to make room", format_bytes(*.asked), format_bytes(*.quota), format_bytes(*.used))]
+pub struct OverQuota {
+    /// The transfer's size.
+    pub asked: u64,
+    /// The quota.
+    pub quota: u64,
+    /// Held by saved files and transfers being written.
+    pub used: u64,
+}
+
+impl SaveDir {
+    /// Saves into `path`, at most `quota_bytes` in all.
+    pub fn new(path: PathBuf, quota_bytes: u64) -> Self {
+        Self {
+            path,
+            quota_bytes,
+            writing: Arc::default(),
+        }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Room for a `bytes`-byte copy named `name`: its path and a hold on the room, given
+    /// back when the hold is dropped (by then the file itself counts), or why not.
+    pub fn reserve(&self, name: &str, bytes: u64) -> Result<(PathBuf, QuotaHold), OverQuota> {
+        let path = self.path.join(name);
+        let mut writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
+        let used = self
+            .saved_bytes(&writing)
+            .saturating_add(writing.values().sum());
+        if used.saturating_add(bytes) > self.quota_bytes {
+            return Err(OverQuota {
+                asked: bytes,
+                quota: self.quota_bytes,
+                used,
+            });
+        }
+        writing.insert(path.clone(), bytes);
+        let hold = QuotaHold {
+            writing: Arc::clone(&self.writing),
+            path: path.clone(),
+        };
+        Ok((path, hold))
+    }
+
+    /// Bytes in the directory's regular files, but those being written (links and other
+    /// kinds are not followed: only what wirebench wrote is there).
+    fn saved_bytes(&self, writing: &HashMap<PathBuf, u64>) -> u64 {
+        let Ok(entries) = std::fs::read_dir(&self.path) else {
+            return 0;
+        };
+        entries
+            .filter_map(Result::ok)
+            .filter(|e| !writing.contains_key(&e.path()))
+            .filter_map(|e| e.metadata().ok())
+            .filter(|m| m.is_file())
+            .map(|m| m.len())
+            .fold(0u64, u64::saturating_add)
+    }
+}
+
+/// Room taken in a [`SaveDir`] for one transfer; given back when dropped.
+#[derive(Debug)]
+pub struct QuotaHold {
+    writing: Arc<Mutex<HashMap<PathBuf, u64>>>,
+    path: PathBuf,
+}
+
+impl Drop for QuotaHold {
+    fn drop(&mut self) {
+        let mut writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
+        writing.remove(&self.path);
+    }
+}
 
 fn hex(h: u64) -> String {
     format!("{h:016x}")
@@ -85,6 +183,8 @@ pub struct FileSink {
     error: Option<String>,
     /// The most bytes saved, and the end of the copy.
     max_bytes: u64,
+    /// The room this copy holds in the server's `--save-dir`, while it is written.
+    _room: Option<QuotaHold>,
 }
 
 impl FileSink {
@@ -118,7 +218,14 @@ impl FileSink {
             missing_more: 0,
             error: None,
             max_bytes: u64::MAX,
+            _room: None,
         })
+    }
+
+    /// Keeps `room` (in a `--save-dir`'s quota) until the copy is finished.
+    pub fn holding(mut self, room: QuotaHold) -> Self {
+        self._room = Some(room);
+        self
     }
 
     /// Saves at most `max_bytes` (the transfer's own size): a peer that sends more, or
@@ -240,6 +347,29 @@ mod tests {
 
     fn tmp(name: &str) -> PathBuf {
         std::env::temp_dir().join(format!("wirebench-file-{}-{name}", std::process::id()))
+    }
+
+    #[test]
+    fn a_save_dir_holds_no_more_than_its_quota_counting_transfers_being_written() {
+        let dir = tmp("quota");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("earlier"), vec![0u8; 600]).unwrap();
+        let save = SaveDir::new(dir.clone(), 1000);
+        let (path, hold) = save.reserve("a", 300).expect("600 + 300 fit in 1000");
+        assert_eq!(path, dir.join("a"));
+        // The transfer being written counts at its whole size, before it wrote a byte.
+        let over = save.reserve("b", 200).unwrap_err();
+        assert_eq!((over.asked, over.quota, over.used), (200, 1000, 900));
+        assert!(over.to_string().contains("--save-quota 1.00 KB"), "{over}");
+        // Its file, as it grows, is not counted twice.
+        std::fs::write(&path, vec![0u8; 150]).unwrap();
+        assert_eq!(save.reserve("b", 101).unwrap_err().used, 900);
+        // Done: the file counts as it is on disk, and the rest is free again.
+        drop(hold);
+        assert!(save.reserve("c", 250).is_ok());
+        assert!(save.reserve("d", u64::MAX).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -27,6 +27,7 @@ use std::time::Instant;
 use wirebench_stats::{LossRuns, TimeHistogram};
 
 pub use auth::{Psk, PskError};
+pub use file::{SaveDir, DEFAULT_SAVE_QUOTA};
 pub use net::client::{run, ClientConfig};
 pub use net::iperf3::client::{run_iperf3, split_target, Iperf3Config};
 pub use net::roles::{ServerInterval, ServerWatch, Watch};

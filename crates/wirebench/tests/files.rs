@@ -107,6 +107,38 @@ fn a_200_mb_file_arrives_identical_over_tcp_and_udp_stop_and_wait_both_ways() {
 }
 
 #[test]
+fn a_save_dir_past_its_quota_refuses_the_transfer_before_a_byte_is_written() {
+    let dir = Dir::new("quota");
+    let src = dir.path("files/f.bin");
+    make_file(&src, 100_000);
+    let save = dir.path("save");
+    let s = Server::start(&[
+        "--save-dir",
+        save.to_str().expect("utf-8"),
+        "--save-quota",
+        "150K",
+    ]);
+    let src_arg = src.to_str().expect("utf-8");
+    let identical = |v: serde_json::Value| assert_eq!(v["end"]["file"]["identical"], true, "{v}");
+    identical(s.run_json(&["--file", src_arg]));
+    // 100 kB saved: another 100 kB would take the directory to 200 kB.
+    let out = s.run(&["--file", src_arg]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--save-quota 150.00 KB (100.00 KB used)"),
+        "{err}"
+    );
+    let saved: Vec<_> = std::fs::read_dir(&save).expect("save dir").collect();
+    assert_eq!(saved.len(), 1, "the refused transfer left a file");
+    // Room again once the operator removes a copy.
+    for e in saved {
+        std::fs::remove_file(e.expect("entry").path()).expect("remove");
+    }
+    identical(s.run_json(&["--file", src_arg]));
+}
+
+#[test]
 fn udp_streaming_reports_missing_ranges_and_the_server_keeps_to_its_directories() {
     let dir = Dir::new("udp");
     let src = dir.path("files/small.bin");

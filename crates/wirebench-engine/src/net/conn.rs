@@ -602,13 +602,17 @@ fn file_part(
         return Ok(None);
     };
     if spec.direction == Direction::Forward {
-        let path = cfg
-            .save_dir
-            .as_ref()
-            .map(|d| d.join(format!("{cookie:016x}-{name}")));
-        let sink = FileSink::create(path)
+        let Some(dir) = &cfg.save_dir else {
+            let sink = FileSink::create(None).map_err(|e| e.to_string())?;
+            return Ok(Some(FilePart::Sink(sink.bounded(spec.file_bytes()))));
+        };
+        let (path, room) = dir
+            .reserve(&format!("{cookie:016x}-{name}"), spec.file_bytes())
+            .map_err(|e| e.to_string())?;
+        let sink = FileSink::create(Some(path))
             .map_err(|e| format!("cannot save the file here: {e}"))?
-            .bounded(spec.file_bytes());
+            .bounded(spec.file_bytes())
+            .holding(room);
         return Ok(Some(FilePart::Sink(sink)));
     }
     let dir = cfg

@@ -49,8 +49,9 @@ pub struct ServerConfig {
     pub stats_every: Option<Duration>,
     /// Clients must prove this pre-shared key (`--psk-file`).
     pub psk: Option<crate::auth::Psk>,
-    /// Save what file transfers send here (`--save-dir`); none: only hash them.
-    pub save_dir: Option<PathBuf>,
+    /// Save what file transfers send here (`--save-dir`), within its quota; none: only
+    /// hash them.
+    pub save_dir: Option<crate::SaveDir>,
     /// Send files from here for reverse file transfers (`--files-dir`); none: refuse them.
     pub files_dir: Option<PathBuf>,
     /// Admit iperf3 clients although a pre-shared key is set (`--allow-iperf3`): iperf3
