@@ -34,9 +34,6 @@ pub struct UdpRx {
     /// Unique datagrams and bytes counted.
     pub count: Count,
     key: StreamKey,
-    /// Decoded sequence numbers above this are foreign: [`PLAUSIBLE_AHEAD`] past the
-    /// highest counted (or past 0 before the first).
-    ahead_limit: u64,
     foreign: u64,
     tracker: SeqTracker,
     jitter: Jitter,
@@ -75,7 +72,6 @@ impl UdpRx {
         Self {
             count: Count::default(),
             key,
-            ahead_limit: PLAUSIBLE_AHEAD,
             foreign: 0,
             tracker: SeqTracker::new(),
             jitter: Jitter::new(),
@@ -131,7 +127,8 @@ impl UdpRx {
         let Ok(h) = DataHeader::read(d, self.key.token) else {
             return;
         };
-        if h.seq > self.ahead_limit {
+        let highest = self.tracker.highest().unwrap_or(0);
+        if h.seq > highest.saturating_add(PLAUSIBLE_AHEAD) {
             // Not keyed with this stream's token: a blind guess decodes to a random number,
             // almost surely this far out. Counting it would settle billions as lost.
             self.foreign += 1;
@@ -152,7 +149,6 @@ impl UdpRx {
             Arrival::TooOld => Arrived::TooOld,
             Arrival::InOrder | Arrival::Gap { .. } | Arrival::Late { .. } => {
                 self.count.add(d.len() as u64, now_ns);
-                self.ahead_limit = self.ahead_limit.max(h.seq.saturating_add(PLAUSIBLE_AHEAD));
                 if let Some((sink, chunk, _)) = self.file.as_mut() {
                     sink.write_at(h.seq.saturating_mul(*chunk), &d[HEADER_LEN..]);
                 }
