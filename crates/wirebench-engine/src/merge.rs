@@ -120,6 +120,7 @@ pub fn merge(mut outs: Vec<(SideReport, Hists)>) -> SideReport {
             duplicates: udps.iter().map(|u| u.duplicates).sum(),
             reordered: udps.iter().map(|u| u.reordered).sum(),
             too_old: udps.iter().map(|u| u.too_old).sum(),
+            foreign: udps.iter().map(|u| u.foreign).sum(),
             jitter_ns,
             max_reorder_extent: udps.iter().map(|u| u.max_reorder_extent).max().unwrap_or(0),
             same_clock: udps.iter().all(|u| u.same_clock),

@@ -1,8 +1,15 @@
 //! What a UDP streaming receiver does with each datagram: sequence accounting, one-way
 //! delay, jitter, arrival gaps, UDPmon's in-order prefix and the packet log. Sans-IO: bytes
 //! and a time in, counters out, so the tests below feed it crafted datagrams and GRO buffers.
+//!
+//! Datagrams that are not the test's (spoofed from the peer's address by someone who cannot
+//! read the traffic) are told apart by the stream's secret token (see
+//! [`wirebench_proto::header`]) and counted as `foreign`, never in the loss, duplicate,
+//! reorder, byte, delay or jitter figures: one add and one compare per datagram.
 
-use wirebench_proto::header::{one_way_delay_ns, DataHeader, HEADER_LEN, UDP_HELLO_LEN};
+use wirebench_proto::header::{
+    one_way_delay_ns, DataHeader, SeqToken, HEADER_LEN, PLAUSIBLE_AHEAD, UDP_HELLO_LEN,
+};
 use wirebench_proto::packet_log::{Arrived, Record};
 use wirebench_proto::results::{NsBucket, UdpCounts};
 use wirebench_stats::{Arrival, Jitter, LostRun, SeqTracker, TimeHistogram};
@@ -12,10 +19,22 @@ use crate::log::{LogError, LogSink};
 use crate::role::count::{Count, IntervalUdp};
 use crate::Hists;
 
+/// What tells a stream's own datagrams from others that reach its socket.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamKey {
+    /// The stream's token: sequence numbers on the wire are keyed with it.
+    pub token: SeqToken,
+    /// Every datagram of the test carries a header (no headerless test, no short last
+    /// message): a shorter one is not the test's.
+    pub headers_only: bool,
+}
+
 /// A UDP streaming receiver's accounting.
 pub struct UdpRx {
     /// Unique datagrams and bytes counted.
     pub count: Count,
+    key: StreamKey,
+    foreign: u64,
     tracker: SeqTracker,
     jitter: Jitter,
     delay: TimeHistogram,
@@ -42,14 +61,18 @@ pub struct UdpRx {
 
 impl UdpRx {
     /// A receiver whose side started at Unix time `epoch_unix_ns`, ignoring copies of the
-    /// stream's `hello`, writing a packet log to `log` if given.
+    /// stream's `hello`, counting only datagrams that `key` says are the stream's, writing a
+    /// packet log to `log` if given.
     pub fn new(
         epoch_unix_ns: u64,
         hello: Option<[u8; UDP_HELLO_LEN]>,
+        key: StreamKey,
         log: Option<LogSink>,
     ) -> Self {
         Self {
             count: Count::default(),
+            key,
+            foreign: 0,
             tracker: SeqTracker::new(),
             jitter: Jitter::new(),
             delay: TimeHistogram::new(),
@@ -91,13 +114,26 @@ impl UdpRx {
             return;
         }
         if d.len() < HEADER_LEN {
+            if self.key.headers_only {
+                self.foreign += 1;
+                return;
+            }
             // Headerless tests, and the short last message of a `bytes` test: counted by
             // bytes and messages only.
             self.count.add(d.len() as u64, now_ns);
             self.gap(now_ns);
             return;
         }
-        let Ok(h) = DataHeader::read(d) else { return };
+        let Ok(h) = DataHeader::read(d, self.key.token) else {
+            return;
+        };
+        let highest = self.tracker.highest().unwrap_or(0);
+        if h.seq > highest.saturating_add(PLAUSIBLE_AHEAD) {
+            // Not keyed with this stream's token: a blind guess decodes to a random number,
+            // almost surely this far out. Counting it would settle billions as lost.
+            self.foreign += 1;
+            return;
+        }
         let arrival_unix_ns = self.epoch_unix_ns.wrapping_add(now_ns);
         let delay_ns = one_way_delay_ns(arrival_unix_ns, h.send_ns);
         let prefix = self.tracker.prefix();
@@ -209,6 +245,7 @@ impl UdpRx {
             duplicates: self.duplicates,
             reordered: self.tracker.reordered(),
             too_old: self.tracker.too_old(),
+            foreign: self.foreign,
             jitter_ns: self.jitter.jitter_ns(),
             max_reorder_extent: self.tracker.max_reorder_extent(),
             same_clock,
@@ -266,23 +303,114 @@ mod tests {
     use super::*;
 
     const EPOCH: u64 = 1_700_000_000_000_000_000;
+    const COOKIE: u64 = 0x5eed_0f7e_57c0_0c11;
+
+    /// Stream 0's key in the test of [`COOKIE`], whose datagrams may be short.
+    fn key() -> StreamKey {
+        StreamKey {
+            token: SeqToken::of_stream(COOKIE, 0),
+            headers_only: false,
+        }
+    }
 
     /// A datagram of `len` bytes with sequence number `seq`, sent `delay_ns` before `now_ns`.
     fn dgram(seq: u64, len: usize, now_ns: u64, delay_ns: u64) -> Vec<u8> {
+        keyed(key().token, seq, len, now_ns, delay_ns)
+    }
+
+    /// As [`dgram`], its sequence number keyed with `token`.
+    fn keyed(token: SeqToken, seq: u64, len: usize, now_ns: u64, delay_ns: u64) -> Vec<u8> {
         let mut d = vec![0xabu8; len];
         DataHeader {
             seq,
             stream: 0,
             send_ns: EPOCH + now_ns - delay_ns,
         }
-        .write(&mut d)
+        .write(token, &mut d)
         .expect("len >= 16");
         d
     }
 
+    /// 1,000 datagrams 10 µs apart, delays varying, with `extra` arriving after number 500;
+    /// what the receiver counted.
+    fn a_test_with(rx_key: StreamKey, extra: &[Vec<u8>]) -> (Count, UdpCounts) {
+        let mut rx = UdpRx::new(EPOCH, None, rx_key, None);
+        for s in 0..1000u64 {
+            let now = 1_000_000 + s * 10_000;
+            rx.on_datagram(&dgram(s, 100, now, 50_000 + (s % 7) * 1_000), now);
+            if s == 500 {
+                for d in extra {
+                    rx.on_datagram(d, now + 1);
+                }
+            }
+        }
+        let (count, c, _, _, _) = rx.finish(Some(1000), true);
+        (count, c)
+    }
+
+    #[test]
+    fn datagrams_not_keyed_with_the_streams_token_are_foreign_not_lost() {
+        let (clean_count, clean) = a_test_with(key(), &[]);
+        assert_eq!((clean_count.messages, clean.loss_runs.lost), (1000, 0));
+        let now = 6_000_000;
+        let forged = [
+            // The attack: sequence number 2^62, written as an old peer would.
+            keyed(SeqToken::default(), 1 << 62, 100, now, 0),
+            // Guesses of the next numbers, without the token.
+            keyed(SeqToken::default(), 501, 100, now, 0),
+            keyed(SeqToken::default(), 0, 100, now, 0),
+            // Another stream's token: in `--bidir` the other direction's, in `-P` a
+            // sibling's.
+            keyed(SeqToken::of_stream(COOKIE, 1), 501, 100, now, 0),
+            // The right token, but further ahead than a real sender can be.
+            dgram(500 + PLAUSIBLE_AHEAD + 1, 100, now, 0),
+            // A short datagram where every one of the test carries a header.
+            vec![0u8; 8],
+        ];
+        let only_headers = StreamKey {
+            headers_only: true,
+            ..key()
+        };
+        let (count, attacked) = a_test_with(only_headers, &forged);
+        assert_eq!(attacked.foreign, forged.len() as u64);
+        // Nothing else moved: loss, duplicates, reordering, bytes, delay, jitter, gaps.
+        assert_eq!(
+            (count.messages, count.bytes),
+            (clean_count.messages, clean_count.bytes)
+        );
+        assert_eq!(
+            UdpCounts {
+                foreign: 0,
+                ..attacked
+            },
+            clean
+        );
+    }
+
+    #[test]
+    fn the_plausible_window_follows_the_highest_number_counted() {
+        let mut rx = UdpRx::new(EPOCH, None, key(), None);
+        // A real gap of 2^31 (the path lost them) is loss, not foreign...
+        rx.on_datagram(&dgram(0, 100, 10, 0), 10);
+        rx.on_datagram(&dgram(1 << 31, 100, 20, 0), 20);
+        // ...and the window now reaches 2^32 past it.
+        rx.on_datagram(&dgram((1 << 31) + PLAUSIBLE_AHEAD, 100, 30, 0), 30);
+        rx.on_datagram(&dgram((1 << 31) + 2 * PLAUSIBLE_AHEAD + 1, 100, 40, 0), 40);
+        assert_eq!(rx.foreign, 1);
+        assert_eq!(rx.count.messages, 3);
+    }
+
+    #[test]
+    fn a_headerless_test_still_counts_short_datagrams() {
+        let mut rx = UdpRx::new(EPOCH, None, key(), None);
+        rx.on_datagram(&[7u8; 8], 10);
+        let (count, c, _, _, _) = rx.finish(None, true);
+        assert_eq!((count.messages, c.foreign), (1, 0));
+    }
+
     #[test]
     fn a_gro_buffer_counts_as_its_datagrams() {
-        let mut rx = UdpRx::new(EPOCH, None, None);
+        let mut rx = UdpRx::new(EPOCH, None, key(), None);
         // 64 datagrams of 1000 bytes coalesced, then a short last one (600 bytes),
         // with 10 and 20 missing and 5 repeated.
         let seqs: Vec<u64> = (0..64u64)
@@ -317,7 +445,7 @@ mod tests {
         let delays = [
             5_000u64, 5_000, 5_000, 7_000, 7_000, 5_000, 9_000, 9_000, 9_000, 9_000,
         ];
-        let mut rx = UdpRx::new(EPOCH, None, None);
+        let mut rx = UdpRx::new(EPOCH, None, key(), None);
         let mut want = TimeHistogram::new();
         let mut first = TimeHistogram::new();
         let mut jitter = Jitter::new();
@@ -347,7 +475,7 @@ mod tests {
 
     #[test]
     fn delay_jitter_prefix_and_gaps_follow_the_arrivals() {
-        let mut rx = UdpRx::new(EPOCH, Some(*b"WBUH0123456789ab"), None);
+        let mut rx = UdpRx::new(EPOCH, Some(*b"WBUH0123456789ab"), key(), None);
         rx.on_datagram(b"WBUH0123456789ab", 5); // a late hello copy is not data
                                                 // 0..100 every 10 µs, delay 100 µs, except seq 50 arrives 300 µs late
         for s in 0..100u64 {
@@ -386,14 +514,17 @@ mod tests {
 
     #[test]
     fn garbage_and_short_datagrams_never_panic() {
-        let mut rx = UdpRx::new(0, None, None);
+        let mut rx = UdpRx::new(0, None, StreamKey::default(), None);
         rx.on_datagram(&[], 1);
         rx.on_datagram(&[1, 2, 3], 2);
         rx.on_datagram(&[0xff; 16], 3); // seq u64::MAX, send time in the future
+        rx.on_datagram(&[0x00; 16], 3); // seq 0, send time 0
         rx.on_buffer(&[0u8; 100], 0, 4);
         let (count, c, _, _, _) = rx.finish(None, true);
-        // the empty and 3-byte datagrams, the header, a hundred 1-byte segments
+        // the empty and 3-byte datagrams, the header of seq 0, a hundred 1-byte segments;
+        // seq u64::MAX is far past anything seen
         assert_eq!(count.messages, 1 + 1 + 1 + 100);
-        assert_eq!(c.in_order_prefix, 0);
+        assert_eq!(c.foreign, 1);
+        assert_eq!(c.in_order_prefix, 1);
     }
 }

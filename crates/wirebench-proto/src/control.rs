@@ -17,7 +17,9 @@ use crate::spec::TestSpec;
 ///
 /// 2: the UDP header's send time is the sender's Unix time (was: time since its start), and
 /// `start`/`accept` carry the host identity that tells whether the clocks are one.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// 3: the UDP header's sequence number and stop-and-wait's acknowledgement are keyed with a
+/// per-stream token drawn from the test's cookie ([`crate::header::SeqToken`]).
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The `stream` of an `attach` that opens a packet log connection: the server's receiver
 /// writes its packet log to it (see [`crate::packet_log`]).

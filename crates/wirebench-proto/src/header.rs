@@ -16,6 +16,15 @@
 //! step during a test does not show as delay. Datagrams shorter than [`HEADER_LEN`] carry no header: those tests count bytes
 //! and messages only (and the results say so), except that stop-and-wait puts the sequence
 //! number modulo 256 in the first byte so a resent message is not counted twice.
+//!
+//! The `seq` field is keyed (protocol 3): it carries the sequence number plus the stream's
+//! [`SeqToken`], modulo 2^64. The token comes from the test's cookie, a random 64-bit secret
+//! that only the two ends know (it crosses the control connection and the hello), so a
+//! sender who cannot read the test's traffic cannot write a sequence number the receiver
+//! decodes to anything but a uniformly random one. The receiver drops as foreign any
+//! datagram whose decoded number is more than [`PLAUSIBLE_AHEAD`] past the highest it has
+//! seen: a blind guess lands with a chance of about 2^-32, and otherwise changes no count.
+//! Stop-and-wait acknowledgements carry the keyed field back, for the same reason.
 
 use thiserror::Error;
 
@@ -25,10 +34,47 @@ pub const HEADER_LEN: usize = 16;
 /// Largest send time that fits the header's 48-bit field.
 pub const MAX_SEND_NS: u64 = (1 << 48) - 1;
 
+/// How far past the highest sequence number seen a datagram's may be and still count as the
+/// test's. Further means a datagram not keyed with the stream's token, most likely not sent
+/// by the test's sender: no real sender gets 2^32 datagrams ahead of what arrives.
+pub const PLAUSIBLE_AHEAD: u64 = 1 << 32;
+
+/// The per-stream secret added to sequence numbers on the wire (see the module doc).
+/// `SeqToken::default()` is zero: the plain sequence number, for tests and peers without
+/// a shared secret.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SeqToken(pub u64);
+
+impl SeqToken {
+    /// Stream `stream`'s token in the test whose secret cookie is `cookie`.
+    ///
+    /// splitmix64's finaliser over the cookie and the stream index: a bijection of the
+    /// cookie for each stream, so a uniformly random cookie gives a uniformly random token,
+    /// and the streams of a test (both directions of `--bidir`) get different ones.
+    pub fn of_stream(cookie: u64, stream: u32) -> Self {
+        let mut z = cookie ^ (u64::from(stream) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        Self(z ^ (z >> 31))
+    }
+
+    /// The `seq` field that carries sequence number `seq`.
+    #[inline]
+    pub fn encode(self, seq: u64) -> u64 {
+        seq.wrapping_add(self.0)
+    }
+
+    /// The sequence number a `seq` field carries.
+    #[inline]
+    pub fn decode(self, field: u64) -> u64 {
+        field.wrapping_sub(self.0)
+    }
+}
+
 /// What a datagram of at least [`HEADER_LEN`] bytes carries in front of its payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DataHeader {
-    /// Per-stream sequence number, starting at 0.
+    /// Per-stream sequence number, starting at 0 (on the wire: plus the stream's token).
     pub seq: u64,
     /// Stream index within the test.
     pub stream: u16,
@@ -47,23 +93,25 @@ pub struct TooShort {
 }
 
 impl DataHeader {
-    /// Writes the header into the first [`HEADER_LEN`] bytes of `buf`.
+    /// Writes the header into the first [`HEADER_LEN`] bytes of `buf`, its sequence number
+    /// keyed with `token`.
     #[inline]
-    pub fn write(&self, buf: &mut [u8]) -> Result<(), TooShort> {
+    pub fn write(&self, token: SeqToken, buf: &mut [u8]) -> Result<(), TooShort> {
         let len = buf.len();
         let out = buf.get_mut(..HEADER_LEN).ok_or(TooShort {
             len,
             need: HEADER_LEN,
         })?;
-        out[..8].copy_from_slice(&self.seq.to_be_bytes());
+        out[..8].copy_from_slice(&token.encode(self.seq).to_be_bytes());
         let word = (u64::from(self.stream) << 48) | (self.send_ns & MAX_SEND_NS);
         out[8..].copy_from_slice(&word.to_be_bytes());
         Ok(())
     }
 
-    /// Reads a header from untrusted bytes.
+    /// Reads a header from untrusted bytes, decoding its sequence number with `token`: a
+    /// datagram keyed with another token decodes to a number unrelated to the stream's.
     #[inline]
-    pub fn read(buf: &[u8]) -> Result<Self, TooShort> {
+    pub fn read(buf: &[u8], token: SeqToken) -> Result<Self, TooShort> {
         let bytes: &[u8; HEADER_LEN] = buf
             .get(..HEADER_LEN)
             .and_then(|b| b.try_into().ok())
@@ -77,7 +125,7 @@ impl DataHeader {
         word.copy_from_slice(&bytes[8..]);
         let word = u64::from_be_bytes(word);
         Ok(Self {
-            seq: u64::from_be_bytes(seq),
+            seq: token.decode(u64::from_be_bytes(seq)),
             stream: (word >> 48) as u16,
             send_ns: word & MAX_SEND_NS,
         })
@@ -155,6 +203,8 @@ pub const ACK_LEN: usize = 8;
 
 /// Encodes the acknowledgement of message `seq` for a message of `message_len` bytes: the whole
 /// sequence number when the message could carry a header, else its low byte (one byte).
+/// Stop-and-wait passes the keyed `seq` field ([`SeqToken::encode`]), so that an ack cannot
+/// be forged by someone who cannot read the test's traffic either.
 pub fn encode_ack(seq: u64, message_len: usize, out: &mut [u8; ACK_LEN]) -> usize {
     if message_len >= HEADER_LEN {
         *out = seq.to_be_bytes();
@@ -191,8 +241,51 @@ mod tests {
             send_ns: MAX_SEND_NS,
         };
         let mut buf = [0u8; 20];
-        h.write(&mut buf).unwrap();
-        assert_eq!(DataHeader::read(&buf).unwrap(), h);
+        h.write(SeqToken::default(), &mut buf).unwrap();
+        assert_eq!(DataHeader::read(&buf, SeqToken::default()).unwrap(), h);
+    }
+
+    #[test]
+    fn header_round_trips_with_its_token_and_not_with_another() {
+        let token = SeqToken::of_stream(0x0123_4567_89ab_cdef, 2);
+        let h = DataHeader {
+            seq: 41,
+            stream: 2,
+            send_ns: 12_345,
+        };
+        let mut buf = [0u8; HEADER_LEN];
+        h.write(token, &mut buf).unwrap();
+        // On the wire: seq + token, modulo 2^64.
+        assert_eq!(buf[..8], 41u64.wrapping_add(token.0).to_be_bytes());
+        assert_eq!(DataHeader::read(&buf, token), Ok(h));
+        // The wrong token (another stream's, or none) decodes far from the stream's numbers.
+        for other in [
+            SeqToken::default(),
+            SeqToken::of_stream(0x0123_4567_89ab_cdef, 3),
+        ] {
+            let seq = DataHeader::read(&buf, other).unwrap().seq;
+            assert!(seq > PLAUSIBLE_AHEAD, "{seq}");
+        }
+        // A forged field with the sequence number 2^62 decodes to a random one.
+        let forged = DataHeader {
+            seq: 1 << 62,
+            stream: 0,
+            send_ns: 0,
+        };
+        forged.write(SeqToken::default(), &mut buf).unwrap();
+        let seq = DataHeader::read(&buf, token).unwrap().seq;
+        assert!(seq > PLAUSIBLE_AHEAD, "{seq}");
+    }
+
+    #[test]
+    fn stream_tokens_differ_by_stream_and_cookie() {
+        let mut seen = std::collections::HashSet::new();
+        for cookie in [0, 1, u64::MAX, 0xdead_beef] {
+            for stream in 0..64 {
+                assert!(seen.insert(SeqToken::of_stream(cookie, stream).0));
+            }
+        }
+        assert_eq!(SeqToken(5).decode(SeqToken(5).encode(u64::MAX)), u64::MAX);
     }
 
     #[test]
@@ -203,8 +296,8 @@ mod tests {
             send_ns: (1 << 48) + 5,
         };
         let mut buf = [0u8; 16];
-        h.write(&mut buf).unwrap();
-        let back = DataHeader::read(&buf).unwrap();
+        h.write(SeqToken::default(), &mut buf).unwrap();
+        let back = DataHeader::read(&buf, SeqToken::default()).unwrap();
         assert_eq!((back.stream, back.send_ns), (7, 5));
     }
 
@@ -213,7 +306,7 @@ mod tests {
         for len in 0..HEADER_LEN {
             let buf = vec![0xffu8; len];
             assert_eq!(
-                DataHeader::read(&buf),
+                DataHeader::read(&buf, SeqToken(7)),
                 Err(TooShort {
                     len,
                     need: HEADER_LEN
@@ -225,7 +318,7 @@ mod tests {
                 stream: 0,
                 send_ns: 0
             }
-            .write(&mut out)
+            .write(SeqToken(7), &mut out)
             .is_err());
         }
     }

@@ -17,7 +17,7 @@ use wirebench_engine::iperf3::{admit_anything, decode_everything, UdpHeader};
 use wirebench_lab::scenario::{trial_topology, Scenario};
 use wirebench_lab::summary::{ScenarioSummary, TrialFile};
 use wirebench_proto::control::{encode, FrameDecoder, MAX_FRAME, MAX_HELLO_FRAME};
-use wirebench_proto::header::{decode_ack, DataHeader, UdpHello};
+use wirebench_proto::header::{decode_ack, DataHeader, SeqToken, UdpHello};
 use wirebench_proto::packet_log::{Reader, Record, RECORD_LEN};
 use wirebench_proto::results::Results;
 use wirebench_report::experiment::summary::ExperimentSummary;
@@ -69,10 +69,11 @@ pub fn control_frames(data: &[u8]) {
 
 /// Arbitrary datagrams to the data-header, hello and ack decoders; what decodes round-trips.
 pub fn data_header(data: &[u8]) {
-    if let Ok(h) = DataHeader::read(data) {
+    let token = SeqToken(0x0123_4567_89ab_cdef);
+    if let Ok(h) = DataHeader::read(data, token) {
         let mut buf = [0u8; 16];
-        assert!(h.write(&mut buf).is_ok(), "16 bytes hold a header");
-        assert_eq!(DataHeader::read(&buf), Ok(h));
+        assert!(h.write(token, &mut buf).is_ok(), "16 bytes hold a header");
+        assert_eq!(DataHeader::read(&buf, token), Ok(h));
     }
     if let Ok(h) = UdpHello::decode(data) {
         assert_eq!(&h.encode()[..], data);

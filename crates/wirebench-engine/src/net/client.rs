@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use wirebench_proto::control::{encode, Message, PACKET_LOG_STREAM, PROTOCOL_VERSION};
-use wirebench_proto::header::UdpHello;
+use wirebench_proto::header::{SeqToken, UdpHello};
 use wirebench_proto::results::{Datapath, Results, Role, SideReport};
 use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
 
@@ -352,6 +352,7 @@ impl Setup {
                 deadline_ns: u64::MAX,
                 limit: None,
                 hello: o.hello,
+                token: SeqToken::of_stream(cookie, stream),
                 stream,
                 intervals: None,
                 datapath: o.datapath,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use wirebench_proto::control::PACKET_LOG_STREAM;
-use wirebench_proto::header::UdpHello;
+use wirebench_proto::header::{SeqToken, UdpHello};
 use wirebench_proto::results::{Datapath, Results, Role, SideReport};
 use wirebench_proto::spec::{Direction, Mechanism, TestSpec};
 
@@ -557,6 +557,7 @@ impl Test<'_> {
                 deadline_ns,
                 limit: Some(limit),
                 hello: a.hello,
+                token: SeqToken::of_stream(self.slot.cookie, stream),
                 stream,
                 intervals: None,
                 datapath: a.datapath,

@@ -65,6 +65,9 @@ pub struct RoleParams {
     pub limit: Option<limit::MoveLimit>,
     /// The UDP hello of this stream: retransmitted copies may arrive and are not data.
     pub hello: Option<[u8; header::UDP_HELLO_LEN]>,
+    /// UDP: the stream's secret token, from the test's cookie; sequence numbers on the
+    /// wire are keyed with it ([`header::SeqToken`]).
+    pub token: header::SeqToken,
     /// Which of the test's streams this is.
     pub stream: u32,
     /// Each closed interval is sent here, with the stream, for live display.

@@ -170,6 +170,7 @@ mod tests {
             deadline_ns,
             limit: None,
             hello: None,
+            token: Default::default(),
             stream: 0,
             intervals: None,
             datapath: Datapath::default(),

@@ -65,7 +65,7 @@ pub(super) fn udp_send(
                 stream: 0,
                 send_ns: sh.unix_ns(sh.now_ns()),
             };
-            let _ = h.write(&mut buf[..len]);
+            let _ = h.write(p.token, &mut buf[..len]);
             if let Some(src) = source.as_mut() {
                 if let Err(e) = src.fill(&mut buf[HEADER_LEN..len]) {
                     error = Some(e.into());
@@ -83,7 +83,12 @@ pub(super) fn udp_send(
             loop {
                 match s.recv(&mut ack) {
                     Ok(n) => {
-                        let want = if len < HEADER_LEN { seq & 0xff } else { seq };
+                        // The receiver echoes the keyed field: an ack only it could write.
+                        let want = if len < HEADER_LEN {
+                            seq & 0xff
+                        } else {
+                            p.token.encode(seq)
+                        };
                         if header::decode_ack(&ack[..n]) == Some(want) {
                             break;
                         }
@@ -133,6 +138,8 @@ struct SawReceive<'a> {
     buf: Vec<u8>,
     count: Count,
     duplicates: u64,
+    /// Messages with a header that the sender cannot have sent (see [`Verdict::Foreign`]).
+    foreign: u64,
     /// The next message's sequence number.
     expected: u64,
     sink: Option<&'a mut FileSink>,
@@ -165,28 +172,62 @@ impl Receive for SawReceive<'_> {
         let seq = if short {
             dgram.first().map(|&b| u64::from(b))
         } else {
-            DataHeader::read(dgram).ok().map(|h| h.seq)
+            DataHeader::read(dgram, p.token).ok().map(|h| h.seq)
         };
         let Some(seq) = seq else {
             return Ok(Flow::More);
         };
-        let mask = if short { 0xff } else { u64::MAX };
-        if seq == self.expected & mask {
-            self.count.add(n as u64, now);
-            self.expected += 1;
-            if let Some(sink) = self.sink.as_mut() {
-                sink.write(dgram.get(HEADER_LEN..).unwrap_or_default());
+        match verdict(seq, self.expected, short) {
+            Verdict::Next => {
+                self.count.add(n as u64, now);
+                self.expected += 1;
+                if let Some(sink) = self.sink.as_mut() {
+                    sink.write(dgram.get(HEADER_LEN..).unwrap_or_default());
+                }
             }
-        } else if self.expected > 0 && seq == (self.expected - 1) & mask {
             // The sender did not get our ack and sent the message again.
-            self.duplicates += 1;
-        } else {
-            return Ok(Flow::More);
+            Verdict::Again => self.duplicates += 1,
+            Verdict::Late => return Ok(Flow::More),
+            Verdict::Foreign => {
+                self.foreign += 1;
+                return Ok(Flow::More);
+            }
         }
         let mut ack = [0u8; ACK_LEN];
-        let len = header::encode_ack(seq, n, &mut ack);
+        let field = if short { seq } else { p.token.encode(seq) };
+        let len = header::encode_ack(field, n, &mut ack);
         let _ = self.s.send(&ack[..len]);
         Ok(Flow::More)
+    }
+}
+
+/// What a stop-and-wait receiver makes of a message numbered `seq` (modulo 256 if `short`)
+/// when it expects `expected`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// The next message: counted and acknowledged.
+    Next,
+    /// The one before, sent again because our ack was lost: acknowledged again.
+    Again,
+    /// An older copy, still on its way: dropped.
+    Late,
+    /// A message with a header numbered ahead of the one expected: a real sender never
+    /// sends past an unacknowledged message, so it is not the test's (its number was not
+    /// keyed with the stream's token). Dropped and counted apart.
+    Foreign,
+}
+
+fn verdict(seq: u64, expected: u64, short: bool) -> Verdict {
+    let mask = if short { 0xff } else { u64::MAX };
+    if seq == expected & mask {
+        Verdict::Next
+    } else if expected > 0 && seq == (expected - 1) & mask {
+        Verdict::Again
+    } else if short || seq < expected {
+        // One byte cannot tell an old copy from a forged one.
+        Verdict::Late
+    } else {
+        Verdict::Foreign
     }
 }
 
@@ -205,6 +246,7 @@ pub(super) fn udp_receive_saw(
         buf: vec![0u8; 65_536],
         count: Count::default(),
         duplicates: 0,
+        foreign: 0,
         expected: 0,
         sink: file.as_mut().and_then(FilePart::sink),
     };
@@ -213,10 +255,34 @@ pub(super) fn udp_receive_saw(
     rep.udp = Some(UdpCounts {
         sequenced: !spec.headerless(),
         duplicates: r.duplicates,
+        foreign: r.foreign,
         same_clock: p.same_clock,
         // Each message is acknowledged before the next: whatever arrived, arrived in order.
         in_order_prefix: r.count.messages,
         ..UdpCounts::default()
     });
     rep
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirebench_proto::header::SeqToken;
+
+    #[test]
+    fn messages_ahead_of_the_expected_one_are_foreign() {
+        assert_eq!(verdict(5, 5, false), Verdict::Next);
+        assert_eq!(verdict(4, 5, false), Verdict::Again);
+        assert_eq!(verdict(2, 5, false), Verdict::Late);
+        assert_eq!(verdict(6, 5, false), Verdict::Foreign);
+        // An unkeyed 2^62, decoded with the stream's token: anywhere, most likely ahead.
+        let forged = SeqToken::of_stream(0xc00c, 0).decode(1 << 62);
+        assert_eq!(verdict(forged, 5, false), Verdict::Foreign);
+        assert_eq!(verdict(0, 0, false), Verdict::Next);
+        assert_eq!(verdict(u64::MAX, 0, false), Verdict::Foreign);
+        // One byte: modulo 256, and never told foreign.
+        assert_eq!(verdict(5, 261, true), Verdict::Next);
+        assert_eq!(verdict(4, 261, true), Verdict::Again);
+        assert_eq!(verdict(9, 261, true), Verdict::Late);
+    }
 }

@@ -15,16 +15,20 @@ use super::end::RoleError;
 use super::recv_loop::{self, Flow, Receive, Until};
 use super::{report, FilePart, RoleParams, POLL};
 use crate::log::{LogOut, LogSink};
-use crate::rx::UdpRx;
+use crate::rx::{StreamKey, UdpRx};
 use crate::sys::udp::BatchRecv;
 use crate::Shared;
+
+/// Whether a `bytes` test ends with a message too short for the header.
+fn short_tail(spec: &TestSpec) -> bool {
+    spec.bytes
+        .is_some_and(|b| b % spec.size != 0 && b % spec.size < HEADER_LEN as u64)
+}
 
 /// The number of datagrams with a header among the sender's `messages`: all but a short
 /// last one of a `bytes` test.
 pub(super) fn sequenced_count(spec: &TestSpec, messages: u64) -> u64 {
-    let short_tail = spec
-        .bytes
-        .is_some_and(|b| b % spec.size != 0 && b % spec.size < HEADER_LEN as u64);
+    let short_tail = short_tail(spec);
     // `messages` comes from the peer: saturate rather than overflow.
     if short_tail
         && messages > 0
@@ -95,7 +99,11 @@ pub(super) fn udp_receive(
         Some(Ok(l)) => (Some(l), None),
         Some(Err(e)) => (None, Some(RoleError::LogStart(e))),
     };
-    let mut rx = UdpRx::new(sh.epoch_unix_ns, p.hello, log);
+    let key = StreamKey {
+        token: p.token,
+        headers_only: !spec.headerless() && !short_tail(spec),
+    };
+    let mut rx = UdpRx::new(sh.epoch_unix_ns, p.hello, key, log);
     let sink = match file.take() {
         Some(FilePart::Sink(sink)) => Some(sink),
         other => {

@@ -82,7 +82,7 @@ pub(super) fn udp_send_stream(
                     stream: 0,
                     send_ns,
                 };
-                let _ = h.write(d);
+                let _ = h.write(p.token, d);
                 if let Some(src) = source.as_mut() {
                     // After the header, the file's next piece.
                     if let Err(e) = src.fill(&mut d[HEADER_LEN..len as usize]) {

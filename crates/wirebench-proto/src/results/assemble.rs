@@ -70,6 +70,7 @@ impl UdpEnd {
             },
             jitter_ms: c.jitter_ns / 1e6,
             too_old: c.too_old,
+            foreign: c.foreign,
             max_reorder_extent: c.max_reorder_extent,
             clocks: if c.same_clock {
                 "same-host"

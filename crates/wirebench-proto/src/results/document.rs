@@ -324,6 +324,10 @@ pub struct UdpEnd {
     pub jitter_ms: f64,
     /// Datagrams too far behind to tell late from duplicate (counted as lost).
     pub too_old: u64,
+    /// Datagrams that arrived on the test's socket but were not the test's (not keyed with
+    /// the stream's secret token): dropped, and counted in nothing else.
+    #[serde(default)]
+    pub foreign: u64,
     /// Largest distance below the highest sequence number at which a datagram arrived.
     pub max_reorder_extent: u64,
     /// "same-host" when both ends read one clock (one-way delay is absolute), else

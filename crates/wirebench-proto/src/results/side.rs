@@ -240,6 +240,11 @@ pub struct UdpCounts {
     pub reordered: u64,
     /// Datagrams too far behind to tell late from duplicate (not counted in the totals).
     pub too_old: u64,
+    /// Datagrams that were not the test's (a sequence number not keyed with the stream's
+    /// token, or a short datagram where every one carries a header): dropped, and in no
+    /// other count.
+    #[serde(default)]
+    pub foreign: u64,
     /// RFC 3550 interarrival jitter at the end, ns.
     pub jitter_ns: f64,
     /// Largest distance below the highest sequence number at which a datagram arrived.

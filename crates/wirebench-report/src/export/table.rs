@@ -145,22 +145,7 @@ impl Exporter for Table {
         )?;
         stacks(r, out)?;
         if let Some(u) = &e.udp {
-            if u.sequenced {
-                writeln!(
-                    out,
-                    "udp: {} lost, {} duplicates, {} reordered, jitter {:.3} ms",
-                    u.lost, u.duplicates, u.reordered, u.jitter_ms
-                )?;
-                if r.test.mechanism == Mechanism::Stream {
-                    udp_details(u, r.test.size, out)?;
-                }
-            } else {
-                writeln!(
-                    out,
-                    "udp: messages of {} bytes are too short for the 16-byte header: only bytes and messages were counted (loss = sent - received; no reordering, duplicate or jitter figures)",
-                    r.test.size
-                )?;
-            }
+            udp_lines(r, u, out)?;
         }
         if let Some(l) = &e.latency_us {
             writeln!(
@@ -380,6 +365,34 @@ fn percentiles(p: &Percentiles, unit: &str) -> String {
         "p50 {:.3}, p90 {:.3}, p99 {:.3}, p99.9 {:.3}, max {:.3} {unit}",
         p.p50, p.p90, p.p99, p.p999, p.max
     )
+}
+
+/// A UDP direction's loss, duplicate, reorder and foreign lines under its header line.
+fn udp_lines(r: &Results, u: &UdpEnd, out: &mut dyn Write) -> io::Result<()> {
+    if u.sequenced {
+        writeln!(
+            out,
+            "udp: {} lost, {} duplicates, {} reordered, jitter {:.3} ms",
+            u.lost, u.duplicates, u.reordered, u.jitter_ms
+        )?;
+        if r.test.mechanism == Mechanism::Stream {
+            udp_details(u, r.test.size, out)?;
+        }
+    } else {
+        writeln!(
+            out,
+            "udp: messages of {} bytes are too short for the 16-byte header: only bytes and messages were counted (loss = sent - received; no reordering, duplicate or jitter figures)",
+            r.test.size
+        )?;
+    }
+    if u.foreign > 0 {
+        writeln!(
+            out,
+            "udp: {} datagrams that were not the test's (not keyed with its secret) reached its socket and were dropped: they are in no figure above",
+            u.foreign
+        )?;
+    }
+    Ok(())
 }
 
 /// Delay, loss runs and UDPmon's figures, a line each.
@@ -609,6 +622,25 @@ mod tests {
         assert_eq!(
             line,
             "stack: client the kernel's; server smoltcp 0.12.0 on wbsmol0 (10.77.0.102/24, cubic, MSS 1460, buffers 65.54 KB each way)"
+        );
+    }
+
+    #[test]
+    fn foreign_datagrams_are_mentioned_only_when_some_came() {
+        let mut r = crate::export::csv::tests::sample();
+        let text = |r: &Results| {
+            let mut out = Vec::new();
+            Table.export(r, &mut out).expect("write");
+            String::from_utf8(out).expect("utf-8")
+        };
+        assert!(!text(&r).contains("not the test's"));
+        if let Some(u) = r.end.udp.as_mut() {
+            u.foreign = 3;
+        }
+        let t = text(&r);
+        assert!(
+            t.contains("udp: 3 datagrams that were not the test's (not keyed with its secret)"),
+            "{t}"
         );
     }
 

@@ -1,0 +1,258 @@
+//! Datagrams that are not the test's do not change its counts. The attack as found: during a
+//! `wirebench run -u` test, datagrams spoofed from the peer's own address and port with
+//! sequence number 2^62 made the receiver report most of the test lost (one datagram: 61.9%
+//! in the issue). Here an attacker sends such datagrams onto a running test's data socket,
+//! against the server (forward) and against the client (`-R`), and the test's figures must
+//! be exactly those of a clean run, with the attacker's datagrams counted as `foreign`.
+//!
+//! Why the attacker spoofs, and how: both ends' UDP data sockets are connected (the server's
+//! to the client's address and port once its hello proved the cookie, the client's to the
+//! server's port), so the kernel gives them only datagrams from exactly that address and
+//! port; from another 127/8 address a datagram reaches the server's hello socket, never the
+//! test. Writing another address into a packet takes a raw socket (CAP_NET_RAW). Each test
+//! therefore runs again inside `unshare -Urn`: a user and network namespace of its own, where
+//! it holds that capability over a private loopback, so nothing outside sees its packets. The
+//! attacker reads the ports from the namespace's `/proc/net/udp`, standing in for the blind
+//! attacker of the issue who sends one datagram to each of the 28,232 ephemeral ports (the
+//! measured outcome is the same; a spray is left to the measurement, not pinned here).
+
+mod common;
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{u, Server};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use wirebench_proto::header::{DataHeader, SeqToken, HEADER_LEN};
+
+/// Set in the copy of the test that runs inside the namespace.
+const IN_NAMESPACE: &str = "WIREBENCH_TEST_IN_NETNS";
+
+/// The issue's sequence number.
+const FORGED_SEQ: u64 = 1 << 62;
+
+/// Datagrams the attacker sends during one test.
+const FORGED: u64 = 40;
+
+/// Datagram size of the tests.
+const SIZE: usize = 1000;
+
+/// True in the copy of `test` inside a fresh user and network namespace, with loopback up:
+/// the caller then runs the test. In the outer process, runs that copy and checks that it
+/// ran and passed, then returns false. Where namespaces are not available: with `CI` set,
+/// fails; without, prints why and returns false (skipped).
+fn inside_private_namespace(test: &str) -> bool {
+    if std::env::var_os(IN_NAMESPACE).is_some() {
+        let up = Command::new("ip")
+            .args(["link", "set", "lo", "up"])
+            .status()
+            .expect("run ip");
+        assert!(up.success(), "ip link set lo up failed in the namespace");
+        return true;
+    }
+    let exe = std::env::current_exe().expect("the test executable");
+    let out = Command::new("unshare")
+        .arg("-Urn")
+        .arg(exe)
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(IN_NAMESPACE, "1")
+        .output();
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => return skip(&format!("cannot run unshare: {e}")),
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() && stderr.trim_start().starts_with("unshare:") {
+        return skip(stderr.trim());
+    }
+    assert!(
+        out.status.success(),
+        "the test in the namespace failed:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("1 passed"),
+        "the test did not run in the namespace:\n{stdout}"
+    );
+    false
+}
+
+fn skip(why: &str) -> bool {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "a private network namespace is needed, and CI is set: {why}"
+    );
+    eprintln!("skipped: no private network namespace here: {why}");
+    false
+}
+
+/// The connected UDP sockets on `port` in this namespace: each is the server's data socket
+/// of one stream, as (its address, the client's address), from `/proc/net/udp`.
+fn data_sockets(port: u16) -> Vec<(SocketAddrV4, SocketAddrV4)> {
+    let table = std::fs::read_to_string("/proc/net/udp").expect("read /proc/net/udp");
+    let addr = |field: &str| -> Option<SocketAddrV4> {
+        let (ip, port) = field.split_once(':')?;
+        let ip = u32::from_str_radix(ip, 16).ok()?;
+        let port = u16::from_str_radix(port, 16).ok()?;
+        // The kernel prints the address in network order read as a native integer.
+        Some(SocketAddrV4::new(Ipv4Addr::from(ip.to_ne_bytes()), port))
+    };
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace().skip(1);
+            Some((addr(fields.next()?)?, addr(fields.next()?)?))
+        })
+        .filter(|(local, remote)| local.port() == port && remote.port() != 0)
+        .collect()
+}
+
+/// Polls until the server has `streams` data sockets, for at most 10 s.
+fn wait_for_data_sockets(port: u16, streams: usize) -> Vec<(SocketAddrV4, SocketAddrV4)> {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let found = data_sockets(port);
+        if found.len() >= streams {
+            return found;
+        }
+        assert!(
+            Instant::now() < until,
+            "the test's data sockets never showed"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// An IPv4 packet from `src` to `dst` carrying a UDP datagram of `payload` (no UDP
+/// checksum, which IPv4 allows).
+fn spoofed(src: SocketAddrV4, dst: SocketAddrV4, payload: &[u8]) -> Vec<u8> {
+    let udp_len = 8 + payload.len();
+    let total = (20 + udp_len) as u16;
+    let mut p = Vec::with_capacity(total as usize);
+    p.extend([0x45, 0]);
+    p.extend(total.to_be_bytes());
+    p.extend([0, 0, 0x40, 0, 64, 17, 0, 0]); // id, don't fragment, TTL, UDP, checksum
+    p.extend(src.ip().octets());
+    p.extend(dst.ip().octets());
+    let sum = p
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum::<u32>();
+    let sum = (sum & 0xffff) + (sum >> 16);
+    let sum = !((sum & 0xffff) + (sum >> 16)) as u16;
+    p[10..12].copy_from_slice(&sum.to_be_bytes());
+    p.extend(src.port().to_be_bytes());
+    p.extend(dst.port().to_be_bytes());
+    p.extend((udp_len as u16).to_be_bytes());
+    p.extend([0, 0]);
+    p.extend(payload);
+    p
+}
+
+/// Sends [`FORGED`] datagrams with sequence number 2^62 in the old, unkeyed header from
+/// `src` to `dst` through a raw socket; returns how many the kernel took.
+fn attack(src: SocketAddrV4, dst: SocketAddrV4) -> u64 {
+    let raw = Socket::new(
+        Domain::IPV4,
+        Type::RAW,
+        Some(Protocol::from(libc::IPPROTO_RAW)),
+    )
+    .expect("a raw socket (CAP_NET_RAW in the namespace)");
+    let mut payload = vec![0xabu8; SIZE];
+    DataHeader {
+        seq: FORGED_SEQ,
+        stream: 0,
+        send_ns: 0,
+    }
+    .write(SeqToken::default(), &mut payload[..HEADER_LEN])
+    .expect("16 bytes hold a header");
+    let packet = spoofed(src, dst, &payload);
+    let to = SockAddr::from(SocketAddrV4::new(*dst.ip(), 0));
+    (0..FORGED)
+        .filter(|_| raw.send_to(&packet, &to).is_ok_and(|n| n == packet.len()))
+        .count() as u64
+}
+
+/// UDP datagrams the kernel of this namespace dropped for a full receive buffer: real loss
+/// on loopback, to tell apart from loss the attacker made up.
+fn receive_buffer_drops() -> u64 {
+    let snmp = std::fs::read_to_string("/proc/net/snmp").expect("read /proc/net/snmp");
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let (names, values) = (udp.next().unwrap_or(""), udp.next().unwrap_or(""));
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == "RcvbufErrors")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Runs a two-stream UDP test (`-R` if `reverse`) from `wirebench run` against `wirebench
+/// serve`, attacks the receiver of stream 0 while it runs, and checks the results.
+fn attacked_test(reverse: bool) {
+    let server = Server::start(&[]);
+    let mut args = vec![
+        "-u", "-b", "10M", "-t", "2s", "-l", "1000", "-P", "2", "--json",
+    ];
+    if reverse {
+        args.push("-R");
+    }
+    let client = server.spawn(&args);
+    // Each stream's pair of addresses; the receiver's peer is the spoofed source.
+    let (server_end, client_end) = wait_for_data_sockets(server.port, 2)[0];
+    let (src, dst) = if reverse {
+        (server_end, client_end)
+    } else {
+        (client_end, server_end)
+    };
+    let sent_by_attacker = attack(src, dst);
+    assert!(sent_by_attacker > 0, "the attacker sent nothing");
+    let out = client.wait_with_output().expect("wait for wirebench run");
+    assert!(
+        out.status.success(),
+        "wirebench run {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("results JSON");
+    let drops = receive_buffer_drops();
+    let why = format!("kernel receive-buffer drops {drops}; results {doc}");
+    // The attacker's datagrams reached the receiver, and were counted as foreign only.
+    assert_eq!(u(&doc, "end.udp.foreign"), sent_by_attacker, "{why}");
+    // Stream 0 is the one attacked: find it by its foreign count, the other has none.
+    let streams = doc["streams"].as_array().expect("streams[] with -P 2");
+    let per_stream: Vec<u64> = streams.iter().map(|s| u(s, "udp.foreign")).collect();
+    assert_eq!(per_stream.iter().sum::<u64>(), sent_by_attacker, "{why}");
+    assert!(per_stream.contains(&0), "{why}");
+    // Nothing was lost, duplicated or reordered, and every datagram sent was received.
+    assert_eq!(u(&doc, "end.udp.lost"), 0, "{why}");
+    for key in ["duplicates", "reordered", "too_old"] {
+        assert_eq!(u(&doc, &format!("end.udp.{key}")), 0, "{key}: {why}");
+    }
+    assert_eq!(
+        u(&doc, "end.received.messages"),
+        u(&doc, "end.sent.messages"),
+        "{why}"
+    );
+    assert_eq!(
+        u(&doc, "end.received.bytes"),
+        u(&doc, "end.sent.bytes"),
+        "{why}"
+    );
+    assert!(u(&doc, "end.sent.messages") > 0);
+}
+
+#[test]
+fn spoofed_datagrams_to_the_server_are_foreign_not_lost() {
+    if inside_private_namespace("spoofed_datagrams_to_the_server_are_foreign_not_lost") {
+        attacked_test(false);
+    }
+}
+
+#[test]
+fn spoofed_datagrams_to_the_client_in_reverse_are_foreign_not_lost() {
+    if inside_private_namespace("spoofed_datagrams_to_the_client_in_reverse_are_foreign_not_lost") {
+        attacked_test(true);
+    }
+}
