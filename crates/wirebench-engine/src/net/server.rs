@@ -179,11 +179,11 @@ impl Server {
                         (a.running(), a.pending(), a.memory_in_use())
                     };
                     eprintln!(
-                        "stats: rss {} KiB (peak {} KiB), {running} tests running holding about {} KiB (--max-memory), {pending} connections in the handshake, {} wrong keys",
+                        "stats: rss {} KiB (peak {} KiB), {running} tests running, {pending} connections in the handshake, {} wrong keys, {} KiB held by running tests (--max-memory)",
                         rss_kib(),
                         max_rss_kib(),
-                        reserved / 1024,
-                        state.auth_failures.load(Ordering::SeqCst)
+                        state.auth_failures.load(Ordering::SeqCst),
+                        reserved / 1024
                     );
                     thread::sleep(every);
                 })
