@@ -32,7 +32,7 @@ pub use net::client::{run, ClientConfig};
 pub use net::iperf3::client::{run_iperf3, split_target, Iperf3Config};
 pub use net::roles::{ServerInterval, ServerWatch, Watch};
 pub use net::server::{
-    Server, ServerConfig, ServerHandle, DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING,
+    Server, ServerBudget, ServerConfig, ServerHandle, DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING,
 };
 pub use role::user::{UserAccept, UserConnector, UserListener, UserStream};
 

@@ -21,6 +21,10 @@ const BATCH_BYTES: usize = 8192 * RECORD_LEN;
 /// Batches in circulation between the receiver and the writer.
 const POOL: usize = 32;
 
+/// The most a log's queue holds, the batch being filled among them (the server's memory
+/// budget counts it, `control::memory`).
+pub(crate) const QUEUE_BYTES: u64 = (POOL * BATCH_BYTES) as u64;
+
 /// How long the receiver waits for the writer to free a batch before giving the log up.
 const STALL: Duration = Duration::from_secs(if cfg!(test) { 1 } else { 10 });
 
@@ -110,6 +114,14 @@ impl LogSink {
             abort();
         }
         self.error.get_or_insert(why);
+    }
+
+    /// The log's bytes so far, the file header and every record pushed: what the log sends,
+    /// which a server counts against its limits.
+    #[inline]
+    pub fn bytes(&self) -> u64 {
+        (wirebench_proto::packet_log::FILE_HEADER_LEN as u64)
+            .saturating_add(self.records.saturating_mul(RECORD_LEN as u64))
     }
 
     /// Appends one record.

@@ -91,6 +91,12 @@ impl UdpRx {
         }
     }
 
+    /// The packet log's bytes so far (0 without one): a server counts what it sends.
+    #[inline]
+    pub fn log_bytes(&self) -> u64 {
+        self.log.as_ref().map_or(0, LogSink::bytes)
+    }
+
     /// Writes each datagram's file piece (after its header) to `sink`, at `seq * chunk`, and
     /// records the byte ranges of lost datagrams of a `file_bytes` file.
     pub fn save_file(&mut self, sink: Option<FileSink>, chunk: u64, file_bytes: u64) {

@@ -206,6 +206,7 @@ fn server(stack: &Arc<StandIn>) -> u16 {
         max_timing: Duration::from_secs(10),
         metrics: None,
         max_rate_bps: None,
+        budget: Default::default(),
         max_bytes: None,
         max_streams: None,
         max_size: None,

@@ -383,6 +383,8 @@ pub struct ServeArgs {
     /// Most bytes a test may move (e.g. 10G); tests must then be bounded (-n, or -b and -t).
     #[arg(long, value_parser = parse_size)]
     pub max_bytes: Option<u64>,
+    #[command(flatten)]
+    pub budget: crate::budget::BudgetArgs,
     /// Most parallel streams per test (both ways for --bidir), iperf3 clients' -P too
     /// [default and most: 64].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
@@ -503,6 +505,7 @@ impl ServeArgs {
             bind: SocketAddr::new(self.bind, self.port),
             max_tests: self.max_tests as usize,
             max_duration: self.max_duration,
+            budget: self.budget.budget(max_rate_bps)?,
             max_rate_bps,
             log: !self.quiet,
             allow_iperf3: self.allow_iperf3,

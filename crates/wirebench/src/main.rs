@@ -6,6 +6,7 @@
 //! failure, 2 usage error, 130 a test interrupted by Ctrl-C (see `cli::EXIT_CODES`).
 #![deny(unsafe_code)]
 
+mod budget;
 mod cli;
 mod cmd;
 

@@ -7,10 +7,12 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use wirebench_proto::packet_log::{FILE_HEADER_LEN, RECORD_LEN};
 use wirebench_proto::spec::{Direction, Mechanism, TestSpec};
 use wirebench_proto::units::{format_bytes, format_duration, format_rate_bps};
 
 use super::throttle::KeyGuesses;
+use super::memory::{format_mib, server_writes_log};
 
 /// Most connections that have not yet sent their first frame.
 pub(crate) const MAX_PENDING: usize = 256;
@@ -107,6 +109,30 @@ pub enum Refusal {
         /// The limit, bits/s.
         max: u64,
     },
+    /// `--max-pps`, for a test whose rate and message size imply more messages a second.
+    #[error("{asked} packets/s exceed the server's --max-pps {max}: use larger messages (-l) or a lower rate (-b)")]
+    Pps {
+        /// Messages a second over the test's streams, both ways.
+        asked: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// `--max-pps`, for a test without a rate.
+    #[error("an unlimited rate was asked but the server allows at most {max} packets/s (--max-pps): use -b/--rate")]
+    UnlimitedPps {
+        /// The limit.
+        max: u64,
+    },
+    /// `--max-memory`: what the test would hold, with what running tests hold, is over it.
+    #[error("this test would hold about {} of server memory, over the server's --max-memory {} ({} in use by running tests): use fewer streams (-P), smaller messages (-l, --response-size) or a smaller --window", format_bytes(*.asked), format_mib(*.max), format_mib(*.in_use))]
+    Memory {
+        /// The test's estimate, bytes.
+        asked: u64,
+        /// The limit, bytes.
+        max: u64,
+        /// What running tests hold, bytes.
+        in_use: u64,
+    },
     /// The server's user-space stack (`serve --stack`) cannot carry this test, or carries
     /// another one now.
     #[error("{0}")]
@@ -183,6 +209,9 @@ impl Refusal {
             Refusal::Unbounded { .. } => "unbounded",
             Refusal::Rate { .. } => "max_rate",
             Refusal::UnlimitedRate { .. } => "unlimited_rate",
+            Refusal::Pps { .. } => "max_pps",
+            Refusal::UnlimitedPps { .. } => "unlimited_pps",
+            Refusal::Memory { .. } => "max_memory",
             Refusal::Timing { .. } => "max_timing",
             Refusal::UserStack(_) => "user_stack",
             Refusal::Busy { .. } => "busy",
@@ -203,6 +232,8 @@ pub(crate) struct SpecLimits {
     pub max_duration: Option<Duration>,
     /// `--max-rate`, bits/s over all streams.
     pub max_rate_bps: Option<u64>,
+    /// `--max-pps`, messages a second over all streams, both ways.
+    pub max_pps: Option<u64>,
     /// `--max-bytes`, all streams.
     pub max_bytes: Option<u64>,
     /// `--max-streams`, both ways for `--bidir`.
@@ -219,6 +250,7 @@ impl Default for SpecLimits {
         Self {
             max_duration: None,
             max_rate_bps: None,
+            max_pps: None,
             max_bytes: None,
             max_streams: None,
             max_size: None,
@@ -229,19 +261,55 @@ impl Default for SpecLimits {
 
 /// The most bytes one stream of `spec` moves both ways, if it is bounded: its amount, or its
 /// rate for its duration; for rr and crr each request's response on top (a 64-byte request
-/// may ask for a 1 MB answer).
+/// may ask for a 1 MB answer); with a packet log, the log the server streams back (a record
+/// per datagram).
 fn most_per_stream(spec: &TestSpec) -> Option<u128> {
     let sent = match (spec.bytes, spec.offered_bps(), spec.duration_ns) {
         (Some(b), _, _) => u128::from(b),
         (None, Some(bps), Some(d)) => u128::from(bps) * u128::from(d) / 8_000_000_000,
         _ => return None,
     };
+    let size = u128::from(spec.size.max(1));
+    let messages = sent.div_ceil(size);
     if matches!(spec.mechanism, Mechanism::Rr | Mechanism::Crr) {
-        let size = u128::from(spec.size.max(1));
-        let transactions = sent.div_ceil(size);
-        return Some(sent + transactions * u128::from(spec.response_len()));
+        return Some(sent + messages * u128::from(spec.response_len()));
+    }
+    if server_writes_log(spec) {
+        return Some(sent + log_bytes(messages));
     }
     Some(sent)
+}
+
+/// The packet log of `datagrams` datagrams: its header and a record each. Loss runs add
+/// records too; the server counts those as they are written.
+fn log_bytes(datagrams: u128) -> u128 {
+    datagrams * RECORD_LEN as u128 + FILE_HEADER_LEN as u128
+}
+
+/// The bits a second one stream of `spec` moves at its rate (`offered`): the payload, and a
+/// packet log's records on top (`RECORD_LEN` bytes per datagram of `size`).
+fn rate_with_log(spec: &TestSpec, offered: u64) -> u64 {
+    if !server_writes_log(spec) {
+        return offered;
+    }
+    let per_record = u128::from(offered) * RECORD_LEN as u128 / u128::from(spec.size.max(1));
+    u64::try_from(u128::from(offered) + per_record).unwrap_or(u64::MAX)
+}
+
+/// The messages a second one stream of `spec` moves both ways, if it has a rate: its rate in
+/// messages, or its bit rate over the message size; rr and crr count each response too.
+fn packets_per_stream(spec: &TestSpec) -> Option<u64> {
+    let requests = if spec.rate_pps > 0 {
+        spec.rate_pps
+    } else {
+        let bits = spec.size.max(1).saturating_mul(8);
+        spec.offered_bps()?.div_ceil(bits)
+    };
+    Some(if spec.mechanism.is_rr() {
+        requests.saturating_mul(2)
+    } else {
+        requests
+    })
 }
 
 impl SpecLimits {
@@ -297,10 +365,18 @@ impl SpecLimits {
         }
         if let Some(max) = self.max_rate_bps {
             // -b applies to each stream: the server's limit is on their sum.
-            match spec.offered_bps().map(|r| r.saturating_mul(streams)) {
+            let offered = spec.offered_bps().map(|r| rate_with_log(spec, r));
+            match offered.map(|r| r.saturating_mul(streams)) {
                 Some(asked) if asked <= max => {}
                 Some(asked) => return Err(Refusal::Rate { asked, max }),
                 None => return Err(Refusal::UnlimitedRate { max }),
+            }
+        }
+        if let Some(max) = self.max_pps {
+            match packets_per_stream(spec).map(|r| r.saturating_mul(streams)) {
+                Some(asked) if asked <= max => {}
+                Some(asked) => return Err(Refusal::Pps { asked, max }),
+                None => return Err(Refusal::UnlimitedPps { max }),
             }
         }
         Ok(())
@@ -342,6 +418,8 @@ pub(crate) type PendingId = u64;
 #[must_use = "a ticket holds a slot until it is released"]
 pub(crate) struct Ticket {
     ip: IpAddr,
+    /// The server memory reserved for the test, bytes (`--max-memory`).
+    memory: u64,
 }
 
 /// A client address's use of the server.
@@ -364,6 +442,10 @@ pub(crate) struct Admission {
     clients: HashMap<IpAddr, ClientUse>,
     /// Wrong keys by address, and how long each must wait before its next.
     guesses: KeyGuesses,
+    /// `--max-memory`: the most all running tests may hold together, bytes.
+    max_memory: Option<u64>,
+    /// What the running tests' tickets hold, bytes.
+    memory_in_use: u64,
 }
 
 impl Admission {
@@ -383,7 +465,21 @@ impl Admission {
             running: 0,
             clients: HashMap::new(),
             guesses: KeyGuesses::default(),
+            max_memory: None,
+            memory_in_use: 0,
         }
+    }
+
+    /// The same, keeping running tests together under `max` bytes of server memory.
+    #[must_use]
+    pub(crate) fn with_max_memory(mut self, max: Option<u64>) -> Self {
+        self.max_memory = max;
+        self
+    }
+
+    /// What running tests hold now, bytes.
+    pub(crate) fn memory_in_use(&self) -> u64 {
+        self.memory_in_use
     }
 
     /// A new connection from `ip` enters the pending stage. Returns its id and, when the
@@ -468,6 +564,18 @@ impl Admission {
     /// A test slot for `ip`, or the limit it would break. Only admitted starts count
     /// towards the per-minute limit: a refused attempt costs the client nothing.
     pub(crate) fn admit(&mut self, now: Instant, ip: IpAddr) -> Result<Ticket, Refusal> {
+        self.admit_holding(now, ip, 0)
+    }
+
+    /// [`admit`](Self::admit) for a test that will hold `memory` bytes of server memory
+    /// (`control::memory::test_memory`): refused when running tests and it together would
+    /// pass `--max-memory`; else reserved until the ticket is released.
+    pub(crate) fn admit_holding(
+        &mut self,
+        now: Instant,
+        ip: IpAddr,
+        memory: u64,
+    ) -> Result<Ticket, Refusal> {
         let ip = client_key(ip);
         // Forget the starts older than a minute, and the addresses with nothing left.
         self.clients.retain(|_, u| {
@@ -497,20 +605,105 @@ impl Admission {
             let (running, max) = (self.running, self.slots.max_tests);
             return Err(Refusal::Busy { running, max });
         }
+        if let Some(max) = self.max_memory {
+            let in_use = self.memory_in_use;
+            if memory > max.saturating_sub(in_use) {
+                return Err(Refusal::Memory {
+                    asked: memory,
+                    max,
+                    in_use,
+                });
+            }
+        }
         u.running += 1;
         u.starts.push_back(now);
         self.running += 1;
-        Ok(Ticket { ip })
+        self.memory_in_use = self.memory_in_use.saturating_add(memory);
+        Ok(Ticket { ip, memory })
+    }
+
+    /// Reserves `memory` more bytes for the test `ticket` holds, once its size is known (an
+    /// iperf3 client says its streams after it was let in:
+    /// `control::memory::iperf3_test_memory`). Refused as at admission; the ticket then
+    /// holds what it held.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "for the iperf3 driver, once it has the client's parameters"
+        )
+    )]
+    pub(crate) fn hold(&mut self, ticket: &mut Ticket, memory: u64) -> Result<(), Refusal> {
+        if let Some(max) = self.max_memory {
+            let in_use = self.memory_in_use;
+            if memory > max.saturating_sub(in_use) {
+                let asked = ticket.memory.saturating_add(memory);
+                let in_use = in_use.saturating_sub(ticket.memory);
+                return Err(Refusal::Memory { asked, max, in_use });
+            }
+        }
+        self.memory_in_use = self.memory_in_use.saturating_add(memory);
+        ticket.memory = ticket.memory.saturating_add(memory);
+        Ok(())
     }
 
     /// A test ended: its slot is free again (its start still counts for the minute).
     pub(crate) fn release(&mut self, ticket: Ticket) {
         self.running = self.running.saturating_sub(1);
+        self.memory_in_use = self.memory_in_use.saturating_sub(ticket.memory);
         if let Some(u) = self.clients.get_mut(&ticket.ip) {
             u.running = u.running.saturating_sub(1);
             if u.running == 0 && u.starts.is_empty() {
                 self.clients.remove(&ticket.ip);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirebench_proto::spec::Protocol;
+
+    /// The helpers on their own, where `validate` would stop most extreme specs first.
+    #[test]
+    fn the_bounds_saturate_on_extreme_specs() {
+        let base: TestSpec = serde_json::from_str(
+            r#"{"protocol":"udp","mechanism":"stream","direction":"forward","size":1,
+                "bytes":1,"rate_bps":0,"streams":1,"interval_ns":1000000000,
+                "drain_ns":0,"ack_timeout_ns":1000000}"#,
+        )
+        .expect("a spec");
+        for v in [0, 1, u64::from(u32::MAX), u64::MAX] {
+            for mechanism in [Mechanism::Stream, Mechanism::Rr] {
+                for packet_log in [false, true] {
+                    let s = TestSpec {
+                        protocol: Protocol::Udp,
+                        mechanism,
+                        size: v,
+                        bytes: Some(v),
+                        duration_ns: Some(v),
+                        rate_bps: v,
+                        rate_pps: v,
+                        response_size: v,
+                        packet_log,
+                        ..base.clone()
+                    };
+                    let _ = most_per_stream(&s);
+                    let _ = rate_with_log(&s, v);
+                    let _ = packets_per_stream(&s);
+                    let s = TestSpec { bytes: None, ..s };
+                    let _ = most_per_stream(&s);
+                }
+            }
+        }
+        assert_eq!(log_bytes(0), FILE_HEADER_LEN as u128);
+        let tiny = TestSpec {
+            packet_log: true,
+            rate_bps: u64::MAX,
+            ..base
+        };
+        assert_eq!(rate_with_log(&tiny, u64::MAX), u64::MAX);
+        assert_eq!(packets_per_stream(&tiny), Some(u64::MAX.div_ceil(8)));
     }
 }

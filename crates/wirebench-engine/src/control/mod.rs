@@ -46,6 +46,7 @@
 pub(crate) mod admission;
 pub(crate) mod client;
 pub(crate) mod exchange;
+pub(crate) mod memory;
 pub(crate) mod server;
 pub(crate) mod throttle;
 mod wire;

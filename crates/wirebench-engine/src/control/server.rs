@@ -188,7 +188,7 @@ impl ServerSession {
 
     /// Whether the server writes the test's packet log (and so waits for its connection).
     pub(crate) fn writes_log(spec: &TestSpec) -> bool {
-        spec.packet_log && Self::role_of(spec, 0) == Role::Receiver
+        super::memory::server_writes_log(spec)
     }
 
     /// How many bytes the driver may read now: while the first frame is not decoded, no

@@ -3,7 +3,7 @@
 //! stop the roles), and logs how it ended.
 
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
 use std::time::Instant;
@@ -175,6 +175,9 @@ pub(super) fn admitted(
     drop(roles);
     let outcome = session.outcome().unwrap_or_default();
     let spec = test.as_ref().map(|t| (t.spec.clone(), t.slot.cookie));
+    let log_sent = test
+        .as_ref()
+        .map_or(0, |t| t.log_sent.load(Ordering::Relaxed));
     drop(test);
     if outcome.started {
         // The test's buffers and histograms are freed: give the memory back.
@@ -194,6 +197,8 @@ pub(super) fn admitted(
         .local
         .as_ref()
         .map_or((0, 0), |l| moved_by(l, &spec));
+    // The packet log streamed to the client is the server's to count too.
+    let server_sent = server_sent.saturating_add(log_sent);
     state.metrics.bytes_sent.inc_by(server_sent);
     state.metrics.bytes_received.inc_by(server_received);
     if let Some(limit) = r.error.as_deref().and_then(limit_of) {
@@ -283,7 +288,7 @@ fn limit_of(error: &str) -> Option<&'static str> {
     if !error.contains("the server ended the test") {
         return None;
     }
-    ["--max-bytes", "--max-rate", "--max-duration"]
+    ["--max-bytes", "--max-rate", "--max-pps", "--max-duration"]
         .into_iter()
         .find(|flag| error.contains(flag))
         .map(|flag| &flag[2..])
@@ -344,6 +349,8 @@ struct Test<'a> {
     log_rx: Receiver<TcpStream>,
     streams: Vec<Option<Arrived>>,
     packet_log: Option<LogOut>,
+    /// Bytes of packet log written to the client: the server sent them.
+    log_sent: Arc<AtomicU64>,
     file: Option<FilePart>,
     crr: Option<Receiver<TcpStream>>,
 }
@@ -376,7 +383,11 @@ fn admit<'a>(
         None => None,
     };
     let cookie = random_cookie().map_err(|e| Refusal::Internal(e.to_string()))?;
-    let ticket = state.admission().admit(Instant::now(), peer.ip())?;
+    // What the test will hold in memory, from its spec: reserved until its slot is freed.
+    let memory = crate::control::memory::test_memory(&spec, state.socket_caps);
+    let ticket = state
+        .admission()
+        .admit_holding(Instant::now(), peer.ip(), memory)?;
     let slot = Slot {
         state,
         ticket: Some(ticket),
@@ -449,6 +460,7 @@ fn admit<'a>(
         rx,
         log_rx,
         packet_log: None,
+        log_sent: Arc::new(AtomicU64::new(0)),
         file,
         crr,
     })
@@ -515,7 +527,10 @@ impl Test<'_> {
             match conn.try_clone() {
                 Ok(handle) => {
                     self.packet_log = Some(LogOut {
-                        out: Box::new(conn),
+                        out: Box::new(Counted {
+                            out: conn,
+                            bytes: Arc::clone(&self.log_sent),
+                        }),
                         abort: Some(Box::new(move || {
                             let _ = handle.shutdown(std::net::Shutdown::Both);
                         })),
@@ -551,7 +566,8 @@ impl Test<'_> {
                 },
                 self.spec.total_streams(),
                 self.spec.size.max(self.spec.response_len()),
-            );
+            )
+            .with_packets(cfg.budget.max_pps, self.spec.total_streams());
             let params = RoleParams {
                 spec: self.spec.clone(),
                 deadline_ns,
@@ -578,6 +594,24 @@ impl Test<'_> {
             out.push((ServerSession::role_of(&self.spec, stream), a.sock, params));
         }
         out
+    }
+}
+
+/// A writer that counts what it wrote (the packet log's connection, once per batch).
+struct Counted<W> {
+    out: W,
+    bytes: Arc<AtomicU64>,
+}
+
+impl<W: std::io::Write> std::io::Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
     }
 }
 

@@ -20,7 +20,7 @@ use wirebench_proto::header::UdpHello;
 use wirebench_proto::spec::Protocol;
 
 use super::state::State;
-pub use super::state::{ServerConfig, DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING};
+pub use super::state::{ServerBudget, ServerConfig, DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING};
 use crate::control::admission::{Admission, SlotLimits};
 use crate::role::DataSocket;
 use crate::sys::{max_rss_kib, rss_kib};
@@ -95,11 +95,15 @@ impl Server {
             .transpose()?;
         let state = Arc::new(State {
             port: addr.port(),
-            admission: Mutex::new(Admission::new(SlotLimits {
-                max_tests: cfg.max_tests,
-                per_client: cfg.max_tests_per_client,
-                per_minute: cfg.max_tests_per_minute,
-            })),
+            admission: Mutex::new(
+                Admission::new(SlotLimits {
+                    max_tests: cfg.max_tests,
+                    per_client: cfg.max_tests_per_client,
+                    per_minute: cfg.max_tests_per_minute,
+                })
+                .with_max_memory(cfg.budget.max_memory),
+            ),
+            socket_caps: crate::sys::socket_caps(),
             cfg,
             auth_failures: AtomicUsize::new(0),
             test_ended: std::sync::Condvar::new(),
@@ -171,15 +175,16 @@ impl Server {
                     // One look under one lock: two `admission()` calls in one statement
                     // would hold the first guard while taking the second, and deadlock
                     // the whole server (accepts and all).
-                    let (running, pending) = {
+                    let (running, pending, reserved) = {
                         let a = state.admission();
-                        (a.running(), a.pending())
+                        (a.running(), a.pending(), a.memory_in_use())
                     };
                     eprintln!(
-                        "stats: rss {} KiB (peak {} KiB), {running} tests running, {pending} connections in the handshake, {} wrong keys",
+                        "stats: rss {} KiB (peak {} KiB), {running} tests running, {pending} connections in the handshake, {} wrong keys, {} KiB held by running tests (--max-memory)",
                         rss_kib(),
                         max_rss_kib(),
-                        state.auth_failures.load(Ordering::SeqCst)
+                        state.auth_failures.load(Ordering::SeqCst),
+                        reserved / 1024
                     );
                     thread::sleep(every);
                 })

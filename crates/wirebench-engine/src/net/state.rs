@@ -33,6 +33,8 @@ pub struct ServerConfig {
     pub metrics: Option<SocketAddr>,
     /// Highest rate accepted, bits/s, over all of a test's streams.
     pub max_rate_bps: Option<u64>,
+    /// What tests may cost the server beyond their bytes: memory, packets.
+    pub budget: ServerBudget,
     /// Most bytes a test may move (all streams).
     pub max_bytes: Option<u64>,
     /// Most streams a test may have (both ways for --bidir).
@@ -66,6 +68,18 @@ pub struct ServerConfig {
     pub user_stack: Option<std::sync::Arc<dyn crate::UserListener>>,
 }
 
+/// What the server's tests may cost it beyond the bytes they move (`serve --max-memory`,
+/// `--max-pps`); none: no limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerBudget {
+    /// Most server memory all running tests may hold together, bytes; each test's share is
+    /// estimated from its spec at admission (`control::memory`) and held while it runs.
+    pub max_memory: Option<u64>,
+    /// Most messages a second one test may move, over all its streams and both ways:
+    /// datagrams, and each request and response of rr.
+    pub max_pps: Option<u64>,
+}
+
 /// A test waiting for its data connections and UDP hellos.
 pub(super) struct Pending {
     pub(super) peer: IpAddr,
@@ -85,6 +99,9 @@ pub(super) struct Pending {
 pub(crate) struct State {
     pub(crate) cfg: ServerConfig,
     pub(crate) port: u16,
+    /// The kernel's caps on socket buffers, read once: the memory budget counts buffers as
+    /// the kernel grants them.
+    pub(crate) socket_caps: crate::control::memory::SocketCaps,
     /// Who is let in: the pending stage, test slots, starts per minute.
     pub(super) admission: Mutex<Admission>,
     /// Clients refused for a wrong key, since the start.
@@ -198,6 +215,7 @@ impl State {
             // No --max-duration: the documented ceiling still ends every test.
             max_duration: Some(cfg.max_duration.unwrap_or(DEFAULT_MAX_DURATION)),
             max_rate_bps: cfg.max_rate_bps,
+            max_pps: cfg.budget.max_pps,
             max_bytes: cfg.max_bytes,
             max_streams: cfg.max_streams,
             max_size: cfg.max_size,

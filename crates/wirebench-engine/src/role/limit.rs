@@ -3,6 +3,10 @@
 //! cannot exceed it by much. The client's word (its spec) is checked at admission; this is
 //! the check on what really moves, both ways (an rr server's responses count too).
 //!
+//! `--max-pps` is held the same way on the messages a stream moves (datagrams over UDP, each
+//! request and each response of rr): tiny messages cannot turn a byte limit into a flood of
+//! packets.
+//!
 //! The state is a few `Cell`s read once per receive or send (a batch where the kernel
 //! batches): no lock, no allocation, no system call on the data path.
 
@@ -12,8 +16,12 @@ use wirebench_proto::units::{format_bytes, format_rate_bps};
 
 use super::end::RoleError;
 
-/// The window over which `--max-rate` is held.
+/// The window over which `--max-rate` and `--max-pps` are held.
 pub(crate) const RATE_WINDOW_NS: u64 = 250_000_000;
+
+/// Messages a window may carry beyond twice its share of `--max-pps`: two of the largest
+/// batches a call moves (32 messages of up to 64 GSO or GRO segments each).
+const PACKET_SLACK: u64 = 2 * 32 * 64;
 
 /// A server's limits on what a test moves, for the whole test; [`MoveLimit::share`] gives
 /// one stream its part.
@@ -33,6 +41,10 @@ pub struct MoveLimit {
     window_bytes: Option<u64>,
     window_start_ns: Cell<u64>,
     window_base: Cell<u64>,
+    /// `--max-pps` for the whole test, and this stream's messages a window may carry.
+    packets: Option<(u64, u64)>,
+    packets_start_ns: Cell<u64>,
+    packets_base: Cell<u64>,
 }
 
 impl MoveLimit {
@@ -55,7 +67,39 @@ impl MoveLimit {
             window_bytes,
             window_start_ns: Cell::new(0),
             window_base: Cell::new(0),
+            packets: None,
+            packets_start_ns: Cell::new(0),
+            packets_base: Cell::new(0),
         }
+    }
+
+    /// The same share, with the stream's part of `max_pps` (messages per second over all
+    /// `streams`) held over the rate window as bytes are.
+    #[must_use]
+    pub fn with_packets(mut self, max_pps: Option<u64>, streams: u32) -> Self {
+        self.packets = max_pps.map(|pps| {
+            let share = pps / u64::from(streams.max(1));
+            let per_window = u128::from(share) * u128::from(RATE_WINDOW_NS) / 1_000_000_000;
+            let window = u64::try_from(per_window.saturating_mul(2))
+                .unwrap_or(u64::MAX)
+                .saturating_add(PACKET_SLACK);
+            (pps, window)
+        });
+        self
+    }
+
+    /// [`check`](Self::check), and `--max-pps` on the `packets` (messages) moved by `now`.
+    #[inline]
+    pub(super) fn check_counted(&self, moved: u64, packets: u64, now_ns: u64) -> Option<RoleError> {
+        if let Some((pps, window)) = self.packets {
+            if now_ns.saturating_sub(self.packets_start_ns.get()) >= RATE_WINDOW_NS {
+                self.packets_start_ns.set(now_ns);
+                self.packets_base.set(packets);
+            } else if packets.saturating_sub(self.packets_base.get()) > window {
+                return Some(RoleError::OverLimit(format!("--max-pps {pps}")));
+            }
+        }
+        self.check(moved, now_ns)
     }
 
     /// Why the stream must end, once it has moved `moved` bytes by `now_ns`.
@@ -89,6 +133,17 @@ impl MoveLimit {
 #[inline]
 pub(super) fn over(limit: Option<&MoveLimit>, moved: u64, now_ns: u64) -> Option<RoleError> {
     limit.and_then(|l| l.check(moved, now_ns))
+}
+
+/// [`MoveLimit::check_counted`] for an optional limit (clients have none).
+#[inline]
+pub(super) fn over_counted(
+    limit: Option<&MoveLimit>,
+    moved: u64,
+    packets: u64,
+    now_ns: u64,
+) -> Option<RoleError> {
+    limit.and_then(|l| l.check_counted(moved, packets, now_ns))
 }
 
 #[cfg(test)]
@@ -128,5 +183,40 @@ mod tests {
             .check(burst, 40 * RATE_WINDOW_NS - 1)
             .map(|e| e.to_string());
         assert!(e.unwrap_or_default().contains("--max-rate"));
+    }
+
+    #[test]
+    fn a_flood_of_tiny_messages_is_ended_at_max_pps_and_a_paced_one_is_not() {
+        // 10,000 messages/s over 2 streams: 1,250 a window for each, twice that and the
+        // slack allowed.
+        let l = MoveLimit::share(TestLimits::default(), 2, 1).with_packets(Some(10_000), 2);
+        let mut packets = 0;
+        for w in 0..40u64 {
+            packets += 1_250;
+            let now = w * RATE_WINDOW_NS;
+            assert!(
+                l.check_counted(packets, packets, now).is_none(),
+                "window {w}"
+            );
+        }
+        let flood = packets + 2 * 1_250 + PACKET_SLACK + 1;
+        let e = l.check_counted(flood, flood, 40 * RATE_WINDOW_NS - 1);
+        let e = e.map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("--max-pps 10000"), "{e}");
+        // Bytes alone never trip it, and no limit is no check.
+        let none = MoveLimit::share(TestLimits::default(), 1, 1).with_packets(None, 1);
+        assert!(none.check_counted(u64::MAX, u64::MAX, 1).is_none());
+    }
+
+    #[test]
+    fn extreme_packet_limits_do_not_overflow() {
+        for pps in [0, 1, u64::from(u32::MAX), u64::MAX] {
+            for streams in [0, 1, u32::MAX] {
+                let l = MoveLimit::share(TestLimits::default(), streams, u64::MAX)
+                    .with_packets(Some(pps), streams);
+                let _ = l.check_counted(u64::MAX, u64::MAX, u64::MAX);
+                let _ = l.check_counted(0, 0, 0);
+            }
+        }
     }
 }

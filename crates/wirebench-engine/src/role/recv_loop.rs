@@ -10,7 +10,7 @@ use wirebench_proto::results::IntervalRecord;
 
 use super::count::{Count, Recorder, Snapshot};
 use super::end::{early_stop, idle_limit_ns, RoleError};
-use super::limit::over;
+use super::limit::over_counted;
 use super::RoleParams;
 use crate::Shared;
 
@@ -44,6 +44,12 @@ pub(super) trait Receive {
         self.count().bytes
     }
 
+    /// Messages this stream moved both ways, for the server's `--max-pps`: what it
+    /// received, and what it answered.
+    fn packets(&self) -> u64 {
+        self.count().messages
+    }
+
     /// The totals as an interval closes (called once per interval, not per message).
     fn snapshot(&mut self) -> Snapshot;
 
@@ -70,7 +76,7 @@ pub(super) fn run(
         if let Some(end) = done(sh, p, r.count(), now, until) {
             break end;
         }
-        if let Some(why) = over(p.limit.as_ref(), r.moved(), now) {
+        if let Some(why) = over_counted(p.limit.as_ref(), r.moved(), r.packets(), now) {
             break Some(why);
         }
         match r.receive(sh, p) {

@@ -391,6 +391,11 @@ impl<S: Stream> Receive for TcpRrServe<S> {
         self.count.bytes.saturating_add(self.sent)
     }
 
+    /// Each request and its response.
+    fn packets(&self) -> u64 {
+        self.count.messages.saturating_mul(2)
+    }
+
     fn snapshot(&mut self) -> Snapshot {
         Snapshot::of(&self.count)
     }
@@ -458,6 +463,11 @@ impl Receive for UdpRrServe {
 
     fn moved(&self) -> u64 {
         self.count.bytes.saturating_add(self.sent)
+    }
+
+    /// Each request and its response.
+    fn packets(&self) -> u64 {
+        self.count.messages.saturating_mul(2)
     }
 
     fn snapshot(&mut self) -> Snapshot {
@@ -596,6 +606,11 @@ impl Receive for CrrServe<'_> {
 
     fn moved(&self) -> u64 {
         self.count.bytes.saturating_add(self.sent)
+    }
+
+    /// Each request and its response.
+    fn packets(&self) -> u64 {
+        self.count.messages.saturating_mul(2)
     }
 
     fn snapshot(&mut self) -> Snapshot {

@@ -4,7 +4,7 @@ use wirebench_proto::spec::TestSpec;
 
 use super::count::{Count, Recorder, Snapshot};
 use super::end::{early_stop, RoleError};
-use super::limit::over;
+use super::limit::over_counted;
 use super::{RoleParams, POLL};
 use crate::pace::{wait_until, Pacer};
 use crate::Shared;
@@ -62,7 +62,9 @@ pub(super) fn next_step(
 ) -> Step {
     let now = sh.now_ns();
     rec.tick(now, || Snapshot::of_tcp(count, tcp));
-    if let Some(why) = early_stop(sh, p, now).or_else(|| over(p.limit.as_ref(), count.bytes, now)) {
+    if let Some(why) = early_stop(sh, p, now)
+        .or_else(|| over_counted(p.limit.as_ref(), count.bytes, count.messages, now))
+    {
         return Step::Done(Some(why));
     }
     let Some(len) = next_len(&p.spec, count, now) else {

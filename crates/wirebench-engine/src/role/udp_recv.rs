@@ -54,6 +54,11 @@ impl Receive for UdpReceive {
         &self.rx.count
     }
 
+    /// What arrived and the packet log streamed back: the log is bytes the server sends.
+    fn moved(&self) -> u64 {
+        self.rx.count.bytes.saturating_add(self.rx.log_bytes())
+    }
+
     fn snapshot(&mut self) -> Snapshot {
         Snapshot {
             bytes: self.rx.count.bytes,

@@ -9,6 +9,7 @@ use wirebench_proto::results::SideReport;
 use super::blocking::is_timeout;
 use super::count::{Count, MsBins, Recorder, Snapshot};
 use super::end::{early_stop, RoleError};
+use super::limit::over_counted;
 use super::sender::wait_for;
 use super::{payload, report, FilePart, RoleParams, POLL};
 use crate::pace::Pacer;
@@ -40,7 +41,10 @@ pub(super) fn udp_send_stream(
     loop {
         let now = sh.now_ns();
         rec.tick(now, || Snapshot::of(&count));
-        if let Some(why) = early_stop(sh, p, now) {
+        // The server's limits, once per batch: a `-l 1` test must not become a flood.
+        if let Some(why) = early_stop(sh, p, now)
+            .or_else(|| over_counted(p.limit.as_ref(), count.bytes, count.messages, now))
+        {
             error = Some(why);
             break;
         }

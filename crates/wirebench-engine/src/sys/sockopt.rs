@@ -97,6 +97,20 @@ pub fn size_buffers(sock: SockRef<'_>, bytes: usize) -> (u64, u64) {
     )
 }
 
+/// The kernel's caps on the socket buffers a process may ask for (`net.core.rmem_max`,
+/// `net.core.wmem_max`); a cap that cannot be read is unknown (none).
+pub(crate) fn socket_caps() -> crate::control::memory::SocketCaps {
+    let read = |name: &str| {
+        std::fs::read_to_string(format!("/proc/sys/net/core/{name}"))
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    crate::control::memory::SocketCaps {
+        receive_max: read("rmem_max"),
+        send_max: read("wmem_max"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -136,7 +136,8 @@ impl Results {
         };
         let error = error
             .or_else(|| client_report.and_then(|c| c.error.clone()))
-            .or_else(|| server_report.and_then(|c| c.error.clone()));
+            .or_else(|| server_report.and_then(|c| c.error.clone()))
+            .or_else(|| no_transaction(spec, client_report));
         Self {
             schema: SCHEMA,
             wirebench: format!("wirebench {}", env!("CARGO_PKG_VERSION")),
@@ -155,6 +156,22 @@ impl Results {
         }
     }
 }
+
+/// The failure of an rr or crr test whose client completed no transaction: it measured
+/// nothing, so it is not a result (a test that ran out its time on one 16 MB answer, or
+/// whose every request timed out). The client's report counts requests and timeouts.
+fn no_transaction(spec: &TestSpec, client_report: Option<&SideReport>) -> Option<String> {
+    let c = client_report?;
+    (spec.mechanism.is_rr() && c.messages.saturating_sub(c.timeouts) == 0).then(|| {
+        format!(
+            "{NO_TRANSACTION} ({} requests timed out): use fewer streams (-P), smaller messages (-l, --response-size) or a longer --time",
+            c.timeouts
+        )
+    })
+}
+
+/// How the error of an rr or crr test that completed no transaction begins.
+pub const NO_TRANSACTION: &str = "no transaction completed";
 
 /// A side's report of the reverse direction of a `--bidir` test.
 fn reverse_part(r: Option<&SideReport>) -> Option<&SideReport> {
@@ -417,6 +434,43 @@ mod tests {
             omit_ns: 0,
             busy_poll_ns: 0,
         }
+    }
+
+    /// An rr test whose client completed nothing (no request, or every one timed out) is
+    /// a failure in the document, whichever side assembles it; one answered request is not.
+    #[test]
+    fn rr_with_no_completed_transaction_is_an_error() {
+        let rr = TestSpec {
+            protocol: Protocol::Tcp,
+            mechanism: Mechanism::Rr,
+            direction: Direction::Forward,
+            ..spec()
+        };
+        let client = |messages, timeouts| SideReport {
+            role: Some(Role::Sender),
+            messages,
+            timeouts,
+            ..SideReport::default()
+        };
+        for (messages, timeouts) in [(0, 0), (5, 5), (0, u64::MAX)] {
+            let c = client(messages, timeouts);
+            let r = Results::assemble(&rr, "s".into(), Some(&c), None, None);
+            let e = r.error.unwrap_or_default();
+            assert!(e.starts_with(NO_TRANSACTION), "{e}");
+        }
+        let c = client(5, 4);
+        assert_eq!(
+            Results::assemble(&rr, "s".into(), Some(&c), None, None).error,
+            None
+        );
+        // Another error stays the first cause; a stream test is not concerned.
+        let r = Results::assemble(&rr, "s".into(), Some(&client(0, 0)), None, Some("x".into()));
+        assert_eq!(r.error.as_deref(), Some("x"));
+        let c = client(0, 0);
+        assert_eq!(
+            Results::assemble(&spec(), "s".into(), Some(&c), None, None).error,
+            None
+        );
     }
 
     /// `-O 1s`: `end.after_omit` counts only the intervals from 1 s on; `end` the whole test.

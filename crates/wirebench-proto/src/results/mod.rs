@@ -10,6 +10,7 @@ mod document;
 mod rrul;
 mod side;
 
+pub use assemble::NO_TRANSACTION;
 pub use document::*;
 pub use rrul::Part;
 pub use side::*;

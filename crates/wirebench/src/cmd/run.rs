@@ -354,6 +354,9 @@ impl<'a> Ending<'a> {
         match self {
             Self::Complete => None,
             Self::Incomplete(e) if e.contains("closed the connection") => Some("peer_closed"),
+            Self::Incomplete(e) if e.starts_with(wirebench_proto::results::NO_TRANSACTION) => {
+                Some("no_transaction")
+            }
             Self::Incomplete(_) => Some("incomplete"),
             Self::Interrupted => Some("interrupted"),
         }

@@ -133,6 +133,8 @@ pub fn server_for(
         max_tests: 8,
         max_duration: Some(Duration::from_secs(365 * 24 * 3600)),
         max_rate_bps: None,
+        // It serves this process's own test: no budget but the host's.
+        budget: Default::default(),
         log: false,
         save_dir: None,
         files_dir: None,

@@ -120,3 +120,102 @@ fn released_tickets_free_their_slots() {
     let t = adm.admit(now, CLIENT_IP).expect("free again");
     adm.release(t);
 }
+
+const MIB: u64 = 1 << 20;
+
+#[test]
+fn running_tests_together_stay_under_the_memory_budget() {
+    let mut adm = Admission::new(slots(10)).with_max_memory(Some(256 * MIB));
+    let now = std::time::Instant::now();
+    let a = adm.admit_holding(now, CLIENT_IP, 200 * MIB).expect("fits");
+    assert_eq!(adm.memory_in_use(), 200 * MIB);
+    // 100 MiB more would pass 256 MiB with 200 in use: refused, and nothing reserved.
+    let r = adm.admit_holding(now, CLIENT_IP, 100 * MIB).map(|_| ());
+    let Err(e @ Refusal::Memory { .. }) = r else {
+        panic!("not a memory refusal: {r:?}");
+    };
+    assert_eq!(e.kind(), "max_memory");
+    let text = e.to_string();
+    assert!(
+        text.contains("about 104.86 MB of server memory")
+            && text.contains("--max-memory 256 MiB (200 MiB in use by running tests)")
+            && text.contains("fewer streams (-P)"),
+        "{text}"
+    );
+    assert_eq!(adm.memory_in_use(), 200 * MIB);
+    assert_eq!(adm.running(), 1);
+    // Exactly what is left fits; then nothing more, not even one byte.
+    let b = adm
+        .admit_holding(now, CLIENT_IP, 56 * MIB)
+        .expect("the rest fits");
+    assert!(matches!(
+        adm.admit_holding(now, CLIENT_IP, 1),
+        Err(Refusal::Memory { in_use, .. }) if in_use == 256 * MIB
+    ));
+    // A test's reservation goes with its slot.
+    adm.release(a);
+    assert_eq!(adm.memory_in_use(), 56 * MIB);
+    let c = adm.admit_holding(now, CLIENT_IP, 200 * MIB).expect("freed");
+    adm.release(b);
+    adm.release(c);
+    assert_eq!(adm.memory_in_use(), 0);
+}
+
+#[test]
+fn extreme_memory_estimates_neither_overflow_nor_panic() {
+    let now = std::time::Instant::now();
+    for max in [
+        None,
+        Some(0),
+        Some(1),
+        Some(u64::from(u32::MAX)),
+        Some(u64::MAX),
+    ] {
+        let mut adm = Admission::new(slots(100)).with_max_memory(max);
+        let mut held = Vec::new();
+        for asked in [0, 1, u64::from(u32::MAX), u64::MAX, u64::MAX] {
+            match adm.admit_holding(now, CLIENT_IP, asked) {
+                Ok(t) => held.push(t),
+                Err(Refusal::Memory {
+                    asked: a,
+                    max: m,
+                    in_use,
+                }) => {
+                    assert_eq!((a, Some(m)), (asked, max));
+                    assert!(in_use.checked_add(asked).is_none_or(|sum| sum > m));
+                }
+                Err(other) => panic!("{other}"),
+            }
+            assert!(max.is_none_or(|m| adm.memory_in_use() <= m));
+        }
+        if let Some(t) = held.last_mut() {
+            let _ = adm.hold(t, u64::MAX);
+            let _ = adm.hold(t, 0);
+        }
+        for t in held {
+            adm.release(t);
+        }
+        assert_eq!((adm.memory_in_use(), adm.running()), (0, 0));
+    }
+}
+
+#[test]
+fn an_iperf3_test_reserves_its_memory_once_its_parameters_are_known() {
+    let mut adm = Admission::new(slots(4)).with_max_memory(Some(64 * MIB));
+    let now = std::time::Instant::now();
+    let mut t = adm.admit(now, CLIENT_IP).expect("a slot");
+    let caps = crate::control::memory::SocketCaps::default();
+    let small = crate::control::memory::iperf3_test_memory(2, 128 * 1024, 0, caps);
+    adm.hold(&mut t, small).expect("fits");
+    assert_eq!(adm.memory_in_use(), small);
+    let big = crate::control::memory::iperf3_test_memory(128, 1 << 20, 4 << 20, caps);
+    let e = adm.hold(&mut t, big).map_err(|e| e.to_string());
+    assert!(e.is_err_and(|e| e.contains("--max-memory 64 MiB")));
+    assert_eq!(
+        adm.memory_in_use(),
+        small,
+        "a refused hold reserves nothing"
+    );
+    adm.release(t);
+    assert_eq!(adm.memory_in_use(), 0);
+}

@@ -149,3 +149,165 @@ fn ipv6_addresses_of_one_64_share_their_caps() {
     assert_eq!(evicted, Some(a1));
     let _ = encode(&Message::Begin);
 }
+
+/// The finding's shapes: `-u -R -l 1 -b 10M` asks 1.25 M datagrams a second; a test without
+/// a rate cannot say how many; a paced one of large messages passes.
+#[test]
+fn packet_rates_past_max_pps_are_refused_naming_the_flag() {
+    let limits = SpecLimits {
+        max_pps: Some(19_531),
+        ..SpecLimits::default()
+    };
+    let tiny = wirebench_proto::spec::TestSpec {
+        protocol: wirebench_proto::spec::Protocol::Udp,
+        direction: Direction::Reverse,
+        size: 1,
+        bytes: None,
+        duration_ns: Some(2_000_000_000),
+        rate_bps: 10_000_000,
+        ..spec()
+    };
+    let e = limits.check(&tiny).map_err(|e| (e.kind(), e.to_string()));
+    let Err(("max_pps", text)) = e else {
+        panic!("{e:?}")
+    };
+    assert!(
+        text.contains("1250000 packets/s exceed the server's --max-pps 19531"),
+        "{text}"
+    );
+    let by_pps = wirebench_proto::spec::TestSpec {
+        rate_bps: 0,
+        rate_pps: 20_000,
+        ..tiny.clone()
+    };
+    assert!(matches!(
+        limits.check(&by_pps),
+        Err(Refusal::Pps { asked: 20_000, .. })
+    ));
+    // Each rr transaction is a request and a response.
+    let rr = wirebench_proto::spec::TestSpec {
+        mechanism: Mechanism::Rr,
+        direction: Direction::Forward,
+        size: 64,
+        rate_pps: 10_000,
+        rate_bps: 0,
+        ..tiny.clone()
+    };
+    assert!(matches!(
+        limits.check(&rr),
+        Err(Refusal::Pps { asked: 20_000, .. })
+    ));
+    let unlimited = wirebench_proto::spec::TestSpec {
+        rate_bps: 0,
+        ..tiny.clone()
+    };
+    assert!(matches!(
+        limits.check(&unlimited),
+        Err(Refusal::UnlimitedPps { max: 19_531 })
+    ));
+    let fine = wirebench_proto::spec::TestSpec { size: 1400, ..tiny };
+    assert_eq!(limits.check(&fine), Ok(()));
+}
+
+/// `-u -l 16 -n 1M --packet-log` streams 2 MB of log back for 1 MB of data: under
+/// `--max-bytes 1M` it is refused up front; the log counts against `--max-rate` too.
+#[test]
+fn the_servers_packet_log_counts_against_max_bytes_and_max_rate() {
+    let logged = wirebench_proto::spec::TestSpec {
+        protocol: wirebench_proto::spec::Protocol::Udp,
+        size: 16,
+        bytes: Some(1_000_000),
+        rate_bps: 20_000_000,
+        packet_log: true,
+        ..spec()
+    };
+    let bytes = SpecLimits {
+        max_bytes: Some(1_000_000),
+        ..SpecLimits::default()
+    };
+    assert_eq!(
+        bytes.check(&logged),
+        Err(Refusal::Bytes {
+            asked: 1_000_000 + 62_500 * 32 + 16,
+            max: 1_000_000
+        })
+    );
+    let unlogged = wirebench_proto::spec::TestSpec {
+        packet_log: false,
+        ..logged.clone()
+    };
+    assert_eq!(bytes.check(&unlogged), Ok(()));
+    // The client writes the log of a reverse test itself: the server sends none.
+    let reverse = wirebench_proto::spec::TestSpec {
+        direction: Direction::Reverse,
+        ..logged.clone()
+    };
+    assert_eq!(bytes.check(&reverse), Ok(()));
+    // 20 Mbit/s of 16-byte datagrams is 40 Mbit/s of log on top.
+    let rate = SpecLimits {
+        max_rate_bps: Some(25_000_000),
+        ..SpecLimits::default()
+    };
+    assert!(matches!(
+        rate.check(&logged),
+        Err(Refusal::Rate {
+            asked: 60_000_000,
+            ..
+        })
+    ));
+    assert_eq!(rate.check(&unlogged), Ok(()));
+}
+
+/// Every limit at once against extreme sizes, rates and streams: an answer, never a panic
+/// or an overflow.
+#[test]
+fn extreme_specs_against_every_limit_never_panic() {
+    let all = [
+        SpecLimits::default(),
+        SpecLimits {
+            max_duration: Some(Duration::from_secs(1)),
+            max_rate_bps: Some(1),
+            max_pps: Some(1),
+            max_bytes: Some(1),
+            max_streams: Some(1),
+            max_size: Some(1),
+            max_timing: Duration::ZERO,
+        },
+        SpecLimits {
+            max_duration: Some(Duration::MAX),
+            max_rate_bps: Some(u64::MAX),
+            max_pps: Some(u64::MAX),
+            max_bytes: Some(u64::MAX),
+            max_streams: Some(u32::MAX),
+            max_size: Some(u64::MAX),
+            max_timing: Duration::MAX,
+        },
+    ];
+    for v in [0, 1, u64::from(u32::MAX), u64::MAX] {
+        for streams in [0, 1, 64, u32::MAX] {
+            for log in [false, true] {
+                for mechanism in [Mechanism::Stream, Mechanism::Rr] {
+                    let s = wirebench_proto::spec::TestSpec {
+                        protocol: wirebench_proto::spec::Protocol::Udp,
+                        mechanism,
+                        size: v,
+                        bytes: Some(v),
+                        rate_bps: v,
+                        rate_pps: v,
+                        response_size: v,
+                        streams,
+                        packet_log: log,
+                        ..spec()
+                    };
+                    for l in &all {
+                        let _ = l.check(&s);
+                    }
+                    let _ = crate::control::memory::test_memory(
+                        &s,
+                        crate::control::memory::SocketCaps::default(),
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! `serve`'s flags for what tests may cost the server beyond their bytes (`--max-memory`,
+//! `--max-pps`), flattened into `ServeArgs`, and the budget they make.
+
+use clap::Args;
+use wirebench_engine::ServerBudget;
+use wirebench_proto::units::{parse_rate, parse_size, Rate};
+
+/// The bits of the smallest packet `--max-rate` implies a packet rate for: a 64-byte
+/// Ethernet frame, the least any packet costs the link.
+const MIN_PACKET_BITS: u64 = 64 * 8;
+
+/// `serve`'s limits on what tests cost it beyond their bytes.
+#[derive(Debug, Args)]
+pub struct BudgetArgs {
+    /// Most server memory all running tests may hold together (e.g. 1GiB; 0: no limit). Each
+    /// test's share is estimated from what it asks (streams, message and response sizes,
+    /// socket buffers, packet log) and held while it runs; a test that would go past it is
+    /// refused.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "256MiB")]
+    pub max_memory: u64,
+    /// Highest packet rate accepted, packets/s, over all of a test's streams and both ways
+    /// (datagrams; each request and response of rr), e.g. 100k; tests whose rate and message
+    /// size imply more are refused, and a test that moves more is ended. Default: none, or
+    /// with --max-rate, --max-rate / 512 bits (every packet counted as at least 64 bytes,
+    /// the smallest Ethernet frame). 0: none.
+    #[arg(long, value_name = "PPS", value_parser = parse_rate)]
+    pub max_pps: Option<Rate>,
+}
+
+impl BudgetArgs {
+    /// The server's budget these flags describe, under `max_rate_bps` (`--max-rate`).
+    pub fn budget(&self, max_rate_bps: Option<u64>) -> Result<ServerBudget, String> {
+        // A packet rate: `100k` and `100kpps` say the same here.
+        let max_pps = match self.max_pps {
+            Some(Rate::BitsPerSecond(0) | Rate::PacketsPerSecond(0)) => None,
+            Some(Rate::BitsPerSecond(n) | Rate::PacketsPerSecond(n)) => Some(n),
+            // Tiny messages must not turn the byte limit into a flood of packets.
+            None => max_rate_bps.map(|bps| (bps / MIN_PACKET_BITS).max(1)),
+        };
+        Ok(ServerBudget {
+            max_memory: (self.max_memory > 0).then_some(self.max_memory),
+            max_pps,
+        })
+    }
+}
