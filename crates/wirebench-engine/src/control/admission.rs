@@ -11,8 +11,8 @@ use wirebench_proto::packet_log::{FILE_HEADER_LEN, RECORD_LEN};
 use wirebench_proto::spec::{Direction, Mechanism, TestSpec};
 use wirebench_proto::units::{format_bytes, format_duration, format_rate_bps};
 
-use super::throttle::KeyGuesses;
 use super::memory::{format_mib, server_writes_log};
+use super::throttle::KeyGuesses;
 
 /// Most connections that have not yet sent their first frame.
 pub(crate) const MAX_PENDING: usize = 256;
@@ -626,13 +626,6 @@ impl Admission {
     /// iperf3 client says its streams after it was let in:
     /// `control::memory::iperf3_test_memory`). Refused as at admission; the ticket then
     /// holds what it held.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "for the iperf3 driver, once it has the client's parameters"
-        )
-    )]
     pub(crate) fn hold(&mut self, ticket: &mut Ticket, memory: u64) -> Result<(), Refusal> {
         if let Some(max) = self.max_memory {
             let in_use = self.memory_in_use;

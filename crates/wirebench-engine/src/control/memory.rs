@@ -118,13 +118,6 @@ fn stream_memory(spec: &TestSpec, caps: SocketCaps) -> u64 {
 /// streams of blocks of `block_len` bytes, each socket's buffer set to `window_bytes` by the
 /// driver (0: not set, left to the kernel). Each stream holds a block buffer of at least
 /// 64 KiB (a receiver's datagram) and a send and a receive buffer.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "for the iperf3 driver, which reserves it with Admission::hold"
-    )
-)]
 pub fn iperf3_test_memory(
     streams: u64,
     block_len: u64,

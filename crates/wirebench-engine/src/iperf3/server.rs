@@ -341,17 +341,22 @@ impl ServerSession {
                 self.deadline = None;
                 self.actions.push_back(ServerAction::Params(a));
             }
-            Err(r) => {
-                let rate = matches!(r, Refusal::Rate { .. } | Refusal::UnlimitedRate { .. });
-                let (code, errno) = if rate {
-                    (IE_TOTAL_RATE, 0)
-                } else {
-                    (IE_NEW_TEST, EPERM)
-                };
-                self.refuse(code, errno);
-                self.actions.push_back(ServerAction::Refused(r));
-            }
+            Err(r) => self.refuse_for(r),
         }
+    }
+
+    /// Refuses the parameters for `r` in iperf3's words (a rate has its own code), and
+    /// tells the driver why: also when the driver decides, after the parameters passed
+    /// (the server's memory budget).
+    pub(crate) fn refuse_for(&mut self, r: Refusal) {
+        let rate = matches!(r, Refusal::Rate { .. } | Refusal::UnlimitedRate { .. });
+        let (code, errno) = if rate {
+            (IE_TOTAL_RATE, 0)
+        } else {
+            (IE_NEW_TEST, EPERM)
+        };
+        self.refuse(code, errno);
+        self.actions.push_back(ServerAction::Refused(r));
     }
 
     fn on_item(&mut self, _now: Instant, item: Item) {

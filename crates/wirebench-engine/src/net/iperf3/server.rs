@@ -14,6 +14,7 @@ use socket2::{Domain, SockRef, Socket, Type};
 use super::registry::Waiting;
 use super::{budget, congestion_of, round, set_udp_window, set_window, Streams};
 use crate::control::admission::{PendingId, Ticket};
+use crate::control::memory::iperf3_test_memory;
 use crate::control::SETUP_TIMEOUT;
 use crate::iperf3::admit::Admitted;
 use crate::iperf3::codec::{
@@ -384,6 +385,19 @@ impl Test<'_> {
     fn on_params(&mut self, now: Instant, a: Admitted) {
         let n = a.streams();
         let p = a.params();
+        // What the streams will hold, against the server's memory budget, before any of it
+        // is allocated.
+        let memory = iperf3_test_memory(
+            u64::from(n),
+            a.block_len() as u64,
+            p.window,
+            self.state.socket_caps,
+        );
+        if let Some(ticket) = self.ticket.as_mut() {
+            if let Err(r) = self.state.admission().hold(ticket, memory) {
+                return self.session.refuse_for(r);
+            }
+        }
         let (tx, r) = sync_channel(n as usize);
         self.state.iperf3.add(
             self.cookie,
