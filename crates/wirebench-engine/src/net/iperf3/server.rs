@@ -239,6 +239,14 @@ fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) 
         return;
     };
     let local = conn.local_addr().map_or(state.cfg.bind.ip(), |a| a.ip());
+    // iperf3's protocol leaves the control connection silent while a test runs (and a UDP
+    // `-R` client silent on every connection): TCP keepalives end the test of a client
+    // whose host went away 30 s after its last sign of life, where no byte could.
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(10))
+        .with_interval(Duration::from_secs(5))
+        .with_retries(4);
+    let _ = SockRef::from(&conn).set_tcp_keepalive(&keepalive);
     let mut session = ServerSession::new(Instant::now(), state.spec_limits());
     let Ok(pump) = Pump::new(conn) else {
         return;
