@@ -1,8 +1,8 @@
 //! `serve`'s flags for what tests may cost the server beyond their bytes (`--max-memory`,
-//! `--max-pps`), flattened into `ServeArgs`, and the budget they make.
+//! `--max-pps`, `--save-quota`), flattened into `ServeArgs`, and the budget they make.
 
 use clap::Args;
-use wirebench_engine::ServerBudget;
+use wirebench_engine::{SaveDir, ServerBudget, DEFAULT_SAVE_QUOTA};
 use wirebench_proto::units::{parse_rate, parse_size, Rate};
 
 /// The bits of the smallest packet `--max-rate` implies a packet rate for: a 64-byte
@@ -25,9 +25,18 @@ pub struct BudgetArgs {
     /// the smallest Ethernet frame). 0: none.
     #[arg(long, value_name = "PPS", value_parser = parse_rate)]
     pub max_pps: Option<Rate>,
+    /// Most bytes --save-dir may hold in all (e.g. 50G): a transfer that would take it past
+    /// is refused before a byte is written [default: 10G].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "save_dir")]
+    pub save_quota: Option<u64>,
 }
 
 impl BudgetArgs {
+    /// `--save-dir DIR` under `--save-quota`.
+    pub fn save_dir(&self, dir: std::path::PathBuf) -> SaveDir {
+        SaveDir::new(dir, self.save_quota.unwrap_or(DEFAULT_SAVE_QUOTA))
+    }
+
     /// The server's budget these flags describe, under `max_rate_bps` (`--max-rate`).
     pub fn budget(&self, max_rate_bps: Option<u64>) -> Result<ServerBudget, String> {
         // A packet rate: `100k` and `100kpps` say the same here.

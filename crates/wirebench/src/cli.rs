@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use wirebench_engine::{Psk, SaveDir, ServerConfig, DEFAULT_MAX_TIMING, DEFAULT_SAVE_QUOTA};
+use wirebench_engine::{Psk, ServerConfig, DEFAULT_MAX_TIMING};
 use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
 use wirebench_proto::units::{parse_duration, parse_rate, parse_size, Rate};
 use wirebench_report::experiment::{Preset, VaryError};
@@ -413,10 +413,6 @@ pub struct ServeArgs {
     /// the file); without it they are only checked, never written.
     #[arg(long, value_name = "DIR")]
     pub save_dir: Option<PathBuf>,
-    /// Most bytes --save-dir may hold in all (e.g. 50G): a transfer that would take it past
-    /// is refused before a byte is written [default: 10G].
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "save_dir")]
-    pub save_quota: Option<u64>,
     /// Send files from here to clients that ask with -R --file NAME (never from elsewhere).
     #[arg(long, value_name = "DIR")]
     pub files_dir: Option<PathBuf>,
@@ -497,10 +493,7 @@ impl ServeArgs {
             metrics: self.metrics,
             max_tests_per_minute: self.max_tests_per_minute.map(|n| n as usize),
             psk: load_psk(self.psk_file.as_deref())?,
-            save_dir: self
-                .save_dir
-                .clone()
-                .map(|d| SaveDir::new(d, self.save_quota.unwrap_or(DEFAULT_SAVE_QUOTA))),
+            save_dir: self.save_dir.clone().map(|d| self.budget.save_dir(d)),
             files_dir: self.files_dir.clone(),
             bind: SocketAddr::new(self.bind, self.port),
             max_tests: self.max_tests as usize,

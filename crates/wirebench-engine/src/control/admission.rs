@@ -12,6 +12,7 @@ use wirebench_proto::spec::{Direction, Mechanism, TestSpec};
 use wirebench_proto::units::{format_bytes, format_duration, format_rate_bps};
 
 use super::memory::{format_mib, server_writes_log};
+pub(crate) use super::throttle::client_key;
 use super::throttle::KeyGuesses;
 
 /// Most connections that have not yet sent their first frame.
@@ -392,22 +393,6 @@ pub(crate) struct SlotLimits {
     pub per_client: Option<usize>,
     /// `--max-tests-per-minute`.
     pub per_minute: Option<usize>,
-}
-
-/// The address that per-address caps count under: an IPv4 address as it is (an IPv4-mapped
-/// IPv6 one as IPv4), an IPv6 address by its /64, since one host commonly holds a whole /64
-/// and could otherwise take a fresh address for every connection.
-pub(crate) fn client_key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => ip,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
-                IpAddr::V6(prefix.into())
-            }
-        },
-    }
 }
 
 /// A connection in the pending stage, by the order it came in.

@@ -7,7 +7,21 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use super::admission::client_key;
+/// The address that per-address caps count under: an IPv4 address as it is (an IPv4-mapped
+/// IPv6 one as IPv4), an IPv6 address by its /64, since one host commonly holds a whole /64
+/// and could otherwise take a fresh address for every connection.
+pub(crate) fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(prefix.into())
+            }
+        },
+    }
+}
 
 /// Most addresses remembered at once; past it, the one not heard from longest is forgotten
 /// (an attacker with many addresses then meets the same first waits on each, no more).
