@@ -35,6 +35,12 @@ pub const MAX_HELLO_FRAME: usize = 64 * 1024;
 /// Cap for any later frame: a `Done` report carries up to `MAX_INTERVALS` interval records.
 pub const MAX_FRAME: usize = 4 * 1024 * 1024;
 
+/// Most memory the lists of one decoded frame may take (a `Done` report's intervals, streams,
+/// buckets and ranges; see [`wirebench_stats::bounded`]). A report of the most a test makes,
+/// both ways, takes about a third of it; a frame of empty records built to swell in decoding
+/// stops here.
+pub const MAX_FRAME_LIST_BYTES: usize = 8 * 1024 * 1024;
+
 /// One control message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -114,6 +120,7 @@ pub enum Message {
     /// waiting before this side's own receivers are done (which the `done` waits for).
     SenderCounts {
         /// (stream index, messages sent) for every sending stream of this side.
+        #[serde(deserialize_with = "wirebench_stats::bounded::list")]
         counts: Vec<(u32, u64)>,
     },
     /// Either way: this side's role is over; its counters and intervals.
@@ -152,6 +159,14 @@ pub enum FrameError {
     /// Body that is not a message.
     #[error("malformed control message: {0}")]
     Malformed(#[from] serde_json::Error),
+    /// A frame other than a report with more values than any message has.
+    #[error("control message of {values} JSON values exceeds the limit of {max}")]
+    TooManyValues {
+        /// Values counted.
+        values: usize,
+        /// Cap in force.
+        max: usize,
+    },
 }
 
 /// Encodes one message as a frame.
@@ -220,10 +235,72 @@ impl FrameDecoder {
         let Some(body) = self.buf.get(4..4 + len) else {
             return Ok(None);
         };
-        let msg = serde_json::from_slice(body)?;
+        let msg = decode_body(body)?;
         self.buf.drain(..4 + len);
         Ok(Some(msg))
     }
+}
+
+/// How a `done` frame starts, as [`encode`] writes it (serde writes the tag first).
+const DONE_PREFIX: &[u8] = br#"{"type":"done","report":"#;
+
+/// Most JSON values (objects, arrays, scalars) in a frame other than a `done` written as
+/// [`encode`] writes it: the largest, a `sender_counts` of every stream both ways, holds a
+/// few hundred. (serde reads an internally tagged enum by first building a tree of every
+/// value, tens of bytes each: a frame of `[0,0,0,0]`s would take twenty times its size.)
+pub const MAX_FRAME_VALUES: usize = 16_384;
+
+/// A frame's body as a message. A `done` (the one frame that may be megabytes) is read
+/// straight into its report, whose lists draw from [`MAX_FRAME_LIST_BYTES`]; any other frame
+/// must hold at most [`MAX_FRAME_VALUES`] values before serde sees it.
+fn decode_body(body: &[u8]) -> Result<Message, FrameError> {
+    let report = body
+        .strip_prefix(DONE_PREFIX)
+        .and_then(|rest| rest.trim_ascii_end().strip_suffix(b"}"));
+    if let Some(report) = report {
+        let mut de = serde_json::Deserializer::from_slice(report);
+        let report = wirebench_stats::bounded::with_allowance(MAX_FRAME_LIST_BYTES, || {
+            crate::results::SideReport::deserialize(&mut de)
+        })?;
+        de.end()?;
+        return Ok(Message::Done {
+            report: Box::new(report),
+        });
+    }
+    let values = json_values(body);
+    if values > MAX_FRAME_VALUES {
+        return Err(FrameError::TooManyValues {
+            values,
+            max: MAX_FRAME_VALUES,
+        });
+    }
+    Ok(wirebench_stats::bounded::with_allowance(
+        MAX_FRAME_LIST_BYTES,
+        || serde_json::from_slice(body),
+    )?)
+}
+
+/// About how many values a JSON text holds: its containers and its elements, counted on
+/// the bytes outside strings, without parsing (at least the true count for valid JSON).
+fn json_values(body: &[u8]) -> usize {
+    let (mut n, mut in_string, mut escaped) = (1usize, false, false);
+    for &b in body {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b'{' | b'[' | b',' | b':' => n += 1,
+                _ => {}
+            }
+        }
+    }
+    n
 }
 
 /// Decodes exactly one frame from a byte slice (fuzzing and tests): the message and the
@@ -243,6 +320,126 @@ mod tests {
         let mut v = (body.len() as u32).to_be_bytes().to_vec();
         v.extend_from_slice(body);
         v
+    }
+
+    /// A `done` frame of the largest report a test makes: the most intervals, both ways,
+    /// every stream with its buckets, a file's listed missing ranges.
+    fn largest_report() -> crate::results::SideReport {
+        use crate::results::{FileReport, IntervalRecord, NsBucket, SideReport};
+        let intervals: Vec<IntervalRecord> = (0..crate::spec::MAX_INTERVALS)
+            .map(|i| IntervalRecord {
+                start_ns: i * 1_000_000_000,
+                end_ns: (i + 1) * 1_000_000_000,
+                bytes: 1_250_000_000,
+                messages: 1_000_000,
+                lost: 12_345,
+                jitter_ns: Some(12_345.678),
+                delay_p50_ns: Some(1_234_567),
+                delay_p99_ns: Some(7_654_321),
+                retransmits: Some(12),
+                cwnd_bytes: Some(1_234_567),
+            })
+            .collect();
+        let buckets: Vec<NsBucket> = (0..63)
+            .map(|b| NsBucket {
+                low_ns: 1 << b,
+                high_ns: (2u64 << b) - 1,
+                count: 1000,
+            })
+            .collect();
+        let stream = SideReport {
+            latency_buckets: buckets.clone(),
+            ..SideReport::default()
+        };
+        let side = SideReport {
+            intervals: intervals.clone(),
+            latency_buckets: buckets,
+            streams: vec![stream; crate::spec::MAX_STREAMS as usize],
+            file: Some(FileReport {
+                missing: (0..10_000).map(|i| (i * 2000, i * 2000 + 1000)).collect(),
+                ..FileReport::default()
+            }),
+            ..SideReport::default()
+        };
+        SideReport {
+            reverse: Some(Box::new(side.clone())),
+            ..side
+        }
+    }
+
+    #[test]
+    fn the_largest_report_a_test_makes_decodes_within_the_lists_allowance() {
+        // The most intervals both ways do not fit a frame: the reverse side's are cut
+        // until the report does.
+        let mut report = largest_report();
+        let bytes = loop {
+            let msg = Message::Done {
+                report: Box::new(report.clone()),
+            };
+            match encode(&msg) {
+                Ok(b) => break b,
+                Err(_) => {
+                    let rev = report.reverse.as_mut().expect("both ways");
+                    let keep = rev.intervals.len().saturating_sub(500);
+                    rev.intervals.truncate(keep);
+                }
+            }
+        };
+        assert!(bytes.len() > MAX_FRAME * 9 / 10, "{} bytes", bytes.len());
+        let msg = Message::Done {
+            report: Box::new(report),
+        };
+        let (back, _) = decode(&bytes, MAX_FRAME).expect("decodes").expect("whole");
+        assert_eq!(back, msg);
+    }
+
+    #[test]
+    fn a_frame_built_to_swell_in_decoding_is_refused_not_allocated() {
+        use crate::results::SideReport;
+        let empty = serde_json::to_value(SideReport::default()).unwrap();
+        let room = MAX_FRAME - 4096;
+        // Streams of empty reports: a kilobyte and more each once decoded.
+        let each = empty.to_string().len() + 1;
+        let mut report = empty.clone();
+        report["streams"] = serde_json::Value::Array(vec![empty.clone(); room / each]);
+        // Intervals as arrays, ten bytes each: a record of a hundred bytes and more.
+        let mut arrays = empty;
+        let quad = serde_json::json!([0, 0, 0, 0]);
+        arrays["intervals"] = serde_json::Value::Array(vec![quad; room / 10]);
+        for report in [report, arrays] {
+            // As wirebench writes it: read straight into the report, whose lists stop at
+            // their allowance.
+            let body = format!(r#"{{"type":"done","report":{report}}}"#);
+            assert!(body.len() <= MAX_FRAME);
+            let err = decode(&frame(body.as_bytes()), MAX_FRAME).unwrap_err();
+            assert!(err.to_string().contains("more list elements"), "{err}");
+            // Written otherwise (the tag last): refused by its count of values, before serde
+            // builds its tree of them.
+            let body = format!(r#"{{"report":{report},"type":"done"}}"#);
+            let err = decode(&frame(body.as_bytes()), MAX_FRAME).unwrap_err();
+            assert!(err.to_string().contains("JSON values exceeds"), "{err}");
+        }
+    }
+
+    #[test]
+    fn values_are_counted_outside_strings_only() {
+        assert_eq!(json_values(b"1"), 1);
+        assert_eq!(json_values(br#"{"a":[1,2],"b":"x,y:{[\",z"}"#), 7);
+        // A done written with the tag last, small: read as any other frame.
+        let msg = Message::Done {
+            report: Box::default(),
+        };
+        let canonical = encode(&msg).unwrap();
+        let report = serde_json::to_string(&SideReport::default()).unwrap();
+        let other = format!(r#"{{"report":{report},"type":"done"}}"#);
+        assert_eq!(
+            decode(&frame(other.as_bytes()), MAX_FRAME)
+                .unwrap()
+                .unwrap()
+                .0,
+            msg
+        );
+        assert_eq!(decode(&canonical, MAX_FRAME).unwrap().unwrap().0, msg);
     }
 
     #[test]

@@ -17,6 +17,7 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod bounded;
 mod hist;
 mod jitter;
 mod loss_runs;

@@ -132,6 +132,7 @@ pub struct LossRunsSummary {
     /// Sum of their lengths.
     pub lost: u64,
     /// The non-empty buckets, shortest runs first.
+    #[serde(deserialize_with = "crate::bounded::list")]
     pub buckets: Vec<LossRunBucket>,
 }
 

@@ -32,7 +32,7 @@ pub struct Datapath {
     /// Socket receive buffer granted by the kernel (SO_RCVBUF as read back), bytes.
     pub recv_buffer_bytes: u64,
     /// Kernel features in use, e.g. "tcp_nodelay".
-    #[serde(default)]
+    #[serde(default, deserialize_with = "wirebench_stats::bounded::list")]
     pub features: Vec<String>,
     /// TCP: the congestion control of the data connection, as the kernel reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -46,7 +46,11 @@ pub struct Datapath {
     pub stack: Option<UserStack>,
     /// Figures this side could not measure, each with the reason, so that a reader does not
     /// take a missing figure for a zero.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "wirebench_stats::bounded::list"
+    )]
     pub unavailable: Vec<Unavailable>,
     /// Request/response with `--busy-poll`: how this side waited; absent when it blocked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -152,7 +156,7 @@ pub struct FileReport {
     #[serde(default)]
     pub saved_as: Option<String>,
     /// UDP streaming: byte ranges `[start, end)` of the file that never arrived.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "wirebench_stats::bounded::list")]
     pub missing: Vec<(u64, u64)>,
     /// Ranges beyond the 10,000 listed.
     #[serde(default)]
@@ -272,7 +276,7 @@ pub struct UdpCounts {
     #[serde(default)]
     pub interarrival: Option<TimeSummary>,
     /// Times between consecutive arrivals in power-of-two buckets.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "wirebench_stats::bounded::list")]
     pub interarrival_buckets: Vec<NsBucket>,
 }
 
@@ -294,6 +298,7 @@ pub struct SideReport {
     /// Wall-clock time of the side's start, ns since the Unix epoch.
     pub epoch_unix_ns: u64,
     /// Per-interval counters.
+    #[serde(deserialize_with = "wirebench_stats::bounded::list")]
     pub intervals: Vec<IntervalRecord>,
     /// UDP receivers: sequence accounting.
     pub udp: Option<UdpCounts>,
@@ -308,7 +313,11 @@ pub struct SideReport {
     pub latency: Option<TimeSummary>,
     /// Request/response clients: the round trips' histogram, in log-spaced buckets (see
     /// `TimeHistogram::log_buckets`); empty when the side kept none.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "wirebench_stats::bounded::list"
+    )]
     pub latency_buckets: Vec<NsBucket>,
     /// Request/response over UDP: transactions given up after `--ack-timeout` without an
     /// answer (the request or the response was lost).
@@ -328,7 +337,11 @@ pub struct SideReport {
     pub file: Option<FileReport>,
     /// With several streams (`-P`): each stream's own report (without intervals); the
     /// fields above are then their sums (rates, counts) or merged distributions.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "wirebench_stats::bounded::list"
+    )]
     pub streams: Vec<SideReport>,
     /// `--bidir`: this side's streams of the reverse direction, merged the same way; the
     /// fields above are then the forward direction's.
