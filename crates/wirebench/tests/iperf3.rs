@@ -549,6 +549,32 @@ fn an_iperf3_client_asking_over_max_bytes_is_refused_in_one_line() {
     assert_eq!(server.metric("wirebench_tests_started_total"), 0);
 }
 
+/// Tiny datagrams cannot turn a byte limit into a packet flood for iperf3 clients either:
+/// under `--max-rate 10M` (so `--max-pps` 19,531), 16-byte datagrams at 10 Mbit/s are
+/// 78,125 a second, refused both ways before a datagram moves.
+#[test]
+fn an_iperf3_client_asking_over_max_pps_is_refused_both_ways() {
+    if !have_iperf3() {
+        return;
+    }
+    let mut server = WatchedServer::start(&["--max-rate", "10M"]);
+    for reverse in [&[][..], &["-R"][..]] {
+        let args = [&["-u", "-l", "16", "-b", "10M", "-t", "2"][..], reverse].concat();
+        let e = iperf3_client_error(server.port, &args);
+        assert!(e.contains("unable to create a new test"), "{e}");
+        let line = server.wait_log(&["peer_tool=iperf3", "event=refused"]);
+        assert!(
+            line.contains("78125 packets/s exceed the server's --max-pps 19531"),
+            "{line}"
+        );
+    }
+    assert_eq!(
+        server.metric("wirebench_tests_refused_total{reason=\"max_pps\"}"),
+        2
+    );
+    assert_eq!(server.metric("wirebench_tests_started_total"), 0);
+}
+
 /// A client whose parameters pass but that moves more (iperf3's bursts, `-b RATE/BURST`,
 /// send a hundred blocks at once) is counted on what it moves: the server ends the test at
 /// --max-bytes, the iperf3 client exits with a message, and the metrics count it.

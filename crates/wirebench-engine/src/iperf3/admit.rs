@@ -212,6 +212,18 @@ fn check_amounts(p: &Params, limits: &SpecLimits, streams: u32) -> Result<(), Re
             return Err(Refusal::Rate { asked, max });
         }
     }
+    if let Some(max) = limits.max_pps {
+        // Each block is a datagram (UDP) or a write (TCP), as wirebench's tests count
+        // messages: -b bits/s per stream in blocks of -l bytes.
+        if p.bandwidth == 0 {
+            return Err(Refusal::UnlimitedPps { max });
+        }
+        let per_stream = p.bandwidth.div_ceil(p.len.max(1).saturating_mul(8));
+        let asked = per_stream.saturating_mul(u64::from(streams));
+        if asked > max {
+            return Err(Refusal::Pps { asked, max });
+        }
+    }
     Ok(())
 }
 
@@ -282,6 +294,46 @@ mod tests {
     }
 
     const EXTREMES: [u64; 5] = [0, 1, (1 << 32) - 1, 1 << 40, u64::MAX];
+
+    #[test]
+    fn packet_rates_obey_max_pps_as_wirebench_clients_do() {
+        let lim = SpecLimits {
+            max_pps: Some(20_000),
+            ..SpecLimits::default()
+        };
+        // 10 Mbit/s in 16-byte datagrams: 78,125 a second.
+        let mut doc = base();
+        doc["tcp"] = false.into();
+        doc["udp"] = true.into();
+        doc["len"] = 16.into();
+        doc["bandwidth"] = 10_000_000.into();
+        let p = Params::parse(doc.to_string().as_bytes()).expect("parses");
+        let e = admit(p, &lim).expect_err("over --max-pps");
+        assert_eq!(
+            e,
+            Refusal::Pps {
+                asked: 78_125,
+                max: 20_000
+            }
+        );
+        // No rate at all: unlimited, refused; 1472-byte datagrams at 10 Mbit/s: 850/s.
+        assert!(with("bandwidth", 0.into(), &lim)
+            .unwrap_err()
+            .contains("unlimited_pps"));
+        doc["len"] = 1472.into();
+        let p = Params::parse(doc.to_string().as_bytes()).expect("parses");
+        assert!(admit(p.clone(), &lim).is_ok());
+        // Streams multiply it.
+        let mut four = p;
+        four.parallel = 24;
+        assert!(matches!(
+            admit(four, &lim),
+            Err(Refusal::Pps { asked: 20_400, .. })
+        ));
+        for v in EXTREMES {
+            let _ = with("bandwidth", v.into(), &lim);
+        }
+    }
 
     #[test]
     fn a_good_client_is_admitted() {

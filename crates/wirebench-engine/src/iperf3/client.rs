@@ -3,7 +3,9 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use super::codec::{frame_json, Expect, Item, Params, Reader, ResultsDoc, State, COOKIE_LEN};
+use super::codec::{
+    frame_json, Expect, Item, Params, Reader, ResultsDoc, State, COOKIE_LEN, MAX_JSON,
+};
 use super::{Iperf3Error, STEP_TIMEOUT};
 
 /// What the driver must do next.
@@ -137,7 +139,7 @@ impl ClientSession {
             let expect = match self.phase {
                 Phase::States => Expect::State,
                 Phase::ErrorCode => Expect::Error,
-                Phase::PeerResults => Expect::Json,
+                Phase::PeerResults => Expect::Json(MAX_JSON),
                 Phase::Over => return,
             };
             let item = match self.reader.next(expect) {

@@ -13,9 +13,17 @@ pub(crate) const COOKIE_LEN: usize = 37;
 /// The characters iperf3's `make_cookie` draws from.
 const COOKIE_CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz234567";
 
-/// The largest JSON document accepted (iperf3's own cap, `MAX_PARAMS_JSON_STRING`, is 8 KiB
-/// for parameters; results with `--get-server-output` grow, so allow more, but bounded).
+/// The largest JSON document a client accepts from an iperf3 server (results with
+/// `--get-server-output` carry the server's whole output).
 pub(crate) const MAX_JSON: usize = 1 << 20;
+
+/// The largest parameters document a server accepts: iperf3's own cap
+/// (`MAX_PARAMS_JSON_STRING`).
+pub(crate) const MAX_PARAMS_JSON: usize = 8 * 1024;
+
+/// The largest results document a server accepts from a client: a few hundred bytes a
+/// stream, for the most streams a test may have, both ways.
+pub(crate) const MAX_PEER_RESULTS_JSON: usize = 64 * 1024;
 
 /// The UDP stream's connect datagram, written by iperf3 in host order without `htonl`
 /// (`UDP_CONNECT_MSG` 0x36373839): on little-endian hosts the bytes read "9876".
@@ -94,9 +102,14 @@ pub enum DecodeError {
     /// A state byte iperf3 does not send.
     #[error("unknown iperf3 state byte {0}")]
     State(u8),
-    /// A JSON document longer than [`MAX_JSON`].
-    #[error("iperf3 JSON document of {0} bytes is over the {MAX_JSON}-byte limit")]
-    TooLong(u32),
+    /// A JSON document longer than the step allows.
+    #[error("iperf3 JSON document of {len} bytes is over the {max}-byte limit")]
+    TooLong {
+        /// Its length.
+        len: u32,
+        /// The limit.
+        max: usize,
+    },
     /// A JSON document that does not parse as what was expected.
     #[error("iperf3 JSON document does not parse: {0}")]
     Json(String),
@@ -159,7 +172,8 @@ pub(crate) enum Item {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Expect {
     State,
-    Json,
+    /// A JSON document of at most this many bytes.
+    Json(usize),
     Error,
 }
 
@@ -196,13 +210,13 @@ impl Reader {
                 self.buf.drain(..1);
                 Ok(Some(Item::State(s)))
             }
-            Expect::Json => {
+            Expect::Json(max) => {
                 let Some(len) = self.buf.get(..4) else {
                     return Ok(None);
                 };
                 let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]);
-                if len as usize > MAX_JSON {
-                    return Err(DecodeError::TooLong(len));
+                if len as usize > max {
+                    return Err(DecodeError::TooLong { len, max });
                 }
                 let end = 4 + len as usize;
                 if self.buf.len() < end {
@@ -542,11 +556,17 @@ mod tests {
             r.next(Expect::State),
             Ok(Some(Item::State(State::ParamExchange)))
         );
-        assert_eq!(r.next(Expect::Json), Ok(None));
+        assert_eq!(r.next(Expect::Json(MAX_JSON)), Ok(None));
         r.push(&[0, 2, b'{', b'}']);
-        assert_eq!(r.next(Expect::Json), Ok(Some(Item::Json(b"{}".to_vec()))));
+        assert_eq!(
+            r.next(Expect::Json(MAX_JSON)),
+            Ok(Some(Item::Json(b"{}".to_vec())))
+        );
         r.push(&(MAX_JSON as u32 + 1).to_be_bytes());
-        assert!(matches!(r.next(Expect::Json), Err(DecodeError::TooLong(_))));
+        assert!(matches!(
+            r.next(Expect::Json(MAX_JSON)),
+            Err(DecodeError::TooLong { .. })
+        ));
     }
 
     #[test]
@@ -620,7 +640,7 @@ mod tests {
             let bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
             let mut r = Reader::default();
             r.push(&bytes);
-            for e in [Expect::State, Expect::Json, Expect::Error] {
+            for e in [Expect::State, Expect::Json(MAX_JSON), Expect::Error] {
                 let _ = r.next(e);
             }
             let _ = UdpHeader::decode(false, &bytes);

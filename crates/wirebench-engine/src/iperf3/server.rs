@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use super::admit::{admit, Admitted};
 use super::codec::{
     check_cookie, frame_json, Expect, Item, Params, Reader, ResultsDoc, State, COOKIE_LEN,
-    IE_NEW_TEST, IE_TOTAL_RATE,
+    IE_NEW_TEST, IE_TOTAL_RATE, MAX_PARAMS_JSON, MAX_PEER_RESULTS_JSON,
 };
 use super::{Iperf3Error, STEP_TIMEOUT};
 use crate::control::admission::{Refusal, SpecLimits, DEFAULT_MAX_DURATION};
@@ -316,7 +316,8 @@ impl ServerSession {
                     },
                     None => return,
                 },
-                Phase::Params | Phase::PeerResults => self.reader.next(Expect::Json),
+                Phase::Params => self.reader.next(Expect::Json(MAX_PARAMS_JSON)),
+                Phase::PeerResults => self.reader.next(Expect::Json(MAX_PEER_RESULTS_JSON)),
                 Phase::States | Phase::Running | Phase::Finishing => {
                     self.reader.next(Expect::State)
                 }

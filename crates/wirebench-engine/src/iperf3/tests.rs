@@ -418,3 +418,23 @@ fn parameters_over_a_bound_are_refused_with_iperf3s_codes() {
         );
     }
 }
+
+#[test]
+fn documents_past_their_steps_cap_end_the_session_at_their_length() {
+    let t0 = Instant::now();
+    // Parameters: iperf3's own 8 KiB.
+    let mut s = session_at(t0, Stage::Params, 1);
+    s.handle_bytes(t0, &(8 * 1024 + 1u32).to_be_bytes());
+    assert!(matches!(
+        s.poll_action(),
+        Some(ServerAction::Failed(Iperf3Error::Protocol(e))) if e.contains("8192-byte limit")
+    ));
+    // The client's results: 64 KiB.
+    let mut s = session_at(t0, Stage::Results, 1);
+    while s.poll_action().is_some() {}
+    s.handle_bytes(t0, &(64 * 1024 + 1u32).to_be_bytes());
+    assert!(matches!(
+        s.poll_action(),
+        Some(ServerAction::Failed(Iperf3Error::Protocol(e))) if e.contains("65536-byte limit")
+    ));
+}

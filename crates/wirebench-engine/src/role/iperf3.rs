@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use wirebench_proto::packet_log::{Arrived, Record};
 use wirebench_stats::{Arrival, SeqTracker};
 
-use super::limit::{over, MoveLimit};
+use super::limit::{over_counted, MoveLimit};
 use super::{payload, DataSocket, POLL};
 use crate::iperf3::codec::is_connect;
 use crate::iperf3::UdpHeader;
@@ -119,7 +119,7 @@ impl StreamEnd {
 /// in `end` and tells the driver.
 #[inline]
 fn over_limit(plan: &Plan, live: &Live, end: &mut StreamEnd, now_ns: u64) -> bool {
-    match over(plan.limit.as_ref(), end.bytes, now_ns) {
+    match over_counted(plan.limit.as_ref(), end.bytes, end.packets, now_ns) {
         Some(e) => {
             let text = e.to_string();
             if let Ok(mut l) = live.limit_error.lock() {

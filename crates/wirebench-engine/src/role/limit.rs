@@ -129,12 +129,6 @@ impl MoveLimit {
     }
 }
 
-/// [`MoveLimit::check`] for an optional limit (clients have none).
-#[inline]
-pub(super) fn over(limit: Option<&MoveLimit>, moved: u64, now_ns: u64) -> Option<RoleError> {
-    limit.and_then(|l| l.check(moved, now_ns))
-}
-
 /// [`MoveLimit::check_counted`] for an optional limit (clients have none).
 #[inline]
 pub(super) fn over_counted(

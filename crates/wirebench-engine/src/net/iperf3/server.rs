@@ -461,6 +461,7 @@ impl Test<'_> {
             max_bytes: self.state.cfg.max_bytes,
             max_rate_bps: self.state.cfg.max_rate_bps,
         };
+        let (max_pps, streams) = (self.state.cfg.budget.max_pps, senders.len() as u32);
         let plan = Plan {
             sender: true,
             len: a.block_len(),
@@ -470,8 +471,8 @@ impl Test<'_> {
             start: Instant::now(),
             epoch_unix_ns: crate::sys::unix_now_ns(),
             stop_at_ns: sender_stop_ns(p),
-            limit: (limits != TestLimits::default())
-                .then(|| MoveLimit::share(limits, senders.len() as u32, p.len)),
+            limit: (limits != TestLimits::default() || max_pps.is_some())
+                .then(|| MoveLimit::share(limits, streams, p.len).with_packets(max_pps, streams)),
         };
         let streams = Streams::start(socks, senders, &plan, Duration::from_secs(1), None)
             .map_err(|e| e.to_string())?;
