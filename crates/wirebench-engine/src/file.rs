@@ -23,27 +23,48 @@ const MAX_RANGES: usize = 10_000;
 /// for a few large transfers, far from filling a disk.
 pub const DEFAULT_SAVE_QUOTA: u64 = 10_000_000_000;
 
+/// Most files a `--save-dir` may hold: each costs an inode and a directory entry whatever
+/// its size, and each transfer's check lists the directory.
+pub const MAX_SAVED_FILES: usize = 10_000;
+
+/// What a file costs the disk at least, whatever its length: a block.
+const BLOCK_BYTES: u64 = 4096;
+
 /// Where a server saves the files clients send (`--save-dir`), and the most it may hold in
-/// all (`--save-quota`): what is there already, counted when a transfer asks, and the
-/// transfers being written, each at its whole size.
+/// all (`--save-quota`, and [`MAX_SAVED_FILES`] files): what is there already, counted on
+/// disk when a transfer asks, and the transfers being written, each at its whole size.
 #[derive(Debug, Clone)]
 pub struct SaveDir {
     path: PathBuf,
     quota_bytes: u64,
-    /// Transfers being saved now: their paths and whole sizes.
+    /// Transfers being saved now: their paths and sizes on disk.
     writing: Arc<Mutex<HashMap<PathBuf, u64>>>,
 }
 
 /// A transfer that would take `--save-dir` past its quota.
 #[derive(Debug, Error)]
-#[error("saving this {} file would take the server's --save-dir past its --save-quota {} ({} used): send a smaller file, or ask the operator to make room", format_bytes(*.asked), format_bytes(*.quota), format_bytes(*.used))]
-pub struct OverQuota {
-    /// The transfer's size.
-    pub asked: u64,
-    /// The quota.
-    pub quota: u64,
-    /// Held by saved files and transfers being written.
-    pub used: u64,
+pub enum OverQuota {
+    /// Past `--save-quota`.
+    #[error("saving this {} file would take the server's --save-dir past its --save-quota {} ({} used): send a smaller file, or ask the operator to make room", format_bytes(*.asked), format_bytes(*.quota), format_bytes(*.used))]
+    Bytes {
+        /// The transfer's size on disk.
+        asked: u64,
+        /// The quota.
+        quota: u64,
+        /// Held on disk by saved files and transfers being written.
+        used: u64,
+    },
+    /// Past [`MAX_SAVED_FILES`].
+    #[error("the server's --save-dir holds its most files ({MAX_SAVED_FILES}): ask the operator to make room")]
+    Files,
+}
+
+/// What `bytes` of file take on disk at least: whole blocks, one at least.
+fn on_disk(bytes: u64) -> u64 {
+    bytes
+        .div_ceil(BLOCK_BYTES)
+        .max(1)
+        .saturating_mul(BLOCK_BYTES)
 }
 
 impl SaveDir {
@@ -66,17 +87,17 @@ impl SaveDir {
     pub fn reserve(&self, name: &str, bytes: u64) -> Result<(PathBuf, QuotaHold), OverQuota> {
         let path = self.path.join(name);
         let mut writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
-        let used = self
-            .saved_bytes(&writing)
-            .saturating_add(writing.values().sum());
-        if used.saturating_add(bytes) > self.quota_bytes {
-            return Err(OverQuota {
-                asked: bytes,
-                quota: self.quota_bytes,
-                used,
-            });
+        let (saved_files, saved_bytes) = self.saved(&writing);
+        if saved_files.saturating_add(writing.len()) >= MAX_SAVED_FILES {
+            return Err(OverQuota::Files);
         }
-        writing.insert(path.clone(), bytes);
+        let used = saved_bytes.saturating_add(writing.values().sum());
+        let asked = on_disk(bytes);
+        if used.saturating_add(asked) > self.quota_bytes {
+            let quota = self.quota_bytes;
+            return Err(OverQuota::Bytes { asked, quota, used });
+        }
+        writing.insert(path.clone(), asked);
         let hold = QuotaHold {
             writing: Arc::clone(&self.writing),
             path: path.clone(),
@@ -84,19 +105,29 @@ impl SaveDir {
         Ok((path, hold))
     }
 
-    /// Bytes in the directory's regular files, but those being written (links and other
-    /// kinds are not followed: only what wirebench wrote is there).
-    fn saved_bytes(&self, writing: &HashMap<PathBuf, u64>) -> u64 {
+    /// The directory's entries (but the copies being written) and what its regular files
+    /// take on disk: their blocks, or their length in whole blocks if more (a sparse copy
+    /// may fill in). Links and other kinds are not followed: only what wirebench wrote is
+    /// there. The listing stops at [`MAX_SAVED_FILES`] entries.
+    fn saved(&self, writing: &HashMap<PathBuf, u64>) -> (usize, u64) {
+        use std::os::unix::fs::MetadataExt;
         let Ok(entries) = std::fs::read_dir(&self.path) else {
-            return 0;
+            return (0, 0);
         };
-        entries
-            .filter_map(Result::ok)
-            .filter(|e| !writing.contains_key(&e.path()))
-            .filter_map(|e| e.metadata().ok())
-            .filter(|m| m.is_file())
-            .map(|m| m.len())
-            .fold(0u64, u64::saturating_add)
+        let (mut files, mut bytes) = (0usize, 0u64);
+        for e in entries.filter_map(Result::ok).take(MAX_SAVED_FILES) {
+            if writing.contains_key(&e.path()) {
+                continue;
+            }
+            files += 1;
+            if let Ok(m) = e.metadata() {
+                if m.is_file() {
+                    let blocks = m.blocks().saturating_mul(512);
+                    bytes = bytes.saturating_add(blocks.max(on_disk(m.len())));
+                }
+            }
+        }
+        (files, bytes)
     }
 }
 
@@ -354,21 +385,48 @@ mod tests {
         let dir = tmp("quota");
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("earlier"), vec![0u8; 600]).unwrap();
-        let save = SaveDir::new(dir.clone(), 1000);
-        let (path, hold) = save.reserve("a", 300).expect("600 + 300 fit in 1000");
+        // 600 bytes take a block.
+        std::fs::write(dir.join("earlier"), vec![7u8; 600]).unwrap();
+        let save = SaveDir::new(dir.clone(), 5 * 4096);
+        let (path, hold) = save.reserve("a", 3 * 4096).expect("1 + 3 blocks fit in 5");
         assert_eq!(path, dir.join("a"));
-        // The transfer being written counts at its whole size, before it wrote a byte.
-        let over = save.reserve("b", 200).unwrap_err();
-        assert_eq!((over.asked, over.quota, over.used), (200, 1000, 900));
-        assert!(over.to_string().contains("--save-quota 1.00 KB"), "{over}");
+        // The transfer being written counts at its whole size, before it wrote a byte; a
+        // 1-byte file costs a block.
+        let over = save.reserve("b", 4097).unwrap_err();
+        assert!(
+            matches!(
+                over,
+                OverQuota::Bytes {
+                    asked: 8192,
+                    quota: 20480,
+                    used: 16384
+                }
+            ),
+            "{over:?}"
+        );
+        assert!(over.to_string().contains("--save-quota 20.48 KB"), "{over}");
         // Its file, as it grows, is not counted twice.
-        std::fs::write(&path, vec![0u8; 150]).unwrap();
-        assert_eq!(save.reserve("b", 101).unwrap_err().used, 900);
+        std::fs::write(&path, vec![7u8; 150]).unwrap();
+        assert!(save.reserve("c", 1).is_ok());
         // Done: the file counts as it is on disk, and the rest is free again.
         drop(hold);
-        assert!(save.reserve("c", 250).is_ok());
-        assert!(save.reserve("d", u64::MAX).is_err());
+        assert!(save.reserve("d", 4096).is_ok());
+        assert!(save.reserve("e", u64::MAX).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_save_dir_holds_no_more_than_its_most_files() {
+        let dir = tmp("files");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for i in 0..MAX_SAVED_FILES - 1 {
+            std::fs::File::create(dir.join(format!("f{i}"))).unwrap();
+        }
+        let save = SaveDir::new(dir.clone(), u64::MAX);
+        let hold = save.reserve("last", 1).expect("one more fits");
+        assert!(matches!(save.reserve("over", 1), Err(OverQuota::Files)));
+        drop(hold);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -121,12 +121,12 @@ fn a_save_dir_past_its_quota_refuses_the_transfer_before_a_byte_is_written() {
     let src_arg = src.to_str().expect("utf-8");
     let identical = |v: serde_json::Value| assert_eq!(v["end"]["file"]["identical"], true, "{v}");
     identical(s.run_json(&["--file", src_arg]));
-    // 100 kB saved: another 100 kB would take the directory to 200 kB.
+    // 100 kB saved, 102.4 kB on disk in whole blocks: another would pass 150 kB.
     let out = s.run(&["--file", src_arg]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("--save-quota 150.00 KB (100.00 KB used)"),
+        err.contains("--save-quota 150.00 KB (102.40 KB used)"),
         "{err}"
     );
     let saved: Vec<_> = std::fs::read_dir(&save).expect("save dir").collect();
