@@ -24,9 +24,22 @@ use crate::Hists;
 pub struct StreamKey {
     /// The stream's token: sequence numbers on the wire are keyed with it.
     pub token: SeqToken,
-    /// Every datagram of the test carries a header (no headerless test, no short last
-    /// message): a shorter one is not the test's.
-    pub headers_only: bool,
+    /// Which datagrams shorter than a header are the test's.
+    pub short: ShortDatagrams,
+}
+
+/// Which datagrams shorter than the header a stream's receiver counts: a spoofed short
+/// datagram carries no token to check, so only those the test itself sends count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ShortDatagrams {
+    /// A headerless test (`-l` under the header's size): every datagram is short.
+    #[default]
+    All,
+    /// Every datagram of the test carries a header: a shorter one is not the test's.
+    None,
+    /// A `bytes` test whose last message is shorter than the header: one datagram of
+    /// exactly that length.
+    Tail(usize),
 }
 
 /// A UDP streaming receiver's accounting.
@@ -35,6 +48,8 @@ pub struct UdpRx {
     pub count: Count,
     key: StreamKey,
     foreign: u64,
+    /// The short last message of a `bytes` test was counted.
+    tail_seen: bool,
     tracker: SeqTracker,
     jitter: Jitter,
     delay: TimeHistogram,
@@ -73,6 +88,7 @@ impl UdpRx {
             count: Count::default(),
             key,
             foreign: 0,
+            tail_seen: false,
             tracker: SeqTracker::new(),
             jitter: Jitter::new(),
             delay: TimeHistogram::new(),
@@ -120,7 +136,16 @@ impl UdpRx {
             return;
         }
         if d.len() < HEADER_LEN {
-            if self.key.headers_only {
+            let ours = match self.key.short {
+                ShortDatagrams::All => true,
+                ShortDatagrams::None => false,
+                ShortDatagrams::Tail(len) => {
+                    let first = d.len() == len && !self.tail_seen;
+                    self.tail_seen |= first;
+                    first
+                }
+            };
+            if !ours {
                 self.foreign += 1;
                 return;
             }
@@ -315,7 +340,7 @@ mod tests {
     fn key() -> StreamKey {
         StreamKey {
             token: SeqToken::of_stream(COOKIE, 0),
-            headers_only: false,
+            short: ShortDatagrams::All,
         }
     }
 
@@ -374,7 +399,7 @@ mod tests {
             vec![0u8; 8],
         ];
         let only_headers = StreamKey {
-            headers_only: true,
+            short: ShortDatagrams::None,
             ..key()
         };
         let (count, attacked) = a_test_with(only_headers, &forged);
@@ -412,6 +437,23 @@ mod tests {
         rx.on_datagram(&[7u8; 8], 10);
         let (count, c, _, _, _) = rx.finish(None, true);
         assert_eq!((count.messages, c.foreign), (1, 0));
+    }
+
+    #[test]
+    fn a_bytes_tests_short_tail_counts_once_and_other_short_datagrams_are_foreign() {
+        let tail = StreamKey {
+            short: ShortDatagrams::Tail(5),
+            ..key()
+        };
+        let mut rx = UdpRx::new(EPOCH, None, tail, None);
+        rx.on_datagram(&dgram(0, 100, 1_000_000, 50_000), 1_000_000);
+        // Spoofed short datagrams: of another length, and the tail's length again.
+        rx.on_datagram(&[7u8; 8], 1_000_001);
+        rx.on_datagram(&[7u8; 5], 1_000_002);
+        rx.on_datagram(&[7u8; 5], 1_000_003);
+        rx.on_datagram(&[7u8; 1], 1_000_004);
+        let (count, c, _, _, _) = rx.finish(None, true);
+        assert_eq!((count.messages, count.bytes, c.foreign), (2, 105, 3));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use super::end::RoleError;
 use super::recv_loop::{self, Flow, Receive, Until};
 use super::{report, FilePart, RoleParams, POLL};
 use crate::log::{LogOut, LogSink};
-use crate::rx::{StreamKey, UdpRx};
+use crate::rx::{ShortDatagrams, StreamKey, UdpRx};
 use crate::sys::udp::BatchRecv;
 use crate::Shared;
 
@@ -23,6 +23,16 @@ use crate::Shared;
 fn short_tail(spec: &TestSpec) -> bool {
     spec.bytes
         .is_some_and(|b| b % spec.size != 0 && b % spec.size < HEADER_LEN as u64)
+}
+
+/// Which datagrams shorter than a header each stream of `spec` sends: all of them in a
+/// headerless test, else at most its short last message.
+fn short_datagrams(spec: &TestSpec) -> ShortDatagrams {
+    match spec.bytes {
+        _ if spec.headerless() => ShortDatagrams::All,
+        Some(b) if short_tail(spec) => ShortDatagrams::Tail((b % spec.size) as usize),
+        _ => ShortDatagrams::None,
+    }
 }
 
 /// The number of datagrams with a header among the sender's `messages`: all but a short
@@ -106,7 +116,7 @@ pub(super) fn udp_receive(
     };
     let key = StreamKey {
         token: p.token,
-        headers_only: !spec.headerless() && !short_tail(spec),
+        short: short_datagrams(spec),
     };
     let mut rx = UdpRx::new(sh.epoch_unix_ns, p.hello, key, log);
     let sink = match file.take() {
