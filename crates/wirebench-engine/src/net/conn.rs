@@ -204,6 +204,8 @@ pub(super) fn admitted(
     if let Some(limit) = r.error.as_deref().and_then(limit_of) {
         state.metrics.limited(limit);
     }
+    // A client that never reported: its figures are unknown in the log, as in the results.
+    let n = |v: Option<u64>| v.map_or_else(|| "unknown".to_string(), |x| x.to_string());
     log(
         state,
         format_args!(
@@ -213,10 +215,10 @@ pub(super) fn admitted(
             spec.direction,
             spec.size,
             spec.total_streams(),
-            r.end.sent.bytes,
-            r.end.sent.messages,
-            r.end.received.bytes,
-            r.end.received.messages,
+            n(r.end.sent.bytes),
+            n(r.end.sent.messages),
+            n(r.end.received.bytes),
+            n(r.end.received.messages),
             r.end.udp.as_ref().map_or(0, |u| u.lost),
             r.error.map_or_else(|| "ok".to_string(), |e| q(&format!("error: {e}")))
         ),

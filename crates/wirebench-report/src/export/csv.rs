@@ -30,7 +30,7 @@ fn field(s: &str) -> String {
     }
 }
 
-fn opt(v: Option<f64>) -> String {
+fn opt<T: ToString>(v: Option<T>) -> String {
     v.map_or_else(String::new, |x| x.to_string())
 }
 
@@ -44,12 +44,12 @@ fn results_row(r: &Results, direction: &str, e: &End, out: &mut dyn Write) -> io
         r.test.mechanism,
         r.test.size,
         e.duration_s,
-        e.sent.messages,
-        e.sent.bytes,
-        e.received.messages,
-        e.received.bytes,
-        e.sent_bps,
-        e.received_bps,
+        opt(e.sent.messages),
+        opt(e.sent.bytes),
+        opt(e.received.messages),
+        opt(e.received.bytes),
+        opt(e.sent_bps),
+        opt(e.received_bps),
         udp.map_or_else(String::new, |u| u.lost.to_string()),
         opt(udp.map(|u| u.loss_ratio)),
         opt(udp.filter(|u| u.sequenced).map(|u| u.jitter_ms)),

@@ -123,9 +123,9 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     let interrupted = interrupt.signal();
     let note = interrupted.map(|sig| {
         format!(
-            "interrupted ({}) after {:.1} s: the figures above are what was measured until then",
-            sig.name(),
-            results.end.duration_s
+            "interrupted after {:.1} s ({}): the figures above are what was measured until then",
+            results.end.duration_s,
+            sig.name()
         )
     });
     live.finish(&results, note.as_deref());
