@@ -77,35 +77,16 @@ pub(super) fn udp_send_stream(
             continue;
         }
         let tail_len = if n == left { last_len } else { size };
-        if let Some(f) = file.as_mut() {
-            let tail = (tail_len as usize).saturating_sub(HEADER_LEN);
-            if let Err(e) = f.load(count.messages, n as usize, tail) {
-                error = Some(e.into());
-                break;
-            }
-        }
-        let send_ns = sh.unix_ns(now);
-        for i in 0..n {
-            let seq = count.messages + i;
-            let d = io.datagram(i as usize);
-            let len = if i + 1 == n { tail_len } else { size };
-            if len < HEADER_LEN as u64 {
-                d[0] = seq as u8;
-            } else {
-                let h = DataHeader {
-                    seq,
-                    stream: 0,
-                    send_ns,
-                };
-                let _ = h.write(p.token, d);
-                if let Some(f) = &file {
-                    // After the header, the file's chunk of this sequence number.
-                    let body = &mut d[HEADER_LEN.min(len as usize)..len as usize];
-                    let piece = f.chunk(i as usize);
-                    let m = piece.len().min(body.len());
-                    body[..m].copy_from_slice(&piece[..m]);
-                }
-            }
+        let batch = Batch {
+            first_seq: count.messages,
+            n,
+            size,
+            tail_len,
+            send_ns: sh.unix_ns(now),
+        };
+        if let Err(e) = batch.fill(&mut io, p, file.as_mut()) {
+            error = Some(e.into());
+            break;
         }
         let sent = match io.send(&s, n as usize, tail_len as usize) {
             Ok(k) => k as u64,
@@ -159,6 +140,58 @@ pub(super) fn udp_send_stream(
         rep.datapath.features.push("udp_gso_refused".into());
     }
     rep
+}
+
+/// One batch of datagrams: sequence numbers `first_seq ..first_seq + n`, all `size` bytes
+/// but the last (`tail_len`), stamped with one send time.
+struct Batch {
+    first_seq: u64,
+    n: u64,
+    size: u64,
+    tail_len: u64,
+    send_ns: u64,
+}
+
+impl Batch {
+    /// Writes each datagram's header and, with a file, its chunk of the file after it.
+    fn fill(
+        &self,
+        io: &mut BatchSend,
+        p: &RoleParams,
+        mut file: Option<&mut FileBatch<'_>>,
+    ) -> Result<(), FileReadError> {
+        if let Some(f) = file.as_mut() {
+            let tail = (self.tail_len as usize).saturating_sub(HEADER_LEN);
+            f.load(self.first_seq, self.n as usize, tail)?;
+        }
+        for i in 0..self.n {
+            let seq = self.first_seq + i;
+            let d = io.datagram(i as usize);
+            let len = if i + 1 == self.n {
+                self.tail_len
+            } else {
+                self.size
+            };
+            if len < HEADER_LEN as u64 {
+                d[0] = seq as u8;
+                continue;
+            }
+            let h = DataHeader {
+                seq,
+                stream: 0,
+                send_ns: self.send_ns,
+            };
+            let _ = h.write(p.token, d);
+            if let Some(f) = file.as_deref() {
+                // After the header, the file's chunk of this sequence number.
+                let body = &mut d[HEADER_LEN.min(len as usize)..len as usize];
+                let piece = f.chunk(i as usize);
+                let m = piece.len().min(body.len());
+                body[..m].copy_from_slice(&piece[..m]);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The file's part of a UDP sender's batches. Datagram `seq` carries the file's chunk at
