@@ -191,6 +191,20 @@ impl FileSource {
         Ok(())
     }
 
+    /// Fills `buf` with the file's bytes from `offset` (pread), hashing nothing: a UDP
+    /// sender reads each datagram's chunk at the place its sequence number gives, however
+    /// often a partial send makes it read it, and hashes only what left ([`Self::sent`]).
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), FileReadError> {
+        self.reader.get_ref().read_exact_at(buf, offset)?;
+        Ok(())
+    }
+
+    /// Counts and hashes file bytes that were sent, given in the file's order.
+    pub fn sent(&mut self, buf: &[u8]) {
+        self.hasher.update(buf);
+        self.bytes += buf.len() as u64;
+    }
+
     /// What was sent.
     pub fn report(&self) -> FileReport {
         FileReport {

@@ -104,7 +104,9 @@ pub fn trial_file(trial: u32, profile: &str) -> String {
 /// than time has no window: its whole transfer counts (`end.received_bps`).
 pub fn goodput_bps(r: &Results) -> f64 {
     let Some(t) = r.test.duration_s.filter(|t| *t > 0.0) else {
-        return r.end.received_bps;
+        // A receiver that never reported counts as nothing received here, as its interval
+        // records (none) do below.
+        return r.end.received_bps.unwrap_or(0.0);
     };
     let mut bytes = 0.0;
     for i in &r.intervals {
@@ -202,7 +204,8 @@ pub fn summarize(
                     continue;
                 };
                 goodput.push(goodput_bps(&r));
-                received.push(r.end.received_bps);
+                // An unknown rate (the receiver never reported) counts in no mean.
+                received.extend(r.end.received_bps);
                 if let Some(tcp) = &r.end.tcp {
                     retransmits.push(tcp.retransmits as f64);
                 }

@@ -7,6 +7,7 @@
 
 pub mod control;
 pub mod header;
+pub mod host_port;
 pub mod link_log;
 pub mod packet_log;
 pub mod results;

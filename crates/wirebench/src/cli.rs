@@ -20,8 +20,8 @@ pub const DEFAULT_UDP_RATE_BPS: u64 = 1_000_000_000;
 
 /// The exit codes, as `--help` and the README list them.
 pub const EXIT_CODES: &str = "Exit codes: 0 the test completed (or stdout was closed early); \
-1 the test failed or was incomplete (what was measured is still printed); 2 bad flags; \
-130 interrupted (Ctrl-C: the partial results are printed first).";
+1 the test failed or was incomplete (what was measured is still printed); 2 bad flags; 130 \
+interrupted by Ctrl-C (SIGINT), 143 by SIGTERM, 129 by SIGHUP (partial results printed first).";
 
 /// Measure what a network path delivers over TCP and UDP.
 #[derive(Debug, Parser)]

@@ -358,3 +358,199 @@ fn a_busy_port_names_the_flag() {
     assert_eq!(err.matches("in use").count(), 1, "{err}");
     assert!(err.contains("-p"), "{err}");
 }
+
+/// A server that prints a line per interval of each test (`serve --live always`), so a test
+/// knows when data moves even while a `--json` client prints nothing; killed when dropped.
+struct LiveServer {
+    child: Child,
+    port: u16,
+    lines: BufReader<std::process::ChildStdout>,
+}
+
+impl LiveServer {
+    fn start() -> Self {
+        let mut child = wirebench()
+            .args([
+                "serve",
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--live",
+                "always",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start wirebench serve");
+        let mut lines = BufReader::new(child.stdout.take().expect("server stdout"));
+        let mut banner = String::new();
+        lines.read_line(&mut banner).expect("server banner");
+        // "wirebench server listening on 127.0.0.1:PORT (...)"
+        let port = banner
+            .split_whitespace()
+            .nth(4)
+            .and_then(|a| a.rsplit(':').next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {banner:?}"));
+        Self { child, port, lines }
+    }
+
+    /// A client of this server running in the background.
+    fn spawn(&self, args: &[&str]) -> Child {
+        wirebench()
+            .args(["run", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn wirebench run")
+    }
+
+    /// Waits for the server's first interval line: the test's data is moving.
+    fn wait_for_data(&mut self) {
+        loop {
+            let mut line = String::new();
+            let n = self.lines.read_line(&mut line).expect("server stdout");
+            assert!(n > 0, "the server ended before a test's interval");
+            if line.starts_with('[') {
+                return;
+            }
+        }
+    }
+}
+
+impl Drop for LiveServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The client's whole stdout and its exit code, once it has ended.
+fn finish(child: Child) -> (String, Option<i32>) {
+    let out = child.wait_with_output().expect("wait");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.code(),
+    )
+}
+
+#[test]
+fn sigterm_mid_run_prints_one_json_document_marked_interrupted_and_exits_143() {
+    let mut server = LiveServer::start();
+    let child = server.spawn(&["-t", "60", "-i", "0.2", "--json"]);
+    server.wait_for_data();
+    signal(&child, "-TERM");
+    let (out, code) = finish(child);
+    assert_eq!(code, Some(143), "{out}");
+    let doc: Value = serde_json::from_str(&out).expect("one JSON document");
+    assert_eq!(doc["error_kind"], "interrupted");
+    assert_eq!(doc["signal"], "SIGTERM");
+    assert_eq!(doc["exit_code"], 143);
+    // What both sides measured until then: the server's report was exchanged.
+    for side in ["sent", "received"] {
+        let bytes = doc["end"][side]["bytes"].as_u64().unwrap_or(0);
+        assert!(bytes > 0, "{side}: {}", doc["end"]);
+    }
+    assert!(doc["end"]["duration_s"].as_f64().unwrap_or(0.0) < 60.0);
+}
+
+#[test]
+fn sighup_mid_run_ends_the_json_stream_with_the_interrupted_document() {
+    let server = Server::start(&[]);
+    let mut child = server.spawn(&["-R", "-t", "60", "-i", "0.2", "--json-stream"]);
+    let (_, mut rest) = read_until(&mut child, "\"interval\"");
+    signal(&child, "-HUP");
+    let mut tail = String::new();
+    rest.read_to_string(&mut tail).expect("read");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(129), "{tail}");
+    let last: Value = tail
+        .lines()
+        .last()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .expect("a last event");
+    // The stream's closing event of a test that did not complete (docs/results.md).
+    assert_eq!(last["event"], "error", "{last}");
+    assert_eq!(last["error_kind"], "interrupted");
+    assert_eq!(last["signal"], "SIGHUP");
+    assert_eq!(last["exit_code"], 129);
+    assert!(
+        last["end"]["received"]["bytes"].as_u64().unwrap_or(0) > 0,
+        "{last}"
+    );
+    assert!(
+        last["end"]["sent"]["bytes"].as_u64().unwrap_or(0) > 0,
+        "{last}"
+    );
+}
+
+#[test]
+fn reverse_with_the_server_killed_says_unknown_for_what_it_sent_never_zero() {
+    // JSON: null.
+    let mut server = LiveServer::start();
+    let child = server.spawn(&["-R", "-t", "60", "-i", "0.2", "--json"]);
+    server.wait_for_data();
+    drop(server); // kills it mid-test
+    let (out, code) = finish(child);
+    assert_eq!(code, Some(1), "{out}");
+    let doc: Value = serde_json::from_str(&out).expect("one JSON document");
+    assert!(doc["end"]["sent"]["bytes"].is_null(), "{}", doc["end"]);
+    assert!(doc["end"]["sent"]["messages"].is_null(), "{}", doc["end"]);
+    assert!(doc["end"]["sent_bps"].is_null(), "{}", doc["end"]);
+    assert!(doc["end"]["received"]["bytes"].as_u64().unwrap_or(0) > 0);
+    // The table: "unknown", not 0.
+    let mut server = LiveServer::start();
+    let child = server.spawn(&["-R", "-t", "60", "-i", "0.2"]);
+    server.wait_for_data();
+    drop(server);
+    let (out, code) = finish(child);
+    assert_eq!(code, Some(1), "{out}");
+    let row = out
+        .lines()
+        .find(|l| l.contains(" tcp ") && l.contains("stream"))
+        .unwrap_or_else(|| panic!("no table row in {out}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    // Time, sent messages, sent bytes, read messages, read bytes, ...
+    assert_eq!(&cells[1..3], ["unknown", "unknown"], "{row}");
+    assert!(cells[4].parse::<u64>().is_ok_and(|b| b > 0), "{row}");
+    assert!(!out.contains(" 0 bit/s"), "{out}");
+}
+
+#[test]
+fn sweep_takes_host_port_as_run_does() {
+    let server = Server::start(&[]);
+    let dir = std::env::temp_dir().join(format!("wirebench-hostport-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let target = format!("127.0.0.1:{}", server.port);
+    for (i, args) in [
+        vec![target.as_str(), "--vary", "size=1000"],
+        vec!["--targets", target.as_str()],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let exp = dir.join(i.to_string());
+        let out = wirebench()
+            .args(["sweep", "-n", "100K", "--repeat", "1", "--pause", "0s"])
+            .args(&args)
+            .arg("--out")
+            .arg(&exp)
+            .output()
+            .expect("run sweep");
+        assert!(
+            out.status.success(),
+            "sweep {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let summary: Value =
+            serde_json::from_slice(&std::fs::read(exp.join("summary.json")).expect("summary"))
+                .expect("summary JSON");
+        let file = summary["points"][0]["files"][0].as_str().expect("a trial");
+        let trial: Value =
+            serde_json::from_slice(&std::fs::read(exp.join(file)).expect("trial")).expect("JSON");
+        assert_eq!(trial["server"], target.as_str(), "{args:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -213,14 +213,19 @@ pub(super) fn admitted(
             spec.direction,
             spec.size,
             spec.total_streams(),
-            r.end.sent.bytes,
-            r.end.sent.messages,
-            r.end.received.bytes,
-            r.end.received.messages,
+            known(r.end.sent.bytes),
+            known(r.end.sent.messages),
+            known(r.end.received.bytes),
+            known(r.end.received.messages),
             r.end.udp.as_ref().map_or(0, |u| u.lost),
             r.error.map_or_else(|| "ok".to_string(), |e| q(&format!("error: {e}")))
         ),
     );
+}
+
+/// A count for the log: a side that never reported is "unknown" there, as in the results.
+fn known(v: Option<u64>) -> String {
+    v.map_or_else(|| "unknown".to_string(), |x| x.to_string())
 }
 
 /// Logs a session that ended before its test started (refused, wrong key, malformed, or

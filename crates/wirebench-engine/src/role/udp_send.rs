@@ -12,6 +12,7 @@ use super::end::{early_stop, RoleError};
 use super::limit::over_counted;
 use super::sender::wait_for;
 use super::{payload, report, FilePart, RoleParams, POLL};
+use crate::file::{FileReadError, FileSource};
 use crate::pace::Pacer;
 use crate::sys::udp::BatchSend;
 use crate::Shared;
@@ -25,11 +26,15 @@ pub(super) fn udp_send_stream(
     file: &mut Option<FilePart>,
     sh: &Shared,
 ) -> SideReport {
-    let mut source = file.as_mut().and_then(FilePart::source);
     let spec = &p.spec;
     let size = spec.size;
     let _ = s.set_write_timeout(Some(POLL));
     let mut io = BatchSend::new(size as usize, p.offloads, &payload(size));
+    let chunk = (size as usize).saturating_sub(HEADER_LEN);
+    let mut file = file
+        .as_mut()
+        .and_then(FilePart::source)
+        .map(|src| FileBatch::new(src, chunk, io.capacity()));
     let mut pacer = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns);
     let mut rec = Recorder::of(p);
     let mut count = Count::default();
@@ -37,7 +42,6 @@ pub(super) fn udp_send_stream(
     let mut refused = 0u32;
     let mut bins = MsBins::new();
     let mut error = None;
-    let mut file_error = None;
     loop {
         let now = sh.now_ns();
         rec.tick(now, || Snapshot::of(&count));
@@ -73,29 +77,14 @@ pub(super) fn udp_send_stream(
             continue;
         }
         let tail_len = if n == left { last_len } else { size };
-        let send_ns = sh.unix_ns(now);
-        for i in 0..n {
-            let seq = count.messages + i;
-            let d = io.datagram(i as usize);
-            let len = if i + 1 == n { tail_len } else { size };
-            if len < HEADER_LEN as u64 {
-                d[0] = seq as u8;
-            } else {
-                let h = DataHeader {
-                    seq,
-                    stream: 0,
-                    send_ns,
-                };
-                let _ = h.write(p.token, d);
-                if let Some(src) = source.as_mut() {
-                    // After the header, the file's next piece.
-                    if let Err(e) = src.fill(&mut d[HEADER_LEN..len as usize]) {
-                        file_error = Some(e);
-                    }
-                }
-            }
-        }
-        if let Some(e) = file_error.take() {
+        let batch = Batch {
+            first_seq: count.messages,
+            n,
+            size,
+            tail_len,
+            send_ns: sh.unix_ns(now),
+        };
+        if let Err(e) = batch.fill(&mut io, p, file.as_mut()) {
             error = Some(e.into());
             break;
         }
@@ -126,6 +115,9 @@ pub(super) fn udp_send_stream(
                 break;
             }
         };
+        if let Some(f) = file.as_mut() {
+            f.sent(sent as usize);
+        }
         let bytes = if sent == n {
             (n - 1) * size + tail_len
         } else {
@@ -148,4 +140,154 @@ pub(super) fn udp_send_stream(
         rep.datapath.features.push("udp_gso_refused".into());
     }
     rep
+}
+
+/// One batch of datagrams: sequence numbers `first_seq ..first_seq + n`, all `size` bytes
+/// but the last (`tail_len`), stamped with one send time.
+struct Batch {
+    first_seq: u64,
+    n: u64,
+    size: u64,
+    tail_len: u64,
+    send_ns: u64,
+}
+
+impl Batch {
+    /// Writes each datagram's header and, with a file, its chunk of the file after it.
+    fn fill(
+        &self,
+        io: &mut BatchSend,
+        p: &RoleParams,
+        mut file: Option<&mut FileBatch<'_>>,
+    ) -> Result<(), FileReadError> {
+        if let Some(f) = file.as_mut() {
+            let tail = (self.tail_len as usize).saturating_sub(HEADER_LEN);
+            f.load(self.first_seq, self.n as usize, tail)?;
+        }
+        for i in 0..self.n {
+            let seq = self.first_seq + i;
+            let d = io.datagram(i as usize);
+            let len = if i + 1 == self.n {
+                self.tail_len
+            } else {
+                self.size
+            };
+            if len < HEADER_LEN as u64 {
+                d[0] = seq as u8;
+                continue;
+            }
+            let h = DataHeader {
+                seq,
+                stream: 0,
+                send_ns: self.send_ns,
+            };
+            let _ = h.write(p.token, d);
+            if let Some(f) = file.as_deref() {
+                // After the header, the file's chunk of this sequence number.
+                let body = &mut d[HEADER_LEN.min(len as usize)..len as usize];
+                let piece = f.chunk(i as usize);
+                let m = piece.len().min(body.len());
+                body[..m].copy_from_slice(&piece[..m]);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The file's part of a UDP sender's batches. Datagram `seq` carries the file's chunk at
+/// `seq × chunk` (`chunk`: the datagram's size less its header), read by position in one
+/// pread a batch; only the chunks of the datagrams the kernel took are hashed and counted,
+/// in sequence order. A partial send leaves the rest to the next batch, which begins at the
+/// first unsent sequence number and so reads those bytes again: the digest and the byte
+/// count cover exactly what was sent, and no sequence number carries two pieces of the file.
+struct FileBatch<'a> {
+    src: &'a mut FileSource,
+    chunk: usize,
+    /// The batch's file bytes, chunk after chunk; allocated once, for the largest batch.
+    buf: Vec<u8>,
+    /// How many of `buf`'s bytes the current batch holds.
+    loaded: usize,
+}
+
+impl<'a> FileBatch<'a> {
+    /// Batches of at most `capacity` datagrams of `chunk` file bytes each from `src`.
+    fn new(src: &'a mut FileSource, chunk: usize, capacity: usize) -> Self {
+        Self {
+            src,
+            chunk,
+            buf: vec![0; chunk.saturating_mul(capacity.max(1))],
+            loaded: 0,
+        }
+    }
+
+    /// Reads the file bytes of `n` datagrams from `first_seq` on, the last of them
+    /// carrying `tail` bytes of the file.
+    fn load(&mut self, first_seq: u64, n: usize, tail: usize) -> Result<(), FileReadError> {
+        let len = n.saturating_sub(1).saturating_mul(self.chunk) + tail;
+        self.loaded = len.min(self.buf.len());
+        let offset = first_seq.saturating_mul(self.chunk as u64);
+        self.src.read_at(offset, &mut self.buf[..self.loaded])
+    }
+
+    /// The file bytes of the batch's datagram `i`.
+    fn chunk(&self, i: usize) -> &[u8] {
+        let start = i.saturating_mul(self.chunk).min(self.loaded);
+        let end = start.saturating_add(self.chunk).min(self.loaded);
+        &self.buf[start..end]
+    }
+
+    /// The batch's first `k` datagrams were sent: their chunks are counted and hashed.
+    fn sent(&mut self, k: usize) {
+        let end = k.saturating_mul(self.chunk).min(self.loaded);
+        self.src.sent(&self.buf[..end]);
+        self.loaded = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xxhash_rust::xxh3::xxh3_64;
+
+    /// A sender whose socket takes only half of each batch (rounded up), as a full socket
+    /// buffer or a paced `sendmmsg` may: every datagram still carries the file's bytes of
+    /// its own sequence number, the copy a receiver puts together at `seq × chunk` is the
+    /// file, and the digest covers what was sent, once, in order.
+    #[test]
+    fn a_socket_that_takes_half_of_each_batch_still_delivers_the_file_identically() {
+        let path = std::env::temp_dir().join(format!("wirebench-half-{}", std::process::id()));
+        let data: Vec<u8> = (0..100_003u32).map(|i| (i * 31 % 253) as u8).collect();
+        std::fs::write(&path, &data).expect("write the file");
+        let (mut src, len) = FileSource::open(&path).expect("open");
+        let (chunk, capacity) = (1000usize, 8usize);
+        let mut copy = vec![0u8; len as usize];
+        let mut batch = FileBatch::new(&mut src, chunk, capacity);
+        let (mut seq, mut batches) = (0u64, 0);
+        let total = len.div_ceil(chunk as u64);
+        while seq < total {
+            let n = (total - seq).min(capacity as u64) as usize;
+            let last = seq + n as u64 == total;
+            let tail = if last {
+                len as usize - (total as usize - 1) * chunk
+            } else {
+                chunk
+            };
+            batch.load(seq, n, tail).expect("read the batch");
+            let datagrams: Vec<Vec<u8>> = (0..n).map(|i| batch.chunk(i).to_vec()).collect();
+            let taken = n.div_ceil(2);
+            for (i, d) in datagrams.iter().take(taken).enumerate() {
+                let at = (seq as usize + i) * chunk;
+                copy[at..at + d.len()].copy_from_slice(d);
+            }
+            batch.sent(taken);
+            seq += taken as u64;
+            batches += 1;
+        }
+        assert!(batches > total / capacity as u64 * 2, "every batch was cut");
+        assert_eq!(copy, data);
+        let report = src.report();
+        assert_eq!(report.bytes, len);
+        assert_eq!(report.digest, Some(format!("{:016x}", xxh3_64(&data))));
+        let _ = std::fs::remove_file(path);
+    }
 }

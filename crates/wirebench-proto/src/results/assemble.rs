@@ -28,11 +28,11 @@ impl SideReport {
     fn totals(&self) -> Totals {
         let transfer_s = self.first_to_last_s();
         Totals {
-            bytes: self.bytes,
-            messages: self.messages,
-            duration_s: self.active_s(),
-            transfer_s,
-            transfer_bps: bps(self.bytes, transfer_s),
+            bytes: Some(self.bytes),
+            messages: Some(self.messages),
+            duration_s: Some(self.active_s()),
+            transfer_s: Some(transfer_s),
+            transfer_bps: Some(bps(self.bytes, transfer_s)),
         }
     }
 }
@@ -330,16 +330,20 @@ impl End {
         let s = sender.unwrap_or(&empty);
         let r = receiver.unwrap_or(&empty);
         let rr = spec.mechanism.is_rr();
-        let sent = s.totals();
-        let received = r.totals();
+        // A side that never reported (its process or connection died first): its figures
+        // are unknown, not 0.
+        let sent = sender.map(SideReport::totals).unwrap_or_default();
+        let received = receiver.map(SideReport::totals).unwrap_or_default();
         let counts = r.udp.clone().unwrap_or_default();
         let merged = r.streams.len() > 1;
         let udp = (spec.protocol == Protocol::Udp)
             .then(|| UdpEnd::new(spec, s.messages, r.messages, &counts, merged));
         End {
-            duration_s: sent.duration_s,
-            sent_bps: bps(sent.bytes, sent.duration_s),
-            received_bps: bps(received.bytes, received.duration_s),
+            // The test's time on the sender's clock, or on the receiver's when the sender
+            // never said.
+            duration_s: sent.duration_s.or(received.duration_s).unwrap_or(0.0),
+            sent_bps: sender.map(|s| bps(s.bytes, s.active_s())),
+            received_bps: receiver.map(|r| bps(r.bytes, r.active_s())),
             sent,
             received,
             udp,
@@ -512,7 +516,7 @@ mod tests {
         assert_eq!(a.lost, Some(2));
         assert!((a.received_bps - 18_000.0 * 8.0 / 2.0).abs() < 1e-6);
         assert!((a.loss_ratio.unwrap_or(0.0) - 2.0 / 20.0).abs() < 1e-9);
-        assert_eq!(r.end.sent.bytes, 30_000);
+        assert_eq!(r.end.sent.bytes, Some(30_000));
         let whole = TestSpec { omit_ns: 0, ..spec };
         let none = Results::assemble(&whole, "s".into(), None, None, None);
         assert!(none.end.after_omit.is_none());
@@ -544,8 +548,8 @@ mod tests {
         let udp = r.end.udp.unwrap();
         assert_eq!((udp.lost, udp.duplicates), (3, 2));
         assert!((udp.loss_ratio - 0.3).abs() < 1e-12);
-        assert_eq!(r.end.sent_bps, 160_000.0);
-        assert_eq!(r.end.received_bps, 56_000.0);
+        assert_eq!(r.end.sent_bps, Some(160_000.0));
+        assert_eq!(r.end.received_bps, Some(56_000.0));
         assert_eq!(r.end.duration_s, 0.5);
     }
 
@@ -580,5 +584,36 @@ mod tests {
         assert_eq!(v["test"]["protocol"], "udp");
         assert_eq!(v["test"]["direction"], "reverse");
         assert_eq!(v["error"], "boom");
+    }
+
+    /// `-R` with the server gone before its report: what the client received is known,
+    /// what the server sent is not, and the document says null for it, never 0.
+    #[test]
+    fn a_side_that_never_reported_is_unknown_not_zero() {
+        let client = SideReport {
+            role: Some(Role::Receiver),
+            bytes: 1_230_000,
+            messages: 1230,
+            last_ns: Some(2_000_000_000),
+            ..SideReport::default()
+        };
+        let spec = TestSpec {
+            protocol: Protocol::Tcp,
+            ..spec()
+        };
+        let r = Results::assemble(&spec, "s".into(), Some(&client), None, Some("gone".into()));
+        assert_eq!(r.end.sent, Totals::default());
+        assert_eq!(r.end.sent_bps, None);
+        assert_eq!(r.end.received.bytes, Some(1_230_000));
+        assert!(r.end.received_bps.is_some_and(|b| b > 0.0));
+        assert_eq!(
+            r.end.duration_s, 2.0,
+            "the receiver's time, the sender's being unknown"
+        );
+        let json = serde_json::to_value(&r).expect("serialise");
+        assert!(json["end"]["sent"]["bytes"].is_null());
+        assert!(json["end"]["sent_bps"].is_null());
+        let back: Results = serde_json::from_value(json).expect("read back");
+        assert_eq!(back.end.sent.bytes, None);
     }
 }

@@ -223,21 +223,23 @@ pub struct IntervalView {
     pub cwnd_bytes: Option<u64>,
 }
 
-/// Totals of one side.
+/// Totals of one side. Each figure is `None` (`null` in JSON) when that side never
+/// reported it (its process or connection died before its report): unknown, never 0.
+/// `Default` is that: nothing known.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Totals {
     /// Payload bytes.
-    pub bytes: u64,
+    pub bytes: Option<u64>,
     /// Messages.
-    pub messages: u64,
+    pub messages: Option<u64>,
     /// From the side's start to its last message, s.
-    pub duration_s: f64,
+    pub duration_s: Option<f64>,
     /// From the side's first message to its last, s: the send (or receive) time of a transfer.
     #[serde(default)]
-    pub transfer_s: f64,
+    pub transfer_s: Option<f64>,
     /// Bytes × 8 / `transfer_s`: the send (or receive) rate of a transfer.
     #[serde(default)]
-    pub transfer_bps: f64,
+    pub transfer_bps: Option<f64>,
 }
 
 /// A distribution in the unit its key names (`_ms`, `_us`).
@@ -364,10 +366,11 @@ pub struct End {
     pub sent: Totals,
     /// What the receiver received.
     pub received: Totals,
-    /// Sent bytes × 8 / sender's duration.
-    pub sent_bps: f64,
-    /// Received bytes × 8 / receiver's duration (its start to its last message).
-    pub received_bps: f64,
+    /// Sent bytes × 8 / sender's duration; `None` (null) when the sender never reported.
+    pub sent_bps: Option<f64>,
+    /// Received bytes × 8 / receiver's duration (its start to its last message); `None`
+    /// (null) when the receiver never reported.
+    pub received_bps: Option<f64>,
     /// UDP loss accounting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpEnd>,

@@ -55,7 +55,9 @@ impl Rrul {
         let back = r.reverse.as_ref();
         let stream = |direction, e: &End| LoadStream {
             direction,
-            received_bps: e.received_bps,
+            // rrul's own keys stay numbers: a receiver that never reported counts 0 here
+            // (its test's `end.received_bps` says null).
+            received_bps: e.received_bps.unwrap_or(0.0),
             retransmits: e.retransmits,
         };
         let mut streams: Vec<LoadStream> = r
@@ -85,8 +87,8 @@ impl Rrul {
             idle_latency_us,
             loaded_latency_us,
             latency_ratio_p50,
-            upload_bps: r.end.received_bps,
-            download_bps: back.map_or(0.0, |b| b.end.received_bps),
+            upload_bps: r.end.received_bps.unwrap_or(0.0),
+            download_bps: back.and_then(|b| b.end.received_bps).unwrap_or(0.0),
             streams,
             udp_probe_timeouts: probes
                 .iter()

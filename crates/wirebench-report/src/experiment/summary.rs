@@ -9,23 +9,28 @@ use wirebench_stats::{knee, summarize, Summary};
 
 use super::plan::Point;
 
-/// The figures a trial yields, by name (only those it has).
+/// The figures a trial yields, by name (only those it has: a figure a side never reported
+/// is left out, so it counts in no mean rather than as 0).
 pub fn figures(r: &Results) -> BTreeMap<&'static str, f64> {
     let e = &r.end;
     let mut f = BTreeMap::new();
-    f.insert("sent_bps", e.sent_bps);
-    f.insert("received_bps", e.received_bps);
-    f.insert("duration_s", e.duration_s);
-    f.insert("sent_bytes", e.sent.bytes as f64);
-    f.insert("sent_messages", e.sent.messages as f64);
-    f.insert("received_bytes", e.received.bytes as f64);
-    f.insert("received_messages", e.received.messages as f64);
-    f.insert("received_duration_s", e.received.duration_s);
-    if e.sent.bytes > 0 {
-        f.insert(
-            "delivered_fraction",
-            e.received.bytes as f64 / e.sent.bytes as f64,
-        );
+    let mut put = |name, v: Option<f64>| {
+        if let Some(v) = v {
+            f.insert(name, v);
+        }
+    };
+    put("sent_bps", e.sent_bps);
+    put("received_bps", e.received_bps);
+    put("duration_s", Some(e.duration_s));
+    put("sent_bytes", e.sent.bytes.map(|b| b as f64));
+    put("sent_messages", e.sent.messages.map(|m| m as f64));
+    put("received_bytes", e.received.bytes.map(|b| b as f64));
+    put("received_messages", e.received.messages.map(|m| m as f64));
+    put("received_duration_s", e.received.duration_s);
+    if let (Some(sent), Some(got)) = (e.sent.bytes, e.received.bytes) {
+        if sent > 0 {
+            put("delivered_fraction", Some(got as f64 / sent as f64));
+        }
     }
     if let Some(u) = &e.udp {
         f.insert("loss_ratio", u.loss_ratio);

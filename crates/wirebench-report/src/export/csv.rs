@@ -30,7 +30,7 @@ fn field(s: &str) -> String {
     }
 }
 
-fn opt(v: Option<f64>) -> String {
+fn opt<T: ToString>(v: Option<T>) -> String {
     v.map_or_else(String::new, |x| x.to_string())
 }
 
@@ -44,12 +44,12 @@ fn results_row(r: &Results, direction: &str, e: &End, out: &mut dyn Write) -> io
         r.test.mechanism,
         r.test.size,
         e.duration_s,
-        e.sent.messages,
-        e.sent.bytes,
-        e.received.messages,
-        e.received.bytes,
-        e.sent_bps,
-        e.received_bps,
+        opt(e.sent.messages),
+        opt(e.sent.bytes),
+        opt(e.received.messages),
+        opt(e.received.bytes),
+        opt(e.sent_bps),
+        opt(e.received_bps),
         udp.map_or_else(String::new, |u| u.lost.to_string()),
         opt(udp.map(|u| u.loss_ratio)),
         opt(udp.filter(|u| u.sequenced).map(|u| u.jitter_ms)),
@@ -146,6 +146,18 @@ impl Exporter<ExperimentSummary> for Csv {
     }
 }
 
+/// A datagram's one-way delay as the CSV prints it: arrival minus send in whole ns, exact
+/// whatever the two times (a u64 difference taken modulo 2^64 and read as signed turned a
+/// send time one ns past the arrival, or two times more than 2^63 ns apart, into a wrapped
+/// number such as -1); empty when the send time is unknown (0: an iperf3 sender's
+/// timestamp that was no time).
+fn delay_ns(send_unix_ns: u64, arrival_unix_ns: u64) -> String {
+    if send_unix_ns == 0 {
+        return String::new();
+    }
+    (i128::from(arrival_unix_ns) - i128::from(send_unix_ns)).to_string()
+}
+
 /// Prints a packet log as CSV: `kind,seq,count,size,send_unix_ns,arrival_unix_ns,delay_ns`,
 /// a line per datagram (kind `received`, `duplicate` or `too_old`) and a line per lost
 /// sequence number (kind `lost`, `count` 1). A run longer than a million (a sender that
@@ -176,7 +188,7 @@ pub fn packet_log(input: impl Read, out: &mut impl Write) -> Result<(), LogError
                     Arrived::Duplicate => "duplicate",
                     Arrived::TooOld => "too_old",
                 };
-                let delay = arrival_unix_ns.wrapping_sub(send_unix_ns) as i64;
+                let delay = delay_ns(send_unix_ns, arrival_unix_ns);
                 writeln!(
                     out,
                     "{kind},{seq},1,{size},{send_unix_ns},{arrival_unix_ns},{delay}"
@@ -319,5 +331,17 @@ pub(crate) mod tests {
             ]
         );
         assert!(packet_log(&b"junk"[..], &mut Vec::new()).is_err());
+    }
+
+    #[test]
+    fn delays_are_exact_and_never_wrapped() {
+        assert_eq!(delay_ns(1000, 1250), "250");
+        // Another host's clock ahead of this one's: a true negative delay.
+        assert_eq!(delay_ns(1001, 1000), "-1");
+        // Times far apart (a crafted log): the difference, not a wrapped one.
+        assert_eq!(delay_ns(1, u64::MAX), (u64::MAX - 1).to_string());
+        assert_eq!(delay_ns(u64::MAX, 1), format!("-{}", u64::MAX - 1));
+        // No send time: unknown, not a number.
+        assert_eq!(delay_ns(0, 5), "");
     }
 }

@@ -44,6 +44,29 @@ pub(crate) fn columns(rows: &[Vec<String>]) -> String {
     out
 }
 
+/// What the table prints for a figure the side never reported (null in JSON).
+const UNKNOWN: &str = "unknown";
+
+/// A count, or "unknown".
+fn count(v: Option<u64>) -> String {
+    v.map_or_else(|| UNKNOWN.to_string(), |x| x.to_string())
+}
+
+/// A rate, or "unknown".
+fn rate(v: Option<f64>) -> String {
+    v.map_or_else(|| UNKNOWN.to_string(), format_rate_bps)
+}
+
+/// An amount of data, or "unknown".
+fn amount(v: Option<u64>) -> String {
+    v.map_or_else(|| UNKNOWN.to_string(), format_bytes)
+}
+
+/// Seconds to the ms, or "unknown".
+fn seconds(v: Option<f64>) -> String {
+    v.map_or_else(|| UNKNOWN.to_string(), |s| format!("{s:.3} s"))
+}
+
 /// The row of one direction's totals.
 fn table_row(r: &Results, e: &wirebench_proto::results::End) -> Vec<String> {
     let loss = match &e.udp {
@@ -52,14 +75,14 @@ fn table_row(r: &Results, e: &wirebench_proto::results::End) -> Vec<String> {
     };
     vec![
         format!("{:.0}", e.duration_s * 1000.0),
-        e.sent.messages.to_string(),
-        e.sent.bytes.to_string(),
-        e.received.messages.to_string(),
-        e.received.bytes.to_string(),
+        count(e.sent.messages),
+        count(e.sent.bytes),
+        count(e.received.messages),
+        count(e.received.bytes),
         r.test.protocol.to_string(),
         r.test.mechanism.to_string(),
-        format_rate_bps(e.sent_bps),
-        format_rate_bps(e.received_bps),
+        rate(e.sent_bps),
+        rate(e.received_bps),
         loss,
     ]
 }
@@ -125,9 +148,9 @@ impl Exporter for Table {
                 .unwrap_or_default();
             writeln!(
                 out,
-                "both directions at once: the first row is client → server, the second server → client (received {} in {:.3} s{lost})",
-                format_bytes(rev.end.received.bytes),
-                rev.end.received.duration_s
+                "both directions at once: the first row is client → server, the second server → client (received {} in {}{lost})",
+                amount(rev.end.received.bytes),
+                seconds(rev.end.received.duration_s)
             )?;
         }
         let dir = match r.test.direction {
@@ -136,12 +159,12 @@ impl Exporter for Table {
         };
         writeln!(
             out,
-            "{dir} {}, {} messages of {} bytes; received {} in {:.3} s",
+            "{dir} {}, {} messages of {} bytes; received {} in {}",
             r.server,
             r.test.protocol,
             r.test.size,
-            format_bytes(e.received.bytes),
-            e.received.duration_s,
+            amount(e.received.bytes),
+            seconds(e.received.duration_s),
         )?;
         stacks(r, out)?;
         if let Some(u) = &e.udp {
@@ -203,11 +226,11 @@ impl Exporter for Table {
         if r.test.mechanism == Mechanism::Stream || e.file.is_some() {
             writeln!(
                 out,
-                "send: {:.3} s first to last byte, {}; receive: {:.3} s, {}",
-                e.sent.transfer_s,
-                format_rate_bps(e.sent.transfer_bps),
-                e.received.transfer_s,
-                format_rate_bps(e.received.transfer_bps)
+                "send: {} first to last byte, {}; receive: {}, {}",
+                seconds(e.sent.transfer_s),
+                rate(e.sent.transfer_bps),
+                seconds(e.received.transfer_s),
+                rate(e.received.transfer_bps)
             )?;
         }
         for (i, st) in r.streams.iter().enumerate() {
@@ -219,11 +242,11 @@ impl Exporter for Table {
             writeln!(
                 out,
                 "  stream {i}: sent {} in {} messages ({}), received {} ({}){lost}",
-                format_bytes(st.sent.bytes),
-                st.sent.messages,
-                format_rate_bps(st.sent_bps),
-                format_bytes(st.received.bytes),
-                format_rate_bps(st.received_bps),
+                amount(st.sent.bytes),
+                count(st.sent.messages),
+                rate(st.sent_bps),
+                amount(st.received.bytes),
+                rate(st.received_bps),
             )?;
         }
         if let Some(t) = &e.tcp {
@@ -443,11 +466,9 @@ impl Exporter<BothDirections> for Table {
         let e = &send.end;
         let r = &receive.end;
         let size = |x: &wirebench_proto::results::End| {
-            x.file
-                .as_ref()
-                .map_or(x.sent.bytes, |f| f.bytes)
-                .to_string()
+            count(x.file.as_ref().map_or(x.sent.bytes, |f| Some(f.bytes)))
         };
+        let secs = |v: Option<f64>| v.map_or_else(|| UNKNOWN.to_string(), |s| format!("{s:.3}"));
         let rows = vec![
             [
                 "Xfer size",
@@ -463,11 +484,11 @@ impl Exporter<BothDirections> for Table {
             .to_vec(),
             vec![
                 size(e),
-                format!("{:.3}", e.sent.transfer_s),
-                format_rate_bps(e.sent.transfer_bps),
+                secs(e.sent.transfer_s),
+                rate(e.sent.transfer_bps),
                 size(r),
-                format!("{:.3}", r.received.transfer_s),
-                format_rate_bps(r.received.transfer_bps),
+                secs(r.received.transfer_s),
+                rate(r.received.transfer_bps),
                 send.test.protocol.to_string(),
                 send.test.mechanism.to_string(),
             ],

@@ -119,17 +119,23 @@ impl Live {
     fn summary(&self, e: &End, tag: &str, unknown: bool) -> Vec<String> {
         let s = Summary::of(e);
         let w = 10 + tag.len();
-        let mut out = vec![format!(
-            "{:<w$} {:>13}  {:>12}  {:>16}",
-            format!("[{tag}sender]"),
-            format!("{:.2}-{:.2} s", s.from_s, s.from_s + s.sent_s),
-            format_bytes(s.sent_bytes),
-            self.rate(s.sent_bps),
-        )];
-        if unknown {
+        let mut out = vec![match s.sent {
+            Some((sent_s, sent_bytes, sent_bps)) => format!(
+                "{:<w$} {:>13}  {:>12}  {:>16}",
+                format!("[{tag}sender]"),
+                format!("{:.2}-{:.2} s", s.from_s, s.from_s + sent_s),
+                format_bytes(sent_bytes),
+                self.rate(sent_bps),
+            ),
+            None => format!(
+                "{:<w$} unknown: the server did not report what it sent",
+                format!("[{tag}sender]")
+            ),
+        }];
+        if unknown || !s.received_known {
             out.push(format!(
-                "{:<10} unknown: the server did not report what it received",
-                "[receiver]"
+                "{:<w$} unknown: the server did not report what it received",
+                format!("[{tag}receiver]")
             ));
             return out;
         }
@@ -370,9 +376,10 @@ pub fn interval_text(rec: &IntervalRecord, udp_receiver: bool, units: RateUnits)
 /// omitted start.
 struct Summary {
     from_s: f64,
-    sent_s: f64,
-    sent_bytes: u64,
-    sent_bps: f64,
+    /// The sender's time, bytes and rate; `None` if it never reported.
+    sent: Option<(f64, u64, f64)>,
+    /// Whether the receiver reported (its figures below are 0 if not).
+    received_known: bool,
     received_s: f64,
     received_bytes: u64,
     received_messages: u64,
@@ -386,9 +393,11 @@ impl Summary {
         match &e.after_omit {
             Some(a) => Self {
                 from_s: a.omitted_s,
-                sent_s: a.sent_duration_s,
-                sent_bytes: a.sent_bytes,
-                sent_bps: a.sent_bps,
+                sent: e
+                    .sent
+                    .bytes
+                    .map(|_| (a.sent_duration_s, a.sent_bytes, a.sent_bps)),
+                received_known: e.received.bytes.is_some(),
                 received_s: a.received_duration_s,
                 received_bytes: a.received_bytes,
                 received_messages: a.received_messages,
@@ -398,13 +407,15 @@ impl Summary {
             },
             None => Self {
                 from_s: 0.0,
-                sent_s: e.sent.duration_s,
-                sent_bytes: e.sent.bytes,
-                sent_bps: e.sent_bps,
-                received_s: e.received.duration_s,
-                received_bytes: e.received.bytes,
-                received_messages: e.received.messages,
-                received_bps: e.received_bps,
+                sent: match (e.sent.duration_s, e.sent.bytes, e.sent_bps) {
+                    (Some(s), Some(b), Some(r)) => Some((s, b, r)),
+                    _ => None,
+                },
+                received_known: e.received.bytes.is_some(),
+                received_s: e.received.duration_s.unwrap_or(0.0),
+                received_bytes: e.received.bytes.unwrap_or(0),
+                received_messages: e.received.messages.unwrap_or(0),
+                received_bps: e.received_bps.unwrap_or(0.0),
                 lost: None,
                 loss_ratio: None,
             },

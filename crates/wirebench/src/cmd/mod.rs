@@ -1,5 +1,6 @@
 //! One file per command: each validates its flags, calls a library and prints.
 
+pub mod interrupt;
 pub mod lab;
 pub mod live;
 pub mod merge;

@@ -21,8 +21,9 @@ use wirebench_proto::spec::TestSpec;
 use wirebench_proto::units::Rate;
 use wirebench_report::Format;
 
+use super::interrupt::Interrupt;
 use super::live::{emit, EndEvent};
-use super::run::{interrupt_flag, target, EXIT_INTERRUPTED};
+use super::run::target;
 use super::serve::server_for;
 use crate::cli::{self, ModeArg, RunArgs, RunCmd};
 use crate::Failure;
@@ -139,7 +140,8 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         bind: client.bind,
         stack: None,
     };
-    let interrupt = interrupt_flag();
+    let signals = Interrupt::install();
+    let interrupt = signals.flag();
     if io::stderr().is_terminal() {
         // No live lines (three tests at once): say what the wait is for.
         eprintln!(
@@ -152,7 +154,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     let t0 = Instant::now();
     let probe = |kind: ProbeKind, spec: &TestSpec| {
         let cfg = config(spec);
-        let stop = Arc::clone(&interrupt);
+        let stop = Arc::clone(interrupt);
         thread::Builder::new()
             .name(format!("wirebench-rrul-{}", kind.name()))
             .spawn(move || {
@@ -168,7 +170,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         thread::sleep(Duration::from_millis(20));
     }
     let load_offset = t0.elapsed();
-    let load = wirebench_engine::run(&config(&plan.load), &mut Stop(Arc::clone(&interrupt)));
+    let load = wirebench_engine::run(&config(&plan.load), &mut Stop(Arc::clone(interrupt)));
     let join = |h: thread::JoinHandle<_>, what: &str| {
         h.join()
             .map_err(|_| anyhow!("the {what} probe's thread failed"))
@@ -211,10 +213,13 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
             .find_map(|r| r.error.as_ref().map(|e| format!("a probe: {e}")));
     }
     print(&doc, args, client.json_stream)?;
-    if interrupt.load(Ordering::Relaxed) {
+    if let Some(sig) = signals.signal() {
         return Err(Failure::Code(
-            EXIT_INTERRUPTED,
-            "interrupted: the partial results are above".into(),
+            sig.exit_code(),
+            format!(
+                "interrupted by {}: the partial results are above",
+                sig.name()
+            ),
         ));
     }
     match &doc.error {

@@ -3,17 +3,19 @@
 //! failure still prints what was measured; with `--json` as one document with `error`.
 
 use std::io::{self, IsTerminal, Write};
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::Context;
 use serde::Serialize;
 use wirebench_engine::{ClientConfig, EngineError};
+use wirebench_proto::host_port::HostPort;
 use wirebench_proto::results::{Results, TestView};
 use wirebench_proto::spec::{Direction, TestSpec};
 use wirebench_report::{BothDirections, Format};
 
+use super::interrupt::{Interrupt, Signal};
 use super::live::{emit, EndEvent, Live, StartEvent};
 use super::serve::server_for;
 use crate::cli::{self, ClientArgs, RunArgs, RunCmd};
@@ -21,9 +23,6 @@ use crate::Failure;
 
 /// The tool and version, as the results document names them.
 const TOOL: &str = concat!("wirebench ", env!("CARGO_PKG_VERSION"));
-
-/// The exit code of a test the user interrupted (128 + SIGINT, as shells report it).
-pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// How the results leave: a document at the end, or events as the test goes.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -88,7 +87,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     } else {
         Output::Document(args.output_format())
     };
-    let interrupt = interrupt_flag();
+    let interrupt = Interrupt::install();
     // The one place another kind of peer (e.g. an iperf3 server) would branch off.
     if args.both_directions {
         let done = both_directions(args, cfg, output, &interrupt);
@@ -103,16 +102,17 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
             test: TestView::from(&cfg.spec),
         });
     }
-    let mut live = live_view(args, &cfg.spec, output, &interrupt);
+    let mut live = live_view(args, &cfg.spec, output, interrupt.flag());
     let mut results = match wirebench_engine::run(&cfg, &mut live) {
         Ok(r) => r,
-        Err(_) if live.was_interrupted() => {
-            return Err(Failure::Code(
-                EXIT_INTERRUPTED,
-                "interrupted before the test began".into(),
-            ))
-        }
-        Err(e) => return Err(failed_before_start(&cfg, output, &e)),
+        Err(e) => match interrupt.signal() {
+            Some(sig) => {
+                return Err(interrupted_before_start(
+                    &cfg.host, cfg.port, &cfg.spec, output, sig,
+                ))
+            }
+            None => return Err(failed_before_start(&cfg, output, &e)),
+        },
     };
     if files_dir.is_some() {
         // The in-process server's copy is gone with its temporary directory.
@@ -120,11 +120,12 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
             f.saved_as = None;
         }
     }
-    let interrupted = live.was_interrupted();
-    let note = interrupted.then(|| {
+    let interrupted = interrupt.signal();
+    let note = interrupted.map(|sig| {
         format!(
-            "interrupted after {:.1} s: the figures above are what was measured until then",
-            results.end.duration_s
+            "interrupted after {:.1} s ({}): the figures above are what was measured until then",
+            results.end.duration_s,
+            sig.name()
         )
     });
     live.finish(&results, note.as_deref());
@@ -236,43 +237,11 @@ pub(super) fn target(host: &str, port: u16, client: &ClientArgs) -> Result<(Stri
     }
 }
 
-/// Splits `HOST:PORT` and `[V6]:PORT`; a bare IPv6 address or a plain name keeps `port`.
+/// `HOST`, `HOST:PORT`, `[V6ADDR]:PORT` or a bare IPv6 address; `port` when none is given.
 pub fn split_host_port(host: &str, port: u16) -> Result<(String, u16), String> {
-    let bad_port = |p: &str| format!("{host}: {p:?} is not a port number");
-    if let Some(rest) = host.strip_prefix('[') {
-        let Some((addr, tail)) = rest.split_once(']') else {
-            return Err(format!("{host}: a '[' without its ']'"));
-        };
-        return match tail.strip_prefix(':') {
-            Some(p) => Ok((addr.to_string(), p.parse().map_err(|_| bad_port(p))?)),
-            None if tail.is_empty() => Ok((addr.to_string(), port)),
-            None => Err(format!("{host}: expected [ADDRESS]:PORT")),
-        };
-    }
-    if host.parse::<IpAddr>().is_ok() {
-        return Ok((host.to_string(), port));
-    }
-    match host.split_once(':') {
-        Some((name, p)) if !p.contains(':') => {
-            Ok((name.to_string(), p.parse().map_err(|_| bad_port(p))?))
-        }
-        _ => Ok((host.to_string(), port)),
-    }
-}
-
-/// SIGINT once: the flag, which the driver turns into a clean stop; SIGINT again while the
-/// flag is set: exit at once with 130.
-pub(super) fn interrupt_flag() -> Arc<AtomicBool> {
-    use signal_hook::consts::SIGINT;
-    let flag = Arc::new(AtomicBool::new(false));
-    // The conditional exit must be registered first, so the first signal only sets the flag.
-    let _ = signal_hook::flag::register_conditional_shutdown(
-        SIGINT,
-        i32::from(EXIT_INTERRUPTED),
-        Arc::clone(&flag),
-    );
-    let _ = signal_hook::flag::register(SIGINT, Arc::clone(&flag));
-    flag
+    host.parse::<HostPort>()
+        .map(|h| h.or_port(port))
+        .map_err(|e| e.to_string())
 }
 
 /// Live lines by default on a terminal (for the table); `-i D` turns them on anywhere,
@@ -297,7 +266,7 @@ fn live_view(args: &RunArgs, spec: &TestSpec, output: Output, interrupt: &Arc<At
 fn print_results(
     results: &Results,
     output: Output,
-    interrupted: bool,
+    interrupted: Option<Signal>,
     args: &RunArgs,
 ) -> Result<(), Failure> {
     let outcome = Ending::of(results.error.as_deref(), interrupted);
@@ -307,6 +276,7 @@ fn print_results(
             let doc = WithExit {
                 results,
                 error_kind: outcome.kind(),
+                signal: outcome.signal(),
                 exit_code: outcome.code(),
             };
             let event = if outcome.code() == 0 { "end" } else { "error" };
@@ -316,6 +286,7 @@ fn print_results(
             let doc = WithExit {
                 results,
                 error_kind: outcome.kind(),
+                signal: outcome.signal(),
                 exit_code: outcome.code(),
             };
             serde_json::to_writer_pretty(&mut out, &doc)
@@ -338,15 +309,23 @@ fn print_results(
 enum Ending<'a> {
     Complete,
     Incomplete(&'a str),
-    Interrupted,
+    Interrupted(Signal),
 }
 
 impl<'a> Ending<'a> {
-    fn of(error: Option<&'a str>, interrupted: bool) -> Self {
+    fn of(error: Option<&'a str>, interrupted: Option<Signal>) -> Self {
         match (interrupted, error) {
-            (true, _) => Self::Interrupted,
-            (false, Some(e)) => Self::Incomplete(e),
-            (false, None) => Self::Complete,
+            (Some(sig), _) => Self::Interrupted(sig),
+            (None, Some(e)) => Self::Incomplete(e),
+            (None, None) => Self::Complete,
+        }
+    }
+
+    /// The signal that interrupted the test, by name.
+    fn signal(&self) -> Option<&'static str> {
+        match self {
+            Self::Interrupted(sig) => Some(sig.name()),
+            _ => None,
         }
     }
 
@@ -358,7 +337,7 @@ impl<'a> Ending<'a> {
                 Some("no_transaction")
             }
             Self::Incomplete(_) => Some("incomplete"),
-            Self::Interrupted => Some("interrupted"),
+            Self::Interrupted(_) => Some("interrupted"),
         }
     }
 
@@ -366,7 +345,7 @@ impl<'a> Ending<'a> {
         match self {
             Self::Complete => 0,
             Self::Incomplete(_) => 1,
-            Self::Interrupted => EXIT_INTERRUPTED,
+            Self::Interrupted(sig) => sig.exit_code(),
         }
     }
 
@@ -374,9 +353,12 @@ impl<'a> Ending<'a> {
         match self {
             Self::Complete => Ok(()),
             Self::Incomplete(e) => Err(Failure::Runtime(anyhow::anyhow!("test incomplete: {e}"))),
-            Self::Interrupted => Err(Failure::Code(
-                EXIT_INTERRUPTED,
-                "interrupted: the partial results are above".into(),
+            Self::Interrupted(sig) => Err(Failure::Code(
+                sig.exit_code(),
+                format!(
+                    "interrupted by {}: the partial results are above",
+                    sig.name()
+                ),
             )),
         }
     }
@@ -390,6 +372,9 @@ struct WithExit<'a> {
     results: &'a Results,
     #[serde(skip_serializing_if = "Option::is_none")]
     error_kind: Option<&'static str>,
+    /// The signal that interrupted the test (`SIGINT`, `SIGTERM`, `SIGHUP`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signal: Option<&'static str>,
     exit_code: u8,
 }
 
@@ -402,6 +387,8 @@ struct ErrorDoc<'a> {
     test: TestView,
     error: &'a str,
     error_kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signal: Option<&'static str>,
     exit_code: u8,
 }
 
@@ -456,21 +443,51 @@ fn failed_to_start(
         test: TestView::from(spec),
         error: &message,
         error_kind: kind(e),
+        signal: None,
         exit_code: 1,
     };
+    print_error_doc(&doc, output);
+    Failure::Runtime(anyhow::anyhow!(message))
+}
+
+/// A test interrupted before it began: nothing measured, and with `--json` or
+/// `--json-stream` a document saying so, as for any other failure.
+fn interrupted_before_start(
+    host: &str,
+    port: u16,
+    spec: &TestSpec,
+    output: Output,
+    sig: Signal,
+) -> Failure {
+    let message = format!("interrupted by {} before the test began", sig.name());
+    let doc = ErrorDoc {
+        schema: wirebench_proto::results::SCHEMA,
+        wirebench: TOOL,
+        server: format!("{host}:{port}"),
+        test: TestView::from(spec),
+        error: &message,
+        error_kind: "interrupted",
+        signal: Some(sig.name()),
+        exit_code: sig.exit_code(),
+    };
+    print_error_doc(&doc, output);
+    Failure::Code(sig.exit_code(), message)
+}
+
+/// The document of a test that never began, if the output is JSON.
+fn print_error_doc(doc: &ErrorDoc<'_>, output: Output) {
     match output {
         Output::Stream => emit(&EndEvent {
             event: "error",
-            doc: &doc,
+            doc,
         }),
         Output::Document(Format::Json) => {
             let mut out = io::stdout().lock();
-            let _ = serde_json::to_writer_pretty(&mut out, &doc);
+            let _ = serde_json::to_writer_pretty(&mut out, doc);
             let _ = writeln!(out);
         }
         Output::Document(_) => {}
     }
-    Failure::Runtime(anyhow::anyhow!(message))
 }
 
 /// What to do about an error, where one thing helps.
@@ -536,7 +553,7 @@ fn iperf3(
     } else {
         Output::Document(args.output_format())
     };
-    let interrupt = interrupt_flag();
+    let interrupt = Interrupt::install();
     if output == Output::Stream {
         emit(&StartEvent {
             event: "start",
@@ -545,13 +562,16 @@ fn iperf3(
             test: TestView::from(&cfg.spec),
         });
     }
-    let mut live = live_view(args, &cfg.spec, output, &interrupt);
+    let mut live = live_view(args, &cfg.spec, output, interrupt.flag());
     let results = match wirebench_engine::run_iperf3(&cfg, &mut live) {
         Ok(r) => r,
-        Err(_) if live.was_interrupted() => {
-            return Err(Failure::Code(
-                EXIT_INTERRUPTED,
-                "interrupted before the test began".into(),
+        Err(_) if interrupt.is_set() => {
+            return Err(interrupted_before_start(
+                &cfg.host,
+                cfg.port,
+                &cfg.spec,
+                output,
+                interrupt.signal().unwrap_or(Signal::Int),
             ))
         }
         Err(e) => {
@@ -565,7 +585,7 @@ fn iperf3(
             ))
         }
     };
-    let interrupted = live.was_interrupted();
+    let interrupted = interrupt.signal();
     live.finish(&results, None);
     print_results(&results, output, interrupted, args)
 }
@@ -577,14 +597,14 @@ fn both_directions(
     args: &RunArgs,
     cfg: ClientConfig,
     output: Output,
-    interrupt: &Arc<AtomicBool>,
+    interrupt: &Interrupt,
 ) -> Result<(), Failure> {
-    let send = one_test(args, &cfg, output, interrupt)?;
-    if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
-        // Ctrl-C during the first test: no second one.
+    let send = one_test(args, &cfg, output, interrupt.flag())?;
+    if let Some(sig) = interrupt.signal() {
+        // A signal during the first test: no second one.
         return Err(Failure::Code(
-            EXIT_INTERRUPTED,
-            "interrupted: the way back was not run".into(),
+            sig.exit_code(),
+            format!("interrupted by {}: the way back was not run", sig.name()),
         ));
     }
     let mut back = cfg;
@@ -595,7 +615,7 @@ fn both_directions(
         // The server's file sets the amount.
         back.spec.bytes = None;
     }
-    let receive = one_test(args, &back, output, interrupt)?;
+    let receive = one_test(args, &back, output, interrupt.flag())?;
     let both = BothDirections { send, receive };
     let format = match output {
         Output::Document(f) => f,
@@ -638,12 +658,8 @@ mod tests {
         let ok = |h: &str| split_host_port(h, 5300).ok();
         assert_eq!(ok("example.net"), Some(("example.net".into(), 5300)));
         assert_eq!(ok("example.net:5201"), Some(("example.net".into(), 5201)));
-        assert_eq!(ok("10.0.0.1:80"), Some(("10.0.0.1".into(), 80)));
         assert_eq!(ok("::1"), Some(("::1".into(), 5300)));
         assert_eq!(ok("[::1]:5201"), Some(("::1".into(), 5201)));
-        assert_eq!(ok("[fe80::1]"), Some(("fe80::1".into(), 5300)));
         assert!(split_host_port("host:port", 1).is_err());
-        assert!(split_host_port("[::1", 1).is_err());
-        assert!(split_host_port("[::1]x", 1).is_err());
     }
 }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use wirebench_engine::{Psk, Server, ServerConfig, ServerHandle, ServerInterval, ServerWatch};
+use wirebench_proto::host_port::HostPort;
 
 use crate::cli::{LiveWhen, RateUnits, ServeArgs};
 use crate::Failure;
@@ -125,7 +126,11 @@ pub fn server_for(
     psk: Option<&Psk>,
 ) -> Result<(String, u16), Failure> {
     if let Some(h) = host {
-        return Ok((h.clone(), port));
+        // HOST:PORT as `run` takes it: its port wins over -p.
+        return h
+            .parse::<HostPort>()
+            .map(|h| h.or_port(port))
+            .map_err(|e| Failure::Usage(e.to_string()));
     }
     let server = Server::bind(ServerConfig {
         bind: "127.0.0.1:0".parse().context("loopback address")?,

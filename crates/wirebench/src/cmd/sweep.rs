@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use wirebench_engine::{ClientConfig, EngineError, Watch};
+use wirebench_proto::host_port::HostPort;
 use wirebench_proto::results::Results;
 use wirebench_proto::units::{parse_duration, parse_rate, parse_size};
 use wirebench_report::experiment::merge::point_label;
@@ -298,26 +299,15 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The server of a point that names one: `HOST`, `HOST:PORT` or `[V6]:PORT`.
+/// The server of a point that names one: `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6
+/// address, read as `run` reads its HOST.
 fn point_server(point: &Point, default_port: u16) -> Result<(String, u16), String> {
     let Some((_, v)) = point.iter().find(|(k, _)| *k == Param::Server) else {
         return Err("no server for this point".into());
     };
-    let bad = || format!("server {v}: HOST, HOST:PORT or [V6ADDR]:PORT");
-    if let Some(rest) = v.strip_prefix('[') {
-        let (h, tail) = rest.split_once(']').ok_or_else(bad)?;
-        let port = match tail.strip_prefix(':') {
-            Some(p) => p.parse().map_err(|_| bad())?,
-            None if tail.is_empty() => default_port,
-            None => return Err(bad()),
-        };
-        return Ok((h.to_string(), port));
-    }
-    match v.split_once(':') {
-        Some((h, p)) if !p.contains(':') => Ok((h.to_string(), p.parse().map_err(|_| bad())?)),
-        // A bare IPv6 address.
-        _ => Ok((v.clone(), default_port)),
-    }
+    v.parse::<HostPort>()
+        .map(|h| h.or_port(default_port))
+        .map_err(|e| format!("server {e}"))
 }
 
 /// One trial. A busy server (another client, or the last trial's session still ending on

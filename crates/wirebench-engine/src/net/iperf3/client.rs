@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use socket2::SockRef;
+use wirebench_proto::host_port::HostPort;
 use wirebench_proto::results::{PeerTool, Results};
 use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 
@@ -40,30 +41,13 @@ pub struct Iperf3Config {
     pub packet_log: Option<PathBuf>,
 }
 
-/// Splits `HOST[:PORT]` (`[V6]:PORT` for IPv6 with a port); iperf3's port 5201 when none.
+/// Splits `HOST[:PORT]` (`[V6]:PORT` for IPv6 with a port, or a bare IPv6 address) as every
+/// command reads a server; iperf3's port 5201 when none.
 pub fn split_target(target: &str) -> Result<(String, u16), EngineError> {
-    let bad = || {
-        EngineError::Setup(format!(
-            "--iperf3 {target}: give HOST, HOST:PORT or [IPV6]:PORT"
-        ))
-    };
-    if let Some(rest) = target.strip_prefix('[') {
-        let (host, after) = rest.split_once(']').ok_or_else(bad)?;
-        let port = match after.strip_prefix(':') {
-            Some(p) => p.parse().map_err(|_| bad())?,
-            None if after.is_empty() => crate::iperf3::DEFAULT_PORT,
-            None => return Err(bad()),
-        };
-        return Ok((host.to_string(), port));
-    }
-    match target.split_once(':') {
-        // More than one colon: a bare IPv6 address.
-        Some((_, p)) if p.contains(':') => Ok((target.to_string(), crate::iperf3::DEFAULT_PORT)),
-        Some((h, p)) if !h.is_empty() => Ok((h.to_string(), p.parse().map_err(|_| bad())?)),
-        Some(_) => Err(bad()),
-        None if target.is_empty() => Err(bad()),
-        None => Ok((target.to_string(), crate::iperf3::DEFAULT_PORT)),
-    }
+    target
+        .parse::<HostPort>()
+        .map(|h| h.or_port(crate::iperf3::DEFAULT_PORT))
+        .map_err(|e| EngineError::Setup(format!("--iperf3 {e}")))
 }
 
 /// The parameters an iperf3 server gets for `spec` (`-b` is per stream in both tools).
