@@ -79,6 +79,10 @@ impl Pending {
                 path: path.to_path_buf(),
                 source,
             })?;
+        // A file replaced keeps its mode (a report kept private stays private).
+        if let Ok(old) = std::fs::metadata(path) {
+            let _ = file.set_permissions(old.permissions());
+        }
         Ok(Self {
             path: path.to_path_buf(),
             tmp,
@@ -246,8 +250,14 @@ mod tests {
         let d = dir("whole");
         let p = d.join("report.html");
         std::fs::write(&p, b"old").expect("old");
+        let private = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+        std::fs::set_permissions(&p, private).expect("chmod");
         write(&p, b"new").expect("write");
         assert_eq!(std::fs::read(&p).expect("read"), b"new");
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&p).expect("meta").permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600);
         assert_eq!(std::fs::read_dir(&d).expect("ls").count(), 1);
         let _ = std::fs::remove_dir_all(&d);
     }
