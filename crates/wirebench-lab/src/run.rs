@@ -34,6 +34,9 @@ pub enum RunError {
     /// The shared directory: another scenario's manifest, or a file not written.
     #[error(transparent)]
     Shard(#[from] ShardError),
+    /// A saved trial file that is not a regular file or is too large.
+    #[error(transparent)]
+    Saved(Box<wirebench_report::input::InputError>),
     /// An I/O step, named.
     #[error("{what}: {source}")]
     Io {
@@ -203,6 +206,15 @@ fn drop_nulls(v: &mut serde_json::Value) {
     }
 }
 
+/// The trial `trial` of profile `p` saved in `out`, if it is there and done. Bounded and
+/// never blocking: a FIFO or a device as a trial file is refused, not run over.
+fn read_saved(out: &Path, trial: u32, p: &Profile) -> Result<Option<TrialFile>, RunError> {
+    let path = out.join(trial_file(trial, &p.name));
+    let saved = wirebench_report::input::saved::<TrialFile>(&path)
+        .map_err(|e| RunError::Saved(Box::new(e)))?;
+    Ok(saved.filter(|t| matches!(t, TrialFile::Done(_))))
+}
+
 /// Runs a scenario and writes its directory.
 ///
 /// # Errors
@@ -241,26 +253,25 @@ pub fn run_scenario(
     // With resume, trials already on disk (and not failed outright) are read, not run.
     let mut done = Vec::<(usize, TrialFile)>::new();
     let mut jobs: Vec<Job> = Vec::new();
-    let read_saved = |trial: u32, p: &Profile| {
-        std::fs::read(out.join(trial_file(trial, &p.name)))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<TrialFile>(&b).ok())
-            .filter(|t| matches!(t, TrialFile::Done(_)))
-    };
+    // What an earlier run killed mid-write left behind (its files are whole or absent).
+    wirebench_report::output::clean_experiment_temps(out);
+    let read_saved = |trial: u32, p: &Profile| read_saved(out, trial, p);
     // Trials interleave the profiles, so drift over time spreads over all of them.
     for trial in 0..trials {
         for (profile, p) in profiles.iter().enumerate() {
             let k = profile * trials as usize + trial as usize;
             if !run.shard.owns(k) {
                 // Another shard's: read when saved, for the summary so far.
-                if let Some(t) = read_saved(trial, p) {
+                if let Some(t) = read_saved(trial, p)? {
                     done.push((profile, t));
                 }
                 continue;
             }
-            let kept = (run.resume || sharded)
-                .then(|| read_saved(trial, p))
-                .flatten();
+            let kept = if run.resume || sharded {
+                read_saved(trial, p)?
+            } else {
+                None
+            };
             match kept {
                 Some(t) => done.push((profile, t)),
                 None => jobs.push(Job { profile, trial }),

@@ -53,6 +53,9 @@ pub enum ScenarioError {
         /// Why.
         source: std::io::Error,
     },
+    /// Not a regular file (a FIFO, a device): refused before it is read.
+    #[error(transparent)]
+    NotAFile(Box<wirebench_report::input::InputError>),
     /// A problem in a file, which the message is prefixed with.
     #[error("{path}: {source}")]
     InFile {
@@ -416,8 +419,14 @@ impl Scenario {
             path: path.to_owned(),
             source,
         };
-        // The size first, so a huge file is refused before a byte of it is held.
-        let f = std::fs::File::open(path).map_err(read)?;
+        // A regular file only (a FIFO would block the open, a device never end); the size
+        // next, so a huge file is refused before a byte of it is held.
+        let f = wirebench_report::input::open_regular(path, "scenario file", u64::MAX).map_err(
+            |e| match e {
+                wirebench_report::input::InputError::Read { source, .. } => read(source),
+                e => ScenarioError::NotAFile(Box::new(e)),
+            },
+        )?;
         let mut text = String::new();
         std::io::Read::read_to_string(
             &mut std::io::Read::take(f, MAX_SCENARIO_BYTES + 1),

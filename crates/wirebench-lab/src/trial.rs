@@ -283,10 +283,7 @@ pub fn run_trial(s: &TrialSetup<'_>, profile: &Profile, n: u32) -> Result<TrialD
 ///
 /// The file cannot be made or written.
 pub fn write_link_log(path: &Path, log: &LinkLog) -> Result<(), TrialError> {
-    let file =
-        std::fs::File::create(path).map_err(io_err(format!("creating {}", path.display())))?;
-    let mut w = io::BufWriter::new(file);
-    LinkLogCsv
-        .export(log, &mut w)
-        .map_err(io_err(format!("writing {}", path.display())))
+    // Whole or not at all (see `wirebench_report::output`).
+    wirebench_report::output::write_with(path, |w| LinkLogCsv.export(log, w))
+        .map_err(|e| io_err(format!("writing {}", path.display()))(e.source))
 }

@@ -40,6 +40,11 @@ pub const MAX_SECONDS: f64 = 1e9;
 /// 600 MB.
 pub const MAX_LINK_LOG_BYTES: u64 = 1 << 30;
 
+/// The largest packet log read: records are read one at a time, so this only bounds how
+/// long a read can run (an hour at 10 million datagrams a second is 1.2 TB; a day at
+/// 100,000 is 280 GB).
+pub const MAX_PACKET_LOG_BYTES: u64 = 1 << 40;
+
 /// How many lost sequence numbers an arrival plot marks one by one, over the whole log; past
 /// that, a loss run is marked at its two ends. It keeps the plot's memory bounded whatever
 /// the log's runs declare.
@@ -63,6 +68,35 @@ pub enum InputError {
         dir: PathBuf,
         /// Why `summary.json` could not be read.
         source: std::io::Error,
+    },
+    /// A FIFO, a device, a socket or a directory where a file should be.
+    #[error("{what} {} is not a regular file ({kind}): remove it or move it away", .path.display())]
+    NotRegular {
+        /// The path.
+        path: PathBuf,
+        /// What it should be.
+        what: &'static str,
+        /// What it is.
+        kind: &'static str,
+    },
+    /// A path, read from a file, that leads out of the experiment's directory.
+    #[error(
+        "{}: {key} = {value:?} leads outside {} ({why}): only files inside the experiment's \
+         directory are read; fix or remove the entry",
+        .path.display(),
+        .dir.display()
+    )]
+    Outside {
+        /// The file that named the path.
+        path: PathBuf,
+        /// Where in it, e.g. `points[0].files[2]`.
+        key: String,
+        /// The path as written.
+        value: String,
+        /// The experiment's directory.
+        dir: PathBuf,
+        /// Why.
+        why: &'static str,
     },
     /// Larger than any file of its kind.
     #[error("{}: {size} bytes is too large for a wirebench {what} (at most {max} bytes)", .path.display())]
@@ -114,19 +148,56 @@ pub enum InputError {
     },
 }
 
-/// Opens `path` and checks it is a regular file of at most `max` bytes.
-fn open(path: &Path, what: &'static str, max: u64) -> Result<std::fs::File, InputError> {
+/// What a path names when it is not a regular file, in words.
+fn kind_of(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Opens `path` for reading if it is a regular file of at most `max` bytes: the one way
+/// wirebench opens a file it reads back. Opened `O_NONBLOCK` (a FIFO's open would wait for a
+/// writer), then checked with `fstat` on what was opened (a link to `/dev/zero` is a device,
+/// whatever its name), so a FIFO, a device, a socket or a directory is refused at once and
+/// its size is never trusted to end.
+///
+/// # Errors
+///
+/// It cannot be opened, it is not a regular file, or it holds more than `max` bytes.
+pub fn open_regular(
+    path: &Path,
+    what: &'static str,
+    max: u64,
+) -> Result<std::fs::File, InputError> {
+    use std::os::unix::fs::OpenOptionsExt;
     let read = |source| InputError::Read {
         path: path.to_path_buf(),
         source,
     };
-    let f = std::fs::File::open(path).map_err(read)?;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(read)?;
     let meta = f.metadata().map_err(read)?;
-    if meta.is_dir() {
-        return Err(read(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "is a directory",
-        )));
+    if !meta.is_file() {
+        return Err(InputError::NotRegular {
+            path: path.to_path_buf(),
+            what,
+            kind: kind_of(&meta),
+        });
     }
     if meta.len() > max {
         return Err(InputError::TooLarge {
@@ -141,7 +212,7 @@ fn open(path: &Path, what: &'static str, max: u64) -> Result<std::fs::File, Inpu
 
 /// Reads at most `max` bytes of `path` (a file that grows while read is cut, then refused).
 fn read_capped(path: &Path, what: &'static str, max: u64) -> Result<Vec<u8>, InputError> {
-    let f = open(path, what, max)?;
+    let f = open_regular(path, what, max)?;
     let mut bytes = Vec::new();
     f.take(max + 1)
         .read_to_end(&mut bytes)
@@ -203,19 +274,139 @@ pub fn results(path: &Path) -> Result<Results, InputError> {
     json(path)
 }
 
-/// Reads an experiment's `summary.json` from its directory.
+/// Reads an experiment's `summary.json` from its directory, and checks that every trial file
+/// it names stays inside `dir` (see [`inside`]).
 ///
 /// # Errors
 ///
-/// As [`json`].
+/// As [`json`], or a trial file named by an absolute path, through `..`, or through a link
+/// out of `dir`, or one that is there but not a regular file.
 pub fn summary(dir: &Path) -> Result<ExperimentSummary, InputError> {
-    json(&dir.join("summary.json")).map_err(|e| match e {
+    let path = dir.join("summary.json");
+    let s: ExperimentSummary = json(&path).map_err(|e| match e {
         InputError::Read { source, .. } => InputError::NotAnExperiment {
             dir: dir.to_path_buf(),
             source,
         },
         e => e,
+    })?;
+    for (i, p) in s.points.iter().enumerate() {
+        for (j, f) in p.files.iter().enumerate() {
+            let outside = |why| InputError::Outside {
+                path: path.clone(),
+                key: format!("points[{i}].files[{j}]"),
+                value: f.clone(),
+                dir: dir.to_path_buf(),
+                why,
+            };
+            relative(f).map_err(outside)?;
+            let full = dir.join(f);
+            // A name that is not there is passed over, as a trial that could not be read.
+            let Ok(meta) = std::fs::metadata(&full) else {
+                continue;
+            };
+            // A FIFO or a device: refused here, not when a plot reads it.
+            if !meta.is_file() {
+                return Err(InputError::NotRegular {
+                    path: full,
+                    what: "trial file",
+                    kind: kind_of(&meta),
+                });
+            }
+            resolves_inside(dir, &full).map_err(outside)?;
+        }
+    }
+    Ok(s)
+}
+
+/// Checks that `name`, a path read from a file, is relative and does not go up: not
+/// absolute, no `..`, not empty.
+///
+/// # Errors
+///
+/// Why it could lead out, in words.
+pub fn relative(name: &str) -> Result<(), &'static str> {
+    use std::path::Component;
+    if name.is_empty() {
+        return Err("an empty path");
+    }
+    for c in Path::new(name).components() {
+        match c {
+            Component::Normal(_) | Component::CurDir => {}
+            Component::ParentDir => return Err("it goes up with `..`"),
+            Component::RootDir | Component::Prefix(_) => return Err("it is an absolute path"),
+        }
+    }
+    Ok(())
+}
+
+/// Checks that `full`, a path under `dir` that exists, is still inside `dir` once its links
+/// are resolved.
+///
+/// # Errors
+///
+/// Why it leads out, in words.
+pub fn resolves_inside(dir: &Path, full: &Path) -> Result<(), &'static str> {
+    let (Ok(real), Ok(base)) = (full.canonicalize(), dir.canonicalize()) else {
+        return Err("a link that leads nowhere");
+    };
+    if real.starts_with(&base) {
+        Ok(())
+    } else {
+        Err("a link that leads out of it")
+    }
+}
+
+/// Reads a file that an earlier run saved (a trial file, when a run resumes): `Ok(None)`
+/// when there is none, or when it does not read as a `T` (cut short by a crash, or from
+/// another version: the trial is run again and the file replaced). Only the regular file
+/// of at most [`MAX_JSON_BYTES`] is read; anything else is refused, since running on would
+/// replace or ignore what the user put there.
+///
+/// # Errors
+///
+/// The file is there but is not a regular file, is too large, or cannot be read.
+pub fn saved<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, InputError> {
+    let f = match open_regular(path, "trial file", MAX_JSON_BYTES) {
+        Ok(f) => f,
+        Err(InputError::Read { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(None)
+        }
+        Err(e) => return Err(e),
+    };
+    // Streamed: a large trial is never held twice (its bytes and its document).
+    let r = std::io::BufReader::new(f.take(MAX_JSON_BYTES + 1));
+    Ok(serde_json::from_reader(r).ok())
+}
+
+/// Reads a JSON document of type `T` from a regular file of at most [`MAX_JSON_BYTES`],
+/// streamed (never held as bytes beside the document), without [`check_json`]'s value
+/// bounds: for wirebench's own records (manifests, shard records) and trials being merged.
+/// `what` names the file's kind in errors.
+///
+/// # Errors
+///
+/// Not a regular file, too large, unreadable, or not a `T`.
+pub fn json_streamed<T: DeserializeOwned>(
+    path: &Path,
+    what: &'static str,
+) -> Result<T, InputError> {
+    let f = open_regular(path, what, MAX_JSON_BYTES)?;
+    // Cut at the cap, so a file that grows while read ends as a parse error.
+    let r = std::io::BufReader::new(f.take(MAX_JSON_BYTES));
+    serde_json::from_reader(r).map_err(|source| InputError::Json {
+        path: path.to_path_buf(),
+        source,
     })
+}
+
+/// Opens a packet log for reading, record by record (see [`open_regular`]).
+///
+/// # Errors
+///
+/// Not a regular file, larger than [`MAX_PACKET_LOG_BYTES`], or unreadable.
+pub fn packet_log(path: &Path) -> Result<std::fs::File, InputError> {
+    open_regular(path, "packet log", MAX_PACKET_LOG_BYTES)
 }
 
 /// A value [`check_json`] refused.
@@ -479,8 +670,7 @@ pub fn arrivals_from(input: impl Read) -> Result<Arrivals, LogError> {
 ///
 /// Unreadable, or a record [`Reader`] refuses; one line naming the file.
 pub fn arrivals(path: &Path) -> Result<Arrivals, InputError> {
-    // No size cap: memory follows the file's size (half of it at most), as for any reader.
-    let f = open(path, "packet log", u64::MAX)?;
+    let f = packet_log(path)?;
     arrivals_from(std::io::BufReader::new(f)).map_err(|source| InputError::PacketLog {
         path: path.to_path_buf(),
         source,
@@ -581,5 +771,59 @@ mod tests {
             a.lost,
             [((u64::MAX - 1) as f64, 0.0), (u64::MAX as f64, 0.0)]
         );
+    }
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("wirebench-input-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("dir");
+        d
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking_and_a_missing_trial_is_none() {
+        let d = temp_dir("fifo");
+        let fifo = d.join("t.json");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()));
+        // No writer ever opens it: a blocking open would hang here.
+        let e = saved::<serde_json::Value>(&fifo).expect_err("refused");
+        assert!(
+            e.to_string()
+                .ends_with("t.json is not a regular file (a FIFO): remove it or move it away"),
+            "{e}"
+        );
+        assert!(saved::<serde_json::Value>(&d.join("none.json"))
+            .expect("missing is fine")
+            .is_none());
+        std::fs::write(d.join("cut.json"), b"{\"a\": ").expect("write");
+        assert!(saved::<serde_json::Value>(&d.join("cut.json"))
+            .expect("a cut file is run again")
+            .is_none());
+        let e = open_regular(Path::new("/dev/zero"), "trial file", 10).expect_err("device");
+        assert!(e.to_string().contains("(a character device)"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn names_from_files_stay_inside_the_directory() {
+        for ok in ["trials/p001-r001.json", "./a.json"] {
+            assert_eq!(relative(ok), Ok(()), "{ok}");
+        }
+        assert_eq!(relative("/etc/passwd"), Err("it is an absolute path"));
+        assert_eq!(relative("../x"), Err("it goes up with `..`"));
+        assert_eq!(relative("trials/../../x"), Err("it goes up with `..`"));
+        assert_eq!(relative(""), Err("an empty path"));
+        let d = temp_dir("inside");
+        std::fs::create_dir_all(d.join("trials")).expect("trials");
+        std::fs::write(d.join("trials/a.json"), b"{}").expect("a");
+        std::os::unix::fs::symlink("a.json", d.join("trials/in.json")).expect("in");
+        std::os::unix::fs::symlink("/etc/hostname", d.join("trials/out.json")).expect("out");
+        assert_eq!(resolves_inside(&d, &d.join("trials/in.json")), Ok(()));
+        assert_eq!(
+            resolves_inside(&d, &d.join("trials/out.json")),
+            Err("a link that leads out of it")
+        );
+        let _ = std::fs::remove_dir_all(&d);
     }
 }

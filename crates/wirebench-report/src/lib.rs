@@ -12,6 +12,7 @@ pub mod export;
 pub mod html;
 pub mod input;
 pub mod meta;
+pub mod output;
 pub mod plot;
 
 pub use export::csv::packet_log as packet_log_csv;

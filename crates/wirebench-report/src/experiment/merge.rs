@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use wirebench_proto::results::Results;
 
 use super::plan::{grid, Point};
-use super::shard::{read_json, shard_of, trial_path, Manifest, ShardError, ShardRecord};
+use super::shard::{
+    copy_saved, is_there, read_json, shard_of, trial_path, Manifest, ShardError, ShardRecord,
+};
 use super::summary::{summarize_experiment, ExperimentSummary};
 use crate::meta::ExperimentMeta;
 
@@ -138,7 +140,7 @@ impl Merged {
                 let found = dirs
                     .iter()
                     .map(|d| d.join(&file))
-                    .find(|f| f.is_file())
+                    .find(|f| is_there(f))
                     .map(|f| read_json::<Results>(&f))
                     .transpose()?;
                 let Some(results) = found else {
@@ -246,16 +248,11 @@ impl Merged {
             .chain(self.shards.iter().map(|s| ShardRecord::path(s.shard)));
         for file in files {
             let to = out.join(&file);
-            if to.is_file() {
+            if is_there(&to) {
                 continue;
             }
-            if let Some(from) = dirs.iter().map(|d| d.join(&file)).find(|f| f.is_file()) {
-                let bytes = std::fs::read(&from).map_err(|source| ShardError::Io {
-                    what: "reading",
-                    path: from.clone(),
-                    source,
-                })?;
-                super::shard::write_atomic(&to, &bytes)?;
+            if let Some(from) = dirs.iter().map(|d| d.join(&file)).find(|f| is_there(f)) {
+                copy_saved(&from, &to)?;
             }
         }
         Ok(())

@@ -77,6 +77,12 @@ pub enum ShardError {
         /// Why.
         source: io::Error,
     },
+    /// A file refused before it is parsed (not a regular file, or too large).
+    #[error(transparent)]
+    Input(Box<crate::input::InputError>),
+    /// An output that could not be written (the file it would replace is intact).
+    #[error(transparent)]
+    Write(#[from] crate::output::WriteError),
     /// A file that is not what it should be.
     #[error("{path}: {why}")]
     Parse {
@@ -374,77 +380,100 @@ impl ShardRecord {
     }
 }
 
-/// This host's name (the kernel's), for the records of who ran what.
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "unknown".into())
-}
+pub use crate::output::hostname;
 
-/// Reads a JSON file.
+/// Reads a JSON file wirebench wrote: a regular file of at most
+/// [`crate::input::MAX_JSON_BYTES`], streamed (see [`crate::input::json_streamed`]).
 ///
 /// # Errors
 ///
-/// A file that cannot be read or does not parse as `T`.
+/// A file that cannot be read, is not a regular file, is too large, or does not parse as
+/// `T`.
 pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ShardError> {
-    let bytes = std::fs::read(path).map_err(|source| ShardError::Io {
-        what: "reading",
-        path: path.to_path_buf(),
-        source,
-    })?;
-    serde_json::from_slice(&bytes).map_err(|e| ShardError::Parse {
-        path: path.to_path_buf(),
-        why: e.to_string(),
+    use crate::input::InputError;
+    // Named for what a user finds in an experiment directory: trials, mostly.
+    let what = if path.parent().is_some_and(|d| d.ends_with("trials")) {
+        "trial file"
+    } else {
+        "experiment file"
+    };
+    crate::input::json_streamed(path, what).map_err(|e| match e {
+        InputError::Read { path, source } => ShardError::Io {
+            what: "reading",
+            path,
+            source,
+        },
+        InputError::Json { path, source } => ShardError::Parse {
+            path,
+            why: source.to_string(),
+        },
+        e => ShardError::Input(Box::new(e)),
     })
 }
 
-/// A temporary name beside `path`, unique to this process and call, so that shards on
-/// several hosts sharing one directory never write the same temporary file.
-fn temp_beside(path: &Path) -> PathBuf {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let n = N.fetch_add(1, Ordering::Relaxed);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    path.with_file_name(format!(
-        ".{name}.{}.{}.{n}.tmp",
-        hostname(),
-        std::process::id()
-    ))
-}
-
 fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, ShardError> {
-    let tmp = temp_beside(path);
+    let tmp = crate::output::temp_path(path);
     let io = |source| ShardError::Io {
         what: "writing",
         path: tmp.clone(),
         source,
     };
-    let mut f = std::fs::File::create(&tmp).map_err(io)?;
-    f.write_all(bytes).and_then(|()| f.sync_all()).map_err(io)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(io)?;
+    if let Err(e) = f.write_all(bytes).and_then(|()| f.sync_all()) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io(e));
+    }
     Ok(tmp)
 }
 
-/// Writes `bytes` to `path` whole or not at all (a temporary file renamed into place).
+/// Writes `bytes` to `path` whole or not at all (see [`crate::output::write`]).
 ///
 /// # Errors
 ///
-/// The file cannot be written.
+/// The file cannot be written; `path` is left as it was.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ShardError> {
-    let tmp = write_temp(path, bytes)?;
-    std::fs::rename(&tmp, path).map_err(|source| {
-        let _ = std::fs::remove_file(&tmp);
-        ShardError::Io {
-            what: "writing",
-            path: path.to_path_buf(),
+    Ok(crate::output::write(path, bytes)?)
+}
+
+/// Copies a saved file (a trial, a shard record) of an experiment to `to`, streamed and
+/// whole or not at all: only a regular file of at most [`crate::input::MAX_JSON_BYTES`].
+///
+/// # Errors
+///
+/// `from` is not a regular file, is too large, or cannot be read; `to` cannot be written.
+pub fn copy_saved(from: &Path, to: &Path) -> Result<(), ShardError> {
+    let max = crate::input::MAX_JSON_BYTES;
+    let f = crate::input::open_regular(from, "trial file", max).map_err(|e| match e {
+        crate::input::InputError::Read { path, source } => ShardError::Io {
+            what: "reading",
+            path,
             source,
+        },
+        e => ShardError::Input(Box::new(e)),
+    })?;
+    crate::output::write_with(to, |w| {
+        // Cut at the cap: a file that grows while copied fails instead of copying on.
+        let n = io::copy(&mut io::Read::take(f, max + 1), w)?;
+        if n > max {
+            return Err(io::Error::other(format!(
+                "{} grew past {max} bytes while copied",
+                from.display()
+            )));
         }
-    })
+        Ok(())
+    })?;
+    Ok(())
+}
+
+/// Whether `path` names something (a file, a link, a FIFO): something there that is not a
+/// regular file is then refused by its reader with one line, instead of being passed over
+/// as missing.
+pub fn is_there(path: &Path) -> bool {
+    path.symlink_metadata().is_ok()
 }
 
 /// Writes `bytes` to `path` whole, unless a file is there already: `Ok(false)` then, and

@@ -131,9 +131,12 @@ pub enum PlotError {
     /// A file refused by the checked loaders.
     #[error(transparent)]
     Input(#[from] crate::input::InputError),
-    /// The drawing library failed (writing the file, most often).
+    /// The drawing library failed.
     #[error("drawing: {0}")]
     Draw(String),
+    /// The image could not be written (an earlier one of that name is intact).
+    #[error(transparent)]
+    Write(#[from] crate::output::WriteError),
 }
 
 /// What to draw.
@@ -266,10 +269,7 @@ pub fn chart_for(input: &Path, kind: Option<Kind>) -> Result<Chart, PlotError> {
 /// UDPmon's plot from a packet log: arrival time since the first datagram against sequence
 /// number; lost datagrams marked at zero.
 pub fn arrival_chart(log: &Path) -> Result<Chart, PlotError> {
-    let f = std::fs::File::open(log).map_err(|source| PlotError::Read {
-        path: log.to_path_buf(),
-        source,
-    })?;
+    let f = crate::input::packet_log(log)?;
     let bad = |source| PlotError::PacketLog {
         path: log.to_path_buf(),
         source,
@@ -312,10 +312,7 @@ pub fn arrival_chart(log: &Path) -> Result<Chart, PlotError> {
 /// and CCDF: a full distribution, not a summary. Absolute only when both ends read one
 /// clock (loopback, a lab): the caption says so.
 pub fn packet_delay_chart(log: &Path) -> Result<Chart, PlotError> {
-    let f = std::fs::File::open(log).map_err(|source| PlotError::Read {
-        path: log.to_path_buf(),
-        source,
-    })?;
+    let f = crate::input::packet_log(log)?;
     let bad = |source| PlotError::PacketLog {
         path: log.to_path_buf(),
         source,
@@ -498,12 +495,34 @@ pub const SIZE: (u32, u32) = (960, 600);
 
 /// Writes `chart` to `out`: SVG or PNG by its extension.
 pub fn write(chart: &Chart, out: &Path) -> Result<(), PlotError> {
+    // Drawn in memory, then written whole (see `crate::output`): an interrupted or failed
+    // write leaves an earlier plot of that name as it was, never a 0-byte file.
+    let bytes = match out.extension().and_then(|e| e.to_str()) {
+        Some("svg") => svg_string(chart)?.into_bytes(),
+        Some("png") => png_bytes(chart)?,
+        _ => return Err(PlotError::Extension(out.to_path_buf())),
+    };
+    crate::output::write(out, &bytes)?;
+    Ok(())
+}
+
+/// `chart` as a PNG image.
+fn png_bytes(chart: &Chart) -> Result<Vec<u8>, PlotError> {
     register_font();
-    match out.extension().and_then(|e| e.to_str()) {
-        Some("svg") => draw::draw(SVGBackend::new(out, SIZE).into_drawing_area(), chart),
-        Some("png") => draw::draw(BitMapBackend::new(out, SIZE).into_drawing_area(), chart),
-        _ => Err(PlotError::Extension(out.to_path_buf())),
-    }
+    let (w, h) = SIZE;
+    let mut rgb = vec![0u8; w as usize * h as usize * 3];
+    draw::draw(
+        BitMapBackend::with_buffer(&mut rgb, SIZE).into_drawing_area(),
+        chart,
+    )?;
+    let mut png = Vec::new();
+    let mut enc = png::Encoder::new(&mut png, w, h);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    enc.write_header()
+        .and_then(|mut wr| wr.write_image_data(&rgb))
+        .map_err(|e| PlotError::Draw(e.to_string()))?;
+    Ok(png)
 }
 
 /// `chart` as an SVG document, for a report.

@@ -132,11 +132,13 @@ fn pair_run(args: &LabArgs) -> Result<(), Failure> {
         Some(_) => pair::log_interval_ns(&args.link_log_interval).map_err(fail)?,
     };
     // Made before the lab, so that a path it cannot write is said before any test runs.
-    let mut log_file = match &args.link_log {
+    // Written whole at the end: a run that fails leaves an earlier log of that name intact.
+    let log_file = match &args.link_log {
         None => None,
-        Some(p) => Some(std::io::BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
-        )),
+        Some(p) => Some({
+            wirebench_report::output::clean_temps(super::report::output_dir(p));
+            wirebench_report::output::Pending::create(p).map_err(anyhow::Error::from)?
+        }),
     };
     let run = PairRun {
         link: link.clone(),
@@ -152,10 +154,10 @@ fn pair_run(args: &LabArgs) -> Result<(), Failure> {
         no_offload: args.link.no_offload,
     };
     let done = pair::run_pair(&run).map_err(fail)?;
-    if let (Some(w), Some(p)) = (&mut log_file, &args.link_log) {
-        LinkLogCsv
-            .export(&done.log, w)
-            .with_context(|| format!("writing {}", p.display()))?;
+    if let Some(pending) = log_file {
+        pending
+            .finish(|w| LinkLogCsv.export(&done.log, w))
+            .map_err(anyhow::Error::from)?;
     }
     if json {
         let text = pair::with_lab(&done.stdout, &link, &done.reports)

@@ -10,7 +10,7 @@ use anyhow::Context;
 use wirebench_lab::run::{run_scenario, ScenarioRun};
 use wirebench_lab::scenario::Scenario;
 use wirebench_lab::summary::trial_file;
-use wirebench_report::experiment::shard::write_atomic;
+use wirebench_report::experiment::shard::{copy_saved, is_there, write_atomic};
 use wirebench_report::experiment::{Manifest, Merged, Shard};
 use wirebench_report::{Csv, Exporter, Json, Table};
 
@@ -50,17 +50,18 @@ fn merge_lab(
         .collect();
     std::fs::create_dir_all(out.join("trials"))
         .with_context(|| format!("creating {}", out.display()))?;
+    wirebench_report::output::clean_experiment_temps(out);
     let mut missing = Vec::new();
     let copy = |file: &str| -> anyhow::Result<bool> {
         let to = out.join(file);
-        if to.is_file() {
+        if is_there(&to) {
             return Ok(true);
         }
-        let Some(from) = dirs.iter().map(|d| d.join(file)).find(|f| f.is_file()) else {
+        let Some(from) = dirs.iter().map(|d| d.join(file)).find(|f| is_there(f)) else {
             return Ok(false);
         };
-        let bytes = std::fs::read(&from).with_context(|| format!("reading {}", from.display()))?;
-        write_atomic(&to, &bytes)?;
+        // Streamed, capped, a regular file only: a FIFO or a link to a device is refused.
+        copy_saved(&from, &to)?;
         Ok(true)
     };
     for name in &names {
@@ -173,6 +174,7 @@ fn write(
     out: &Path,
 ) -> Result<wirebench_report::experiment::ExperimentSummary, Failure> {
     let merged = Merged::read(dirs).map_err(|e| Failure::Runtime(e.into()))?;
+    wirebench_report::output::clean_experiment_temps(out);
     merged
         .gather_into(dirs, out)
         .map_err(|e| Failure::Runtime(e.into()))?;
@@ -180,8 +182,8 @@ fn write(
     save(&out.join("experiment.json"), &Json, &merged.meta())?;
     save(&out.join("summary.json"), &Json, &summary)?;
     save(&out.join("summary.csv"), &Csv, &summary)?;
-    std::fs::write(out.join("trials.csv"), merged.placements_csv())
-        .with_context(|| format!("writing {}", out.join("trials.csv").display()))?;
+    write_atomic(&out.join("trials.csv"), merged.placements_csv().as_bytes())
+        .map_err(|e| Failure::Runtime(e.into()))?;
     Ok(summary)
 }
 

@@ -21,14 +21,15 @@ pub fn plot(args: &PlotArgs) -> Result<(), Failure> {
     let (input, _merged) = super::merge::read_dir_of(&args.input, &args.more)?;
     // The errors name the file and say what would work: no context to add.
     let chart = chart_for(&input, kind).map_err(anyhow::Error::from)?;
+    wirebench_report::output::clean_temps(super::report::output_dir(&args.output));
     write(&chart, &args.output).map_err(anyhow::Error::from)?;
     Ok(())
 }
 
 /// Prints the packet log `args.file` as CSV on stdout.
 pub fn packet_log(args: &PacketLogArgs) -> Result<(), Failure> {
-    let file = std::fs::File::open(&args.file)
-        .with_context(|| format!("opening {}", args.file.display()))?;
+    // A regular file only: a FIFO or a device is refused at once, never waited on.
+    let file = wirebench_report::input::packet_log(&args.file).map_err(anyhow::Error::from)?;
     let mut out = io::BufWriter::new(io::stdout().lock());
     wirebench_report::export::csv::packet_log(io::BufReader::new(file), &mut out)
         .and_then(|()| out.flush().map_err(Into::into))

@@ -1,7 +1,5 @@
 //! `wirebench report DIR -o FILE`: the experiment's HTML report (built by the report crate).
 
-use anyhow::Context;
-
 use crate::cli::ReportArgs;
 use crate::Failure;
 
@@ -10,8 +8,19 @@ pub fn report(args: &ReportArgs) -> Result<(), Failure> {
     // Several shard directories are merged first (the temporary copy lives until the end).
     let (dir, _merged) = super::merge::read_dir_of(&args.dir, &args.more)?;
     // The error names the file that could not be read: no context to add.
+    wirebench_report::output::clean_experiment_temps(&dir);
     let html = wirebench_report::html::report(&dir).map_err(anyhow::Error::from)?;
-    std::fs::write(&args.output, html)
-        .with_context(|| format!("writing {}", args.output.display()))?;
+    // Whole or not at all: an interrupted or failed write leaves an earlier report intact.
+    // The error names the file and what to do: no context to add.
+    wirebench_report::output::clean_temps(output_dir(&args.output));
+    wirebench_report::output::write(&args.output, html.as_bytes()).map_err(anyhow::Error::from)?;
     Ok(())
+}
+
+/// The directory `path` is written in.
+pub(crate) fn output_dir(path: &std::path::Path) -> &std::path::Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    }
 }

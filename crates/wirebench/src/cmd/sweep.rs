@@ -3,7 +3,7 @@
 //! (one process) the summary, by the same step as `wirebench merge`.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -181,6 +181,8 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
         std::fs::create_dir_all(dir.join(sub))
             .with_context(|| format!("creating {}", dir.join(sub).display()))?;
     }
+    // What an earlier run killed mid-write left behind (its files are whole or absent).
+    wirebench_report::output::clean_experiment_temps(&dir);
     let tests = specs
         .iter()
         .map(serde_json::to_value)
@@ -208,20 +210,13 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
     manifest
         .write_once(&dir)
         .map_err(|e| Failure::Runtime(e.into()))?;
-    let mut mine: Vec<(usize, u32)> = (0..points.len())
+    let mine: Vec<(usize, u32)> = (0..points.len())
         .flat_map(|p| (0..args.repeat).map(move |r| (p, r)))
         .filter(|&(p, r)| shard_of(&points, p, r, args.repeat, shard.count) == shard.index)
         .collect();
     let files: Vec<String> = mine.iter().map(|&(p, r)| trial_path(p, r)).collect();
-    // Resume: a trial whose file is there and reads as a result is done (files are renamed
-    // into place whole, so one that reads is complete).
     let before = mine.len();
-    mine.retain(|&(p, r)| {
-        std::fs::read(dir.join(trial_path(p, r)))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Results>(&b).ok())
-            .is_none()
-    });
+    let mut mine = unsaved(&dir, mine)?;
     let already = before - mine.len();
     if !args.ordered {
         shuffle(&mut mine, seed ^ u64::from(shard.index));
@@ -297,6 +292,22 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
         dir.display()
     );
     Ok(())
+}
+
+/// The trials of `mine` still to run. Resume: a trial whose file is there and reads as a
+/// result is done (files are renamed into place whole, so one that reads is complete). A
+/// FIFO or a device there is refused (bounded, never blocking), not run over.
+fn unsaved(dir: &Path, mine: Vec<(usize, u32)>) -> Result<Vec<(usize, u32)>, Failure> {
+    let mut left = Vec::with_capacity(mine.len());
+    for (p, r) in mine {
+        let path = dir.join(trial_path(p, r));
+        let saved = wirebench_report::input::saved::<Results>(&path)
+            .map_err(|e| Failure::Runtime(e.into()))?;
+        if saved.is_none() {
+            left.push((p, r));
+        }
+    }
+    Ok(left)
 }
 
 /// The server of a point that names one: `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6

@@ -1,0 +1,306 @@
+//! The one way wirebench writes a file it leaves behind (results, summaries, CSV, plots,
+//! `report.html`, trial files, shard records): whole or not at all.
+//!
+//! Written in place, an interrupted or failed write left a campaign's files broken: SIGINT
+//! while `report` wrote turned an existing 94 MB `report.html` into 0 bytes, and a full disk
+//! left 0-byte `.html` and `.svg` files. So every output goes to a temporary file beside its
+//! target (same directory, so the rename cannot cross file systems), is synced, then renamed
+//! over the target. On any error the temporary file is removed and the target is left as it
+//! was. A process killed mid-write leaves its temporary file behind; [`clean_temps`] removes
+//! those when a later run starts in that directory.
+
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+/// What every temporary file's name holds, after the target's own name:
+/// `.NAME.wirebench-tmp-PID-N@HOST`.
+pub const TEMP_MARK: &str = ".wirebench-tmp-";
+
+/// A temporary file older than this is left over whichever host wrote it: no write of
+/// wirebench's takes an hour. (One from this host is removed as soon as its process is gone.)
+pub const STALE_TEMP: Duration = Duration::from_secs(3600);
+
+/// An output that could not be written; the file it would have replaced is intact.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "writing {}: {source}; nothing was replaced (any earlier file of that name is as it was): \
+     free space or fix the directory's permissions and run again",
+    .path.display()
+)]
+pub struct WriteError {
+    /// The file that was to be written.
+    pub path: PathBuf,
+    /// Why it could not be.
+    pub source: io::Error,
+}
+
+/// The name of a temporary file beside `path`, unique to this host, process and call, so
+/// that shards on several hosts sharing one directory never write the same one.
+pub fn temp_path(path: &Path) -> PathBuf {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(
+        ".{name}{TEMP_MARK}{}-{n}@{}",
+        std::process::id(),
+        hostname()
+    ))
+}
+
+/// An output begun: its temporary file made beside the target, which is not touched until
+/// [`Pending::finish`]. Made before long work (a lab run) so that a place that cannot be
+/// written is said before the work, not after it; dropped unfinished, the temporary file
+/// is removed.
+#[derive(Debug)]
+pub struct Pending {
+    path: PathBuf,
+    tmp: PathBuf,
+    file: Option<std::fs::File>,
+}
+
+impl Pending {
+    /// Makes the temporary file beside `path`.
+    ///
+    /// # Errors
+    ///
+    /// The directory cannot be written.
+    pub fn create(path: &Path) -> Result<Self, WriteError> {
+        let tmp = temp_path(path);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|source| WriteError {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        // A file replaced keeps its mode (a report kept private stays private).
+        if let Ok(old) = std::fs::metadata(path) {
+            let _ = file.set_permissions(old.permissions());
+        }
+        Ok(Self {
+            path: path.to_path_buf(),
+            tmp,
+            file: Some(file),
+        })
+    }
+
+    /// Writes what `fill` writes (buffered), syncs it, and renames it over the target.
+    ///
+    /// # Errors
+    ///
+    /// It could not be written, synced or renamed; the temporary file is removed and the
+    /// target is left as it was.
+    pub fn finish(
+        mut self,
+        fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<(), WriteError> {
+        let Some(f) = self.file.take() else {
+            return Ok(());
+        };
+        let mut w = BufWriter::new(f);
+        let written = fill(&mut w)
+            .and_then(|()| w.into_inner().map_err(io::IntoInnerError::into_error))
+            // Synced before the rename: else a crash can leave the new name on empty data.
+            .and_then(|f| f.sync_all())
+            .and_then(|()| std::fs::rename(&self.tmp, &self.path));
+        if let Err(source) = written {
+            // Drop removes the temporary file.
+            return Err(WriteError {
+                path: self.path.clone(),
+                source,
+            });
+        }
+        self.tmp = PathBuf::new();
+        // The rename itself made durable; a directory that cannot be synced (some network
+        // file systems) still holds the whole file.
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.tmp.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Writes `path` whole or not at all with what `fill` writes (buffered): a temporary file
+/// beside it, synced, then renamed over it.
+///
+/// # Errors
+///
+/// The temporary file could not be made, written, synced or renamed; it is removed and
+/// `path` is left as it was.
+pub fn write_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<(), WriteError> {
+    Pending::create(path)?.finish(fill)
+}
+
+/// Writes `bytes` to `path` whole or not at all (see [`write_with`]).
+///
+/// # Errors
+///
+/// As [`write_with`].
+pub fn write(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+    write_with(path, |w| w.write_all(bytes))
+}
+
+/// Removes the temporary files that interrupted writes left in `dir`: those of this host
+/// whose process is gone, and any older than [`STALE_TEMP`]. Another live process's (a
+/// shard on this host, or on another sharing the directory) are kept. Returns how many
+/// were removed; a directory that cannot be listed has none.
+pub fn clean_temps(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let host = hostname();
+    let now = SystemTime::now();
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(owner) = temp_owner(&name.to_string_lossy()) else {
+            continue;
+        };
+        // Only plain files: a link or directory of that name is not one of ours.
+        let Ok(meta) = e.path().symlink_metadata() else {
+            continue;
+        };
+        if !meta.is_file() {
+            continue;
+        }
+        let dead = owner.host == host
+            && owner.pid != std::process::id()
+            && !Path::new(&format!("/proc/{}", owner.pid)).exists();
+        let stale = meta
+            .modified()
+            .ok()
+            .and_then(|m| now.duration_since(m).ok())
+            .is_some_and(|age| age > STALE_TEMP);
+        if (dead || stale) && std::fs::remove_file(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// This host's name (the kernel's), for the records of who ran what.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// [`clean_temps`] in an experiment directory: the directory, its `trials/` and `shards/`.
+pub fn clean_experiment_temps(dir: &Path) {
+    for sub in [".", "trials", "shards"] {
+        clean_temps(&dir.join(sub));
+    }
+}
+
+/// Who wrote a temporary file.
+#[derive(Debug, PartialEq, Eq)]
+struct TempOwner {
+    pid: u32,
+    host: String,
+}
+
+/// The writer of `name` if it is one of [`temp_path`]'s names.
+fn temp_owner(name: &str) -> Option<TempOwner> {
+    if !name.starts_with('.') {
+        return None;
+    }
+    let (_, tail) = name.rsplit_once(TEMP_MARK)?;
+    let (ids, host) = tail.split_once('@')?;
+    let (pid, n) = ids.split_once('-')?;
+    n.parse::<u64>().ok()?;
+    Some(TempOwner {
+        pid: pid.parse().ok()?,
+        host: host.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("wirebench-output-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("dir");
+        d
+    }
+
+    #[test]
+    fn a_write_replaces_the_file_whole_and_leaves_no_temp() {
+        let d = dir("whole");
+        let p = d.join("report.html");
+        std::fs::write(&p, b"old").expect("old");
+        let private = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+        std::fs::set_permissions(&p, private).expect("chmod");
+        write(&p, b"new").expect("write");
+        assert_eq!(std::fs::read(&p).expect("read"), b"new");
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&p).expect("meta").permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(std::fs::read_dir(&d).expect("ls").count(), 1);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_failed_write_keeps_the_old_file_and_removes_its_temp() {
+        let d = dir("failed");
+        let p = d.join("summary.csv");
+        std::fs::write(&p, b"old").expect("old");
+        let e = write_with(&p, |w| {
+            w.write_all(&[b'x'; 100_000])?;
+            Err(io::Error::other("disk full"))
+        })
+        .expect_err("fails");
+        assert!(e.to_string().contains("summary.csv"), "{e}");
+        assert_eq!(std::fs::read(&p).expect("read"), b"old");
+        assert_eq!(std::fs::read_dir(&d).expect("ls").count(), 1);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn temp_names_are_recognised_and_only_dead_writers_temps_are_cleaned() {
+        let t = temp_path(Path::new("/x/0001.json"));
+        let name = t.file_name().expect("name").to_string_lossy().into_owned();
+        assert!(name.starts_with(".0001.json.wirebench-tmp-"), "{name}");
+        let owner = temp_owner(&name).expect("ours");
+        assert_eq!(owner.pid, std::process::id());
+        assert_eq!(temp_owner("0001.json"), None);
+        assert_eq!(temp_owner(".a.wirebench-tmp-x-1@h"), None);
+
+        let d = dir("clean");
+        let host = hostname();
+        // No process has pid 4194304 (above Linux's largest pid).
+        let dead = d.join(format!(".a.json{TEMP_MARK}4194304-0@{host}"));
+        let mine = d.join(format!(".b.json{TEMP_MARK}{}-0@{host}", std::process::id()));
+        let elsewhere = d.join(format!(".c.json{TEMP_MARK}4194304-0@another-host"));
+        let kept = d.join("a.json");
+        for p in [&dead, &mine, &elsewhere, &kept] {
+            std::fs::write(p, b"x").expect("write");
+        }
+        assert_eq!(clean_temps(&d), 1);
+        assert!(!dead.exists());
+        assert!(mine.exists() && elsewhere.exists() && kept.exists());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
