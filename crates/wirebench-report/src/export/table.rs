@@ -512,11 +512,8 @@ impl Exporter<ExperimentSummary> for Table {
                 rate.map_or("-".into(), |x| format_rate_bps(x.mean)),
                 rate.map_or("-".into(), |x| format_rate_bps(x.ci95)),
                 frac.map_or(f64::NAN, |x| x.mean * 100.0),
-                if p.failed > 0 {
-                    format!("  ({} failed)", p.failed)
-                } else {
-                    String::new()
-                }
+                p.failed_words()
+                    .map_or(String::new(), |w| format!("  ({w})"))
             )?;
         }
         if let Some(t) = transfer_table(s) {
