@@ -107,8 +107,28 @@ impl TrialFile {
             Some(_) => Some(input::results(path)?),
             None => None,
         };
-        Ok(Self {
-            trial: head.trial.unwrap_or(TrialTag {
+        Ok(Self::from_parts(head.trial, results))
+    }
+
+    /// Parses a trial file's bytes with the same checks (`path` only names it in errors):
+    /// what the fuzz targets call.
+    ///
+    /// # Errors
+    ///
+    /// Not JSON, or a value out of range.
+    pub fn parse(path: &Path, bytes: &[u8]) -> Result<Self, InputError> {
+        let head: Head = input::parse_json(path, bytes)?;
+        let results = match head.end {
+            Some(_) => Some(input::parse_json(path, bytes)?),
+            None => None,
+        };
+        Ok(Self::from_parts(head.trial, results))
+    }
+
+    /// A file without a tag gets an empty one, which [`TrialFile::check`] refuses.
+    fn from_parts(trial: Option<TrialTag>, results: Option<Results>) -> Self {
+        Self {
+            trial: trial.unwrap_or(TrialTag {
                 manifest: String::new(),
                 point: 0,
                 repeat: 0,
@@ -117,7 +137,7 @@ impl TrialFile {
                 reason: None,
             }),
             results,
-        })
+        }
     }
 
     /// Checks that this file is trial `repeat` of point `point` (from 0) of `manifest`'s
