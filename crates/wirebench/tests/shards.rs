@@ -518,6 +518,17 @@ fn trials_failed_by_a_killed_server_are_left_out_and_measured_again_on_resume() 
         "the summary table"
     );
     assert!(html.contains("rate=20M: 2 of 2 trials failed, left out of its figures"));
+    let svg = dir.join("rate.svg");
+    ok(wirebench()
+        .arg("plot")
+        .arg(&exp)
+        .args(["--kind", "rate", "-o"])
+        .arg(&svg));
+    let svg = std::fs::read_to_string(&svg).expect("plot");
+    assert!(
+        svg.contains("1 of 2 trials failed at rate=10M"),
+        "the caption"
+    );
 
     // Restarted (on another port: the server is not part of the experiment), same command.
     let server = Server::start(&[]);
