@@ -90,6 +90,7 @@ pub fn report(dir: &Path) -> Result<String, ReportError> {
     );
     h.push_str("<h2>Summary</h2>\n");
     h.push_str(&summary_table(&summary));
+    h.push_str(&warnings(&summary));
     if !summary.knees.is_empty() {
         h.push_str("<h2>Where loss begins</h2>\n<table><tr><th class=\"l\">series</th><th>99% delivered</th><th>95% delivered</th></tr>\n");
         for k in &summary.knees {
@@ -210,12 +211,9 @@ fn summary_table(s: &ExperimentSummary) -> String {
         cells: s
             .points
             .iter()
-            .map(|p| {
-                if p.failed > 0 {
-                    format!("{} ({} failed)", p.trials, p.failed)
-                } else {
-                    p.trials.to_string()
-                }
+            .map(|p| match p.failed_words() {
+                Some(w) => format!("{} ({w})", p.trials),
+                None => p.trials.to_string(),
             })
             .collect(),
     });
@@ -311,6 +309,43 @@ fn summary_table(s: &ExperimentSummary) -> String {
         h.push_str("</tr>\n");
     }
     h.push_str("</table>\n");
+    h
+}
+
+/// What the terminal warns of, said in the report too: points whose sender fell short of
+/// the asked rate, and failed trials with their reasons (left out of every figure above).
+fn warnings(s: &ExperimentSummary) -> String {
+    let mut h = String::new();
+    let short = s.shortfalls();
+    let failed: Vec<_> = s.points.iter().filter(|p| p.failed > 0).collect();
+    if short.is_empty() && failed.is_empty() {
+        return h;
+    }
+    h.push_str("<h2>Warnings</h2>\n<ul>\n");
+    for w in short {
+        let _ = writeln!(h, "<li>{}</li>", esc(&w.to_string()));
+    }
+    for p in failed {
+        let at: Vec<String> = p.point.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let reasons: Vec<String> = p
+            .failures
+            .iter()
+            .map(|f| format!("{}: {}", f.file, f.reason))
+            .collect();
+        let _ = writeln!(
+            h,
+            "<li>{}: {}, left out of its figures{}{}</li>",
+            esc(&at.join(" ")),
+            esc(&p.failed_words().unwrap_or_default()),
+            if reasons.is_empty() { "" } else { " (" },
+            if reasons.is_empty() {
+                String::new()
+            } else {
+                format!("{})", esc(&reasons.join("; ")))
+            }
+        );
+    }
+    h.push_str("</ul>\n");
     h
 }
 

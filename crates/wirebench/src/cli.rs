@@ -20,8 +20,10 @@ pub const DEFAULT_UDP_RATE_BPS: u64 = 1_000_000_000;
 
 /// The exit codes, as `--help` and the README list them.
 pub const EXIT_CODES: &str = "Exit codes: 0 the test completed (or stdout was closed early); \
-1 the test failed or was incomplete (what was measured is still printed); 2 bad flags; 130 \
-interrupted by Ctrl-C (SIGINT), 143 by SIGTERM, 129 by SIGHUP (partial results printed first).";
+1 the test failed or was incomplete (what was measured is still printed); 2 bad flags; \
+3 some trials failed (sweep, merge, lab scenario: the summary counts them, without their \
+figures; a rerun with the same --out measures them again); 130 interrupted by Ctrl-C \
+(SIGINT), 143 by SIGTERM, 129 by SIGHUP (partial results printed first).";
 
 /// Measure what a network path delivers over TCP and UDP.
 #[derive(Debug, Parser)]
@@ -291,6 +293,7 @@ pub struct ReportArgs {
 
 /// `wirebench merge`.
 #[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
 pub struct MergeArgs {
     /// The shards' directories (or the one directory they share).
     #[arg(required = true, value_name = "DIR")]
@@ -302,6 +305,7 @@ pub struct MergeArgs {
 
 /// `wirebench sweep`.
 #[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
 pub struct SweepArgs {
     /// What to vary, NAME=V1,V2,... or NAME=FROM..TO:log|lin:N (rate, size, bytes, time,
     /// mode, proto, parallel, direction); repeat for a grid.
@@ -317,6 +321,11 @@ pub struct SweepArgs {
     /// Pause between trials (e.g. 200ms).
     #[arg(long, value_parser = parse_duration, default_value = "0s")]
     pub pause: Duration,
+    /// On a rerun with the same --out, measure a trial that failed again, until it has been
+    /// tried N + 1 times in all (0: keep failed trials as they are). A failed trial never
+    /// counts in the summary's figures.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub retry_failed: u32,
     /// Where to save the experiment (default: ./wirebench-results/DATE-TIME).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,

@@ -428,3 +428,316 @@ fn a_mesh_runs_every_host_against_every_other_one_client_per_shard() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Polls `cond` every 20 ms until it holds; panics naming `what` after `limit`.
+fn poll(what: &str, limit: std::time::Duration, mut cond: impl FnMut() -> bool) {
+    let until = std::time::Instant::now() + limit;
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < until,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The saved trial files of an experiment directory (no temporary ones).
+fn trial_files(exp: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(exp.join("trials"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.retain(|p| {
+        p.extension().is_some_and(|x| x == "json")
+            && !p
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+    });
+    v.sort();
+    v
+}
+
+/// The campaign: the server killed during a UDP rate sweep, restarted, the same
+/// command again. The failed trials were kept as zeros ("delivered 50.00% (1 failed)",
+/// knee "none"); now they are recorded as failed, left out of every figure, the sweep
+/// exits 3, and the rerun measures exactly them again.
+#[test]
+fn trials_failed_by_a_killed_server_are_left_out_and_measured_again_on_resume() {
+    let dir = tempdir("killed");
+    let exp = dir.join("exp");
+    let cmd = |port: u16| {
+        let mut c = wirebench();
+        c.args(["sweep", "127.0.0.1", "--port", &port.to_string()])
+            .args(["-u", "-n", "1M", "--vary", "rate=10M,20M", "--repeat", "2"])
+            .args(["--ordered", "--out"])
+            .arg(&exp);
+        c
+    };
+    let server = Server::start(&[]);
+    let first = cmd(server.port)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the sweep");
+    poll(
+        "the first trial file",
+        std::time::Duration::from_secs(60),
+        || !trial_files(&exp).is_empty(),
+    );
+    drop(server); // killed by its pid: the second trial is running or about to connect
+    let out = first.wait_with_output().expect("the sweep ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("3 of 4 trials failed"), "{err}");
+    let summary = read_json(&exp.join("summary.json"));
+    let ten = &summary["points"][0];
+    assert_eq!(
+        (ten["trials"].as_u64(), ten["failed"].as_u64()),
+        (Some(2), Some(1))
+    );
+    // The completed trial alone makes the figures: no zero in them.
+    assert_eq!(ten["files"], serde_json::json!(["trials/p001-r001.json"]));
+    assert!(
+        ten["figures"]["received_bytes"]["min"].as_f64() > Some(0.0),
+        "{ten}"
+    );
+    assert!(ten["failures"][0]["reason"].as_str().is_some(), "{ten}");
+    let twenty = &summary["points"][1];
+    assert_eq!(twenty["failed"], 2);
+    assert!(twenty["figures"].as_object().is_some_and(|f| f.is_empty()));
+    assert_eq!(summary["points"][1]["offered_bps"], 20e6);
+    let failed = read_json(&exp.join("trials/p001-r002.json"));
+    assert_eq!(failed["trial"]["failed"], true);
+    assert_eq!(failed["trial"]["attempt"], 1);
+    let kept = std::fs::read(exp.join("trials/p001-r001.json")).expect("trial 1");
+    // The report says it too, point by point, with the reason.
+    let html = dir.join("report.html");
+    ok(wirebench().arg("report").arg(&exp).arg("-o").arg(&html));
+    let html = std::fs::read_to_string(&html).expect("report");
+    assert!(
+        html.contains("2 (1 of 2 trials failed)"),
+        "the summary table"
+    );
+    assert!(html.contains("rate=20M: 2 of 2 trials failed, left out of its figures"));
+    let svg = dir.join("rate.svg");
+    ok(wirebench()
+        .arg("plot")
+        .arg(&exp)
+        .args(["--kind", "rate", "-o"])
+        .arg(&svg));
+    let svg = std::fs::read_to_string(&svg).expect("plot");
+    assert!(
+        svg.contains("1 of 2 trials failed at rate=10M"),
+        "the caption"
+    );
+
+    // Restarted (on another port: the server is not part of the experiment), same command.
+    let server = Server::start(&[]);
+    let again = cmd(server.port).output().expect("rerun");
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(again.status.success(), "{err}");
+    assert_eq!(
+        std::fs::read(exp.join("trials/p001-r001.json")).expect("kept"),
+        kept
+    );
+    let summary = read_json(&exp.join("summary.json"));
+    for (i, p) in summary["points"]
+        .as_array()
+        .expect("points")
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(
+            (p["trials"].as_u64(), p["failed"].as_u64()),
+            (Some(2), Some(0)),
+            "{p}"
+        );
+        assert_eq!(p["files"].as_array().map(Vec::len), Some(2));
+        assert!(p.get("failures").is_none(), "{p}");
+        assert_eq!(p["offered_bps"], [10e6, 20e6][i]);
+        assert!(
+            p["figures"]["received_bytes"]["min"].as_f64() > Some(0.0),
+            "{p}"
+        );
+    }
+    let measured = read_json(&exp.join("trials/p001-r002.json"));
+    assert_eq!(measured["trial"]["failed"], false);
+    assert_eq!(measured["trial"]["attempt"], 2);
+    assert_eq!(
+        measured["trial"]["manifest"],
+        read_json(&exp.join("manifest.json"))["hash"]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A trial copied from a 10M experiment into a 40M one was "already saved" and showed as
+/// 40M's figure; with manifest.json gone, another grid adopted the old trials. Now a trial
+/// that does not belong is measured again, and `merge` refuses it naming the file.
+#[test]
+fn a_trial_from_another_experiment_is_measured_again_and_refused_by_merge() {
+    let dir = tempdir("foreign");
+    let (ten, forty) = (dir.join("ten"), dir.join("forty"));
+    let small = |rate: &str, out: &Path| {
+        let mut c = wirebench();
+        c.args(["sweep", "-u", "-n", "100K", "--repeat", "1", "--vary"])
+            .arg(format!("rate={rate}"))
+            .arg("--out")
+            .arg(out);
+        c
+    };
+    ok(&mut small("10M", &ten));
+    ok(&mut small("40M", &forty));
+    let file = "trials/p001-r001.json";
+    let copy = || std::fs::copy(ten.join(file), forty.join(file)).expect("copy");
+    let forty_hash = read_json(&forty.join("manifest.json"))["hash"].clone();
+
+    copy();
+    let merged = wirebench()
+        .arg("merge")
+        .arg(&forty)
+        .output()
+        .expect("merge");
+    let err = String::from_utf8_lossy(&merged.stderr);
+    assert_eq!(merged.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(file) && err.contains("belongs to another experiment"),
+        "{err}"
+    );
+
+    let rerun = ok(&mut small("40M", &forty));
+    let err = String::from_utf8_lossy(&rerun.stderr);
+    assert!(
+        err.contains("belongs to another experiment") && err.contains("measured again"),
+        "{err}"
+    );
+    assert_eq!(
+        read_json(&forty.join(file))["trial"]["manifest"],
+        forty_hash
+    );
+    let summary = read_json(&forty.join("summary.json"));
+    assert_eq!(summary["points"][0]["offered_bps"], 40e6);
+
+    // No manifest: another grid starts its own experiment and adopts no old trial.
+    std::fs::remove_file(forty.join("manifest.json")).expect("remove the manifest");
+    let other = ok(&mut small("20M", &forty));
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(err.contains("measured again"), "{err}");
+    let summary = read_json(&forty.join("summary.json"));
+    assert_eq!(summary["points"][0]["point"]["rate"], "20M");
+    assert_eq!(summary["points"][0]["offered_bps"], 20e6);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two directories holding the same shard: `merge` used to keep the first silently. The
+/// same trial measured twice differently is refused naming both copies; identical copies
+/// are merged, saying which was kept.
+#[test]
+fn merge_of_duplicate_shards_names_the_copy_kept_or_refuses_if_they_differ() {
+    let dir = tempdir("dup");
+    let (a, b, out) = (dir.join("a"), dir.join("b"), dir.join("out"));
+    let part = |shard: &str, to: &Path| {
+        let mut c = wirebench();
+        c.args([
+            "sweep",
+            "-u",
+            "-n",
+            "100K",
+            "--repeat",
+            "1",
+            "--vary",
+            "rate=20M,40M",
+        ])
+        .args(["--ordered", "--shard", shard, "--out"])
+        .arg(to);
+        c
+    };
+    ok(&mut part("0/2", &a));
+    ok(&mut part("0/2", &b));
+    ok(&mut part("1/2", &b));
+    let merge = || {
+        wirebench()
+            .arg("merge")
+            .args([&a, &b])
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .expect("merge")
+    };
+    let refused = merge();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("measured twice with different results"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&a.join("trials/p001-r001.json").display().to_string()),
+        "{err}"
+    );
+
+    std::fs::copy(
+        a.join("trials/p001-r001.json"),
+        b.join("trials/p001-r001.json"),
+    )
+    .expect("copy");
+    let merged = merge();
+    let err = String::from_utf8_lossy(&merged.stderr);
+    assert!(merged.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "kept {}",
+            a.join("trials/p001-r001.json").display()
+        )) && err.contains("the copies are the same"),
+        "{err}"
+    );
+    let summary = read_json(&out.join("summary.json"));
+    assert_eq!(summary["points"].as_array().map(Vec::len), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two processes on one shard measured under each other's load and the last rename won.
+#[test]
+fn a_second_process_on_a_running_shard_is_refused() {
+    let dir = tempdir("locked");
+    let exp = dir.join("exp");
+    let shard = || {
+        let mut c = wirebench();
+        c.args(["sweep", "-t", "3s", "--repeat", "1", "--vary", "size=1000"])
+            .args(["--shard", "0/2", "--out"])
+            .arg(&exp);
+        c
+    };
+    let mut first = shard()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn the first");
+    let lock = exp.join("shards/0-of-2.lock");
+    poll(
+        "the first process's lock",
+        std::time::Duration::from_secs(30),
+        || std::fs::read_to_string(&lock).is_ok_and(|s| s.starts_with("pid ")),
+    );
+    let second = shard().output().expect("the second");
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("shard 0/2") && err.contains("being run by another process"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("pid {}", first.id())), "{err}");
+    // Another shard of the same directory runs meanwhile.
+    let other = wirebench()
+        .args(["sweep", "-t", "3s", "--repeat", "1", "--vary", "size=1000"])
+        .args(["--shard", "1/2", "--out"])
+        .arg(&exp)
+        .output()
+        .expect("shard 1");
+    assert!(
+        other.status.success(),
+        "{}",
+        String::from_utf8_lossy(&other.stderr)
+    );
+    assert!(first.wait().expect("first ends").success());
+    let _ = std::fs::remove_dir_all(&dir);
+}

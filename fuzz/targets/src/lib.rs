@@ -146,8 +146,8 @@ pub fn results_json(data: &[u8]) {
     }
 }
 
-/// Arbitrary bytes as an experiment's files (its summary, its record, a lab trial's file, a
-/// lab scenario's summary): the checked loader, then every plot of a summary.
+/// Arbitrary bytes as an experiment's files (its summary, its record, a sweep's or a lab
+/// trial's file, a lab scenario's summary): the checked loader, then every plot of a summary.
 pub fn summary_json(data: &[u8]) {
     let path = std::path::Path::new("summary.json");
     if let Ok(s) = parse_json::<ExperimentSummary>(path, data) {
@@ -161,6 +161,7 @@ pub fn summary_json(data: &[u8]) {
     }
     let _ = parse_json::<ExperimentMeta>(path, data);
     let _ = parse_json::<TrialFile>(path, data);
+    let _ = wirebench_report::experiment::trial::TrialFile::parse(path, data);
     let _ = parse_json::<ScenarioSummary>(path, data);
 }
 

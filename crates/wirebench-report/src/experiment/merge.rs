@@ -5,13 +5,14 @@
 
 use std::path::{Path, PathBuf};
 
-use wirebench_proto::results::Results;
-
 use super::plan::{grid, Point};
-use super::shard::{
-    copy_saved, is_there, read_json, shard_of, trial_path, Manifest, ShardError, ShardRecord,
+use super::resume::ShardLock;
+use super::shard::{copy_saved, is_there, shard_of, trial_path, Manifest, ShardError, ShardRecord};
+use super::summary::{
+    offered_of_test, summarize_points, ExperimentSummary, FailedTrial, PointTrials,
 };
-use super::summary::{summarize_experiment, ExperimentSummary};
+use super::trial::{NotThisTrial, TrialFile};
+use crate::input::InputError;
 use crate::meta::ExperimentMeta;
 
 /// Why the shards cannot be merged.
@@ -34,6 +35,38 @@ pub enum MergeError {
         first: PathBuf,
         /// The first directory's hash.
         ours: String,
+    },
+    /// A trial file that cannot be read.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// A trial file of another experiment, another trial, or none.
+    #[error(
+        "{0}; merge only trials a sweep of this experiment saved (remove the file, and rerun \
+         its shard with the same --out to measure it)"
+    )]
+    Foreign(NotThisTrial),
+    /// The same trial, completed twice with different results.
+    #[error(
+        "{} and {} are the same trial measured twice with different results: keep one \
+         (remove the other) and merge again",
+        .first.display(), .second.display()
+    )]
+    Differ {
+        /// The copy found first.
+        first: PathBuf,
+        /// The other.
+        second: PathBuf,
+    },
+    /// A shard still being run.
+    #[error(
+        "shard {shard} of {} is still running (its lock is held): merge once it has ended",
+        .dir.display()
+    )]
+    Running {
+        /// The shard, `I-of-N`.
+        shard: String,
+        /// Its directory.
+        dir: PathBuf,
     },
     /// Trials no directory holds.
     #[error(
@@ -92,8 +125,14 @@ pub struct Merged {
     pub manifest: Manifest,
     /// The grid.
     pub points: Vec<Point>,
-    /// Each point's trials, in repeat order, with their files.
-    pub trials: Vec<Vec<(String, Results)>>,
+    /// Each point's trials, completed and failed, in repeat order, with their files.
+    pub trials: Vec<PointTrials>,
+    /// Each point's offered rate, bits/s, from the manifest's tests (never a trial file).
+    pub offered: Vec<Option<f64>>,
+    /// The copy of each trial file taken, by file, where several directories hold one.
+    pub sources: Vec<(String, PathBuf)>,
+    /// What the merge decided that the user should know: which copy of a duplicate it kept.
+    pub notes: Vec<String>,
     /// The shards' records, from every directory.
     pub shards: Vec<ShardRecord>,
     /// Where each trial ran, in trial order.
@@ -110,7 +149,8 @@ impl Merged {
     pub fn read(dirs: &[PathBuf]) -> Result<Self, MergeError> {
         let first = dirs.first().cloned().unwrap_or_else(|| PathBuf::from("."));
         let manifest = Manifest::read(&first)?;
-        let mut shards = Vec::new();
+        let mut shards: Vec<ShardRecord> = Vec::new();
+        let mut notes = Vec::new();
         for d in dirs {
             let m = Manifest::read(d)?;
             if m.hash != manifest.hash || m.content_hash() != manifest.hash {
@@ -122,8 +162,21 @@ impl Merged {
                 });
             }
             for r in ShardRecord::read_all(d)? {
-                if !shards.contains(&r) {
-                    shards.push(r);
+                if ShardLock::held(d, r.shard) {
+                    return Err(MergeError::Running {
+                        shard: r.shard.label(),
+                        dir: d.clone(),
+                    });
+                }
+                match shards.iter().find(|s| s.shard == r.shard) {
+                    Some(s) if *s != r => notes.push(format!(
+                        "shard {} was run more than once (its record is in {} too): its \
+                         trials were checked one by one",
+                        r.shard.label(),
+                        d.display()
+                    )),
+                    Some(_) => {}
+                    None => shards.push(r),
                 }
             }
         }
@@ -131,19 +184,14 @@ impl Merged {
         let points = grid(&manifest.varies);
         let repeats = manifest.repeat;
         let count = shards.iter().map(|r| r.shard.count).max();
-        let mut trials = vec![Vec::new(); points.len()];
+        let mut trials = vec![PointTrials::default(); points.len()];
         let mut missing = Vec::new();
         let mut placements = Vec::new();
+        let mut sources = Vec::new();
         for (p, point) in points.iter().enumerate() {
             for r in 0..repeats {
                 let file = trial_path(p, r);
-                let found = dirs
-                    .iter()
-                    .map(|d| d.join(&file))
-                    .find(|f| is_there(f))
-                    .map(|f| read_json::<Results>(&f))
-                    .transpose()?;
-                let Some(results) = found else {
+                let Some((from, trial)) = pick(dirs, &manifest, &file, p, r, &mut notes)? else {
                     missing.push(MissingTrial {
                         file: file.clone(),
                         point: point_label(point),
@@ -157,9 +205,21 @@ impl Merged {
                     file: file.clone(),
                     shard: by.map(|s| s.shard.label()).unwrap_or_default(),
                     client: by.map(|s| s.client.clone()).unwrap_or_default(),
-                    server: results.server.clone(),
+                    server: trial
+                        .results
+                        .as_ref()
+                        .map(|x| x.server.clone())
+                        .unwrap_or_default(),
                 });
-                trials[p].push((file, results));
+                sources.push((file.clone(), from));
+                let why = trial.failed().map(str::to_string);
+                match (why, trial.results) {
+                    (None, Some(results)) => trials[p].completed.push((file, results)),
+                    (why, _) => trials[p].failed.push(FailedTrial {
+                        reason: why.unwrap_or_else(|| "failed".into()),
+                        file,
+                    }),
+                }
             }
         }
         if !missing.is_empty() {
@@ -168,10 +228,16 @@ impl Merged {
                 total: points.len() * repeats as usize,
             });
         }
+        let offered = (0..points.len())
+            .map(|p| manifest.tests.get(p).and_then(offered_of_test))
+            .collect();
         Ok(Self {
             manifest,
             points,
             trials,
+            offered,
+            sources,
+            notes,
             shards,
             placements,
         })
@@ -179,7 +245,7 @@ impl Merged {
 
     /// The summary, as a one-machine sweep writes it.
     pub fn summary(&self) -> ExperimentSummary {
-        summarize_experiment(&self.points, &self.trials)
+        summarize_points(&self.points, &self.offered, &self.trials)
     }
 
     /// `experiment.json`: the manifest's plan, with the command and machine of the first
@@ -240,23 +306,78 @@ impl Merged {
             std::fs::create_dir_all(out.join(sub)).map_err(io(&out.join(sub)))?;
         }
         self.manifest.write_once(out)?;
-        let files = self
-            .trials
-            .iter()
-            .flatten()
-            .map(|(f, _)| f.clone())
-            .chain(self.shards.iter().map(|s| ShardRecord::path(s.shard)));
-        for file in files {
+        let records = self.shards.iter().filter_map(|s| {
+            let file = ShardRecord::path(s.shard);
+            let from = dirs.iter().map(|d| d.join(&file)).find(|f| f.is_file())?;
+            Some((file, from))
+        });
+        let files: Vec<(String, PathBuf)> = self.sources.iter().cloned().chain(records).collect();
+        for (file, from) in files {
             let to = out.join(&file);
-            if is_there(&to) {
+            // The copy kept may be another directory's than the one `out` already holds.
+            let same = match (from.canonicalize(), to.canonicalize()) {
+                (Ok(a), Ok(b)) => a == b,
+                _ => false,
+            };
+            if same {
                 continue;
             }
-            if let Some(from) = dirs.iter().map(|d| d.join(&file)).find(|f| is_there(f)) {
-                copy_saved(&from, &to)?;
-            }
+            copy_saved(&from, &to)?;
         }
         Ok(())
     }
+}
+
+/// The copy of trial `file` (point `p`, repeat `r`) to keep among `dirs`: each copy must be
+/// this experiment's trial; a completed copy wins over failed ones; two completed copies
+/// must be the same. `None` when no directory holds one.
+fn pick(
+    dirs: &[PathBuf],
+    manifest: &Manifest,
+    file: &str,
+    p: usize,
+    r: u32,
+    notes: &mut Vec<String>,
+) -> Result<Option<(PathBuf, TrialFile)>, MergeError> {
+    let mut kept: Option<(PathBuf, TrialFile)> = None;
+    // Whatever is there is read through the bounded reader, which refuses a FIFO, a device
+    // or a link out in one line, rather than taking it for a missing trial.
+    for path in dirs.iter().map(|d| d.join(file)).filter(|f| is_there(f)) {
+        let trial = TrialFile::read(&path)?;
+        let shown = path.display().to_string();
+        trial
+            .check(manifest, &shown, p, r)
+            .map_err(MergeError::Foreign)?;
+        let Some((at, held)) = kept.take() else {
+            kept = Some((path, trial));
+            continue;
+        };
+        let better = held.failed().is_some() && trial.failed().is_none();
+        if held.failed().is_none() && trial.failed().is_none() && held != trial {
+            return Err(MergeError::Differ {
+                first: at,
+                second: path,
+            });
+        }
+        let (keep, drop) = if better { (path, at) } else { (at, path) };
+        notes.push(format!(
+            "{file} is in {} and {}: kept {}{}",
+            keep.display(),
+            drop.display(),
+            keep.display(),
+            if better {
+                " (completed; the other failed)"
+            } else if held == trial {
+                " (the copies are the same)"
+            } else if held.failed().is_some() {
+                " (both failed)"
+            } else {
+                " (completed; the other failed)"
+            }
+        ));
+        kept = Some((keep, if better { trial } else { held }));
+    }
+    Ok(kept)
 }
 
 /// A point as `name=value` words.

@@ -4,13 +4,17 @@
 
 pub mod merge;
 pub mod plan;
+pub mod resume;
 pub mod shard;
 pub mod summary;
+pub mod trial;
 
 pub use merge::{MergeError, Merged};
 pub use plan::*;
+pub use resume::{resume, sweep_manifest, Resume, ShardLock, Todo};
 pub use shard::{Manifest, Shard, ShardError, ShardRecord};
 pub use summary::*;
+pub use trial::{NotThisTrial, TrialFile, TrialTag};
 
 /// The experiment's summary as CSV (the [`Csv`](crate::export::csv::Csv) exporter's text):
 /// a row per point, the parameters, then for each figure its mean, sd, min, median, max and

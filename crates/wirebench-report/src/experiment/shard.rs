@@ -67,6 +67,20 @@ pub enum ShardError {
         /// This run's hash.
         ours: String,
     },
+    /// Another process runs this shard in this directory now.
+    #[error(
+        "shard {shard} of {} is being run by another process ({holder}): wait for it to \
+         end, or give this one another --out",
+        .dir.display()
+    )]
+    Locked {
+        /// The shard, `I/N`.
+        shard: String,
+        /// The experiment's directory.
+        dir: PathBuf,
+        /// Who holds the lock, as it wrote in the lock file.
+        holder: String,
+    },
     /// A file that cannot be read or written.
     #[error("{what} {path}: {source}")]
     Io {

@@ -57,14 +57,43 @@ pub struct PointSummary {
     pub point: BTreeMap<String, String>,
     /// The offered rate in bits/s, when the sweep set one (for rate plots).
     pub offered_bps: Option<f64>,
-    /// Trials run.
+    /// Trials measured: those that completed and those that failed.
     pub trials: u64,
-    /// Trials that ended with an error (their figures are still counted).
+    /// Trials that failed (an error, nothing sent or received, less sent than asked):
+    /// counted here and in `failures`, never in `figures`.
     pub failed: u64,
-    /// Each figure's statistics over the trials.
+    /// Each figure's statistics over the trials that completed.
     pub figures: BTreeMap<String, Summary>,
-    /// The trials' result files, relative to the experiment's directory.
+    /// The completed trials' result files, relative to the experiment's directory.
     pub files: Vec<String>,
+    /// The failed trials, each with its file and reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<FailedTrial>,
+}
+
+/// A trial that failed, as a summary lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedTrial {
+    /// Its file, relative to the experiment's directory.
+    pub file: String,
+    /// Why it failed, in words.
+    pub reason: String,
+}
+
+/// One point's trials: those that completed, whose figures count, and those that failed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PointTrials {
+    /// The completed trials, their files and results.
+    pub completed: Vec<(String, Results)>,
+    /// The failed trials.
+    pub failed: Vec<FailedTrial>,
+}
+
+impl PointSummary {
+    /// "k of n trials failed", or `None` when none did.
+    pub fn failed_words(&self) -> Option<String> {
+        (self.failed > 0).then(|| format!("{} of {} trials failed", self.failed, self.trials))
+    }
 }
 
 /// The knee of one series of a rate sweep (the other parameters fixed).
@@ -184,26 +213,71 @@ impl ExperimentSummary {
     }
 }
 
-/// The offered rate of a trial, bits/s, if it asked for one.
+/// The offered rate of a trial, bits/s, if it asked for one: what a lab scenario's profiles
+/// have (a sweep takes its offered rates from its manifest, [`offered_of_test`]).
 fn offered(r: &Results) -> Option<f64> {
-    match (r.test.rate_bps, r.test.rate_pps) {
-        (_, pps) if pps > 0 => Some((pps * r.test.size * 8 * u64::from(r.test.streams)) as f64),
-        (bps, _) if bps > 0 => Some((bps * u64::from(r.test.streams)) as f64),
+    offered_bps(
+        r.test.rate_bps,
+        r.test.rate_pps,
+        r.test.size,
+        r.test.streams,
+    )
+}
+
+/// The rate a test asks for over all its streams, bits/s (`None`: as fast as it can).
+pub fn offered_bps(rate_bps: u64, rate_pps: u64, size: u64, streams: u32) -> Option<f64> {
+    let streams = f64::from(streams.max(1));
+    match (rate_bps, rate_pps) {
+        (_, pps) if pps > 0 => Some(pps as f64 * size as f64 * 8.0 * streams),
+        (bps, _) if bps > 0 => Some(bps as f64 * streams),
         _ => None,
     }
 }
 
-/// Summarizes each point's trials: `trials[i]` holds point `i`'s results and their files.
+/// The offered rate of a point's test as the manifest records it (the engine's spec in
+/// JSON), so that a trial file cannot say what rate its point asked for.
+pub fn offered_of_test(test: &serde_json::Value) -> Option<f64> {
+    let spec: wirebench_proto::spec::TestSpec = serde_json::from_value(test.clone()).ok()?;
+    offered_bps(spec.rate_bps, spec.rate_pps, spec.size, spec.streams)
+}
+
+/// Summarizes each point's trials, every one counted: `trials[i]` holds point `i`'s results
+/// and their files. A lab scenario's summary uses this, and decides itself which tests count
+/// (an incomplete test with results does) and how many failed; its offered rate is read from
+/// the first trial, as its profiles vary no rate. A sweep uses [`summarize_points`].
 pub fn summarize_experiment(
     points: &[Point],
     trials: &[Vec<(String, Results)>],
 ) -> ExperimentSummary {
+    let offered: Vec<Option<f64>> = trials
+        .iter()
+        .map(|runs| runs.first().and_then(|(_, r)| offered(r)))
+        .collect();
+    let all: Vec<PointTrials> = trials
+        .iter()
+        .map(|runs| PointTrials {
+            completed: runs.clone(),
+            failed: Vec::new(),
+        })
+        .collect();
+    summarize_points(points, &offered, &all)
+}
+
+/// Summarizes each point's completed trials (`trials[i]` for point `i`, offered at
+/// `offered[i]` bits/s): failed trials are counted and listed, never in a figure, and the
+/// knees use completed trials only.
+pub fn summarize_points(
+    points: &[Point],
+    offered: &[Option<f64>],
+    trials: &[PointTrials],
+) -> ExperimentSummary {
     let summaries: Vec<PointSummary> = points
         .iter()
         .zip(trials)
-        .map(|(point, runs)| {
+        .enumerate()
+        .map(|(i, (point, runs))| {
             let mut by_name: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-            for (_, r) in runs {
+            for (_, r) in &runs.completed {
                 for (k, v) in figures(r) {
                     by_name.entry(k).or_default().push(v);
                 }
@@ -213,14 +287,15 @@ pub fn summarize_experiment(
                     .iter()
                     .map(|(p, v)| (p.name().to_string(), v.clone()))
                     .collect(),
-                offered_bps: runs.first().and_then(|(_, r)| offered(r)),
-                trials: runs.len() as u64,
-                failed: runs.iter().filter(|(_, r)| r.error.is_some()).count() as u64,
+                offered_bps: offered.get(i).copied().flatten(),
+                trials: (runs.completed.len() + runs.failed.len()) as u64,
+                failed: runs.failed.len() as u64,
                 figures: by_name
                     .into_iter()
                     .filter_map(|(k, vs)| summarize(&vs).map(|s| (k.to_string(), s)))
                     .collect(),
-                files: runs.iter().map(|(f, _)| f.clone()).collect(),
+                files: runs.completed.iter().map(|(f, _)| f.clone()).collect(),
+                failures: runs.failed.clone(),
             }
         })
         .collect();
@@ -250,5 +325,50 @@ pub fn summarize_experiment(
     ExperimentSummary {
         points: summaries,
         knees,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::trial::tests::udp;
+    use crate::experiment::{grid, parse_vary};
+
+    /// The sweep: rate=10M,20M, 2 trials each, the second at 10M failed when its
+    /// server was killed. Its zero made "delivered 50.00% (1 failed)", a mean of 4.99
+    /// Mbit/s and no knee, while every trial that ran delivered 100%.
+    #[test]
+    fn a_failed_trial_is_counted_but_never_in_a_figure_or_the_knee() {
+        let points = grid(&[parse_vary("rate=10M,20M").expect("vary")]);
+        let ok = |f: &str| (f.to_string(), udp(1_000_000, 1_000_000, 1_000_000, None));
+        let trials = vec![
+            PointTrials {
+                completed: vec![ok("a")],
+                failed: vec![FailedTrial {
+                    file: "b".into(),
+                    reason: "the peer closed the control connection".into(),
+                }],
+            },
+            PointTrials {
+                completed: vec![ok("c"), ok("d")],
+                failed: vec![],
+            },
+        ];
+        let s = summarize_points(&points, &[Some(10e6), Some(20e6)], &trials);
+        let p = &s.points[0];
+        assert_eq!((p.trials, p.failed), (2, 1));
+        assert_eq!(p.failed_words().as_deref(), Some("1 of 2 trials failed"));
+        assert_eq!(p.files, vec!["a".to_string()]);
+        assert_eq!(p.failures.len(), 1);
+        let delivered = p.figures.get("delivered_fraction").map(|f| (f.mean, f.min));
+        assert_eq!(delivered, Some((1.0, 1.0)));
+        // The offered rates are the ones given (the manifest's), not the trial files'.
+        assert_eq!(s.points[1].offered_bps, Some(20e6));
+        assert_eq!(s.knees.len(), 1);
+        assert_eq!(
+            s.knees[0].describe(0.99),
+            "no knee up to 20.00 Mbit/s (the highest rate tested)"
+        );
+        assert_eq!(s.points[1].failed_words(), None);
     }
 }

@@ -527,17 +527,15 @@ impl Exporter<ExperimentSummary> for Table {
             let frac = p.figures.get("delivered_fraction");
             writeln!(
                 out,
-                "{:<40} {} trials  received {} ± {} (95% CI)  delivered {:.2}%{}",
+                "{:<40} {} trials  received {} ± {} (95% CI)  delivered {}{}",
                 params.join(" "),
                 p.trials,
                 rate.map_or("-".into(), |x| format_rate_bps(x.mean)),
                 rate.map_or("-".into(), |x| format_rate_bps(x.ci95)),
-                frac.map_or(f64::NAN, |x| x.mean * 100.0),
-                if p.failed > 0 {
-                    format!("  ({} failed)", p.failed)
-                } else {
-                    String::new()
-                }
+                // No trial completed: nothing to say, rather than "NaN%".
+                frac.map_or("-".into(), |x| format!("{:.2}%", x.mean * 100.0)),
+                p.failed_words()
+                    .map_or(String::new(), |w| format!("  ({w})"))
             )?;
         }
         if let Some(t) = transfer_table(s) {

@@ -79,7 +79,21 @@ fn trials_and_bars(s: &ExperimentSummary) -> String {
     } else {
         "bars: min–max over the trials"
     };
-    format!("{n} trial(s) per point; points: mean; {bars}.")
+    let failed: Vec<String> = s
+        .points
+        .iter()
+        .filter_map(|p| {
+            let words = p.failed_words()?;
+            let at: Vec<String> = p.point.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            Some(format!("{} at {}", words, at.join(" ")))
+        })
+        .collect();
+    let failed = if failed.is_empty() {
+        String::new()
+    } else {
+        format!(" Failed trials are left out: {}.", failed.join("; "))
+    };
+    format!("{n} trial(s) per point; points: mean; {bars}.{failed}")
 }
 
 /// Whether values spread over enough decades to want a log axis.

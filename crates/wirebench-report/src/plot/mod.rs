@@ -562,6 +562,7 @@ mod tests {
                 .filter_map(|(k, v)| wirebench_stats::summarize(v).map(|s| (k.to_string(), s)))
                 .collect(),
             files: Vec::new(),
+            failures: Vec::new(),
         }
     }
 

@@ -106,7 +106,8 @@ fn merge_lab(
 
 /// Reads the shards in `dirs`, writes the experiment directory `out` (trials, manifest,
 /// `experiment.json`, `summary.json`, `summary.csv`, `trials.csv`) and prints the summary
-/// table, with a warning for each point whose sender fell short of the asked rate.
+/// table, with a warning for each point whose sender fell short of the asked rate. Exit
+/// status 3 when a trial failed: the summary is written, but not the one asked for.
 pub fn finish(dirs: &[PathBuf], out: &Path) -> Result<(), Failure> {
     let summary = write(dirs, out)?;
     let mut o = io::stdout().lock();
@@ -118,7 +119,25 @@ pub fn finish(dirs: &[PathBuf], out: &Path) -> Result<(), Failure> {
     for s in summary.shortfalls() {
         eprintln!("warning: {s}");
     }
+    let failed: u64 = summary.points.iter().map(|p| p.failed).sum();
+    if failed > 0 {
+        let trials: u64 = summary.points.iter().map(|p| p.trials).sum();
+        return Err(some_failed(failed as usize, trials as usize, out));
+    }
     Ok(())
+}
+
+/// Exit status 3, "some trials failed", and what to do about it.
+pub(crate) fn some_failed(failed: usize, trials: usize, dir: &Path) -> Failure {
+    Failure::Code(
+        3,
+        format!(
+            "error: {failed} of {trials} trials failed (left out of the summary's figures; \
+             their reasons are in summary.json): rerun the same sweep with --out {} to \
+             measure them again",
+            dir.display()
+        ),
+    )
 }
 
 /// A sweep's shards merged into a temporary directory, removed when dropped: what `report`
@@ -175,6 +194,9 @@ fn write(
 ) -> Result<wirebench_report::experiment::ExperimentSummary, Failure> {
     let merged = Merged::read(dirs).map_err(|e| Failure::Runtime(e.into()))?;
     wirebench_report::output::clean_experiment_temps(out);
+    for note in &merged.notes {
+        eprintln!("note: {note}");
+    }
     merged
         .gather_into(dirs, out)
         .map_err(|e| Failure::Runtime(e.into()))?;

@@ -8,14 +8,17 @@ use std::time::Duration;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use wirebench_engine::{ClientConfig, EngineError, Watch};
+use wirebench_engine::{ClientConfig, EngineError, Psk, Watch};
 use wirebench_proto::host_port::HostPort;
 use wirebench_proto::results::Results;
+use wirebench_proto::spec::TestSpec;
 use wirebench_proto::units::{parse_duration, parse_rate, parse_size};
 use wirebench_report::experiment::merge::point_label;
-use wirebench_report::experiment::shard::{hostname, shard_of, trial_path};
+use wirebench_report::experiment::shard::{hostname, trial_path};
+use wirebench_report::experiment::trial::write_trial;
 use wirebench_report::experiment::{
-    grid, parse_vary, Manifest, Param, Point, Shard, ShardRecord, Vary,
+    grid, parse_vary, resume, sweep_manifest, Manifest, Param, Point, Shard, ShardLock,
+    ShardRecord, Todo, TrialFile, Vary,
 };
 use wirebench_report::meta::{timestamp, tool_version, Machine};
 use wirebench_report::Json;
@@ -35,8 +38,118 @@ const BUSY_RETRY: Duration = Duration::from_millis(100);
 struct Silent;
 impl Watch for Silent {}
 
+/// What a sweep's flags plan: the grid and each point's test.
+struct Planned {
+    /// The run flags every point starts from.
+    base: RunArgs,
+    /// What varies, in grid order (servers and clients first).
+    varies: Vec<Vary>,
+    /// The grid.
+    points: Vec<Point>,
+    /// Each point's test.
+    specs: Vec<TestSpec>,
+}
+
 /// Runs the experiment, or this process's shard of it.
 pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
+    let Planned {
+        base,
+        varies,
+        points,
+        specs,
+    } = plan(args)?;
+    let shard = match args.shard.as_deref() {
+        None => Shard::WHOLE,
+        Some(s) => Shard::parse(s).map_err(|e| Failure::Usage(e.to_string()))?,
+    };
+    let dir = match (&args.out, shard.count) {
+        (Some(d), _) => d.clone(),
+        (None, 1) => PathBuf::from("wirebench-results").join(timestamp()),
+        (None, _) => {
+            return Err(Failure::Usage(
+                "--shard needs --out DIR, a directory every shard shares".into(),
+            ))
+        }
+    };
+    let psk = crate::cli::load_psk(base.psk_file.as_deref()).map_err(Failure::Usage)?;
+    // A server per point when the grid names them; else one for all (maybe in-process).
+    let varies_server = points
+        .iter()
+        .all(|p| p.iter().any(|(k, _)| *k == Param::Server));
+    let fixed = if varies_server {
+        None
+    } else {
+        Some(server_for(base.host.as_ref(), base.port, psk.as_ref())?)
+    };
+    for sub in ["trials", "shards"] {
+        std::fs::create_dir_all(dir.join(sub))
+            .with_context(|| format!("creating {}", dir.join(sub).display()))?;
+    }
+    // What an earlier run killed mid-write left behind (its files are whole or absent).
+    wirebench_report::output::clean_experiment_temps(&dir);
+    let tests = specs
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<Vec<_>, _>>()
+        .context("describing the tests")?;
+    let manifest = sweep_manifest(tool_version(), varies, args.repeat, args.ordered, tests);
+    manifest
+        .write_once(&dir)
+        .map_err(|e| Failure::Runtime(e.into()))?;
+    // Held until this shard's trials and record are saved: a second process on the same
+    // shard is refused rather than measuring under this one's load.
+    let lock = ShardLock::acquire(&dir, shard).map_err(|e| Failure::Runtime(e.into()))?;
+    let todo = resume(&dir, &manifest, &points, shard, args.retry_failed);
+    for not in &todo.foreign {
+        eprintln!("warning: {not}: measured again");
+    }
+    let run = Trials {
+        dir: &dir,
+        manifest: &manifest,
+        points: &points,
+        specs: &specs,
+        fixed: fixed.as_ref(),
+        port: base.port,
+        psk: psk.as_ref(),
+        pause: args.pause,
+    };
+    let (servers, failed_now) = run.all(&todo.todo)?;
+    let record = ShardRecord {
+        shard,
+        manifest: manifest.hash.clone(),
+        client: hostname(),
+        server: servers.join(" "),
+        // Lossy: a word that is not UTF-8 is still recorded, not a panic.
+        command: std::env::args_os()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        machine: Machine::this(),
+        trials: todo.files.clone(),
+    };
+    save(&dir.join(ShardRecord::path(shard)), &Json, &record)?;
+    drop(lock);
+    if shard.count == 1 {
+        return super::merge::finish(std::slice::from_ref(&dir), &dir);
+    }
+    println!(
+        "shard {}/{}: {} trials run, {} already saved, in {}; once every shard is done: wirebench merge {}",
+        shard.index,
+        shard.count,
+        todo.todo.len(),
+        todo.completed + todo.kept_failed.len(),
+        dir.display(),
+        dir.display()
+    );
+    let failed = failed_now + todo.kept_failed.len();
+    if failed > 0 {
+        return Err(super::merge::some_failed(failed, todo.files.len(), &dir));
+    }
+    Ok(())
+}
+
+/// The grid and each point's test from the flags, every point checked to make a valid
+/// test before any runs.
+fn plan(args: &SweepArgs) -> Result<Planned, Failure> {
     let mut base = args.run.clone();
     // `run`'s flags that a sweep cannot honour, named one by one.
     let refused: Vec<&str> = [
@@ -85,11 +198,35 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
             "give at least one --vary NAME=VALUES, or a --preset".into(),
         ));
     }
-    let mut varies = vary_specs
+    let varies = vary_specs
         .iter()
         .map(|s| parse_vary(s))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| Failure::Usage(e.to_string()))?;
+    let varies = with_hosts(args, &base, varies)?;
+    let points = grid(&varies);
+    let mut specs = Vec::with_capacity(points.len());
+    for p in &points {
+        let a = apply(&base, p).map_err(Failure::Usage)?;
+        let spec = a
+            .spec()
+            .map_err(|e| Failure::Usage(format!("point {}: {e}", point_label(p))))?;
+        specs.push(spec);
+    }
+    Ok(Planned {
+        base,
+        varies,
+        points,
+        specs,
+    })
+}
+
+/// The varied parameters with `--targets` and `--mesh` put in as `server` and `client`.
+fn with_hosts(
+    args: &SweepArgs,
+    base: &RunArgs,
+    mut varies: Vec<Vary>,
+) -> Result<Vec<Vary>, Failure> {
     let mut seen = Vec::new();
     for v in &varies {
         if seen.contains(&v.param) {
@@ -144,170 +281,91 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
             },
         );
     }
-    let points = grid(&varies);
-    // Every point must make a valid test before any runs.
-    let mut specs = Vec::with_capacity(points.len());
-    for p in &points {
-        let a = apply(&base, p).map_err(Failure::Usage)?;
-        let spec = a
-            .spec()
-            .map_err(|e| Failure::Usage(format!("point {}: {e}", point_label(p))))?;
-        specs.push(spec);
-    }
-    let shard = match args.shard.as_deref() {
-        None => Shard::WHOLE,
-        Some(s) => Shard::parse(s).map_err(|e| Failure::Usage(e.to_string()))?,
-    };
-    let dir = match (&args.out, shard.count) {
-        (Some(d), _) => d.clone(),
-        (None, 1) => PathBuf::from("wirebench-results").join(timestamp()),
-        (None, _) => {
-            return Err(Failure::Usage(
-                "--shard needs --out DIR, a directory every shard shares".into(),
-            ))
-        }
-    };
-    let psk = crate::cli::load_psk(base.psk_file.as_deref()).map_err(Failure::Usage)?;
-    // A server per point when the grid names them; else one for all (maybe in-process).
-    let varies_server = points
-        .iter()
-        .all(|p| p.iter().any(|(k, _)| *k == Param::Server));
-    let fixed = if varies_server {
-        None
-    } else {
-        Some(server_for(base.host.as_ref(), base.port, psk.as_ref())?)
-    };
-    for sub in ["trials", "shards"] {
-        std::fs::create_dir_all(dir.join(sub))
-            .with_context(|| format!("creating {}", dir.join(sub).display()))?;
-    }
-    // What an earlier run killed mid-write left behind (its files are whole or absent).
-    wirebench_report::output::clean_experiment_temps(&dir);
-    let tests = specs
-        .iter()
-        .map(serde_json::to_value)
-        .collect::<Result<Vec<_>, _>>()
-        .context("describing the tests")?;
-    // The shuffle's seed comes from the plan, so every shard (and a rerun that resumes)
-    // has the same manifest; each shard shuffles its own trials with it.
-    let unseeded = Manifest::new(
-        tool_version(),
-        varies.clone(),
-        args.repeat,
-        args.ordered,
-        None,
-        tests.clone(),
-    );
-    let seed = u64::from_str_radix(&unseeded.hash, 16).unwrap_or(1) | 1;
-    let manifest = Manifest::new(
-        tool_version(),
-        varies,
-        args.repeat,
-        args.ordered,
-        (!args.ordered).then_some(seed),
-        tests,
-    );
-    manifest
-        .write_once(&dir)
-        .map_err(|e| Failure::Runtime(e.into()))?;
-    let mine: Vec<(usize, u32)> = (0..points.len())
-        .flat_map(|p| (0..args.repeat).map(move |r| (p, r)))
-        .filter(|&(p, r)| shard_of(&points, p, r, args.repeat, shard.count) == shard.index)
-        .collect();
-    let files: Vec<String> = mine.iter().map(|&(p, r)| trial_path(p, r)).collect();
-    let before = mine.len();
-    let mut mine = unsaved(&dir, mine)?;
-    let already = before - mine.len();
-    if !args.ordered {
-        shuffle(&mut mine, seed ^ u64::from(shard.index));
-    }
-    let mut servers: Vec<String> = Vec::new();
-    let bar = ProgressBar::new(mine.len() as u64).with_style(
-        ProgressStyle::with_template("{bar:30} trial {pos}/{len} {msg} eta {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar.set_draw_target(if io::IsTerminal::is_terminal(&io::stderr()) {
-        ProgressDrawTarget::stderr()
-    } else {
-        ProgressDrawTarget::hidden()
-    });
-    for (n, &(p, r)) in mine.iter().enumerate() {
-        bar.set_message(format!("point {}/{} repeat {}", p + 1, points.len(), r + 1));
-        let (host, port) = match &fixed {
-            Some(hp) => hp.clone(),
-            None => point_server(&points[p], base.port).map_err(Failure::Usage)?,
-        };
-        let label = format!("{host}:{port}");
-        if !servers.contains(&label) {
-            servers.push(label);
-        }
-        let cfg = ClientConfig {
-            host,
-            port,
-            spec: specs[p].clone(),
-            packet_log: None,
-            file: None,
-            save: None,
-            psk: psk.clone(),
-            bind: None,
-            stack: None,
-        };
-        let results = trial(&cfg)
-            .with_context(|| format!("trial {} (point {}, repeat {})", n + 1, p + 1, r + 1))?;
-        save(&dir.join(trial_path(p, r)), &Json, &results)?;
-        bar.inc(1);
-        if args.pause > Duration::ZERO && n + 1 < mine.len() {
-            // The pause the user asked for between trials, not a wait for anything.
-            std::thread::sleep(args.pause);
-        }
-    }
-    bar.finish_and_clear();
-    if servers.is_empty() {
-        if let Some((h, p)) = &fixed {
-            servers.push(format!("{h}:{p}"));
-        }
-    }
-    let record = ShardRecord {
-        shard,
-        manifest: manifest.hash.clone(),
-        client: hostname(),
-        server: servers.join(" "),
-        // Lossy: a word that is not UTF-8 is still recorded, not a panic.
-        command: std::env::args_os()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
-        machine: Machine::this(),
-        trials: files,
-    };
-    save(&dir.join(ShardRecord::path(shard)), &Json, &record)?;
-    if shard.count == 1 {
-        return super::merge::finish(std::slice::from_ref(&dir), &dir);
-    }
-    println!(
-        "shard {}/{}: {} trials run, {already} already saved, in {}; once every shard is done: wirebench merge {}",
-        shard.index,
-        shard.count,
-        mine.len(),
-        dir.display(),
-        dir.display()
-    );
-    Ok(())
+    Ok(varies)
 }
 
-/// The trials of `mine` still to run. Resume: a trial whose file is there and reads as a
-/// result is done (files are renamed into place whole, so one that reads is complete). A
-/// FIFO or a device there is refused (bounded, never blocking), not run over.
-fn unsaved(dir: &Path, mine: Vec<(usize, u32)>) -> Result<Vec<(usize, u32)>, Failure> {
-    let mut left = Vec::with_capacity(mine.len());
-    for (p, r) in mine {
-        let path = dir.join(trial_path(p, r));
-        let saved = wirebench_report::input::saved::<Results>(&path)
-            .map_err(|e| Failure::Runtime(e.into()))?;
-        if saved.is_none() {
-            left.push((p, r));
+/// What running a shard's trials needs.
+struct Trials<'a> {
+    dir: &'a Path,
+    manifest: &'a Manifest,
+    points: &'a [Point],
+    specs: &'a [TestSpec],
+    /// The one server of every point, unless the grid names them.
+    fixed: Option<&'a (String, u16)>,
+    port: u16,
+    psk: Option<&'a Psk>,
+    pause: Duration,
+}
+
+impl Trials<'_> {
+    /// Measures each trial of `todo` and saves it, failed or not (a failed one with its
+    /// reason, so no summary counts it and a rerun measures it again). Returns the servers
+    /// measured and how many trials failed.
+    fn all(&self, todo: &[Todo]) -> Result<(Vec<String>, usize), Failure> {
+        let mut servers: Vec<String> = Vec::new();
+        if let Some((h, p)) = self.fixed {
+            servers.push(format!("{h}:{p}"));
         }
+        let bar = ProgressBar::new(todo.len() as u64).with_style(
+            ProgressStyle::with_template("{bar:30} trial {pos}/{len} {msg} eta {eta}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.set_draw_target(if io::IsTerminal::is_terminal(&io::stderr()) {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        });
+        let mut failed = 0;
+        for (n, t) in todo.iter().enumerate() {
+            let (p, r) = (t.point, t.repeat);
+            bar.set_message(format!(
+                "point {}/{} repeat {}",
+                p + 1,
+                self.points.len(),
+                r + 1
+            ));
+            let (host, port) = match self.fixed {
+                Some(hp) => hp.clone(),
+                None => point_server(&self.points[p], self.port).map_err(Failure::Usage)?,
+            };
+            let label = format!("{host}:{port}");
+            if !servers.contains(&label) {
+                servers.push(label);
+            }
+            let cfg = ClientConfig {
+                host,
+                port,
+                spec: self.specs[p].clone(),
+                packet_log: None,
+                file: None,
+                save: None,
+                psk: self.psk.cloned(),
+                bind: None,
+                stack: None,
+            };
+            let file = TrialFile::measured(self.manifest, p, r, t.attempt, trial(&cfg));
+            if let Some(why) = file.failed() {
+                failed += 1;
+                bar.suspend(|| {
+                    eprintln!(
+                        "warning: trial {} (point {}, repeat {}) failed: {why}",
+                        n + 1,
+                        p + 1,
+                        r + 1
+                    )
+                });
+            }
+            let path = self.dir.join(trial_path(p, r));
+            write_trial(&path, &file).map_err(|e| Failure::Runtime(e.into()))?;
+            bar.inc(1);
+            if self.pause > Duration::ZERO && n + 1 < todo.len() {
+                // The pause the user asked for between trials, not a wait for anything.
+                std::thread::sleep(self.pause);
+            }
+        }
+        bar.finish_and_clear();
+        Ok((servers, failed))
     }
-    Ok(left)
 }
 
 /// The server of a point that names one: `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6
@@ -385,14 +443,4 @@ fn apply(base: &RunArgs, point: &Point) -> Result<RunArgs, String> {
         }
     }
     Ok(a)
-}
-
-/// A small xorshift for the trial order; seeded from the clock, recorded for a rerun.
-fn shuffle<T>(v: &mut [T], mut seed: u64) {
-    for i in (1..v.len()).rev() {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        v.swap(i, (seed % (i as u64 + 1)) as usize);
-    }
 }
