@@ -9,7 +9,8 @@ use std::sync::Mutex;
 
 use crate::scenario::{Profile, Scenario, ScenarioError};
 use crate::summary::{
-    summarize, trial_file, ExperimentInfo, FailedTrial, ScenarioSummary, TrialFile,
+    failure_reasons, reasons_line, summarize, trial_file, ExperimentInfo, FailedTrial,
+    ScenarioSummary, TrialFile,
 };
 use crate::trial::{run_trial, TrialSetup};
 use serde::Deserialize as _;
@@ -140,10 +141,25 @@ pub enum Progress<'a> {
 pub struct ScenarioOutcome {
     /// The summary, as saved.
     pub summary: ScenarioSummary,
-    /// Trials that did not run.
+    /// Failures: trials that did not run, and measured tests without results (the sum of
+    /// the summary rows' `failed`).
     pub failed: usize,
+    /// Why, each distinct reason with how many times ([`failure_reasons`]).
+    pub reasons: Vec<(String, usize)>,
+    /// Trials whose file could not be written: missing from the run's directory.
+    pub unsaved: usize,
     /// Trials in all.
     pub total: usize,
+}
+
+impl ScenarioOutcome {
+    /// The table and, when tests failed, the line that says why: what `summary.txt` holds
+    /// and the run prints.
+    pub fn table(&self) -> String {
+        let mut s = self.summary.table();
+        s += &reasons_line(&self.reasons).unwrap_or_default();
+        s
+    }
 }
 
 struct Job {
@@ -307,6 +323,7 @@ pub fn run_scenario(
     };
     let queue = Mutex::new(jobs.into_iter());
     let done = Mutex::new(done);
+    let unsaved = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
         for _ in 0..parallel.min(total as u32) {
             s.spawn(|| {
@@ -332,6 +349,7 @@ pub fn run_scenario(
                             write_atomic(&path, &b).map_err(|e| io::Error::other(e.to_string()))
                         });
                     if let Err(error) = written {
+                        unsaved.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         progress(Progress::WriteFailed {
                             path: &path,
                             error: &error,
@@ -360,22 +378,22 @@ pub fn run_scenario(
     // they saw, and a reader never sees half of one.
     write_atomic(&out.join("summary.json"), &json)?;
     write_atomic(&out.join("summary.csv"), summary.to_csv().as_bytes())?;
-    write_atomic(&out.join("summary.txt"), summary.table().as_bytes())?;
     if done.len() < total {
         progress(Progress::Incomplete {
             saved: done.len(),
             total,
         });
     }
-    let failed = done
-        .iter()
-        .filter(|(_, t)| matches!(t, TrialFile::Failed(_)))
-        .count();
-    Ok(ScenarioOutcome {
+    let failed = summary.profiles.iter().map(|r| r.failed as usize).sum();
+    let outcome = ScenarioOutcome {
         summary,
         failed,
+        reasons: failure_reasons(&done),
+        unsaved: unsaved.into_inner(),
         total,
-    })
+    };
+    write_atomic(&out.join("summary.txt"), outcome.table().as_bytes())?;
+    Ok(outcome)
 }
 
 #[cfg(test)]

@@ -71,9 +71,16 @@ pub enum Command {
     Man,
 }
 
+/// The exit codes of `lab` and `lab scenario`, in their `--help`.
+pub const LAB_EXIT_CODES: &str = "Exit codes: 0 done (a scenario: every trial ran and \
+every measured test gave results); 1 a runtime failure (`lab -- run|exec`: also the \
+command's own failure); 2 bad flags or a bad scenario file; 3 a scenario finished but some \
+trials failed: a trial that did not run, or a measured test without results (a line under \
+the table says why).";
+
 /// `wirebench lab`.
 #[derive(Debug, Args)]
-#[command(args_conflicts_with_subcommands = true)]
+#[command(args_conflicts_with_subcommands = true, after_help = LAB_EXIT_CODES)]
 pub struct LabArgs {
     /// Keep a testbed up, enter it, take it down, or run a scenario.
     #[command(subcommand)]
@@ -154,6 +161,7 @@ pub enum LabAction {
 
 /// `wirebench lab scenario`.
 #[derive(Debug, Args)]
+#[command(after_help = LAB_EXIT_CODES)]
 pub struct ScenarioArgs {
     /// The scenario (TOML).
     pub file: PathBuf,
