@@ -351,15 +351,17 @@ const MAX_REASONS: usize = 5;
 const MAX_REASON_CHARS: usize = 200;
 
 /// Why the failures counted in the summary's `failed` happened: each distinct reason (the
-/// error of a trial that did not run; the last line a measured test without results said)
+/// error of a trial that did not run; the last `error:` line, or else the last line, a
+/// measured test without results said)
 /// with how many times, most frequent first. Printable and at most 200 characters each.
 pub fn failure_reasons(done: &[(usize, TrialFile)]) -> Vec<(String, usize)> {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     let mut add = |text: &str| {
-        let last = text
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
+        // wirebench says why on its `error:` line; usage help may follow it.
+        let mut lines = text.lines().rev().filter(|l| !l.trim().is_empty());
+        let last = (lines.clone())
+            .find(|l| l.trim_start().starts_with("error:"))
+            .or_else(|| lines.next())
             .unwrap_or("");
         let mut reason: String = printable(last.trim())
             .chars()
@@ -659,12 +661,26 @@ args = ["-t", "2s"]
                 doc("p", 1, test("m", true, None, Some("error: cu\u{1b}[2J"))),
             ),
             (0, doc("p", 2, test("m", true, None, None))),
+            (
+                0,
+                doc(
+                    "p",
+                    4,
+                    test(
+                        "m",
+                        true,
+                        None,
+                        Some("error: bad flag\n\nUsage: x\n\ntry '--help'."),
+                    ),
+                ),
+            ),
             (0, doc("p", 3, test("cross", false, None, Some("ignored")))),
         ];
         assert_eq!(
             failure_reasons(&failed),
             [
                 ("error: cu\\u{1b}[2J".to_owned(), 2),
+                ("error: bad flag".to_owned(), 1),
                 ("no results and no message".to_owned(), 1)
             ]
         );
@@ -679,7 +695,7 @@ args = ["-t", "2s"]
         let table = summarize(&sc, &[p], &failed).table();
         assert!(
             table.ends_with(
-                "failed: 3 (p 3): trials that did not run, or measured tests without results\n"
+                "failed: 4 (p 4): trials that did not run, or measured tests without results\n"
             ),
             "{table}"
         );

@@ -244,13 +244,24 @@ pub fn run_trial(s: &TrialSetup<'_>, profile: &Profile, n: u32) -> Result<TrialD
                         format!("waiting for the test's process: {e}"),
                     ),
                 };
+                let result: Option<serde_json::Value> = serde_json::from_str(&stdout).ok();
+                let error = match (ok, &result) {
+                    (false, _) => Some(stderr),
+                    // Exit 0 without a document: its args changed what `--json` prints.
+                    (true, None) => Some(
+                        "the test ended well but printed no JSON results: leave --format \
+                         and other output flags out of a scenario's args"
+                            .to_owned(),
+                    ),
+                    (true, Some(_)) => None,
+                };
                 tests[i] = Some(TestOutcome {
                     name: test.label(),
                     from: test.from.clone(),
                     to: test.to.clone(),
                     measured: test.measured,
-                    result: serde_json::from_str(&stdout).ok(),
-                    error: (!ok).then_some(stderr),
+                    result,
+                    error,
                 });
             }
         }
