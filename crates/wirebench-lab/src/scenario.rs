@@ -497,7 +497,8 @@ impl Scenario {
         })
     }
 
-    fn check(&self) -> Result<(), ScenarioError> {
+    /// The checks [`Scenario::parse`] makes once the file is read.
+    pub(crate) fn check(&self) -> Result<(), ScenarioError> {
         // Counts before anything is built from them (the topology, the trial jobs).
         let args = self.tests.iter().map(|t| t.args.len()).max().unwrap_or(0);
         let counts = [
