@@ -188,6 +188,10 @@ pub fn manifest(sc: &Scenario, profiles: &[String], trials: u32, time_scale: f64
     )
 }
 
+/// What a scenario run's manifest fixes: the scenario, the profiles asked for (none: all),
+/// the time scale and the trials per profile.
+pub type Plan = (Scenario, Vec<String>, f64, u32);
+
 /// A scenario run's plan read back from its [`manifest`]: the scenario, the profiles asked
 /// for, the time scale and the trials per profile; `None` for a sweep's manifest.
 ///
@@ -195,7 +199,7 @@ pub fn manifest(sc: &Scenario, profiles: &[String], trials: u32, time_scale: f64
 ///
 /// A scenario in the manifest that its file's checks refuse (a manifest is a file too: a
 /// profile named `../x` in one would name trial files outside the run's directory).
-pub fn plan_of(m: &Manifest) -> Result<Option<(Scenario, Vec<String>, f64, u32)>, ScenarioError> {
+pub fn plan_of(m: &Manifest) -> Result<Option<Plan>, ScenarioError> {
     if !m.varies.is_empty() {
         return Ok(None);
     }

@@ -71,12 +71,10 @@ pub enum Command {
     Man,
 }
 
-/// The exit codes of `lab` and `lab scenario`, in their `--help`.
-pub const LAB_EXIT_CODES: &str = "Exit codes: 0 done (a scenario: every trial ran and \
-every measured test gave results); 1 a runtime failure (`lab -- run|exec`: also the \
-command's own failure); 2 bad flags or a bad scenario file; 3 a scenario finished but some \
-trials failed: a trial that did not run, or a measured test without results (a line under \
-the table says why).";
+/// `lab`'s exit codes, in its `--help` and `lab scenario --help`.
+pub const LAB_EXIT_CODES: &str = "Exit codes: 0 done; 1 a runtime failure (also the command's \
+own); 2 bad flags or scenario file; 3 a scenario finished but some trials failed (a trial that \
+did not run, or a measured test without results: the line under the table says why).";
 
 /// `wirebench lab`.
 #[derive(Debug, Args)]
