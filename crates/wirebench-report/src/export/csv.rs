@@ -279,6 +279,14 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn fields_are_quoted_and_control_characters_escaped() {
+        assert_eq!(field("cubic-sack"), "cubic-sack");
+        assert_eq!(field("a,b"), "\"a,b\"");
+        assert_eq!(field("say \"x\"\nthen"), "\"say \"\"x\"\"\nthen\"");
+        assert_eq!(field("cu\u{1b}[2J"), "cu\\u{1b}[2J");
+    }
+
+    #[test]
     fn packet_log_csv_expands_loss_runs() {
         let mut log = wirebench_proto::packet_log::file_header().to_vec();
         for r in [

@@ -650,6 +650,20 @@ mod tests {
     }
 
     #[test]
+    fn a_peers_control_characters_are_shown_escaped_not_obeyed() {
+        // A server's words (its stack's name, an error) reach the terminal: a raw ESC in
+        // them would clear it.
+        let mut r = crate::export::csv::tests::sample();
+        r.error = Some("refused\u{1b}[2J".into());
+        let mut out = Vec::new();
+        Table.export(&r, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(!text.contains('\u{1b}'), "{text}");
+        assert!(text.contains("refused\\u{1b}[2J"), "{text}");
+        assert!(text.contains('\n'), "line breaks stay");
+    }
+
+    #[test]
     fn foreign_datagrams_are_mentioned_only_when_some_came() {
         let mut r = crate::export::csv::tests::sample();
         let text = |r: &Results| {
