@@ -30,8 +30,9 @@ use crate::gso::{Plan, VnetHdr, ETH_HLEN, VNET_HDR_LEN};
 use crate::link::{Fate, Link, LinkConfig, LinkCounters, Traffic};
 use crate::sys::{self, Batch, Big, Slot, BATCH, BIG, SLOT};
 
-/// Longest wait with nothing to deliver, so that a stop is seen.
-const IDLE_WAIT: Duration = Duration::from_millis(20);
+/// Longest the loop waits before it looks at its stop flag again, whether or not a frame
+/// is due sooner: a frame held for a long delay (a 60 s link) must not hold up a stop.
+const STOP_POLL: Duration = Duration::from_millis(20);
 /// The last stretch before a frame is due is spun, not slept: a thread put to sleep wakes
 /// late (tens of microseconds on an idle VM, hundreds on a busy one or when its vCPU was
 /// halted), and that lateness is delay the link did not ask for. Within it the loop looks
@@ -114,6 +115,10 @@ pub struct DirectionReport {
     /// apart: one lost or dropped, or delivered more than 50 µs after the first.
     #[serde(default)]
     pub split_frames: u64,
+    /// Frames still in the delay line when the lab stopped, dropped unsent (counted in
+    /// the model's `delivered`, which gives a delivery time, but never sent).
+    #[serde(default)]
+    pub unsent_at_stop: u64,
 }
 
 /// What one direction did in one interval of a link log (the row type is the link log's
@@ -182,7 +187,15 @@ impl Direction {
         })
     }
 
+    /// Asks the direction to stop without waiting for it: a lab asks all of its
+    /// directions first, so that they wind down together rather than one after another.
+    pub fn ask_stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
     /// Stops the direction and returns what it did, and its log (empty when not logging).
+    /// Frames it still holds are dropped (counted in `unsent_at_stop`); it ends within
+    /// about 20 ms of the request, however long their delay.
     pub fn stop(mut self) -> io::Result<Finished> {
         self.stop.store(true, Ordering::Relaxed);
         match self.handle.take() {
@@ -452,8 +465,9 @@ fn forward(
         }
         let wait = match pending.front() {
             Some(&(at, _)) => at.saturating_sub(now_ns()),
-            None => IDLE_WAIT.as_nanos() as u64,
-        };
+            None => u64::MAX,
+        }
+        .min(STOP_POLL.as_nanos() as u64);
         if wait > 0 {
             // Sleep until the spin margin before the due time; within it, look without
             // blocking.
@@ -544,6 +558,7 @@ fn forward(
             deliver_segments(&plan, frame, &times, &mut pending, &mut pool, &mut report);
         }
     }
+    report.unsent_at_stop = pending.len() as u64;
     report.link = link.counters();
     report.emulator_drops = sys::packet_drops(rx.as_fd());
     Ok((report, log.bins))

@@ -255,9 +255,14 @@ pub fn report_lines(reports: &[LinkReport]) -> String {
             } else {
                 0.0
             };
+            // Said only when it happened: frames a stop cut off in the delay line.
+            let unsent = match d.unsent_at_stop {
+                0 => String::new(),
+                n => format!(", {n} frames unsent at stop"),
+            };
             s += &format!(
                 "lab link {i} {dir}: {} packets in, {} lost, {} queue drops, {} delivered, \
-                 queue delay mean {mean_q:.3} ms max {:.3} ms, {} emulator drops\n",
+                 queue delay mean {mean_q:.3} ms max {:.3} ms, {} emulator drops{unsent}\n",
                 d.link.packets_in,
                 d.link.dropped_loss,
                 d.link.dropped_queue,

@@ -28,6 +28,50 @@ pub enum PropsError {
     /// Bursts need a good state to come back to.
     #[error("loss of 100% cannot come in bursts")]
     BurstOfTotalLoss,
+    /// A value past what a link can emulate; the message gives the bound.
+    #[error("{key} {value:?}: {why}")]
+    OutOfRange {
+        /// The property (its scenario key; the flag is `--` and the same).
+        key: &'static str,
+        /// The value as given.
+        value: String,
+        /// The bound, in words.
+        why: &'static str,
+    },
+}
+
+/// The longest delay, and the longest jitter, a link takes. A packet held longer outlives
+/// every timeout of a test (connecting gives up after 10 s), and what the emulator holds
+/// grows with rate × delay.
+pub const MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(60);
+/// The slowest and fastest link rates, bits/s: below 1 kbit/s one full-size packet takes
+/// 12 s to cross; above 1 Tbit/s is no link the emulator can keep up with.
+pub const RATE_BPS: std::ops::RangeInclusive<u64> = 1_000..=1_000_000_000_000;
+/// The longest queue, packets and bytes, and the largest per-packet overhead and mean loss
+/// burst: generous for any real link, and each bounds what the model keeps.
+pub const MAX_QUEUE_PACKETS: u32 = 1_000_000;
+/// See [`MAX_QUEUE_PACKETS`].
+pub const MAX_QUEUE_BYTES: u64 = 1 << 30;
+/// See [`MAX_QUEUE_PACKETS`].
+pub const MAX_OVERHEAD_BYTES: u32 = 65_535;
+/// See [`MAX_QUEUE_PACKETS`].
+pub const MAX_LOSS_BURST: f64 = 1e6;
+
+/// A scenario's `loss = 0.05` as well as `loss = "5%"`: a bare number is read as its
+/// text, so that the link's properties keep one spelling (and serialize as they always did).
+fn string_or_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Text {
+        Str(String),
+        Int(i64),
+        Float(f64),
+    }
+    Ok(Option::<Text>::deserialize(d)?.map(|t| match t {
+        Text::Str(s) => s,
+        Text::Int(i) => i.to_string(),
+        Text::Float(f) => f.to_string(),
+    }))
 }
 
 /// Default queue: 1000 packets, Linux's default `txqueuelen`.
@@ -47,11 +91,15 @@ pub struct LinkProps {
     pub delay: Option<String>,
     /// Extra random delay per packet, 0 to this, never reordering; default 0.
     pub jitter: Option<String>,
-    /// Random loss, both directions: a probability (`0.05`) or a percentage (`5%`).
+    /// Random loss, both directions: a probability (`0.05`, also as a bare number) or a
+    /// percentage (`5%`).
+    #[serde(default, deserialize_with = "string_or_number")]
     pub loss: Option<String>,
     /// Random loss a → b.
+    #[serde(default, deserialize_with = "string_or_number")]
     pub loss_up: Option<String>,
     /// Random loss b → a.
+    #[serde(default, deserialize_with = "string_or_number")]
     pub loss_down: Option<String>,
     /// Mean length of a loss burst, packets (Gilbert-Elliott); default 1: independent losses.
     pub loss_burst: Option<f64>,
@@ -87,22 +135,51 @@ pub fn parse_probability(s: &str) -> Result<f64, PropsError> {
     Ok(p)
 }
 
-fn rate(s: Option<&String>) -> Result<u64, PropsError> {
+fn rate(key: &'static str, s: Option<&String>) -> Result<u64, PropsError> {
     match s {
         None => Ok(0),
         Some(s) => match parse_rate(s)? {
-            Rate::BitsPerSecond(b) => Ok(b),
+            // 0 is no limit, as leaving it out.
+            Rate::BitsPerSecond(0) => Ok(0),
+            Rate::BitsPerSecond(b) if RATE_BPS.contains(&b) => Ok(b),
+            Rate::BitsPerSecond(_) => Err(PropsError::OutOfRange {
+                key,
+                value: s.clone(),
+                why: "a link's rate is 1k to 1T bit/s (leave it out for no limit)",
+            }),
             Rate::PacketsPerSecond(_) => Err(PropsError::RateNotBits(s.clone())),
         },
     }
 }
 
-fn ns(s: Option<&String>) -> Result<u64, PropsError> {
-    s.map_or(Ok(0), |s| {
-        parse_duration(s)
-            .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-            .map_err(PropsError::from)
-    })
+fn ns(key: &'static str, s: Option<&String>) -> Result<u64, PropsError> {
+    let Some(s) = s else { return Ok(0) };
+    let d = parse_duration(s)?;
+    if d > MAX_DELAY {
+        return Err(PropsError::OutOfRange {
+            key,
+            value: s.clone(),
+            why: "at most 60s",
+        });
+    }
+    Ok(d.as_nanos() as u64)
+}
+
+/// Refuses `value` of `key` past `max`.
+fn at_most<T: PartialOrd + ToString>(
+    key: &'static str,
+    value: Option<T>,
+    max: T,
+    why: &'static str,
+) -> Result<(), PropsError> {
+    match value {
+        Some(v) if v > max => Err(PropsError::OutOfRange {
+            key,
+            value: v.to_string(),
+            why,
+        }),
+        _ => Ok(()),
+    }
 }
 
 impl LinkProps {
@@ -135,12 +212,33 @@ impl LinkProps {
     ///
     /// A one-line message naming the bad value.
     pub fn configs(&self) -> Result<(LinkConfig, LinkConfig), PropsError> {
-        let both = rate(self.rate.as_ref())?;
-        let up_rate = self.rate_up.as_ref().map_or(Ok(both), |r| rate(Some(r)))?;
+        let both = rate("rate", self.rate.as_ref())?;
+        let up_rate = self
+            .rate_up
+            .as_ref()
+            .map_or(Ok(both), |r| rate("rate-up", Some(r)))?;
         let down_rate = self
             .rate_down
             .as_ref()
-            .map_or(Ok(both), |r| rate(Some(r)))?;
+            .map_or(Ok(both), |r| rate("rate-down", Some(r)))?;
+        at_most(
+            "queue",
+            self.queue,
+            MAX_QUEUE_PACKETS,
+            "at most 1000000 packets",
+        )?;
+        at_most(
+            "overhead",
+            self.overhead,
+            MAX_OVERHEAD_BYTES,
+            "at most 65535 bytes",
+        )?;
+        at_most(
+            "loss-burst",
+            self.loss_burst,
+            MAX_LOSS_BURST,
+            "at most 1000000 packets",
+        )?;
         let loss = |dir: &Option<String>| -> Result<f64, PropsError> {
             match dir.as_ref().or(self.loss.as_ref()) {
                 None => Ok(0.0),
@@ -175,12 +273,19 @@ impl LinkProps {
             None => 0,
             Some(s) => parse_size(s)?,
         };
+        if queue_bytes > MAX_QUEUE_BYTES {
+            return Err(PropsError::OutOfRange {
+                key: "queue-bytes",
+                value: self.queue_bytes.clone().unwrap_or_default(),
+                why: "at most 1Gi (1073741824 bytes)",
+            });
+        }
         let seed = self.seed.unwrap_or(1);
         let base = LinkConfig {
             rate_bps: 0,
             overhead_bytes: self.overhead.unwrap_or(0),
-            delay_ns: ns(self.delay.as_ref())?,
-            jitter_ns: ns(self.jitter.as_ref())?,
+            delay_ns: ns("delay", self.delay.as_ref())?,
+            jitter_ns: ns("jitter", self.jitter.as_ref())?,
             queue_packets: self.queue.unwrap_or(DEFAULT_QUEUE_PACKETS),
             queue_bytes,
             loss: Loss::None,
@@ -223,6 +328,45 @@ mod tests {
         assert_eq!(up.loss, Loss::Bernoulli { p: 0.05 });
         assert_eq!(down.loss, Loss::None);
         assert_ne!(up.seed, down.seed);
+    }
+
+    #[test]
+    fn the_bounds_themselves_are_accepted() {
+        let p = LinkProps {
+            rate: Some("1k".into()),
+            rate_up: Some("1T".into()),
+            delay: Some("60s".into()),
+            jitter: Some("60s".into()),
+            queue: Some(MAX_QUEUE_PACKETS),
+            queue_bytes: Some("1Gi".into()),
+            overhead: Some(MAX_OVERHEAD_BYTES),
+            loss_burst: Some(MAX_LOSS_BURST),
+            loss: Some("0.5".into()),
+            ..LinkProps::default()
+        };
+        let (up, down) = p.configs().unwrap();
+        assert_eq!((up.rate_bps, down.rate_bps), (1_000_000_000_000, 1_000));
+        assert_eq!(up.delay_ns, 60_000_000_000);
+    }
+
+    #[test]
+    fn loss_reads_as_a_bare_number_or_text() {
+        // docs/lab.md writes `loss = 0.05`; TOML gives a float, or an integer for `loss = 0`.
+        for (toml_text, want) in [
+            ("loss = 0.05", "0.05"),
+            ("loss = \"5%\"", "5%"),
+            ("loss-up = 0", "0"),
+            ("loss-down = 1", "1"),
+        ] {
+            let p: LinkProps = toml::from_str(toml_text).unwrap();
+            let got = p.loss.or(p.loss_up).or(p.loss_down).unwrap();
+            assert_eq!(got, want, "{toml_text}");
+        }
+        let p: LinkProps = toml::from_str("loss = 0.05").unwrap();
+        assert_eq!(p.configs().unwrap().0.loss, Loss::Bernoulli { p: 0.05 });
+        // Written back as the text it always was.
+        assert_eq!(serde_json::to_value(&p).unwrap()["loss"], "0.05");
+        assert!(toml::from_str::<LinkProps>("loss = true").is_err());
     }
 
     #[test]
@@ -270,6 +414,56 @@ mod tests {
                     ..LinkProps::default()
                 },
                 "at least 1",
+            ),
+            // Regression: a delay past every timeout held the lab until it was due.
+            (
+                LinkProps {
+                    delay: Some("1000000000s".into()),
+                    ..LinkProps::default()
+                },
+                "delay \"1000000000s\": at most 60s",
+            ),
+            (
+                LinkProps {
+                    jitter: Some("2m".into()),
+                    ..LinkProps::default()
+                },
+                "jitter \"2m\": at most 60s",
+            ),
+            (
+                LinkProps {
+                    rate_down: Some("10".into()),
+                    ..LinkProps::default()
+                },
+                "rate-down \"10\": a link's rate is 1k to 1T bit/s",
+            ),
+            (
+                LinkProps {
+                    queue: Some(4_000_000_000),
+                    ..LinkProps::default()
+                },
+                "queue \"4000000000\": at most 1000000 packets",
+            ),
+            (
+                LinkProps {
+                    queue_bytes: Some("2G".into()),
+                    ..LinkProps::default()
+                },
+                "queue-bytes \"2G\": at most 1Gi",
+            ),
+            (
+                LinkProps {
+                    overhead: Some(70_000),
+                    ..LinkProps::default()
+                },
+                "overhead \"70000\": at most 65535 bytes",
+            ),
+            (
+                LinkProps {
+                    loss_burst: Some(1e7),
+                    ..LinkProps::default()
+                },
+                "loss-burst \"10000000\": at most 1000000 packets",
             ),
         ] {
             let e = p.configs().unwrap_err().to_string();

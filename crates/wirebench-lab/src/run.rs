@@ -9,7 +9,8 @@ use std::sync::Mutex;
 
 use crate::scenario::{Profile, Scenario, ScenarioError};
 use crate::summary::{
-    summarize, trial_file, ExperimentInfo, FailedTrial, ScenarioSummary, TrialFile,
+    failure_reasons, reasons_line, summarize, trial_file, ExperimentInfo, FailedTrial,
+    ScenarioSummary, TrialFile,
 };
 use crate::trial::{run_trial, TrialSetup};
 use serde::Deserialize as _;
@@ -143,10 +144,25 @@ pub enum Progress<'a> {
 pub struct ScenarioOutcome {
     /// The summary, as saved.
     pub summary: ScenarioSummary,
-    /// Trials that did not run.
+    /// Failures: trials that did not run, and measured tests without results (the sum of
+    /// the summary rows' `failed`).
     pub failed: usize,
+    /// Why, each distinct reason with how many times ([`failure_reasons`]).
+    pub reasons: Vec<(String, usize)>,
+    /// Trials whose file could not be written: missing from the run's directory.
+    pub unsaved: usize,
     /// Trials in all.
     pub total: usize,
+}
+
+impl ScenarioOutcome {
+    /// The table and, when tests failed, the line that says why: what `summary.txt` holds
+    /// and the run prints.
+    pub fn table(&self) -> String {
+        let mut s = self.summary.table();
+        s += &reasons_line(&self.reasons).unwrap_or_default();
+        s
+    }
 }
 
 struct Job {
@@ -175,23 +191,41 @@ pub fn manifest(sc: &Scenario, profiles: &[String], trials: u32, time_scale: f64
     )
 }
 
+/// What a scenario run's manifest fixes: the scenario, the profiles asked for (none: all),
+/// the time scale and the trials per profile.
+pub type Plan = (Scenario, Vec<String>, f64, u32);
+
 /// A scenario run's plan read back from its [`manifest`]: the scenario, the profiles asked
 /// for, the time scale and the trials per profile; `None` for a sweep's manifest.
-pub fn plan_of(m: &Manifest) -> Option<(Scenario, Vec<String>, f64, u32)> {
+///
+/// # Errors
+///
+/// A scenario in the manifest that its file's checks refuse (a manifest is a file too: a
+/// profile named `../x` in one would name trial files outside the run's directory).
+pub fn plan_of(m: &Manifest) -> Result<Option<Plan>, ScenarioError> {
     if !m.varies.is_empty() {
-        return None;
+        return Ok(None);
     }
     let [sc, profiles, scale] = m.tests.as_slice() else {
-        return None;
+        return Ok(None);
+    };
+    let bad = |message: String| ScenarioError::Syntax {
+        line: None,
+        message: format!("manifest.json: {message}"),
     };
     // Through TOML's value, as the file was read: its links parse from a TOML table.
-    let table: toml::Value = serde_json::from_value(sc.clone()).ok()?;
-    Some((
-        Scenario::deserialize(table).ok()?,
-        serde_json::from_value(profiles.clone()).ok()?,
-        scale.as_f64()?,
-        m.repeat,
-    ))
+    let table: toml::Value = serde_json::from_value(sc.clone()).map_err(|e| bad(e.to_string()))?;
+    let scenario = Scenario::deserialize(table).map_err(|e| bad(e.message().to_owned()))?;
+    scenario.check()?;
+    let profiles: Vec<String> =
+        serde_json::from_value(profiles.clone()).map_err(|e| bad(e.to_string()))?;
+    for p in &profiles {
+        crate::scenario::check_name("--profile", p)?;
+    }
+    let scale = scale
+        .as_f64()
+        .ok_or_else(|| bad("the time scale is not a number".into()))?;
+    Ok(Some((scenario, profiles, scale, m.repeat)))
 }
 
 /// Removes the keys set to null (TOML has no null: an unset key is an absent one).
@@ -318,6 +352,7 @@ pub fn run_scenario(
     };
     let queue = Mutex::new(jobs.into_iter());
     let done = Mutex::new(done);
+    let unsaved = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
         for _ in 0..parallel.min(total as u32) {
             s.spawn(|| {
@@ -343,6 +378,7 @@ pub fn run_scenario(
                             write_atomic(&path, &b).map_err(|e| io::Error::other(e.to_string()))
                         });
                     if let Err(error) = written {
+                        unsaved.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         progress(Progress::WriteFailed {
                             path: &path,
                             error: &error,
@@ -371,22 +407,22 @@ pub fn run_scenario(
     // they saw, and a reader never sees half of one.
     write_atomic(&out.join("summary.json"), &json)?;
     write_atomic(&out.join("summary.csv"), summary.to_csv().as_bytes())?;
-    write_atomic(&out.join("summary.txt"), summary.table().as_bytes())?;
     if done.len() < total {
         progress(Progress::Incomplete {
             saved: done.len(),
             total,
         });
     }
-    let failed = done
-        .iter()
-        .filter(|(_, t)| matches!(t, TrialFile::Failed(_)))
-        .count();
-    Ok(ScenarioOutcome {
+    let failed = summary.profiles.iter().map(|r| r.failed as usize).sum();
+    let outcome = ScenarioOutcome {
         summary,
         failed,
+        reasons: failure_reasons(&done),
+        unsaved: unsaved.into_inner(),
         total,
-    })
+    };
+    write_atomic(&out.join("summary.txt"), outcome.table().as_bytes())?;
+    Ok(outcome)
 }
 
 #[cfg(test)]
@@ -394,12 +430,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_manifest_is_checked_as_its_scenario_file_is() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios");
+        let sc = Scenario::load(&Path::new(dir).join("random-loss.toml")).expect("shipped");
+        let mut m = manifest(&sc, &[], 1, 1.0);
+        m.tests[0]["profile"][0]["name"] = "../../x".into();
+        let e = plan_of(&m)
+            .expect_err("a name out of its directory")
+            .to_string();
+        assert!(e.contains("[[profile]] name \"../../x\""), "{e}");
+        let mut m = manifest(&sc, &["../y".into()], 1, 1.0);
+        m.tests[1] = serde_json::json!(["../y"]);
+        let e = plan_of(&m)
+            .expect_err("a --profile out of its directory")
+            .to_string();
+        assert!(e.contains("--profile \"../y\""), "{e}");
+    }
+
+    #[test]
     fn a_scenario_reads_back_from_its_manifest() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios");
         for name in ["random-loss.toml", "reverse-congestion.toml"] {
             let sc = Scenario::load(&Path::new(dir).join(name)).expect("a shipped scenario");
             let m = manifest(&sc, &["x".into()], 7, 0.5);
-            let (back, profiles, scale, trials) = plan_of(&m).expect(name);
+            let (back, profiles, scale, trials) = plan_of(&m).expect(name).expect(name);
             assert_eq!((profiles, scale, trials), (vec!["x".to_string()], 0.5, 7));
             // The same scenario: the same manifest.
             assert_eq!(

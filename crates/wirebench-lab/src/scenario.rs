@@ -113,6 +113,26 @@ pub enum ScenarioError {
         /// Why.
         source: wirebench_proto::units::UnitError,
     },
+    /// A name that would escape its directory as part of a file name, or write control
+    /// characters to a terminal.
+    #[error(
+        "{key} {value:?}: a name has 1 to {MAX_NAME_BYTES} bytes and no /, \\, .. or control \
+         characters (it is part of file names, and printed)"
+    )]
+    Name {
+        /// Where it is: `name`, `[[profile]] name`, `[[link]] a`, ...
+        key: &'static str,
+        /// The name as given.
+        value: String,
+    },
+    /// A `start-after` past the longest a trial waits to start a test.
+    #[error("test {test}: start-after {value:?}: at most 1h")]
+    StartAfterTooLong {
+        /// The test's name.
+        test: String,
+        /// What it says.
+        value: String,
+    },
     /// Two profiles of one name.
     #[error("profile {0:?} is defined twice")]
     ProfileTwice(String),
@@ -155,6 +175,37 @@ pub enum ScenarioError {
     /// The links do not make a topology.
     #[error(transparent)]
     Topology(#[from] TopologyError),
+}
+
+/// The longest name of a scenario, profile, test or node, bytes: the trial files'
+/// names (`NNNN-PROFILE-links.csv`) and the run's directory stay far below a file
+/// system's 255.
+pub const MAX_NAME_BYTES: usize = 64;
+
+/// The longest `start-after`: a trial waits that long before it starts the test.
+pub const MAX_START_AFTER: Duration = Duration::from_secs(3600);
+
+/// Checks a name that becomes part of a file name (a scenario's run directory, its
+/// trials' files) or is printed in tables: not empty, at most [`MAX_NAME_BYTES`], and no
+/// path separator, `..`, NUL or other control character.
+///
+/// # Errors
+///
+/// [`ScenarioError::Name`], naming `key`.
+pub fn check_name(key: &'static str, value: &str) -> Result<(), ScenarioError> {
+    let ok = !value.is_empty()
+        && value.len() <= MAX_NAME_BYTES
+        && !value.contains(['/', '\\'])
+        && !value.contains("..")
+        && !value.chars().any(char::is_control);
+    if ok {
+        Ok(())
+    } else {
+        Err(ScenarioError::Name {
+            key,
+            value: value.to_owned(),
+        })
+    }
 }
 
 /// The largest scenario file read: scenarios are a few kB; the cap bounds the parser's
@@ -376,12 +427,20 @@ impl TestDef {
     ///
     /// A malformed duration.
     pub fn delay(&self) -> Result<Duration, ScenarioError> {
-        self.start_after.as_deref().map_or(Ok(Duration::ZERO), |s| {
-            parse_duration(s).map_err(|source| ScenarioError::StartAfter {
+        let Some(s) = self.start_after.as_deref() else {
+            return Ok(Duration::ZERO);
+        };
+        let d = parse_duration(s).map_err(|source| ScenarioError::StartAfter {
+            test: self.label(),
+            source,
+        })?;
+        if d > MAX_START_AFTER {
+            return Err(ScenarioError::StartAfterTooLong {
                 test: self.label(),
-                source,
-            })
-        })
+                value: s.to_owned(),
+            });
+        }
+        Ok(d)
     }
 }
 
@@ -447,7 +506,8 @@ impl Scenario {
         })
     }
 
-    fn check(&self) -> Result<(), ScenarioError> {
+    /// The checks [`Scenario::parse`] makes once the file is read.
+    pub(crate) fn check(&self) -> Result<(), ScenarioError> {
         // Counts before anything is built from them (the topology, the trial jobs).
         let args = self.tests.iter().map(|t| t.args.len()).max().unwrap_or(0);
         let counts = [
@@ -471,6 +531,7 @@ impl Scenario {
         if self.trials == 0 || !(1..=64).contains(&self.parallel) {
             return Err(ScenarioError::Counts);
         }
+        self.check_names()?;
         let topo = self.topology()?;
         let known = |n: &str| topo.node(n).is_some();
         for t in &self.tests {
@@ -528,6 +589,25 @@ impl Scenario {
                         })
                     }
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every name of the file that becomes part of a file name or is printed, before any
+    /// message quotes it.
+    fn check_names(&self) -> Result<(), ScenarioError> {
+        check_name("name", &self.name)?;
+        for l in &self.links {
+            check_name("[[link]] a", &l.a)?;
+            check_name("[[link]] b", &l.b)?;
+        }
+        for p in &self.profiles {
+            check_name("[[profile]] name", &p.name)?;
+        }
+        for t in &self.tests {
+            if let Some(n) = &t.name {
+                check_name("[[test]] name", n)?;
             }
         }
         Ok(())
@@ -739,6 +819,39 @@ start-after = "1s"
                 "4000000000 trials is too many",
             ),
             (&"#".repeat(2 << 20), "too large for a scenario file"),
+            (
+                &DUMBBELL.replace("\"1s\"", "\"2h\""),
+                "start-after \"2h\": at most 1h",
+            ),
+            // Names become file names: none escapes the run's directory.
+            (
+                &DUMBBELL.replace("name = \"reno\"", "name = \"../../x\""),
+                "[[profile]] name \"../../x\": a name has",
+            ),
+            (
+                &DUMBBELL.replace("name = \"t\"", "name = \"x/../../../../escaped\""),
+                "name \"x/../../../../escaped\"",
+            ),
+            (
+                &DUMBBELL.replace("name = \"reno\"", "name = \"cu\\u001b[2J\""),
+                "[[profile]] name \"cu\\u{1b}[2J\"",
+            ),
+            (
+                &DUMBBELL.replace("a = \"h3\"", "a = \"h\\u0000\""),
+                "[[link]] a \"h\\0\"",
+            ),
+            (
+                &DUMBBELL.replace("from = \"h4\"", "name = \"a\\\\b\"\nfrom = \"h4\""),
+                "[[test]] name",
+            ),
+            (
+                &DUMBBELL.replace("name = \"t\"", "name = \"\""),
+                "name \"\"",
+            ),
+            (
+                &DUMBBELL.replace("name = \"t\"", &format!("name = \"{}\"", "x".repeat(65))),
+                "a name has 1 to 64 bytes",
+            ),
         ] {
             let e = Scenario::parse(text).unwrap_err().to_string();
             assert!(e.contains(needle), "{e}");

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use wirebench_proto::results::Results;
 use wirebench_report::experiment::{self, ExperimentSummary};
+use wirebench_report::text::printable;
 use wirebench_stats::Summary;
 
 use crate::scenario::{Profile, Scenario, Sysctls};
@@ -317,7 +318,8 @@ impl ScenarioSummary {
             let g = r.goodput_kbps.as_ref();
             let mean = |v: &Option<Summary>, d: f64| f(v.as_ref().map(|v| v.mean / d));
             s += &line([
-                &r.profile,
+                // Read back from files (a resumed or merged run): shown, never obeyed.
+                &printable(&r.profile),
                 &r.trials.to_string(),
                 &f(g.map(|g| g.min)),
                 &f(g.map(|g| g.mean)),
@@ -328,8 +330,90 @@ impl ScenarioSummary {
                 &mean(&r.stack_buffer_memory_bytes, 1024.0),
             ]);
         }
+        // A profile whose every test failed shows "0" trials and no figures: the line
+        // below says so, rather than leaving an empty row to be taken for a result.
+        let failed: Vec<String> = self
+            .profiles
+            .iter()
+            .filter(|r| r.failed > 0)
+            .map(|r| format!("{} {}", printable(&r.profile), r.failed))
+            .collect();
+        if !failed.is_empty() {
+            let n: u64 = self.profiles.iter().map(|r| r.failed).sum();
+            s += &format!(
+                "failed: {n} ({}): trials that did not run, or measured tests without results\n",
+                failed.join(", ")
+            );
+        }
         s
     }
+}
+
+/// Most distinct reasons a failure line lists, and the longest each is shown.
+const MAX_REASONS: usize = 5;
+const MAX_REASON_CHARS: usize = 200;
+
+/// Why the failures counted in the summary's `failed` happened: each distinct reason (the
+/// error of a trial that did not run; the last `error:` line, or else the last line, a
+/// measured test without results said)
+/// with how many times, most frequent first. Printable and at most 200 characters each.
+pub fn failure_reasons(done: &[(usize, TrialFile)]) -> Vec<(String, usize)> {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut add = |text: &str| {
+        // wirebench says why on its `error:` line; usage help may follow it.
+        let mut lines = text.lines().rev().filter(|l| !l.trim().is_empty());
+        let last = (lines.clone())
+            .find(|l| l.trim_start().starts_with("error:"))
+            .or_else(|| lines.next())
+            .unwrap_or("");
+        let mut reason: String = printable(last.trim())
+            .chars()
+            .take(MAX_REASON_CHARS)
+            .collect();
+        if reason.is_empty() {
+            reason = "no results and no message".into();
+        }
+        *counts.entry(reason).or_default() += 1;
+    };
+    for (_, t) in done {
+        match t {
+            TrialFile::Failed(f) => add(&f.error),
+            TrialFile::Done(doc) => {
+                for test in doc.tests.iter().filter(|t| t.measured) {
+                    let results = test
+                        .result
+                        .as_ref()
+                        .is_some_and(|r| serde_json::from_value::<Results>(r.clone()).is_ok());
+                    if !results {
+                        add(test.error.as_deref().unwrap_or(""));
+                    }
+                }
+            }
+        }
+    }
+    let mut reasons: Vec<(String, usize)> = counts.into_iter().collect();
+    reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    reasons
+}
+
+/// The line under the table that says why tests failed: `why: REASON (×N); ...`, the most
+/// frequent reasons first; `None` when none failed.
+pub fn reasons_line(reasons: &[(String, usize)]) -> Option<String> {
+    if reasons.is_empty() {
+        return None;
+    }
+    let mut parts: Vec<String> = reasons
+        .iter()
+        .take(MAX_REASONS)
+        .map(|(r, n)| format!("{r} (×{n})"))
+        .collect();
+    if reasons.len() > MAX_REASONS {
+        parts.push(format!(
+            "and {} other reasons (see trials/)",
+            reasons.len() - MAX_REASONS
+        ));
+    }
+    Some(format!("why: {}\n", parts.join("; ")))
 }
 
 /// A scenario run's `experiment.json`: how it was made, as a sweep's says it (keys sorted).
@@ -552,6 +636,72 @@ args = ["-t", "2s"]
                 ),
             ),
         ]
+    }
+
+    #[test]
+    fn failures_are_counted_under_the_table_with_their_reasons() {
+        let reasons = failure_reasons(&trials());
+        assert_eq!(
+            reasons_line(&reasons).as_deref(),
+            Some(
+                "why: building the network: Operation not permitted (os error 1) (×1); \
+                 error: no route (×1)\n"
+            )
+        );
+        assert_eq!(reasons_line(&[]), None);
+        // A test's stderr: its last line says why; control characters are escaped.
+        let failed = vec![
+            (
+                0,
+                doc(
+                    "p",
+                    0,
+                    test("m", true, None, Some("warning\nerror: cu\u{1b}[2J")),
+                ),
+            ),
+            (
+                0,
+                doc("p", 1, test("m", true, None, Some("error: cu\u{1b}[2J"))),
+            ),
+            (0, doc("p", 2, test("m", true, None, None))),
+            (
+                0,
+                doc(
+                    "p",
+                    4,
+                    test(
+                        "m",
+                        true,
+                        None,
+                        Some("error: bad flag\n\nUsage: x\n\ntry '--help'."),
+                    ),
+                ),
+            ),
+            (0, doc("p", 3, test("cross", false, None, Some("ignored")))),
+        ];
+        assert_eq!(
+            failure_reasons(&failed),
+            [
+                ("error: cu\\u{1b}[2J".to_owned(), 2),
+                ("error: bad flag".to_owned(), 1),
+                ("no results and no message".to_owned(), 1)
+            ]
+        );
+        let sc = Scenario::parse(
+            "name = \"s\"\n[[link]]\na = \"a\"\nb = \"b\"\n[[test]]\nfrom = \"a\"\nto = \"b\"\n",
+        )
+        .unwrap();
+        let p = Profile {
+            name: "p".into(),
+            ..Profile::default()
+        };
+        let table = summarize(&sc, &[p], &failed).table();
+        assert!(
+            table.ends_with(
+                "failed: 4 (p 4): trials that did not run, or measured tests without results\n"
+            ),
+            "{table}"
+        );
     }
 
     #[test]

@@ -390,6 +390,10 @@ impl Lab {
     pub fn stop_logged(self) -> io::Result<(Vec<LinkReport>, LinkLog)> {
         let mut reports = Vec::with_capacity(self.links.len());
         let mut log = LinkLog::default();
+        for (up, down) in &self.links {
+            up.ask_stop();
+            down.ask_stop();
+        }
         for ((up, down), link) in self.links.into_iter().zip(self.names) {
             let (up, up_log) = up.stop()?;
             let (down, down_log) = down.stop()?;

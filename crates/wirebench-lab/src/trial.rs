@@ -11,7 +11,7 @@ use wirebench_proto::link_log::LinkLog;
 use wirebench_report::export::link_log::LinkLogCsv;
 use wirebench_report::Exporter;
 
-use crate::scenario::{trial_topology, Profile, Scenario};
+use crate::scenario::{trial_topology, Profile, Scenario, TestDef};
 use crate::server::{LabServer, ServerError};
 use crate::summary::{NamedLinkReport, TestOutcome, TrialDoc};
 use crate::topo::{Lab, Topology};
@@ -220,38 +220,7 @@ pub fn run_trial(s: &TrialSetup<'_>, profile: &Profile, n: u32) -> Result<TrialD
             .collect();
         for h in handles {
             if let Ok((i, out)) = h.join() {
-                let test = &sc.tests[i];
-                let (ok, stdout, stderr) = match &out {
-                    Ok(o) => {
-                        let mut said = String::from_utf8_lossy(&o.stderr).trim().to_owned();
-                        if said.is_empty() && !o.status.success() {
-                            // Killed by a signal, or gone without a word: the status is
-                            // all there is, and a trial file must say why a test failed.
-                            said = format!(
-                                "the test's process ended without a message ({})",
-                                o.status
-                            );
-                        }
-                        (
-                            o.status.success(),
-                            String::from_utf8_lossy(&o.stdout).into_owned(),
-                            said,
-                        )
-                    }
-                    Err(e) => (
-                        false,
-                        String::new(),
-                        format!("waiting for the test's process: {e}"),
-                    ),
-                };
-                tests[i] = Some(TestOutcome {
-                    name: test.label(),
-                    from: test.from.clone(),
-                    to: test.to.clone(),
-                    measured: test.measured,
-                    result: serde_json::from_str(&stdout).ok(),
-                    error: (!ok).then_some(stderr),
-                });
+                tests[i] = Some(test_outcome(&sc.tests[i], &out));
             }
         }
     });
@@ -275,6 +244,49 @@ pub fn run_trial(s: &TrialSetup<'_>, profile: &Profile, n: u32) -> Result<TrialD
             .map(|(link, report)| NamedLinkReport { link, report })
             .collect(),
     })
+}
+
+/// What a test's process left: its results, and why it failed if it did.
+fn test_outcome(test: &TestDef, out: &io::Result<std::process::Output>) -> TestOutcome {
+    let (ok, stdout, stderr) = match out {
+        Ok(o) => {
+            let mut said = String::from_utf8_lossy(&o.stderr).trim().to_owned();
+            if said.is_empty() && !o.status.success() {
+                // Killed by a signal, or gone without a word: the status is all there is,
+                // and a trial file must say why a test failed.
+                said = format!("the test's process ended without a message ({})", o.status);
+            }
+            (
+                o.status.success(),
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+                said,
+            )
+        }
+        Err(e) => (
+            false,
+            String::new(),
+            format!("waiting for the test's process: {e}"),
+        ),
+    };
+    let result: Option<serde_json::Value> = serde_json::from_str(&stdout).ok();
+    let error = match (ok, &result) {
+        (false, _) => Some(stderr),
+        // Exit 0 without a document: its args changed what `--json` prints.
+        (true, None) => Some(
+            "the test ended well but printed no JSON results: leave --format and other \
+             output flags out of a scenario's args"
+                .to_owned(),
+        ),
+        (true, Some(_)) => None,
+    };
+    TestOutcome {
+        name: test.label(),
+        from: test.from.clone(),
+        to: test.to.clone(),
+        measured: test.measured,
+        result,
+        error,
+    }
 }
 
 /// Writes a link log as CSV to `path`.

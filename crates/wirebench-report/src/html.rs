@@ -39,8 +39,11 @@ pub enum ReportError {
     Plot(#[from] PlotError),
 }
 
+/// Text for HTML: markup escaped, and control characters (not allowed in HTML, and a
+/// terminal's commands when the file is `cat`) written as their escapes.
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
+    crate::text::printable(s)
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")

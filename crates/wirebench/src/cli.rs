@@ -73,9 +73,14 @@ pub enum Command {
     Man,
 }
 
+/// `lab`'s exit codes, in its `--help` and `lab scenario --help`.
+pub const LAB_EXIT_CODES: &str = "Exit codes: 0 done; 1 a runtime failure (also the command's \
+own); 2 bad flags or scenario file; 3 a scenario finished but some trials failed (a trial that \
+did not run, or a measured test without results: the line under the table says why).";
+
 /// `wirebench lab`.
 #[derive(Debug, Args)]
-#[command(args_conflicts_with_subcommands = true)]
+#[command(args_conflicts_with_subcommands = true, after_help = LAB_EXIT_CODES)]
 pub struct LabArgs {
     /// Keep a testbed up, enter it, take it down, or run a scenario.
     #[command(subcommand)]
@@ -156,6 +161,7 @@ pub enum LabAction {
 
 /// `wirebench lab scenario`.
 #[derive(Debug, Args)]
+#[command(after_help = LAB_EXIT_CODES)]
 pub struct ScenarioArgs {
     /// The scenario (TOML).
     pub file: PathBuf,

@@ -745,7 +745,10 @@ fn the_shipped_scenarios_parse() {
 fn wirebench_lab_parse(text: &str) -> Result<(), String> {
     // The binary checks a file without running it: `lab up` would build it, so parse via
     // a scenario run with an unknown profile, which fails after parsing.
-    let dir = std::env::temp_dir().join(format!("wb-parse-{}", std::process::id()));
+    // A directory per call: tests that parse run at the same time.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("wb-parse-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let f = dir.join("s.toml");
     std::fs::write(&f, text).map_err(|e| e.to_string())?;
@@ -818,5 +821,221 @@ fn rrul_shows_a_long_queue_multiplies_latency_under_load_and_a_short_one_does_no
     assert!(
         short < 2.0 && short < long / 2.0,
         "a 20-packet queue multiplied the median round trip by {short:.1} (the long one: {long:.1})"
+    );
+}
+
+/// A fresh directory for one test, under the system's temporary directory.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("wb-lab-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    dir
+}
+
+/// Regression: the emulator slept until its next frame was due, so a lab
+/// with a 60 s delay held on for a minute after its command ended. It looks at its stop flag
+/// at least every 20 ms; the frames it still held are counted, not sent. The client is
+/// ended after 1 s (a run's connect would wait 10 s for its own timeout first).
+#[test]
+fn a_lab_with_a_minute_of_delay_stops_when_its_command_ends() {
+    let _l = lock();
+    if !common::lab_available() {
+        return;
+    }
+    let exe = env!("CARGO_BIN_EXE_wirebench");
+    let start = Instant::now();
+    let out = wirebench()
+        .args(["lab", "--delay", "60s", "--", "exec", "--", "timeout", "1"])
+        .args([exe, "run", "10.77.0.2", "-t", "1s"])
+        .output()
+        .expect("lab");
+    let took = start.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        took < Duration::from_secs(10),
+        "the lab took {took:?} to stop: {err}"
+    );
+    // The client's SYNs were still on their way: dropped and counted.
+    assert!(err.contains("frames unsent at stop"), "{err}");
+    assert_eq!(out.status.code(), Some(1), "the client was ended: {err}");
+}
+
+/// A scenario whose measured tests fail for reasons of its own: a flag `run` does not know,
+/// and an output format that is not the JSON the lab reads.
+const FAILING: &str = r#"
+name = "all-fail"
+[[link]]
+a = "h1"
+b = "h2"
+loss = 0.05
+[[test]]
+from = "h1"
+to = "h2"
+args = ["-t", "1s", "--no-such-flag"]
+[[test]]
+name = "csv"
+from = "h1"
+to = "h2"
+args = ["-t", "1s", "--format", "csv"]
+"#;
+
+/// Regression: every measured test failed, the table said "0 trials",
+/// and the run exited 0. It exits 3 (some trials failed) with a line that counts the
+/// failures and one that says why.
+#[test]
+fn a_scenario_whose_tests_all_fail_exits_3_with_a_failure_line() {
+    let _l = lock();
+    if !common::lab_available() {
+        return;
+    }
+    let dir = scratch("all-fail");
+    std::fs::write(dir.join("s.toml"), FAILING).expect("scenario");
+    let out = wirebench()
+        .args(["lab", "scenario"])
+        .arg(dir.join("s.toml"))
+        .arg("--out")
+        .arg(dir.join("out"))
+        .output()
+        .expect("lab scenario");
+    let (table, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(3), "{table}{err}");
+    assert!(table.contains("failed: 2 (default 2)"), "{table}");
+    let why = table
+        .lines()
+        .find(|l| l.starts_with("why: "))
+        .unwrap_or_else(|| panic!("no reasons: {table}"));
+    assert!(
+        why.contains("--no-such-flag") && why.contains("--format"),
+        "{why}"
+    );
+    assert!(err.contains("2 failure(s) in 1 trials"), "{err}");
+    // The saved table says the same.
+    let saved = std::fs::read_to_string(dir.join("out/summary.txt")).expect("summary.txt");
+    assert_eq!(saved, table);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Regression: names become file names and are printed. One that
+/// leaves the results directory, or holds a control character, is refused when the file
+/// loads, in one line naming its key, before anything is written; the line itself carries
+/// no raw control character.
+#[test]
+fn names_out_of_their_directory_or_with_control_characters_are_refused() {
+    let dir = scratch("names");
+    let cases = [
+        (
+            "name = \"all-fail\"",
+            "name = \"x/../../../../escaped\"",
+            "name \"x/../../../../escaped\"",
+        ),
+        (
+            "[[test]]\nfrom",
+            "[[profile]]\nname = \"../../x\"\n[[test]]\nfrom",
+            "[[profile]] name \"../../x\"",
+        ),
+        (
+            "[[test]]\nfrom",
+            "[[profile]]\nname = \"cu\\u001b[2J\"\n[[test]]\nfrom",
+            "[[profile]] name \"cu\\u{1b}[2J\"",
+        ),
+        ("name = \"csv\"", "name = \"a/b\"", "[[test]] name \"a/b\""),
+    ];
+    for (from, to, key) in cases {
+        let text = FAILING.replacen(from, to, 1);
+        assert_ne!(text, FAILING);
+        std::fs::write(dir.join("s.toml"), text).expect("scenario");
+        let out = wirebench()
+            .current_dir(&dir)
+            .args(["lab", "scenario", "s.toml"])
+            .output()
+            .expect("lab scenario");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{key}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(key), "{key}: {err}");
+        let raw = |b: &[u8]| b.iter().any(|&c| c < 0x20 && c != b'\n');
+        assert!(!raw(&out.stderr) && !raw(&out.stdout), "{err}");
+    }
+    // Nothing was made, in the directory or above it.
+    let made: Vec<_> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(made, ["s.toml"], "{made:?}");
+    assert!(!dir.join("../escaped").exists() && !dir.join("../../escaped").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Regression: a saved summary whose profile is named to clear the
+/// terminal plots into an SVG that is well-formed XML (a raw U+001B is not, and Chromium
+/// refused to render it), with the name shown escaped; rendered by Chromium where it is
+/// installed (CI installs it).
+#[test]
+fn a_control_character_label_plots_into_svg_a_browser_renders() {
+    let dir = scratch("svg");
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../wirebench-lab/tests/data/scenario-summary/summary.json");
+    let summary = std::fs::read_to_string(fixture).expect("the fixture summary");
+    let summary = summary.replace("cubic-sack", "cu\\u001b[2J");
+    std::fs::write(dir.join("summary.json"), summary).expect("summary");
+    let svg_path = dir.join("box.svg");
+    let out = wirebench()
+        .arg("plot")
+        .arg(&dir)
+        .args(["--kind", "box", "-o"])
+        .arg(&svg_path)
+        .output()
+        .expect("plot");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let svg = std::fs::read_to_string(&svg_path).expect("svg");
+    let doc = roxmltree::Document::parse(&svg).expect("the SVG is well-formed XML");
+    let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).collect();
+    assert!(
+        texts.iter().any(|t| t.contains("cu\\u{1b}[2J")),
+        "{texts:?}"
+    );
+    let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+    match chromium {
+        Some(chromium) => {
+            let shot = dir.join("box.png");
+            let o = Command::new(chromium)
+                .args(["--headless", "--no-sandbox", "--disable-gpu"])
+                .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+                .arg(format!("--screenshot={}", shot.display()))
+                .arg(format!("file://{}", svg_path.display()))
+                .output()
+                .expect("chromium");
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            assert!(std::fs::metadata(&shot).is_ok_and(|m| m.len() > 0));
+        }
+        None if std::env::var_os("CI").is_some() => panic!("CI must have chromium"),
+        None => eprintln!("skipped the rendering: no chromium (the XML check ran)"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Regression: docs/lab.md writes `loss = 0.05`, a bare number.
+#[test]
+fn loss_as_a_bare_number_is_a_probability() {
+    for loss in ["loss = 0.05", "loss = \"5%\"", "loss-up = 0"] {
+        // Parsed without running: an unknown --profile fails after the file is read.
+        let parsed = wirebench_lab_parse(&FAILING.replacen("loss = 0.05", loss, 1));
+        assert!(parsed.is_ok(), "{loss}: {parsed:?}");
+    }
+    let bad = wirebench_lab_parse(&FAILING.replacen("loss = 0.05", "loss = 5", 1));
+    assert!(
+        bad.as_ref()
+            .is_err_and(|e| e.contains("not between 0 and 1")),
+        "{bad:?}"
     );
 }

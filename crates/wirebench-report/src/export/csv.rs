@@ -22,7 +22,10 @@ sent_messages,sent_bytes,received_messages,received_bytes,sent_bps,received_bps,
 lost,loss_ratio,jitter_ms,latency_p50_us,latency_p99_us,error";
 
 /// A field quoted when it must be (RFC 4180): with a comma, a quote or a line break.
+/// Control characters but line breaks and tabs (from a name or a peer's error) are written
+/// as their escapes, `\u{1b}`: a spreadsheet or a terminal would act on them.
 fn field(s: &str) -> String {
+    let s = crate::text::printable_text(s);
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
@@ -285,6 +288,14 @@ pub(crate) mod tests {
                 .split(',')
                 .count()
         );
+    }
+
+    #[test]
+    fn fields_are_quoted_and_control_characters_escaped() {
+        assert_eq!(field("cubic-sack"), "cubic-sack");
+        assert_eq!(field("a,b"), "\"a,b\"");
+        assert_eq!(field("say \"x\"\nthen"), "\"say \"\"x\"\"\nthen\"");
+        assert_eq!(field("cu\u{1b}[2J"), "cu\\u{1b}[2J");
     }
 
     #[test]

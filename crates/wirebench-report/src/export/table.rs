@@ -115,218 +115,234 @@ fn stacks(r: &Results, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
+/// Writes what `table` writes with every control character escaped: names, errors and
+/// descriptions come from files and peers, and a raw `ESC` would act on the terminal.
+fn escaped(
+    out: &mut dyn Write,
+    table: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut text = Vec::new();
+    table(&mut text)?;
+    let text = String::from_utf8_lossy(&text);
+    out.write_all(crate::text::printable_text(&text).as_bytes())
+}
+
 impl Exporter for Table {
     fn export(&self, r: &Results, out: &mut dyn Write) -> io::Result<()> {
-        let e = &r.end;
-        let mut rows = vec![
-            [
-                "Time (ms)",
-                "Sent messages",
-                "Sent bytes",
-                "Read messages",
-                "Read bytes",
-                "Protocol",
-                "Mechanism",
-                "Send rate",
-                "Receive rate",
-                "Lost",
-            ]
-            .map(String::from)
-            .to_vec(),
-            table_row(r, e),
-        ];
-        if let Some(rev) = &r.reverse {
-            rows.push(table_row(r, &rev.end));
-        }
-        out.write_all(columns(&rows).as_bytes())?;
-        if let Some(rev) = &r.reverse {
-            let lost = rev
-                .end
-                .udp
-                .as_ref()
-                .map(|u| format!(", {} lost", u.lost))
-                .unwrap_or_default();
-            writeln!(
-                out,
-                "both directions at once: the first row is client → server, the second server → client (received {} in {}{lost})",
-                amount(rev.end.received.bytes),
-                seconds(rev.end.received.duration_s)
-            )?;
-        }
-        let dir = match r.test.direction {
-            Direction::Forward | Direction::Bidir => "client → server",
-            Direction::Reverse => "server → client",
+        escaped(out, |out| results_table(r, out))
+    }
+}
+
+fn results_table(r: &Results, out: &mut dyn Write) -> io::Result<()> {
+    let e = &r.end;
+    let mut rows = vec![
+        [
+            "Time (ms)",
+            "Sent messages",
+            "Sent bytes",
+            "Read messages",
+            "Read bytes",
+            "Protocol",
+            "Mechanism",
+            "Send rate",
+            "Receive rate",
+            "Lost",
+        ]
+        .map(String::from)
+        .to_vec(),
+        table_row(r, e),
+    ];
+    if let Some(rev) = &r.reverse {
+        rows.push(table_row(r, &rev.end));
+    }
+    out.write_all(columns(&rows).as_bytes())?;
+    if let Some(rev) = &r.reverse {
+        let lost = rev
+            .end
+            .udp
+            .as_ref()
+            .map(|u| format!(", {} lost", u.lost))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "both directions at once: the first row is client → server, the second server → client (received {} in {}{lost})",
+            amount(rev.end.received.bytes),
+            seconds(rev.end.received.duration_s)
+        )?;
+    }
+    let dir = match r.test.direction {
+        Direction::Forward | Direction::Bidir => "client → server",
+        Direction::Reverse => "server → client",
+    };
+    writeln!(
+        out,
+        "{dir} {}, {} messages of {} bytes; received {} in {}",
+        r.server,
+        r.test.protocol,
+        r.test.size,
+        amount(e.received.bytes),
+        seconds(e.received.duration_s),
+    )?;
+    stacks(r, out)?;
+    if let Some(u) = &e.udp {
+        udp_lines(r, u, out)?;
+    }
+    if let Some(l) = &e.latency_us {
+        writeln!(
+            out,
+            "{}: {} transactions, {:.0}/s, round trip {}{}",
+            r.test.mechanism,
+            l.count,
+            e.transactions_per_s.unwrap_or(0.0),
+            percentiles(l, "µs"),
+            e.rr_timeouts
+                .map(|t| format!(", {t} timed out"))
+                .unwrap_or_default()
+        )?;
+    }
+    if r.test.mechanism == Mechanism::StopAndWait && r.test.protocol == Protocol::Udp {
+        writeln!(out, "retransmits: {}", e.retransmits)?;
+    }
+    if let Some(f) = &e.file {
+        let verdict = if f.identical {
+            "identical".to_string()
+        } else if f.missing_bytes > 0 {
+            format!(
+                "incomplete: {} bytes missing in {} ranges{}",
+                f.missing_bytes,
+                f.missing.len() as u64 + f.missing_ranges_more,
+                f.missing
+                    .first()
+                    .map(|(a, b)| format!(", the first {a}..{b}"))
+                    .unwrap_or_default()
+            )
+        } else if whole_but_not_hashed(f) {
+            // A UDP receiver hashes the copy it saved, read back (datagrams may come in
+            // any order): without one there is nothing to compare, which is not a
+            // difference.
+            "every byte arrived; not compared: the receiver saved no copy to hash \
+             (serve --save-dir, or run -R --save)"
+                .to_string()
+        } else {
+            "DIFFERENT".to_string()
         };
         writeln!(
             out,
-            "{dir} {}, {} messages of {} bytes; received {} in {}",
-            r.server,
-            r.test.protocol,
-            r.test.size,
-            amount(e.received.bytes),
-            seconds(e.received.duration_s),
+            "file {}: {} bytes; {} {} sent, {} received: {verdict}{}",
+            f.name,
+            f.bytes,
+            f.algorithm,
+            f.sent_digest.as_deref().unwrap_or("?"),
+            f.received_digest.as_deref().unwrap_or("?"),
+            f.saved_as
+                .as_ref()
+                .map(|p| format!("; saved as {p}"))
+                .unwrap_or_default()
         )?;
-        stacks(r, out)?;
-        if let Some(u) = &e.udp {
-            udp_lines(r, u, out)?;
-        }
-        if let Some(l) = &e.latency_us {
-            writeln!(
-                out,
-                "{}: {} transactions, {:.0}/s, round trip {}{}",
-                r.test.mechanism,
-                l.count,
-                e.transactions_per_s.unwrap_or(0.0),
-                percentiles(l, "µs"),
-                e.rr_timeouts
-                    .map(|t| format!(", {t} timed out"))
-                    .unwrap_or_default()
-            )?;
-        }
-        if r.test.mechanism == Mechanism::StopAndWait && r.test.protocol == Protocol::Udp {
-            writeln!(out, "retransmits: {}", e.retransmits)?;
-        }
-        if let Some(f) = &e.file {
-            let verdict = if f.identical {
-                "identical".to_string()
-            } else if f.missing_bytes > 0 {
-                format!(
-                    "incomplete: {} bytes missing in {} ranges{}",
-                    f.missing_bytes,
-                    f.missing.len() as u64 + f.missing_ranges_more,
-                    f.missing
-                        .first()
-                        .map(|(a, b)| format!(", the first {a}..{b}"))
-                        .unwrap_or_default()
-                )
-            } else if whole_but_not_hashed(f) {
-                // A UDP receiver hashes the copy it saved, read back (datagrams may come in
-                // any order): without one there is nothing to compare, which is not a
-                // difference.
-                "every byte arrived; not compared: the receiver saved no copy to hash \
-                 (serve --save-dir, or run -R --save)"
-                    .to_string()
-            } else {
-                "DIFFERENT".to_string()
-            };
-            writeln!(
-                out,
-                "file {}: {} bytes; {} {} sent, {} received: {verdict}{}",
-                f.name,
-                f.bytes,
-                f.algorithm,
-                f.sent_digest.as_deref().unwrap_or("?"),
-                f.received_digest.as_deref().unwrap_or("?"),
-                f.saved_as
-                    .as_ref()
-                    .map(|p| format!("; saved as {p}"))
-                    .unwrap_or_default()
-            )?;
-        }
-        if r.test.mechanism == Mechanism::Stream || e.file.is_some() {
-            writeln!(
-                out,
-                "send: {} first to last byte, {}; receive: {}, {}",
-                seconds(e.sent.transfer_s),
-                rate(e.sent.transfer_bps),
-                seconds(e.received.transfer_s),
-                rate(e.received.transfer_bps)
-            )?;
-        }
-        for (i, st) in r.streams.iter().enumerate() {
-            let lost = st
-                .udp
-                .as_ref()
-                .map(|u| format!(", {} lost", u.lost))
-                .unwrap_or_default();
-            writeln!(
-                out,
-                "  stream {i}: sent {} in {} messages ({}), received {} ({}){lost}",
-                amount(st.sent.bytes),
-                count(st.sent.messages),
-                rate(st.sent_bps),
-                amount(st.received.bytes),
-                rate(st.received_bps),
-            )?;
-        }
-        if let Some(t) = &e.tcp {
-            let cc = r
-                .datapath
-                .client
-                .as_ref()
-                .and_then(|d| d.tcp_congestion.clone())
-                .unwrap_or_else(|| "?".into());
-            writeln!(
-                out,
-                "tcp (sender's TCP_INFO): {} retransmits, rtt {:.3} ms, cwnd {} segments of {} bytes; congestion control {cc}",
-                t.retransmits,
-                t.rtt_us as f64 / 1e3,
-                t.snd_cwnd_segments,
-                t.snd_mss_bytes
-            )?;
-        }
-        for (side, dp) in [
-            ("client", &r.datapath.client),
-            ("server", &r.datapath.server),
-        ] {
-            if let Some(z) = dp.as_ref().and_then(|d| d.zerocopy) {
-                writeln!(
-                    out,
-                    "zerocopy ({side} sends): {}",
-                    if !z.enabled {
-                        "refused by the kernel, plain sends made".to_string()
-                    } else {
-                        format!(
-                            "{} MSG_ZEROCOPY sends, {} completed, {} of them copied by the kernel after all",
-                            z.sends, z.completed, z.copied
-                        )
-                    }
-                )?;
-            }
-        }
-        if let Some(sp) = &e.send_rate_spread {
-            if r.test.rate_bps > 0 || r.test.rate_pps > 0 {
-                writeln!(
-                    out,
-                    "pacing: send rate per millisecond p50 {}, p99 {}, min {}, max {}",
-                    format_rate_bps(sp.p50),
-                    format_rate_bps(sp.p99),
-                    format_rate_bps(sp.min),
-                    format_rate_bps(sp.max)
-                )?;
-            }
-        }
-        let side = |name: &str, res: Option<&wirebench_proto::results::Resources>| {
-            res.map(|x| {
-                format!(
-                    "{name} {:.0}% of a core ({:.2} s user, {:.2} s system), RSS {:.1} → {:.1} MiB (peak {:.1})",
-                    x.cpu_percent,
-                    x.cpu_user_s,
-                    x.cpu_system_s,
-                    x.rss_before_kib as f64 / 1024.0,
-                    x.rss_after_kib as f64 / 1024.0,
-                    x.max_rss_kib as f64 / 1024.0
-                )
-            })
-        };
-        let cost: Vec<String> = [
-            side("client", e.resources.client.as_ref()),
-            side("server", e.resources.server.as_ref()),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        if !cost.is_empty() {
-            writeln!(out, "cost: {}", cost.join("; "))?;
-        }
-        if let Some(rrul) = &e.rrul {
-            rrul_lines(rrul, out)?;
-        }
-        if let Some(err) = &r.error {
-            writeln!(out, "incomplete: {err}")?;
-        }
-        Ok(())
     }
+    if r.test.mechanism == Mechanism::Stream || e.file.is_some() {
+        writeln!(
+            out,
+            "send: {} first to last byte, {}; receive: {}, {}",
+            seconds(e.sent.transfer_s),
+            rate(e.sent.transfer_bps),
+            seconds(e.received.transfer_s),
+            rate(e.received.transfer_bps)
+        )?;
+    }
+    for (i, st) in r.streams.iter().enumerate() {
+        let lost = st
+            .udp
+            .as_ref()
+            .map(|u| format!(", {} lost", u.lost))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "  stream {i}: sent {} in {} messages ({}), received {} ({}){lost}",
+            amount(st.sent.bytes),
+            count(st.sent.messages),
+            rate(st.sent_bps),
+            amount(st.received.bytes),
+            rate(st.received_bps),
+        )?;
+    }
+    if let Some(t) = &e.tcp {
+        let cc = r
+            .datapath
+            .client
+            .as_ref()
+            .and_then(|d| d.tcp_congestion.clone())
+            .unwrap_or_else(|| "?".into());
+        writeln!(
+            out,
+            "tcp (sender's TCP_INFO): {} retransmits, rtt {:.3} ms, cwnd {} segments of {} bytes; congestion control {cc}",
+            t.retransmits,
+            t.rtt_us as f64 / 1e3,
+            t.snd_cwnd_segments,
+            t.snd_mss_bytes
+        )?;
+    }
+    for (side, dp) in [
+        ("client", &r.datapath.client),
+        ("server", &r.datapath.server),
+    ] {
+        if let Some(z) = dp.as_ref().and_then(|d| d.zerocopy) {
+            writeln!(
+                out,
+                "zerocopy ({side} sends): {}",
+                if !z.enabled {
+                    "refused by the kernel, plain sends made".to_string()
+                } else {
+                    format!(
+                        "{} MSG_ZEROCOPY sends, {} completed, {} of them copied by the kernel after all",
+                        z.sends, z.completed, z.copied
+                    )
+                }
+            )?;
+        }
+    }
+    if let Some(sp) = &e.send_rate_spread {
+        if r.test.rate_bps > 0 || r.test.rate_pps > 0 {
+            writeln!(
+                out,
+                "pacing: send rate per millisecond p50 {}, p99 {}, min {}, max {}",
+                format_rate_bps(sp.p50),
+                format_rate_bps(sp.p99),
+                format_rate_bps(sp.min),
+                format_rate_bps(sp.max)
+            )?;
+        }
+    }
+    let side = |name: &str, res: Option<&wirebench_proto::results::Resources>| {
+        res.map(|x| {
+            format!(
+                "{name} {:.0}% of a core ({:.2} s user, {:.2} s system), RSS {:.1} → {:.1} MiB (peak {:.1})",
+                x.cpu_percent,
+                x.cpu_user_s,
+                x.cpu_system_s,
+                x.rss_before_kib as f64 / 1024.0,
+                x.rss_after_kib as f64 / 1024.0,
+                x.max_rss_kib as f64 / 1024.0
+            )
+        })
+    };
+    let cost: Vec<String> = [
+        side("client", e.resources.client.as_ref()),
+        side("server", e.resources.server.as_ref()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !cost.is_empty() {
+        writeln!(out, "cost: {}", cost.join("; "))?;
+    }
+    if let Some(rrul) = &e.rrul {
+        rrul_lines(rrul, out)?;
+    }
+    if let Some(err) = &r.error {
+        writeln!(out, "incomplete: {err}")?;
+    }
+    Ok(())
 }
 
 /// `run --mode rrul`: the idle and loaded round trips, their ratio and the load's rates.
@@ -462,97 +478,105 @@ impl Exporter<BothDirections> for Table {
     /// side sending), receive time and rate (this side receiving), each timed from the first
     /// byte to the last on the side that measures it.
     fn export(&self, doc: &BothDirections, out: &mut dyn Write) -> io::Result<()> {
-        let (send, receive) = (&doc.send, &doc.receive);
-        let e = &send.end;
-        let r = &receive.end;
-        let size = |x: &wirebench_proto::results::End| {
-            count(x.file.as_ref().map_or(x.sent.bytes, |f| Some(f.bytes)))
-        };
-        let secs = |v: Option<f64>| v.map_or_else(|| UNKNOWN.to_string(), |s| format!("{s:.3}"));
-        let rows = vec![
-            [
-                "Xfer size",
-                "Send time (s)",
-                "Send rate",
-                "Recv size",
-                "Recv time (s)",
-                "Recv rate",
-                "Protocol",
-                "Mechanism",
-            ]
-            .map(String::from)
-            .to_vec(),
-            vec![
-                size(e),
-                secs(e.sent.transfer_s),
-                rate(e.sent.transfer_bps),
-                size(r),
-                secs(r.received.transfer_s),
-                rate(r.received.transfer_bps),
-                send.test.protocol.to_string(),
-                send.test.mechanism.to_string(),
-            ],
-        ];
-        out.write_all(columns(&rows).as_bytes())?;
-        for (what, res) in [("send", send), ("receive", receive)] {
-            if let Some(f) = &res.end.file {
-                writeln!(
-                    out,
-                    "{what}: file {} {}",
-                    f.name,
-                    if f.identical {
-                        "arrived identical"
-                    } else if whole_but_not_hashed(f) {
-                        "arrived whole (not compared: no copy was saved to hash)"
-                    } else {
-                        "did NOT arrive identical"
-                    }
-                )?;
-            }
-            if let Some(err) = &res.error {
-                writeln!(out, "{what}: incomplete: {err}")?;
-            }
-        }
-        Ok(())
+        escaped(out, |out| both_table(doc, out))
     }
+}
+
+fn both_table(doc: &BothDirections, out: &mut dyn Write) -> io::Result<()> {
+    let (send, receive) = (&doc.send, &doc.receive);
+    let e = &send.end;
+    let r = &receive.end;
+    let size = |x: &wirebench_proto::results::End| {
+        count(x.file.as_ref().map_or(x.sent.bytes, |f| Some(f.bytes)))
+    };
+    let secs = |v: Option<f64>| v.map_or_else(|| UNKNOWN.to_string(), |s| format!("{s:.3}"));
+    let rows = vec![
+        [
+            "Xfer size",
+            "Send time (s)",
+            "Send rate",
+            "Recv size",
+            "Recv time (s)",
+            "Recv rate",
+            "Protocol",
+            "Mechanism",
+        ]
+        .map(String::from)
+        .to_vec(),
+        vec![
+            size(e),
+            secs(e.sent.transfer_s),
+            rate(e.sent.transfer_bps),
+            size(r),
+            secs(r.received.transfer_s),
+            rate(r.received.transfer_bps),
+            send.test.protocol.to_string(),
+            send.test.mechanism.to_string(),
+        ],
+    ];
+    out.write_all(columns(&rows).as_bytes())?;
+    for (what, res) in [("send", send), ("receive", receive)] {
+        if let Some(f) = &res.end.file {
+            writeln!(
+                out,
+                "{what}: file {} {}",
+                f.name,
+                if f.identical {
+                    "arrived identical"
+                } else if whole_but_not_hashed(f) {
+                    "arrived whole (not compared: no copy was saved to hash)"
+                } else {
+                    "did NOT arrive identical"
+                }
+            )?;
+        }
+        if let Some(err) = &res.error {
+            writeln!(out, "{what}: incomplete: {err}")?;
+        }
+    }
+    Ok(())
 }
 
 impl Exporter<ExperimentSummary> for Table {
     /// A line per point (mean received rate with its 95% CI, the data delivered), the
     /// transfer table when the amount varies, and the knee of each rate series.
     fn export(&self, s: &ExperimentSummary, out: &mut dyn Write) -> io::Result<()> {
-        for p in &s.points {
-            let params: Vec<String> = p.point.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            let rate = p.figures.get("received_bps");
-            let frac = p.figures.get("delivered_fraction");
-            writeln!(
-                out,
-                "{:<40} {} trials  received {} ± {} (95% CI)  delivered {}{}",
-                params.join(" "),
-                p.trials,
-                rate.map_or("-".into(), |x| format_rate_bps(x.mean)),
-                rate.map_or("-".into(), |x| format_rate_bps(x.ci95)),
-                // No trial completed: nothing to say, rather than "NaN%".
-                frac.map_or("-".into(), |x| format!("{:.2}%", x.mean * 100.0)),
-                p.failed_words()
-                    .map_or(String::new(), |w| format!("  ({w})"))
-            )?;
-        }
-        if let Some(t) = transfer_table(s) {
-            writeln!(out, "{t}")?;
-        }
-        for k in &s.knees {
-            let series: Vec<String> = k.series.iter().map(|(a, b)| format!("{a}={b}")).collect();
-            writeln!(
-                out,
-                "knee {}: at 99% delivered, {}; at 95%, {}",
-                series.join(" "),
-                k.describe(0.99),
-                k.describe(0.95),
-            )?;
-        }
-        Ok(())
+        escaped(out, |out| summary_table(s, out))
     }
+}
+
+fn summary_table(s: &ExperimentSummary, out: &mut dyn Write) -> io::Result<()> {
+    for p in &s.points {
+        let params: Vec<String> = p.point.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let rate = p.figures.get("received_bps");
+        let frac = p.figures.get("delivered_fraction");
+        writeln!(
+            out,
+            "{:<40} {} trials  received {} ± {} (95% CI)  delivered {}{}",
+            params.join(" "),
+            p.trials,
+            rate.map_or("-".into(), |x| format_rate_bps(x.mean)),
+            rate.map_or("-".into(), |x| format_rate_bps(x.ci95)),
+            // No trial completed: nothing to say, rather than "NaN%".
+            frac.map_or("-".into(), |x| format!("{:.2}%", x.mean * 100.0)),
+            p.failed_words()
+                .map_or(String::new(), |w| format!("  ({w})"))
+        )?;
+    }
+    if let Some(t) = transfer_table(s) {
+        writeln!(out, "{t}")?;
+    }
+    for k in &s.knees {
+        let series: Vec<String> = k.series.iter().map(|(a, b)| format!("{a}={b}")).collect();
+        writeln!(
+            out,
+            "knee {}: at 99% delivered, {}; at 95%, {}",
+            series.join(" "),
+            k.describe(0.99),
+            k.describe(0.95),
+        )?;
+    }
+    Ok(())
 }
 
 /// The transfer table of an experiment that varies the amount, a row per point (means over
@@ -642,6 +666,20 @@ mod tests {
             line,
             "stack: client the kernel's; server smoltcp 0.12.0 on wbsmol0 (10.77.0.102/24, cubic, MSS 1460, buffers 65.54 KB each way)"
         );
+    }
+
+    #[test]
+    fn a_peers_control_characters_are_shown_escaped_not_obeyed() {
+        // A server's words (its stack's name, an error) reach the terminal: a raw ESC in
+        // them would clear it.
+        let mut r = crate::export::csv::tests::sample();
+        r.error = Some("refused\u{1b}[2J".into());
+        let mut out = Vec::new();
+        Table.export(&r, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(!text.contains('\u{1b}'), "{text}");
+        assert!(text.contains("refused\\u{1b}[2J"), "{text}");
+        assert!(text.contains('\n'), "line breaks stay");
     }
 
     #[test]

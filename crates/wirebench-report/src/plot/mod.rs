@@ -525,7 +525,10 @@ fn png_bytes(chart: &Chart) -> Result<Vec<u8>, PlotError> {
     Ok(png)
 }
 
-/// `chart` as an SVG document, for a report.
+/// `chart` as an SVG document, for a report or a file. Labels come from files (profile
+/// and parameter names); a control character in one would make the document invalid XML
+/// (XML 1.0 allows none but tab and line breaks), which browsers refuse to render, so each
+/// is written as its escape, `\u{1b}`.
 pub fn svg_string(chart: &Chart) -> Result<String, PlotError> {
     register_font();
     let mut s = String::new();
@@ -533,7 +536,10 @@ pub fn svg_string(chart: &Chart) -> Result<String, PlotError> {
         SVGBackend::with_string(&mut s, SIZE).into_drawing_area(),
         chart,
     )?;
-    Ok(s)
+    Ok(match crate::text::printable_text(&s) {
+        std::borrow::Cow::Borrowed(_) => s,
+        std::borrow::Cow::Owned(clean) => clean,
+    })
 }
 
 #[cfg(test)]
@@ -750,6 +756,31 @@ mod tests {
         for label in ["rate=10M", "rate=1G", "size=500"] {
             assert!(t.iter().any(|x| x == label), "{label}: {t:?}");
         }
+    }
+
+    #[test]
+    fn a_control_character_in_a_label_never_reaches_the_svg() {
+        // A profile named to clear the terminal: as a raw U+001B it made the SVG invalid
+        // XML, which browsers refuse to render.
+        let s = ExperimentSummary {
+            points: vec![point(
+                &[("profile", "cu\u{1b}[2J")],
+                None,
+                &[("goodput_bps", &[1e7, 2e7, 3e7])],
+            )],
+            knees: Vec::new(),
+        };
+        let svg = svg_string(&experiment_chart(Kind::Box, &s).expect("box")).expect("svg");
+        assert!(
+            !svg.chars()
+                .any(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r')),
+            "a raw control character in the SVG"
+        );
+        assert!(
+            texts(&svg).iter().any(|x| x == "cu\\u{1b}[2J"),
+            "{:?}",
+            texts(&svg)
+        );
     }
 
     #[test]

@@ -15,6 +15,10 @@ use wirebench_report::Exporter;
 use crate::cli::{LabAction, LabArgs, LinkArgs, ScenarioArgs};
 use crate::Failure;
 
+/// The exit code of a scenario run that finished with failures: a trial that did not run,
+/// or a measured test without results (`sweep` uses it for its failed trials too).
+const SOME_TRIALS_FAILED: u8 = 3;
+
 /// A lab error as a failure: exit 2 when the user's input is at fault, else 1.
 fn fail(e: impl Usage) -> Failure {
     if e.is_usage() {
@@ -209,14 +213,29 @@ fn scenario(args: &ScenarioArgs) -> Result<(), Failure> {
         machine: wirebench_report::meta::Machine::this(),
     };
     let outcome = run_scenario(&run, &print_progress).map_err(fail)?;
-    print!("{}", outcome.summary.table());
-    if outcome.failed > 0 {
+    print!("{}", outcome.table());
+    if outcome.unsaved > 0 {
         return Err(Failure::Runtime(anyhow!(
-            "{} of {} trials failed; see {}/trials",
-            outcome.failed,
+            "{} of {} trial files could not be written (said above); the summary in {} \
+             lacks them",
+            outcome.unsaved,
             outcome.total,
             run.out.display()
         )));
+    }
+    if outcome.failed > 0 {
+        // Its own code, as sweep's: the run finished and saved what it measured, but not
+        // everything it was asked to measure.
+        return Err(Failure::Code(
+            SOME_TRIALS_FAILED,
+            format!(
+                "error: {} failure(s) in {} trials (trials that did not run, measured tests \
+                 without results); see {}/trials",
+                outcome.failed,
+                outcome.total,
+                run.out.display()
+            ),
+        ));
     }
     Ok(())
 }

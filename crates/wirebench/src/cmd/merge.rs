@@ -29,7 +29,9 @@ pub fn merge(args: &MergeArgs) -> Result<(), Failure> {
         }
     };
     let manifest = Manifest::read(&args.dirs[0]).map_err(|e| Failure::Runtime(e.into()))?;
-    match wirebench_lab::run::plan_of(&manifest) {
+    // A scenario that fails its file's checks (a name out of the directory) is refused.
+    let plan = wirebench_lab::run::plan_of(&manifest).map_err(|e| Failure::Usage(e.to_string()))?;
+    match plan {
         Some(plan) => merge_lab(&args.dirs, &out, plan),
         None => finish(&args.dirs, &out),
     }
@@ -99,7 +101,7 @@ fn merge_lab(
         machine: wirebench_report::meta::Machine::this(),
     };
     let outcome = run_scenario(&run, &|_| {}).map_err(|e| Failure::Runtime(e.into()))?;
-    print!("{}", outcome.summary.table());
+    print!("{}", outcome.table());
     println!("saved in {}", out.display());
     Ok(())
 }
