@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use wirebench_engine::{Psk, ServerConfig, DEFAULT_MAX_TIMING};
+use wirebench_engine::{ServerConfig, DEFAULT_MAX_TIMING};
 use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
 use wirebench_proto::units::{parse_duration, parse_rate, parse_size, Rate};
 use wirebench_report::experiment::{Preset, VaryError};
@@ -18,13 +18,6 @@ pub const DEFAULT_PORT: u16 = 5300;
 /// an unlimited default floods it; 1 Gbit/s is a line rate most paths can be asked for.
 pub const DEFAULT_UDP_RATE_BPS: u64 = 1_000_000_000;
 
-/// The exit codes, as `--help` and the README list them.
-pub const EXIT_CODES: &str = "Exit codes: 0 the test completed (or stdout was closed early); \
-1 the test failed or was incomplete (what was measured is still printed); 2 bad flags; \
-3 some trials failed (sweep, merge, lab scenario: the summary counts them, without their \
-figures; a rerun with the same --out measures them again); 130 interrupted by Ctrl-C \
-(SIGINT), 143 by SIGTERM, 129 by SIGHUP (partial results printed first).";
-
 /// Measure what a network path delivers over TCP and UDP.
 #[derive(Debug, Parser)]
 #[command(
@@ -32,7 +25,7 @@ figures; a rerun with the same --out measures them again); 130 interrupted by Ct
     version,
     about,
     propagate_version = true,
-    after_help = EXIT_CODES
+    after_help = crate::EXIT_CODES
 )]
 pub struct Cli {
     /// What to do.
@@ -73,14 +66,9 @@ pub enum Command {
     Man,
 }
 
-/// `lab`'s exit codes, in its `--help` and `lab scenario --help`.
-pub const LAB_EXIT_CODES: &str = "Exit codes: 0 done; 1 a runtime failure (also the command's \
-own); 2 bad flags or scenario file; 3 a scenario finished but some trials failed (a trial that \
-did not run, or a measured test without results: the line under the table says why).";
-
 /// `wirebench lab`.
 #[derive(Debug, Args)]
-#[command(args_conflicts_with_subcommands = true, after_help = LAB_EXIT_CODES)]
+#[command(args_conflicts_with_subcommands = true, after_help = crate::LAB_EXIT_CODES)]
 pub struct LabArgs {
     /// Keep a testbed up, enter it, take it down, or run a scenario.
     #[command(subcommand)]
@@ -161,7 +149,7 @@ pub enum LabAction {
 
 /// `wirebench lab scenario`.
 #[derive(Debug, Args)]
-#[command(after_help = LAB_EXIT_CODES)]
+#[command(after_help = crate::LAB_EXIT_CODES)]
 pub struct ScenarioArgs {
     /// The scenario (TOML).
     pub file: PathBuf,
@@ -299,7 +287,7 @@ pub struct ReportArgs {
 
 /// `wirebench merge`.
 #[derive(Debug, Args)]
-#[command(after_help = EXIT_CODES)]
+#[command(after_help = crate::EXIT_CODES)]
 pub struct MergeArgs {
     /// The shards' directories (or the one directory they share).
     #[arg(required = true, value_name = "DIR")]
@@ -311,7 +299,7 @@ pub struct MergeArgs {
 
 /// `wirebench sweep`.
 #[derive(Debug, Args)]
-#[command(after_help = EXIT_CODES)]
+#[command(after_help = crate::EXIT_CODES)]
 pub struct SweepArgs {
     /// What to vary, NAME=V1,V2,... or NAME=FROM..TO:log|lin:N (rate, size, bytes, time,
     /// mode, proto, parallel, direction); repeat for a grid.
@@ -507,7 +495,7 @@ impl ServeArgs {
             max_timing: self.max_timing.unwrap_or(DEFAULT_MAX_TIMING),
             metrics: self.metrics,
             max_tests_per_minute: self.max_tests_per_minute.map(|n| n as usize),
-            psk: load_psk(self.psk_file.as_deref())?,
+            psk: crate::psk::load_psk(self.psk_file.as_deref())?,
             save_dir: self.save_dir.clone().map(|d| self.budget.save_dir(d)),
             files_dir: self.files_dir.clone(),
             bind: SocketAddr::new(self.bind, self.port),
@@ -669,7 +657,7 @@ pub struct RunArgs {
 
 /// `wirebench run`: the test's flags, and those of the client alone.
 #[derive(Debug, Clone, Args)]
-#[command(after_help = EXIT_CODES)]
+#[command(after_help = crate::EXIT_CODES)]
 pub struct RunCmd {
     /// The test.
     #[command(flatten)]
@@ -772,21 +760,6 @@ fn parse_format(name: &str) -> Result<FormatArg, UnknownFormat> {
         "K" | "M" | "G" => FormatArg::Units(RateUnits::Bytes(name.chars().next().unwrap_or('M'))),
         _ => FormatArg::Document(Format::parse(name)?),
     })
-}
-
-/// The pre-shared key from `--psk-file`, else from WIREBENCH_PSK, else none.
-pub fn load_psk(file: Option<&std::path::Path>) -> Result<Option<Psk>, String> {
-    match file {
-        Some(path) => Psk::load(path)
-            .map(Some)
-            .map_err(|e| format!("--psk-file {e}")),
-        None => match std::env::var_os("WIREBENCH_PSK") {
-            Some(v) => Psk::new(v.as_encoded_bytes())
-                .map(Some)
-                .map_err(|e| format!("WIREBENCH_PSK: {e}")),
-            None => Ok(None),
-        },
-    }
 }
 
 fn ns(d: Duration) -> u64 {

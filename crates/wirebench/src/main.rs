@@ -3,12 +3,13 @@
 //! Glue only: `cli` holds the flags, `cmd/` one short file per command that validates them,
 //! calls a library (the engine to measure, the report crate to summarise and print, the lab
 //! crate to emulate) and prints. Exit codes: 0 success (and a broken pipe), 1 runtime
-//! failure, 2 usage error, 130 a test interrupted by Ctrl-C (see `cli::EXIT_CODES`).
+//! failure, 2 usage error, 130 a test interrupted by Ctrl-C (see `EXIT_CODES`).
 #![deny(unsafe_code)]
 
 mod budget;
 mod cli;
 mod cmd;
+mod psk;
 
 use std::io;
 use std::process::ExitCode;
@@ -16,6 +17,18 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use cli::{Cli, Command};
+
+/// The exit codes, as `--help` and the README list them.
+pub const EXIT_CODES: &str = "Exit codes: 0 the test completed (or stdout was closed early); \
+1 the test failed or was incomplete (what was measured is still printed); 2 bad flags; \
+3 some trials failed (sweep, merge, lab scenario: the summary counts them, without their \
+figures; a rerun with the same --out measures them again); 130 interrupted by Ctrl-C \
+(SIGINT), 143 by SIGTERM, 129 by SIGHUP (partial results printed first).";
+
+/// `lab`'s exit codes, in its `--help` and `lab scenario --help`.
+pub const LAB_EXIT_CODES: &str = "Exit codes: 0 done; 1 a runtime failure (also the command's \
+own); 2 bad flags or scenario file; 3 a scenario finished but some trials failed (a trial that \
+did not run, or a measured test without results: the line under the table says why).";
 
 /// A failure and the exit code it maps to.
 pub(crate) enum Failure {

@@ -25,7 +25,7 @@ use super::interrupt::Interrupt;
 use super::live::{emit, EndEvent};
 use super::run::target;
 use super::serve::server_for;
-use crate::cli::{self, ModeArg, RunArgs, RunCmd};
+use crate::cli::{ModeArg, RunArgs, RunCmd};
 use crate::Failure;
 
 /// The probes' spacing unless `-i` says otherwise: 10 probes a second of each kind.
@@ -124,7 +124,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         ));
     }
     let plan = Plan::of(args).map_err(Failure::Usage)?;
-    let psk = cli::load_psk(args.psk_file.as_deref()).map_err(Failure::Usage)?;
+    let psk = crate::psk::load_psk(args.psk_file.as_deref()).map_err(Failure::Usage)?;
     let (host, port) = match &args.host {
         Some(h) => target(h, args.port, client).map_err(Failure::Usage)?,
         None => server_for(None, args.port, psk.as_ref())?,

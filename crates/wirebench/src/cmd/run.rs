@@ -39,7 +39,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     if let Some(target) = &args.iperf3 {
         return iperf3(args, target, spec, client);
     }
-    let psk = cli::load_psk(args.psk_file.as_deref()).map_err(Failure::Usage)?;
+    let psk = crate::psk::load_psk(args.psk_file.as_deref()).map_err(Failure::Usage)?;
     if client.bind.is_some() && spec.mechanism == wirebench_proto::spec::Mechanism::Crr {
         // Each transaction's connection is opened by the data path, from any address.
         return Err(Failure::Usage(

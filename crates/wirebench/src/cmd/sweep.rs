@@ -71,7 +71,7 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
             ))
         }
     };
-    let psk = crate::cli::load_psk(base.psk_file.as_deref()).map_err(Failure::Usage)?;
+    let psk = crate::psk::load_psk(base.psk_file.as_deref()).map_err(Failure::Usage)?;
     // A server per point when the grid names them; else one for all (maybe in-process).
     let varies_server = points
         .iter()
