@@ -55,22 +55,67 @@ pub struct ClientConfig {
 /// How long the client waits for more of the server's packet log before giving it up.
 const LOG_IDLE: Duration = Duration::from_secs(60);
 
-/// A TCP connection to `addr` from `bind` (any port) if given, within [`SETUP_TIMEOUT`].
-fn connect(addr: SocketAddr, bind: Option<IpAddr>) -> Result<TcpStream, EngineError> {
+/// How often a connection being made looks whether the user stopped the test.
+const CONNECT_TICK: Duration = Duration::from_millis(50);
+
+/// A TCP connection to `addr` from `bind` (any port) if given, within [`SETUP_TIMEOUT`];
+/// given up as soon as `stopped` says so (a signal must not wait out a connect to a host
+/// that does not answer).
+fn connect(
+    addr: SocketAddr,
+    bind: Option<IpAddr>,
+    stopped: &mut dyn FnMut() -> bool,
+) -> Result<TcpStream, EngineError> {
+    use socket2::{Domain, Socket, Type};
     let err = |source| EngineError::Connect {
         addr: addr.to_string(),
         source,
     };
-    let Some(ip) = bind else {
-        return TcpStream::connect_timeout(&addr, SETUP_TIMEOUT).map_err(err);
-    };
-    use socket2::{Domain, Socket, Type};
     let sock = Socket::new(Domain::for_address(addr), Type::STREAM, None).map_err(err)?;
-    sock.bind(&SocketAddr::new(ip, 0).into())
-        .map_err(|e| EngineError::io("binding to the local address (-B)", e))?;
-    sock.connect_timeout(&addr.into(), SETUP_TIMEOUT)
+    if let Some(ip) = bind {
+        sock.bind(&SocketAddr::new(ip, 0).into())
+            .map_err(|e| EngineError::io("binding to the local address (-B)", e))?;
+    }
+    sock.set_nonblocking(true).map_err(err)?;
+    match sock.connect(&addr.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(err(e)),
+    }
+    let mut stream = mio::net::TcpStream::from_std(sock.into());
+    let mut poll = mio::Poll::new().map_err(err)?;
+    poll.registry()
+        .register(&mut stream, mio::Token(0), mio::Interest::WRITABLE)
         .map_err(err)?;
-    Ok(sock.into())
+    let mut events = mio::Events::with_capacity(1);
+    let until = Instant::now() + SETUP_TIMEOUT;
+    loop {
+        if stopped() {
+            return Err(EngineError::Setup("interrupted before the test began".into()));
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(err(std::io::ErrorKind::TimedOut.into()));
+        }
+        match poll.poll(&mut events, Some(left.min(CONNECT_TICK))) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(err(e)),
+            Ok(()) if events.is_empty() => continue,
+            Ok(()) => {}
+        }
+        if let Some(e) = stream.take_error().map_err(err)? {
+            return Err(err(e));
+        }
+        match stream.peer_addr() {
+            Ok(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::NotConnected => {}
+            Err(e) => return Err(err(e)),
+        }
+    }
+    let _ = poll.registry().deregister(&mut stream);
+    let s: TcpStream = stream.into();
+    s.set_nonblocking(false).map_err(err)?;
+    Ok(s)
 }
 
 /// Sends an `attach` for `stream` of the test with `cookie` on a new connection.
@@ -80,7 +125,7 @@ fn attach(
     cookie: u64,
     stream: u32,
 ) -> Result<TcpStream, EngineError> {
-    let mut s = connect(addr, bind)?;
+    let mut s = connect(addr, bind, &mut || false)?;
     let frame = encode(&Message::Attach {
         version: PROTOCOL_VERSION,
         cookie,
@@ -397,7 +442,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
         )),
         _ => None,
     };
-    let conn = connect(addr, cfg.bind)?;
+    let conn = connect(addr, cfg.bind, &mut || watch.interrupted())?;
     let mut pump =
         Pump::new(conn).map_err(|e| EngineError::io("configuring the control connection", e))?;
     let params = ClientParams {
