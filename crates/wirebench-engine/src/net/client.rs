@@ -91,7 +91,9 @@ fn connect(
     let until = Instant::now() + SETUP_TIMEOUT;
     loop {
         if stopped() {
-            return Err(EngineError::Setup("interrupted before the test began".into()));
+            return Err(EngineError::Setup(
+                "interrupted before the test began".into(),
+            ));
         }
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {

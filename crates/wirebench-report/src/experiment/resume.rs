@@ -13,6 +13,7 @@ use nix::fcntl::{Flock, FlockArg};
 use super::plan::{Point, Vary};
 use super::shard::{shard_of, trial_path, Manifest, Shard, ShardError};
 use super::trial::{NotThisTrial, TrialFile};
+use crate::input::InputError;
 
 /// A trial to measure: its point and repeat (from 0), and which attempt this is (from 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +55,7 @@ pub fn resume(
     points: &[Point],
     shard: Shard,
     retry_failed: u32,
-) -> Resume {
+) -> Result<Resume, InputError> {
     let repeats = manifest.repeat;
     let mut out = Resume::default();
     for p in 0..points.len() {
@@ -73,10 +74,17 @@ pub fn resume(
                 });
                 continue;
             }
-            let read = TrialFile::read(&path).map_err(|e| NotThisTrial {
-                file: file.clone(),
-                why: format!("cannot be read ({e})"),
-            });
+            let read = match TrialFile::read(&path) {
+                // What is there is no file wirebench wrote (a FIFO, a device, a file past
+                // the cap): the run stops, rather than run a trial over it.
+                Err(e @ (InputError::NotRegular { .. } | InputError::TooLarge { .. })) => {
+                    return Err(e);
+                }
+                read => read.map_err(|e| NotThisTrial {
+                    file: file.clone(),
+                    why: format!("cannot be read ({e})"),
+                }),
+            };
             match read.and_then(|t| t.check(manifest, &file, p, r).map(|()| t)) {
                 Ok(t) if t.failed().is_none() => out.completed += 1,
                 Ok(t) if t.trial.attempt <= retry_failed => {
@@ -102,7 +110,7 @@ pub fn resume(
     if let Some(seed) = manifest.shuffle_seed.filter(|_| !manifest.ordered) {
         shuffle(&mut out.todo, seed ^ u64::from(shard.index));
     }
-    out
+    Ok(out)
 }
 
 /// The manifest of a sweep: with `ordered` false, its shuffle seed is drawn from the plan
@@ -272,7 +280,7 @@ mod tests {
                 Err::<wirebench_proto::results::Results, _>("gone"),
             ),
         );
-        let plan = resume(&dir, &m, &points, Shard::WHOLE, 2);
+        let plan = resume(&dir, &m, &points, Shard::WHOLE, 2).expect("reads");
         let todo: Vec<_> = plan
             .todo
             .iter()
@@ -283,7 +291,7 @@ mod tests {
         assert_eq!(plan.foreign.len(), 1);
         assert_eq!(plan.retried, 1);
         // --retry-failed 0 keeps both failures as they are.
-        let none = resume(&dir, &m, &points, Shard::WHOLE, 0);
+        let none = resume(&dir, &m, &points, Shard::WHOLE, 0).expect("reads");
         assert_eq!(none.kept_failed.len(), 2);
         let _ = std::fs::remove_dir_all(&dir);
     }

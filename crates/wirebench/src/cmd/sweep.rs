@@ -99,7 +99,8 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
     // Held until this shard's trials and record are saved: a second process on the same
     // shard is refused rather than measuring under this one's load.
     let lock = ShardLock::acquire(&dir, shard).map_err(|e| Failure::Runtime(e.into()))?;
-    let todo = resume(&dir, &manifest, &points, shard, args.retry_failed);
+    let todo = resume(&dir, &manifest, &points, shard, args.retry_failed)
+        .map_err(|e| Failure::Runtime(e.into()))?;
     for not in &todo.foreign {
         eprintln!("warning: {not}: measured again");
     }
