@@ -7,8 +7,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
+use std::time::Duration;
 
 use wirebench_proto::packet_log::{file_header, Arrived, Record, RECORD_LEN};
 
@@ -40,31 +40,8 @@ impl Drop for Dir {
     }
 }
 
-/// Runs the binary with `args` under a 2 GB address-space limit, stdout discarded (a CSV
-/// can be long), and kills it if it outlives [`LIMIT`].
 fn run(args: &[&str]) -> Output {
-    let mut child = std::process::Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -v 2000000 && exec \"$0\" \"$@\"")
-        .arg(env!("CARGO_BIN_EXE_wirebench"))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start wirebench");
-    let start = Instant::now();
-    loop {
-        match child.try_wait().expect("wait") {
-            Some(_) => return child.wait_with_output().expect("output"),
-            None if start.elapsed() > LIMIT => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("wirebench {args:?} still ran after {LIMIT:?}: a hang");
-            }
-            // A bound on a possible hang, not synchronisation: the exit is what is awaited.
-            None => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
+    common::run_confined(args, LIMIT)
 }
 
 /// Asserts exit status 1 and a one-line `error:` that contains `needle`.

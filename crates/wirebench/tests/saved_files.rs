@@ -8,8 +8,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 use common::wirebench;
 
@@ -34,31 +34,8 @@ impl Drop for Dir {
     }
 }
 
-/// Runs the binary with `args` under a 2 GB address-space limit, and kills it if it
-/// outlives [`LIMIT`]: a read that never ends fails the test instead of stalling it.
 fn run(args: &[&str]) -> Output {
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -v 2000000 && exec \"$0\" \"$@\"")
-        .arg(wirebench().get_program())
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start wirebench");
-    let start = Instant::now();
-    loop {
-        match child.try_wait().expect("wait") {
-            Some(_) => return child.wait_with_output().expect("output"),
-            None if start.elapsed() > LIMIT => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("wirebench {args:?} still ran after {LIMIT:?}: a hang");
-            }
-            // A bound on a possible hang, not synchronisation: the exit is what is awaited.
-            None => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
+    common::run_confined(args, LIMIT)
 }
 
 /// Asserts exit status 1 and a one-line `error:` that contains `needle`.

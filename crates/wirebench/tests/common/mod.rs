@@ -129,6 +129,34 @@ impl Drop for Server {
     }
 }
 
+/// Runs the binary with `args` under a 2 GB address-space limit, stdout discarded (a CSV
+/// can be long), and kills it if it outlives `limit`: a read that never ends, or memory
+/// that grows without bound, fails the test instead of stalling it.
+pub fn run_confined(args: &[&str], limit: std::time::Duration) -> Output {
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 2000000 && exec \"$0\" \"$@\"")
+        .arg(wirebench().get_program())
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start wirebench");
+    let start = std::time::Instant::now();
+    loop {
+        match child.try_wait().expect("wait") {
+            Some(_) => return child.wait_with_output().expect("output"),
+            None if start.elapsed() > limit => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("wirebench {args:?} still ran after {limit:?}: a hang");
+            }
+            // A bound on a possible hang, not synchronisation: the exit is what is awaited.
+            None => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    }
+}
+
 /// Reads lines of a child's stdout until one contains `needle` (the child is running).
 pub fn wait_for_line(child: &mut Child, needle: &str) {
     let stdout = child.stdout.take().expect("child stdout");
