@@ -457,6 +457,28 @@ fn sigterm_mid_run_prints_one_json_document_marked_interrupted_and_exits_143() {
 }
 
 #[test]
+fn sigterm_during_both_directions_prints_the_measured_way_as_one_document() {
+    let mut server = LiveServer::start();
+    let dir = std::env::temp_dir().join(format!("wirebench-both-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("f.bin");
+    std::fs::write(&file, vec![7u8; 20_000_000]).expect("file");
+    let path = file.to_str().expect("utf-8");
+    // 20 MB at 20 Mbit/s: 8 s each way; the signal comes in the first.
+    let child = server.spawn(&["--file", path, "--both-directions", "-b", "20M", "--json"]);
+    server.wait_for_data();
+    signal(&child, "-TERM");
+    let (out, code) = finish(child);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, Some(143), "{out}");
+    let doc: Value = serde_json::from_str(&out).expect("one JSON document");
+    assert_eq!(doc["error_kind"], "interrupted");
+    assert_eq!(doc["signal"], "SIGTERM");
+    let sent = doc["end"]["sent"]["bytes"].as_u64().unwrap_or(0);
+    assert!(sent > 0 && sent < 20_000_000, "{}", doc["end"]);
+}
+
+#[test]
 fn sighup_mid_run_ends_the_json_stream_with_the_interrupted_document() {
     let server = Server::start(&[]);
     let mut child = server.spawn(&["-R", "-t", "60", "-i", "0.2", "--json-stream"]);

@@ -599,13 +599,12 @@ fn both_directions(
     output: Output,
     interrupt: &Interrupt,
 ) -> Result<(), Failure> {
-    let send = one_test(args, &cfg, output, interrupt.flag())?;
+    let send = one_test(args, &cfg, output, interrupt)?;
     if let Some(sig) = interrupt.signal() {
-        // A signal during the first test: no second one.
-        return Err(Failure::Code(
-            sig.exit_code(),
-            format!("interrupted by {}: the way back was not run", sig.name()),
-        ));
+        // A signal during the first test: its document, marked interrupted, and no second
+        // test.
+        eprintln!("interrupted by {}: the way back was not run", sig.name());
+        return print_results(&send, output, Some(sig), args);
     }
     let mut back = cfg;
     back.spec.direction = Direction::Reverse;
@@ -615,7 +614,7 @@ fn both_directions(
         // The server's file sets the amount.
         back.spec.bytes = None;
     }
-    let receive = one_test(args, &back, output, interrupt.flag())?;
+    let receive = one_test(args, &back, output, interrupt)?;
     let both = BothDirections { send, receive };
     let format = match output {
         Output::Document(f) => f,
@@ -627,6 +626,15 @@ fn both_directions(
         .export(&both, &mut out)
         .and_then(|()| out.flush())
         .context("writing the results")?;
+    if let Some(sig) = interrupt.signal() {
+        return Err(Failure::Code(
+            sig.exit_code(),
+            format!(
+                "interrupted by {} on the way back: its figures are what was measured until then",
+                sig.name()
+            ),
+        ));
+    }
     match both.send.error.or(both.receive.error) {
         Some(e) => Err(Failure::Runtime(anyhow::anyhow!("test incomplete: {e}"))),
         None => Ok(()),
@@ -638,12 +646,17 @@ fn one_test(
     args: &RunArgs,
     cfg: &ClientConfig,
     output: Output,
-    interrupt: &Arc<AtomicBool>,
+    interrupt: &Interrupt,
 ) -> Result<Results, Failure> {
-    let mut live = live_view(args, &cfg.spec, output, interrupt);
+    let mut live = live_view(args, &cfg.spec, output, interrupt.flag());
     let results = match wirebench_engine::run(cfg, &mut live) {
         Ok(r) => r,
-        Err(e) => return Err(failed_before_start(cfg, output, &e)),
+        Err(e) => {
+            return Err(match interrupt.signal() {
+                Some(sig) => interrupted_before_start(&cfg.host, cfg.port, &cfg.spec, output, sig),
+                None => failed_before_start(cfg, output, &e),
+            })
+        }
     };
     live.finish(&results, None);
     Ok(results)
