@@ -111,7 +111,8 @@ pub fn goodput_bps(r: &Results) -> f64 {
     };
     let mut bytes = 0.0;
     for i in &r.intervals {
-        let (start, end, b) = (i.start_s, i.end_s, i.received_bytes as f64);
+        let b = i.received_bytes.unwrap_or(0) as f64;
+        let (start, end) = (i.start_s, i.end_s);
         if end <= t + 1e-6 {
             bytes += b;
         } else if start < t && end > start {

@@ -522,6 +522,13 @@ fn reverse_with_the_server_killed_says_unknown_for_what_it_sent_never_zero() {
     assert!(doc["end"]["sent"]["messages"].is_null(), "{}", doc["end"]);
     assert!(doc["end"]["sent_bps"].is_null(), "{}", doc["end"]);
     assert!(doc["end"]["received"]["bytes"].as_u64().unwrap_or(0) > 0);
+    // Interval by interval too: the sender's figures unknown, the receiver's measured.
+    let intervals = doc["intervals"].as_array().expect("intervals");
+    assert!(!intervals.is_empty(), "{doc}");
+    for i in intervals {
+        assert!(i["sent_bytes"].is_null() && i["sent_bps"].is_null(), "{i}");
+        assert!(i["received_bytes"].as_u64().is_some(), "{i}");
+    }
     // The table: "unknown", not 0.
     let mut server = LiveServer::start();
     let child = server.spawn(&["-R", "-t", "60", "-i", "0.2"]);

@@ -228,15 +228,17 @@ impl Half {
                     (ri.start_ns, ri.end_ns)
                 };
                 let secs = |a: u64, b: u64| b.saturating_sub(a) as f64 / NS_PER_S;
+                let sent = sender.is_some();
+                let received = receiver.is_some();
                 IntervalView {
                     start_s: start_ns as f64 / NS_PER_S,
                     end_s: end_ns as f64 / NS_PER_S,
-                    sent_bytes: si.bytes,
-                    sent_messages: si.messages,
-                    received_bytes: ri.bytes,
-                    received_messages: ri.messages,
-                    sent_bps: bps(si.bytes, secs(si.start_ns, si.end_ns)),
-                    received_bps: bps(ri.bytes, secs(ri.start_ns, ri.end_ns)),
+                    sent_bytes: sent.then_some(si.bytes),
+                    sent_messages: sent.then_some(si.messages),
+                    received_bytes: received.then_some(ri.bytes),
+                    received_messages: received.then_some(ri.messages),
+                    sent_bps: sent.then(|| bps(si.bytes, secs(si.start_ns, si.end_ns))),
+                    received_bps: received.then(|| bps(ri.bytes, secs(ri.start_ns, ri.end_ns))),
                     lost: udp.as_ref().map(|_| ri.lost),
                     jitter_ms: ri.jitter_ns.map(|j| j / 1e6),
                     latency_p50_us: si.delay_p50_ns.filter(|_| rr).map(us),
@@ -257,7 +259,7 @@ impl Half {
             })
             .collect();
         let mut end = End::of(spec, client_report, server_report);
-        end.after_omit = (spec.omit_ns > 0).then(|| AfterOmit::of(spec, s, r));
+        end.after_omit = (spec.omit_ns > 0).then(|| AfterOmit::of(spec, sender, receiver));
         Self {
             intervals,
             end,
@@ -270,7 +272,7 @@ impl AfterOmit {
     /// The totals of the sender's and the receiver's intervals that begin at or after the
     /// omitted start, each on its side's clock (a side starts when the test begins, so the
     /// two agree to within the control connection's latency).
-    fn of(spec: &TestSpec, s: &SideReport, r: &SideReport) -> Self {
+    fn of(spec: &TestSpec, s: Option<&SideReport>, r: Option<&SideReport>) -> Self {
         let after = |recs: &[IntervalRecord]| {
             let mut kept: Vec<&IntervalRecord> =
                 recs.iter().filter(|i| i.start_ns >= spec.omit_ns).collect();
@@ -288,20 +290,21 @@ impl AfterOmit {
             };
             (bytes, messages, lost, secs)
         };
-        let (sent_bytes, sent_messages, _, sent_duration_s) = after(&s.intervals);
-        let (received_bytes, received_messages, lost, received_duration_s) = after(&r.intervals);
-        let udp = spec.protocol == Protocol::Udp;
-        let total = received_messages + lost;
+        let sent = s.map(|s| after(&s.intervals));
+        let received = r.map(|r| after(&r.intervals));
+        let lost = received.map_or(0, |r| r.2);
+        let udp = spec.protocol == Protocol::Udp && received.is_some();
+        let total = received.map_or(0, |r| r.1) + lost;
         Self {
             omitted_s: spec.omit_ns as f64 / NS_PER_S,
-            sent_bytes,
-            sent_messages,
-            sent_duration_s,
-            sent_bps: bps(sent_bytes, sent_duration_s),
-            received_bytes,
-            received_messages,
-            received_duration_s,
-            received_bps: bps(received_bytes, received_duration_s),
+            sent_bytes: sent.map(|s| s.0),
+            sent_messages: sent.map(|s| s.1),
+            sent_duration_s: sent.map(|s| s.3),
+            sent_bps: sent.map(|s| bps(s.0, s.3)),
+            received_bytes: received.map(|r| r.0),
+            received_messages: received.map(|r| r.1),
+            received_duration_s: received.map(|r| r.3),
+            received_bps: received.map(|r| bps(r.0, r.3)),
             lost: udp.then_some(lost),
             loss_ratio: udp.then(|| {
                 if total > 0 {
@@ -512,9 +515,14 @@ mod tests {
         let r = Results::assemble(&spec, "s".into(), Some(&receiver), Some(&sender), None);
         assert_eq!(r.test.omit_s, Some(1.0));
         let a = r.end.after_omit.expect("after_omit");
-        assert_eq!((a.sent_bytes, a.received_bytes), (20_000, 18_000));
+        assert_eq!(
+            (a.sent_bytes, a.received_bytes),
+            (Some(20_000), Some(18_000))
+        );
         assert_eq!(a.lost, Some(2));
-        assert!((a.received_bps - 18_000.0 * 8.0 / 2.0).abs() < 1e-6);
+        assert!(a
+            .received_bps
+            .is_some_and(|b| (b - 18_000.0 * 8.0 / 2.0).abs() < 1e-6));
         assert!((a.loss_ratio.unwrap_or(0.0) - 2.0 / 20.0).abs() < 1e-9);
         assert_eq!(r.end.sent.bytes, Some(30_000));
         let whole = TestSpec { omit_ns: 0, ..spec };

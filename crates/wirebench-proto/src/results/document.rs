@@ -179,18 +179,24 @@ pub struct IntervalView {
     pub start_s: f64,
     /// End, s since the side started.
     pub end_s: f64,
-    /// Bytes sent in the interval.
-    pub sent_bytes: u64,
-    /// Messages sent in the interval.
-    pub sent_messages: u64,
-    /// Bytes received in the interval.
-    pub received_bytes: u64,
-    /// Messages received in the interval.
-    pub received_messages: u64,
-    /// Send rate over the interval, bits/s.
-    pub sent_bps: f64,
-    /// Receive rate over the interval, bits/s.
-    pub received_bps: f64,
+    /// Bytes sent in the interval; `null` when the sender never reported.
+    #[serde(default)]
+    pub sent_bytes: Option<u64>,
+    /// Messages sent in the interval; `null` when the sender never reported.
+    #[serde(default)]
+    pub sent_messages: Option<u64>,
+    /// Bytes received in the interval; `null` when the receiver never reported.
+    #[serde(default)]
+    pub received_bytes: Option<u64>,
+    /// Messages received in the interval; `null` when the receiver never reported.
+    #[serde(default)]
+    pub received_messages: Option<u64>,
+    /// Send rate over the interval, bits/s; `null` when the sender never reported.
+    #[serde(default)]
+    pub sent_bps: Option<f64>,
+    /// Receive rate over the interval, bits/s; `null` when the receiver never reported.
+    #[serde(default)]
+    pub received_bps: Option<f64>,
     /// UDP: datagrams found missing in the interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost: Option<u64>,
@@ -416,22 +422,32 @@ pub struct End {
 pub struct AfterOmit {
     /// The time left out, s (`test.omit_s`).
     pub omitted_s: f64,
-    /// Bytes sent in the intervals after it.
-    pub sent_bytes: u64,
+    /// Bytes sent in the intervals after it (`null` for this and the next three when the
+    /// sender never reported).
+    #[serde(default)]
+    pub sent_bytes: Option<u64>,
     /// Messages sent in them.
-    pub sent_messages: u64,
+    #[serde(default)]
+    pub sent_messages: Option<u64>,
     /// Their length on the sender's clock, s.
-    pub sent_duration_s: f64,
+    #[serde(default)]
+    pub sent_duration_s: Option<f64>,
     /// `sent_bytes` × 8 / `sent_duration_s`.
-    pub sent_bps: f64,
-    /// Bytes received in the intervals after it.
-    pub received_bytes: u64,
+    #[serde(default)]
+    pub sent_bps: Option<f64>,
+    /// Bytes received in the intervals after it (`null` for this and the next three when
+    /// the receiver never reported).
+    #[serde(default)]
+    pub received_bytes: Option<u64>,
     /// Messages received in them.
-    pub received_messages: u64,
+    #[serde(default)]
+    pub received_messages: Option<u64>,
     /// Their length on the receiver's clock, s.
-    pub received_duration_s: f64,
+    #[serde(default)]
+    pub received_duration_s: Option<f64>,
     /// `received_bytes` × 8 / `received_duration_s`.
-    pub received_bps: f64,
+    #[serde(default)]
+    pub received_bps: Option<f64>,
     /// UDP: datagrams found missing in those intervals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost: Option<u64>,
@@ -525,10 +541,14 @@ pub struct Probe {
 pub struct LoadInterval {
     /// The interval's end, s since the rrul run began.
     pub t_s: f64,
-    /// Received by the server in it, over all upload streams, bits/s.
-    pub upload_bps: f64,
-    /// Received by the client in it, over all download streams, bits/s.
-    pub download_bps: f64,
+    /// Received by the server in it, over all upload streams, bits/s; `null` when the
+    /// server never reported.
+    #[serde(default)]
+    pub upload_bps: Option<f64>,
+    /// Received by the client in it, over all download streams, bits/s; `null` when no
+    /// download was measured.
+    #[serde(default)]
+    pub download_bps: Option<f64>,
 }
 
 /// One load stream's totals.
@@ -536,8 +556,9 @@ pub struct LoadInterval {
 pub struct LoadStream {
     /// Its direction.
     pub direction: LoadDirection,
-    /// What its receiver received, bits/s.
-    pub received_bps: f64,
+    /// What its receiver received, bits/s; `null` when the receiver never reported.
+    #[serde(default)]
+    pub received_bps: Option<f64>,
     /// Its sender's TCP retransmissions.
     pub retransmits: u64,
 }
@@ -562,10 +583,12 @@ pub struct Rrul {
     /// Loaded p50 over idle p50: how many times the queues multiplied the delay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ratio_p50: Option<f64>,
-    /// Received over all upload streams, bits/s.
-    pub upload_bps: f64,
-    /// Received over all download streams, bits/s.
-    pub download_bps: f64,
+    /// Received over all upload streams, bits/s; `null` when the server never reported.
+    #[serde(default)]
+    pub upload_bps: Option<f64>,
+    /// Received over all download streams, bits/s; `null` when no download was measured.
+    #[serde(default)]
+    pub download_bps: Option<f64>,
     /// Each load stream.
     pub streams: Vec<LoadStream>,
     /// UDP probes that got no answer within the probe's timeout (counted in no latency).

@@ -55,9 +55,7 @@ impl Rrul {
         let back = r.reverse.as_ref();
         let stream = |direction, e: &End| LoadStream {
             direction,
-            // rrul's own keys stay numbers: a receiver that never reported counts 0 here
-            // (its test's `end.received_bps` says null).
-            received_bps: e.received_bps.unwrap_or(0.0),
+            received_bps: e.received_bps,
             retransmits: e.retransmits,
         };
         let mut streams: Vec<LoadStream> = r
@@ -76,7 +74,7 @@ impl Rrul {
             .map(|(i, up)| LoadInterval {
                 t_s: load.offset_s + up.end_s,
                 upload_bps: up.received_bps,
-                download_bps: down_intervals.get(i).map_or(0.0, |d| d.received_bps),
+                download_bps: down_intervals.get(i).and_then(|d| d.received_bps),
             })
             .collect();
         Self {
@@ -87,8 +85,8 @@ impl Rrul {
             idle_latency_us,
             loaded_latency_us,
             latency_ratio_p50,
-            upload_bps: r.end.received_bps.unwrap_or(0.0),
-            download_bps: back.and_then(|b| b.end.received_bps).unwrap_or(0.0),
+            upload_bps: r.end.received_bps,
+            download_bps: back.and_then(|b| b.end.received_bps),
             streams,
             udp_probe_timeouts: probes
                 .iter()
@@ -130,12 +128,12 @@ mod tests {
         IntervalView {
             start_s,
             end_s: start_s + 0.1,
-            sent_bytes: 0,
-            sent_messages: 0,
-            received_bytes: 0,
-            received_messages: 0,
-            sent_bps: bps,
-            received_bps: bps,
+            sent_bytes: Some(0),
+            sent_messages: Some(0),
+            received_bytes: Some(0),
+            received_messages: Some(0),
+            sent_bps: Some(bps),
+            received_bps: Some(bps),
             lost: None,
             jitter_ms: None,
             delay_p50_ms: None,
@@ -213,7 +211,7 @@ mod tests {
         assert_eq!(r.probes.len(), 30);
         assert_eq!(r.load.len(), 10);
         assert!((r.load[0].t_s - 1.1).abs() < 1e-9);
-        assert!((r.upload_bps - 8e6).abs() < 1.0);
+        assert!(r.upload_bps.is_some_and(|b| (b - 8e6).abs() < 1.0));
         assert!(r.probes.windows(2).all(|w| w[0].t_s <= w[1].t_s));
     }
 

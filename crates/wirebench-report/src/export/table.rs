@@ -372,8 +372,8 @@ fn rrul_lines(rrul: &wirebench_proto::results::Rrul, out: &mut dyn Write) -> io:
     writeln!(
         out,
         "rrul: upload {}, download {} ({} streams); {} UDP probes unanswered",
-        format_rate_bps(rrul.upload_bps),
-        format_rate_bps(rrul.download_bps),
+        rrul.upload_bps.map_or("unknown".into(), format_rate_bps),
+        rrul.download_bps.map_or("unknown".into(), format_rate_bps),
         rrul.streams.len(),
         rrul.udp_probe_timeouts
     )

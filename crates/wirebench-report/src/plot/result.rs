@@ -62,15 +62,15 @@ fn merged_tail(r: &Results) -> Vec<IntervalView> {
             let prev = &mut iv[n - 2];
             let secs = last.end_s - prev.start_s;
             prev.end_s = last.end_s;
-            prev.sent_bytes = prev.sent_bytes.saturating_add(last.sent_bytes);
-            prev.sent_messages = prev.sent_messages.saturating_add(last.sent_messages);
-            prev.received_bytes = prev.received_bytes.saturating_add(last.received_bytes);
-            prev.received_messages = prev
-                .received_messages
-                .saturating_add(last.received_messages);
+            // A count nobody measured stays unknown.
+            let add = |a: Option<u64>, b: Option<u64>| a.zip(b).map(|(a, b)| a.saturating_add(b));
+            prev.sent_bytes = add(prev.sent_bytes, last.sent_bytes);
+            prev.sent_messages = add(prev.sent_messages, last.sent_messages);
+            prev.received_bytes = add(prev.received_bytes, last.received_bytes);
+            prev.received_messages = add(prev.received_messages, last.received_messages);
             if secs > 0.0 {
-                prev.sent_bps = prev.sent_bytes as f64 * 8.0 / secs;
-                prev.received_bps = prev.received_bytes as f64 * 8.0 / secs;
+                prev.sent_bps = prev.sent_bytes.map(|b| b as f64 * 8.0 / secs);
+                prev.received_bps = prev.received_bytes.map(|b| b as f64 * 8.0 / secs);
             }
         }
     }
@@ -92,13 +92,12 @@ pub fn result_chart(kind: Kind, r: &Results) -> Result<Chart, PlotError> {
             rate.series.extend(line(
                 "sent",
                 steps(&intervals, |i| {
-                    (i.sent_messages > 0 || i.sent_bps > 0.0).then_some(i.sent_bps)
+                    i.sent_bps
+                        .filter(|bps| *bps > 0.0 || i.sent_messages.unwrap_or(0) > 0)
                 }),
             ));
-            rate.series.extend(line(
-                "received",
-                steps(&intervals, |i| Some(i.received_bps)),
-            ));
+            rate.series
+                .extend(line("received", steps(&intervals, |i| i.received_bps)));
             rate.weight = 3;
             chart.panels.push(rate);
             // Latency per interval: round trips (rr) or one-way delay (UDP, one clock).

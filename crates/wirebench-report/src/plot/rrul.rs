@@ -15,13 +15,19 @@ const TCP_RTT: &str = "TCP round trip";
 
 /// Steps of a rate: each interval drawn from its start (its end less one interval, or the
 /// load's start for the first) to its end.
-fn steps(rrul: &Rrul, f: impl Fn(&wirebench_proto::results::LoadInterval) -> f64) -> Vec<Pt> {
+fn steps(
+    rrul: &Rrul,
+    f: impl Fn(&wirebench_proto::results::LoadInterval) -> Option<f64>,
+) -> Vec<Pt> {
     let mut start = rrul.load_start_s;
     let mut out = Vec::with_capacity(rrul.load.len() * 2);
     for iv in &rrul.load {
         let from = start.max(iv.t_s - rrul.probe_interval_s);
-        out.push(Pt::at(from, f(iv)));
-        out.push(Pt::at(iv.t_s, f(iv)));
+        // An interval nobody measured is left out, not drawn as zero.
+        if let Some(v) = f(iv) {
+            out.push(Pt::at(from, v));
+            out.push(Pt::at(iv.t_s, v));
+        }
         start = iv.t_s;
     }
     out
@@ -112,8 +118,8 @@ pub fn rrul_chart(r: &Results) -> Result<Chart, PlotError> {
             with_unit(Quantity::Seconds, rrul.idle_s),
             ms(rrul.idle_latency_us.as_ref()),
             ms(rrul.loaded_latency_us.as_ref()),
-            with_unit(Quantity::BitRate, rrul.upload_bps),
-            with_unit(Quantity::BitRate, rrul.download_bps),
+            rate_or_unknown(rrul.upload_bps),
+            rate_or_unknown(rrul.download_bps),
             with_unit(Quantity::Seconds, rrul.probe_interval_s),
         ),
         panels: vec![down, up, rtt],
@@ -121,6 +127,11 @@ pub fn rrul_chart(r: &Results) -> Result<Chart, PlotError> {
         no_legend: false,
     };
     Ok(chart)
+}
+
+/// A rate in words, or "unknown" when nobody measured it.
+fn rate_or_unknown(bps: Option<f64>) -> String {
+    bps.map_or("unknown".into(), |b| with_unit(Quantity::BitRate, b))
 }
 
 #[cfg(test)]
@@ -164,14 +175,14 @@ mod tests {
             load_start_s: 1.0,
             load_end_s: 3.0,
             probe_interval_s: 0.1,
-            upload_bps: 18e6,
-            download_bps: 19e6,
+            upload_bps: Some(18e6),
+            download_bps: Some(19e6),
             latency_ratio_p50: Some(12.5),
             load: (1..=20)
                 .map(|i| LoadInterval {
                     t_s: 1.0 + f64::from(i) / 10.0,
-                    upload_bps: 18e6,
-                    download_bps: 19e6,
+                    upload_bps: Some(18e6),
+                    download_bps: Some(19e6),
                 })
                 .collect(),
             probes,

@@ -393,15 +393,15 @@ impl Summary {
         match &e.after_omit {
             Some(a) => Self {
                 from_s: a.omitted_s,
-                sent: e
-                    .sent
-                    .bytes
-                    .map(|_| (a.sent_duration_s, a.sent_bytes, a.sent_bps)),
-                received_known: e.received.bytes.is_some(),
-                received_s: a.received_duration_s,
-                received_bytes: a.received_bytes,
-                received_messages: a.received_messages,
-                received_bps: a.received_bps,
+                sent: match (a.sent_duration_s, a.sent_bytes, a.sent_bps) {
+                    (Some(s), Some(b), Some(r)) => Some((s, b, r)),
+                    _ => None,
+                },
+                received_known: a.received_bytes.is_some(),
+                received_s: a.received_duration_s.unwrap_or(0.0),
+                received_bytes: a.received_bytes.unwrap_or(0),
+                received_messages: a.received_messages.unwrap_or(0),
+                received_bps: a.received_bps.unwrap_or(0.0),
                 lost: a.lost,
                 loss_ratio: a.loss_ratio,
             },
