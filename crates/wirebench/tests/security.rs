@@ -165,8 +165,9 @@ fn finding_1_rr_responses_are_bounded_by_the_servers_limits() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("the server ended the test"), "{err}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("partial results");
-    // Counted by the client: each transaction it completed read one response (its own
-    // round-trip count; the server's report may not come when the server ends the test).
+    // The server's own report came too, after its reason.
+    assert!(v["datapath"]["server"].is_object(), "{v}");
+    // Counted by the client: each transaction it completed read one response.
     let answered = u(&v, "end.latency_us.count");
     let read_bytes = answered * 60 * 1024;
     // 10 Mbit/s for 5 s would be 6.25 MB; the first window's allowance is about 1.1 MB.

@@ -256,8 +256,14 @@ impl Exchange {
                 let reason = printable(&reason);
                 self.error.get_or_insert(EngineError::Peer(reason));
                 self.stop(actions);
-                if self.local.is_some() {
-                    self.finished = true;
+                match (&self.local, &self.peer) {
+                    (Some(_), Some(_)) => self.finished = true,
+                    // Ours is out, theirs may come yet: wait for it until they close, or a
+                    // grace at most.
+                    (Some(_), None) => {
+                        self.report_deadline.get_or_insert(now + REPORT_GRACE);
+                    }
+                    (None, _) => {}
                 }
             }
             other => {
@@ -447,6 +453,44 @@ mod tests {
         assert_eq!(got.len(), MAX_PEER_INTERVALS);
         assert_eq!(got.first(), Some(&10));
         assert!(!x.finished());
+    }
+
+    /// A server that ends a test at a limit sends its reason, then its report: a client
+    /// whose roles were already done keeps that report (it dropped it at the reason).
+    #[test]
+    fn a_report_after_the_peers_reason_is_kept_when_this_side_is_done() {
+        let mut x = Exchange::new(spec(), vec![Role::Sender], None);
+        let mut wire = Wire::new(wirebench_proto::control::MAX_FRAME);
+        let mut actions = VecDeque::new();
+        let now = Instant::now();
+        x.roles_done(now, &mut wire, SideReport::default());
+        let reason = "the server ended the test: more moved than its --max-rate allows";
+        let error = Message::Error {
+            reason: reason.into(),
+        };
+        x.on_message(now, &mut wire, error, &mut actions);
+        assert!(!x.finished(), "the report may still come");
+        let report = SideReport {
+            messages: 19,
+            ..SideReport::default()
+        };
+        let done = Message::Done {
+            report: Box::new(report),
+        };
+        x.on_message(now, &mut wire, done, &mut actions);
+        assert!(x.finished());
+        let (_, peer, error) = x.take();
+        assert_eq!(peer.map(|p| p.messages), Some(19));
+        assert!(error.is_some_and(|e| e.to_string().contains("--max-rate")));
+        // A peer that closes instead: over at once, with the reason, without its report.
+        let mut x = Exchange::new(spec(), vec![Role::Sender], None);
+        x.roles_done(now, &mut wire, SideReport::default());
+        let error = Message::Error {
+            reason: reason.into(),
+        };
+        x.on_message(now, &mut wire, error, &mut actions);
+        x.on_closed(now, &mut wire, &mut actions);
+        assert!(x.finished());
     }
 
     /// This side's intervals go to the peer while the test runs, not after its report.
