@@ -167,31 +167,11 @@ mod tests {
     use super::*;
     use wirebench_proto::spec::MAX_STREAMS;
 
-    /// A one-stream TCP test of 1 MB in 128 KiB messages.
+    /// A one-stream TCP test of 1 MB in 128 KiB messages (the control tests' fixture).
     fn example() -> TestSpec {
         TestSpec {
-            protocol: Protocol::Tcp,
-            mechanism: Mechanism::Stream,
-            direction: Direction::Forward,
             size: 128 * 1024,
-            bytes: Some(1_000_000),
-            duration_ns: None,
-            rate_bps: 0,
-            rate_pps: 0,
-            gap_ns: 0,
-            streams: 1,
-            interval_ns: 1_000_000_000,
-            drain_ns: 1_000_000_000,
-            ack_timeout_ns: 200_000_000,
-            packet_log: false,
-            no_offload: false,
-            response_size: 0,
-            congestion: None,
-            zerocopy: false,
-            file: None,
-            socket_buffer_bytes: None,
-            omit_ns: 0,
-            busy_poll_ns: 0,
+            ..crate::control::tests::pair::spec()
         }
     }
 

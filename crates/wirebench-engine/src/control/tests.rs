@@ -4,7 +4,7 @@
 
 mod admission;
 mod limits;
-mod pair;
+pub(super) mod pair;
 mod peers;
 
 use std::net::{IpAddr, Ipv4Addr};

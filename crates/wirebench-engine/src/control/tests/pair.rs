@@ -26,7 +26,7 @@ pub(super) const CLIENT_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7));
 pub(super) const SENT: u64 = 1000;
 
 /// A one-stream TCP test of 1 MB.
-pub(super) fn spec() -> TestSpec {
+pub(crate) fn spec() -> TestSpec {
     TestSpec {
         protocol: Protocol::Tcp,
         mechanism: Mechanism::Stream,
