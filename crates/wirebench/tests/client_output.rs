@@ -362,49 +362,19 @@ fn a_busy_port_names_the_flag() {
 /// A server that prints a line per interval of each test (`serve --live always`), so a test
 /// knows when data moves even while a `--json` client prints nothing; killed when dropped.
 struct LiveServer {
-    child: Child,
-    port: u16,
+    server: Server,
     lines: BufReader<std::process::ChildStdout>,
 }
 
 impl LiveServer {
     fn start() -> Self {
-        let mut child = wirebench()
-            .args([
-                "serve",
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--live",
-                "always",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start wirebench serve");
-        let mut lines = BufReader::new(child.stdout.take().expect("server stdout"));
-        let mut banner = String::new();
-        lines.read_line(&mut banner).expect("server banner");
-        // "wirebench server listening on 127.0.0.1:PORT (...)"
-        let port = banner
-            .split_whitespace()
-            .nth(4)
-            .and_then(|a| a.rsplit(':').next())
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("no port in {banner:?}"));
-        Self { child, port, lines }
+        let (server, lines) = Server::launch(&["--live", "always"]);
+        Self { server, lines }
     }
 
     /// A client of this server running in the background.
     fn spawn(&self, args: &[&str]) -> Child {
-        wirebench()
-            .args(["run", "127.0.0.1", "--port", &self.port.to_string()])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn wirebench run")
+        self.server.spawn(args)
     }
 
     /// Waits for the server's first interval line: the test's data is moving.
@@ -417,13 +387,6 @@ impl LiveServer {
                 return;
             }
         }
-    }
-}
-
-impl Drop for LiveServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

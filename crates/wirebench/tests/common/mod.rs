@@ -43,8 +43,8 @@ impl Server {
         (server, addr)
     }
 
-    /// Starts the server; its stdout past the banner.
-    fn launch(extra: &[&str]) -> (Self, BufReader<ChildStdout>) {
+    /// Starts the server; its stdout past the banner (for `--live` lines).
+    pub fn launch(extra: &[&str]) -> (Self, BufReader<ChildStdout>) {
         let mut child = wirebench()
             .args(["serve", "--bind", "127.0.0.1", "--port", "0"])
             .args(extra)
