@@ -77,11 +77,6 @@ impl SaveDir {
         }
     }
 
-    /// The directory.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Room for a `bytes`-byte copy named `name`: its path and a hold on the room, given
     /// back when the hold is dropped (by then the file itself counts), or why not.
     pub fn reserve(&self, name: &str, bytes: u64) -> Result<(PathBuf, QuotaHold), OverQuota> {
