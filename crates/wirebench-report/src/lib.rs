@@ -13,7 +13,8 @@ pub mod export;
 pub mod html;
 pub mod input;
 pub mod meta;
-pub mod output;
+/// Files written whole or not at all (kept here under its old path for the callers).
+pub use wirebench_sys::output;
 pub mod plot;
 pub mod text;
 
