@@ -14,6 +14,7 @@ use thiserror::Error;
 use wirebench_proto::results::FileReport;
 use wirebench_proto::units::format_bytes;
 use wirebench_stats::LostRun;
+use wirebench_sys::output::{clean_temps, written_by_this_process, Pending};
 use xxhash_rust::xxh3::Xxh3;
 
 /// Most missing ranges a report lists; more are counted, not listed.
@@ -68,8 +69,10 @@ fn on_disk(bytes: u64) -> u64 {
 }
 
 impl SaveDir {
-    /// Saves into `path`, at most `quota_bytes` in all.
+    /// Saves into `path`, at most `quota_bytes` in all. The temporary files of copies a
+    /// server that is gone was writing are removed.
     pub fn new(path: PathBuf, quota_bytes: u64) -> Self {
+        clean_temps(&path);
         Self {
             path,
             quota_bytes,
@@ -111,7 +114,11 @@ impl SaveDir {
         };
         let (mut files, mut bytes) = (0usize, 0u64);
         for e in entries.filter_map(Result::ok).take(MAX_SAVED_FILES) {
-            if writing.contains_key(&e.path()) {
+            // A copy being written is counted at its whole size in `writing`, under the
+            // name it will take; its temporary file is not counted twice.
+            if writing.contains_key(&e.path())
+                || written_by_this_process(&e.file_name().to_string_lossy())
+            {
                 continue;
             }
             files += 1;
@@ -212,7 +219,8 @@ impl FileSource {
 
 /// The receiving side of a file transfer.
 pub struct FileSink {
-    out: Option<(File, PathBuf)>,
+    /// The copy being saved: a temporary file that takes its name when the copy is finished.
+    out: Option<Pending>,
     hasher: Xxh3,
     bytes: u64,
     /// Out-of-order writes happened (UDP streaming): the digest is made by reading the file
@@ -228,25 +236,13 @@ pub struct FileSink {
 }
 
 impl FileSink {
-    /// A sink that saves to `path` (created, or truncated), or only hashes with `None`.
-    /// Only a regular file is written: the path is opened without following a last symbolic
-    /// link and without blocking (a FIFO), and refused unless it is a regular file.
+    /// A sink that saves to `path`, or only hashes with `None`. The copy is written to a
+    /// temporary file beside `path` and renamed over it when finished: a test that fails or
+    /// is cut off midway leaves no half copy and any earlier file of that name as it was.
+    /// Whatever `path` names now (a link, a FIFO) is never written through.
     pub fn create(path: Option<PathBuf>) -> std::io::Result<Self> {
         let out = match path {
-            // Readable too: a copy written out of order is hashed by reading it back.
-            Some(p) => {
-                let f = std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-                    .open(&p)?;
-                if !f.metadata()?.is_file() {
-                    return Err(std::io::Error::other("not a regular file"));
-                }
-                f.set_len(0)?;
-                Some((f, p))
-            }
+            Some(p) => Some(Pending::create_exact(&p).map_err(|e| e.source)?),
             None => None,
         };
         Ok(Self {
@@ -292,8 +288,8 @@ impl FileSink {
         } else {
             buf
         };
-        if let Some((f, _)) = &mut self.out {
-            if let Err(e) = f.write_all(buf) {
+        if let Some(out) = &mut self.out {
+            if let Err(e) = out.write_all(buf) {
                 self.error.get_or_insert(format!("saving the file: {e}"));
                 self.out = None;
             }
@@ -311,8 +307,8 @@ impl FileSink {
         } else {
             buf
         };
-        if let Some((f, _)) = &self.out {
-            if let Err(e) = f.write_all_at(buf, offset) {
+        if let Some(out) = &self.out {
+            if let Err(e) = out.file().write_all_at(buf, offset) {
                 self.error.get_or_insert(format!("saving the file: {e}"));
                 self.out = None;
             }
@@ -339,44 +335,52 @@ impl FileSink {
         }
     }
 
-    /// What was received, saved and missed.
+    /// What was received, saved and missed. The copy takes its name here.
     pub fn finish(mut self, file_bytes: u64) -> FileReport {
         let mut digest = None;
-        if let Some((f, _)) = &mut self.out {
+        if let Some(out) = &self.out {
             // A file of the right length even when its tail was lost.
-            let _ = f.set_len(file_bytes.max(self.bytes).min(file_bytes));
-            let _ = f.flush();
+            let _ = out
+                .file()
+                .set_len(file_bytes.max(self.bytes).min(file_bytes));
         }
         if !self.scattered {
             digest = Some(hex(self.hasher.digest()));
-        } else if let Some((f, _)) = &mut self.out {
+        } else if let Some(out) = &self.out {
             // Read the file back: what a user of the copy would get.
-            let mut h = Xxh3::new();
-            let mut buf = vec![0u8; 1 << 20];
-            if f.seek(SeekFrom::Start(0)).is_ok() {
-                let mut ok = true;
-                loop {
-                    match f.read(&mut buf) {
-                        Ok(0) => break,
-                        Ok(n) => h.update(&buf[..n]),
-                        Err(_) => {
-                            ok = false;
-                            break;
-                        }
-                    }
-                }
-                if ok {
-                    digest = Some(hex(h.digest()));
+            digest = read_back(out.file()).map(hex);
+        }
+        let saved_as = self.out.take().and_then(|out| {
+            let name = out.target().display().to_string();
+            match out.commit() {
+                Ok(()) => Some(name),
+                Err(e) => {
+                    self.error.get_or_insert(format!("saving the file: {e}"));
+                    None
                 }
             }
-        }
+        });
         FileReport {
             bytes: self.bytes,
             digest,
-            saved_as: self.out.map(|(_, p)| p.display().to_string()),
+            saved_as,
             missing: self.missing,
             missing_more: self.missing_more,
             error: self.error,
+        }
+    }
+}
+
+/// The XXH3-64 of a file read from its start, if it could be read whole.
+fn read_back(mut f: &File) -> Option<u64> {
+    let mut h = Xxh3::new();
+    let mut buf = vec![0u8; 1 << 20];
+    f.seek(SeekFrom::Start(0)).ok()?;
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return Some(h.digest()),
+            Ok(n) => h.update(&buf[..n]),
+            Err(_) => return None,
         }
     }
 }
@@ -444,9 +448,7 @@ mod tests {
         let path = tmp("fifo");
         let _ = std::fs::remove_file(&path);
         let made = std::process::Command::new("mkfifo").arg(&path).status();
-        if !made.is_ok_and(|s| s.success()) {
-            return; // no mkfifo here: nothing to check
-        }
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", path.display());
         assert!(FileSource::open(&path).is_err());
         assert!(FileSink::create(Some(path.clone())).is_err());
         assert!(FileSource::open(Path::new("/dev/zero")).is_err());
@@ -513,5 +515,39 @@ mod tests {
         assert_eq!(std::fs::metadata(&path).expect("saved").len(), 1000);
         assert!(r.digest.is_some());
         let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn a_copy_takes_its_name_only_when_finished_and_a_cut_off_one_leaves_nothing() {
+        let dir = tmp("whole");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let saves = SaveDir::new(dir.clone(), 1 << 20);
+        let (path, room) = saves.reserve("copy", 10).expect("room");
+        std::fs::write(&path, b"earlier").expect("earlier");
+        let mut sink = FileSink::create(Some(path.clone()))
+            .expect("create")
+            .holding(room);
+        sink.write(b"01234");
+        // Mid-transfer: the old file is as it was and the temporary is not counted twice.
+        assert_eq!(std::fs::read(&path).expect("read"), b"earlier");
+        assert_eq!(saves.saved(&HashMap::new()).0, 1);
+        drop(sink);
+        assert_eq!(std::fs::read(&path).expect("read"), b"earlier");
+        assert_eq!(std::fs::read_dir(&dir).expect("ls").count(), 1);
+
+        let (path, room) = saves.reserve("copy", 10).expect("room");
+        let mut sink = FileSink::create(Some(path.clone()))
+            .expect("create")
+            .holding(room);
+        sink.write(b"0123456789");
+        let report = sink.finish(10);
+        assert_eq!(
+            report.saved_as.as_deref(),
+            Some(path.to_str().expect("utf-8"))
+        );
+        assert_eq!(std::fs::read(&path).expect("read"), b"0123456789");
+        assert_eq!(std::fs::read_dir(&dir).expect("ls").count(), 1);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

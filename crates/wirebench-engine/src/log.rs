@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 use wirebench_proto::packet_log::{file_header, Record, RECORD_LEN};
+use wirebench_sys::output::Pending;
 
 /// Bytes of records handed to the writer at once (8192 records).
 const BATCH_BYTES: usize = 8192 * RECORD_LEN;
@@ -50,10 +51,28 @@ pub enum LogError {
     FinishTimedOut(u64),
 }
 
+/// Where a packet log's bytes go: a connection to the client, or a file that takes its name
+/// only once the whole log is in it.
+pub trait LogTarget: Write + Send {
+    /// Everything was written: a file is synced and renamed over its target here. Not
+    /// called for a log given up, whose file is then removed and any earlier one kept.
+    fn complete(self: Box<Self>) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl LogTarget for Pending {
+    fn complete(self: Box<Self>) -> std::io::Result<()> {
+        (*self)
+            .commit()
+            .map_err(|e| std::io::Error::new(e.source.kind(), e.to_string()))
+    }
+}
+
 /// Where a packet log goes, and how to cut it off.
 pub struct LogOut {
     /// The file, or the connection to the client.
-    pub out: Box<dyn Write + Send>,
+    pub out: Box<dyn LogTarget>,
     /// Makes a blocked write of `out` fail at once (shuts a connection down); none for a
     /// local file.
     pub abort: Option<Box<dyn FnOnce() + Send>>,
@@ -93,7 +112,8 @@ impl LogSink {
                         // The receiver may be done and gone: then the buffer is dropped.
                         let _ = free_tx.send(batch);
                     }
-                    out.flush()
+                    out.flush()?;
+                    out.complete()
                 })();
                 let _ = done_tx.send(result);
             })?;
@@ -198,6 +218,7 @@ mod tests {
     /// A `Write` whose bytes the test can read after the writer thread is done.
     #[derive(Clone, Default)]
     struct Shared(Arc<Mutex<Vec<u8>>>);
+    impl LogTarget for Shared {}
     impl Write for Shared {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
             self.0
@@ -246,6 +267,7 @@ mod tests {
     }
 
     struct Broken;
+    impl LogTarget for Broken {}
     impl Write for Broken {
         fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
             Err(std::io::Error::other("disk full"))
@@ -257,6 +279,7 @@ mod tests {
 
     /// A reader that takes a byte now and then until it is cut off.
     struct Crawl(Arc<std::sync::atomic::AtomicBool>);
+    impl LogTarget for Crawl {}
     impl Write for Crawl {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
             if self.0.load(std::sync::atomic::Ordering::SeqCst) {
@@ -310,5 +333,28 @@ mod tests {
             });
         }
         assert!(sink.finish().is_err());
+    }
+
+    #[test]
+    fn a_log_file_takes_its_name_only_when_the_log_is_whole() {
+        let dir = std::env::temp_dir().join(format!("wb-log-file-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("log.wbpl");
+        std::fs::write(&path, b"earlier").expect("earlier");
+        let out = Pending::create(&path).expect("create");
+        let mut sink = LogSink::start(LogOut {
+            out: Box::new(out),
+            abort: None,
+        })
+        .expect("start");
+        sink.push(&Record::Lost { first: 0, count: 1 });
+        assert_eq!(std::fs::read(&path).expect("read"), b"earlier");
+        assert_eq!(sink.finish().ok(), Some(1));
+        let bytes = std::fs::read(&path).expect("read");
+        let entries = std::fs::read_dir(&dir).expect("ls").count();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(Reader::new(&bytes[..]).expect("header").count(), 1);
+        assert_eq!(entries, 1);
     }
 }

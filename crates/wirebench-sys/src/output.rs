@@ -53,84 +53,156 @@ pub fn temp_path(path: &Path) -> PathBuf {
 }
 
 /// An output begun: its temporary file made beside the target, which is not touched until
-/// [`Pending::finish`]. Made before long work (a lab run) so that a place that cannot be
-/// written is said before the work, not after it; dropped unfinished, the temporary file
-/// is removed.
+/// [`Pending::commit`] (or [`Pending::finish`]). Made before long work (a lab run, a test
+/// whose packet log or received copy it is) so that a place that cannot be written is said
+/// before the work, not after it; dropped uncommitted, the temporary file is removed.
 #[derive(Debug)]
 pub struct Pending {
     path: PathBuf,
-    tmp: PathBuf,
-    file: Option<std::fs::File>,
+    file: std::fs::File,
+    tmp: TempGuard,
+}
+
+/// Removes a temporary file when dropped, unless disarmed (emptied) by a commit.
+#[derive(Debug)]
+struct TempGuard(PathBuf);
+
+impl Drop for TempGuard {
+    fn drop(&mut self) {
+        if !self.0.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
 }
 
 impl Pending {
-    /// Makes the temporary file beside `path`.
+    /// Makes the temporary file beside `path`, or beside the file `path` links to: a user's
+    /// output that is a symbolic link is written through it, as a plain write would be.
     ///
     /// # Errors
     ///
-    /// The directory cannot be written.
+    /// The directory cannot be written, or `path` is there and is not a regular file (a
+    /// FIFO, a device or a directory is never replaced).
     pub fn create(path: &Path) -> Result<Self, WriteError> {
+        let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+        let target = match is_link {
+            true => std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+            false => path.to_path_buf(),
+        };
+        Self::create_exact(&target)
+    }
+
+    /// Makes the temporary file beside `path`, never following a link there: committed, the
+    /// file replaces whatever entry `path` names (a link is replaced, not written through).
+    /// For directories others fill, such as a server's `--save-dir`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Pending::create`].
+    pub fn create_exact(path: &Path) -> Result<Self, WriteError> {
+        let fail = |source| WriteError {
+            path: path.to_path_buf(),
+            source,
+        };
+        let old = std::fs::symlink_metadata(path).ok();
+        if old
+            .as_ref()
+            .is_some_and(|m| !m.is_file() && !m.file_type().is_symlink())
+        {
+            return Err(fail(io::Error::other(
+                "not a regular file (a FIFO, a device or a directory is never replaced)",
+            )));
+        }
         let tmp = temp_path(path);
+        // Readable too: a copy written out of order is hashed by reading it back.
         let file = std::fs::OpenOptions::new()
+            .read(true)
             .write(true)
             .create_new(true)
             .open(&tmp)
-            .map_err(|source| WriteError {
-                path: path.to_path_buf(),
-                source,
-            })?;
+            .map_err(fail)?;
+        let tmp = TempGuard(tmp);
         // A file replaced keeps its mode (a report kept private stays private).
-        if let Ok(old) = std::fs::metadata(path) {
+        if let Some(old) = old.filter(std::fs::Metadata::is_file) {
             let _ = file.set_permissions(old.permissions());
         }
         Ok(Self {
             path: path.to_path_buf(),
+            file,
             tmp,
-            file: Some(file),
         })
     }
 
-    /// Writes what `fill` writes (buffered), syncs it, and renames it over the target.
+    /// The temporary file, for an output written as it goes (`&File` reads, writes and
+    /// seeks); the target is untouched until [`Pending::commit`].
+    pub fn file(&self) -> &std::fs::File {
+        &self.file
+    }
+
+    /// The file this output becomes when committed.
+    pub fn target(&self) -> &Path {
+        &self.path
+    }
+
+    /// Syncs what was written and renames it over the target.
+    ///
+    /// # Errors
+    ///
+    /// It could not be synced or renamed; the temporary file is removed and the target is
+    /// left as it was.
+    pub fn commit(self) -> Result<(), WriteError> {
+        let Self {
+            path,
+            file,
+            mut tmp,
+        } = self;
+        // Synced before the rename: else a crash can leave the new name on empty data.
+        let done = file
+            .sync_all()
+            .and_then(|()| std::fs::rename(&tmp.0, &path));
+        if let Err(source) = done {
+            // The guard removes the temporary file.
+            return Err(WriteError { path, source });
+        }
+        tmp.0 = PathBuf::new();
+        // The rename itself made durable; a directory that cannot be synced (some network
+        // file systems) still holds the whole file.
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+        }
+        Ok(())
+    }
+
+    /// Writes what `fill` writes (buffered), then [`Pending::commit`]s it.
     ///
     /// # Errors
     ///
     /// It could not be written, synced or renamed; the temporary file is removed and the
     /// target is left as it was.
     pub fn finish(
-        mut self,
+        self,
         fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
     ) -> Result<(), WriteError> {
-        let Some(f) = self.file.take() else {
-            return Ok(());
-        };
-        let mut w = BufWriter::new(f);
-        let written = fill(&mut w)
-            .and_then(|()| w.into_inner().map_err(io::IntoInnerError::into_error))
-            // Synced before the rename: else a crash can leave the new name on empty data.
-            .and_then(|f| f.sync_all())
-            .and_then(|()| std::fs::rename(&self.tmp, &self.path));
-        if let Err(source) = written {
-            // Drop removes the temporary file.
-            return Err(WriteError {
+        let mut w = BufWriter::new(&self.file);
+        let written = fill(&mut w).and_then(|()| w.flush());
+        drop(w);
+        match written {
+            Ok(()) => self.commit(),
+            Err(source) => Err(WriteError {
                 path: self.path.clone(),
                 source,
-            });
+            }),
         }
-        self.tmp = PathBuf::new();
-        // The rename itself made durable; a directory that cannot be synced (some network
-        // file systems) still holds the whole file.
-        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
-        }
-        Ok(())
     }
 }
 
-impl Drop for Pending {
-    fn drop(&mut self) {
-        if !self.tmp.as_os_str().is_empty() {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
+impl Write for Pending {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&self.file).write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        (&self.file).flush()
     }
 }
 
@@ -195,6 +267,13 @@ pub fn clean_temps(dir: &Path) -> usize {
     removed
 }
 
+/// Whether `name` is a temporary file this process is writing now (its output not yet
+/// committed): a directory's owner counts those apart (a `--save-dir` counts the transfers
+/// it is writing at their whole size).
+pub fn written_by_this_process(name: &str) -> bool {
+    temp_owner(name).is_some_and(|o| o.pid == std::process::id() && o.host == hostname())
+}
+
 /// This host's name (the kernel's), for the records of who ran what.
 pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -237,6 +316,7 @@ fn temp_owner(name: &str) -> Option<TempOwner> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileTypeExt;
 
     fn dir(tag: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("wirebench-output-{}-{tag}", std::process::id()));
@@ -302,5 +382,73 @@ mod tests {
         assert!(!dead.exists());
         assert!(mine.exists() && elsewhere.exists() && kept.exists());
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn an_output_written_as_it_goes_appears_only_when_committed() {
+        let d = dir("streamed");
+        let p = d.join("packets.wbpl");
+        std::fs::write(&p, b"the last run's log").expect("old");
+        let mut out = Pending::create(&p).expect("create");
+        out.write_all(b"new records").expect("write");
+        assert_eq!(std::fs::read(&p).expect("read"), b"the last run's log");
+        out.commit().expect("commit");
+        assert_eq!(std::fs::read(&p).expect("read"), b"new records");
+
+        // Given up (dropped uncommitted): the old file stays and no temporary is left.
+        let mut out = Pending::create(&p).expect("create");
+        out.write_all(b"half").expect("write");
+        drop(out);
+        assert_eq!(std::fs::read(&p).expect("read"), b"new records");
+        assert_eq!(std::fs::read_dir(&d).expect("ls").count(), 1);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_fifo_or_directory_is_never_replaced() {
+        let d = dir("special");
+        let fifo = d.join("fifo");
+        mkfifo(&fifo);
+        let e = Pending::create(&fifo).expect_err("a FIFO");
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        assert!(Pending::create_exact(&d).is_err());
+        assert!(std::fs::symlink_metadata(&fifo)
+            .expect("kept")
+            .file_type()
+            .is_fifo());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_link_is_written_through_by_create_and_replaced_by_create_exact() {
+        let d = dir("links");
+        let real = d.join("real.json");
+        let link = d.join("link.json");
+        std::fs::write(&real, b"old").expect("real");
+        std::os::unix::fs::symlink(&real, &link).expect("link");
+        write(&link, b"through").expect("write");
+        assert_eq!(std::fs::read(&real).expect("read"), b"through");
+        assert!(link
+            .symlink_metadata()
+            .expect("link")
+            .file_type()
+            .is_symlink());
+
+        Pending::create_exact(&link)
+            .expect("create")
+            .finish(|w| w.write_all(b"own"))
+            .expect("finish");
+        assert!(link.symlink_metadata().expect("file").is_file());
+        assert_eq!(std::fs::read(&real).expect("read"), b"through");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A FIFO made with the `mkfifo` tool, so this crate keeps no unsafe for a test.
+    fn mkfifo(p: &Path) {
+        let ok = std::process::Command::new("mkfifo")
+            .arg(p)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "mkfifo {}", p.display());
     }
 }

@@ -2,7 +2,6 @@
 //! opens the data streams and starts the roles when it says so, and turns the outcome into
 //! the results document.
 
-use std::fs::File;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::path::PathBuf;
@@ -13,6 +12,7 @@ use wirebench_proto::control::{encode, Message, PACKET_LOG_STREAM, PROTOCOL_VERS
 use wirebench_proto::header::{SeqToken, UdpHello};
 use wirebench_proto::results::{Datapath, Results, Role, SideReport};
 use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
+use wirebench_sys::output::Pending;
 
 use super::roles::{RoleEvent, Roles, Watch};
 use super::{Pump, TICK};
@@ -166,40 +166,35 @@ fn attach_user(
 
 /// Copies the server's packet log from its connection into the file until the server closes
 /// it, or until it is longer than this test can make (`limit` bytes: a hostile server must
-/// not fill the client's disk); returns the bytes copied.
-fn copy_log(from: TcpStream, mut to: File, limit: u64) -> std::io::Result<u64> {
+/// not fill the client's disk); returns the bytes copied. The file takes its name when the
+/// log has arrived (a log cut at the limit too, as the error says); a log whose copy failed
+/// leaves any earlier file of that name as it was.
+fn copy_log(from: TcpStream, mut to: Pending, limit: u64) -> std::io::Result<u64> {
     use std::io::Read;
+    let commit = |to: Pending| {
+        to.commit()
+            .map_err(|e| std::io::Error::new(e.source.kind(), e.to_string()))
+    };
     from.set_read_timeout(Some(LOG_IDLE))?;
     // One byte past the limit tells a log that is too long from one that fits exactly.
     let mut bounded = from.take(limit.saturating_add(1));
     let n = std::io::copy(&mut bounded, &mut to)?;
-    to.flush()?;
     if n > limit {
-        to.set_len(limit)?;
+        to.file().set_len(limit)?;
+        commit(to)?;
         return Err(std::io::Error::other(format!(
             "the server's packet log is longer than this test can make ({limit} bytes): cut there"
         )));
     }
+    commit(to)?;
     Ok(n)
 }
 
-/// Creates (or truncates) the packet log file. Only a regular file: opened without
-/// blocking (a FIFO with no reader would hang the client before its test) and refused
-/// unless it is one.
-fn create_log_file(path: &std::path::Path) -> std::io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    if !f.metadata()?.is_file() {
-        return Err(std::io::Error::other(
-            "not a regular file (a FIFO or a device is not written)",
-        ));
-    }
-    f.set_len(0)?;
-    Ok(f)
+/// Begins the packet log file: written beside `path` and renamed over it when the log is
+/// whole. Only a regular file (or a link to one) is replaced: a FIFO or a device is
+/// refused before the test.
+fn create_log_file(path: &std::path::Path) -> std::io::Result<Pending> {
+    Pending::create(path).map_err(|e| std::io::Error::new(e.source.kind(), e.to_string()))
 }
 
 /// The longest packet log a test can make: a record per datagram it can send and one per
@@ -295,7 +290,7 @@ struct Setup {
     same_clock: bool,
     spec: TestSpec,
     streams: Vec<Option<Opened>>,
-    log_file: Option<File>,
+    log_file: Option<Pending>,
     local_log: Option<LogOut>,
     log_copier: Option<JoinHandle<std::io::Result<u64>>>,
     file: Option<FilePart>,
@@ -667,7 +662,7 @@ mod tests {
         assert!(packet_log_limit(&timed) > small);
     }
 
-    /// issue 15: a server that sends an endless packet log fills no disk.
+    /// A server that sends an endless packet log fills no disk.
     #[test]
     fn a_packet_log_longer_than_the_test_is_cut() {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -680,7 +675,7 @@ mod tests {
         });
         let conn = TcpStream::connect(addr).expect("connect");
         let path = std::env::temp_dir().join(format!("wb-log-cut-{}", std::process::id()));
-        let file = File::create(&path).expect("create");
+        let file = create_log_file(&path).expect("create");
         let limit = 1_000_000;
         let result = copy_log(conn, file, limit);
         let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
@@ -688,6 +683,35 @@ mod tests {
         assert!(result.is_err());
         assert_eq!(len, limit);
         let _ = flood.join();
+    }
+
+    /// A log whose connection fails midway leaves the earlier file as it was, and no
+    /// temporary file beside it.
+    #[test]
+    fn a_packet_log_that_fails_midway_replaces_nothing() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let reset = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().expect("accept");
+            let _ = s.write_all(&[7u8; 4096]);
+            // Closed with unread data and SO_LINGER 0: the client's read fails (a reset).
+            let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
+        });
+        let dir = std::env::temp_dir().join(format!("wb-log-reset-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("log.wbpl");
+        std::fs::write(&path, b"earlier log").expect("earlier");
+        let conn = TcpStream::connect(addr).expect("connect");
+        let file = create_log_file(&path).expect("create");
+        let _ = reset.join();
+        let result = copy_log(conn, file, 1_000_000);
+        let kept = std::fs::read(&path).expect("read");
+        let entries = std::fs::read_dir(&dir).expect("ls").count();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(result.is_err(), "{result:?}");
+        assert_eq!(kept, b"earlier log");
+        assert_eq!(entries, 1);
     }
 
     #[test]

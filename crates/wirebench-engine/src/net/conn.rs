@@ -608,6 +608,8 @@ struct Counted<W> {
     bytes: Arc<AtomicU64>,
 }
 
+impl<W: std::io::Write + Send> crate::log::LogTarget for Counted<W> {}
+
 impl<W: std::io::Write> std::io::Write for Counted<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.out.write(buf)?;

@@ -173,8 +173,8 @@ pub fn run_iperf3(cfg: &Iperf3Config, watch: &mut dyn Watch) -> Result<Results, 
         }
         Some(path) => Some(LogOut {
             out: Box::new(
-                std::fs::File::create(path)
-                    .map_err(|e| EngineError::io("creating the packet log file", e))?,
+                wirebench_sys::output::Pending::create(path)
+                    .map_err(|e| EngineError::io("creating the packet log file", e.source))?,
             ),
             abort: None,
         }),
