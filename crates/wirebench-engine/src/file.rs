@@ -236,16 +236,30 @@ pub struct FileSink {
 }
 
 impl FileSink {
-    /// A sink that saves to `path`, or only hashes with `None`. The copy is written to a
-    /// temporary file beside `path` and renamed over it when finished: a test that fails or
-    /// is cut off midway leaves no half copy and any earlier file of that name as it was.
-    /// Whatever `path` names now (a link, a FIFO) is never written through.
+    /// A sink that saves to `path` in a directory others fill (a server's `--save-dir`), or
+    /// only hashes with `None`. The copy is written to a temporary file beside `path` and
+    /// renamed over it when finished: a test that fails or is cut off midway leaves no half
+    /// copy and any earlier file of that name as it was. Whatever `path` names now (a link,
+    /// a FIFO) is never written through.
     pub fn create(path: Option<PathBuf>) -> std::io::Result<Self> {
-        let out = match path {
+        Ok(Self::saving(match path {
             Some(p) => Some(Pending::create_exact(&p).map_err(|e| e.source)?),
             None => None,
-        };
-        Ok(Self {
+        }))
+    }
+
+    /// A sink that saves to a path the user named (`run -R --file F --save PATH`), or only
+    /// hashes with `None`: as [`FileSink::create`], but a link at `path` is written through
+    /// (the file it names is replaced), as a plain write would.
+    pub fn create_for_user(path: Option<PathBuf>) -> std::io::Result<Self> {
+        Ok(Self::saving(match path {
+            Some(p) => Some(Pending::create(&p).map_err(|e| e.source)?),
+            None => None,
+        }))
+    }
+
+    fn saving(out: Option<Pending>) -> Self {
+        Self {
             out,
             hasher: Xxh3::new(),
             bytes: 0,
@@ -255,7 +269,7 @@ impl FileSink {
             error: None,
             max_bytes: u64::MAX,
             _room: None,
-        })
+        }
     }
 
     /// Keeps `room` (in a `--save-dir`'s quota) until the copy is finished.

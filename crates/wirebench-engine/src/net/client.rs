@@ -434,7 +434,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
                 .0,
         )),
         (_, Direction::Reverse) if cfg.spec.file.is_some() => Some(FilePart::Sink(
-            FileSink::create(cfg.save.clone())
+            FileSink::create_for_user(cfg.save.clone())
                 .map_err(|e| EngineError::io("creating the file to save to", e))?,
         )),
         _ => None,
