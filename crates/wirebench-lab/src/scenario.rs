@@ -813,7 +813,7 @@ start-after = "1s"
                 "link 2",
             ),
             (&DUMBBELL.replace("\"1s\"", "\"later\""), "later"),
-            // Regression (issue 15, finding 8): counts are refused before anything is built.
+            // Counts are refused before anything is built.
             (
                 &DUMBBELL.replace("trials = 3", "trials = 4000000000"),
                 "4000000000 trials is too many",

@@ -137,7 +137,7 @@ pub const MAX_CSV_SECONDS: f64 = 1e9;
 /// Checks the numbers of a link-log CSV read back from a file: every field of a column other
 /// than `link` and `direction` that parses as a number must be finite, not negative, and at
 /// most [`MAX_CSV_VALUE`] ([`MAX_CSV_SECONDS`] for `t_s`). A crafted `1e308` or `inf` would
-/// otherwise reach the plot's axes, whose tick loop does not end on them (issue 15).
+/// otherwise reach the plot's axes, whose tick loop does not end on them.
 /// Fields that are not numbers are left to the reader that needs them.
 ///
 /// # Errors

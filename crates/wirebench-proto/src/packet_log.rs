@@ -366,7 +366,7 @@ mod tests {
         let out: Vec<_> = Reader::new(&bytes[..]).expect("header").collect();
         assert_eq!(out.len(), 4);
         assert!(matches!(out[3], Err(LogError::Truncated(27))));
-        // an impossible loss run stops the reader (regression: issue 15, finding 8)
+        // an impossible loss run stops the reader
         for (first, count) in [(u64::MAX, 2), (2, u64::MAX), (0, 0)] {
             let bytes = file(&[Record::Lost { first, count }]);
             let out: Vec<_> = Reader::new(&bytes[..]).expect("header").collect();

@@ -7,8 +7,8 @@
 //! then a pass over the JSON rejects values no measurement makes: non-finite numbers (as
 //! strings too, since an experiment's point values are strings), negatives where a quantity
 //! cannot be negative, and magnitudes past what any link does. Without that pass a time of
-//! `1e308` s made the plot's axis zero-wide in floating point and the tick loop never ended
-//! (issue 15, finding 8). Each refusal is one line that names the file and the key.
+//! `1e308` s made the plot's axis zero-wide in floating point and the tick loop never ended.
+//! Each refusal is one line that names the file and the key.
 
 use std::fmt::Write as _;
 use std::io::Read;

@@ -1,4 +1,4 @@
-//! issue 16, through the real binary: live lines on a pseudo-terminal and on a pipe, the
+//! The client's habits, through the real binary: live lines on a pseudo-terminal and on a pipe, the
 //! server's live lines, and iperf3's -w, -O and -B.
 
 mod common;

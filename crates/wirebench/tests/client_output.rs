@@ -1,7 +1,7 @@
-//! What `run` shows on every path, through the real binary (issue 16): live lines with the
+//! What `run` shows on every path, through the real binary: live lines with the
 //! receiver's view, the summary's sender and receiver lines, JSON on failure, the NDJSON
 //! stream, Ctrl-C, a server that goes away, errors with hints, iperf3's habits, and text
-//! from a hostile server made printable (issue 15).
+//! from a hostile server made printable.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Crafted files against the readers (issue 15, finding 8): `plot`, `report`, `packet-log`
+//! Crafted files against the readers: `plot`, `report`, `packet-log`
 //! and `lab scenario` on files made to crash them end with exit status 1 and a one-line
 //! error, or draw within bounded memory, and never hang. Each run is bounded (a hang fails
 //! the test instead of stalling it) and runs under an address-space limit of 2 GB, so an

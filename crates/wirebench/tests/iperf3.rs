@@ -527,7 +527,7 @@ fn iperf3_client_error(port: u16, args: &[&str]) -> String {
     e
 }
 
-/// Issue 18: the server's own limits hold for iperf3 clients. A client that asks for more
+/// The server's own limits hold for iperf3 clients. A client that asks for more
 /// than --max-bytes is refused with SERVER_ERROR before anything moves.
 #[test]
 fn an_iperf3_client_asking_over_max_bytes_is_refused_in_one_line() {

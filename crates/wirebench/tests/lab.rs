@@ -766,7 +766,7 @@ fn wirebench_lab_parse(text: &str) -> Result<(), String> {
     }
 }
 
-/// Issue 17: latency under load. On a 20 Mbit/s, 10 ms link, cubic fills a 1000-packet queue
+/// Latency under load. On a 20 Mbit/s, 10 ms link, cubic fills a 1000-packet queue
 /// (about 600 ms at that rate) and rrul's median round trip under load is many times the idle
 /// one; a 20-packet queue (about 12 ms) keeps it near the idle one. Loose bounds (3× and 2×);
 /// the figures of repeated runs are in docs/gallery.md.

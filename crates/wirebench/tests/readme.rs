@@ -1,4 +1,4 @@
-//! Every command in the README's `sh` code blocks runs and exits 0 within 20 s (issue 16):
+//! Every command in the README's `sh` code blocks runs and exits 0 within 20 s:
 //! what a new user copies works. `SERVER` is a `wirebench serve` this test starts (with a
 //! files directory holding the README's `big.iso`), durations are cut short (`-t` to 300 ms,
 //! lab scenarios to one trial at a twentieth of their time) and a `run` without an amount gets

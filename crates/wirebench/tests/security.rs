@@ -628,7 +628,7 @@ fn iperf3_params(c: &mut TcpStream, json: &str) -> Option<u8> {
     iperf3_state(c)
 }
 
-/// Issue 19: parameters that aborted the server (a 1 TiB block, 2^32 − 1 streams: the server
+/// Parameters that aborted the server (a 1 TiB block, 2^32 − 1 streams: the server
 /// allocated them) and 1,500 streams (1,504 threads) are refused with iperf3's SERVER_ERROR
 /// before anything is allocated; the server stays up, few threads, and a good test runs.
 #[test]
@@ -669,7 +669,7 @@ fn finding_10_iperf3_clients_obey_the_per_address_slots() {
     good_test_completes(s.port);
 }
 
-/// Issue 19: an iperf3 client that declares an hour-long test, opens its stream and then
+/// An iperf3 client that declares an hour-long test, opens its stream and then
 /// says nothing held its slot for the hour. It is freed within 50 s of its last byte (the
 /// server's idle limit is 30 s): with --max-tests 1, a good test gets in by then.
 #[test]

@@ -1,7 +1,7 @@
-//! Sharded sweeps (issue 20): shards run as separate processes into one shared directory,
+//! Sharded sweeps: shards run as separate processes into one shared directory,
 //! or into directories of their own, merge into the summary a one-process run of the same
 //! grid makes; a rerun of a shard skips what it saved; a missing trial and a different
-//! experiment are named. Also the sweep's flag checks and honest knees (issue 16).
+//! experiment are named. Also the sweep's flag checks and honest knees.
 
 mod common;
 

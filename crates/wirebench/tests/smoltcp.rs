@@ -1,4 +1,4 @@
-//! Issue 21: a lab host whose test traffic goes through smoltcp, a user-space TCP/IP stack,
+//! A lab host whose test traffic goes through smoltcp, a user-space TCP/IP stack,
 //! on a TUN device, against a Linux host over an emulated link with loss: the client's host
 //! (`lab --stack`), the server's (`lab --server-stack`), or both. Needs what the
 //! lab needs (root or a user namespace, and /dev/net/tun, and nft); fails when `CI` is set

@@ -1,4 +1,4 @@
-//! What issue 15 added to the server's state machines: one deadline for the whole
+//! Limits in the server's state machines: one deadline for the whole
 //! handshake, the build withheld before authentication, server bounds on the timing flags,
 //! rr responses counted against `--max-bytes`, and per-address caps by IPv6 /64.
 
