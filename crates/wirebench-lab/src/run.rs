@@ -172,6 +172,9 @@ struct Job {
     trial: u32,
 }
 
+/// A trial done (run, or read from its file), with its profile's index.
+type Done = (usize, TrialFile);
+
 /// The manifest every shard of a scenario run shares: the scenario (in JSON without its
 /// unset keys, which reads back as the file did), the profiles asked for, and the time
 /// scale, as its tests;
@@ -341,9 +344,9 @@ fn plan_trials(
     run: &ScenarioRun,
     profiles: &[Profile],
     trials: u32,
-) -> Result<(Vec<(usize, TrialFile)>, Vec<Job>), RunError> {
+) -> Result<(Vec<Done>, Vec<Job>), RunError> {
     let sharded = run.shard.count > 1;
-    let mut done = Vec::<(usize, TrialFile)>::new();
+    let mut done = Vec::<Done>::new();
     let mut jobs: Vec<Job> = Vec::new();
     let read_saved = |trial: u32, p: &Profile| read_saved(&run.out, trial, p);
     // Trials interleave the profiles, so drift over time spreads over all of them.
@@ -427,12 +430,7 @@ impl Workers<'_> {
     /// Runs `jobs` on `threads` threads, each taking the next job when it is done with one
     /// (each a copy of the network): every trial done, `done` first, and how many trials'
     /// files could not be written.
-    fn run_all(
-        &self,
-        jobs: Vec<Job>,
-        done: Vec<(usize, TrialFile)>,
-        threads: u32,
-    ) -> (Vec<(usize, TrialFile)>, usize) {
+    fn run_all(&self, jobs: Vec<Job>, done: Vec<Done>, threads: u32) -> (Vec<Done>, usize) {
         let queue = Mutex::new(jobs.into_iter());
         let done = Mutex::new(done);
         let unsaved = AtomicUsize::new(0);

@@ -217,24 +217,22 @@ impl TrialNet<'_> {
             .ok_or_else(|| TrialError::Node(test.to.clone()))?;
         let n = u8::try_from(i).unwrap_or(u8::MAX);
         let port = SERVER_STACK_PORTS + 2 * u16::from(n);
-        let site = user_stack::prepare_server(self.lab.netns(to), host, n, port + 1).map_err(
-            io_err(format!(
-                "preparing the {} stack in {}",
-                stack.name(),
-                test.to
-            )),
-        )?;
+        let site =
+            user_stack::prepare_server(self.lab.netns(to), host, n, port + 1).map_err(io_err(
+                format!("preparing the {} stack in {}", stack.name(), test.to),
+            ))?;
         let mut extra = vec!["--port".to_owned(), port.to_string()];
         extra.extend(site.serve_args(stack, port + 1));
         if let Some(b) = &self.profile.stack_buffer {
             extra.extend(["--stack-buffer".to_owned(), b.clone()]);
         }
-        let server = LabServer::wirebench(self.lab, self.exe, to, "0.0.0.0", &extra).map_err(
-            |source| TrialError::Server {
-                host: test.to.clone(),
-                source,
-            },
-        )?;
+        let server =
+            LabServer::wirebench(self.lab, self.exe, to, "0.0.0.0", &extra).map_err(|source| {
+                TrialError::Server {
+                    host: test.to.clone(),
+                    source,
+                }
+            })?;
         Ok((server, port))
     }
 
@@ -301,8 +299,7 @@ impl TrialNet<'_> {
         }
         // The profile's congestion control, per socket too (see Profile::apply).
         if let Some(cc) = &self.profile.cc {
-            if self.profile_hosts.contains(&test.from) && !test.args.iter().any(|a| a == "--cc")
-            {
+            if self.profile_hosts.contains(&test.from) && !test.args.iter().any(|a| a == "--cc") {
                 c.args(["--cc", cc]);
             }
         }

@@ -475,6 +475,9 @@ struct LinkLogColumns {
     y: usize,
 }
 
+/// A link direction's name ("0 up") and its points, (time, value) each.
+type LinkSeries = (String, Vec<(f64, f64)>);
+
 /// The rows of a link log (after its header) as a series per link direction ("0 up"),
 /// in the order they first appear: (time, the drawn column × `scale`) each.
 fn link_log_series<'a>(
@@ -482,8 +485,8 @@ fn link_log_series<'a>(
     rows: impl Iterator<Item = &'a str>,
     c: &LinkLogColumns,
     scale: f64,
-) -> Result<Vec<(String, Vec<(f64, f64)>)>, PlotError> {
-    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+) -> Result<Vec<LinkSeries>, PlotError> {
+    let mut series: Vec<LinkSeries> = Vec::new();
     for (n, line) in rows.enumerate() {
         let f: Vec<&str> = line.split(',').collect();
         let num = |i: usize| -> Result<f64, PlotError> {
@@ -512,7 +515,7 @@ fn link_log_series<'a>(
 /// Takes out the series that were zero throughout (no traffic, or never a queue: a line
 /// on the axis) and returns their names for the caption; if every one was, none is taken
 /// out, so that the plot shows what there was.
-fn leave_out_quiet(series: &mut Vec<(String, Vec<(f64, f64)>)>) -> Vec<String> {
+fn leave_out_quiet(series: &mut Vec<LinkSeries>) -> Vec<String> {
     let quiet: Vec<String> = series
         .iter()
         .filter(|(_, pts)| pts.iter().all(|p| p.1 == 0.0))
