@@ -394,6 +394,44 @@ where
 {
     let (pw, _) = area.dim_in_pixel();
     let cats = CategoryLabels::fit(xs, pw, y_label_w);
+    let mut ctx = frame(area, xs, ys, &cats, y_label_w, last)?;
+    cats.draw(area, &ctx, ys)?;
+    draw_bands(&ctx, p, xs, ys)?;
+    if p.ideal {
+        // Two points: the line y = x, straight because both axes share one scale.
+        let (a, b) = (ys.lo, ys.hi);
+        ctx.draw_series(LineSeries::new(
+            vec![(a, a), (b, b)],
+            REFERENCE.stroke_width(2),
+        ))
+        .map_err(err)?;
+    }
+    draw_series(&mut ctx, p, chart, xs, ys)?;
+    draw_boxes(&ctx, p, chart, ys)?;
+    if !p.lost.is_empty() {
+        ctx.draw_series(
+            p.lost
+                .iter()
+                .map(|&(x, y)| Cross::new((xs.t(x), ys.t(y)), 4, PALETTE[1].stroke_width(1))),
+        )
+        .map_err(err)?;
+    }
+    draw_marks(&ctx, p, chart, xs, ys)
+}
+
+/// The panel's frame: its axes, grid and tick labels (the x axis's title under the last
+/// panel only, which stands for all of them); the context to draw its contents in.
+fn frame<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    xs: &Scale,
+    ys: &Scale,
+    cats: &CategoryLabels,
+    y_label_w: u32,
+    last: bool,
+) -> Result<PanelContext<'a, DB>, PlotError>
+where
+    DB::ErrorType: 'static,
+{
     let x_area = if cats.rows() > 0 {
         cats.rows() * (cats.font + 3) + 40
     } else if last {
@@ -445,28 +483,7 @@ where
         .axis_desc_style(("sans-serif", 15))
         .draw()
         .map_err(err)?;
-    cats.draw(area, &ctx, ys)?;
-    draw_bands(&ctx, p, xs, ys)?;
-    if p.ideal {
-        // Two points: the line y = x, straight because both axes share one scale.
-        let (a, b) = (ys.lo, ys.hi);
-        ctx.draw_series(LineSeries::new(
-            vec![(a, a), (b, b)],
-            REFERENCE.stroke_width(2),
-        ))
-        .map_err(err)?;
-    }
-    draw_series(&mut ctx, p, chart, xs, ys)?;
-    draw_boxes(&ctx, p, chart, ys)?;
-    if !p.lost.is_empty() {
-        ctx.draw_series(
-            p.lost
-                .iter()
-                .map(|&(x, y)| Cross::new((xs.t(x), ys.t(y)), 4, PALETTE[1].stroke_width(1))),
-        )
-        .map_err(err)?;
-    }
-    draw_marks(&ctx, p, chart, xs, ys)
+    Ok(ctx)
 }
 
 /// The labels under a category axis, fitted to the width of a category's slot.
