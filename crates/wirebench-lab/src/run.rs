@@ -5,6 +5,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::scenario::{Profile, Scenario, ScenarioError};
@@ -12,6 +13,7 @@ use crate::summary::{
     failure_reasons, reasons_line, summarize, trial_file, ExperimentInfo, FailedTrial,
     ScenarioSummary, TrialFile,
 };
+use crate::topo::Topology;
 use crate::trial::{run_trial, TrialSetup};
 use serde::Deserialize as _;
 use wirebench_report::experiment::shard::{write_atomic, Manifest, ShardError};
@@ -170,6 +172,9 @@ struct Job {
     trial: u32,
 }
 
+/// A trial done (run, or read from its file), with its profile's index.
+type Done = (usize, TrialFile);
+
 /// The manifest every shard of a scenario run shares: the scenario (in JSON without its
 /// unset keys, which reads back as the file did), the profiles asked for, and the time
 /// scale, as its tests;
@@ -263,78 +268,26 @@ pub fn run_scenario(
     if !(run.time_scale.is_finite() && run.time_scale > 0.0) {
         return Err(RunError::TimeScale);
     }
-    let mut profiles: Vec<Profile> = sc.profiles();
-    if !run.profiles.is_empty() {
-        for p in &run.profiles {
-            if !profiles.iter().any(|q| &q.name == p) {
-                return Err(RunError::NoProfile(p.clone()));
-            }
-        }
-        profiles.retain(|p| run.profiles.contains(&p.name));
-    }
+    let profiles = chosen_profiles(sc, &run.profiles)?;
     let topo = sc.topology()?;
     let trials = run.trials.unwrap_or(sc.trials);
     let parallel = run.parallel.unwrap_or(sc.parallel).max(1);
     let out = &run.out;
     std::fs::create_dir_all(out.join("trials"))
         .map_err(io_err(format!("creating {}", out.display())))?;
-    let sharded = run.shard.count > 1;
-    if sharded {
+    if run.shard.count > 1 {
         // Shards of one run share the scenario, the profiles, the trial count and the
         // time scale; a directory of another run is refused before any trial.
         manifest(sc, &run.profiles, trials, run.time_scale).write_once(out)?;
     }
-    // With resume, trials already on disk (and not failed outright) are read, not run.
-    let mut done = Vec::<(usize, TrialFile)>::new();
-    let mut jobs: Vec<Job> = Vec::new();
     // What an earlier run killed mid-write left behind (its files are whole or absent).
     wirebench_report::output::clean_experiment_temps(out);
-    let read_saved = |trial: u32, p: &Profile| read_saved(out, trial, p);
-    // Trials interleave the profiles, so drift over time spreads over all of them.
-    for trial in 0..trials {
-        for (profile, p) in profiles.iter().enumerate() {
-            let k = profile * trials as usize + trial as usize;
-            if !run.shard.owns(k) {
-                // Another shard's: read when saved, for the summary so far.
-                if let Some(t) = read_saved(trial, p)? {
-                    done.push((profile, t));
-                }
-                continue;
-            }
-            let kept = if run.resume || sharded {
-                read_saved(trial, p)?
-            } else {
-                None
-            };
-            match kept {
-                Some(t) => done.push((profile, t)),
-                None => jobs.push(Job { profile, trial }),
-            }
-        }
-    }
+    let (done, jobs) = plan_trials(run, &profiles, trials)?;
     let total = trials as usize * profiles.len();
     if !jobs.is_empty() {
         crate::ensure_privilege().map_err(RunError::Privilege)?;
     }
-    // What `report` shows of how the run was made (a resumed run keeps the first run's).
-    if !((run.resume || sharded) && out.join("experiment.json").exists()) {
-        let info = ExperimentInfo {
-            command: &run.command,
-            machine: &run.machine,
-            ordered: true,
-            parallel,
-            repeat: trials,
-            scenario: sc,
-            server: format!("lab scenario {}", sc.name),
-            time_scale: run.time_scale,
-            wirebench: format!("wirebench {}", env!("CARGO_PKG_VERSION")),
-        };
-        let json = info
-            .to_json()
-            .map_err(io::Error::from)
-            .map_err(io_err("experiment.json"))?;
-        write_atomic(&out.join("experiment.json"), &json)?;
-    }
+    write_experiment_info(run, parallel, trials)?;
     progress(Progress::Start {
         scenario: &sc.name,
         profiles: profiles.len(),
@@ -343,70 +296,16 @@ pub fn run_scenario(
         out,
         already: done.len(),
     });
-    let setup = |log: Option<(u64, PathBuf)>| TrialSetup {
-        scenario: sc,
+    let workers = Workers {
+        run,
+        profiles: &profiles,
         topology: &topo,
-        time_scale: run.time_scale,
-        exe: &run.exe,
-        link_log: log,
+        total,
+        progress,
     };
-    let queue = Mutex::new(jobs.into_iter());
-    let done = Mutex::new(done);
-    let unsaved = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..parallel.min(total as u32) {
-            s.spawn(|| {
-                while let Some(job) = queue.lock().ok().and_then(|mut q| q.next()) {
-                    let p = &profiles[job.profile];
-                    let log = (run.link_log_ns > 0).then(|| {
-                        let name = format!("{:04}-{}-links.csv", job.trial, p.name);
-                        (run.link_log_ns, out.join("trials").join(name))
-                    });
-                    let file = match run_trial(&setup(log), p, job.trial) {
-                        Ok(doc) => TrialFile::Done(doc),
-                        Err(e) => TrialFile::Failed(FailedTrial {
-                            profile: p.name.clone(),
-                            trial: job.trial,
-                            error: e.to_string(),
-                        }),
-                    };
-                    let path = out.join(trial_file(job.trial, &p.name));
-                    let written = serde_json::to_value(&file)
-                        .and_then(|v| serde_json::to_vec_pretty(&v))
-                        .map_err(io::Error::from)
-                        .and_then(|b| {
-                            write_atomic(&path, &b).map_err(|e| io::Error::other(e.to_string()))
-                        });
-                    if let Err(error) = written {
-                        unsaved.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        progress(Progress::WriteFailed {
-                            path: &path,
-                            error: &error,
-                        });
-                    }
-                    if let Ok(mut d) = done.lock() {
-                        d.push((job.profile, file));
-                        progress(Progress::TrialDone {
-                            done: d.len(),
-                            total,
-                            profile: &p.name,
-                            trial: job.trial,
-                        });
-                    }
-                }
-            });
-        }
-    });
-    let done = done.into_inner().unwrap_or_else(|e| e.into_inner());
+    let (done, unsaved) = workers.run_all(jobs, done, parallel.min(total as u32));
     let summary = summarize(sc, &profiles, &done);
-    let json = summary
-        .to_json()
-        .map_err(io::Error::from)
-        .map_err(io_err("summary"))?;
-    // Renamed into place whole: shards finishing together each write the summary of what
-    // they saw, and a reader never sees half of one.
-    write_atomic(&out.join("summary.json"), &json)?;
-    write_atomic(&out.join("summary.csv"), summary.to_csv().as_bytes())?;
+    write_summary(out, &summary)?;
     if done.len() < total {
         progress(Progress::Incomplete {
             saved: done.len(),
@@ -418,11 +317,184 @@ pub fn run_scenario(
         summary,
         failed,
         reasons: failure_reasons(&done),
-        unsaved: unsaved.into_inner(),
+        unsaved,
         total,
     };
     write_atomic(&out.join("summary.txt"), outcome.table().as_bytes())?;
     Ok(outcome)
+}
+
+/// The scenario's profiles that `asked` names, in the file's order (none asked: all).
+fn chosen_profiles(sc: &Scenario, asked: &[String]) -> Result<Vec<Profile>, RunError> {
+    let mut profiles: Vec<Profile> = sc.profiles();
+    if !asked.is_empty() {
+        for p in asked {
+            if !profiles.iter().any(|q| &q.name == p) {
+                return Err(RunError::NoProfile(p.clone()));
+            }
+        }
+        profiles.retain(|p| asked.contains(&p.name));
+    }
+    Ok(profiles)
+}
+
+/// The trials already done (read from the run's directory: another shard's, or this
+/// run's own when it resumes), each with its profile's index, and the trials to run.
+fn plan_trials(
+    run: &ScenarioRun,
+    profiles: &[Profile],
+    trials: u32,
+) -> Result<(Vec<Done>, Vec<Job>), RunError> {
+    let sharded = run.shard.count > 1;
+    let mut done = Vec::<Done>::new();
+    let mut jobs: Vec<Job> = Vec::new();
+    let read_saved = |trial: u32, p: &Profile| read_saved(&run.out, trial, p);
+    // Trials interleave the profiles, so drift over time spreads over all of them.
+    for trial in 0..trials {
+        for (profile, p) in profiles.iter().enumerate() {
+            let k = profile * trials as usize + trial as usize;
+            if !run.shard.owns(k) {
+                // Another shard's: read when saved, for the summary so far.
+                if let Some(t) = read_saved(trial, p)? {
+                    done.push((profile, t));
+                }
+                continue;
+            }
+            // With resume, trials already on disk (and not failed outright) are read,
+            // not run.
+            let kept = if run.resume || sharded {
+                read_saved(trial, p)?
+            } else {
+                None
+            };
+            match kept {
+                Some(t) => done.push((profile, t)),
+                None => jobs.push(Job { profile, trial }),
+            }
+        }
+    }
+    Ok((done, jobs))
+}
+
+/// Writes what `report` shows of how the run was made, `experiment.json` (a resumed or
+/// sharded run keeps the first run's).
+fn write_experiment_info(run: &ScenarioRun, parallel: u32, trials: u32) -> Result<(), RunError> {
+    let sc = &run.scenario;
+    let path = run.out.join("experiment.json");
+    if (run.resume || run.shard.count > 1) && path.exists() {
+        return Ok(());
+    }
+    let info = ExperimentInfo {
+        command: &run.command,
+        machine: &run.machine,
+        ordered: true,
+        parallel,
+        repeat: trials,
+        scenario: sc,
+        server: format!("lab scenario {}", sc.name),
+        time_scale: run.time_scale,
+        wirebench: format!("wirebench {}", env!("CARGO_PKG_VERSION")),
+    };
+    let json = info
+        .to_json()
+        .map_err(io::Error::from)
+        .map_err(io_err("experiment.json"))?;
+    write_atomic(&path, &json)?;
+    Ok(())
+}
+
+/// Writes the summary as `summary.json` and `summary.csv`.
+fn write_summary(out: &Path, summary: &ScenarioSummary) -> Result<(), RunError> {
+    let json = summary
+        .to_json()
+        .map_err(io::Error::from)
+        .map_err(io_err("summary"))?;
+    // Renamed into place whole: shards finishing together each write the summary of what
+    // they saw, and a reader never sees half of one.
+    write_atomic(&out.join("summary.json"), &json)?;
+    write_atomic(&out.join("summary.csv"), summary.to_csv().as_bytes())?;
+    Ok(())
+}
+
+/// What the threads that run the trials share.
+struct Workers<'a> {
+    run: &'a ScenarioRun,
+    profiles: &'a [Profile],
+    topology: &'a Topology,
+    /// Trials in all, for progress.
+    total: usize,
+    progress: &'a (dyn Fn(Progress<'_>) + Sync),
+}
+
+impl Workers<'_> {
+    /// Runs `jobs` on `threads` threads, each taking the next job when it is done with one
+    /// (each a copy of the network): every trial done, `done` first, and how many trials'
+    /// files could not be written.
+    fn run_all(&self, jobs: Vec<Job>, done: Vec<Done>, threads: u32) -> (Vec<Done>, usize) {
+        let queue = Mutex::new(jobs.into_iter());
+        let done = Mutex::new(done);
+        let unsaved = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    while let Some(job) = queue.lock().ok().and_then(|mut q| q.next()) {
+                        let file = self.run_and_save(&job, &unsaved);
+                        if let Ok(mut d) = done.lock() {
+                            d.push((job.profile, file));
+                            (self.progress)(Progress::TrialDone {
+                                done: d.len(),
+                                total: self.total,
+                                profile: &self.profiles[job.profile].name,
+                                trial: job.trial,
+                            });
+                        }
+                    }
+                });
+            }
+        });
+        let done = done.into_inner().unwrap_or_else(|e| e.into_inner());
+        (done, unsaved.into_inner())
+    }
+
+    /// Runs one trial and saves its file (a trial that could not run is saved as failed);
+    /// a file not written is told and counted in `unsaved`, and the run goes on.
+    fn run_and_save(&self, job: &Job, unsaved: &AtomicUsize) -> TrialFile {
+        let run = self.run;
+        let out = &run.out;
+        let p = &self.profiles[job.profile];
+        let link_log = (run.link_log_ns > 0).then(|| {
+            let name = format!("{:04}-{}-links.csv", job.trial, p.name);
+            (run.link_log_ns, out.join("trials").join(name))
+        });
+        let setup = TrialSetup {
+            scenario: &run.scenario,
+            topology: self.topology,
+            time_scale: run.time_scale,
+            exe: &run.exe,
+            link_log,
+        };
+        let file = match run_trial(&setup, p, job.trial) {
+            Ok(doc) => TrialFile::Done(doc),
+            Err(e) => TrialFile::Failed(FailedTrial {
+                profile: p.name.clone(),
+                trial: job.trial,
+                error: e.to_string(),
+            }),
+        };
+        let path = out.join(trial_file(job.trial, &p.name));
+        let written = serde_json::to_value(&file)
+            .and_then(|v| serde_json::to_vec_pretty(&v))
+            .map_err(io::Error::from)
+            .and_then(|b| write_atomic(&path, &b).map_err(|e| io::Error::other(e.to_string())));
+        if let Err(error) = written {
+            unsaved.fetch_add(1, Ordering::Relaxed);
+            (self.progress)(Progress::WriteFailed {
+                path: &path,
+                error: &error,
+            });
+        }
+        file
+    }
 }
 
 #[cfg(test)]

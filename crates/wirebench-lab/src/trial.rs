@@ -4,14 +4,14 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 use wirebench_proto::link_log::LinkLog;
 use wirebench_report::export::link_log::LinkLogCsv;
 use wirebench_report::Exporter;
 
-use crate::scenario::{trial_topology, Profile, Scenario, TestDef};
+use crate::scenario::{trial_topology, Profile, Scenario, Sysctls, TestDef};
 use crate::server::{LabServer, ServerError};
 use crate::summary::{NamedLinkReport, TestOutcome, TrialDoc};
 use crate::topo::{Lab, Topology};
@@ -100,130 +100,21 @@ pub fn run_trial(s: &TrialSetup<'_>, profile: &Profile, n: u32) -> Result<TrialD
     let t = trial_topology(s.topology, n);
     let log_ns = s.link_log.as_ref().map_or(0, |l| l.0);
     let lab = Lab::build_logged(&t, log_ns).map_err(io_err("building the network"))?;
-    let mut sysctls = BTreeMap::new();
-    let profile_hosts = sc.profile_hosts(profile);
-    for host in &profile_hosts {
-        let got = profile
-            .apply(lab.netns(node(&t, host)?))
-            .map_err(io_err(format!(
-                "applying profile {} to {host}",
-                profile.name
-            )))?;
-        sysctls.insert(host.clone(), got);
-    }
-    // One server per host that tests go to, on the kernel's stack; they end when dropped.
-    // A test to a host of the profile's user-space stack has a server of its own instead,
-    // with a stack of its own (a TUN device takes one), on ports of its own.
-    let user_stack = profile.stack.filter(|&st| st != Stack::Kernel);
-    let stack_hosts = sc.stack_hosts(profile);
-    let mut servers = Vec::new();
-    let mut server_hosts: Vec<&str> = Vec::new();
-    let mut ports: Vec<Option<u16>> = vec![None; sc.tests.len()];
-    for (i, test) in sc.tests.iter().enumerate() {
-        let server_err = |source| TrialError::Server {
-            host: test.to.clone(),
-            source,
-        };
-        let to = node(&t, &test.to)?;
-        match user_stack {
-            Some(stack) if stack_hosts.contains(&test.to) => {
-                let host = t
-                    .node_address(to)
-                    .ok_or_else(|| TrialError::Node(test.to.clone()))?;
-                let n = u8::try_from(i).unwrap_or(u8::MAX);
-                let port = SERVER_STACK_PORTS + 2 * u16::from(n);
-                let site = user_stack::prepare_server(lab.netns(to), host, n, port + 1).map_err(
-                    io_err(format!(
-                        "preparing the {} stack in {}",
-                        stack.name(),
-                        test.to
-                    )),
-                )?;
-                let mut extra = vec!["--port".to_owned(), port.to_string()];
-                extra.extend(site.serve_args(stack, port + 1));
-                if let Some(b) = &profile.stack_buffer {
-                    extra.extend(["--stack-buffer".to_owned(), b.clone()]);
-                }
-                servers.push(
-                    LabServer::wirebench(&lab, s.exe, to, "0.0.0.0", &extra).map_err(server_err)?,
-                );
-                ports[i] = Some(port);
-            }
-            _ if !server_hosts.contains(&test.to.as_str()) => {
-                server_hosts.push(&test.to);
-                servers.push(
-                    LabServer::wirebench(&lab, s.exe, to, "0.0.0.0", &[]).map_err(server_err)?,
-                );
-            }
-            _ => {}
-        }
-    }
-    // Start the tests in the order of their delays.
-    let mut order: Vec<usize> = (0..sc.tests.len()).collect();
-    let delay = |i: usize| {
-        sc.tests[i]
-            .delay()
-            .unwrap_or_default()
-            .mul_f64(s.time_scale)
+    let net = TrialNet {
+        sc,
+        exe: s.exe,
+        time_scale: s.time_scale,
+        profile,
+        t: &t,
+        lab: &lab,
+        user_stack: profile.stack.filter(|&st| st != Stack::Kernel),
+        stack_hosts: sc.stack_hosts(profile),
+        profile_hosts: sc.profile_hosts(profile),
     };
-    order.sort_by_key(|&i| delay(i));
-    let t0 = Instant::now();
-    let mut children = Vec::new();
-    for &i in &order {
-        let test = &sc.tests[i];
-        // The scenario's start delay: time itself is what is waited for.
-        std::thread::sleep(delay(i).saturating_sub(t0.elapsed()));
-        let to = node(&t, &test.to)?;
-        let addr = t
-            .node_address(to)
-            .ok_or_else(|| TrialError::Node(test.to.clone()))?;
-        let from = node(&t, &test.from)?;
-        let mut c = lab.command(from, s.exe);
-        c.arg("run").arg(addr.to_string()).arg("--json");
-        if let Some(port) = ports[i] {
-            c.args(["--port", &port.to_string()]);
-        }
-        // A user-space stack for this test's data connection: one per test (a TUN device
-        // takes one stack), beside its host's address.
-        if let Some(stack) = user_stack {
-            if stack_hosts.contains(&test.from) {
-                let host = t
-                    .node_address(from)
-                    .ok_or_else(|| TrialError::Node(test.from.clone()))?;
-                let n = u8::try_from(i).unwrap_or(u8::MAX);
-                let site = user_stack::prepare(lab.netns(from), host, n).map_err(io_err(
-                    format!("preparing the {} stack in {}", stack.name(), test.from),
-                ))?;
-                c.args(site.run_args(stack));
-                if let Some(b) = &profile.stack_buffer {
-                    c.args(["--stack-buffer", b]);
-                }
-            }
-        }
-        // The profile's congestion control, per socket too (see Profile::apply).
-        if let Some(cc) = &profile.cc {
-            if profile_hosts.contains(&test.from) && !test.args.iter().any(|a| a == "--cc") {
-                c.args(["--cc", cc]);
-            }
-        }
-        c.args(scaled_args(&test.args, s.time_scale))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        children.push((i, c.spawn().map_err(io_err("starting a test"))?));
-    }
-    let mut tests: Vec<Option<TestOutcome>> = vec![None; sc.tests.len()];
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = children
-            .into_iter()
-            .map(|(i, child)| scope.spawn(move || (i, child.wait_with_output())))
-            .collect();
-        for h in handles {
-            if let Ok((i, out)) = h.join() {
-                tests[i] = Some(test_outcome(&sc.tests[i], &out));
-            }
-        }
-    });
+    let sysctls = net.apply_profile()?;
+    let (servers, ports) = net.start_servers()?;
+    let children = net.start_tests(&ports)?;
+    let tests = wait_for_tests(sc, children);
     drop(servers);
     let (links, log) = lab.stop_logged().map_err(io_err("stopping the emulator"))?;
     if let Some((_, path)) = &s.link_log {
@@ -236,14 +127,206 @@ pub fn run_trial(s: &TrialSetup<'_>, profile: &Profile, n: u32) -> Result<TrialD
         trial: n,
         time_scale: s.time_scale,
         sysctls,
-        // A test whose thread panicked has no outcome; it is left out, as before.
-        tests: tests.into_iter().flatten().collect(),
+        tests,
         links: names
             .into_iter()
             .zip(links)
             .map(|(link, report)| NamedLinkReport { link, report })
             .collect(),
     })
+}
+
+/// A trial's network, built, with what decides how its servers and tests start.
+struct TrialNet<'a> {
+    sc: &'a Scenario,
+    exe: &'a Path,
+    time_scale: f64,
+    profile: &'a Profile,
+    /// This trial's copy of the topology.
+    t: &'a Topology,
+    lab: &'a Lab,
+    /// The profile's user-space stack (none: the kernel's).
+    user_stack: Option<Stack>,
+    /// The hosts that use it.
+    stack_hosts: Vec<String>,
+    /// The hosts the profile's sysctls and congestion control apply to.
+    profile_hosts: Vec<String>,
+}
+
+impl TrialNet<'_> {
+    /// Sets the profile's sysctls in its hosts; what each host then had, by host.
+    fn apply_profile(&self) -> Result<BTreeMap<String, Sysctls>, TrialError> {
+        let mut sysctls = BTreeMap::new();
+        for host in &self.profile_hosts {
+            let got = self
+                .profile
+                .apply(self.lab.netns(node(self.t, host)?))
+                .map_err(io_err(format!(
+                    "applying profile {} to {host}",
+                    self.profile.name
+                )))?;
+            sysctls.insert(host.clone(), got);
+        }
+        Ok(sysctls)
+    }
+
+    /// One server per host that tests go to, on the kernel's stack; they end when dropped.
+    /// A test to a host of the profile's user-space stack has a server of its own instead,
+    /// with a stack of its own (a TUN device takes one), on ports of its own: those ports
+    /// by test (none: the default port).
+    fn start_servers(&self) -> Result<(Vec<LabServer>, Vec<Option<u16>>), TrialError> {
+        let mut servers = Vec::new();
+        let mut server_hosts: Vec<&str> = Vec::new();
+        let mut ports: Vec<Option<u16>> = vec![None; self.sc.tests.len()];
+        for (i, test) in self.sc.tests.iter().enumerate() {
+            let server_err = |source| TrialError::Server {
+                host: test.to.clone(),
+                source,
+            };
+            let to = node(self.t, &test.to)?;
+            match self.user_stack {
+                Some(stack) if self.stack_hosts.contains(&test.to) => {
+                    let (server, port) = self.stack_server(i, test, stack)?;
+                    servers.push(server);
+                    ports[i] = Some(port);
+                }
+                _ if !server_hosts.contains(&test.to.as_str()) => {
+                    server_hosts.push(&test.to);
+                    servers.push(
+                        LabServer::wirebench(self.lab, self.exe, to, "0.0.0.0", &[])
+                            .map_err(server_err)?,
+                    );
+                }
+                _ => {}
+            }
+        }
+        Ok((servers, ports))
+    }
+
+    /// The server of test `i` on the user-space `stack` in its host, and its control port.
+    fn stack_server(
+        &self,
+        i: usize,
+        test: &TestDef,
+        stack: Stack,
+    ) -> Result<(LabServer, u16), TrialError> {
+        let to = node(self.t, &test.to)?;
+        let host = self
+            .t
+            .node_address(to)
+            .ok_or_else(|| TrialError::Node(test.to.clone()))?;
+        let n = u8::try_from(i).unwrap_or(u8::MAX);
+        let port = SERVER_STACK_PORTS + 2 * u16::from(n);
+        let site =
+            user_stack::prepare_server(self.lab.netns(to), host, n, port + 1).map_err(io_err(
+                format!("preparing the {} stack in {}", stack.name(), test.to),
+            ))?;
+        let mut extra = vec!["--port".to_owned(), port.to_string()];
+        extra.extend(site.serve_args(stack, port + 1));
+        if let Some(b) = &self.profile.stack_buffer {
+            extra.extend(["--stack-buffer".to_owned(), b.clone()]);
+        }
+        let server =
+            LabServer::wirebench(self.lab, self.exe, to, "0.0.0.0", &extra).map_err(|source| {
+                TrialError::Server {
+                    host: test.to.clone(),
+                    source,
+                }
+            })?;
+        Ok((server, port))
+    }
+
+    /// Starts every test in the order of their start delays, each when its delay is up:
+    /// the processes, by test.
+    fn start_tests(&self, ports: &[Option<u16>]) -> Result<Vec<(usize, Child)>, TrialError> {
+        let tests = &self.sc.tests;
+        let mut order: Vec<usize> = (0..tests.len()).collect();
+        let delay = |i: usize| {
+            tests[i]
+                .delay()
+                .unwrap_or_default()
+                .mul_f64(self.time_scale)
+        };
+        order.sort_by_key(|&i| delay(i));
+        let t0 = Instant::now();
+        let mut children = Vec::new();
+        for &i in &order {
+            // The scenario's start delay: time itself is what is waited for.
+            std::thread::sleep(delay(i).saturating_sub(t0.elapsed()));
+            let mut c = self.test_command(i, &tests[i], ports[i])?;
+            children.push((i, c.spawn().map_err(io_err("starting a test"))?));
+        }
+        Ok(children)
+    }
+
+    /// The command of test `i`: `wirebench run` in its `from` host to its `to` host's
+    /// server (on `port` if not the default), with the profile's stack and congestion
+    /// control, and its output captured.
+    fn test_command(
+        &self,
+        i: usize,
+        test: &TestDef,
+        port: Option<u16>,
+    ) -> Result<Command, TrialError> {
+        let to = node(self.t, &test.to)?;
+        let addr = self
+            .t
+            .node_address(to)
+            .ok_or_else(|| TrialError::Node(test.to.clone()))?;
+        let from = node(self.t, &test.from)?;
+        let mut c = self.lab.command(from, self.exe);
+        c.arg("run").arg(addr.to_string()).arg("--json");
+        if let Some(port) = port {
+            c.args(["--port", &port.to_string()]);
+        }
+        // A user-space stack for this test's data connection: one per test (a TUN device
+        // takes one stack), beside its host's address.
+        if let Some(stack) = self.user_stack {
+            if self.stack_hosts.contains(&test.from) {
+                let host = self
+                    .t
+                    .node_address(from)
+                    .ok_or_else(|| TrialError::Node(test.from.clone()))?;
+                let n = u8::try_from(i).unwrap_or(u8::MAX);
+                let site = user_stack::prepare(self.lab.netns(from), host, n).map_err(io_err(
+                    format!("preparing the {} stack in {}", stack.name(), test.from),
+                ))?;
+                c.args(site.run_args(stack));
+                if let Some(b) = &self.profile.stack_buffer {
+                    c.args(["--stack-buffer", b]);
+                }
+            }
+        }
+        // The profile's congestion control, per socket too (see Profile::apply).
+        if let Some(cc) = &self.profile.cc {
+            if self.profile_hosts.contains(&test.from) && !test.args.iter().any(|a| a == "--cc") {
+                c.args(["--cc", cc]);
+            }
+        }
+        c.args(scaled_args(&test.args, self.time_scale))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        Ok(c)
+    }
+}
+
+/// Waits for every test's process: their outcomes in the scenario's order. A test whose
+/// thread panicked has no outcome; it is left out.
+fn wait_for_tests(sc: &Scenario, children: Vec<(usize, Child)>) -> Vec<TestOutcome> {
+    let mut tests: Vec<Option<TestOutcome>> = vec![None; sc.tests.len()];
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = children
+            .into_iter()
+            .map(|(i, child)| scope.spawn(move || (i, child.wait_with_output())))
+            .collect();
+        for h in handles {
+            if let Ok((i, out)) = h.join() {
+                tests[i] = Some(test_outcome(&sc.tests[i], &out));
+            }
+        }
+    });
+    tests.into_iter().flatten().collect()
 }
 
 /// What a test's process left: its results, and why it failed if it did.

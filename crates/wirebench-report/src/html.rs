@@ -191,6 +191,15 @@ fn figure_column(
 /// The summary table: the points' parameters, then each figure in its unit to 3
 /// significant digits; columns without a value anywhere are left out.
 fn summary_table(s: &ExperimentSummary) -> String {
+    let mut cols = point_columns(s);
+    cols.extend(figure_columns(s));
+    cols.retain(|c| c.cells.iter().any(|x| x != NONE));
+    html_table(&cols, s.points.len())
+}
+
+/// The columns that say which point a row is: its parameters, then its trials (and how
+/// many of them failed).
+fn point_columns(s: &ExperimentSummary) -> Vec<Column> {
     let params: Vec<String> = s
         .points
         .first()
@@ -220,6 +229,12 @@ fn summary_table(s: &ExperimentSummary) -> String {
             })
             .collect(),
     });
+    cols
+}
+
+/// The columns of what was measured: the main rate's statistics, then the mean of each
+/// other figure.
+fn figure_columns(s: &ExperimentSummary) -> Vec<Column> {
     let main = s.rate_figure();
     let what = if s.is_scenario() {
         "goodput"
@@ -229,85 +244,41 @@ fn summary_table(s: &ExperimentSummary) -> String {
     let rate = Quantity::BitRate;
     let time = Quantity::Seconds;
     let pct = Quantity::Percent;
-    cols.push(figure_column(
-        s,
-        main,
-        &format!("{what}, mean ± 95% CI"),
-        rate,
-        1.0,
-        |f, v| format!("{} ± {}", v(f.mean), v(f.ci95)),
-    ));
-    cols.push(figure_column(s, main, "min", rate, 1.0, |f, v| v(f.min)));
-    cols.push(figure_column(s, main, "max", rate, 1.0, |f, v| v(f.max)));
-    cols.push(figure_column(s, main, "SD", rate, 1.0, |f, v| v(f.stddev)));
-    cols.push(figure_column(
-        s,
-        "delivered_fraction",
-        "delivered",
-        pct,
-        100.0,
-        |f, v| v(f.mean),
-    ));
-    cols.push(figure_column(
-        s,
-        "loss_ratio",
-        "loss",
-        pct,
-        100.0,
-        |f, v| v(f.mean),
-    ));
-    cols.push(figure_column(
-        s,
-        "delay_p99_ms",
-        "one-way delay p99",
-        time,
-        1e-3,
-        |f, v| v(f.mean),
-    ));
-    cols.push(figure_column(
-        s,
-        "latency_p50_us",
-        "round trip p50",
-        time,
-        1e-6,
-        |f, v| v(f.mean),
-    ));
-    cols.push(figure_column(
-        s,
-        "latency_p99_us",
-        "round trip p99",
-        time,
-        1e-6,
-        |f, v| v(f.mean),
-    ));
-    cols.push(figure_column(
-        s,
-        "retransmits",
-        "retransmits (mean)",
-        Quantity::Count,
-        1.0,
-        |f, v| v(f.mean),
-    ));
-    cols.retain(|c| c.cells.iter().any(|x| x != NONE));
+    let mean = |key, title, q, scale| figure_column(s, key, title, q, scale, |f, v| v(f.mean));
+    vec![
+        figure_column(
+            s,
+            main,
+            &format!("{what}, mean ± 95% CI"),
+            rate,
+            1.0,
+            |f, v| format!("{} ± {}", v(f.mean), v(f.ci95)),
+        ),
+        figure_column(s, main, "min", rate, 1.0, |f, v| v(f.min)),
+        figure_column(s, main, "max", rate, 1.0, |f, v| v(f.max)),
+        figure_column(s, main, "SD", rate, 1.0, |f, v| v(f.stddev)),
+        mean("delivered_fraction", "delivered", pct, 100.0),
+        mean("loss_ratio", "loss", pct, 100.0),
+        mean("delay_p99_ms", "one-way delay p99", time, 1e-3),
+        mean("latency_p50_us", "round trip p50", time, 1e-6),
+        mean("latency_p99_us", "round trip p99", time, 1e-6),
+        mean("retransmits", "retransmits (mean)", Quantity::Count, 1.0),
+    ]
+}
+
+/// `cols` as an HTML table of `rows` rows, under a row of their headers.
+fn html_table(cols: &[Column], rows: usize) -> String {
+    let class = |c: &Column| if c.left { " class=\"l\"" } else { "" };
     let mut h = String::from("<table><tr>");
-    for c in &cols {
-        let _ = write!(
-            h,
-            "<th{}>{}</th>",
-            if c.left { " class=\"l\"" } else { "" },
-            esc(&c.header)
-        );
+    for c in cols {
+        let _ = write!(h, "<th{}>{}</th>", class(c), esc(&c.header));
     }
     h.push_str("</tr>\n");
-    for i in 0..s.points.len() {
+    for i in 0..rows {
         h.push_str("<tr>");
-        for c in &cols {
-            let _ = write!(
-                h,
-                "<td{}>{}</td>",
-                if c.left { " class=\"l\"" } else { "" },
-                esc(c.cells.get(i).map_or(NONE, String::as_str))
-            );
+        for c in cols {
+            let cell = c.cells.get(i).map_or(NONE, String::as_str);
+            let _ = write!(h, "<td{}>{}</td>", class(c), esc(cell));
         }
         h.push_str("</tr>\n");
     }

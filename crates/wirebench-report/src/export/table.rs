@@ -7,7 +7,7 @@
 
 use std::io::{self, Write};
 
-use wirebench_proto::results::{Percentiles, Results, UdpEnd};
+use wirebench_proto::results::{End, FileEnd, Percentiles, Results, UdpEnd};
 use wirebench_proto::spec::{Direction, Mechanism, Protocol};
 use wirebench_proto::units::{format_bytes, format_rate_bps};
 
@@ -133,7 +133,70 @@ impl Exporter for Table {
     }
 }
 
+/// One result as the terminal shows it: the table of totals, then a line for each thing
+/// the test measured beyond them.
 fn results_table(r: &Results, out: &mut dyn Write) -> io::Result<()> {
+    let e = &r.end;
+    totals(r, out)?;
+    stacks(r, out)?;
+    if let Some(u) = &e.udp {
+        udp_lines(r, u, out)?;
+    }
+    if let Some(l) = &e.latency_us {
+        writeln!(
+            out,
+            "{}: {} transactions, {:.0}/s, round trip {}{}",
+            r.test.mechanism,
+            l.count,
+            e.transactions_per_s.unwrap_or(0.0),
+            percentiles(l, "µs"),
+            e.rr_timeouts
+                .map(|t| format!(", {t} timed out"))
+                .unwrap_or_default()
+        )?;
+    }
+    if r.test.mechanism == Mechanism::StopAndWait && r.test.protocol == Protocol::Udp {
+        writeln!(out, "retransmits: {}", e.retransmits)?;
+    }
+    if let Some(f) = &e.file {
+        file_line(f, out)?;
+    }
+    if r.test.mechanism == Mechanism::Stream || e.file.is_some() {
+        writeln!(
+            out,
+            "send: {} first to last byte, {}; receive: {}, {}",
+            seconds(e.sent.transfer_s),
+            rate(e.sent.transfer_bps),
+            seconds(e.received.transfer_s),
+            rate(e.received.transfer_bps)
+        )?;
+    }
+    stream_lines(r, out)?;
+    datapath_lines(r, out)?;
+    if let Some(sp) = &e.send_rate_spread {
+        if r.test.rate_bps > 0 || r.test.rate_pps > 0 {
+            writeln!(
+                out,
+                "pacing: send rate per millisecond p50 {}, p99 {}, min {}, max {}",
+                format_rate_bps(sp.p50),
+                format_rate_bps(sp.p99),
+                format_rate_bps(sp.min),
+                format_rate_bps(sp.max)
+            )?;
+        }
+    }
+    cost_line(e, out)?;
+    if let Some(rrul) = &e.rrul {
+        rrul_lines(rrul, out)?;
+    }
+    if let Some(err) = &r.error {
+        writeln!(out, "incomplete: {err}")?;
+    }
+    Ok(())
+}
+
+/// The table of totals, a row per direction, and the line that says what was measured.
+fn totals(r: &Results, out: &mut dyn Write) -> io::Result<()> {
     let e = &r.end;
     let mut rows = vec![
         [
@@ -182,74 +245,50 @@ fn results_table(r: &Results, out: &mut dyn Write) -> io::Result<()> {
         r.test.size,
         amount(e.received.bytes),
         seconds(e.received.duration_s),
-    )?;
-    stacks(r, out)?;
-    if let Some(u) = &e.udp {
-        udp_lines(r, u, out)?;
-    }
-    if let Some(l) = &e.latency_us {
-        writeln!(
-            out,
-            "{}: {} transactions, {:.0}/s, round trip {}{}",
-            r.test.mechanism,
-            l.count,
-            e.transactions_per_s.unwrap_or(0.0),
-            percentiles(l, "µs"),
-            e.rr_timeouts
-                .map(|t| format!(", {t} timed out"))
+    )
+}
+
+/// `run --file`: the file's digests on both sides and whether the copy is the file.
+fn file_line(f: &FileEnd, out: &mut dyn Write) -> io::Result<()> {
+    let verdict = if f.identical {
+        "identical".to_string()
+    } else if f.missing_bytes > 0 {
+        format!(
+            "incomplete: {} bytes missing in {} ranges{}",
+            f.missing_bytes,
+            f.missing.len() as u64 + f.missing_ranges_more,
+            f.missing
+                .first()
+                .map(|(a, b)| format!(", the first {a}..{b}"))
                 .unwrap_or_default()
-        )?;
-    }
-    if r.test.mechanism == Mechanism::StopAndWait && r.test.protocol == Protocol::Udp {
-        writeln!(out, "retransmits: {}", e.retransmits)?;
-    }
-    if let Some(f) = &e.file {
-        let verdict = if f.identical {
-            "identical".to_string()
-        } else if f.missing_bytes > 0 {
-            format!(
-                "incomplete: {} bytes missing in {} ranges{}",
-                f.missing_bytes,
-                f.missing.len() as u64 + f.missing_ranges_more,
-                f.missing
-                    .first()
-                    .map(|(a, b)| format!(", the first {a}..{b}"))
-                    .unwrap_or_default()
-            )
-        } else if whole_but_not_hashed(f) {
-            // A UDP receiver hashes the copy it saved, read back (datagrams may come in
-            // any order): without one there is nothing to compare, which is not a
-            // difference.
-            "every byte arrived; not compared: the receiver saved no copy to hash \
-             (serve --save-dir, or run -R --save)"
-                .to_string()
-        } else {
-            "DIFFERENT".to_string()
-        };
-        writeln!(
-            out,
-            "file {}: {} bytes; {} {} sent, {} received: {verdict}{}",
-            f.name,
-            f.bytes,
-            f.algorithm,
-            f.sent_digest.as_deref().unwrap_or("?"),
-            f.received_digest.as_deref().unwrap_or("?"),
-            f.saved_as
-                .as_ref()
-                .map(|p| format!("; saved as {p}"))
-                .unwrap_or_default()
-        )?;
-    }
-    if r.test.mechanism == Mechanism::Stream || e.file.is_some() {
-        writeln!(
-            out,
-            "send: {} first to last byte, {}; receive: {}, {}",
-            seconds(e.sent.transfer_s),
-            rate(e.sent.transfer_bps),
-            seconds(e.received.transfer_s),
-            rate(e.received.transfer_bps)
-        )?;
-    }
+        )
+    } else if whole_but_not_hashed(f) {
+        // A UDP receiver hashes the copy it saved, read back (datagrams may come in
+        // any order): without one there is nothing to compare, which is not a
+        // difference.
+        "every byte arrived; not compared: the receiver saved no copy to hash \
+         (serve --save-dir, or run -R --save)"
+            .to_string()
+    } else {
+        "DIFFERENT".to_string()
+    };
+    writeln!(
+        out,
+        "file {}: {} bytes; {} {} sent, {} received: {verdict}{}",
+        f.name,
+        f.bytes,
+        f.algorithm,
+        f.sent_digest.as_deref().unwrap_or("?"),
+        f.received_digest.as_deref().unwrap_or("?"),
+        f.saved_as
+            .as_ref()
+            .map(|p| format!("; saved as {p}"))
+            .unwrap_or_default()
+    )
+}
+
+/// A line per stream of a parallel test.
+fn stream_lines(r: &Results, out: &mut dyn Write) -> io::Result<()> {
     for (i, st) in r.streams.iter().enumerate() {
         let lost = st
             .udp
@@ -266,7 +305,13 @@ fn results_table(r: &Results, out: &mut dyn Write) -> io::Result<()> {
             rate(st.received_bps),
         )?;
     }
-    if let Some(t) = &e.tcp {
+    Ok(())
+}
+
+/// What the kernel said of the data path: the TCP sender's state, and each side's
+/// zerocopy sends.
+fn datapath_lines(r: &Results, out: &mut dyn Write) -> io::Result<()> {
+    if let Some(t) = &r.end.tcp {
         let cc = r
             .datapath
             .client
@@ -301,18 +346,11 @@ fn results_table(r: &Results, out: &mut dyn Write) -> io::Result<()> {
             )?;
         }
     }
-    if let Some(sp) = &e.send_rate_spread {
-        if r.test.rate_bps > 0 || r.test.rate_pps > 0 {
-            writeln!(
-                out,
-                "pacing: send rate per millisecond p50 {}, p99 {}, min {}, max {}",
-                format_rate_bps(sp.p50),
-                format_rate_bps(sp.p99),
-                format_rate_bps(sp.min),
-                format_rate_bps(sp.max)
-            )?;
-        }
-    }
+    Ok(())
+}
+
+/// What the test cost each side that measured it: CPU and memory.
+fn cost_line(e: &End, out: &mut dyn Write) -> io::Result<()> {
     let side = |name: &str, res: Option<&wirebench_proto::results::Resources>| {
         res.map(|x| {
             format!(
@@ -335,12 +373,6 @@ fn results_table(r: &Results, out: &mut dyn Write) -> io::Result<()> {
     .collect();
     if !cost.is_empty() {
         writeln!(out, "cost: {}", cost.join("; "))?;
-    }
-    if let Some(rrul) = &e.rrul {
-        rrul_lines(rrul, out)?;
-    }
-    if let Some(err) = &r.error {
-        writeln!(out, "incomplete: {err}")?;
     }
     Ok(())
 }

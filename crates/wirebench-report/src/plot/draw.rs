@@ -375,6 +375,11 @@ fn y_scale(p: &Panel, xv: &[f64], ph: u32, same_scale: bool) -> Scale {
     Scale::new(&p.y, &yv, if ph < 220 { 4 } else { 6 }, true)
 }
 
+/// A chart context over the panel's two drawn scales.
+type PanelContext<'a, DB> = ChartContext<'a, DB, Cartesian2d<Ticked, Ticked>>;
+
+/// Draws one panel: its frame, grid and axes, then what it holds from the back to the
+/// front (shaded phases, the ideal line, series, boxes, lost packets, notes).
 fn draw_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     p: &Panel,
@@ -388,50 +393,47 @@ where
     DB::ErrorType: 'static,
 {
     let (pw, _) = area.dim_in_pixel();
-    // Category labels: a line per parameter ("rate=10M" over "size=500"); if that is too
-    // wide for its slot, values only, the parameters' names then in the axis title.
-    let slot = (pw.saturating_sub(y_label_w + 24)) as usize / xs.categories.len().max(1);
-    let mut cat_lines: Vec<Vec<String>> = xs
-        .categories
-        .iter()
-        .map(|c| c.split('\n').map(String::from).collect())
-        .collect();
-    let widest = |l: &Vec<Vec<String>>| {
-        l.iter()
-            .flatten()
-            .map(|s| s.chars().count())
-            .max()
-            .unwrap_or(1)
-            .max(1)
-    };
-    let mut x_title = xs.title.clone();
-    if widest(&cat_lines) * 7 > slot && cat_lines.iter().flatten().all(|s| s.contains('=')) {
-        let names: Vec<String> = cat_lines
-            .first()
-            .map(|l| {
-                l.iter()
-                    .map(|s| s.split('=').next().unwrap_or("").to_string())
-                    .collect()
-            })
-            .unwrap_or_default();
-        x_title = format!("{} (top to bottom)", names.join(", "));
-        for l in &mut cat_lines {
-            for s in l.iter_mut() {
-                *s = s.split_once('=').map_or(s.clone(), |(_, v)| v.to_string());
-            }
-        }
+    let cats = CategoryLabels::fit(xs, pw, y_label_w);
+    let mut ctx = frame(area, xs, ys, &cats, y_label_w, last)?;
+    cats.draw(area, &ctx, ys)?;
+    draw_bands(&ctx, p, xs, ys)?;
+    if p.ideal {
+        // Two points: the line y = x, straight because both axes share one scale.
+        let (a, b) = (ys.lo, ys.hi);
+        ctx.draw_series(LineSeries::new(
+            vec![(a, a), (b, b)],
+            REFERENCE.stroke_width(2),
+        ))
+        .map_err(err)?;
     }
-    // Still too wide for a readable font: names of one line ("smoltcp-receiver") break
-    // after their hyphens.
-    if widest(&cat_lines) * 7 > slot * 10 / 12 && cat_lines.iter().all(|l| l.len() == 1) {
-        for l in &mut cat_lines {
-            *l = break_after_hyphens(&l[0]);
-        }
+    draw_series(&mut ctx, p, chart, xs, ys)?;
+    draw_boxes(&ctx, p, chart, ys)?;
+    if !p.lost.is_empty() {
+        ctx.draw_series(
+            p.lost
+                .iter()
+                .map(|&(x, y)| Cross::new((xs.t(x), ys.t(y)), 4, PALETTE[1].stroke_width(1))),
+        )
+        .map_err(err)?;
     }
-    let x_font = (slot * 10 / (widest(&cat_lines) * 7)).clamp(9, 14) as u32;
-    let cat_rows = cat_lines.iter().map(Vec::len).max().unwrap_or(0) as u32;
-    let x_area = if cat_rows > 0 {
-        cat_rows * (x_font + 3) + 40
+    draw_marks(&ctx, p, chart, xs, ys)
+}
+
+/// The panel's frame: its axes, grid and tick labels (the x axis's title under the last
+/// panel only, which stands for all of them); the context to draw its contents in.
+fn frame<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    xs: &Scale,
+    ys: &Scale,
+    cats: &CategoryLabels,
+    y_label_w: u32,
+    last: bool,
+) -> Result<PanelContext<'a, DB>, PlotError>
+where
+    DB::ErrorType: 'static,
+{
+    let x_area = if cats.rows() > 0 {
+        cats.rows() * (cats.font + 3) + 40
     } else if last {
         52
     } else {
@@ -457,7 +459,11 @@ where
             },
         )
         .map_err(err)?;
-    let x_desc = if last { x_title } else { String::new() };
+    let x_desc = if last {
+        cats.x_title.clone()
+    } else {
+        String::new()
+    };
     ctx.configure_mesh()
         .x_desc(x_desc)
         .y_desc(ys.title.as_str())
@@ -477,24 +483,120 @@ where
         .axis_desc_style(("sans-serif", 15))
         .draw()
         .map_err(err)?;
-    let base = area.get_base_pixel();
-    for (i, lines) in cat_lines.iter().enumerate() {
-        let (px, py) = ctx.backend_coord(&(i as f64, ys.lo));
-        for (k, line) in lines.iter().enumerate() {
-            area.draw(&Text::new(
-                line.clone(),
-                (
-                    px - base.0,
-                    py - base.1 + 8 + k as i32 * (x_font as i32 + 3),
-                ),
-                ("sans-serif", x_font)
-                    .into_font()
-                    .color(&BLACK)
-                    .pos(Pos::new(HPos::Center, VPos::Top)),
-            ))
-            .map_err(err)?;
+    Ok(ctx)
+}
+
+/// The labels under a category axis, fitted to the width of a category's slot.
+struct CategoryLabels {
+    /// A category's lines, top to bottom.
+    lines: Vec<Vec<String>>,
+    /// Their font size, pixels.
+    font: u32,
+    /// The x axis's title (the parameters' names when the labels hold values only).
+    x_title: String,
+}
+
+impl CategoryLabels {
+    /// The labels of `xs`'s categories in a panel `pw` pixels wide: a line per parameter
+    /// ("rate=10M" over "size=500"); if that is too wide for its slot, values only, the
+    /// parameters' names then in the axis title.
+    fn fit(xs: &Scale, pw: u32, y_label_w: u32) -> Self {
+        let slot = (pw.saturating_sub(y_label_w + 24)) as usize / xs.categories.len().max(1);
+        let mut lines: Vec<Vec<String>> = xs
+            .categories
+            .iter()
+            .map(|c| c.split('\n').map(String::from).collect())
+            .collect();
+        let mut x_title = xs.title.clone();
+        if widest(&lines) * 7 > slot && lines.iter().flatten().all(|s| s.contains('=')) {
+            let names: Vec<String> = lines
+                .first()
+                .map(|l| {
+                    l.iter()
+                        .map(|s| s.split('=').next().unwrap_or("").to_string())
+                        .collect()
+                })
+                .unwrap_or_default();
+            x_title = format!("{} (top to bottom)", names.join(", "));
+            for l in &mut lines {
+                for s in l.iter_mut() {
+                    *s = s.split_once('=').map_or(s.clone(), |(_, v)| v.to_string());
+                }
+            }
+        }
+        // Still too wide for a readable font: names of one line ("smoltcp-receiver") break
+        // after their hyphens.
+        if widest(&lines) * 7 > slot * 10 / 12 && lines.iter().all(|l| l.len() == 1) {
+            for l in &mut lines {
+                *l = break_after_hyphens(&l[0]);
+            }
+        }
+        let font = (slot * 10 / (widest(&lines) * 7)).clamp(9, 14) as u32;
+        Self {
+            lines,
+            font,
+            x_title,
         }
     }
+
+    /// Lines of the tallest label (0 without categories).
+    fn rows(&self) -> u32 {
+        self.lines.iter().map(Vec::len).max().unwrap_or(0) as u32
+    }
+
+    /// Draws each label centred under its category.
+    fn draw<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        ctx: &PanelContext<'_, DB>,
+        ys: &Scale,
+    ) -> Result<(), PlotError>
+    where
+        DB::ErrorType: 'static,
+    {
+        let base = area.get_base_pixel();
+        for (i, lines) in self.lines.iter().enumerate() {
+            let (px, py) = ctx.backend_coord(&(i as f64, ys.lo));
+            for (k, line) in lines.iter().enumerate() {
+                area.draw(&Text::new(
+                    line.clone(),
+                    (
+                        px - base.0,
+                        py - base.1 + 8 + k as i32 * (self.font as i32 + 3),
+                    ),
+                    ("sans-serif", self.font)
+                        .into_font()
+                        .color(&BLACK)
+                        .pos(Pos::new(HPos::Center, VPos::Top)),
+                ))
+                .map_err(err)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Characters in the longest line of any label (at least 1).
+fn widest(lines: &[Vec<String>]) -> usize {
+    lines
+        .iter()
+        .flatten()
+        .map(|s| s.chars().count())
+        .max()
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// Shaded phases, each with its note at its top left.
+fn draw_bands<DB: DrawingBackend>(
+    ctx: &PanelContext<'_, DB>,
+    p: &Panel,
+    xs: &Scale,
+    ys: &Scale,
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
     for band in &p.bands {
         let (x0, x1) = (xs.t(band.from), xs.t(band.to));
         ctx.plotting_area()
@@ -513,15 +615,20 @@ where
                 .map_err(err)?;
         }
     }
-    if p.ideal {
-        // Two points: the line y = x, straight because both axes share one scale.
-        let (a, b) = (ys.lo, ys.hi);
-        ctx.draw_series(LineSeries::new(
-            vec![(a, a), (b, b)],
-            REFERENCE.stroke_width(2),
-        ))
-        .map_err(err)?;
-    }
+    Ok(())
+}
+
+/// Each series in its style, with its error bars.
+fn draw_series<DB: DrawingBackend>(
+    ctx: &mut PanelContext<'_, DB>,
+    p: &Panel,
+    chart: &Chart,
+    xs: &Scale,
+    ys: &Scale,
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
     let pt = |x: f64, y: f64| (xs.t(x), ys.t(y));
     for s in &p.series {
         let c = chart.palette.color(&s.label);
@@ -560,6 +667,20 @@ where
             }
         }
     }
+    Ok(())
+}
+
+/// Box plots: the box from the first to the third quartile, the median across it,
+/// whiskers with caps, outliers as rings.
+fn draw_boxes<DB: DrawingBackend>(
+    ctx: &PanelContext<'_, DB>,
+    p: &Panel,
+    chart: &Chart,
+    ys: &Scale,
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
     for bx in &p.boxes {
         let c = chart.palette.color(&bx.series);
         let x = bx.category as f64;
@@ -590,17 +711,23 @@ where
                 .map_err(err)?;
         }
     }
-    if !p.lost.is_empty() {
-        ctx.draw_series(
-            p.lost
-                .iter()
-                .map(|&(x, y)| Cross::new(pt(x, y), 4, PALETTE[1].stroke_width(1))),
-        )
-        .map_err(err)?;
-    }
+    Ok(())
+}
+
+/// Marked points (knees): a ring with its note beside it.
+fn draw_marks<DB: DrawingBackend>(
+    ctx: &PanelContext<'_, DB>,
+    p: &Panel,
+    chart: &Chart,
+    xs: &Scale,
+    ys: &Scale,
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
     for (i, m) in p.marks.iter().enumerate() {
         let c = chart.palette.color(&m.series);
-        let (x, y) = pt(m.x, m.y);
+        let (x, y) = (xs.t(m.x), ys.t(m.y));
         // The note goes to the side with more room.
         let right_half = (x - xs.lo) / (xs.hi - xs.lo) > 0.55;
         let dx = if right_half {

@@ -381,24 +381,113 @@ pub fn link_log_chart(log: &Path, kind: Kind) -> Result<Chart, PlotError> {
                 column: name,
             })
     };
+    // The columns every view needs first, then the kind (a log without them is not a
+    // link log, whatever was asked of it).
     let (t, link, dir) = (col("t_s")?, col("link")?, col("direction")?);
-    let (y, y_label, title, scale) = match kind {
-        Kind::Throughput => (
-            col("delivered_bps")?,
-            "delivered rate",
-            "Link throughput",
-            1.0,
-        ),
-        Kind::Latency => (
-            col("max_queue_delay_ms")?,
-            "longest queue wait",
-            "Link queueing delay",
-            1e-3,
-        ),
-        other => return Err(PlotError::NotForLinkLog(other.name())),
+    let view = LinkLogView::of(kind)?;
+    let columns = LinkLogColumns {
+        t,
+        link,
+        dir,
+        y: col(view.column)?,
     };
-    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-    for (n, line) in lines.enumerate() {
+    let mut series = link_log_series(log, lines, &columns, view.scale)?;
+    if series.is_empty() {
+        return Err(PlotError::EmptyLinkLog(log.to_path_buf()));
+    }
+    let quiet = leave_out_quiet(&mut series);
+    let mut panel = Panel::new(
+        Axis::linear("time since the lab began", Quantity::Seconds),
+        Axis::linear(view.y_label, view.quantity),
+    );
+    panel.series = series
+        .into_iter()
+        .map(|(label, pts)| Series {
+            label,
+            style: Style::Line,
+            points: steps(&pts),
+        })
+        .collect();
+    Ok(Chart {
+        title: view.title.into(),
+        caption: format!(
+            "From a lab link log ({}): {}, per logging interval (each step one interval).{}",
+            log.file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            view.what,
+            if quiet.is_empty() {
+                String::new()
+            } else {
+                format!(" Always 0, not drawn: {}.", quiet.join(", "))
+            }
+        ),
+        palette: Palette::new(panel.series.iter().map(|s| s.label.clone())),
+        panels: vec![panel],
+        no_legend: false,
+    })
+}
+
+/// What a link log chart of one kind draws, and how it names it.
+struct LinkLogView {
+    /// The column drawn on the y axis.
+    column: &'static str,
+    /// Its scale into `quantity`'s base unit (ms to s).
+    scale: f64,
+    quantity: Quantity,
+    y_label: &'static str,
+    title: &'static str,
+    /// What the caption says is drawn.
+    what: &'static str,
+}
+
+impl LinkLogView {
+    /// The view of `kind`: `throughput` or `latency`, the kinds a link log draws.
+    fn of(kind: Kind) -> Result<Self, PlotError> {
+        Ok(match kind {
+            Kind::Throughput => Self {
+                column: "delivered_bps",
+                scale: 1.0,
+                quantity: Quantity::BitRate,
+                y_label: "delivered rate",
+                title: "Link throughput",
+                what: "the rate each link direction delivered",
+            },
+            Kind::Latency => Self {
+                column: "max_queue_delay_ms",
+                scale: 1e-3,
+                quantity: Quantity::Seconds,
+                y_label: "longest queue wait",
+                title: "Link queueing delay",
+                what: "the longest time a packet waited in each link direction's queue",
+            },
+            other => return Err(PlotError::NotForLinkLog(other.name())),
+        })
+    }
+}
+
+/// Where a link log's columns are, from its header.
+struct LinkLogColumns {
+    t: usize,
+    link: usize,
+    dir: usize,
+    /// The column drawn.
+    y: usize,
+}
+
+/// A link direction's name ("0 up") and its points, (time, value) each.
+type LinkSeries = (String, Vec<(f64, f64)>);
+
+/// The rows of a link log (after its header) as a series per link direction ("0 up"),
+/// in the order they first appear: (time, the drawn column × `scale`) each.
+fn link_log_series<'a>(
+    log: &Path,
+    rows: impl Iterator<Item = &'a str>,
+    c: &LinkLogColumns,
+    scale: f64,
+) -> Result<Vec<LinkSeries>, PlotError> {
+    let mut series: Vec<LinkSeries> = Vec::new();
+    for (n, line) in rows.enumerate() {
         let f: Vec<&str> = line.split(',').collect();
         let num = |i: usize| -> Result<f64, PlotError> {
             f.get(i)
@@ -411,83 +500,48 @@ pub fn link_log_chart(log: &Path, kind: Kind) -> Result<Chart, PlotError> {
         };
         let name = format!(
             "{} {}",
-            f.get(link).unwrap_or(&"?"),
-            f.get(dir).unwrap_or(&"?")
+            f.get(c.link).unwrap_or(&"?"),
+            f.get(c.dir).unwrap_or(&"?")
         );
-        let point = (num(t)?, num(y)? * scale);
+        let point = (num(c.t)?, num(c.y)? * scale);
         match series.iter_mut().find(|(s, _)| *s == name) {
             Some((_, pts)) => pts.push(point),
             None => series.push((name, vec![point])),
         }
     }
-    if series.is_empty() {
-        return Err(PlotError::EmptyLinkLog(log.to_path_buf()));
-    }
-    // Directions that were zero throughout (no traffic, or never a queue) are a line on the
-    // axis: left out, and said so in the caption.
-    let mut quiet: Vec<String> = series
+    Ok(series)
+}
+
+/// Takes out the series that were zero throughout (no traffic, or never a queue: a line
+/// on the axis) and returns their names for the caption; if every one was, none is taken
+/// out, so that the plot shows what there was.
+fn leave_out_quiet(series: &mut Vec<LinkSeries>) -> Vec<String> {
+    let quiet: Vec<String> = series
         .iter()
         .filter(|(_, pts)| pts.iter().all(|p| p.1 == 0.0))
         .map(|(name, _)| name.clone())
         .collect();
-    if quiet.len() < series.len() {
-        series.retain(|(name, _)| !quiet.contains(name));
-    } else {
-        // All zero: drawn all the same, so that the plot shows what there was.
-        quiet.clear();
+    if quiet.len() == series.len() {
+        return Vec::new();
     }
-    let quantity = if kind == Kind::Throughput {
-        Quantity::BitRate
-    } else {
-        Quantity::Seconds
-    };
-    let mut panel = Panel::new(
-        Axis::linear("time since the lab began", Quantity::Seconds),
-        Axis::linear(y_label, quantity),
-    );
-    panel.series = series
-        .into_iter()
-        .map(|(label, pts)| Series {
-            label,
-            style: Style::Line,
-            // Each row holds from its time to the next row's: a step, as the rate was
-            // counted over the whole interval.
-            points: pts
-                .iter()
-                .enumerate()
-                .flat_map(|(i, &(t, y))| {
-                    let width = pts
-                        .get(i + 1)
-                        .map(|n| n.0 - t)
-                        .or_else(|| i.checked_sub(1).map(|p| t - pts[p].0))
-                        .unwrap_or(0.0);
-                    [Pt::at(t, y), Pt::at(t + width, y)]
-                })
-                .collect(),
+    series.retain(|(name, _)| !quiet.contains(name));
+    quiet
+}
+
+/// Each row held from its time to the next row's, as the rate was counted over the whole
+/// interval: a step per row (the last as wide as the one before it).
+fn steps(pts: &[(f64, f64)]) -> Vec<Pt> {
+    pts.iter()
+        .enumerate()
+        .flat_map(|(i, &(t, y))| {
+            let width = pts
+                .get(i + 1)
+                .map(|n| n.0 - t)
+                .or_else(|| i.checked_sub(1).map(|p| t - pts[p].0))
+                .unwrap_or(0.0);
+            [Pt::at(t, y), Pt::at(t + width, y)]
         })
-        .collect();
-    let what = if kind == Kind::Throughput {
-        "the rate each link direction delivered"
-    } else {
-        "the longest time a packet waited in each link direction's queue"
-    };
-    Ok(Chart {
-        title: title.into(),
-        caption: format!(
-            "From a lab link log ({}): {what}, per logging interval (each step one interval).{}",
-            log.file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            if quiet.is_empty() {
-                String::new()
-            } else {
-                format!(" Always 0, not drawn: {}.", quiet.join(", "))
-            }
-        ),
-        palette: Palette::new(panel.series.iter().map(|s| s.label.clone())),
-        panels: vec![panel],
-        no_legend: false,
-    })
+        .collect()
 }
 
 /// Size of every plot, pixels.
