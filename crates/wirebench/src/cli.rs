@@ -514,7 +514,7 @@ impl ServeArgs {
 }
 
 /// Transport mechanism, spelled as in the results document.
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ModeArg {
     /// Send without waiting.
     Stream,

@@ -7,6 +7,7 @@ pub mod plan;
 pub mod resume;
 pub mod shard;
 pub mod summary;
+pub mod sweep;
 pub mod trial;
 
 pub use merge::{MergeError, Merged};
