@@ -133,7 +133,21 @@ fn rrul_sweeps_its_streams_and_time_into_trials_report_reads() {
         );
     }
     let summary = read("summary.json");
-    assert_eq!(summary["points"].as_array().map(Vec::len), Some(4));
+    let points = summary["points"].as_array().expect("points");
+    assert_eq!(points.len(), 4);
+    for p in points {
+        let f = &p["figures"];
+        for figure in [
+            "rrul_loaded_latency_p50_us",
+            "rrul_upload_bps",
+            "received_bps",
+        ] {
+            assert!(
+                f[figure]["mean"].as_f64().is_some_and(|v| v > 0.0),
+                "{figure} missing: {f}"
+            );
+        }
+    }
     let html = exp.join("report.html");
     let report = wirebench()
         .arg("report")
