@@ -654,6 +654,87 @@ mod tests {
         );
     }
 
+    /// Records which trials started and which failed.
+    #[derive(Default)]
+    struct Seen {
+        started: Vec<(usize, u32, u32)>,
+        failed: Vec<String>,
+        saved: usize,
+    }
+
+    impl Progress for Seen {
+        fn trial(&mut self, _n: usize, t: Todo) {
+            self.started.push((t.point, t.repeat, t.attempt));
+        }
+        fn failed(&mut self, _n: usize, _t: Todo, why: &str) {
+            self.failed.push(why.to_string());
+        }
+        fn saved(&mut self, _n: usize) {
+            self.saved += 1;
+        }
+    }
+
+    #[test]
+    fn a_run_saves_every_trial_and_a_rerun_measures_only_the_failed_one() {
+        let dir = std::env::temp_dir().join(format!("wb-sweep-{}-rerun", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let vary = strings(&["rate=10M,20M"]);
+        let p = plan(&flags(&vary), |_, p| Ok::<_, String>(p.len())).expect("plan");
+        let exp = Experiment {
+            varies: &p.varies,
+            points: &p.points,
+            tests: &p.tests,
+            repeat: 2,
+            ordered: false,
+        };
+        let measure = |t: Todo| {
+            if (t.point, t.repeat) == (1, 0) {
+                Err("refused")
+            } else {
+                Ok(super::super::trial::tests::udp(1000, 1000, 1000, None))
+            }
+        };
+        let first = open(&dir, Shard::WHOLE, &exp, 3).expect("open");
+        assert_eq!(first.resume.todo.len(), 4);
+        // Shuffled by the plan's seed, the same in every run of this plan.
+        assert!(first.manifest.shuffle_seed.is_some());
+        let mut seen = Seen::default();
+        let failed = measure_all(
+            &dir,
+            &first.manifest,
+            &first.resume.todo,
+            Duration::ZERO,
+            &mut seen,
+            measure,
+        )
+        .expect("saved");
+        assert_eq!((failed, seen.saved), (1, 4));
+        assert_eq!(seen.failed, ["refused"]);
+        // The lock is held until dropped: a second process on the shard is refused.
+        assert!(matches!(
+            open(&dir, Shard::WHOLE, &exp, 3),
+            Err(ShardError::Locked { .. })
+        ));
+        drop(first);
+        let again = open(&dir, Shard::WHOLE, &exp, 3).expect("reopen");
+        let todo: Vec<_> = again
+            .resume
+            .todo
+            .iter()
+            .map(|t| (t.point, t.repeat, t.attempt))
+            .collect();
+        assert_eq!(todo, [(1, 0, 2)]);
+        assert_eq!(again.resume.completed, 3);
+        // Another plan in the same directory is refused.
+        drop(again);
+        let other = Experiment { repeat: 3, ..exp };
+        assert!(matches!(
+            open(&dir, Shard::WHOLE, &other, 3),
+            Err(ShardError::ManifestDiffers { .. })
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn a_busy_answer_is_asked_again_a_bounded_number_of_times() {
         let mut calls = 0;
