@@ -369,6 +369,17 @@ mod tests {
     }
 
     #[test]
+    fn a_tests_manifest_entry_is_its_spec_as_before() {
+        let base = sweep_args(&["-u", "-n", "1M"]).run;
+        let spec = base.spec().expect("spec");
+        let test = point_test(&base, Amount::AsGiven, &point(Param::Size, "1472")).expect("test");
+        assert_eq!(
+            serde_json::to_value(&test).expect("json"),
+            serde_json::to_value(&spec).expect("json")
+        );
+    }
+
+    #[test]
     fn only_a_busy_server_is_asked_again() {
         assert!(worth_retrying(&EngineError::Refused(
             "server busy: 6 tests running".into()
