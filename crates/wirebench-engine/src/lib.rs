@@ -17,6 +17,7 @@ mod merge;
 mod net;
 pub mod pace;
 mod role;
+pub mod rrul;
 mod rx;
 mod sys;
 

@@ -513,8 +513,9 @@ impl ServeArgs {
     }
 }
 
-/// Transport mechanism, spelled as in the results document.
-#[derive(Debug, Clone, Copy, ValueEnum)]
+/// Transport mechanism, spelled as in the results document: the one list of the names
+/// `--mode` and a sweep's `--vary mode=` take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ModeArg {
     /// Send without waiting.
     Stream,
@@ -819,12 +820,12 @@ impl RunArgs {
                 ModeArg::StopAndWait => Mechanism::StopAndWait,
                 ModeArg::Rr => Mechanism::Rr,
                 ModeArg::Crr => Mechanism::Crr,
+                // `run` and `sweep` plan rrul as three tests (cmd/rrul.rs); only an iperf3
+                // server, which runs one test at a time, gets here.
                 ModeArg::Rrul => {
-                    return Err(
-                        "--mode rrul runs several tests at once: it is `run --mode rrul`, \
-                                not one test's mode"
-                            .into(),
-                    )
+                    return Err("--mode rrul runs three wirebench tests at once: an iperf3 \
+                                server runs one, leave out --iperf3"
+                        .into())
                 }
             },
             direction: if self.bidir {

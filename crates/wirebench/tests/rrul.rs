@@ -1,10 +1,11 @@
 //! `run --mode rrul` against the in-process server: one document with `end.rrul`, whose keys
 //! docs/results.md lists, and `plot` draws it as the rrul kind by default. The lab test of
-//! bufferbloat itself is in lab.rs.
+//! bufferbloat itself is in lab.rs. `sweep HOST --mode rrul` saves a trial per point with
+//! `end.rrul`, which `report` reads.
 
 mod common;
 
-use common::wirebench;
+use common::{wirebench, Server};
 use serde_json::Value;
 
 #[test]
@@ -75,5 +76,92 @@ fn rrul_on_loopback_writes_its_figures_and_plots_them() {
     let text = std::fs::read_to_string(&svg).expect("the svg");
     assert!(text.contains("Latency under load"), "not the rrul kind");
     assert!(text.contains("TCP round trip") && text.contains("UDP round trip"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn rrul_sweeps_its_streams_and_time_into_trials_report_reads() {
+    let server = Server::start(&[]);
+    let dir = std::env::temp_dir().join(format!("wirebench-rrul-sweep-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let exp = dir.join("exp");
+    let out = wirebench()
+        .arg("sweep")
+        .arg(format!("127.0.0.1:{}", server.port))
+        .args([
+            "--mode",
+            "rrul",
+            "--idle",
+            "200ms",
+            "--repeat",
+            "1",
+            "--ordered",
+        ])
+        .args(["--vary", "parallel=2,3", "--vary", "time=500ms,1s", "--out"])
+        .arg(&exp)
+        .output()
+        .expect("run wirebench sweep");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |f: &str| -> Value {
+        serde_json::from_slice(&std::fs::read(exp.join(f)).expect(f)).expect("JSON")
+    };
+    // Grid order: parallel slowest, then time.
+    for (n, (streams, time_s)) in [(2, 0.5), (2, 1.0), (3, 0.5), (3, 1.0)]
+        .into_iter()
+        .enumerate()
+    {
+        let t = read(&format!("trials/p{:03}-r001.json", n + 1));
+        assert_eq!(t["trial"]["failed"], false, "trial {n}: {}", t["trial"]);
+        assert_eq!(t["test"]["streams"], streams);
+        assert_eq!(t["test"]["direction"], "bidir");
+        assert_eq!(t["test"]["duration_s"], time_s);
+        let rrul = &t["end"]["rrul"];
+        assert_eq!(
+            rrul["streams"].as_array().map(Vec::len),
+            Some(2 * streams),
+            "{streams} streams each way"
+        );
+        assert!(
+            rrul["loaded_latency_us"]["p50"]
+                .as_f64()
+                .is_some_and(|v| v > 0.0),
+            "no loaded latency: {rrul}"
+        );
+    }
+    let summary = read("summary.json");
+    let points = summary["points"].as_array().expect("points");
+    assert_eq!(points.len(), 4);
+    for p in points {
+        let f = &p["figures"];
+        for figure in [
+            "rrul_loaded_latency_p50_us",
+            "rrul_upload_bps",
+            "received_bps",
+        ] {
+            assert!(
+                f[figure]["mean"].as_f64().is_some_and(|v| v > 0.0),
+                "{figure} missing: {f}"
+            );
+        }
+    }
+    let html = exp.join("report.html");
+    let report = wirebench()
+        .arg("report")
+        .arg(&exp)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .expect("run wirebench report");
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    let text = std::fs::read_to_string(&html).expect("the report");
+    assert!(text.contains("parallel=3") && text.contains("time=1s"));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -260,6 +260,22 @@ fn targets_give_each_shard_its_own_server_and_say_which_measured_what() {
 }
 
 #[test]
+fn vary_server_takes_host_and_port_as_targets_and_run_do() {
+    let server = Server::start(&[]);
+    let target = format!("127.0.0.1:{}", server.port);
+    let dir = tempdir("vary-server");
+    let exp = dir.join("exp");
+    ok(wirebench()
+        .args(["sweep", "-u", "-n", "50K", "--repeat", "1"])
+        .args(["--vary", &format!("server={target}"), "--out"])
+        .arg(&exp));
+    let summary = read_json(&exp.join("summary.json"));
+    assert_eq!(summary["points"][0]["point"]["server"], Value::from(target));
+    assert_eq!(summary["points"][0]["failed"], 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn sweep_flags_are_checked_per_kind_and_knees_are_honest() {
     let dir = tempdir("flags");
     for (args, flag) in [

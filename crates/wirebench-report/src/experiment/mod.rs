@@ -1,12 +1,14 @@
-//! Experiments: the plan of a sweep (`--vary`, or a named preset; `plan`), and the summary
-//! of its trials (statistics per point, the knee of a rate sweep; `summary`). Pure: the
-//! binary runs the trials; this module only plans them and reads their results.
+//! Experiments: the plan of a sweep (`--vary`, or a named preset; `plan`), its directory,
+//! what is left to measure and the loop that measures and saves each trial (`sweep`,
+//! `resume`), and the summary of its trials (statistics per point, the knee of a rate
+//! sweep; `summary`). No socket: the binary passes in how one trial runs.
 
 pub mod merge;
 pub mod plan;
 pub mod resume;
 pub mod shard;
 pub mod summary;
+pub mod sweep;
 pub mod trial;
 
 pub use merge::{MergeError, Merged};

@@ -136,7 +136,9 @@ pub fn parse_vary(s: &str) -> Result<Vary, VaryError> {
         .ok_or_else(|| VaryError::NoEquals(s.to_string()))?;
     let param = Param::parse(name.trim())?;
     let values = values.trim();
-    let list: Vec<String> = if let Some((range, spec)) = values.split_once(':') {
+    // A host is a list only: its `HOST:PORT` or `[V6]:PORT` is no range.
+    let hosts = matches!(param, Param::Server | Param::Client);
+    let list: Vec<String> = if let Some((range, spec)) = values.split_once(':').filter(|_| !hosts) {
         let (from, to) = range
             .split_once("..")
             .ok_or_else(|| VaryError::RangeSyntax(s.to_string()))?;
@@ -333,6 +335,9 @@ mod tests {
             msg("mode=1..2:lin:2"),
             Some("--vary mode: no ranges, give a list".into())
         );
+        // Servers with ports, as `run` takes its HOST.
+        let s = parse_vary("server=a:1,[::1]:2,b").expect("servers");
+        assert_eq!(s.values, vec!["a:1", "[::1]:2", "b"]);
     }
 
     #[test]

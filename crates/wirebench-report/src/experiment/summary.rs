@@ -47,6 +47,25 @@ pub fn figures(r: &Results) -> BTreeMap<&'static str, f64> {
     if let Some(t) = e.transactions_per_s {
         f.insert("transactions_per_s", t);
     }
+    if let Some(rrul) = &e.rrul {
+        // A swept rrul compares latency under load across its points.
+        if let Some(l) = &rrul.idle_latency_us {
+            f.insert("rrul_idle_latency_p50_us", l.p50);
+        }
+        if let Some(l) = &rrul.loaded_latency_us {
+            f.insert("rrul_loaded_latency_p50_us", l.p50);
+            f.insert("rrul_loaded_latency_p99_us", l.p99);
+        }
+        for (name, v) in [
+            ("rrul_latency_ratio_p50", rrul.latency_ratio_p50),
+            ("rrul_upload_bps", rrul.upload_bps),
+            ("rrul_download_bps", rrul.download_bps),
+        ] {
+            if let Some(v) = v {
+                f.insert(name, v);
+            }
+        }
+    }
     f
 }
 

@@ -1,26 +1,27 @@
-//! `wirebench sweep`: plan the grid (the report crate's experiment module), run each trial
-//! of this shard (all of them without `--shard`) with the engine, save every result, and
-//! (one process) the summary, by the same step as `wirebench merge`.
+//! `wirebench sweep`: the plan, the directory, what is left to measure and the trial loop are
+//! the report crate's (`experiment::sweep`); this file says what `run`'s flags mean at one
+//! point, runs one trial with the engine (one test, or an rrul run), shows the progress, and
+//! saves the shard record and (one process) the summary, by the same step as `wirebench merge`.
 
 use std::io;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
-use anyhow::Context;
+use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+use wirebench_engine::rrul::{run_rrul, RrulError, RrulPlan};
 use wirebench_engine::{ClientConfig, EngineError, Psk, Watch};
-use wirebench_proto::host_port::HostPort;
 use wirebench_proto::results::Results;
 use wirebench_proto::spec::TestSpec;
 use wirebench_proto::units::{parse_duration, parse_rate, parse_size};
 use wirebench_report::experiment::merge::point_label;
-use wirebench_report::experiment::shard::{hostname, trial_path};
-use wirebench_report::experiment::trial::write_trial;
-use wirebench_report::experiment::{
-    grid, parse_vary, resume, sweep_manifest, Manifest, Param, Point, Shard, ShardLock,
-    ShardRecord, Todo, TrialFile, Vary,
+use wirebench_report::experiment::shard::hostname;
+use wirebench_report::experiment::sweep::{
+    self as experiment, Amount, Experiment, Progress, SweepFlags, BUSY_ATTEMPTS, BUSY_RETRY,
 };
-use wirebench_report::meta::{timestamp, tool_version, Machine};
+use wirebench_report::experiment::{Param, Point, ShardRecord, Todo};
+use wirebench_report::meta::Machine;
 use wirebench_report::Json;
 
 use super::merge::save;
@@ -29,97 +30,95 @@ use super::serve::server_for;
 use crate::cli::{ModeArg, RunArgs, SweepArgs};
 use crate::Failure;
 
-/// How often a trial refused as busy is asked again, [`BUSY_RETRY`] apart.
-const BUSY_ATTEMPTS: u32 = 20;
-/// The pause before asking a busy server again.
-const BUSY_RETRY: Duration = Duration::from_millis(100);
-
 /// A watcher that shows nothing: the sweep has its own progress bar.
 struct Silent;
 impl Watch for Silent {}
 
-/// What a sweep's flags plan: the grid and each point's test.
-struct Planned {
-    /// The run flags every point starts from.
-    base: RunArgs,
-    /// What varies, in grid order (servers and clients first).
-    varies: Vec<Vary>,
-    /// The grid.
-    points: Vec<Point>,
-    /// Each point's test.
-    specs: Vec<TestSpec>,
+/// What one point runs: one test, or an rrul run (three tests at once). The manifest records
+/// it as it is: a test's spec, or the rrul plan with its three.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+enum PointTest {
+    /// One test.
+    Test(TestSpec),
+    /// `--mode rrul`.
+    Rrul(Box<RrulPlan>),
+}
+
+/// Whether a trial that failed with `e` is worth asking again: the server was busy (another
+/// client, or the last trial's session still ending on a remote server this process cannot
+/// watch). The one place that decides it.
+fn worth_retrying(e: &EngineError) -> bool {
+    matches!(e, EngineError::Refused(why) if why.starts_with("server busy"))
 }
 
 /// Runs the experiment, or this process's shard of it.
 pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
-    let Planned {
-        base,
-        varies,
-        points,
-        specs,
-    } = plan(args)?;
-    let shard = match args.shard.as_deref() {
-        None => Shard::WHOLE,
-        Some(s) => Shard::parse(s).map_err(|e| Failure::Usage(e.to_string()))?,
+    let base = &args.run;
+    let usage = |e: experiment::PlanError| Failure::Usage(e.to_string());
+    experiment::refuse(&[
+        (base.json, "--json"),
+        (base.format.is_some(), "--format"),
+        (base.packet_log.is_some(), "--packet-log"),
+        (base.both_directions, "--both-directions"),
+        (base.file.is_some(), "--file"),
+    ])
+    .map_err(usage)?;
+    let flags = SweepFlags {
+        vary: &args.vary,
+        preset: args.preset,
+        scale: args.scale,
+        targets: &args.targets,
+        mesh: &args.mesh,
+        host: base.host.is_some(),
+        amount: base.time.is_some() || base.bytes.is_some(),
     };
-    let dir = match (&args.out, shard.count) {
-        (Some(d), _) => d.clone(),
-        (None, 1) => PathBuf::from("wirebench-results").join(timestamp()),
-        (None, _) => {
-            return Err(Failure::Usage(
-                "--shard needs --out DIR, a directory every shard shares".into(),
-            ))
-        }
-    };
+    let planned =
+        experiment::plan(&flags, |amount, p| point_test(base, amount, p)).map_err(usage)?;
+    let (shard, dir) =
+        experiment::place(args.shard.as_deref(), args.out.as_deref()).map_err(usage)?;
     let psk = crate::psk::load_psk(base.psk_file.as_deref()).map_err(Failure::Usage)?;
     // A server per point when the grid names them; else one for all (maybe in-process).
-    let varies_server = points
-        .iter()
-        .all(|p| p.iter().any(|(k, _)| *k == Param::Server));
-    let fixed = if varies_server {
+    let fixed = if experiment::names_servers(&planned.points) {
         None
     } else {
         Some(server_for(base.host.as_ref(), base.port, psk.as_ref())?)
     };
-    for sub in ["trials", "shards"] {
-        std::fs::create_dir_all(dir.join(sub))
-            .with_context(|| format!("creating {}", dir.join(sub).display()))?;
-    }
-    // What an earlier run killed mid-write left behind (its files are whole or absent).
-    wirebench_report::output::clean_experiment_temps(&dir);
-    let tests = specs
-        .iter()
-        .map(serde_json::to_value)
-        .collect::<Result<Vec<_>, _>>()
-        .context("describing the tests")?;
-    let manifest = sweep_manifest(tool_version(), varies, args.repeat, args.ordered, tests);
-    manifest
-        .write_once(&dir)
-        .map_err(|e| Failure::Runtime(e.into()))?;
-    // Held until this shard's trials and record are saved: a second process on the same
-    // shard is refused rather than measuring under this one's load.
-    let lock = ShardLock::acquire(&dir, shard).map_err(|e| Failure::Runtime(e.into()))?;
-    let todo = resume(&dir, &manifest, &points, shard, args.retry_failed)
-        .map_err(|e| Failure::Runtime(e.into()))?;
+    let servers =
+        experiment::servers_of(&planned.points, fixed.as_ref(), base.port).map_err(usage)?;
+    let exp = Experiment {
+        varies: &planned.varies,
+        points: &planned.points,
+        tests: &planned.tests,
+        repeat: args.repeat,
+        ordered: args.ordered,
+    };
+    let runtime = |e: wirebench_report::experiment::ShardError| Failure::Runtime(e.into());
+    let opened = experiment::open(&dir, shard, &exp, args.retry_failed).map_err(runtime)?;
+    let todo = &opened.resume;
     for not in &todo.foreign {
         eprintln!("warning: {not}: measured again");
     }
-    let run = Trials {
-        dir: &dir,
-        manifest: &manifest,
-        points: &points,
-        specs: &specs,
-        fixed: fixed.as_ref(),
-        port: base.port,
-        psk: psk.as_ref(),
-        pause: args.pause,
+    let mut bar = Bar::new(todo.todo.len(), planned.points.len());
+    let trial = |t: Todo| {
+        let (host, port) = servers[t.point].clone();
+        one_trial(&planned.tests[t.point], host, port, psk.as_ref())
     };
-    let (servers, failed_now) = run.all(&todo.todo)?;
+    let failed_now = experiment::measure_all(
+        &dir,
+        &opened.manifest,
+        &todo.todo,
+        args.pause,
+        &mut bar,
+        trial,
+    )
+    .map_err(runtime)?;
+    bar.0.finish_and_clear();
     let record = ShardRecord {
         shard,
-        manifest: manifest.hash.clone(),
+        manifest: opened.manifest.hash.clone(),
         client: hostname(),
-        server: servers.join(" "),
+        server: experiment::servers_measured(fixed.as_ref(), &servers, &todo.todo).join(" "),
         // Lossy: a word that is not UTF-8 is still recorded, not a panic.
         command: std::env::args_os()
             .map(|a| a.to_string_lossy().into_owned())
@@ -128,7 +127,7 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
         trials: todo.files.clone(),
     };
     save(&dir.join(ShardRecord::path(shard)), &Json, &record)?;
-    drop(lock);
+    drop(opened.lock);
     if shard.count == 1 {
         return super::merge::finish(std::slice::from_ref(&dir), &dir);
     }
@@ -148,166 +147,74 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The grid and each point's test from the flags, every point checked to make a valid
-/// test before any runs.
-fn plan(args: &SweepArgs) -> Result<Planned, Failure> {
-    let mut base = args.run.clone();
-    // `run`'s flags that a sweep cannot honour, named one by one.
-    let refused: Vec<&str> = [
-        (base.json, "--json"),
-        (base.format.is_some(), "--format"),
-        (base.packet_log.is_some(), "--packet-log"),
-        (base.both_directions, "--both-directions"),
-        (base.file.is_some(), "--file"),
-    ]
-    .into_iter()
-    .filter_map(|(given, flag)| given.then_some(flag))
-    .collect();
-    if !refused.is_empty() {
-        return Err(Failure::Usage(format!(
-            "sweep does not take {}: it saves every trial's results and the summary itself \
-             (see --out)",
-            refused.join(", ")
-        )));
-    }
-    let mut vary_specs = args.vary.clone();
-    if let Some(preset) = args.preset {
-        let scale = args.scale.unwrap_or(1.0);
-        if !(scale > 0.0 && scale <= 1.0) {
-            return Err(Failure::Usage("--scale is above 0 and at most 1".into()));
-        }
-        let plan = preset.plan(scale);
-        // The preset sets each trial's amount: a -t or -n would be silently replaced.
-        if base.time.is_some() || base.bytes.is_some() {
-            return Err(Failure::Usage(format!(
-                "--preset {} sets each trial's amount: no -t/--time or -n/--bytes (use --scale)",
-                preset.name()
-            )));
-        }
-        if plan.bytes.is_some() {
-            base.bytes = plan.bytes;
+/// The test of one grid point: `run`'s flags `base` with the preset's amount and the point's
+/// values, checked to make a valid test (or rrul run).
+fn point_test(base: &RunArgs, amount: Amount, point: &Point) -> Result<PointTest, String> {
+    let mut base = base.clone();
+    if let Amount::Preset(bytes) = amount {
+        if bytes.is_some() {
+            base.bytes = bytes;
         }
         base.time = None;
-        vary_specs = plan.varies.into_iter().chain(vary_specs).collect();
-    } else if args.scale.is_some() {
-        return Err(Failure::Usage(
-            "--scale scales a --preset: give one, or shorten the test with -t/-n".into(),
-        ));
     }
-    if vary_specs.is_empty() && args.targets.is_empty() && args.mesh.is_empty() {
-        return Err(Failure::Usage(
-            "give at least one --vary NAME=VALUES, or a --preset".into(),
-        ));
-    }
-    let varies = vary_specs
-        .iter()
-        .map(|s| parse_vary(s))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| Failure::Usage(e.to_string()))?;
-    let varies = with_hosts(args, &base, varies)?;
-    let points = grid(&varies);
-    let mut specs = Vec::with_capacity(points.len());
-    for p in &points {
-        let a = apply(&base, p).map_err(Failure::Usage)?;
-        let spec = a
-            .spec()
-            .map_err(|e| Failure::Usage(format!("point {}: {e}", point_label(p))))?;
-        specs.push(spec);
-    }
-    Ok(Planned {
-        base,
-        varies,
-        points,
-        specs,
-    })
+    let a = apply(&base, point)?;
+    let test = match a.mode {
+        ModeArg::Rrul => super::rrul::plan(&a).map(|p| PointTest::Rrul(Box::new(p))),
+        _ => a.spec().map(PointTest::Test),
+    };
+    test.map_err(|e| format!("point {}: {e}", point_label(point)))
 }
 
-/// The varied parameters with `--targets` and `--mesh` put in as `server` and `client`.
-fn with_hosts(
-    args: &SweepArgs,
-    base: &RunArgs,
-    mut varies: Vec<Vary>,
-) -> Result<Vec<Vary>, Failure> {
-    let mut seen = Vec::new();
-    for v in &varies {
-        if seen.contains(&v.param) {
-            return Err(Failure::Usage(format!(
-                "--vary {}: given twice (a preset may vary it already)",
-                v.param.name()
-            )));
-        }
-        seen.push(v.param);
-    }
-    if !args.mesh.is_empty() {
-        if !args.targets.is_empty()
-            || seen.contains(&Param::Server)
-            || seen.contains(&Param::Client)
-        {
-            return Err(Failure::Usage(
-                "--mesh sets the clients and servers: no --targets or --vary server/client".into(),
-            ));
-        }
-        if args.mesh.len() < 2 {
-            return Err(Failure::Usage("--mesh needs two hosts or more".into()));
-        }
-        if base.host.is_some() {
-            return Err(Failure::Usage("--mesh and a HOST: give one".into()));
-        }
-        // Clients, then servers, outermost: shard I is client I (see shard_of).
-        for param in [Param::Server, Param::Client] {
-            varies.insert(
-                0,
-                Vary {
-                    param,
-                    values: args.mesh.clone(),
-                },
-            );
-        }
-    }
-    if !args.targets.is_empty() {
-        if seen.contains(&Param::Server) {
-            return Err(Failure::Usage(
-                "--targets and --vary server=...: give one".into(),
-            ));
-        }
-        if base.host.is_some() {
-            return Err(Failure::Usage("--targets and a HOST: give one".into()));
-        }
-        // Servers outermost, so each server's points are together in the grid.
-        varies.insert(
-            0,
-            Vary {
-                param: Param::Server,
-                values: args.targets.clone(),
-            },
-        );
-    }
-    Ok(varies)
-}
-
-/// What running a shard's trials needs.
-struct Trials<'a> {
-    dir: &'a Path,
-    manifest: &'a Manifest,
-    points: &'a [Point],
-    specs: &'a [TestSpec],
-    /// The one server of every point, unless the grid names them.
-    fixed: Option<&'a (String, u16)>,
+/// One trial of `test` against `host:port`, a busy server asked again a few times.
+fn one_trial(
+    test: &PointTest,
+    host: String,
     port: u16,
-    psk: Option<&'a Psk>,
-    pause: Duration,
+    psk: Option<&Psk>,
+) -> Result<Results, String> {
+    let cfg = |spec: &TestSpec| ClientConfig {
+        host: host.clone(),
+        port,
+        spec: spec.clone(),
+        packet_log: None,
+        file: None,
+        save: None,
+        psk: psk.cloned(),
+        bind: None,
+        stack: None,
+    };
+    match test {
+        PointTest::Test(spec) => {
+            let cfg = cfg(spec);
+            experiment::retry(
+                BUSY_ATTEMPTS,
+                BUSY_RETRY,
+                || wirebench_engine::run(&cfg, &mut Silent),
+                worth_retrying,
+            )
+            .map_err(|e| e.to_string())
+        }
+        PointTest::Rrul(plan) => {
+            // A sweep is not stopped part way: a signal ends the process.
+            let never = Arc::new(AtomicBool::new(false));
+            let cfg = cfg(&plan.load);
+            experiment::retry(
+                BUSY_ATTEMPTS,
+                BUSY_RETRY,
+                || run_rrul(&cfg, plan, &never),
+                |e: &RrulError| e.engine().is_some_and(worth_retrying),
+            )
+            .map_err(|e| e.to_string())
+        }
+    }
 }
 
-impl Trials<'_> {
-    /// Measures each trial of `todo` and saves it, failed or not (a failed one with its
-    /// reason, so no summary counts it and a rerun measures it again). Returns the servers
-    /// measured and how many trials failed.
-    fn all(&self, todo: &[Todo]) -> Result<(Vec<String>, usize), Failure> {
-        let mut servers: Vec<String> = Vec::new();
-        if let Some((h, p)) = self.fixed {
-            servers.push(format!("{h}:{p}"));
-        }
-        let bar = ProgressBar::new(todo.len() as u64).with_style(
+/// The sweep's progress bar, on stderr when it is a terminal.
+struct Bar(ProgressBar, usize);
+
+impl Bar {
+    fn new(trials: usize, points: usize) -> Self {
+        let bar = ProgressBar::new(trials as u64).with_style(
             ProgressStyle::with_template("{bar:30} trial {pos}/{len} {msg} eta {eta}")
                 .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
@@ -316,85 +223,33 @@ impl Trials<'_> {
         } else {
             ProgressDrawTarget::hidden()
         });
-        let mut failed = 0;
-        for (n, t) in todo.iter().enumerate() {
-            let (p, r) = (t.point, t.repeat);
-            bar.set_message(format!(
-                "point {}/{} repeat {}",
-                p + 1,
-                self.points.len(),
-                r + 1
-            ));
-            let (host, port) = match self.fixed {
-                Some(hp) => hp.clone(),
-                None => point_server(&self.points[p], self.port).map_err(Failure::Usage)?,
-            };
-            let label = format!("{host}:{port}");
-            if !servers.contains(&label) {
-                servers.push(label);
-            }
-            let cfg = ClientConfig {
-                host,
-                port,
-                spec: self.specs[p].clone(),
-                packet_log: None,
-                file: None,
-                save: None,
-                psk: self.psk.cloned(),
-                bind: None,
-                stack: None,
-            };
-            let file = TrialFile::measured(self.manifest, p, r, t.attempt, trial(&cfg));
-            if let Some(why) = file.failed() {
-                failed += 1;
-                bar.suspend(|| {
-                    eprintln!(
-                        "warning: trial {} (point {}, repeat {}) failed: {why}",
-                        n + 1,
-                        p + 1,
-                        r + 1
-                    )
-                });
-            }
-            let path = self.dir.join(trial_path(p, r));
-            write_trial(&path, &file).map_err(|e| Failure::Runtime(e.into()))?;
-            bar.inc(1);
-            if self.pause > Duration::ZERO && n + 1 < todo.len() {
-                // The pause the user asked for between trials, not a wait for anything.
-                std::thread::sleep(self.pause);
-            }
-        }
-        bar.finish_and_clear();
-        Ok((servers, failed))
+        Self(bar, points)
     }
 }
 
-/// The server of a point that names one: `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6
-/// address, read as `run` reads its HOST.
-fn point_server(point: &Point, default_port: u16) -> Result<(String, u16), String> {
-    let Some((_, v)) = point.iter().find(|(k, _)| *k == Param::Server) else {
-        return Err("no server for this point".into());
-    };
-    v.parse::<HostPort>()
-        .map(|h| h.or_port(default_port))
-        .map_err(|e| format!("server {e}"))
-}
+impl Progress for Bar {
+    fn trial(&mut self, _n: usize, t: Todo) {
+        self.0.set_message(format!(
+            "point {}/{} repeat {}",
+            t.point + 1,
+            self.1,
+            t.repeat + 1
+        ));
+    }
 
-/// One trial. A busy server (another client, or the last trial's session still ending on
-/// a remote server this process cannot watch) is asked again a few times before the sweep
-/// gives up.
-fn trial(cfg: &ClientConfig) -> Result<Results, EngineError> {
-    let mut attempt = 0;
-    loop {
-        match wirebench_engine::run(cfg, &mut Silent) {
-            Err(EngineError::Refused(why))
-                if why.starts_with("server busy") && attempt < BUSY_ATTEMPTS =>
-            {
-                attempt += 1;
-                std::thread::sleep(BUSY_RETRY);
-            }
-            other => return other,
-        }
+    fn failed(&mut self, n: usize, t: Todo, why: &str) {
+        self.0.suspend(|| {
+            eprintln!(
+                "warning: trial {} (point {}, repeat {}) failed: {why}",
+                n + 1,
+                t.point + 1,
+                t.repeat + 1
+            )
+        });
+    }
+
+    fn saved(&mut self, _n: usize) {
+        self.0.inc(1);
     }
 }
 
@@ -413,15 +268,7 @@ fn apply(base: &RunArgs, point: &Point) -> Result<RunArgs, String> {
                 a.time = Some(parse_duration(v).map_err(|e| e.to_string())?);
                 a.bytes = None;
             }
-            Param::Mode => {
-                a.mode = match v.as_str() {
-                    "stream" => ModeArg::Stream,
-                    "stop-and-wait" => ModeArg::StopAndWait,
-                    "rr" => ModeArg::Rr,
-                    "crr" => ModeArg::Crr,
-                    other => return Err(format!("mode {other}: stream, stop-and-wait, rr or crr")),
-                }
-            }
+            Param::Mode => a.mode = ModeArg::from_str(v, false).map_err(|_| mode_error(v))?,
             Param::Proto => match v.as_str() {
                 "tcp" => (a.tcp, a.udp) = (true, false),
                 "udp" => (a.tcp, a.udp) = (false, true),
@@ -438,10 +285,106 @@ fn apply(base: &RunArgs, point: &Point) -> Result<RunArgs, String> {
                 }
             }
             // The server is not a flag of the test: the sweep connects to it per point.
-            Param::Server => point_server(point, a.port).map(|_| ())?,
+            Param::Server => {
+                experiment::point_server(point, a.port).map_err(|e| e.to_string())?;
+            }
             // Which host runs the point: the shard assignment's, not the test's.
             Param::Client => {}
         }
     }
     Ok(a)
+}
+
+/// A mode `--vary mode=` does not know, with the names `--mode` takes.
+fn mode_error(v: &str) -> String {
+    let names: Vec<String> = ModeArg::value_variants()
+        .iter()
+        .filter_map(|m| m.to_possible_value())
+        .map(|p| p.get_name().to_string())
+        .collect();
+    match names.split_last() {
+        Some((last, rest)) => format!("mode {v}: {} or {last}", rest.join(", ")),
+        None => format!("mode {v}: not a mode"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn sweep_args(flags: &[&str]) -> SweepArgs {
+        let mut argv = vec!["wirebench", "sweep"];
+        argv.extend_from_slice(flags);
+        match crate::cli::Cli::try_parse_from(argv).map(|c| c.command) {
+            Ok(crate::cli::Command::Sweep(s)) => s,
+            other => panic!("not a sweep: {other:?}"),
+        }
+    }
+
+    fn point(param: Param, v: &str) -> Point {
+        vec![(param, v.to_string())]
+    }
+
+    #[test]
+    fn modes_are_the_names_mode_takes() {
+        let base = sweep_args(&[]).run;
+        for (name, want) in [
+            ("stream", ModeArg::Stream),
+            ("stop-and-wait", ModeArg::StopAndWait),
+            ("rr", ModeArg::Rr),
+            ("crr", ModeArg::Crr),
+            ("rrul", ModeArg::Rrul),
+        ] {
+            let a = apply(&base, &point(Param::Mode, name)).expect(name);
+            assert_eq!(a.mode, want);
+        }
+        assert_eq!(
+            apply(&base, &point(Param::Mode, "fast")).expect_err("no mode"),
+            "mode fast: stream, stop-and-wait, rr, crr or rrul"
+        );
+    }
+
+    #[test]
+    fn an_rrul_point_is_an_rrul_plan_and_others_a_test() {
+        let base = sweep_args(&["--mode", "rrul", "-t", "2s", "--idle", "1s"]).run;
+        let test = point_test(&base, Amount::AsGiven, &point(Param::Parallel, "2"));
+        match test.expect("rrul") {
+            PointTest::Rrul(p) => {
+                assert_eq!(p.load.streams, 2);
+                assert_eq!(p.load_time(), std::time::Duration::from_secs(2));
+                assert_eq!(p.tcp.duration_ns, Some(4_000_000_000));
+            }
+            t => panic!("not rrul: {t:?}"),
+        }
+        let test = point_test(&base, Amount::AsGiven, &point(Param::Mode, "rr"));
+        assert!(matches!(test, Ok(PointTest::Test(_))));
+        // rrul cannot run over UDP: the point says so.
+        let e =
+            point_test(&base, Amount::AsGiven, &point(Param::Proto, "udp")).expect_err("udp rrul");
+        assert!(
+            e.starts_with("point proto=udp: --mode rrul sends both ways"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_tests_manifest_entry_is_its_spec_as_before() {
+        let base = sweep_args(&["-u", "-n", "1M"]).run;
+        let spec = base.spec().expect("spec");
+        let test = point_test(&base, Amount::AsGiven, &point(Param::Size, "1472")).expect("test");
+        assert_eq!(
+            serde_json::to_value(&test).expect("json"),
+            serde_json::to_value(&spec).expect("json")
+        );
+    }
+
+    #[test]
+    fn only_a_busy_server_is_asked_again() {
+        assert!(worth_retrying(&EngineError::Refused(
+            "server busy: 6 tests running".into()
+        )));
+        assert!(!worth_retrying(&EngineError::Refused("no key".into())));
+        assert!(!worth_retrying(&EngineError::PeerClosed));
+    }
 }
