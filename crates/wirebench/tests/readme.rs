@@ -178,7 +178,9 @@ fn every_readme_lab_command_runs() {
 
 /// Runs the README's commands: those of the lab when `lab`, the others when not.
 fn run_readme_commands(lab: bool) {
-    let dir = std::env::temp_dir().join(format!("wirebench-readme-{}", std::process::id()));
+    // A directory per test: the lab's and the others' run at once.
+    let tag = if lab { "lab" } else { "main" };
+    let dir = std::env::temp_dir().join(format!("wirebench-readme-{}-{tag}", std::process::id()));
     let files = dir.join("files");
     std::fs::create_dir_all(&files).expect("temp dir");
     let big = vec![0x5au8; 1_000_000];
