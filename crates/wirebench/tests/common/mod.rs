@@ -208,6 +208,7 @@ pub fn f(v: &Value, path: &str) -> f64 {
 /// Fails the test, in one line, unless the lab can build a network here (`wirebench lab --
 /// exec -- true`: root, or unprivileged user namespaces). Tests that need it are
 /// `#[ignore = "needs network namespaces"]`, which `.ci/run` runs.
+#[track_caller]
 pub fn require_lab() {
     let out = wirebench()
         .args(["lab", "--", "exec", "--", "true"])
@@ -223,6 +224,7 @@ pub fn require_lab() {
 
 /// Fails the test, in one line, unless `tool` is a program on PATH: a test that needs a
 /// tool is `#[ignore = "needs TOOL"]` and says it was not run, never passes without it.
+#[track_caller]
 pub fn require(tool: &str) {
     let found = std::env::var_os("PATH").is_some_and(|path| {
         std::env::split_paths(&path).any(|dir| {
@@ -246,6 +248,7 @@ pub fn require(tool: &str) {
 }
 
 /// Fails the test, in one line, unless it runs as root (an effective uid of 0).
+#[track_caller]
 pub fn require_root() {
     let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
         s.lines()
@@ -258,13 +261,15 @@ pub fn require_root() {
 }
 
 /// Headless Chromium's path; fails the test, in one line, where it is not installed.
+#[track_caller]
 pub fn require_chromium() -> &'static str {
-    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+    let found = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
         .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
-        .unwrap_or_else(|| {
-            panic!(
-                "this test needs chromium (/usr/bin/chromium): install it (apt-get install chromium, as .ci/run does)"
-            )
-        })
+        .find(|p| std::path::Path::new(p).exists());
+    let Some(chromium) = found else {
+        panic!(
+            "this test needs chromium (/usr/bin/chromium): install it (apt-get install chromium, as .ci/run does)"
+        );
+    };
+    chromium
 }
