@@ -462,7 +462,10 @@ mod tests {
         let path = tmp("fifo");
         let _ = std::fs::remove_file(&path);
         let made = std::process::Command::new("mkfifo").arg(&path).status();
-        assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", path.display());
+        assert!(
+            made.is_ok_and(|s| s.success()),
+            "mkfifo (coreutils) could not make {path:?}"
+        );
         assert!(FileSource::open(&path).is_err());
         assert!(FileSink::create(Some(path.clone())).is_err());
         assert!(FileSource::open(Path::new("/dev/zero")).is_err());

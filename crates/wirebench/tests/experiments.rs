@@ -1,6 +1,7 @@
 //! Experiments on loopback: a small real sweep saves every trial and a summary that matches
 //! them; every plot kind makes a valid SVG and PNG; the HTML report is self-contained and
-//! renders in headless Chromium without console errors.
+//! renders in headless Chromium without console errors (those tests need Chromium: they are
+//! `#[ignore]`d, and `.ci/run` installs it and runs them).
 
 mod common;
 
@@ -175,40 +176,43 @@ fn a_small_sweep_saves_every_trial_and_a_matching_summary() {
             && !outside.contains("https://")
             && !outside.contains("<script")
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A sweep's HTML report renders in Chromium with nothing logged and nothing loaded.
+#[test]
+#[ignore = "needs chromium"]
+fn a_sweeps_report_renders_in_chromium() {
+    common::require_chromium();
+    let dir = tempdir("render");
+    let exp = dir.join("exp");
+    ok(wirebench()
+        .args(["sweep", "-u", "-n", "200K", "--vary", "rate=10M,50M"])
+        .args(["--vary", "size=500,1000", "--pause", "10ms", "--out"])
+        .arg(&exp));
+    let html_path = dir.join("report.html");
+    ok(wirebench()
+        .arg("report")
+        .arg(&exp)
+        .arg("-o")
+        .arg(&html_path));
     chromium_renders(&html_path, &dir.join("report.png"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Opens the report in headless Chromium (Debian's chromium, which CI installs), takes a
 /// screenshot, and checks that no console message was logged and nothing but the page was
-/// loaded (a broken image is an image loaded from a file or the network). Skipped without
-/// Chromium outside CI.
+/// loaded (a broken image is an image loaded from a file or the network).
 fn chromium_renders(html: &Path, shot: &Path) {
     if let Err(e) = chromium_check(html, shot) {
         panic!("{}: {e}", html.display());
     }
 }
 
-fn chromium() -> Option<&'static str> {
-    let found = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .into_iter()
-        .find(|p| Path::new(p).exists());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must have chromium (.ci/run installs it)"
-        );
-        eprintln!("skipped: no chromium to render the report");
-    }
-    found
-}
-
 /// Renders `html` to `shot`; `Err` names the console messages and the loads other than the
-/// page itself. `Ok` also when Chromium is missing (outside CI).
+/// page itself. Fails the test where Chromium is missing.
 fn chromium_check(html: &Path, shot: &Path) -> Result<(), String> {
-    let Some(chromium) = chromium() else {
-        return Ok(());
-    };
+    let chromium = common::require_chromium();
     let profile = html.with_extension("profile");
     let page = format!("file://{}", html.display());
     let out = Command::new(chromium)
@@ -257,10 +261,9 @@ fn chromium_check(html: &Path, shot: &Path) -> Result<(), String> {
 }
 
 #[test]
+#[ignore = "needs chromium"]
 fn the_chromium_check_fails_on_a_console_error_and_on_a_broken_image() {
-    if chromium().is_none() {
-        return;
-    }
+    common::require_chromium();
     let dir = tempdir("chromium");
     let broken = dir.join("broken.html");
     std::fs::write(

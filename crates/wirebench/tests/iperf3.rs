@@ -2,8 +2,8 @@
 //! `wirebench run --iperf3` against `iperf3 -s`, and `iperf3 -c` against `wirebench serve`
 //! (on its own port, told apart by the first bytes, and on `--iperf3-port`). Each checks
 //! that the two sides' counts agree (TCP exactly; UDP within the datagrams in flight at the
-//! end) and that iperf3's `-J` output parses and shows the expected totals. Without iperf3
-//! the tests are skipped, except under `CI`, where they fail.
+//! end) and that iperf3's `-J` output parses and shows the expected totals. They need iperf3,
+//! so they are `#[ignore]`d and fail without it; `.ci/run` installs it and runs them.
 
 mod common;
 
@@ -33,22 +33,6 @@ fn rcvbuf_errors() -> u64 {
         .find(|(n, _)| *n == "RcvbufErrors")
         .and_then(|(_, v)| v.parse().ok())
         .unwrap_or(0)
-}
-
-/// Whether iperf3 can be run; under CI it must.
-fn have_iperf3() -> bool {
-    let ok = Command::new("iperf3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "iperf3 is missing (apt-get install iperf3)"
-        );
-        eprintln!("skipped: iperf3 is not installed");
-    }
-    ok
 }
 
 /// A free TCP port on loopback (the kernel's pick; iperf3 takes no port 0).
@@ -160,10 +144,9 @@ fn check_half(v: &Value, prefix: &str, udp: bool, drops: u64) {
 }
 
 #[test]
+#[ignore = "needs iperf3"]
 fn wirebench_client_against_iperf3_server() {
-    if !have_iperf3() {
-        return;
-    }
+    common::require("iperf3");
     let cases: &[(&[&str], bool)] = &[
         (&["-t", "1"], false),
         (&["-u", "-b", "20M", "-l", "1200", "-t", "1"], true),
@@ -231,10 +214,9 @@ fn check_iperf3(v: &Value, suffix: &str, udp: bool, drops: u64) {
 }
 
 #[test]
+#[ignore = "needs iperf3"]
 fn iperf3_client_against_wirebench_server() {
-    if !have_iperf3() {
-        return;
-    }
+    common::require("iperf3");
     let server = Server::start(&[]);
     let cases: &[(&[&str], bool)] = &[
         (&["-t", "1"], false),
@@ -274,10 +256,9 @@ fn iperf3_client_against_wirebench_server() {
 }
 
 #[test]
+#[ignore = "needs iperf3"]
 fn iperf3_client_on_the_iperf3_port() {
-    if !have_iperf3() {
-        return;
-    }
+    common::require("iperf3");
     // The port is picked, then bound by the server (before its banner): retry if another
     // process took it in between.
     let mut last = String::new();
@@ -303,10 +284,9 @@ fn iperf3_client_on_the_iperf3_port() {
 }
 
 #[test]
+#[ignore = "needs iperf3"]
 fn a_busy_iperf3_server_is_one_line() {
-    if !have_iperf3() {
-        return;
-    }
+    common::require("iperf3");
     let mut server = Iperf3Server::start();
     let first = wirebench()
         .args(["run", "--iperf3", &format!("127.0.0.1:{}", server.port)])
@@ -331,10 +311,9 @@ fn a_busy_iperf3_server_is_one_line() {
 }
 
 #[test]
+#[ignore = "needs iperf3"]
 fn a_server_with_a_key_refuses_iperf3_unless_allowed() {
-    if !have_iperf3() {
-        return;
-    }
+    common::require("iperf3");
     let dir = std::env::temp_dir().join(format!("wb-iperf3-psk-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let key = dir.join("key");
@@ -365,13 +344,13 @@ fn a_server_with_a_key_refuses_iperf3_unless_allowed() {
 
 /// Loss made by the kernel (nftables, in a namespace of the test's own), with iperf3 as
 /// the sender and wirebench the receiver (`run --iperf3 -R`): wirebench's loss, and the
-/// loss runs of its packet log, are the count of datagrams the rule dropped. Needs root and
-/// nft; skipped without them unless CI.
+/// loss runs of its packet log, are the count of datagrams the rule dropped.
 #[test]
+#[ignore = "needs iperf3, root and nftables"]
 fn iperf3_sender_loss_counted_exactly() {
-    if !have_iperf3() {
-        return;
-    }
+    common::require("iperf3");
+    common::require_root();
+    common::require("nft");
     // Data datagrams only (longer than 100 bytes): the 4-byte connect exchange is kept.
     let script = "set -e; ip link set lo up; \
          nft add table inet wbtest; \
@@ -393,10 +372,6 @@ fn iperf3_sender_loss_counted_exactly() {
     let text = String::from_utf8_lossy(&out.stdout);
     let Some((json, rules)) = text.split_once("===") else {
         let err = String::from_utf8_lossy(&out.stderr);
-        if std::env::var_os("CI").is_none() {
-            eprintln!("skipped: cannot set up a namespace with an nftables drop rule: {err}");
-            return;
-        }
         panic!("namespace run failed: {err}");
     };
     let (rules, logged) = rules.split_once("===").unwrap_or((rules, ""));
@@ -530,10 +505,9 @@ fn iperf3_client_error(port: u16, args: &[&str]) -> String {
 /// The server's own limits hold for iperf3 clients. A client that asks for more
 /// than --max-bytes is refused with SERVER_ERROR before anything moves.
 #[test]
+#[ignore = "needs iperf3"]
 fn an_iperf3_client_asking_over_max_bytes_is_refused_in_one_line() {
-    if !have_iperf3() {
-        return;
-    }
+    common::require("iperf3");
     let mut server = WatchedServer::start(&["--max-bytes", "1M"]);
     let e = iperf3_client_error(server.port, &["-n", "100M"]);
     assert!(e.contains("unable to create a new test"), "{e}");
@@ -553,10 +527,9 @@ fn an_iperf3_client_asking_over_max_bytes_is_refused_in_one_line() {
 /// under `--max-rate 10M` (so `--max-pps` 19,531), 16-byte datagrams at 10 Mbit/s are
 /// 78,125 a second, refused both ways before a datagram moves.
 #[test]
+#[ignore = "needs iperf3"]
 fn an_iperf3_client_asking_over_max_pps_is_refused_both_ways() {
-    if !have_iperf3() {
-        return;
-    }
+    common::require("iperf3");
     let mut server = WatchedServer::start(&["--max-rate", "10M"]);
     for reverse in [&[][..], &["-R"][..]] {
         let args = [&["-u", "-l", "16", "-b", "10M", "-t", "2"][..], reverse].concat();
@@ -579,10 +552,9 @@ fn an_iperf3_client_asking_over_max_pps_is_refused_both_ways() {
 /// send a hundred blocks at once) is counted on what it moves: the server ends the test at
 /// --max-bytes, the iperf3 client exits with a message, and the metrics count it.
 #[test]
+#[ignore = "needs iperf3"]
 fn an_iperf3_client_moving_over_max_bytes_is_stopped_by_the_data_path() {
-    if !have_iperf3() {
-        return;
-    }
+    common::require("iperf3");
     let mut server = WatchedServer::start(&["--max-bytes", "1M"]);
     // Says 1 Mbit/s for 1 s (125 kB); sends 100 blocks of 100 kB at once.
     let e = iperf3_client_error(server.port, &["-b", "1M/100", "-l", "100K", "-t", "1"]);
@@ -611,10 +583,9 @@ fn an_iperf3_client_moving_over_max_bytes_is_stopped_by_the_data_path() {
 /// The same with --max-rate: a burst over the rate window ends the test with iperf3's own
 /// code for it (IETOTALRATE).
 #[test]
+#[ignore = "needs iperf3"]
 fn an_iperf3_client_bursting_over_max_rate_gets_iperf3s_rate_error() {
-    if !have_iperf3() {
-        return;
-    }
+    common::require("iperf3");
     let mut server = WatchedServer::start(&["--max-rate", "10M"]);
     let e = iperf3_client_error(server.port, &["-b", "8M/200", "-l", "128K", "-t", "2"]);
     assert!(e.contains("larger than server limit"), "{e}");
@@ -628,10 +599,9 @@ fn an_iperf3_client_bursting_over_max_rate_gets_iperf3s_rate_error() {
 
 /// A server with its --max-tests running is busy for an iperf3 client, in iperf3's words.
 #[test]
+#[ignore = "needs iperf3"]
 fn an_iperf3_client_against_a_busy_wirebench_server_hears_it_is_busy() {
-    if !have_iperf3() {
-        return;
-    }
+    common::require("iperf3");
     let mut server = WatchedServer::start(&["--max-tests", "1"]);
     let mut first = Command::new("iperf3")
         .args(["-c", "127.0.0.1", "-p", &server.port.to_string()])
@@ -656,10 +626,9 @@ fn an_iperf3_client_against_a_busy_wirebench_server_hears_it_is_busy() {
 /// SERVER_ERROR from an iperf3 server, with its code, is one line from `run --iperf3`:
 /// `iperf3 -s` refuses a window it cannot set (IESETBUF2).
 #[test]
+#[ignore = "needs iperf3"]
 fn an_iperf3_server_error_is_one_line_with_its_meaning() {
-    if !have_iperf3() {
-        return;
-    }
+    common::require("iperf3");
     let server = Iperf3Server::start();
     let out = wirebench()
         .args(["run", "--iperf3", &format!("127.0.0.1:{}", server.port)])
@@ -678,10 +647,9 @@ fn an_iperf3_server_error_is_one_line_with_its_meaning() {
 /// And from wirebench's own server answering `run --iperf3` over its limits: the code and
 /// the system error iperf3 clients print after it.
 #[test]
+#[ignore = "needs iperf3"]
 fn wirebench_as_iperf3_server_refuses_over_its_limits_in_one_line() {
-    if !have_iperf3() {
-        return;
-    }
+    common::require("iperf3");
     let server = Server::start(&["--max-bytes", "1M"]);
     let out = wirebench()
         .args(["run", "--iperf3", &format!("127.0.0.1:{}", server.port)])
@@ -702,10 +670,9 @@ fn wirebench_as_iperf3_server_refuses_over_its_limits_in_one_line() {
 /// A test of an amount that would outlast --max-duration is ended at it (with its grace),
 /// and the iperf3 client hears that the server ended it.
 #[test]
+#[ignore = "needs iperf3"]
 fn an_iperf3_test_over_max_duration_is_ended_by_the_server() {
-    if !have_iperf3() {
-        return;
-    }
+    common::require("iperf3");
     let mut server = WatchedServer::start(&["--max-duration", "1s"]);
     // 1 GB at 10 Mbit/s: 800 s, were it not stopped.
     let e = iperf3_client_error(server.port, &["-n", "1G", "-b", "10M"]);

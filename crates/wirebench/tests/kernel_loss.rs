@@ -1,8 +1,8 @@
 //! Loss injected by the kernel, independent of wirebench: an nftables rule in a private
 //! network namespace drops a random tenth of the UDP datagrams on loopback, in both
 //! directions. Stop-and-wait must still deliver every byte (resending what was lost), and
-//! streaming must count every loss. Needs root (CAP_NET_ADMIN) and nft; `.ci/run` installs
-//! nftables.
+//! streaming must count every loss. Needs root (CAP_NET_ADMIN) and nft: the tests are
+//! `#[ignore]`d and fail in one line without them; `.ci/run` installs nftables and runs them.
 
 mod common;
 
@@ -11,9 +11,11 @@ use std::process::Command;
 use common::u;
 
 /// Runs `wirebench run ARGS --json` in a new network namespace whose output hook drops
-/// UDP at random with probability `percent`/100; `None` when namespaces or nft are missing
-/// and this is not CI (CI must have them).
-fn run_lossy(percent: u32, args: &str) -> Option<serde_json::Value> {
+/// UDP at random with probability `percent`/100; fails the test when namespaces or nft are
+/// missing.
+fn run_lossy(percent: u32, args: &str) -> serde_json::Value {
+    common::require_root();
+    common::require("nft");
     let script = format!(
         "set -e; ip link set lo up; \
          nft add table inet wbtest; \
@@ -27,24 +29,18 @@ fn run_lossy(percent: u32, args: &str) -> Option<serde_json::Value> {
         .expect("run unshare");
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        let setup_failed = out.stdout.is_empty();
-        if setup_failed && std::env::var_os("CI").is_none() {
-            eprintln!("skipped: cannot set up a namespace with an nftables drop rule: {err}");
-            return None;
-        }
         panic!("wirebench run {args} failed: {err}");
     }
-    Some(serde_json::from_slice(&out.stdout).expect("results JSON"))
+    serde_json::from_slice(&out.stdout).expect("results JSON")
 }
 
 #[test]
+#[ignore = "needs root and nftables"]
 fn udp_stop_and_wait_resends_what_the_kernel_drops() {
-    let Some(v) = run_lossy(
+    let v = run_lossy(
         10,
         "-u --mode stop-and-wait -n 100001 -l 1000 --ack-timeout 10ms",
-    ) else {
-        return;
-    };
+    );
     assert_eq!(u(&v, "end.received.bytes"), 100_001, "{v}");
     assert_eq!(u(&v, "end.received.messages"), 101, "{v}");
     assert_eq!(u(&v, "end.udp.lost"), 0);
@@ -57,15 +53,14 @@ fn udp_stop_and_wait_resends_what_the_kernel_drops() {
 }
 
 #[test]
+#[ignore = "needs root and nftables"]
 fn udp_stream_counts_exactly_what_the_kernel_drops() {
     for dir in ["", "-R"] {
         // One datagram per send: with GSO a firewall drops a whole batch at once.
-        let Some(v) = run_lossy(
+        let v = run_lossy(
             10,
             &format!("-u -n 2000000 -l 1000 -b 100M --no-offload {dir}"),
-        ) else {
-            return;
-        };
+        );
         let lost = u(&v, "end.udp.lost");
         // On loopback nothing else drops at this rate: the sender saw each drop as EPERM.
         assert_eq!(lost, u(&v, "end.local_drops"), "{v}");
@@ -79,20 +74,15 @@ fn udp_stream_counts_exactly_what_the_kernel_drops() {
 /// (EMSGSIZE). The sender must fall back to one datagram per message, which the kernel
 /// fragments, and say so in the results.
 #[test]
+#[ignore = "needs root"]
 fn datagrams_above_the_mtu_fall_back_from_gso() {
+    common::require_root();
     let script = "set -e; ip link set lo up; ip link set lo mtu 1500; \
                   exec \"$0\" run -u -l 8000 -n 8000000 -b 500M --json";
     let out = Command::new("unshare")
         .args(["-n", "sh", "-c", script, env!("CARGO_BIN_EXE_wirebench")])
         .output()
         .expect("run unshare");
-    if out.stdout.is_empty() && std::env::var_os("CI").is_none() {
-        eprintln!(
-            "skipped: cannot make a network namespace: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        return;
-    }
     assert!(
         out.status.success(),
         "{}",

@@ -4,9 +4,9 @@
 //! comparison) are measured by `bench/fidelity`, not asserted here.
 //!
 //! The lab enters a user namespace of its own when it is not root, so these run anywhere
-//! user namespaces work. Where the lab cannot start at all they skip with a message, or
-//! fail when `CI` is set (`common::lab_available`). They take a lock so that only one
-//! emulated network runs at a time on a small machine.
+//! user namespaces work; those that build a network are `#[ignore]`d and fail in one line
+//! where the lab cannot start (`common::require_lab`); `.ci/run` runs them. They take a lock
+//! so that only one emulated network runs at a time on a small machine.
 
 mod common;
 
@@ -51,11 +51,10 @@ fn f(v: &Value, ptr: &str) -> f64 {
 }
 
 #[test]
+#[ignore = "needs network namespaces"]
 fn a_saturated_link_delivers_near_its_rate() {
     let _l = lock();
-    if !common::lab_available() {
-        return;
-    }
+    common::require_lab();
     // UDP above the link's rate: the receiver gets about the link's rate (loose bounds; the
     // 1% figure is bench/fidelity's), the queue drops the excess, the emulator drops none.
     let v = lab_run(
@@ -84,11 +83,10 @@ fn a_saturated_link_delivers_near_its_rate() {
 }
 
 #[test]
+#[ignore = "needs network namespaces"]
 fn loss_and_counters_are_exact_and_seeded() {
     let _l = lock();
-    if !common::lab_available() {
-        return;
-    }
+    common::require_lab();
     let run = || {
         lab_run(
             &["--loss-up", "10%", "--seed", "7"],
@@ -120,11 +118,10 @@ fn loss_and_counters_are_exact_and_seeded() {
 /// apart is cut into packets the receiver accepts: a file crosses a lossy link intact (TCP
 /// with TSO), and UDP datagrams sent in GSO batches are lost exactly as the link counts.
 #[test]
+#[ignore = "needs network namespaces"]
 fn gso_frames_are_charged_and_cut_per_wire_packet() {
     let _l = lock();
-    if !common::lab_available() {
-        return;
-    }
+    common::require_lab();
     let file = std::env::temp_dir().join(format!("wirebench-lab-gso-{}.bin", std::process::id()));
     let mut bytes = vec![0u8; 8 << 20];
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
@@ -175,11 +172,10 @@ fn gso_frames_are_charged_and_cut_per_wire_packet() {
 }
 
 #[test]
+#[ignore = "needs network namespaces"]
 fn a_link_log_adds_up_to_the_link_counters_and_plots() {
     let _l = lock();
-    if !common::lab_available() {
-        return;
-    }
+    common::require_lab();
     let dir = std::env::temp_dir().join(format!("wb-linklog-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("link.csv");
@@ -319,11 +315,10 @@ fn interfaces() -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs network namespaces"]
 fn a_killed_lab_leaves_no_namespace_device_or_process() {
     let _l = lock();
-    if !common::lab_available() {
-        return;
-    }
+    common::require_lab();
     let before = interfaces();
     for signal in ["KILL", "INT", "TERM"] {
         let mut lab = wirebench()
@@ -397,11 +392,10 @@ fn a_killed_lab_leaves_no_namespace_device_or_process() {
 }
 
 #[test]
+#[ignore = "needs network namespaces"]
 fn a_testbed_stays_up_between_commands() {
     let _l = lock();
-    if !common::lab_available() {
-        return;
-    }
+    common::require_lab();
     let dir = std::env::temp_dir().join(format!("wb-testbeds-{}", std::process::id()));
     let name = format!("t{}", std::process::id());
     let wb = |args: &[&str]| {
@@ -503,11 +497,10 @@ fn a_testbed_stays_up_between_commands() {
 }
 
 #[test]
+#[ignore = "needs network namespaces"]
 fn a_dumbbell_scenario_runs_its_profiles_and_summarizes() {
     let _l = lock();
-    if !common::lab_available() {
-        return;
-    }
+    common::require_lab();
     let dir = std::env::temp_dir().join(format!("wb-scenario-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -673,11 +666,10 @@ start-after = "200ms"
 }
 
 #[test]
+#[ignore = "needs network namespaces"]
 fn a_serve_program_is_waited_for_until_it_listens() {
     let _l = lock();
-    if !common::lab_available() {
-        return;
-    }
+    common::require_lab();
     // Any program as the server: the client starts once a socket listens in the server
     // host, with no fixed pause; one that never listens, or ends first, is said.
     let exe = env!("CARGO_BIN_EXE_wirebench");
@@ -771,11 +763,10 @@ fn wirebench_lab_parse(text: &str) -> Result<(), String> {
 /// one; a 20-packet queue (about 12 ms) keeps it near the idle one. Loose bounds (3× and 2×);
 /// the figures of repeated runs are in docs/gallery.md.
 #[test]
+#[ignore = "needs network namespaces"]
 fn rrul_shows_a_long_queue_multiplies_latency_under_load_and_a_short_one_does_not() {
     let _l = lock();
-    if !common::lab_available() {
-        return;
-    }
+    common::require_lab();
     let rrul = |queue: &str| {
         let v = lab_run(
             &["--rate", "20M", "--delay", "10ms", "--queue", queue],
@@ -837,11 +828,10 @@ fn scratch(name: &str) -> std::path::PathBuf {
 /// at least every 20 ms; the frames it still held are counted, not sent. The client is
 /// ended after 1 s (a run's connect would wait 10 s for its own timeout first).
 #[test]
+#[ignore = "needs network namespaces"]
 fn a_lab_with_a_minute_of_delay_stops_when_its_command_ends() {
     let _l = lock();
-    if !common::lab_available() {
-        return;
-    }
+    common::require_lab();
     let exe = env!("CARGO_BIN_EXE_wirebench");
     let start = Instant::now();
     let out = wirebench()
@@ -883,11 +873,10 @@ args = ["-t", "1s", "--format", "csv"]
 /// and the run exited 0. It exits 3 (some trials failed) with a line that counts the
 /// failures and one that says why.
 #[test]
+#[ignore = "needs network namespaces"]
 fn a_scenario_whose_tests_all_fail_exits_3_with_a_failure_line() {
     let _l = lock();
-    if !common::lab_available() {
-        return;
-    }
+    common::require_lab();
     let dir = scratch("all-fail");
     std::fs::write(dir.join("s.toml"), FAILING).expect("scenario");
     let out = wirebench()
@@ -972,11 +961,44 @@ fn names_out_of_their_directory_or_with_control_characters_are_refused() {
 
 /// Regression: a saved summary whose profile is named to clear the
 /// terminal plots into an SVG that is well-formed XML (a raw U+001B is not, and Chromium
-/// refused to render it), with the name shown escaped; rendered by Chromium where it is
-/// installed (CI installs it).
+/// refused to render it), with the name shown escaped.
 #[test]
-fn a_control_character_label_plots_into_svg_a_browser_renders() {
+fn a_control_character_label_plots_into_well_formed_svg() {
     let dir = scratch("svg");
+    let svg_path = control_character_svg(&dir);
+    let svg = std::fs::read_to_string(&svg_path).expect("svg");
+    let doc = roxmltree::Document::parse(&svg).expect("the SVG is well-formed XML");
+    let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).collect();
+    assert!(
+        texts.iter().any(|t| t.contains("cu\\u{1b}[2J")),
+        "{texts:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same SVG, rendered by Chromium.
+#[test]
+#[ignore = "needs chromium"]
+fn a_control_character_label_plots_into_svg_a_browser_renders() {
+    let chromium = common::require_chromium();
+    let dir = scratch("svg-render");
+    let svg_path = control_character_svg(&dir);
+    let shot = dir.join("box.png");
+    let o = Command::new(chromium)
+        .args(["--headless", "--no-sandbox", "--disable-gpu"])
+        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", svg_path.display()))
+        .output()
+        .expect("chromium");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::metadata(&shot).is_ok_and(|m| m.len() > 0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Plots the fixture summary, with a profile named to clear the terminal, as a box plot
+/// SVG in `dir`; its path.
+fn control_character_svg(dir: &std::path::Path) -> std::path::PathBuf {
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../wirebench-lab/tests/data/scenario-summary/summary.json");
     let summary = std::fs::read_to_string(fixture).expect("the fixture summary");
@@ -985,7 +1007,7 @@ fn a_control_character_label_plots_into_svg_a_browser_renders() {
     let svg_path = dir.join("box.svg");
     let out = wirebench()
         .arg("plot")
-        .arg(&dir)
+        .arg(dir)
         .args(["--kind", "box", "-o"])
         .arg(&svg_path)
         .output()
@@ -995,33 +1017,7 @@ fn a_control_character_label_plots_into_svg_a_browser_renders() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let svg = std::fs::read_to_string(&svg_path).expect("svg");
-    let doc = roxmltree::Document::parse(&svg).expect("the SVG is well-formed XML");
-    let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).collect();
-    assert!(
-        texts.iter().any(|t| t.contains("cu\\u{1b}[2J")),
-        "{texts:?}"
-    );
-    let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists());
-    match chromium {
-        Some(chromium) => {
-            let shot = dir.join("box.png");
-            let o = Command::new(chromium)
-                .args(["--headless", "--no-sandbox", "--disable-gpu"])
-                .arg(format!("--user-data-dir={}", dir.join("profile").display()))
-                .arg(format!("--screenshot={}", shot.display()))
-                .arg(format!("file://{}", svg_path.display()))
-                .output()
-                .expect("chromium");
-            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-            assert!(std::fs::metadata(&shot).is_ok_and(|m| m.len() > 0));
-        }
-        None if std::env::var_os("CI").is_some() => panic!("CI must have chromium"),
-        None => eprintln!("skipped the rendering: no chromium (the XML check ran)"),
-    }
-    let _ = std::fs::remove_dir_all(&dir);
+    svg_path
 }
 
 /// Regression: docs/lab.md writes `loss = 0.05`, a bare number.

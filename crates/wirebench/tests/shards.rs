@@ -324,10 +324,9 @@ fn sweep_flags_are_checked_per_kind_and_knees_are_honest() {
 }
 
 #[test]
+#[ignore = "needs network namespaces"]
 fn lab_scenario_shards_share_a_directory_and_resume_makes_the_whole_summary() {
-    if !common::lab_available() {
-        return;
-    }
+    common::require_lab();
     let dir = tempdir("lab");
     let file = dir.join("s.toml");
     std::fs::write(

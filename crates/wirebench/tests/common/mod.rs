@@ -205,21 +205,71 @@ pub fn f(v: &Value, path: &str) -> f64 {
         .unwrap_or_else(|| panic!("{path} is not a number in {v}"))
 }
 
-/// Whether the lab can build a network here (`wirebench lab -- exec -- true`). Where it
-/// cannot: with `CI` set the test fails with the reason (a CI runner must run the lab
-/// tests, not pass them empty); without, it prints the reason and the caller skips.
-pub fn lab_available() -> bool {
+/// Fails the test, in one line, unless the lab can build a network here (`wirebench lab --
+/// exec -- true`: root, or unprivileged user namespaces). Tests that need it are
+/// `#[ignore = "needs network namespaces"]`, which `.ci/run` runs.
+#[track_caller]
+pub fn require_lab() {
     let out = wirebench()
         .args(["lab", "--", "exec", "--", "true"])
         .output()
         .expect("run wirebench lab");
-    if out.status.success() {
-        return true;
-    }
-    let why = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-    if std::env::var_os("CI").is_some() {
-        panic!("the lab cannot start here, and CI is set: {why}");
-    }
-    eprintln!("skipped: the lab cannot start here: {why}");
-    false
+    let why = String::from_utf8_lossy(&out.stderr);
+    let why = why.trim().replace('\n', "; ");
+    assert!(
+        out.status.success(),
+        "this test needs the lab (network namespaces: root or user namespaces), which cannot start here: {why}"
+    );
+}
+
+/// Fails the test, in one line, unless `tool` is a program on PATH: a test that needs a
+/// tool is `#[ignore = "needs TOOL"]` and says it was not run, never passes without it.
+#[track_caller]
+pub fn require(tool: &str) {
+    let found = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            std::fs::metadata(dir.join(tool)).is_ok_and(|m| {
+                m.is_file()
+                    && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
+            })
+        })
+    });
+    let package = match tool {
+        "nft" => "nftables",
+        "promtool" => "prometheus",
+        "ip" => "iproute2",
+        "unshare" | "setpriv" => "util-linux",
+        other => other,
+    };
+    assert!(
+        found,
+        "this test needs {tool}, which is not on PATH: install it (apt-get install {package}, as .ci/run does)"
+    );
+}
+
+/// Fails the test, in one line, unless it runs as root (an effective uid of 0).
+#[track_caller]
+pub fn require_root() {
+    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+    });
+    assert!(
+        root,
+        "this test needs root (CAP_NET_ADMIN); run it as root, as CI does"
+    );
+}
+
+/// Headless Chromium's path; fails the test, in one line, where it is not installed.
+#[track_caller]
+pub fn require_chromium() -> &'static str {
+    let found = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+    let Some(chromium) = found else {
+        panic!(
+            "this test needs chromium (/usr/bin/chromium): install it (apt-get install chromium, as .ci/run does)"
+        );
+    };
+    chromium
 }
