@@ -14,7 +14,7 @@ use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 use super::admission::{Refusal, SpecLimits};
 use super::exchange::{Exchange, RunAction};
 use super::wire::{earliest, Wire};
-use super::{Outcome, REPORT_GRACE, SETUP_TIMEOUT};
+use super::{Outcome, Session, REPORT_GRACE, SETUP_TIMEOUT};
 use crate::auth::Psk;
 use crate::EngineError;
 
@@ -191,52 +191,6 @@ impl ServerSession {
         super::memory::server_writes_log(spec)
     }
 
-    /// How many bytes the driver may read now: while the first frame is not decoded, no
-    /// byte past its end (a data connection's data follows its `attach`).
-    pub(crate) fn read_limit(&self) -> usize {
-        if !matches!(self.state, State::Hello { .. }) {
-            return usize::MAX;
-        }
-        let have = self.wire.buffered();
-        let prefix = self.wire.peek_prefix(4);
-        if prefix.len() < 4 {
-            return 4 - prefix.len();
-        }
-        let len = u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize;
-        (4 + len.min(MAX_HELLO_FRAME)).saturating_sub(have)
-    }
-
-    /// Bytes read from the connection (never more than [`Self::read_limit`]).
-    pub(crate) fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
-        if self.closing {
-            return;
-        }
-        self.wire.feed(bytes);
-        while !self.closing {
-            match self.wire.next_message() {
-                Ok(Some(msg)) => self.on_message(now, msg),
-                Ok(None) => break,
-                Err(e) => {
-                    let reason = e.to_string();
-                    self.fail(now, EngineError::Protocol(reason.clone()), Some(&reason));
-                }
-            }
-        }
-    }
-
-    /// The client closed the connection.
-    pub(crate) fn handle_closed(&mut self, now: Instant) {
-        if self.closing {
-            return;
-        }
-        if let State::Running(x) = &mut self.state {
-            x.on_closed(now, &mut self.wire, &mut self.run_actions);
-            return self.after_run();
-        }
-        self.wire.discard_output();
-        self.end(EngineError::PeerClosed);
-    }
-
     /// An interval this side's roles closed: sent to the client for its live lines.
     pub(crate) fn local_interval(
         &mut self,
@@ -296,64 +250,6 @@ impl ServerSession {
                 ),
             },
         }
-    }
-
-    /// Deadlines that have passed by `now`.
-    pub(crate) fn handle_timeout(&mut self, now: Instant) {
-        if self.wire.write_deadline().is_some_and(|t| now >= t) {
-            self.wire.discard_output();
-            if !self.closing {
-                let e = EngineError::Timeout("the client to read the control connection");
-                self.fail(now, e, None);
-            }
-            return;
-        }
-        if self.closing {
-            return;
-        }
-        let what = match &mut self.state {
-            State::Hello { deadline } if now >= *deadline => "the first message",
-            State::Auth { deadline } if now >= *deadline => "the client's answer to the challenge",
-            State::Streams { deadline, .. } if now >= *deadline => "the client's data streams",
-            State::Begin { deadline } if now >= *deadline => "the client's begin",
-            State::Running(x) => {
-                x.on_timeout(now, &mut self.run_actions);
-                return self.after_run();
-            }
-            _ => return,
-        };
-        let e = EngineError::Timeout(what);
-        let tell = e.to_string();
-        self.fail(now, e, Some(&tell));
-    }
-
-    /// When the session next needs [`Self::handle_timeout`].
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        if self.is_closed() {
-            return None;
-        }
-        if self.closing {
-            return self.wire.write_deadline();
-        }
-        let state = match &self.state {
-            State::Hello { deadline }
-            | State::Auth { deadline }
-            | State::Streams { deadline, .. }
-            | State::Begin { deadline } => Some(*deadline),
-            State::Running(x) => x.poll_timeout(),
-            State::Admitting | State::Done => None,
-        };
-        earliest([self.wire.write_deadline(), state])
-    }
-
-    /// Bytes to write to the connection.
-    pub(crate) fn poll_transmit(&self) -> Option<&[u8]> {
-        self.wire.transmit()
-    }
-
-    /// The driver wrote `n` bytes of [`Self::poll_transmit`].
-    pub(crate) fn handle_written(&mut self, now: Instant, n: usize) {
-        self.wire.written(now, n);
     }
 
     /// The next thing the driver must do.
@@ -649,5 +545,111 @@ impl ServerSession {
         self.outcome.error.get_or_insert(error);
         self.state = State::Done;
         self.closing = true;
+    }
+}
+
+impl Session for ServerSession {
+    /// Bytes to write to the connection.
+    fn poll_transmit(&self) -> Option<&[u8]> {
+        self.wire.transmit()
+    }
+
+    /// The driver wrote `n` bytes of [`Self::poll_transmit`].
+    fn handle_written(&mut self, now: Instant, n: usize) {
+        self.wire.written(now, n);
+    }
+
+    /// Bytes read from the connection (never more than [`Self::read_limit`]).
+    fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
+        if self.closing {
+            return;
+        }
+        self.wire.feed(bytes);
+        while !self.closing {
+            match self.wire.next_message() {
+                Ok(Some(msg)) => self.on_message(now, msg),
+                Ok(None) => break,
+                Err(e) => {
+                    let reason = e.to_string();
+                    self.fail(now, EngineError::Protocol(reason.clone()), Some(&reason));
+                }
+            }
+        }
+    }
+
+    /// The client closed the connection.
+    fn handle_closed(&mut self, now: Instant) {
+        if self.closing {
+            return;
+        }
+        if let State::Running(x) = &mut self.state {
+            x.on_closed(now, &mut self.wire, &mut self.run_actions);
+            return self.after_run();
+        }
+        self.wire.discard_output();
+        self.end(EngineError::PeerClosed);
+    }
+
+    /// Deadlines that have passed by `now`.
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.wire.write_deadline().is_some_and(|t| now >= t) {
+            self.wire.discard_output();
+            if !self.closing {
+                let e = EngineError::Timeout("the client to read the control connection");
+                self.fail(now, e, None);
+            }
+            return;
+        }
+        if self.closing {
+            return;
+        }
+        let what = match &mut self.state {
+            State::Hello { deadline } if now >= *deadline => "the first message",
+            State::Auth { deadline } if now >= *deadline => "the client's answer to the challenge",
+            State::Streams { deadline, .. } if now >= *deadline => "the client's data streams",
+            State::Begin { deadline } if now >= *deadline => "the client's begin",
+            State::Running(x) => {
+                x.on_timeout(now, &mut self.run_actions);
+                return self.after_run();
+            }
+            _ => return,
+        };
+        let e = EngineError::Timeout(what);
+        let tell = e.to_string();
+        self.fail(now, e, Some(&tell));
+    }
+
+    /// When the session next needs [`Self::handle_timeout`].
+    fn poll_timeout(&self) -> Option<Instant> {
+        if self.is_closed() {
+            return None;
+        }
+        if self.closing {
+            return self.wire.write_deadline();
+        }
+        let state = match &self.state {
+            State::Hello { deadline }
+            | State::Auth { deadline }
+            | State::Streams { deadline, .. }
+            | State::Begin { deadline } => Some(*deadline),
+            State::Running(x) => x.poll_timeout(),
+            State::Admitting | State::Done => None,
+        };
+        earliest([self.wire.write_deadline(), state])
+    }
+
+    /// How many bytes the driver may read now: while the first frame is not decoded, no
+    /// byte past its end (a data connection's data follows its `attach`).
+    fn read_limit(&self) -> usize {
+        if !matches!(self.state, State::Hello { .. }) {
+            return usize::MAX;
+        }
+        let have = self.wire.buffered();
+        let prefix = self.wire.peek_prefix(4);
+        if prefix.len() < 4 {
+            return 4 - prefix.len();
+        }
+        let len = u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize;
+        (4 + len.min(MAX_HELLO_FRAME)).saturating_sub(have)
     }
 }

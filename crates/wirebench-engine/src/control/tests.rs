@@ -17,6 +17,7 @@ use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 use super::admission::{Admission, Refusal, SlotLimits, SpecLimits};
 use super::client::{ClientAction, ClientEvent};
 use super::server::{ServerAction, ServerEvent};
+use super::Session;
 use super::{RunAction, REPORT_GRACE, SETUP_TIMEOUT, WRITE_TIMEOUT};
 use crate::EngineError;
 use pair::{client_params, key, server_params, slots, spec, Lone, Pair, CLIENT_IP, SENT};

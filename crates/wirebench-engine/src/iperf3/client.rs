@@ -7,6 +7,7 @@ use super::codec::{
     frame_json, Expect, Item, Params, Reader, ResultsDoc, State, COOKIE_LEN, MAX_JSON,
 };
 use super::{Iperf3Error, STEP_TIMEOUT};
+use crate::control::Session;
 
 /// What the driver must do next.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,24 +64,9 @@ impl ClientSession {
         }
     }
 
-    /// Bytes to write.
-    pub(crate) fn poll_transmit(&self) -> Option<&[u8]> {
-        (!self.out.is_empty()).then_some(&self.out[..])
-    }
-
-    /// `n` bytes were written.
-    pub(crate) fn handle_written(&mut self, _now: Instant, n: usize) {
-        self.out.drain(..n.min(self.out.len()));
-    }
-
     /// The next action.
     pub(crate) fn poll_action(&mut self) -> Option<ClientAction> {
         self.actions.pop_front()
-    }
-
-    /// The next deadline.
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        self.deadline
     }
 
     /// Whether the session has ended (done or failed).
@@ -95,23 +81,6 @@ impl ClientSession {
             self.deadline = None;
             self.actions.push_back(ClientAction::Failed(e));
         }
-    }
-
-    /// A deadline passed.
-    pub(crate) fn handle_timeout(&mut self, now: Instant) {
-        if self.deadline.is_some_and(|d| now >= d) {
-            let what = if self.phase == Phase::PeerResults {
-                "results"
-            } else {
-                "next control message"
-            };
-            self.fail(Iperf3Error::Timeout(what));
-        }
-    }
-
-    /// The connection closed.
-    pub(crate) fn handle_closed(&mut self, _now: Instant) {
-        self.fail(Iperf3Error::Closed);
     }
 
     /// The test is over on this side (time or amount reached): TEST_END.
@@ -129,25 +98,6 @@ impl ClientSession {
             self.out.extend_from_slice(&frame_json(doc));
             self.phase = Phase::PeerResults;
             self.deadline = Some(now + STEP_TIMEOUT);
-        }
-    }
-
-    /// Bytes read from the control connection.
-    pub(crate) fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
-        self.reader.push(bytes);
-        while self.phase != Phase::Over {
-            let expect = match self.phase {
-                Phase::States => Expect::State,
-                Phase::ErrorCode => Expect::Error,
-                Phase::PeerResults => Expect::Json(MAX_JSON),
-                Phase::Over => return,
-            };
-            let item = match self.reader.next(expect) {
-                Ok(Some(item)) => item,
-                Ok(None) => return,
-                Err(e) => return self.fail(e.into()),
-            };
-            self.on_item(now, item);
         }
     }
 
@@ -195,5 +145,58 @@ impl ClientSession {
                 "a server does not send {other:?}"
             ))),
         }
+    }
+}
+
+impl Session for ClientSession {
+    /// Bytes to write.
+    fn poll_transmit(&self) -> Option<&[u8]> {
+        (!self.out.is_empty()).then_some(&self.out[..])
+    }
+
+    /// `n` bytes were written.
+    fn handle_written(&mut self, _now: Instant, n: usize) {
+        self.out.drain(..n.min(self.out.len()));
+    }
+
+    /// Bytes read from the control connection.
+    fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
+        self.reader.push(bytes);
+        while self.phase != Phase::Over {
+            let expect = match self.phase {
+                Phase::States => Expect::State,
+                Phase::ErrorCode => Expect::Error,
+                Phase::PeerResults => Expect::Json(MAX_JSON),
+                Phase::Over => return,
+            };
+            let item = match self.reader.next(expect) {
+                Ok(Some(item)) => item,
+                Ok(None) => return,
+                Err(e) => return self.fail(e.into()),
+            };
+            self.on_item(now, item);
+        }
+    }
+
+    /// The connection closed.
+    fn handle_closed(&mut self, _now: Instant) {
+        self.fail(Iperf3Error::Closed);
+    }
+
+    /// A deadline passed.
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.deadline.is_some_and(|d| now >= d) {
+            let what = if self.phase == Phase::PeerResults {
+                "results"
+            } else {
+                "next control message"
+            };
+            self.fail(Iperf3Error::Timeout(what));
+        }
+    }
+
+    /// The next deadline.
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline
     }
 }

@@ -15,6 +15,7 @@ pub(crate) mod client;
 pub mod codec;
 pub(crate) mod server;
 
+use crate::control::Session;
 use thiserror::Error;
 
 pub use admit::admit_anything;

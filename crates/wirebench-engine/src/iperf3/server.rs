@@ -10,6 +10,7 @@ use super::codec::{
 };
 use super::{Iperf3Error, STEP_TIMEOUT};
 use crate::control::admission::{Refusal, SpecLimits, DEFAULT_MAX_DURATION};
+use crate::control::Session;
 
 /// How long a running test may go without a byte from the client, on its control
 /// connection or its streams (received, or sent and taken by its socket), as wirebench's
@@ -111,24 +112,9 @@ impl ServerSession {
         }
     }
 
-    /// Bytes to write.
-    pub(crate) fn poll_transmit(&self) -> Option<&[u8]> {
-        (!self.out.is_empty()).then_some(&self.out[..])
-    }
-
-    /// `n` bytes were written.
-    pub(crate) fn handle_written(&mut self, _now: Instant, n: usize) {
-        self.out.drain(..n.min(self.out.len()));
-    }
-
     /// The next action.
     pub(crate) fn poll_action(&mut self) -> Option<ServerAction> {
         self.actions.pop_front()
-    }
-
-    /// The next deadline.
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        self.deadline
     }
 
     /// Whether the session has ended.
@@ -136,38 +122,11 @@ impl ServerSession {
         self.phase == Phase::Over
     }
 
-    /// Reads no further than the cookie before the driver decided (the rest may be a data
-    /// connection's, or nothing).
-    pub(crate) fn read_limit(&self) -> usize {
-        match self.phase {
-            Phase::Cookie => COOKIE_LEN.saturating_sub(self.reader.held()),
-            Phase::Deciding | Phase::Over => 0,
-            _ => usize::MAX,
-        }
-    }
-
     fn fail(&mut self, e: Iperf3Error) {
         if self.phase != Phase::Over {
             self.phase = Phase::Over;
             self.deadline = None;
             self.actions.push_back(ServerAction::Failed(e));
-        }
-    }
-
-    /// A deadline passed.
-    pub(crate) fn handle_timeout(&mut self, now: Instant) {
-        if self.phase == Phase::Running {
-            return self.running_timeout(now);
-        }
-        if self.deadline.is_some_and(|d| now >= d) {
-            let what = match self.phase {
-                Phase::Cookie => "cookie",
-                Phase::Params => "parameters",
-                Phase::PeerResults => "results",
-                Phase::States => "data streams",
-                _ => "next control message",
-            };
-            self.fail(Iperf3Error::Timeout(what));
         }
     }
 
@@ -200,18 +159,6 @@ impl ServerSession {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-    }
-
-    /// The connection closed.
-    pub(crate) fn handle_closed(&mut self, _now: Instant) {
-        if self.phase == Phase::Finishing {
-            // iperf3 clients may close right after IPERF_DONE, or instead of it.
-            self.phase = Phase::Over;
-            self.deadline = None;
-            self.actions.push_back(ServerAction::Done);
-        } else {
-            self.fail(Iperf3Error::Closed);
-        }
     }
 
     /// Admits the test: PARAM_EXCHANGE.
@@ -299,38 +246,6 @@ impl ServerSession {
         }
     }
 
-    /// Bytes read from the control connection.
-    pub(crate) fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
-        self.reader.push(bytes);
-        loop {
-            let item = match self.phase {
-                Phase::Cookie => match self.reader.take_raw(COOKIE_LEN) {
-                    Some(c) => match check_cookie(&c) {
-                        Ok(c) => {
-                            self.phase = Phase::Deciding;
-                            self.deadline = None;
-                            self.actions.push_back(ServerAction::Cookie(c));
-                            continue;
-                        }
-                        Err(e) => return self.fail(e.into()),
-                    },
-                    None => return,
-                },
-                Phase::Params => self.reader.next(Expect::Json(MAX_PARAMS_JSON)),
-                Phase::PeerResults => self.reader.next(Expect::Json(MAX_PEER_RESULTS_JSON)),
-                Phase::States | Phase::Running | Phase::Finishing => {
-                    self.reader.next(Expect::State)
-                }
-                Phase::Deciding | Phase::Over => return,
-            };
-            match item {
-                Ok(Some(item)) => self.on_item(now, item),
-                Ok(None) => return,
-                Err(e) => return self.fail(e.into()),
-            }
-        }
-    }
-
     /// The parameters: admitted within the server's limits, or refused with iperf3's code
     /// for it (a rate has its own, `IETOTALRATE`; anything else is `IENEWTEST`).
     fn on_params(&mut self, p: Params) {
@@ -388,6 +303,94 @@ impl ServerSession {
             (_, other) => self.fail(Iperf3Error::Protocol(format!(
                 "unexpected {other:?} from the client"
             ))),
+        }
+    }
+}
+
+impl Session for ServerSession {
+    /// Bytes to write.
+    fn poll_transmit(&self) -> Option<&[u8]> {
+        (!self.out.is_empty()).then_some(&self.out[..])
+    }
+
+    /// `n` bytes were written.
+    fn handle_written(&mut self, _now: Instant, n: usize) {
+        self.out.drain(..n.min(self.out.len()));
+    }
+
+    /// Bytes read from the control connection.
+    fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
+        self.reader.push(bytes);
+        loop {
+            let item = match self.phase {
+                Phase::Cookie => match self.reader.take_raw(COOKIE_LEN) {
+                    Some(c) => match check_cookie(&c) {
+                        Ok(c) => {
+                            self.phase = Phase::Deciding;
+                            self.deadline = None;
+                            self.actions.push_back(ServerAction::Cookie(c));
+                            continue;
+                        }
+                        Err(e) => return self.fail(e.into()),
+                    },
+                    None => return,
+                },
+                Phase::Params => self.reader.next(Expect::Json(MAX_PARAMS_JSON)),
+                Phase::PeerResults => self.reader.next(Expect::Json(MAX_PEER_RESULTS_JSON)),
+                Phase::States | Phase::Running | Phase::Finishing => {
+                    self.reader.next(Expect::State)
+                }
+                Phase::Deciding | Phase::Over => return,
+            };
+            match item {
+                Ok(Some(item)) => self.on_item(now, item),
+                Ok(None) => return,
+                Err(e) => return self.fail(e.into()),
+            }
+        }
+    }
+
+    /// The connection closed.
+    fn handle_closed(&mut self, _now: Instant) {
+        if self.phase == Phase::Finishing {
+            // iperf3 clients may close right after IPERF_DONE, or instead of it.
+            self.phase = Phase::Over;
+            self.deadline = None;
+            self.actions.push_back(ServerAction::Done);
+        } else {
+            self.fail(Iperf3Error::Closed);
+        }
+    }
+
+    /// A deadline passed.
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.phase == Phase::Running {
+            return self.running_timeout(now);
+        }
+        if self.deadline.is_some_and(|d| now >= d) {
+            let what = match self.phase {
+                Phase::Cookie => "cookie",
+                Phase::Params => "parameters",
+                Phase::PeerResults => "results",
+                Phase::States => "data streams",
+                _ => "next control message",
+            };
+            self.fail(Iperf3Error::Timeout(what));
+        }
+    }
+
+    /// The next deadline.
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Reads no further than the cookie before the driver decided (the rest may be a data
+    /// connection's, or nothing).
+    fn read_limit(&self) -> usize {
+        match self.phase {
+            Phase::Cookie => COOKIE_LEN.saturating_sub(self.reader.held()),
+            Phase::Deciding | Phase::Over => 0,
+            _ => usize::MAX,
         }
     }
 }

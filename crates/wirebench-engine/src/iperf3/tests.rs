@@ -7,6 +7,7 @@ use super::codec::{cookie_from, Params, ResultsDoc, StreamResult};
 use super::server::{ServerAction, ServerSession, TimeUp, DECLARED_GRACE, IDLE_LIMIT};
 use super::{Iperf3Error, STEP_TIMEOUT};
 use crate::control::admission::{Refusal, SpecLimits};
+use crate::control::Session;
 
 /// Moves every byte each side has for the other.
 fn pump(now: Instant, c: &mut ClientSession, s: &mut ServerSession) {

@@ -15,6 +15,7 @@ use super::registry::Waiting;
 use super::{budget, congestion_of, round, set_udp_window, set_window, Streams};
 use crate::control::admission::{PendingId, Ticket};
 use crate::control::memory::iperf3_test_memory;
+use crate::control::Session;
 use crate::control::SETUP_TIMEOUT;
 use crate::iperf3::admit::Admitted;
 use crate::iperf3::codec::{
