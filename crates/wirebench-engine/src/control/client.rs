@@ -57,7 +57,13 @@ pub(crate) enum ClientEvent {
         /// The merged report.
         report: Box<SideReport>,
     },
-    /// The user asked to stop (Ctrl-C): stop sending, exchange what was measured.
+    /// The roles could not be started: the test ends with this side's report saying why.
+    RolesFailed {
+        /// Why, in one line.
+        reason: String,
+    },
+    /// The user asked to stop (Ctrl-C): stop sending, exchange what was measured. The
+    /// driver may say so on every round: the session acts on the first.
     Interrupt,
 }
 
@@ -199,12 +205,15 @@ impl ClientSession {
                     x.senders_done(now, &mut self.wire, counts);
                 }
             }
-            ClientEvent::RolesDone { report } => {
-                if let State::Running(x) = &mut self.state {
-                    x.roles_done(now, &mut self.wire, *report);
-                    self.after_run();
-                }
-            }
+            ClientEvent::RolesDone { report } => self.roles_done(now, *report),
+            ClientEvent::RolesFailed { reason } => self.roles_done(
+                now,
+                SideReport {
+                    error: Some(reason),
+                    ..SideReport::default()
+                },
+            ),
+            ClientEvent::Interrupt if self.outcome.interrupted => {}
             ClientEvent::Interrupt => {
                 self.outcome.interrupted = true;
                 match &mut self.state {
@@ -216,6 +225,13 @@ impl ClientSession {
                     ),
                 }
             }
+        }
+    }
+
+    fn roles_done(&mut self, now: Instant, report: SideReport) {
+        if let State::Running(x) = &mut self.state {
+            x.roles_done(now, &mut self.wire, report);
+            self.after_run();
         }
     }
 
@@ -364,7 +380,7 @@ impl ClientSession {
             let roles = (0..total).map(|i| self.role_of(i)).collect();
             let x = Exchange::new(self.params.spec.clone(), roles, None);
             self.state = State::Running(Box::new(x));
-            self.outcome.started = true;
+            self.outcome.began = Some(now);
             self.actions.push_back(ClientAction::StartRoles);
             return;
         }

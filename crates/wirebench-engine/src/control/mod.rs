@@ -111,11 +111,18 @@ pub(crate) struct Outcome {
     pub peer: Option<SideReport>,
     /// Why the session failed, if it did.
     pub error: Option<EngineError>,
-    /// Whether the roles were started: a failure before is the run's error, one after is
-    /// written into the results beside what was measured.
-    pub started: bool,
+    /// When the roles were started, if they were: a failure before is the run's error, one
+    /// after is written into the results beside what was measured.
+    pub began: Option<Instant>,
     /// Set on the client when the user interrupted the test.
     pub interrupted: bool,
     /// Set on the server when it refused the test, with the limit it was.
     pub refusal: Option<admission::Refusal>,
+}
+
+impl Outcome {
+    /// Whether the roles were started.
+    pub fn started(&self) -> bool {
+        self.began.is_some()
+    }
 }

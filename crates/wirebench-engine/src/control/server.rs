@@ -11,7 +11,7 @@ use wirebench_proto::control::{
 use wirebench_proto::results::{Role, SideReport};
 use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 
-use super::admission::{Refusal, SpecLimits};
+use super::admission::{Refusal, SpecLimits, DEFAULT_MAX_DURATION};
 use super::exchange::{Exchange, RunAction};
 use super::wire::{earliest, Wire};
 use super::{Outcome, Session, REPORT_GRACE, SETUP_TIMEOUT};
@@ -71,7 +71,13 @@ pub(crate) enum ServerEvent {
         /// The merged report.
         report: Box<SideReport>,
     },
-    /// The server is going away: end the test with a message to the client.
+    /// The roles could not be started: the test ends with this side's report saying why.
+    RolesFailed {
+        /// Why, in one line.
+        reason: String,
+    },
+    /// The server is going away: end the test with a message to the client. The driver
+    /// may say so on every round: once the session is ending, it changes nothing.
     Shutdown,
     /// A role ended the test at one of the server's limits: tell the client which, and its
     /// value, and stop (the client keeps its partial results).
@@ -150,6 +156,8 @@ pub(crate) struct ServerSession {
     client_nonce: String,
     server_mac: Option<String>,
     closing: bool,
+    /// The server's shutdown was handled.
+    shutting_down: bool,
     outcome: Outcome,
 }
 
@@ -168,6 +176,7 @@ impl ServerSession {
             client_nonce: String::new(),
             server_mac: None,
             closing: false,
+            shutting_down: false,
             outcome: Outcome::default(),
         }
     }
@@ -184,6 +193,21 @@ impl ServerSession {
             Direction::Reverse => Role::Sender,
             Direction::Forward | Direction::Bidir => Role::Receiver,
         }
+    }
+
+    /// When the roles stop by themselves, in nanoseconds from their start: at the server's
+    /// longest test (`--max-duration`, or the documented ceiling) and the test's drain,
+    /// whatever the client does or asked for.
+    pub(crate) fn role_deadline_ns(&self) -> u64 {
+        let longest = self
+            .params
+            .limits
+            .max_duration
+            .unwrap_or(DEFAULT_MAX_DURATION);
+        let drain_ns = self.spec.as_ref().map_or(0, |s| s.drain_ns);
+        u64::try_from(longest.as_nanos())
+            .unwrap_or(u64::MAX)
+            .saturating_add(drain_ns)
     }
 
     /// Whether the server writes the test's packet log (and so waits for its connection).
@@ -225,12 +249,14 @@ impl ServerSession {
                     x.senders_done(now, &mut self.wire, counts);
                 }
             }
-            ServerEvent::RolesDone { report } => {
-                if let State::Running(x) = &mut self.state {
-                    x.roles_done(now, &mut self.wire, *report);
-                    self.after_run();
-                }
-            }
+            ServerEvent::RolesDone { report } => self.roles_done(now, *report),
+            ServerEvent::RolesFailed { reason } => self.roles_done(
+                now,
+                SideReport {
+                    error: Some(reason),
+                    ..SideReport::default()
+                },
+            ),
             ServerEvent::Limit { reason } => {
                 // The client keeps what was measured: our report first, then the reason.
                 if let State::Running(x) = &mut self.state {
@@ -239,16 +265,28 @@ impl ServerSession {
                     self.after_run();
                 }
             }
-            ServerEvent::Shutdown => match self.state {
-                State::Hello { .. } | State::Auth { .. } | State::Admitting => {
-                    self.refuse(now, Refusal::ShuttingDown)
+            // Told once: the driver reports the shutdown on every round until the end.
+            ServerEvent::Shutdown if self.shutting_down => {}
+            ServerEvent::Shutdown => {
+                self.shutting_down = true;
+                match self.state {
+                    State::Hello { .. } | State::Auth { .. } | State::Admitting => {
+                        self.refuse(now, Refusal::ShuttingDown)
+                    }
+                    _ => self.fail(
+                        now,
+                        EngineError::Shutdown,
+                        Some("the server is shutting down"),
+                    ),
                 }
-                _ => self.fail(
-                    now,
-                    EngineError::Shutdown,
-                    Some("the server is shutting down"),
-                ),
-            },
+            }
+        }
+    }
+
+    fn roles_done(&mut self, now: Instant, report: SideReport) {
+        if let State::Running(x) = &mut self.state {
+            x.roles_done(now, &mut self.wire, report);
+            self.after_run();
         }
     }
 
@@ -493,7 +531,7 @@ impl ServerSession {
             .map(|i| Self::role_of(&spec, i))
             .collect();
         self.state = State::Running(Box::new(Exchange::new(spec, roles, ceiling)));
-        self.outcome.started = true;
+        self.outcome.began = Some(now);
         self.actions.push_back(ServerAction::StartRoles);
     }
 
