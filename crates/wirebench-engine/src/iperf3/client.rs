@@ -1,7 +1,7 @@
 //! An iperf3 client's control session: cookie, parameters, streams, run, end, results.
 
 use std::collections::VecDeque;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::codec::{
     frame_json, Expect, Item, Params, Reader, ResultsDoc, State, COOKIE_LEN, MAX_JSON,
@@ -16,6 +16,9 @@ pub(crate) enum ClientAction {
     CreateStreams,
     /// Start moving data (TEST_RUNNING).
     Run,
+    /// This side's test is over (its time is up or its amount moved): stop sending.
+    /// TEST_END is queued behind it.
+    StopSending,
     /// The server asks for this side's results: call [`ClientSession::send_results`].
     SendResults,
     /// The server's results arrived.
@@ -38,12 +41,23 @@ enum Phase {
     Over,
 }
 
+/// What this side's streams have moved so far, as the driver sees it once a tick.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Progress {
+    /// Every sending stream has sent its share of the amount.
+    pub senders_finished: bool,
+    /// Bytes the receiving streams took, all together.
+    pub received: u64,
+}
+
 /// The session.
 #[derive(Debug)]
 pub(crate) struct ClientSession {
     out: Vec<u8>,
     reader: Reader,
     params: Params,
+    /// A timed test's length, to the nanosecond (the parameters carry whole seconds).
+    length: Option<Duration>,
     phase: Phase,
     running: bool,
     actions: VecDeque<ClientAction>,
@@ -51,12 +65,19 @@ pub(crate) struct ClientSession {
 }
 
 impl ClientSession {
-    /// A session that starts by sending `cookie`.
-    pub(crate) fn new(now: Instant, cookie: [u8; COOKIE_LEN], params: Params) -> Self {
+    /// A session that starts by sending `cookie`, for a test of `params` that this side
+    /// ends after `length` once it runs (a timed test), or once its amount moved (`num`).
+    pub(crate) fn new(
+        now: Instant,
+        cookie: [u8; COOKIE_LEN],
+        params: Params,
+        length: Option<Duration>,
+    ) -> Self {
         Self {
             out: cookie.to_vec(),
             reader: Reader::default(),
             params,
+            length,
             phase: Phase::States,
             running: false,
             actions: VecDeque::new(),
@@ -83,10 +104,26 @@ impl ClientSession {
         }
     }
 
-    /// The test is over on this side (time or amount reached): TEST_END.
-    pub(crate) fn end_test(&mut self, now: Instant) {
+    /// What the running test's streams moved: a test of an amount ends once every
+    /// direction this side takes part in has moved it (its senders their shares, its
+    /// receivers the whole).
+    pub(crate) fn handle_progress(&mut self, now: Instant, moved: Progress) {
+        let p = &self.params;
+        if !self.running || p.num == 0 {
+            return;
+        }
+        let sends = !p.reverse || p.bidirectional;
+        let receives = p.reverse || p.bidirectional;
+        if (!sends || moved.senders_finished) && (!receives || moved.received >= p.num) {
+            self.end_test(now);
+        }
+    }
+
+    /// The test is over on this side (time or amount reached): stop sending, TEST_END.
+    fn end_test(&mut self, now: Instant) {
         if self.running && self.phase == Phase::States {
             self.running = false;
+            self.actions.push_back(ClientAction::StopSending);
             self.out.push(State::TestEnd.byte());
             self.deadline = Some(now + STEP_TIMEOUT);
         }
@@ -126,8 +163,9 @@ impl ClientSession {
             State::CreateStreams => self.actions.push_back(ClientAction::CreateStreams),
             State::TestStart => {}
             State::TestRunning => {
-                // The test's length is the driver's to watch, not a control deadline.
-                self.deadline = None;
+                // The control connection is silent while the test runs: the one deadline
+                // is a timed test's end (a test of an amount ends by its progress).
+                self.deadline = self.length.map(|l| now + l);
                 self.running = true;
                 self.actions.push_back(ClientAction::Run);
             }
@@ -183,8 +221,14 @@ impl Session for ClientSession {
         self.fail(Iperf3Error::Closed);
     }
 
-    /// A deadline passed.
+    /// A deadline passed: a running test's length, or a step's time.
     fn handle_timeout(&mut self, now: Instant) {
+        if self.running {
+            if self.deadline.is_some_and(|d| now >= d) {
+                self.end_test(now);
+            }
+            return;
+        }
         if self.deadline.is_some_and(|d| now >= d) {
             let what = if self.phase == Phase::PeerResults {
                 "results"

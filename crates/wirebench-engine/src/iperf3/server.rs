@@ -37,7 +37,35 @@ pub(crate) enum TimeUp {
     /// The server's longest test (`--max-duration`, or its default) and its grace.
     MaxDuration,
     /// The client's own `-t` and [`DECLARED_GRACE`], without its TEST_END.
-    Declared,
+    Declared {
+        /// The client's `-t`, seconds.
+        time_s: u64,
+    },
+}
+
+impl TimeUp {
+    /// The server limit it is, as `--metrics` counts it: none for the client's own time.
+    pub(crate) fn limit(self) -> Option<&'static str> {
+        match self {
+            Self::MaxDuration => Some("max-duration"),
+            Self::Declared { .. } => None,
+        }
+    }
+}
+
+impl std::fmt::Display for TimeUp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::MaxDuration => {
+                f.write_str("the server ended the test at its time limit (serve --max-duration)")
+            }
+            Self::Declared { time_s } => write!(
+                f,
+                "the client did not end its {time_s} s test within {} s of its end",
+                DECLARED_GRACE.as_secs()
+            ),
+        }
+    }
 }
 
 /// What the driver must do next.
@@ -120,6 +148,11 @@ impl ServerSession {
     /// Whether the session has ended.
     pub(crate) fn is_over(&self) -> bool {
         self.phase == Phase::Over
+    }
+
+    /// Whether the test runs: from TEST_RUNNING to the client's TEST_END or a time bound.
+    pub(crate) fn is_running(&self) -> bool {
+        self.phase == Phase::Running
     }
 
     fn fail(&mut self, e: Iperf3Error) {
@@ -218,7 +251,8 @@ impl ServerSession {
             let server = (now + longest + DURATION_GRACE, TimeUp::MaxDuration);
             self.end_by = Some(match self.declared {
                 Some(t) if t + DECLARED_GRACE < longest + DURATION_GRACE => {
-                    (now + t + DECLARED_GRACE, TimeUp::Declared)
+                    let time_s = t.as_secs();
+                    (now + t + DECLARED_GRACE, TimeUp::Declared { time_s })
                 }
                 _ => server,
             });

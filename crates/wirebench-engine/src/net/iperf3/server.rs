@@ -21,7 +21,7 @@ use crate::iperf3::admit::Admitted;
 use crate::iperf3::codec::{
     check_cookie, connect_bytes, is_connect, COOKIE_LEN, IE_TOTAL_RATE, UDP_CONNECT_REPLY,
 };
-use crate::iperf3::server::{ServerAction, ServerSession, TimeUp, DECLARED_GRACE};
+use crate::iperf3::server::{ServerAction, ServerSession};
 use crate::iperf3::Params;
 use crate::net::roles::Quiet;
 use crate::net::state::{log, log_refused, q, State};
@@ -228,8 +228,6 @@ struct Test<'a> {
     congestion: Option<String>,
     /// The server limit that ended the test, as `--metrics` names it.
     limited: Option<&'static str>,
-    /// From the start of the streams to TEST_END: the server's limits end the test.
-    running: bool,
     /// The streams' bytes both ways at the last look: when they move, the client is alive.
     moved: u64,
 }
@@ -269,7 +267,6 @@ fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) 
         streams: None,
         congestion: None,
         limited: None,
-        running: false,
         moved: 0,
     };
     let outcome = test.serve();
@@ -314,26 +311,8 @@ impl Test<'_> {
                 self.state.metrics.refused(r.kind());
                 return Some("refused".into());
             }
-            ServerAction::TimeUp(why) => {
-                let (text, limit) = match why {
-                    TimeUp::MaxDuration => (
-                        "the server ended the test at its time limit (serve --max-duration)"
-                            .to_string(),
-                        Some("max-duration"),
-                    ),
-                    TimeUp::Declared => (
-                        format!(
-                            "the client did not end its {} s test within {} s of its end",
-                            self.admitted.as_ref().map_or(0, |a| a.params().time),
-                            DECLARED_GRACE.as_secs()
-                        ),
-                        None,
-                    ),
-                };
-                return Some(self.stop(text, limit));
-            }
+            ServerAction::TimeUp(why) => return Some(self.stop(why.to_string(), why.limit())),
             ServerAction::TestEnd => {
-                self.running = false;
                 if let Some(s) = self.streams.as_mut() {
                     s.stop_senders();
                 }
@@ -478,7 +457,6 @@ impl Test<'_> {
         let streams = Streams::start(socks, senders, &plan, Duration::from_secs(1), None)
             .map_err(|e| e.to_string())?;
         self.streams = Some(streams);
-        self.running = true;
         self.state.metrics.tests_started.inc();
         // The session holds the test's deadlines from here: its length and the client's
         // silence.
@@ -496,7 +474,8 @@ impl Test<'_> {
             self.moved = moved;
             self.session.handle_activity(Instant::now());
         }
-        if !self.running {
+        // From the start of the streams to TEST_END: the server's limits end the test.
+        if !self.session.is_running() {
             return None;
         }
         if s.limited() {
