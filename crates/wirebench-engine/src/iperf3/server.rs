@@ -26,6 +26,10 @@ pub(crate) const DURATION_GRACE: Duration = Duration::from_secs(1);
 /// (whose silence the idle limit cannot tell from a good test's).
 pub(crate) const DECLARED_GRACE: Duration = Duration::from_secs(10);
 
+/// How early the server's senders stop before a timed test's end, so that what they sent
+/// has reached the iperf3 client (which stops counting when it sends TEST_END) by then.
+pub(crate) const SENDER_LEAD: Duration = Duration::from_millis(100);
+
 /// The errno sent with a refusal's `IENEWTEST`: iperf3 clients print "unable to create a
 /// new test: Operation not permitted", the nearest of its words to "not by this server's
 /// rules" (the server's log has the reason).
@@ -148,6 +152,16 @@ impl ServerSession {
     /// Whether the session has ended.
     pub(crate) fn is_over(&self) -> bool {
         self.phase == Phase::Over
+    }
+
+    /// When the server's senders stop by themselves, in nanoseconds from their start: a
+    /// little before a timed test's end (the client's timer starts when TEST_RUNNING
+    /// reaches it, after this side's start), never for a test of an amount (its budget
+    /// ends it).
+    pub(crate) fn sender_stop_ns(&self) -> u64 {
+        self.declared.map_or(u64::MAX, |t| {
+            u64::try_from(t.saturating_sub(SENDER_LEAD).as_nanos()).unwrap_or(u64::MAX)
+        })
     }
 
     /// Whether the test runs: from TEST_RUNNING to the client's TEST_END or a time bound.

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use super::client::{ClientAction, ClientSession, Progress};
 use super::codec::{cookie_from, Params, ResultsDoc, State, StreamResult};
-use super::server::{ServerAction, ServerSession, TimeUp, DECLARED_GRACE, IDLE_LIMIT};
+use super::server::{ServerAction, ServerSession, TimeUp, DECLARED_GRACE, IDLE_LIMIT, SENDER_LEAD};
 use super::{Iperf3Error, STEP_TIMEOUT};
 use crate::control::admission::{Refusal, SpecLimits};
 use crate::control::Session;
@@ -561,4 +561,28 @@ fn a_time_bound_says_which_and_only_the_servers_is_a_limit() {
             DECLARED_GRACE.as_secs()
         )
     );
+}
+
+/// The server's senders of a timed test stop a little before its `-t`, so that what they
+/// sent is in when the client stops counting; a test of an amount's never stop by time.
+#[test]
+fn the_servers_senders_stop_just_before_a_timed_tests_end() {
+    let t0 = Instant::now();
+    let s = session_at(t0, Stage::Running, 10);
+    let want = Duration::from_secs(10) - SENDER_LEAD;
+    assert_eq!(s.sender_stop_ns(), want.as_nanos() as u64);
+
+    let p = Params {
+        time: 0,
+        num: 1 << 20,
+        ..params()
+    };
+    let mut c = ClientSession::new(t0, cookie_from(&[10; 36]), p, None);
+    let mut s = ServerSession::new(t0, SpecLimits::default());
+    pump(t0, &mut c, &mut s);
+    while s.poll_action().is_some() {}
+    s.welcome(t0);
+    pump(t0, &mut c, &mut s);
+    assert!(matches!(s.poll_action(), Some(ServerAction::Params(_))));
+    assert_eq!(s.sender_stop_ns(), u64::MAX);
 }

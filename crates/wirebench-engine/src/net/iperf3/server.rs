@@ -22,7 +22,6 @@ use crate::iperf3::codec::{
     check_cookie, connect_bytes, is_connect, COOKIE_LEN, IE_TOTAL_RATE, UDP_CONNECT_REPLY,
 };
 use crate::iperf3::server::{ServerAction, ServerSession};
-use crate::iperf3::Params;
 use crate::net::roles::Quiet;
 use crate::net::state::{log, log_refused, q, State};
 use crate::net::{Pump, SETUP_TICK, TICK};
@@ -150,21 +149,6 @@ pub(crate) fn serve_port(
         })
         .map_err(|e| EngineError::io("starting the iperf3 UDP thread", e))?;
     Ok(tcp)
-}
-
-/// How early the server's senders stop before a timed test's end, so that what they sent
-/// has reached the iperf3 client (which stops counting when it sends TEST_END) by then.
-const SENDER_LEAD: Duration = Duration::from_millis(100);
-
-/// When the server's senders stop by themselves: a little before a timed test's end (the
-/// client's timer starts when TEST_RUNNING reaches it, after this side's start), never for a
-/// test of an amount (the budget ends it).
-fn sender_stop_ns(p: &Params) -> u64 {
-    if p.num > 0 || p.time == 0 {
-        return u64::MAX;
-    }
-    let t = Duration::from_secs(p.time).saturating_sub(SENDER_LEAD);
-    u64::try_from(t.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Which streams the server sends on, in the order the client opens them (iperf3's
@@ -450,7 +434,7 @@ impl Test<'_> {
             budget: budget((p.num > 0).then_some(p.num)),
             start: Instant::now(),
             epoch_unix_ns: crate::sys::unix_now_ns(),
-            stop_at_ns: sender_stop_ns(p),
+            stop_at_ns: self.session.sender_stop_ns(),
             limit: (limits != TestLimits::default() || max_pps.is_some())
                 .then(|| MoveLimit::share(limits, streams, p.len).with_packets(max_pps, streams)),
         };
