@@ -10,7 +10,7 @@ use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 
 use super::exchange::{printable, Exchange, RunAction};
 use super::wire::{earliest, Wire};
-use super::{Outcome, FIRST_BYTES_TIMEOUT, HELLO_EVERY, SETUP_TIMEOUT};
+use super::{Outcome, Session, FIRST_BYTES_TIMEOUT, HELLO_EVERY, SETUP_TIMEOUT};
 use crate::auth::Psk;
 use crate::EngineError;
 
@@ -57,7 +57,13 @@ pub(crate) enum ClientEvent {
         /// The merged report.
         report: Box<SideReport>,
     },
-    /// The user asked to stop (Ctrl-C): stop sending, exchange what was measured.
+    /// The roles could not be started: the test ends with this side's report saying why.
+    RolesFailed {
+        /// Why, in one line.
+        reason: String,
+    },
+    /// The user asked to stop (Ctrl-C): stop sending, exchange what was measured. The
+    /// driver may say so on every round: the session acts on the first.
     Interrupt,
 }
 
@@ -186,53 +192,6 @@ impl ClientSession {
         self.role_of(0) == Role::Receiver
     }
 
-    /// Bytes read from the control connection.
-    pub(crate) fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
-        if self.closing || bytes.is_empty() {
-            return;
-        }
-        let first = !self.frames_seen && self.wire.buffered() == 0;
-        self.wire.feed(bytes);
-        if first {
-            // A wirebench frame starts with the high byte of a length of at most 4 MiB: 0.
-            if bytes[0] != 0 {
-                return self.not_wirebench();
-            }
-            self.first_bytes_deadline = Some(now + FIRST_BYTES_TIMEOUT);
-        }
-        while !self.closing {
-            match self.wire.next_message() {
-                Ok(Some(msg)) => {
-                    self.frames_seen = true;
-                    self.first_bytes_deadline = None;
-                    self.on_message(now, msg);
-                }
-                Ok(None) => break,
-                Err(_) if !self.frames_seen => return self.not_wirebench(),
-                Err(e) => {
-                    let reason = e.to_string();
-                    self.fail(now, EngineError::Protocol(reason.clone()), Some(&reason));
-                }
-            }
-        }
-    }
-
-    /// The server closed the control connection.
-    pub(crate) fn handle_closed(&mut self, now: Instant) {
-        if self.closing {
-            return;
-        }
-        if let State::Running(x) = &mut self.state {
-            x.on_closed(now, &mut self.wire, &mut self.run_actions);
-            return self.after_run();
-        }
-        self.wire.discard_output();
-        if !self.frames_seen && self.wire.buffered() > 0 {
-            return self.not_wirebench();
-        }
-        self.end(EngineError::PeerClosed);
-    }
-
     /// Something the driver reports.
     pub(crate) fn handle_event(&mut self, now: Instant, event: ClientEvent) {
         if self.closing {
@@ -246,12 +205,15 @@ impl ClientSession {
                     x.senders_done(now, &mut self.wire, counts);
                 }
             }
-            ClientEvent::RolesDone { report } => {
-                if let State::Running(x) = &mut self.state {
-                    x.roles_done(now, &mut self.wire, *report);
-                    self.after_run();
-                }
-            }
+            ClientEvent::RolesDone { report } => self.roles_done(now, *report),
+            ClientEvent::RolesFailed { reason } => self.roles_done(
+                now,
+                SideReport {
+                    error: Some(reason),
+                    ..SideReport::default()
+                },
+            ),
+            ClientEvent::Interrupt if self.outcome.interrupted => {}
             ClientEvent::Interrupt => {
                 self.outcome.interrupted = true;
                 match &mut self.state {
@@ -266,84 +228,11 @@ impl ClientSession {
         }
     }
 
-    /// Deadlines that have passed by `now`.
-    pub(crate) fn handle_timeout(&mut self, now: Instant) {
-        if self.closing {
-            if self.wire.write_deadline().is_some_and(|t| now >= t) {
-                self.wire.discard_output();
-            }
-            return;
+    fn roles_done(&mut self, now: Instant, report: SideReport) {
+        if let State::Running(x) = &mut self.state {
+            x.roles_done(now, &mut self.wire, report);
+            self.after_run();
         }
-        if self.wire.write_deadline().is_some_and(|t| now >= t) {
-            self.wire.discard_output();
-            let e = EngineError::Timeout("the server to read the control connection");
-            return self.fail(now, e, None);
-        }
-        if self.first_bytes_deadline.is_some_and(|t| now >= t) {
-            return self.not_wirebench();
-        }
-        match &mut self.state {
-            State::Answer { deadline, .. } if now >= *deadline => self.fail(
-                now,
-                EngineError::Timeout(
-                    "the server's answer (is a wirebench server listening there?)",
-                ),
-                None,
-            ),
-            State::Opening {
-                what,
-                deadline,
-                hello_at,
-            } => {
-                if now >= *deadline {
-                    let what = match (hello_at.is_some(), *what) {
-                        (true, _) => "the server to see our UDP datagrams (is UDP to the server's port blocked?)",
-                        (false, PACKET_LOG_STREAM) => "the packet log connection",
-                        (false, _) => "a data connection",
-                    };
-                    return self.fail(now, EngineError::Timeout(what), None);
-                }
-                if hello_at.is_some_and(|t| now >= t) {
-                    *hello_at = Some(now + HELLO_EVERY);
-                    let stream = *what;
-                    self.actions.push_back(ClientAction::SendHello { stream });
-                }
-            }
-            State::Running(x) => {
-                x.on_timeout(now, &mut self.run_actions);
-                self.after_run();
-            }
-            _ => {}
-        }
-    }
-
-    /// When the session next needs [`Self::handle_timeout`].
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        if self.is_closed() {
-            return None;
-        }
-        if self.closing {
-            return self.wire.write_deadline();
-        }
-        let state = match &self.state {
-            State::Answer { deadline, .. } => Some(*deadline),
-            State::Opening {
-                deadline, hello_at, ..
-            } => earliest([Some(*deadline), *hello_at]),
-            State::Running(x) => x.poll_timeout(),
-            State::Done => None,
-        };
-        earliest([self.wire.write_deadline(), self.first_bytes_deadline, state])
-    }
-
-    /// Bytes to write to the control connection.
-    pub(crate) fn poll_transmit(&self) -> Option<&[u8]> {
-        self.wire.transmit()
-    }
-
-    /// The driver wrote `n` bytes of [`Self::poll_transmit`].
-    pub(crate) fn handle_written(&mut self, now: Instant, n: usize) {
-        self.wire.written(now, n);
     }
 
     /// The server's next live interval (its view of the test: for a receiver, what arrived),
@@ -491,7 +380,7 @@ impl ClientSession {
             let roles = (0..total).map(|i| self.role_of(i)).collect();
             let x = Exchange::new(self.params.spec.clone(), roles, None);
             self.state = State::Running(Box::new(x));
-            self.outcome.started = true;
+            self.outcome.began = Some(now);
             self.actions.push_back(ClientAction::StartRoles);
             return;
         }
@@ -572,6 +461,135 @@ impl ClientSession {
             seen,
             hint,
         });
+    }
+}
+
+impl Session for ClientSession {
+    /// Bytes to write to the control connection.
+    fn poll_transmit(&self) -> Option<&[u8]> {
+        self.wire.transmit()
+    }
+
+    /// The driver wrote `n` bytes of [`Self::poll_transmit`].
+    fn handle_written(&mut self, now: Instant, n: usize) {
+        self.wire.written(now, n);
+    }
+
+    /// Bytes read from the control connection.
+    fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
+        if self.closing || bytes.is_empty() {
+            return;
+        }
+        let first = !self.frames_seen && self.wire.buffered() == 0;
+        self.wire.feed(bytes);
+        if first {
+            // A wirebench frame starts with the high byte of a length of at most 4 MiB: 0.
+            if bytes[0] != 0 {
+                return self.not_wirebench();
+            }
+            self.first_bytes_deadline = Some(now + FIRST_BYTES_TIMEOUT);
+        }
+        while !self.closing {
+            match self.wire.next_message() {
+                Ok(Some(msg)) => {
+                    self.frames_seen = true;
+                    self.first_bytes_deadline = None;
+                    self.on_message(now, msg);
+                }
+                Ok(None) => break,
+                Err(_) if !self.frames_seen => return self.not_wirebench(),
+                Err(e) => {
+                    let reason = e.to_string();
+                    self.fail(now, EngineError::Protocol(reason.clone()), Some(&reason));
+                }
+            }
+        }
+    }
+
+    /// The server closed the control connection.
+    fn handle_closed(&mut self, now: Instant) {
+        if self.closing {
+            return;
+        }
+        if let State::Running(x) = &mut self.state {
+            x.on_closed(now, &mut self.wire, &mut self.run_actions);
+            return self.after_run();
+        }
+        self.wire.discard_output();
+        if !self.frames_seen && self.wire.buffered() > 0 {
+            return self.not_wirebench();
+        }
+        self.end(EngineError::PeerClosed);
+    }
+
+    /// Deadlines that have passed by `now`.
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.closing {
+            if self.wire.write_deadline().is_some_and(|t| now >= t) {
+                self.wire.discard_output();
+            }
+            return;
+        }
+        if self.wire.write_deadline().is_some_and(|t| now >= t) {
+            self.wire.discard_output();
+            let e = EngineError::Timeout("the server to read the control connection");
+            return self.fail(now, e, None);
+        }
+        if self.first_bytes_deadline.is_some_and(|t| now >= t) {
+            return self.not_wirebench();
+        }
+        match &mut self.state {
+            State::Answer { deadline, .. } if now >= *deadline => self.fail(
+                now,
+                EngineError::Timeout(
+                    "the server's answer (is a wirebench server listening there?)",
+                ),
+                None,
+            ),
+            State::Opening {
+                what,
+                deadline,
+                hello_at,
+            } => {
+                if now >= *deadline {
+                    let what = match (hello_at.is_some(), *what) {
+                        (true, _) => "the server to see our UDP datagrams (is UDP to the server's port blocked?)",
+                        (false, PACKET_LOG_STREAM) => "the packet log connection",
+                        (false, _) => "a data connection",
+                    };
+                    return self.fail(now, EngineError::Timeout(what), None);
+                }
+                if hello_at.is_some_and(|t| now >= t) {
+                    *hello_at = Some(now + HELLO_EVERY);
+                    let stream = *what;
+                    self.actions.push_back(ClientAction::SendHello { stream });
+                }
+            }
+            State::Running(x) => {
+                x.on_timeout(now, &mut self.run_actions);
+                self.after_run();
+            }
+            _ => {}
+        }
+    }
+
+    /// When the session next needs [`Self::handle_timeout`].
+    fn poll_timeout(&self) -> Option<Instant> {
+        if self.is_closed() {
+            return None;
+        }
+        if self.closing {
+            return self.wire.write_deadline();
+        }
+        let state = match &self.state {
+            State::Answer { deadline, .. } => Some(*deadline),
+            State::Opening {
+                deadline, hello_at, ..
+            } => earliest([Some(*deadline), *hello_at]),
+            State::Running(x) => x.poll_timeout(),
+            State::Done => None,
+        };
+        earliest([self.wire.write_deadline(), self.first_bytes_deadline, state])
     }
 }
 

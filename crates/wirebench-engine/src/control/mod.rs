@@ -54,7 +54,7 @@ mod wire;
 #[cfg(test)]
 mod tests;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wirebench_proto::results::SideReport;
 
@@ -80,6 +80,28 @@ pub(crate) const REPORT_GRACE: Duration = Duration::from_secs(10);
 /// How long a control write may make no progress before the peer counts as gone.
 pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What every sans-IO session (this protocol's, and iperf3's in [`crate::iperf3`]) offers
+/// the driver's one I/O loop (`net::Pump`): bytes out and in, the close, its next deadline.
+/// The sessions implement it directly, so the loop is written once for all four.
+pub(crate) trait Session {
+    /// Bytes to write.
+    fn poll_transmit(&self) -> Option<&[u8]>;
+    /// `n` of them were written.
+    fn handle_written(&mut self, now: Instant, n: usize);
+    /// Bytes were read (never more than [`Session::read_limit`]).
+    fn handle_bytes(&mut self, now: Instant, bytes: &[u8]);
+    /// The peer closed, or the connection failed.
+    fn handle_closed(&mut self, now: Instant);
+    /// Deadlines that have passed by `now`.
+    fn handle_timeout(&mut self, now: Instant);
+    /// When the session next needs [`Session::handle_timeout`].
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// How many bytes the driver may read now.
+    fn read_limit(&self) -> usize {
+        usize::MAX
+    }
+}
+
 /// How a closed session ended.
 #[derive(Debug, Default)]
 pub(crate) struct Outcome {
@@ -89,11 +111,18 @@ pub(crate) struct Outcome {
     pub peer: Option<SideReport>,
     /// Why the session failed, if it did.
     pub error: Option<EngineError>,
-    /// Whether the roles were started: a failure before is the run's error, one after is
-    /// written into the results beside what was measured.
-    pub started: bool,
+    /// When the roles were started, if they were: a failure before is the run's error, one
+    /// after is written into the results beside what was measured.
+    pub began: Option<Instant>,
     /// Set on the client when the user interrupted the test.
     pub interrupted: bool,
     /// Set on the server when it refused the test, with the limit it was.
     pub refusal: Option<admission::Refusal>,
+}
+
+impl Outcome {
+    /// Whether the roles were started.
+    pub fn started(&self) -> bool {
+        self.began.is_some()
+    }
 }

@@ -11,10 +11,10 @@ use wirebench_proto::control::{
 use wirebench_proto::results::{Role, SideReport};
 use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 
-use super::admission::{Refusal, SpecLimits};
+use super::admission::{Refusal, SpecLimits, DEFAULT_MAX_DURATION};
 use super::exchange::{Exchange, RunAction};
 use super::wire::{earliest, Wire};
-use super::{Outcome, REPORT_GRACE, SETUP_TIMEOUT};
+use super::{Outcome, Session, REPORT_GRACE, SETUP_TIMEOUT};
 use crate::auth::Psk;
 use crate::EngineError;
 
@@ -71,7 +71,13 @@ pub(crate) enum ServerEvent {
         /// The merged report.
         report: Box<SideReport>,
     },
-    /// The server is going away: end the test with a message to the client.
+    /// The roles could not be started: the test ends with this side's report saying why.
+    RolesFailed {
+        /// Why, in one line.
+        reason: String,
+    },
+    /// The server is going away: end the test with a message to the client. The driver
+    /// may say so on every round: once the session is ending, it changes nothing.
     Shutdown,
     /// A role ended the test at one of the server's limits: tell the client which, and its
     /// value, and stop (the client keeps its partial results).
@@ -150,6 +156,8 @@ pub(crate) struct ServerSession {
     client_nonce: String,
     server_mac: Option<String>,
     closing: bool,
+    /// The server's shutdown was handled.
+    shutting_down: bool,
     outcome: Outcome,
 }
 
@@ -168,6 +176,7 @@ impl ServerSession {
             client_nonce: String::new(),
             server_mac: None,
             closing: false,
+            shutting_down: false,
             outcome: Outcome::default(),
         }
     }
@@ -186,55 +195,24 @@ impl ServerSession {
         }
     }
 
+    /// When the roles stop by themselves, in nanoseconds from their start: at the server's
+    /// longest test (`--max-duration`, or the documented ceiling) and the test's drain,
+    /// whatever the client does or asked for.
+    pub(crate) fn role_deadline_ns(&self) -> u64 {
+        let longest = self
+            .params
+            .limits
+            .max_duration
+            .unwrap_or(DEFAULT_MAX_DURATION);
+        let drain_ns = self.spec.as_ref().map_or(0, |s| s.drain_ns);
+        u64::try_from(longest.as_nanos())
+            .unwrap_or(u64::MAX)
+            .saturating_add(drain_ns)
+    }
+
     /// Whether the server writes the test's packet log (and so waits for its connection).
     pub(crate) fn writes_log(spec: &TestSpec) -> bool {
         super::memory::server_writes_log(spec)
-    }
-
-    /// How many bytes the driver may read now: while the first frame is not decoded, no
-    /// byte past its end (a data connection's data follows its `attach`).
-    pub(crate) fn read_limit(&self) -> usize {
-        if !matches!(self.state, State::Hello { .. }) {
-            return usize::MAX;
-        }
-        let have = self.wire.buffered();
-        let prefix = self.wire.peek_prefix(4);
-        if prefix.len() < 4 {
-            return 4 - prefix.len();
-        }
-        let len = u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize;
-        (4 + len.min(MAX_HELLO_FRAME)).saturating_sub(have)
-    }
-
-    /// Bytes read from the connection (never more than [`Self::read_limit`]).
-    pub(crate) fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
-        if self.closing {
-            return;
-        }
-        self.wire.feed(bytes);
-        while !self.closing {
-            match self.wire.next_message() {
-                Ok(Some(msg)) => self.on_message(now, msg),
-                Ok(None) => break,
-                Err(e) => {
-                    let reason = e.to_string();
-                    self.fail(now, EngineError::Protocol(reason.clone()), Some(&reason));
-                }
-            }
-        }
-    }
-
-    /// The client closed the connection.
-    pub(crate) fn handle_closed(&mut self, now: Instant) {
-        if self.closing {
-            return;
-        }
-        if let State::Running(x) = &mut self.state {
-            x.on_closed(now, &mut self.wire, &mut self.run_actions);
-            return self.after_run();
-        }
-        self.wire.discard_output();
-        self.end(EngineError::PeerClosed);
     }
 
     /// An interval this side's roles closed: sent to the client for its live lines.
@@ -271,12 +249,14 @@ impl ServerSession {
                     x.senders_done(now, &mut self.wire, counts);
                 }
             }
-            ServerEvent::RolesDone { report } => {
-                if let State::Running(x) = &mut self.state {
-                    x.roles_done(now, &mut self.wire, *report);
-                    self.after_run();
-                }
-            }
+            ServerEvent::RolesDone { report } => self.roles_done(now, *report),
+            ServerEvent::RolesFailed { reason } => self.roles_done(
+                now,
+                SideReport {
+                    error: Some(reason),
+                    ..SideReport::default()
+                },
+            ),
             ServerEvent::Limit { reason } => {
                 // The client keeps what was measured: our report first, then the reason.
                 if let State::Running(x) = &mut self.state {
@@ -285,75 +265,29 @@ impl ServerSession {
                     self.after_run();
                 }
             }
-            ServerEvent::Shutdown => match self.state {
-                State::Hello { .. } | State::Auth { .. } | State::Admitting => {
-                    self.refuse(now, Refusal::ShuttingDown)
+            // Told once: the driver reports the shutdown on every round until the end.
+            ServerEvent::Shutdown if self.shutting_down => {}
+            ServerEvent::Shutdown => {
+                self.shutting_down = true;
+                match self.state {
+                    State::Hello { .. } | State::Auth { .. } | State::Admitting => {
+                        self.refuse(now, Refusal::ShuttingDown)
+                    }
+                    _ => self.fail(
+                        now,
+                        EngineError::Shutdown,
+                        Some("the server is shutting down"),
+                    ),
                 }
-                _ => self.fail(
-                    now,
-                    EngineError::Shutdown,
-                    Some("the server is shutting down"),
-                ),
-            },
-        }
-    }
-
-    /// Deadlines that have passed by `now`.
-    pub(crate) fn handle_timeout(&mut self, now: Instant) {
-        if self.wire.write_deadline().is_some_and(|t| now >= t) {
-            self.wire.discard_output();
-            if !self.closing {
-                let e = EngineError::Timeout("the client to read the control connection");
-                self.fail(now, e, None);
             }
-            return;
         }
-        if self.closing {
-            return;
-        }
-        let what = match &mut self.state {
-            State::Hello { deadline } if now >= *deadline => "the first message",
-            State::Auth { deadline } if now >= *deadline => "the client's answer to the challenge",
-            State::Streams { deadline, .. } if now >= *deadline => "the client's data streams",
-            State::Begin { deadline } if now >= *deadline => "the client's begin",
-            State::Running(x) => {
-                x.on_timeout(now, &mut self.run_actions);
-                return self.after_run();
-            }
-            _ => return,
-        };
-        let e = EngineError::Timeout(what);
-        let tell = e.to_string();
-        self.fail(now, e, Some(&tell));
     }
 
-    /// When the session next needs [`Self::handle_timeout`].
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        if self.is_closed() {
-            return None;
+    fn roles_done(&mut self, now: Instant, report: SideReport) {
+        if let State::Running(x) = &mut self.state {
+            x.roles_done(now, &mut self.wire, report);
+            self.after_run();
         }
-        if self.closing {
-            return self.wire.write_deadline();
-        }
-        let state = match &self.state {
-            State::Hello { deadline }
-            | State::Auth { deadline }
-            | State::Streams { deadline, .. }
-            | State::Begin { deadline } => Some(*deadline),
-            State::Running(x) => x.poll_timeout(),
-            State::Admitting | State::Done => None,
-        };
-        earliest([self.wire.write_deadline(), state])
-    }
-
-    /// Bytes to write to the connection.
-    pub(crate) fn poll_transmit(&self) -> Option<&[u8]> {
-        self.wire.transmit()
-    }
-
-    /// The driver wrote `n` bytes of [`Self::poll_transmit`].
-    pub(crate) fn handle_written(&mut self, now: Instant, n: usize) {
-        self.wire.written(now, n);
     }
 
     /// The next thing the driver must do.
@@ -597,7 +531,7 @@ impl ServerSession {
             .map(|i| Self::role_of(&spec, i))
             .collect();
         self.state = State::Running(Box::new(Exchange::new(spec, roles, ceiling)));
-        self.outcome.started = true;
+        self.outcome.began = Some(now);
         self.actions.push_back(ServerAction::StartRoles);
     }
 
@@ -649,5 +583,111 @@ impl ServerSession {
         self.outcome.error.get_or_insert(error);
         self.state = State::Done;
         self.closing = true;
+    }
+}
+
+impl Session for ServerSession {
+    /// Bytes to write to the connection.
+    fn poll_transmit(&self) -> Option<&[u8]> {
+        self.wire.transmit()
+    }
+
+    /// The driver wrote `n` bytes of [`Self::poll_transmit`].
+    fn handle_written(&mut self, now: Instant, n: usize) {
+        self.wire.written(now, n);
+    }
+
+    /// Bytes read from the connection (never more than [`Self::read_limit`]).
+    fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
+        if self.closing {
+            return;
+        }
+        self.wire.feed(bytes);
+        while !self.closing {
+            match self.wire.next_message() {
+                Ok(Some(msg)) => self.on_message(now, msg),
+                Ok(None) => break,
+                Err(e) => {
+                    let reason = e.to_string();
+                    self.fail(now, EngineError::Protocol(reason.clone()), Some(&reason));
+                }
+            }
+        }
+    }
+
+    /// The client closed the connection.
+    fn handle_closed(&mut self, now: Instant) {
+        if self.closing {
+            return;
+        }
+        if let State::Running(x) = &mut self.state {
+            x.on_closed(now, &mut self.wire, &mut self.run_actions);
+            return self.after_run();
+        }
+        self.wire.discard_output();
+        self.end(EngineError::PeerClosed);
+    }
+
+    /// Deadlines that have passed by `now`.
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.wire.write_deadline().is_some_and(|t| now >= t) {
+            self.wire.discard_output();
+            if !self.closing {
+                let e = EngineError::Timeout("the client to read the control connection");
+                self.fail(now, e, None);
+            }
+            return;
+        }
+        if self.closing {
+            return;
+        }
+        let what = match &mut self.state {
+            State::Hello { deadline } if now >= *deadline => "the first message",
+            State::Auth { deadline } if now >= *deadline => "the client's answer to the challenge",
+            State::Streams { deadline, .. } if now >= *deadline => "the client's data streams",
+            State::Begin { deadline } if now >= *deadline => "the client's begin",
+            State::Running(x) => {
+                x.on_timeout(now, &mut self.run_actions);
+                return self.after_run();
+            }
+            _ => return,
+        };
+        let e = EngineError::Timeout(what);
+        let tell = e.to_string();
+        self.fail(now, e, Some(&tell));
+    }
+
+    /// When the session next needs [`Self::handle_timeout`].
+    fn poll_timeout(&self) -> Option<Instant> {
+        if self.is_closed() {
+            return None;
+        }
+        if self.closing {
+            return self.wire.write_deadline();
+        }
+        let state = match &self.state {
+            State::Hello { deadline }
+            | State::Auth { deadline }
+            | State::Streams { deadline, .. }
+            | State::Begin { deadline } => Some(*deadline),
+            State::Running(x) => x.poll_timeout(),
+            State::Admitting | State::Done => None,
+        };
+        earliest([self.wire.write_deadline(), state])
+    }
+
+    /// How many bytes the driver may read now: while the first frame is not decoded, no
+    /// byte past its end (a data connection's data follows its `attach`).
+    fn read_limit(&self) -> usize {
+        if !matches!(self.state, State::Hello { .. }) {
+            return usize::MAX;
+        }
+        let have = self.wire.buffered();
+        let prefix = self.wire.peek_prefix(4);
+        if prefix.len() < 4 {
+            return 4 - prefix.len();
+        }
+        let len = u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize;
+        (4 + len.min(MAX_HELLO_FRAME)).saturating_sub(have)
     }
 }

@@ -3,6 +3,7 @@
 //! sleep: each test runs in microseconds, inside a network namespace with no interface too.
 
 mod admission;
+mod driver;
 mod limits;
 pub(super) mod pair;
 mod peers;
@@ -17,6 +18,7 @@ use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 use super::admission::{Admission, Refusal, SlotLimits, SpecLimits};
 use super::client::{ClientAction, ClientEvent};
 use super::server::{ServerAction, ServerEvent};
+use super::Session;
 use super::{RunAction, REPORT_GRACE, SETUP_TIMEOUT, WRITE_TIMEOUT};
 use crate::EngineError;
 use pair::{client_params, key, server_params, slots, spec, Lone, Pair, CLIENT_IP, SENT};
@@ -54,7 +56,7 @@ fn assert_refused(p: &Pair, err: &str, needle: &str) {
     assert!(err.starts_with("server refused the test: "), "{err}");
     assert!(err.contains(needle), "{err}");
     let o = p.client_outcome.as_ref().expect("the client is done");
-    assert!(!o.started);
+    assert!(!o.started());
     assert!(matches!(o.error, Some(EngineError::Refused(_))));
     assert!(p
         .server_outcome
@@ -79,7 +81,7 @@ fn a_tcp_test_runs_and_both_reports_are_exchanged() {
         c.error,
         s.error
     );
-    assert!(c.started && s.started);
+    assert!(c.started() && s.started());
     assert_eq!(c.peer.as_ref().map(|r| r.role), Some(Some(Role::Receiver)));
     assert_eq!(s.peer.as_ref().map(|r| r.messages), Some(SENT));
     // The server's receiver learnt what the client's sender sent, from its report.
@@ -285,7 +287,7 @@ fn a_client_with_a_key_refuses_a_server_that_cannot_prove_it() {
         "{}",
         p.client_error()
     );
-    assert!(!p.client_outcome.as_ref().unwrap().started);
+    assert!(!p.client_outcome.as_ref().unwrap().started());
 }
 
 // --- refusal by each limit ---
@@ -794,7 +796,7 @@ fn a_shutdown_mid_test_tells_the_client_and_stops_both() {
     p.run();
     assert!(p.server_roles.stopped && p.client_roles.stopped);
     let c = p.client_outcome.as_ref().unwrap();
-    assert!(c.started);
+    assert!(c.started());
     assert_eq!(
         p.client_error(),
         "peer reported: the server is shutting down"
@@ -847,7 +849,7 @@ fn a_limit_mid_test_tells_the_client_which_and_stops_both() {
     );
     p.run();
     assert!(p.server_roles.stopped && p.client_roles.stopped);
-    assert!(p.client_outcome.as_ref().unwrap().started);
+    assert!(p.client_outcome.as_ref().unwrap().started());
     // What the server measured reaches the client before the reason: no made-up zeros.
     assert!(p.client_outcome.as_ref().unwrap().peer.is_some());
     assert_eq!(p.client_error(), format!("peer reported: {reason}"));

@@ -1,12 +1,13 @@
 //! An iperf3 client's control session: cookie, parameters, streams, run, end, results.
 
 use std::collections::VecDeque;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::codec::{
     frame_json, Expect, Item, Params, Reader, ResultsDoc, State, COOKIE_LEN, MAX_JSON,
 };
 use super::{Iperf3Error, STEP_TIMEOUT};
+use crate::control::Session;
 
 /// What the driver must do next.
 #[derive(Debug, Clone, PartialEq)]
@@ -15,6 +16,9 @@ pub(crate) enum ClientAction {
     CreateStreams,
     /// Start moving data (TEST_RUNNING).
     Run,
+    /// This side's test is over (its time is up or its amount moved): stop sending.
+    /// TEST_END is queued behind it.
+    StopSending,
     /// The server asks for this side's results: call [`ClientSession::send_results`].
     SendResults,
     /// The server's results arrived.
@@ -37,12 +41,23 @@ enum Phase {
     Over,
 }
 
+/// What this side's streams have moved so far, as the driver sees it once a tick.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Progress {
+    /// Every sending stream has sent its share of the amount.
+    pub senders_finished: bool,
+    /// Bytes the receiving streams took, all together.
+    pub received: u64,
+}
+
 /// The session.
 #[derive(Debug)]
 pub(crate) struct ClientSession {
     out: Vec<u8>,
     reader: Reader,
     params: Params,
+    /// A timed test's length, to the nanosecond (the parameters carry whole seconds).
+    length: Option<Duration>,
     phase: Phase,
     running: bool,
     actions: VecDeque<ClientAction>,
@@ -50,12 +65,19 @@ pub(crate) struct ClientSession {
 }
 
 impl ClientSession {
-    /// A session that starts by sending `cookie`.
-    pub(crate) fn new(now: Instant, cookie: [u8; COOKIE_LEN], params: Params) -> Self {
+    /// A session that starts by sending `cookie`, for a test of `params` that this side
+    /// ends after `length` once it runs (a timed test), or once its amount moved (`num`).
+    pub(crate) fn new(
+        now: Instant,
+        cookie: [u8; COOKIE_LEN],
+        params: Params,
+        length: Option<Duration>,
+    ) -> Self {
         Self {
             out: cookie.to_vec(),
             reader: Reader::default(),
             params,
+            length,
             phase: Phase::States,
             running: false,
             actions: VecDeque::new(),
@@ -63,24 +85,9 @@ impl ClientSession {
         }
     }
 
-    /// Bytes to write.
-    pub(crate) fn poll_transmit(&self) -> Option<&[u8]> {
-        (!self.out.is_empty()).then_some(&self.out[..])
-    }
-
-    /// `n` bytes were written.
-    pub(crate) fn handle_written(&mut self, _now: Instant, n: usize) {
-        self.out.drain(..n.min(self.out.len()));
-    }
-
     /// The next action.
     pub(crate) fn poll_action(&mut self) -> Option<ClientAction> {
         self.actions.pop_front()
-    }
-
-    /// The next deadline.
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        self.deadline
     }
 
     /// Whether the session has ended (done or failed).
@@ -97,27 +104,26 @@ impl ClientSession {
         }
     }
 
-    /// A deadline passed.
-    pub(crate) fn handle_timeout(&mut self, now: Instant) {
-        if self.deadline.is_some_and(|d| now >= d) {
-            let what = if self.phase == Phase::PeerResults {
-                "results"
-            } else {
-                "next control message"
-            };
-            self.fail(Iperf3Error::Timeout(what));
+    /// What the running test's streams moved: a test of an amount ends once every
+    /// direction this side takes part in has moved it (its senders their shares, its
+    /// receivers the whole).
+    pub(crate) fn handle_progress(&mut self, now: Instant, moved: Progress) {
+        let p = &self.params;
+        if !self.running || p.num == 0 {
+            return;
+        }
+        let sends = !p.reverse || p.bidirectional;
+        let receives = p.reverse || p.bidirectional;
+        if (!sends || moved.senders_finished) && (!receives || moved.received >= p.num) {
+            self.end_test(now);
         }
     }
 
-    /// The connection closed.
-    pub(crate) fn handle_closed(&mut self, _now: Instant) {
-        self.fail(Iperf3Error::Closed);
-    }
-
-    /// The test is over on this side (time or amount reached): TEST_END.
-    pub(crate) fn end_test(&mut self, now: Instant) {
+    /// The test is over on this side (time or amount reached): stop sending, TEST_END.
+    fn end_test(&mut self, now: Instant) {
         if self.running && self.phase == Phase::States {
             self.running = false;
+            self.actions.push_back(ClientAction::StopSending);
             self.out.push(State::TestEnd.byte());
             self.deadline = Some(now + STEP_TIMEOUT);
         }
@@ -129,25 +135,6 @@ impl ClientSession {
             self.out.extend_from_slice(&frame_json(doc));
             self.phase = Phase::PeerResults;
             self.deadline = Some(now + STEP_TIMEOUT);
-        }
-    }
-
-    /// Bytes read from the control connection.
-    pub(crate) fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
-        self.reader.push(bytes);
-        while self.phase != Phase::Over {
-            let expect = match self.phase {
-                Phase::States => Expect::State,
-                Phase::ErrorCode => Expect::Error,
-                Phase::PeerResults => Expect::Json(MAX_JSON),
-                Phase::Over => return,
-            };
-            let item = match self.reader.next(expect) {
-                Ok(Some(item)) => item,
-                Ok(None) => return,
-                Err(e) => return self.fail(e.into()),
-            };
-            self.on_item(now, item);
         }
     }
 
@@ -176,8 +163,9 @@ impl ClientSession {
             State::CreateStreams => self.actions.push_back(ClientAction::CreateStreams),
             State::TestStart => {}
             State::TestRunning => {
-                // The test's length is the driver's to watch, not a control deadline.
-                self.deadline = None;
+                // The control connection is silent while the test runs: the one deadline
+                // is a timed test's end (a test of an amount ends by its progress).
+                self.deadline = self.length.map(|l| now + l);
                 self.running = true;
                 self.actions.push_back(ClientAction::Run);
             }
@@ -195,5 +183,64 @@ impl ClientSession {
                 "a server does not send {other:?}"
             ))),
         }
+    }
+}
+
+impl Session for ClientSession {
+    /// Bytes to write.
+    fn poll_transmit(&self) -> Option<&[u8]> {
+        (!self.out.is_empty()).then_some(&self.out[..])
+    }
+
+    /// `n` bytes were written.
+    fn handle_written(&mut self, _now: Instant, n: usize) {
+        self.out.drain(..n.min(self.out.len()));
+    }
+
+    /// Bytes read from the control connection.
+    fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
+        self.reader.push(bytes);
+        while self.phase != Phase::Over {
+            let expect = match self.phase {
+                Phase::States => Expect::State,
+                Phase::ErrorCode => Expect::Error,
+                Phase::PeerResults => Expect::Json(MAX_JSON),
+                Phase::Over => return,
+            };
+            let item = match self.reader.next(expect) {
+                Ok(Some(item)) => item,
+                Ok(None) => return,
+                Err(e) => return self.fail(e.into()),
+            };
+            self.on_item(now, item);
+        }
+    }
+
+    /// The connection closed.
+    fn handle_closed(&mut self, _now: Instant) {
+        self.fail(Iperf3Error::Closed);
+    }
+
+    /// A deadline passed: a running test's length, or a step's time.
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.running {
+            if self.deadline.is_some_and(|d| now >= d) {
+                self.end_test(now);
+            }
+            return;
+        }
+        if self.deadline.is_some_and(|d| now >= d) {
+            let what = if self.phase == Phase::PeerResults {
+                "results"
+            } else {
+                "next control message"
+            };
+            self.fail(Iperf3Error::Timeout(what));
+        }
+    }
+
+    /// The next deadline.
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline
     }
 }

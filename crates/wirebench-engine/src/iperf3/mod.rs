@@ -15,6 +15,7 @@ pub(crate) mod client;
 pub mod codec;
 pub(crate) mod server;
 
+use crate::control::Session;
 use thiserror::Error;
 
 pub use admit::admit_anything;
@@ -80,7 +81,8 @@ pub fn decode_everything(bytes: &[u8]) {
     let _ = codec::check_cookie(bytes);
     let _ = codec::is_connect(bytes);
     let now = std::time::Instant::now();
-    let mut c = client::ClientSession::new(now, codec::cookie_from(&[0; 36]), Params::default());
+    let cookie = codec::cookie_from(&[0; 36]);
+    let mut c = client::ClientSession::new(now, cookie, Params::default(), None);
     c.handle_bytes(now, bytes);
     while c.poll_action().is_some() {}
     let mut s = server::ServerSession::new(now, crate::control::admission::SpecLimits::default());

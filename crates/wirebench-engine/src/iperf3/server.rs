@@ -10,6 +10,7 @@ use super::codec::{
 };
 use super::{Iperf3Error, STEP_TIMEOUT};
 use crate::control::admission::{Refusal, SpecLimits, DEFAULT_MAX_DURATION};
+use crate::control::Session;
 
 /// How long a running test may go without a byte from the client, on its control
 /// connection or its streams (received, or sent and taken by its socket), as wirebench's
@@ -25,6 +26,10 @@ pub(crate) const DURATION_GRACE: Duration = Duration::from_secs(1);
 /// (whose silence the idle limit cannot tell from a good test's).
 pub(crate) const DECLARED_GRACE: Duration = Duration::from_secs(10);
 
+/// How early the server's senders stop before a timed test's end, so that what they sent
+/// has reached the iperf3 client (which stops counting when it sends TEST_END) by then.
+pub(crate) const SENDER_LEAD: Duration = Duration::from_millis(100);
+
 /// The errno sent with a refusal's `IENEWTEST`: iperf3 clients print "unable to create a
 /// new test: Operation not permitted", the nearest of its words to "not by this server's
 /// rules" (the server's log has the reason).
@@ -36,7 +41,35 @@ pub(crate) enum TimeUp {
     /// The server's longest test (`--max-duration`, or its default) and its grace.
     MaxDuration,
     /// The client's own `-t` and [`DECLARED_GRACE`], without its TEST_END.
-    Declared,
+    Declared {
+        /// The client's `-t`, seconds.
+        time_s: u64,
+    },
+}
+
+impl TimeUp {
+    /// The server limit it is, as `--metrics` counts it: none for the client's own time.
+    pub(crate) fn limit(self) -> Option<&'static str> {
+        match self {
+            Self::MaxDuration => Some("max-duration"),
+            Self::Declared { .. } => None,
+        }
+    }
+}
+
+impl std::fmt::Display for TimeUp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::MaxDuration => {
+                f.write_str("the server ended the test at its time limit (serve --max-duration)")
+            }
+            Self::Declared { time_s } => write!(
+                f,
+                "the client did not end its {time_s} s test within {} s of its end",
+                DECLARED_GRACE.as_secs()
+            ),
+        }
+    }
 }
 
 /// What the driver must do next.
@@ -111,24 +144,9 @@ impl ServerSession {
         }
     }
 
-    /// Bytes to write.
-    pub(crate) fn poll_transmit(&self) -> Option<&[u8]> {
-        (!self.out.is_empty()).then_some(&self.out[..])
-    }
-
-    /// `n` bytes were written.
-    pub(crate) fn handle_written(&mut self, _now: Instant, n: usize) {
-        self.out.drain(..n.min(self.out.len()));
-    }
-
     /// The next action.
     pub(crate) fn poll_action(&mut self) -> Option<ServerAction> {
         self.actions.pop_front()
-    }
-
-    /// The next deadline.
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        self.deadline
     }
 
     /// Whether the session has ended.
@@ -136,14 +154,19 @@ impl ServerSession {
         self.phase == Phase::Over
     }
 
-    /// Reads no further than the cookie before the driver decided (the rest may be a data
-    /// connection's, or nothing).
-    pub(crate) fn read_limit(&self) -> usize {
-        match self.phase {
-            Phase::Cookie => COOKIE_LEN.saturating_sub(self.reader.held()),
-            Phase::Deciding | Phase::Over => 0,
-            _ => usize::MAX,
-        }
+    /// When the server's senders stop by themselves, in nanoseconds from their start: a
+    /// little before a timed test's end (the client's timer starts when TEST_RUNNING
+    /// reaches it, after this side's start), never for a test of an amount (its budget
+    /// ends it).
+    pub(crate) fn sender_stop_ns(&self) -> u64 {
+        self.declared.map_or(u64::MAX, |t| {
+            u64::try_from(t.saturating_sub(SENDER_LEAD).as_nanos()).unwrap_or(u64::MAX)
+        })
+    }
+
+    /// Whether the test runs: from TEST_RUNNING to the client's TEST_END or a time bound.
+    pub(crate) fn is_running(&self) -> bool {
+        self.phase == Phase::Running
     }
 
     fn fail(&mut self, e: Iperf3Error) {
@@ -151,23 +174,6 @@ impl ServerSession {
             self.phase = Phase::Over;
             self.deadline = None;
             self.actions.push_back(ServerAction::Failed(e));
-        }
-    }
-
-    /// A deadline passed.
-    pub(crate) fn handle_timeout(&mut self, now: Instant) {
-        if self.phase == Phase::Running {
-            return self.running_timeout(now);
-        }
-        if self.deadline.is_some_and(|d| now >= d) {
-            let what = match self.phase {
-                Phase::Cookie => "cookie",
-                Phase::Params => "parameters",
-                Phase::PeerResults => "results",
-                Phase::States => "data streams",
-                _ => "next control message",
-            };
-            self.fail(Iperf3Error::Timeout(what));
         }
     }
 
@@ -200,18 +206,6 @@ impl ServerSession {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-    }
-
-    /// The connection closed.
-    pub(crate) fn handle_closed(&mut self, _now: Instant) {
-        if self.phase == Phase::Finishing {
-            // iperf3 clients may close right after IPERF_DONE, or instead of it.
-            self.phase = Phase::Over;
-            self.deadline = None;
-            self.actions.push_back(ServerAction::Done);
-        } else {
-            self.fail(Iperf3Error::Closed);
-        }
     }
 
     /// Admits the test: PARAM_EXCHANGE.
@@ -271,7 +265,8 @@ impl ServerSession {
             let server = (now + longest + DURATION_GRACE, TimeUp::MaxDuration);
             self.end_by = Some(match self.declared {
                 Some(t) if t + DECLARED_GRACE < longest + DURATION_GRACE => {
-                    (now + t + DECLARED_GRACE, TimeUp::Declared)
+                    let time_s = t.as_secs();
+                    (now + t + DECLARED_GRACE, TimeUp::Declared { time_s })
                 }
                 _ => server,
             });
@@ -296,38 +291,6 @@ impl ServerSession {
             self.out.push(State::DisplayResults.byte());
             self.phase = Phase::Finishing;
             self.deadline = Some(now + STEP_TIMEOUT);
-        }
-    }
-
-    /// Bytes read from the control connection.
-    pub(crate) fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
-        self.reader.push(bytes);
-        loop {
-            let item = match self.phase {
-                Phase::Cookie => match self.reader.take_raw(COOKIE_LEN) {
-                    Some(c) => match check_cookie(&c) {
-                        Ok(c) => {
-                            self.phase = Phase::Deciding;
-                            self.deadline = None;
-                            self.actions.push_back(ServerAction::Cookie(c));
-                            continue;
-                        }
-                        Err(e) => return self.fail(e.into()),
-                    },
-                    None => return,
-                },
-                Phase::Params => self.reader.next(Expect::Json(MAX_PARAMS_JSON)),
-                Phase::PeerResults => self.reader.next(Expect::Json(MAX_PEER_RESULTS_JSON)),
-                Phase::States | Phase::Running | Phase::Finishing => {
-                    self.reader.next(Expect::State)
-                }
-                Phase::Deciding | Phase::Over => return,
-            };
-            match item {
-                Ok(Some(item)) => self.on_item(now, item),
-                Ok(None) => return,
-                Err(e) => return self.fail(e.into()),
-            }
         }
     }
 
@@ -388,6 +351,94 @@ impl ServerSession {
             (_, other) => self.fail(Iperf3Error::Protocol(format!(
                 "unexpected {other:?} from the client"
             ))),
+        }
+    }
+}
+
+impl Session for ServerSession {
+    /// Bytes to write.
+    fn poll_transmit(&self) -> Option<&[u8]> {
+        (!self.out.is_empty()).then_some(&self.out[..])
+    }
+
+    /// `n` bytes were written.
+    fn handle_written(&mut self, _now: Instant, n: usize) {
+        self.out.drain(..n.min(self.out.len()));
+    }
+
+    /// Bytes read from the control connection.
+    fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
+        self.reader.push(bytes);
+        loop {
+            let item = match self.phase {
+                Phase::Cookie => match self.reader.take_raw(COOKIE_LEN) {
+                    Some(c) => match check_cookie(&c) {
+                        Ok(c) => {
+                            self.phase = Phase::Deciding;
+                            self.deadline = None;
+                            self.actions.push_back(ServerAction::Cookie(c));
+                            continue;
+                        }
+                        Err(e) => return self.fail(e.into()),
+                    },
+                    None => return,
+                },
+                Phase::Params => self.reader.next(Expect::Json(MAX_PARAMS_JSON)),
+                Phase::PeerResults => self.reader.next(Expect::Json(MAX_PEER_RESULTS_JSON)),
+                Phase::States | Phase::Running | Phase::Finishing => {
+                    self.reader.next(Expect::State)
+                }
+                Phase::Deciding | Phase::Over => return,
+            };
+            match item {
+                Ok(Some(item)) => self.on_item(now, item),
+                Ok(None) => return,
+                Err(e) => return self.fail(e.into()),
+            }
+        }
+    }
+
+    /// The connection closed.
+    fn handle_closed(&mut self, _now: Instant) {
+        if self.phase == Phase::Finishing {
+            // iperf3 clients may close right after IPERF_DONE, or instead of it.
+            self.phase = Phase::Over;
+            self.deadline = None;
+            self.actions.push_back(ServerAction::Done);
+        } else {
+            self.fail(Iperf3Error::Closed);
+        }
+    }
+
+    /// A deadline passed.
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.phase == Phase::Running {
+            return self.running_timeout(now);
+        }
+        if self.deadline.is_some_and(|d| now >= d) {
+            let what = match self.phase {
+                Phase::Cookie => "cookie",
+                Phase::Params => "parameters",
+                Phase::PeerResults => "results",
+                Phase::States => "data streams",
+                _ => "next control message",
+            };
+            self.fail(Iperf3Error::Timeout(what));
+        }
+    }
+
+    /// The next deadline.
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Reads no further than the cookie before the driver decided (the rest may be a data
+    /// connection's, or nothing).
+    fn read_limit(&self) -> usize {
+        match self.phase {
+            Phase::Cookie => COOKIE_LEN.saturating_sub(self.reader.held()),
+            Phase::Deciding | Phase::Over => 0,
+            _ => usize::MAX,
         }
     }
 }

@@ -2,11 +2,12 @@
 
 use std::time::{Duration, Instant};
 
-use super::client::{ClientAction, ClientSession};
-use super::codec::{cookie_from, Params, ResultsDoc, StreamResult};
-use super::server::{ServerAction, ServerSession, TimeUp, DECLARED_GRACE, IDLE_LIMIT};
+use super::client::{ClientAction, ClientSession, Progress};
+use super::codec::{cookie_from, Params, ResultsDoc, State, StreamResult};
+use super::server::{ServerAction, ServerSession, TimeUp, DECLARED_GRACE, IDLE_LIMIT, SENDER_LEAD};
 use super::{Iperf3Error, STEP_TIMEOUT};
 use crate::control::admission::{Refusal, SpecLimits};
+use crate::control::Session;
 
 /// Moves every byte each side has for the other.
 fn pump(now: Instant, c: &mut ClientSession, s: &mut ServerSession) {
@@ -56,7 +57,8 @@ fn results(bytes: u64) -> ResultsDoc {
 #[test]
 fn a_whole_test_runs_through() {
     let t0 = Instant::now();
-    let mut c = ClientSession::new(t0, cookie_from(&[1; 36]), params());
+    let one_s = Some(Duration::from_secs(1));
+    let mut c = ClientSession::new(t0, cookie_from(&[1; 36]), params(), one_s);
     let mut s = ServerSession::new(t0, SpecLimits::default());
     pump(t0, &mut c, &mut s);
     assert!(matches!(s.poll_action(), Some(ServerAction::Cookie(_))));
@@ -69,10 +71,11 @@ fn a_whole_test_runs_through() {
     s.run(t0);
     pump(t0, &mut c, &mut s);
     assert_eq!(c.poll_action(), Some(ClientAction::Run));
-    // Running: no control deadline on either side.
-    assert_eq!(c.poll_timeout(), None);
+    // Running: the client's one deadline is its test's end.
     let t1 = t0 + Duration::from_secs(1);
-    c.end_test(t1);
+    assert_eq!(c.poll_timeout(), Some(t1));
+    c.handle_timeout(t1);
+    assert_eq!(c.poll_action(), Some(ClientAction::StopSending));
     pump(t1, &mut c, &mut s);
     assert_eq!(s.poll_action(), Some(ServerAction::TestEnd));
     s.exchange(t1);
@@ -95,7 +98,7 @@ fn a_whole_test_runs_through() {
 #[test]
 fn a_busy_server_is_one_line() {
     let t0 = Instant::now();
-    let mut c = ClientSession::new(t0, cookie_from(&[2; 36]), params());
+    let mut c = ClientSession::new(t0, cookie_from(&[2; 36]), params(), None);
     let mut s = ServerSession::new(t0, SpecLimits::default());
     pump(t0, &mut c, &mut s);
     assert!(matches!(s.poll_action(), Some(ServerAction::Cookie(_))));
@@ -111,7 +114,7 @@ fn a_busy_server_is_one_line() {
 #[test]
 fn a_server_error_carries_its_code() {
     let t0 = Instant::now();
-    let mut c = ClientSession::new(t0, cookie_from(&[3; 36]), params());
+    let mut c = ClientSession::new(t0, cookie_from(&[3; 36]), params(), None);
     let mut s = ServerSession::new(t0, SpecLimits::default());
     pump(t0, &mut c, &mut s);
     let _ = s.poll_action();
@@ -135,7 +138,7 @@ fn a_server_error_carries_its_code() {
 #[test]
 fn a_running_test_ended_by_the_server_is_one_line_for_the_client() {
     let t0 = Instant::now();
-    let mut c = ClientSession::new(t0, cookie_from(&[5; 36]), params());
+    let mut c = ClientSession::new(t0, cookie_from(&[5; 36]), params(), None);
     let mut s = ServerSession::new(t0, SpecLimits::default());
     pump(t0, &mut c, &mut s);
     let _ = s.poll_action();
@@ -161,7 +164,7 @@ fn a_running_test_ended_by_the_server_is_one_line_for_the_client() {
 #[test]
 fn silence_times_out_on_both_sides() {
     let t0 = Instant::now();
-    let mut c = ClientSession::new(t0, cookie_from(&[4; 36]), params());
+    let mut c = ClientSession::new(t0, cookie_from(&[4; 36]), params(), None);
     let mut s = ServerSession::new(t0, SpecLimits::default());
     let late = t0 + STEP_TIMEOUT + Duration::from_millis(1);
     c.handle_timeout(late);
@@ -202,7 +205,8 @@ enum Stage {
 /// client's last byte was at `t0`.
 fn session_at(t0: Instant, stage: Stage, time: u64) -> ServerSession {
     let p = Params { time, ..params() };
-    let mut c = ClientSession::new(t0, cookie_from(&[6; 36]), p);
+    let length = Some(Duration::from_secs(time));
+    let mut c = ClientSession::new(t0, cookie_from(&[6; 36]), p, length);
     let mut s = ServerSession::new(t0, SpecLimits::default());
     if stage == Stage::Cookie {
         return s;
@@ -224,7 +228,7 @@ fn session_at(t0: Instant, stage: Stage, time: u64) -> ServerSession {
     if stage == Stage::Running {
         return s;
     }
-    c.end_test(t0);
+    c.handle_timeout(t0 + Duration::from_secs(time));
     pump(t0, &mut c, &mut s);
     assert_eq!(s.poll_action(), Some(ServerAction::TestEnd));
     s.exchange(t0);
@@ -329,7 +333,10 @@ fn a_test_ends_at_its_declared_time_or_the_servers_longest() {
             break a;
         }
     };
-    assert_eq!(action, ServerAction::TimeUp(TimeUp::Declared));
+    assert_eq!(
+        action,
+        ServerAction::TimeUp(TimeUp::Declared { time_s: 60 })
+    );
     assert_eq!(now - t0, Duration::from_secs(60) + DECLARED_GRACE);
     s.terminate();
     assert!(s.is_over());
@@ -343,7 +350,7 @@ fn a_test_ends_at_its_declared_time_or_the_servers_longest() {
         num: 1 << 30,
         ..params()
     };
-    let mut c = ClientSession::new(t0, cookie_from(&[7; 36]), p);
+    let mut c = ClientSession::new(t0, cookie_from(&[7; 36]), p, None);
     let mut s = ServerSession::new(t0, limits);
     pump(t0, &mut c, &mut s);
     let _ = s.poll_action();
@@ -397,7 +404,7 @@ fn parameters_over_a_bound_are_refused_with_iperf3s_codes() {
         ),
     ];
     for (p, limits, code) in over {
-        let mut c = ClientSession::new(t0, cookie_from(&[8; 36]), p.clone());
+        let mut c = ClientSession::new(t0, cookie_from(&[8; 36]), p.clone(), None);
         let mut s = ServerSession::new(t0, limits);
         pump(t0, &mut c, &mut s);
         let _ = s.poll_action();
@@ -437,4 +444,145 @@ fn documents_past_their_steps_cap_end_the_session_at_their_length() {
         s.poll_action(),
         Some(ServerAction::Failed(Iperf3Error::Protocol(e))) if e.contains("65536-byte limit")
     ));
+}
+
+/// A client session brought to TEST_RUNNING at `t0` by a server's state bytes alone.
+fn running_client(p: Params, length: Option<Duration>, t0: Instant) -> ClientSession {
+    let mut c = ClientSession::new(t0, cookie_from(&[9; 36]), p, length);
+    let states = [
+        State::ParamExchange,
+        State::CreateStreams,
+        State::TestStart,
+        State::TestRunning,
+    ];
+    c.handle_bytes(t0, &states.map(State::byte));
+    while c.poll_action().is_some_and(|a| a != ClientAction::Run) {}
+    let n = c.poll_transmit().map_or(0, <[u8]>::len);
+    c.handle_written(t0, n);
+    c
+}
+
+/// A timed test ends at its own length, to the nanosecond (iperf3's `-t` is whole
+/// seconds), not a moment before: the senders stop, then TEST_END goes out.
+#[test]
+fn a_timed_test_ends_at_its_length_and_not_before() {
+    let t0 = Instant::now();
+    let length = Duration::from_millis(2_500);
+    let p = Params {
+        time: 3,
+        ..params()
+    };
+    let mut c = running_client(p, Some(length), t0);
+    assert_eq!(c.poll_timeout(), Some(t0 + length));
+    c.handle_timeout(t0 + length - Duration::from_nanos(1));
+    assert_eq!(c.poll_action(), None);
+    assert_eq!(c.poll_transmit(), None);
+    c.handle_timeout(t0 + length);
+    assert_eq!(c.poll_action(), Some(ClientAction::StopSending));
+    assert_eq!(c.poll_transmit(), Some(&[State::TestEnd.byte()][..]));
+    // Then the results step's deadline, and one TEST_END only.
+    assert_eq!(c.poll_timeout(), Some(t0 + length + STEP_TIMEOUT));
+    c.handle_progress(t0 + length, Progress::default());
+    assert_eq!(c.poll_action(), None);
+}
+
+/// A test of an amount ends once every direction this side takes part in moved it: its
+/// senders their shares, its receivers the whole amount.
+#[test]
+fn a_test_of_an_amount_ends_once_each_direction_moved_it() {
+    let t0 = Instant::now();
+    let amount = Params {
+        time: 0,
+        num: 1_000_000,
+        ..params()
+    };
+    let bidir = Params {
+        bidirectional: true,
+        ..amount.clone()
+    };
+    let mut c = running_client(bidir, None, t0);
+    assert_eq!(c.poll_timeout(), None);
+    let sent = Progress {
+        senders_finished: true,
+        received: 999_999,
+    };
+    c.handle_progress(t0, sent);
+    assert_eq!(c.poll_action(), None);
+    let received = Progress {
+        senders_finished: false,
+        received: 1_000_000,
+    };
+    c.handle_progress(t0, received);
+    assert_eq!(c.poll_action(), None);
+    c.handle_progress(
+        t0,
+        Progress {
+            senders_finished: true,
+            ..received
+        },
+    );
+    assert_eq!(c.poll_action(), Some(ClientAction::StopSending));
+
+    // -R: only what it receives counts; sending alone ends nothing.
+    let reverse = Params {
+        reverse: true,
+        ..amount.clone()
+    };
+    let mut c = running_client(reverse, None, t0);
+    c.handle_progress(t0, sent);
+    assert_eq!(c.poll_action(), None);
+    c.handle_progress(t0, received);
+    assert_eq!(c.poll_action(), Some(ClientAction::StopSending));
+
+    // Forward: its senders' shares.
+    let mut c = running_client(amount, None, t0);
+    c.handle_progress(t0, received);
+    assert_eq!(c.poll_action(), None);
+    c.handle_progress(t0, sent);
+    assert_eq!(c.poll_action(), Some(ClientAction::StopSending));
+}
+
+/// The time bound that ended a test says which in the log's words; only the server's own
+/// counts as a limit for `--metrics`.
+#[test]
+fn a_time_bound_says_which_and_only_the_servers_is_a_limit() {
+    let server = TimeUp::MaxDuration;
+    assert_eq!(server.limit(), Some("max-duration"));
+    assert!(
+        server.to_string().contains("serve --max-duration"),
+        "{server}"
+    );
+    let client = TimeUp::Declared { time_s: 60 };
+    assert_eq!(client.limit(), None);
+    assert_eq!(
+        client.to_string(),
+        format!(
+            "the client did not end its 60 s test within {} s of its end",
+            DECLARED_GRACE.as_secs()
+        )
+    );
+}
+
+/// The server's senders of a timed test stop a little before its `-t`, so that what they
+/// sent is in when the client stops counting; a test of an amount's never stop by time.
+#[test]
+fn the_servers_senders_stop_just_before_a_timed_tests_end() {
+    let t0 = Instant::now();
+    let s = session_at(t0, Stage::Running, 10);
+    let want = Duration::from_secs(10) - SENDER_LEAD;
+    assert_eq!(s.sender_stop_ns(), want.as_nanos() as u64);
+
+    let p = Params {
+        time: 0,
+        num: 1 << 20,
+        ..params()
+    };
+    let mut c = ClientSession::new(t0, cookie_from(&[10; 36]), p, None);
+    let mut s = ServerSession::new(t0, SpecLimits::default());
+    pump(t0, &mut c, &mut s);
+    while s.poll_action().is_some() {}
+    s.welcome(t0);
+    pump(t0, &mut c, &mut s);
+    assert!(matches!(s.poll_action(), Some(ServerAction::Params(_))));
+    assert_eq!(s.sender_stop_ns(), u64::MAX);
 }

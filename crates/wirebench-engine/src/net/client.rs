@@ -18,7 +18,7 @@ use super::roles::{RoleEvent, Roles, Watch};
 use super::{Pump, TICK};
 use crate::control::client::{ClientAction, ClientEvent, ClientParams, ClientSession};
 use crate::control::exchange::printable;
-use crate::control::{RunAction, SETUP_TIMEOUT};
+use crate::control::{Outcome, RunAction, SETUP_TIMEOUT};
 use crate::file::{FileSink, FileSource};
 use crate::log::LogOut;
 use crate::role::user::{user_datapath, UserConnector, UserStream};
@@ -295,6 +295,8 @@ struct Setup {
     log_copier: Option<JoinHandle<std::io::Result<u64>>>,
     file: Option<FilePart>,
     stack: Option<std::sync::Arc<dyn UserConnector>>,
+    /// The roles, once started.
+    roles: Option<Roles>,
 }
 
 impl Setup {
@@ -418,27 +420,7 @@ impl Setup {
 /// did not complete, the document carries what was measured and `error` says why.
 pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineError> {
     let addr = resolve(&cfg.host, cfg.port)?;
-    // Fail on an unwritable log path before any traffic.
-    let log_file = match &cfg.packet_log {
-        Some(path) => Some(
-            create_log_file(path)
-                .map_err(|e| EngineError::io("creating the packet log file", e))?,
-        ),
-        None => None,
-    };
-    // This side's part of a file transfer, opened before any traffic.
-    let file = match (&cfg.file, cfg.spec.direction) {
-        (Some(path), Direction::Forward) => Some(FilePart::Source(
-            FileSource::open(path)
-                .map_err(|e| EngineError::io("opening the file to send", e))?
-                .0,
-        )),
-        (_, Direction::Reverse) if cfg.spec.file.is_some() => Some(FilePart::Sink(
-            FileSink::create_for_user(cfg.save.clone())
-                .map_err(|e| EngineError::io("creating the file to save to", e))?,
-        )),
-        _ => None,
-    };
+    let mut setup = Setup::new(cfg, addr)?;
     let conn = connect(addr, cfg.bind, &mut || watch.interrupted())?;
     let mut pump =
         Pump::new(conn).map_err(|e| EngineError::io("configuring the control connection", e))?;
@@ -452,104 +434,18 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
         packet_log: cfg.packet_log.is_some(),
     };
     let mut session = ClientSession::new(Instant::now(), params);
-    let mut setup = Setup {
-        addr,
-        bind: cfg.bind,
-        cookie: 0,
-        udp_port: 0,
-        tcp_port: None,
-        same_clock: false,
-        spec: cfg.spec.clone(),
-        streams: Vec::new(),
-        log_file,
-        local_log: None,
-        log_copier: None,
-        file,
-        stack: cfg.stack.clone(),
-    };
-    let mut roles: Option<Roles> = None;
-    let mut interrupted = false;
-    let mut began: Option<Instant> = None;
     loop {
         while let Some(action) = session.poll_action() {
-            let now = Instant::now();
-            match action {
-                ClientAction::Accepted {
-                    cookie,
-                    udp_port,
-                    tcp_port,
-                    host_id: server_host,
-                } => {
-                    setup.cookie = cookie;
-                    setup.udp_port = udp_port;
-                    setup.tcp_port = tcp_port;
-                    setup.same_clock = same_clock(&host_id(), &server_host);
-                    setup.spec = session.spec().clone();
-                    setup.streams = (0..setup.spec.total_streams()).map(|_| None).collect();
-                    // The packet log: written here when this side receives, else the
-                    // server's receiver streams it over a connection of its own.
-                    if session.logs_locally() {
-                        if let Some(file) = setup.log_file.take() {
-                            setup.local_log = Some(LogOut {
-                                out: Box::new(file),
-                                abort: None,
-                            });
-                        }
-                    }
-                }
-                ClientAction::OpenLog => {
-                    let event = match setup.open_log() {
-                        Ok(()) => ClientEvent::Opened {
-                            stream: PACKET_LOG_STREAM,
-                        },
-                        Err(error) => ClientEvent::OpenFailed { error },
-                    };
-                    session.handle_event(Instant::now(), event);
-                }
-                ClientAction::OpenStream { stream } => {
-                    let event = match setup.open_stream(pump.stream(), stream) {
-                        Ok(()) => ClientEvent::Opened { stream },
-                        Err(error) => ClientEvent::OpenFailed { error },
-                    };
-                    session.handle_event(Instant::now(), event);
-                }
-                ClientAction::SendHello { stream } => setup.send_hello(stream),
-                ClientAction::StartRoles => {
-                    began = Some(now);
-                    // `begin` leaves before the first datagram.
-                    pump.flush(&mut session);
-                    match Roles::start(setup.roles(&session)) {
-                        Ok(r) => roles = Some(r),
-                        Err(e) => {
-                            let report = Box::new(wirebench_proto::results::SideReport {
-                                error: Some(e.to_string()),
-                                ..Default::default()
-                            });
-                            session.handle_event(now, ClientEvent::RolesDone { report });
-                        }
-                    }
-                }
-                ClientAction::Run(RunAction::PeerCounts(counts)) => {
-                    if let Some(r) = &roles {
-                        r.peer_counts(&counts);
-                    }
-                }
-                ClientAction::Run(RunAction::StopRoles) => {
-                    if let Some(r) = &roles {
-                        r.stop();
-                    }
-                }
-            }
+            setup.on_action(action, &mut session, &mut pump);
         }
         if session.is_closed() {
             break;
         }
         pump.round(&mut session, TICK);
-        if !interrupted && watch.interrupted() {
-            interrupted = true;
+        if watch.interrupted() {
             session.handle_event(Instant::now(), ClientEvent::Interrupt);
         }
-        if let Some(r) = &mut roles {
+        if let Some(r) = &mut setup.roles {
             for event in r.poll(watch) {
                 let event = match event {
                     RoleEvent::SendersDone(counts) => ClientEvent::SendersDone { counts },
@@ -565,52 +461,168 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
             watch.peer_interval(role, &rec);
         }
     }
-    drop(roles);
+    drop(setup.roles.take());
     let outcome = session.outcome().unwrap_or_default();
-    if !outcome.started {
-        return Err(outcome.error.unwrap_or(EngineError::PeerClosed));
+    setup.results(addr, outcome)
+}
+
+impl Setup {
+    /// This side's part of the test, before any traffic: a packet log path that cannot be
+    /// written, or a file that cannot be read or saved, fails here.
+    fn new(cfg: &ClientConfig, addr: SocketAddr) -> Result<Self, EngineError> {
+        let log_file = match &cfg.packet_log {
+            Some(path) => Some(
+                create_log_file(path)
+                    .map_err(|e| EngineError::io("creating the packet log file", e))?,
+            ),
+            None => None,
+        };
+        let file = match (&cfg.file, cfg.spec.direction) {
+            (Some(path), Direction::Forward) => Some(FilePart::Source(
+                FileSource::open(path)
+                    .map_err(|e| EngineError::io("opening the file to send", e))?
+                    .0,
+            )),
+            (_, Direction::Reverse) if cfg.spec.file.is_some() => Some(FilePart::Sink(
+                FileSink::create_for_user(cfg.save.clone())
+                    .map_err(|e| EngineError::io("creating the file to save to", e))?,
+            )),
+            _ => None,
+        };
+        Ok(Self {
+            addr,
+            bind: cfg.bind,
+            cookie: 0,
+            udp_port: 0,
+            tcp_port: None,
+            same_clock: false,
+            spec: cfg.spec.clone(),
+            streams: Vec::new(),
+            log_file,
+            local_log: None,
+            log_copier: None,
+            file,
+            stack: cfg.stack.clone(),
+            roles: None,
+        })
     }
-    let mut error = outcome.error.map(|e| match e {
-        // Say when, so the partial results read right; the receiver's figures the server
-        // never sent are missing, not lost.
-        EngineError::PeerClosed => format!(
-            "the server closed the connection after {:.1} s",
-            began.map_or(0.0, |t| t.elapsed().as_secs_f64())
-        ),
-        e => e.to_string(),
-    });
-    if let Some(copier) = setup.log_copier {
-        // The server closes the log connection when its receiver is done.
-        match copier.join() {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::Other => {
-                error.get_or_insert(e.to_string());
+
+    /// Carries out one of the session's actions.
+    fn on_action(&mut self, action: ClientAction, session: &mut ClientSession, pump: &mut Pump) {
+        let now = Instant::now();
+        match action {
+            ClientAction::Accepted {
+                cookie,
+                udp_port,
+                tcp_port,
+                host_id: server_host,
+            } => {
+                self.cookie = cookie;
+                self.udp_port = udp_port;
+                self.tcp_port = tcp_port;
+                self.same_clock = same_clock(&host_id(), &server_host);
+                self.spec = session.spec().clone();
+                self.streams = (0..self.spec.total_streams()).map(|_| None).collect();
+                // The packet log: written here when this side receives, else the server's
+                // receiver streams it over a connection of its own.
+                if session.logs_locally() {
+                    if let Some(file) = self.log_file.take() {
+                        self.local_log = Some(LogOut {
+                            out: Box::new(file),
+                            abort: None,
+                        });
+                    }
+                }
             }
-            _ => {
-                error.get_or_insert("the server's packet log did not arrive whole".into());
+            ClientAction::OpenLog => {
+                let event = match self.open_log() {
+                    Ok(()) => ClientEvent::Opened {
+                        stream: PACKET_LOG_STREAM,
+                    },
+                    Err(error) => ClientEvent::OpenFailed { error },
+                };
+                session.handle_event(now, event);
+            }
+            ClientAction::OpenStream { stream } => {
+                let event = match self.open_stream(pump.stream(), stream) {
+                    Ok(()) => ClientEvent::Opened { stream },
+                    Err(error) => ClientEvent::OpenFailed { error },
+                };
+                session.handle_event(now, event);
+            }
+            ClientAction::SendHello { stream } => self.send_hello(stream),
+            ClientAction::StartRoles => {
+                // `begin` leaves before the first datagram.
+                pump.flush(session);
+                match Roles::start(self.roles(session)) {
+                    Ok(r) => self.roles = Some(r),
+                    Err(e) => {
+                        let reason = e.to_string();
+                        session.handle_event(now, ClientEvent::RolesFailed { reason });
+                    }
+                }
+            }
+            ClientAction::Run(RunAction::PeerCounts(counts)) => {
+                if let Some(r) = &self.roles {
+                    r.peer_counts(&counts);
+                }
+            }
+            ClientAction::Run(RunAction::StopRoles) => {
+                if let Some(r) = &self.roles {
+                    r.stop();
+                }
             }
         }
     }
-    let mut peer = outcome.peer;
-    if let Some(p) = &mut peer {
-        clean_report(p);
-    }
-    let mut results = Results::assemble(
-        &setup.spec,
-        addr.to_string(),
-        outcome.local.as_ref(),
-        peer.as_ref(),
-        error,
-    );
-    if peer.is_none() && setup.spec.direction == Direction::Forward {
-        // The server received, and its report never came: what it received is unknown,
-        // not lost. (A made-up 100% loss would be the worst kind of wrong figure.)
-        results.end.udp = None;
-        for s in &mut results.streams {
-            s.udp = None;
+
+    /// The results document from how the session ended, with the server's packet log
+    /// waited for.
+    fn results(self, addr: SocketAddr, outcome: Outcome) -> Result<Results, EngineError> {
+        let Some(began) = outcome.began else {
+            return Err(outcome.error.unwrap_or(EngineError::PeerClosed));
+        };
+        let mut error = outcome.error.map(|e| match e {
+            // Say when, so the partial results read right; the receiver's figures the
+            // server never sent are missing, not lost.
+            EngineError::PeerClosed => format!(
+                "the server closed the connection after {:.1} s",
+                began.elapsed().as_secs_f64()
+            ),
+            e => e.to_string(),
+        });
+        if let Some(copier) = self.log_copier {
+            // The server closes the log connection when its receiver is done.
+            match copier.join() {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::Other => {
+                    error.get_or_insert(e.to_string());
+                }
+                _ => {
+                    error.get_or_insert("the server's packet log did not arrive whole".into());
+                }
+            }
         }
+        let mut peer = outcome.peer;
+        if let Some(p) = &mut peer {
+            clean_report(p);
+        }
+        let mut results = Results::assemble(
+            &self.spec,
+            addr.to_string(),
+            outcome.local.as_ref(),
+            peer.as_ref(),
+            error,
+        );
+        if peer.is_none() && self.spec.direction == Direction::Forward {
+            // The server received, and its report never came: what it received is unknown,
+            // not lost. (A made-up 100% loss would be the worst kind of wrong figure.)
+            results.end.udp = None;
+            for s in &mut results.streams {
+                s.udp = None;
+            }
+        }
+        Ok(results)
     }
-    Ok(results)
 }
 
 #[cfg(test)]

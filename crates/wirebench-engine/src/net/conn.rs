@@ -18,7 +18,6 @@ use super::roles::{Collect, RoleEvent, Roles};
 use super::state::{log, log_refused, q, Pending, ServerConfig, State};
 use super::user_accept::{self, Waiting};
 use super::{Pump, SETUP_TICK, TICK};
-use crate::control::admission::DEFAULT_MAX_DURATION;
 use crate::control::admission::{PendingId, Refusal, Ticket};
 use crate::control::server::{ServerAction, ServerEvent, ServerParams, ServerSession};
 use crate::control::{Outcome, RunAction, SETUP_TIMEOUT};
@@ -49,7 +48,7 @@ pub(super) fn new_session(state: &State) -> Option<ServerSession> {
 /// asks, logs how it ended. One thread per test from here on; none before.
 pub(super) fn admitted(
     conn: TcpStream,
-    mut session: ServerSession,
+    session: ServerSession,
     id: PendingId,
     client_host: String,
     state: &State,
@@ -62,143 +61,193 @@ pub(super) fn admitted(
         state.leave_pending(id);
         return;
     };
-    let mut first = Some(ServerAction::Admit);
-    let mut test: Option<Test<'_>> = None;
-    let mut roles: Option<Roles> = None;
-    let mut shutdown_told = false;
+    let mut served = Served {
+        state,
+        session,
+        id,
+        peer,
+        local,
+        client_host,
+        test: None,
+        roles: None,
+    };
+    served.on_action(ServerAction::Admit);
     loop {
-        while let Some(action) = first.take().or_else(|| session.poll_action()) {
-            let now = Instant::now();
-            match action {
-                // The handshake loop saw these (they come before Admit).
-                ServerAction::Identified { .. } | ServerAction::Attach { .. } => {}
-                ServerAction::Admit => {
-                    state.leave_pending(id);
-                    let event = match admit(state, &session, peer, local) {
-                        Ok(t) => {
-                            let event = ServerEvent::Admitted {
-                                cookie: t.slot.cookie,
-                                bytes: t.bytes,
-                                tcp_port: t.tcp_port,
-                            };
-                            test = Some(t);
-                            event
-                        }
-                        Err(r) => ServerEvent::Refused(r),
-                    };
-                    session.handle_event(now, event);
-                }
-                ServerAction::StreamsReady => {
-                    if let Some(t) = &test {
-                        t.slot.unlist();
-                    }
-                }
-                ServerAction::StartRoles => {
-                    state.metrics.tests_started.inc();
-                    let started = test.as_mut().map(|t| Roles::start(t.roles(&client_host)));
-                    match started {
-                        Some(Ok(r)) => roles = Some(r),
-                        Some(Err(e)) => {
-                            let report = Box::new(SideReport {
-                                error: Some(e.to_string()),
-                                ..SideReport::default()
-                            });
-                            session.handle_event(now, ServerEvent::RolesDone { report });
-                        }
-                        None => {}
-                    }
-                }
-                ServerAction::Run(RunAction::PeerCounts(counts)) => {
-                    if let Some(r) = &roles {
-                        r.peer_counts(&counts);
-                    }
-                }
-                ServerAction::Run(RunAction::StopRoles) => {
-                    if let Some(r) = &roles {
-                        r.stop();
-                    }
-                }
-            }
+        while let Some(action) = served.session.poll_action() {
+            served.on_action(action);
         }
-        if session.is_closed() {
+        if served.session.is_closed() {
             break;
         }
-        let tick = if session.awaits_streams() {
+        let tick = if served.session.awaits_streams() {
             SETUP_TICK
         } else {
             TICK
         };
-        pump.round(&mut session, tick);
-        if let Some(t) = &mut test {
-            for event in t.arrivals() {
-                session.handle_event(Instant::now(), event);
-            }
-            if !shutdown_told && state.shutdown.load(Ordering::SeqCst) {
-                // The server is going away: tell the client why, and stop.
-                shutdown_told = true;
-                session.handle_event(Instant::now(), ServerEvent::Shutdown);
-            }
-        }
-        if let Some(r) = &mut roles {
-            let mut closed = Collect::default();
-            let events = r.poll(&mut closed);
-            // The client shows the receiver's intervals live; the server's watch, its own.
-            for (role, rec) in closed.0 {
-                if let (Some(w), Some(t)) = (&state.cfg.watch, &test) {
-                    (w.0)(&super::roles::ServerInterval {
-                        test: t.slot.cookie,
-                        peer,
-                        spec: &t.spec,
-                        role,
-                        record: &rec,
-                    });
-                }
-                session.local_interval(Instant::now(), role, rec);
-            }
-            for event in events {
-                let event = match event {
-                    RoleEvent::SendersDone(counts) => ServerEvent::SendersDone { counts },
-                    RoleEvent::Done(report) => {
-                        // A limit that ended a stream is the test's first cause: the client
-                        // hears it before the reports.
-                        if let Some(reason) = limit_reason(&report) {
-                            session.handle_event(Instant::now(), ServerEvent::Limit { reason });
-                        }
-                        ServerEvent::RolesDone { report }
-                    }
-                };
-                session.handle_event(Instant::now(), event);
-            }
-        }
+        pump.round(&mut served.session, tick);
+        served.after_round();
     }
     state.leave_pending(id);
-    drop(roles);
-    let outcome = session.outcome().unwrap_or_default();
-    let spec = test.as_ref().map(|t| (t.spec.clone(), t.slot.cookie));
-    let log_sent = test
-        .as_ref()
-        .map_or(0, |t| t.log_sent.load(Ordering::Relaxed));
-    drop(test);
-    if outcome.started {
+    served.finish();
+}
+
+/// An admitted connection's test as its driver holds it between rounds: the session
+/// decides, this carries it out on the server's state, the streams and the roles.
+struct Served<'a> {
+    state: &'a State,
+    session: ServerSession,
+    /// Its place in the pending stage, left once admitted or refused.
+    id: PendingId,
+    peer: SocketAddr,
+    local: SocketAddr,
+    /// The client's host identity (one clock or two).
+    client_host: String,
+    test: Option<Test<'a>>,
+    roles: Option<Roles>,
+}
+
+impl Served<'_> {
+    /// Carries out one of the session's actions.
+    fn on_action(&mut self, action: ServerAction) {
+        let now = Instant::now();
+        match action {
+            // The handshake loop saw these (they come before Admit).
+            ServerAction::Identified { .. } | ServerAction::Attach { .. } => {}
+            ServerAction::Admit => {
+                self.state.leave_pending(self.id);
+                let event = match admit(self.state, &self.session, self.peer, self.local) {
+                    Ok(t) => {
+                        let event = ServerEvent::Admitted {
+                            cookie: t.slot.cookie,
+                            bytes: t.bytes,
+                            tcp_port: t.tcp_port,
+                        };
+                        self.test = Some(t);
+                        event
+                    }
+                    Err(r) => ServerEvent::Refused(r),
+                };
+                self.session.handle_event(now, event);
+            }
+            ServerAction::StreamsReady => {
+                if let Some(t) = &self.test {
+                    t.slot.unlist();
+                }
+            }
+            ServerAction::StartRoles => {
+                self.state.metrics.tests_started.inc();
+                let Some(t) = &mut self.test else { return };
+                let deadline_ns = self.session.role_deadline_ns();
+                match Roles::start(t.roles(&self.client_host, deadline_ns)) {
+                    Ok(r) => self.roles = Some(r),
+                    Err(e) => {
+                        let reason = e.to_string();
+                        self.session
+                            .handle_event(now, ServerEvent::RolesFailed { reason });
+                    }
+                }
+            }
+            ServerAction::Run(RunAction::PeerCounts(counts)) => {
+                if let Some(r) = &self.roles {
+                    r.peer_counts(&counts);
+                }
+            }
+            ServerAction::Run(RunAction::StopRoles) => {
+                if let Some(r) = &self.roles {
+                    r.stop();
+                }
+            }
+        }
+    }
+
+    /// Tells the session what happened since the last round: streams that arrived, the
+    /// server's shutdown, the roles' intervals and ends.
+    fn after_round(&mut self) {
+        if let Some(t) = &mut self.test {
+            for event in t.arrivals() {
+                self.session.handle_event(Instant::now(), event);
+            }
+        }
+        if self.state.shutdown.load(Ordering::SeqCst) {
+            // The server is going away: the session tells the client why, once, and stops.
+            self.session
+                .handle_event(Instant::now(), ServerEvent::Shutdown);
+        }
+        let Some(r) = &mut self.roles else { return };
+        let mut closed = Collect::default();
+        let events = r.poll(&mut closed);
+        // The client shows the receiver's intervals live; the server's watch, its own.
+        for (role, rec) in closed.0 {
+            if let (Some(w), Some(t)) = (&self.state.cfg.watch, &self.test) {
+                (w.0)(&super::roles::ServerInterval {
+                    test: t.slot.cookie,
+                    peer: self.peer,
+                    spec: &t.spec,
+                    role,
+                    record: &rec,
+                });
+            }
+            self.session.local_interval(Instant::now(), role, rec);
+        }
+        for event in events {
+            let event = match event {
+                RoleEvent::SendersDone(counts) => ServerEvent::SendersDone { counts },
+                RoleEvent::Done(report) => {
+                    // A limit that ended a stream is the test's first cause: the client
+                    // hears it before the reports.
+                    if let Some(reason) = limit_reason(&report) {
+                        let limit = ServerEvent::Limit { reason };
+                        self.session.handle_event(Instant::now(), limit);
+                    }
+                    ServerEvent::RolesDone { report }
+                }
+            };
+            self.session.handle_event(Instant::now(), event);
+        }
+    }
+
+    /// The slot and the memory given back, the counters moved and the test's log line.
+    fn finish(mut self) {
+        drop(self.roles.take());
+        let outcome = self.session.outcome().unwrap_or_default();
+        let Some(test) = self.test.take() else {
+            return not_started(self.state, self.peer, outcome, true);
+        };
+        let log_sent = test.log_sent.load(Ordering::Relaxed);
+        let (spec, cookie) = (test.spec.clone(), test.slot.cookie);
+        drop(test);
+        if !outcome.started() {
+            return not_started(self.state, self.peer, outcome, true);
+        }
         // The test's buffers and histograms are freed: give the memory back.
         crate::sys::release_free_memory();
+        let (server_sent, server_received) = outcome
+            .local
+            .as_ref()
+            .map_or((0, 0), |l| moved_by(l, &spec));
+        // The packet log streamed to the client is the server's to count too.
+        let moved = (server_sent.saturating_add(log_sent), server_received);
+        let r = Results::assemble(
+            &spec,
+            self.peer.to_string(),
+            outcome.peer.as_ref(),
+            outcome.local.as_ref(),
+            outcome.error.map(|e| e.to_string()),
+        );
+        log_test(self.state, self.peer, (cookie, &spec), &r, moved);
     }
-    let (Some((spec, cookie)), true) = (spec, outcome.started) else {
-        return not_started(state, peer, outcome, true);
-    };
-    let r = Results::assemble(
-        &spec,
-        peer.to_string(),
-        outcome.peer.as_ref(),
-        outcome.local.as_ref(),
-        outcome.error.map(|e| e.to_string()),
-    );
-    let (server_sent, server_received) = outcome
-        .local
-        .as_ref()
-        .map_or((0, 0), |l| moved_by(l, &spec));
-    // The packet log streamed to the client is the server's to count too.
-    let server_sent = server_sent.saturating_add(log_sent);
+}
+
+/// Counts a test that ran for `--metrics` and writes its log line; `moved` is what the
+/// server sent and received.
+fn log_test(
+    state: &State,
+    peer: SocketAddr,
+    (cookie, spec): (u64, &TestSpec),
+    r: &Results,
+    moved: (u64, u64),
+) {
+    let (server_sent, server_received) = moved;
     state.metrics.bytes_sent.inc_by(server_sent);
     state.metrics.bytes_received.inc_by(server_received);
     if let Some(limit) = r.error.as_deref().and_then(limit_of) {
@@ -218,7 +267,7 @@ pub(super) fn admitted(
             known(r.end.received.bytes),
             known(r.end.received.messages),
             r.end.udp.as_ref().map_or(0, |u| u.lost),
-            r.error.map_or_else(|| "ok".to_string(), |e| q(&format!("error: {e}")))
+            r.error.as_ref().map_or_else(|| "ok".to_string(), |e| q(&format!("error: {e}")))
         ),
     );
 }
@@ -552,14 +601,15 @@ impl Test<'_> {
         events
     }
 
-    /// Every stream's role and parameters, in order.
-    fn roles(&mut self, client_host: &str) -> Vec<(Role, DataSocket, RoleParams)> {
+    /// Every stream's role and parameters, in order; each role stops by itself at
+    /// `deadline_ns` from its start.
+    fn roles(
+        &mut self,
+        client_host: &str,
+        deadline_ns: u64,
+    ) -> Vec<(Role, DataSocket, RoleParams)> {
         let cfg = &self.slot.state.cfg;
         let same = same_clock(&host_id(), client_host);
-        let max = cfg.max_duration.unwrap_or(DEFAULT_MAX_DURATION);
-        let deadline_ns = u64::try_from(max.as_nanos())
-            .unwrap_or(u64::MAX)
-            .saturating_add(self.spec.drain_ns);
         let mut out = Vec::with_capacity(self.streams.len());
         for (i, arrived) in std::mem::take(&mut self.streams).into_iter().enumerate() {
             let Some(a) = arrived else { continue };

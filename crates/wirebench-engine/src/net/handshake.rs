@@ -26,6 +26,7 @@ use super::conn::{admitted, new_session, not_started};
 use super::state::{attach, log_refused, q, State};
 use crate::control::admission::PendingId;
 use crate::control::server::{ServerAction, ServerEvent, ServerSession};
+use crate::control::Session;
 use crate::iperf3::codec::COOKIE_LEN;
 use crate::EngineError;
 

@@ -18,8 +18,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use crate::control::client::ClientSession;
-use crate::control::server::ServerSession;
+use crate::control::Session;
 
 /// How often the driver looks at the roles (progress, completion) while nothing else
 /// happens.
@@ -28,71 +27,6 @@ pub(crate) const TICK: Duration = Duration::from_millis(50);
 /// The tick while a server session waits for its streams: they arrive through a queue the
 /// loop polls, and a UDP client waits for each confirmation before its next stream.
 pub(crate) const SETUP_TICK: Duration = Duration::from_millis(2);
-
-/// What the I/O loop needs of a session.
-pub(crate) trait Conn {
-    /// Bytes to write.
-    fn poll_transmit(&self) -> Option<&[u8]>;
-    /// `n` of them were written.
-    fn handle_written(&mut self, now: Instant, n: usize);
-    /// Bytes were read.
-    fn handle_bytes(&mut self, now: Instant, bytes: &[u8]);
-    /// The peer closed, or the connection failed.
-    fn handle_closed(&mut self, now: Instant);
-    /// A deadline passed.
-    fn handle_timeout(&mut self, now: Instant);
-    /// The next deadline.
-    fn poll_timeout(&self) -> Option<Instant>;
-    /// How many bytes may be read now.
-    fn read_limit(&self) -> usize {
-        usize::MAX
-    }
-}
-
-impl Conn for ClientSession {
-    fn poll_transmit(&self) -> Option<&[u8]> {
-        ClientSession::poll_transmit(self)
-    }
-    fn handle_written(&mut self, now: Instant, n: usize) {
-        ClientSession::handle_written(self, now, n)
-    }
-    fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
-        ClientSession::handle_bytes(self, now, bytes)
-    }
-    fn handle_closed(&mut self, now: Instant) {
-        ClientSession::handle_closed(self, now)
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        ClientSession::handle_timeout(self, now)
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        ClientSession::poll_timeout(self)
-    }
-}
-
-impl Conn for ServerSession {
-    fn poll_transmit(&self) -> Option<&[u8]> {
-        ServerSession::poll_transmit(self)
-    }
-    fn handle_written(&mut self, now: Instant, n: usize) {
-        ServerSession::handle_written(self, now, n)
-    }
-    fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
-        ServerSession::handle_bytes(self, now, bytes)
-    }
-    fn handle_closed(&mut self, now: Instant) {
-        ServerSession::handle_closed(self, now)
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        ServerSession::handle_timeout(self, now)
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        ServerSession::poll_timeout(self)
-    }
-    fn read_limit(&self) -> usize {
-        ServerSession::read_limit(self)
-    }
-}
 
 /// A control connection under a session.
 pub(crate) struct Pump {
@@ -122,7 +56,7 @@ impl Pump {
     }
 
     /// Writes what waits, once (before the roles start, so that `begin` leaves first).
-    pub(crate) fn flush(&mut self, s: &mut impl Conn) {
+    pub(crate) fn flush(&mut self, s: &mut impl Session) {
         if self.gone {
             return;
         }
@@ -137,7 +71,7 @@ impl Pump {
 
     /// One round: writes what waits, reads for at most `tick` or until the session's next
     /// deadline, then lets the session handle its deadlines.
-    pub(crate) fn round(&mut self, s: &mut impl Conn, tick: Duration) {
+    pub(crate) fn round(&mut self, s: &mut impl Session, tick: Duration) {
         self.flush(s);
         let now = Instant::now();
         let wait = s
@@ -164,7 +98,7 @@ impl Pump {
         }
     }
 
-    fn close(&mut self, s: &mut impl Conn) {
+    fn close(&mut self, s: &mut impl Session) {
         self.gone = true;
         s.handle_closed(Instant::now());
         // What waits to be written cannot be: tell the session it is gone.

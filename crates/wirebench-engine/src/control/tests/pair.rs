@@ -17,6 +17,7 @@ use crate::auth::Psk;
 use crate::control::admission::{Admission, SlotLimits, SpecLimits, Ticket};
 use crate::control::client::{ClientAction, ClientEvent, ClientParams, ClientSession};
 use crate::control::server::{ServerAction, ServerEvent, ServerParams, ServerSession};
+use crate::control::Session;
 use crate::control::{Outcome, RunAction};
 
 /// The client's address as the server sees it.

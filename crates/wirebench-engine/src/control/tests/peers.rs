@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::pair::{spec, Pair};
+use crate::control::Session;
 use crate::control::FIRST_BYTES_TIMEOUT;
 
 fn secs(s: u64) -> Duration {

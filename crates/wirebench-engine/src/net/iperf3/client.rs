@@ -13,7 +13,7 @@ use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 use super::{
     any_for, budget, congestion_of, peer_report, round, set_udp_window, set_window, Streams,
 };
-use crate::iperf3::client::{ClientAction, ClientSession};
+use crate::iperf3::client::{ClientAction, ClientSession, Progress};
 use crate::iperf3::codec::{
     connect_bytes, cookie_from, is_connect, stream_id, COOKIE_LEN, UDP_CONNECT_MSG,
 };
@@ -153,33 +153,9 @@ fn open_stream(
 /// this side measured from what it saw, the server's from its results exchange, marked.
 pub fn run_iperf3(cfg: &Iperf3Config, watch: &mut dyn Watch) -> Result<Results, EngineError> {
     let spec = &cfg.spec;
-    if spec.mechanism != wirebench_proto::spec::Mechanism::Stream
-        || spec.file.is_some()
-        || spec.zerocopy
-    {
-        return Err(EngineError::Setup(
-            "an iperf3 server runs streams only: no --mode, --file or --zerocopy with --iperf3"
-                .into(),
-        ));
-    }
     let senders = client_sends(spec);
-    // Fail on a log that cannot be written before any traffic.
-    let mut log = match &cfg.packet_log {
-        Some(_) if spec.protocol != Protocol::Udp || !senders.contains(&false) => {
-            return Err(EngineError::Setup(
-                "--packet-log with --iperf3 needs -u and -R or --bidir: wirebench logs the datagrams it receives"
-                    .into(),
-            ))
-        }
-        Some(path) => Some(LogOut {
-            out: Box::new(
-                wirebench_sys::output::Pending::create(path)
-                    .map_err(|e| EngineError::io("creating the packet log file", e.source))?,
-            ),
-            abort: None,
-        }),
-        None => None,
-    };
+    // Fail on a test iperf3 cannot run, or a log that cannot be written, before any traffic.
+    let mut log = checked_log(cfg, &senders)?;
     let addr = resolve(&cfg.host, cfg.port)?;
     let control =
         TcpStream::connect_timeout(&addr, STEP_TIMEOUT).map_err(|source| EngineError::Connect {
@@ -190,13 +166,14 @@ pub fn run_iperf3(cfg: &Iperf3Config, watch: &mut dyn Watch) -> Result<Results, 
     getrandom::getrandom(&mut random)
         .map_err(|e| EngineError::Setup(format!("no randomness: {e}")))?;
     let cookie = cookie_from(&random);
-    let mut session = ClientSession::new(Instant::now(), cookie, params_for(spec, cfg.window));
+    let length = spec.duration_ns.map(Duration::from_nanos);
+    let params = params_for(spec, cfg.window);
+    let mut session = ClientSession::new(Instant::now(), cookie, params, length);
     let mut pump = Pump::new(control).map_err(|e| EngineError::io("control connection", e))?;
     let mut socks = Vec::new();
     let mut streams: Option<Streams> = None;
     let mut peer: Option<ResultsDoc> = None;
     let mut congestion = None;
-    let mut started: Option<Instant> = None;
     let interval = Duration::from_nanos(spec.interval_ns.max(100_000_000));
     loop {
         while let Some(action) = session.poll_action() {
@@ -210,25 +187,17 @@ pub fn run_iperf3(cfg: &Iperf3Config, watch: &mut dyn Watch) -> Result<Results, 
                     }
                 }
                 ClientAction::Run => {
-                    let plan = Plan {
-                        sender: true,
-                        len: spec.size as usize,
-                        rate_bps: spec.rate_bps,
-                        wide: false,
-                        budget: budget(spec.bytes),
-                        start: Instant::now(),
-                        epoch_unix_ns: crate::sys::unix_now_ns(),
-                        stop_at_ns: u64::MAX,
-                        limit: None,
-                    };
-                    started = Some(plan.start);
-                    streams = Some(Streams::start(
-                        std::mem::take(&mut socks),
-                        senders.clone(),
-                        &plan,
-                        interval,
-                        log.take(),
-                    )?);
+                    let socks = std::mem::take(&mut socks);
+                    let plan = client_plan(spec);
+                    let started =
+                        Streams::start(socks, senders.clone(), &plan, interval, log.take());
+                    streams = Some(started?);
+                }
+                ClientAction::StopSending => {
+                    if let Some(s) = streams.as_mut() {
+                        s.stop_senders();
+                        s.watch(watch, true);
+                    }
                 }
                 ClientAction::SendResults => {
                     let doc = streams
@@ -254,24 +223,62 @@ pub fn run_iperf3(cfg: &Iperf3Config, watch: &mut dyn Watch) -> Result<Results, 
                 ClientAction::Failed(e) => return Err(EngineError::Peer(e.to_string())),
             }
         }
-        if let (Some(s), Some(t0)) = (streams.as_mut(), started) {
-            s.watch(watch, false);
-            let time_up = spec
-                .duration_ns
-                .is_some_and(|d| t0.elapsed() >= Duration::from_nanos(d));
-            let amount_done = spec.bytes.is_some_and(|n| {
-                let sent_done = !senders.contains(&true) || s.senders_finished();
-                let received_done = !senders.contains(&false) || s.total(false) >= n;
-                sent_done && received_done
-            });
-            if time_up || amount_done {
-                s.stop_senders();
-                s.watch(watch, true);
-                session.end_test(Instant::now());
-                started = None;
-            }
-        }
         round(&mut pump, &mut session, TICK.min(Duration::from_millis(10)));
+        if let Some(s) = streams.as_mut() {
+            // The session ends a test of an amount once it moved (its time, by a deadline).
+            s.watch(watch, false);
+            let moved = Progress {
+                senders_finished: s.senders_finished(),
+                received: s.total(false),
+            };
+            session.handle_progress(Instant::now(), moved);
+        }
+    }
+}
+
+/// The packet log a test against an iperf3 server writes, opened; an error for a test such
+/// a server cannot run, or a log this side cannot write.
+fn checked_log(cfg: &Iperf3Config, senders: &[bool]) -> Result<Option<LogOut>, EngineError> {
+    let spec = &cfg.spec;
+    if spec.mechanism != wirebench_proto::spec::Mechanism::Stream
+        || spec.file.is_some()
+        || spec.zerocopy
+    {
+        return Err(EngineError::Setup(
+            "an iperf3 server runs streams only: no --mode, --file or --zerocopy with --iperf3"
+                .into(),
+        ));
+    }
+    match &cfg.packet_log {
+        Some(_) if spec.protocol != Protocol::Udp || !senders.contains(&false) => {
+            Err(EngineError::Setup(
+                "--packet-log with --iperf3 needs -u and -R or --bidir: wirebench logs the datagrams it receives"
+                    .into(),
+            ))
+        }
+        Some(path) => Ok(Some(LogOut {
+            out: Box::new(
+                wirebench_sys::output::Pending::create(path)
+                    .map_err(|e| EngineError::io("creating the packet log file", e.source))?,
+            ),
+            abort: None,
+        })),
+        None => Ok(None),
+    }
+}
+
+/// How this side's streams move: as the test asks, from now; the session ends them.
+fn client_plan(spec: &TestSpec) -> Plan {
+    Plan {
+        sender: true,
+        len: spec.size as usize,
+        rate_bps: spec.rate_bps,
+        wide: false,
+        budget: budget(spec.bytes),
+        start: Instant::now(),
+        epoch_unix_ns: crate::sys::unix_now_ns(),
+        stop_at_ns: u64::MAX,
+        limit: None,
     }
 }
 

@@ -16,60 +16,14 @@ use socket2::SockRef;
 use wirebench_proto::results::{IntervalRecord, Role, SideReport, UdpCounts};
 
 use super::roles::Watch;
-use super::{Conn, Pump};
-use crate::iperf3::client::ClientSession;
+use super::Pump;
+use crate::control::Session;
 use crate::iperf3::codec::stream_id;
-use crate::iperf3::server::ServerSession;
 use crate::iperf3::{ResultsDoc, StreamResult};
 use crate::log::LogOut;
 use crate::role::iperf3::{Live, Plan, StreamEnd};
 use crate::role::DataSocket;
 use crate::EngineError;
-
-impl Conn for ClientSession {
-    fn poll_transmit(&self) -> Option<&[u8]> {
-        ClientSession::poll_transmit(self)
-    }
-    fn handle_written(&mut self, now: Instant, n: usize) {
-        ClientSession::handle_written(self, now, n)
-    }
-    fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
-        ClientSession::handle_bytes(self, now, bytes)
-    }
-    fn handle_closed(&mut self, now: Instant) {
-        ClientSession::handle_closed(self, now)
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        ClientSession::handle_timeout(self, now)
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        ClientSession::poll_timeout(self)
-    }
-}
-
-impl Conn for ServerSession {
-    fn poll_transmit(&self) -> Option<&[u8]> {
-        ServerSession::poll_transmit(self)
-    }
-    fn handle_written(&mut self, now: Instant, n: usize) {
-        ServerSession::handle_written(self, now, n)
-    }
-    fn handle_bytes(&mut self, now: Instant, bytes: &[u8]) {
-        ServerSession::handle_bytes(self, now, bytes)
-    }
-    fn handle_closed(&mut self, now: Instant) {
-        ServerSession::handle_closed(self, now)
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        ServerSession::handle_timeout(self, now)
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        ServerSession::poll_timeout(self)
-    }
-    fn read_limit(&self) -> usize {
-        ServerSession::read_limit(self)
-    }
-}
 
 /// Sets the socket buffers both ways (`-w`), as iperf3 does for its data sockets.
 fn set_window(s: SockRef<'_>, window: u64) {
@@ -419,7 +373,7 @@ fn peer_report(doc: &ResultsDoc, ids: &[i64], sending: bool, udp: bool) -> SideR
 }
 
 /// Runs the pump until the session has an action or is over, at most `tick` at a time.
-fn round(pump: &mut Pump, s: &mut impl Conn, tick: Duration) {
+fn round(pump: &mut Pump, s: &mut impl Session, tick: Duration) {
     pump.round(s, tick);
 }
 

@@ -15,13 +15,13 @@ use super::registry::Waiting;
 use super::{budget, congestion_of, round, set_udp_window, set_window, Streams};
 use crate::control::admission::{PendingId, Ticket};
 use crate::control::memory::iperf3_test_memory;
+use crate::control::Session;
 use crate::control::SETUP_TIMEOUT;
 use crate::iperf3::admit::Admitted;
 use crate::iperf3::codec::{
     check_cookie, connect_bytes, is_connect, COOKIE_LEN, IE_TOTAL_RATE, UDP_CONNECT_REPLY,
 };
-use crate::iperf3::server::{ServerAction, ServerSession, TimeUp, DECLARED_GRACE};
-use crate::iperf3::Params;
+use crate::iperf3::server::{ServerAction, ServerSession};
 use crate::net::roles::Quiet;
 use crate::net::state::{log, log_refused, q, State};
 use crate::net::{Pump, SETUP_TICK, TICK};
@@ -151,21 +151,6 @@ pub(crate) fn serve_port(
     Ok(tcp)
 }
 
-/// How early the server's senders stop before a timed test's end, so that what they sent
-/// has reached the iperf3 client (which stops counting when it sends TEST_END) by then.
-const SENDER_LEAD: Duration = Duration::from_millis(100);
-
-/// When the server's senders stop by themselves: a little before a timed test's end (the
-/// client's timer starts when TEST_RUNNING reaches it, after this side's start), never for a
-/// test of an amount (the budget ends it).
-fn sender_stop_ns(p: &Params) -> u64 {
-    if p.num > 0 || p.time == 0 {
-        return u64::MAX;
-    }
-    let t = Duration::from_secs(p.time).saturating_sub(SENDER_LEAD);
-    u64::try_from(t.as_nanos()).unwrap_or(u64::MAX)
-}
-
 /// Which streams the server sends on, in the order the client opens them (iperf3's
 /// `iperf_run_server`: with `--bidir`, the server's receiving streams come first).
 fn server_sends(a: &Admitted) -> Vec<bool> {
@@ -227,8 +212,6 @@ struct Test<'a> {
     congestion: Option<String>,
     /// The server limit that ended the test, as `--metrics` names it.
     limited: Option<&'static str>,
-    /// From the start of the streams to TEST_END: the server's limits end the test.
-    running: bool,
     /// The streams' bytes both ways at the last look: when they move, the client is alive.
     moved: u64,
 }
@@ -268,7 +251,6 @@ fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) 
         streams: None,
         congestion: None,
         limited: None,
-        running: false,
         moved: 0,
     };
     let outcome = test.serve();
@@ -313,26 +295,8 @@ impl Test<'_> {
                 self.state.metrics.refused(r.kind());
                 return Some("refused".into());
             }
-            ServerAction::TimeUp(why) => {
-                let (text, limit) = match why {
-                    TimeUp::MaxDuration => (
-                        "the server ended the test at its time limit (serve --max-duration)"
-                            .to_string(),
-                        Some("max-duration"),
-                    ),
-                    TimeUp::Declared => (
-                        format!(
-                            "the client did not end its {} s test within {} s of its end",
-                            self.admitted.as_ref().map_or(0, |a| a.params().time),
-                            DECLARED_GRACE.as_secs()
-                        ),
-                        None,
-                    ),
-                };
-                return Some(self.stop(text, limit));
-            }
+            ServerAction::TimeUp(why) => return Some(self.stop(why.to_string(), why.limit())),
             ServerAction::TestEnd => {
-                self.running = false;
                 if let Some(s) = self.streams.as_mut() {
                     s.stop_senders();
                 }
@@ -470,14 +434,13 @@ impl Test<'_> {
             budget: budget((p.num > 0).then_some(p.num)),
             start: Instant::now(),
             epoch_unix_ns: crate::sys::unix_now_ns(),
-            stop_at_ns: sender_stop_ns(p),
+            stop_at_ns: self.session.sender_stop_ns(),
             limit: (limits != TestLimits::default() || max_pps.is_some())
                 .then(|| MoveLimit::share(limits, streams, p.len).with_packets(max_pps, streams)),
         };
         let streams = Streams::start(socks, senders, &plan, Duration::from_secs(1), None)
             .map_err(|e| e.to_string())?;
         self.streams = Some(streams);
-        self.running = true;
         self.state.metrics.tests_started.inc();
         // The session holds the test's deadlines from here: its length and the client's
         // silence.
@@ -495,7 +458,8 @@ impl Test<'_> {
             self.moved = moved;
             self.session.handle_activity(Instant::now());
         }
-        if !self.running {
+        // From the start of the streams to TEST_END: the server's limits end the test.
+        if !self.session.is_running() {
             return None;
         }
         if s.limited() {
