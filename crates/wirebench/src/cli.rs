@@ -798,13 +798,14 @@ impl RunArgs {
             (Protocol::Udp, _) => 1472,
         });
         let (rate_bps, rate_pps) = match self.rate {
-            Some(Rate::BitsPerSecond(b)) => (b, 0),
+            // `-b 0`: unlimited, as iperf3's.
+            Some(Rate::BitsPerSecond(b)) => ((b > 0).then_some(b), None),
             Some(Rate::PacketsPerSecond(0)) => {
                 return Err("--rate 0pps is not a rate: use -b 0 for unlimited".into())
             }
-            Some(Rate::PacketsPerSecond(p)) => (0, p),
-            None if protocol == Protocol::Udp => (DEFAULT_UDP_RATE_BPS, 0),
-            None => (0, 0),
+            Some(Rate::PacketsPerSecond(p)) => (None, Some(p)),
+            None if protocol == Protocol::Udp => (Some(DEFAULT_UDP_RATE_BPS), None),
+            None => (None, None),
         };
         let duration = match (self.bytes, self.time) {
             (None, None) => Some(Duration::from_secs(10)),
@@ -849,13 +850,13 @@ impl RunArgs {
             ack_timeout_ns: ns(self.ack_timeout),
             packet_log: self.packet_log.is_some(),
             no_offload: self.no_offload,
-            response_size: self.response_size.unwrap_or(0),
+            response_size: self.response_size.filter(|&r| r > 0),
             congestion: self.cc.clone(),
             zerocopy: self.zerocopy,
             file: None,
             socket_buffer_bytes: self.window,
             omit_ns: self.omit.map_or(0, ns),
-            busy_poll_ns: self.busy_poll.map_or(0, ns),
+            busy_poll_ns: self.busy_poll.map(ns).filter(|&n| n > 0),
         };
         let mut spec = spec;
         if let Some(path) = &self.file {

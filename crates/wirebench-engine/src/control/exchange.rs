@@ -398,33 +398,10 @@ pub(super) fn peer_stream<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wirebench_proto::spec::{Mechanism, Protocol};
+    use wirebench_proto::spec::Protocol;
 
     fn spec() -> TestSpec {
-        TestSpec {
-            protocol: Protocol::Udp,
-            mechanism: Mechanism::Stream,
-            direction: Direction::Forward,
-            size: 1000,
-            bytes: Some(1_000_000),
-            duration_ns: None,
-            rate_bps: 0,
-            rate_pps: 0,
-            gap_ns: 0,
-            streams: 1,
-            interval_ns: 1_000_000_000,
-            drain_ns: 1_000_000_000,
-            ack_timeout_ns: 200_000_000,
-            packet_log: false,
-            no_offload: false,
-            response_size: 0,
-            congestion: None,
-            zerocopy: false,
-            file: None,
-            socket_buffer_bytes: None,
-            omit_ns: 0,
-            busy_poll_ns: 0,
-        }
+        TestSpec::example().protocol(Protocol::Udp)
     }
 
     /// A peer's live intervals wait for the driver, but a flood of them is bounded.

@@ -169,21 +169,15 @@ mod tests {
 
     /// A one-stream TCP test of 1 MB in 128 KiB messages (the control tests' fixture).
     fn example() -> TestSpec {
-        TestSpec {
-            size: 128 * 1024,
-            ..crate::control::tests::pair::spec()
-        }
+        crate::control::tests::pair::spec().size(128 * 1024)
     }
 
     fn rr(streams: u32, size: u64, response: u64) -> TestSpec {
-        TestSpec {
-            protocol: Protocol::Tcp,
-            mechanism: Mechanism::Rr,
-            response_size: response,
-            streams,
-            size,
-            ..example()
-        }
+        example()
+            .mechanism(Mechanism::Rr)
+            .response_size(response)
+            .streams(streams)
+            .size(size)
     }
 
     const CAPS: SocketCaps = SocketCaps {
@@ -206,10 +200,7 @@ mod tests {
 
     #[test]
     fn udp_socket_buffers_count_as_the_kernel_grants_them() {
-        let udp = TestSpec {
-            protocol: Protocol::Udp,
-            ..example()
-        };
+        let udp = example().protocol(Protocol::Udp);
         let capped = test_memory(
             &udp,
             SocketCaps {
@@ -229,14 +220,8 @@ mod tests {
 
     #[test]
     fn the_packet_log_queue_and_a_file_buffer_count_once() {
-        let base = TestSpec {
-            protocol: Protocol::Udp,
-            ..example()
-        };
-        let log = TestSpec {
-            packet_log: true,
-            ..base.clone()
-        };
+        let base = example().protocol(Protocol::Udp);
+        let log = base.clone().packet_log(true);
         assert_eq!(
             test_memory(&log, CAPS) - test_memory(&base, CAPS),
             PACKET_LOG_QUEUE_BYTES

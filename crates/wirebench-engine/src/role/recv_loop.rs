@@ -141,7 +141,7 @@ mod tests {
     use std::time::Instant;
 
     use wirebench_proto::results::Datapath;
-    use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
+    use wirebench_proto::spec::{Protocol, TestSpec};
 
     const NS_PER_S: u64 = 1_000_000_000;
 
@@ -149,30 +149,11 @@ mod tests {
 
     fn params(drain_ns: u64, deadline_ns: u64) -> RoleParams {
         RoleParams {
-            spec: TestSpec {
-                protocol: Protocol::Udp,
-                mechanism: Mechanism::Stream,
-                direction: Direction::Forward,
-                size: 100,
-                bytes: None,
-                duration_ns: Some(NS_PER_S),
-                rate_bps: 0,
-                rate_pps: 0,
-                gap_ns: 0,
-                streams: 1,
-                interval_ns: NS_PER_S,
-                drain_ns,
-                ack_timeout_ns: 200_000_000,
-                packet_log: false,
-                no_offload: false,
-                response_size: 0,
-                congestion: None,
-                zerocopy: false,
-                file: None,
-                socket_buffer_bytes: None,
-                omit_ns: 0,
-                busy_poll_ns: 0,
-            },
+            spec: TestSpec::example()
+                .protocol(Protocol::Udp)
+                .size(100)
+                .duration_ns(NS_PER_S)
+                .drain_ns(drain_ns),
             deadline_ns,
             limit: None,
             hello: None,

@@ -266,7 +266,7 @@ mod tests {
         assert_eq!(p.load.direction, wirebench_proto::spec::Direction::Bidir);
         assert_eq!(p.load.duration_ns, Some(20_000_000_000));
         assert_eq!(p.tcp.duration_ns, Some(26_000_000_000));
-        assert_eq!(p.tcp.rate_pps, 10);
+        assert_eq!(p.tcp.rate_pps, Some(10));
         assert_eq!(p.udp.protocol, wirebench_proto::spec::Protocol::Udp);
         assert_eq!(p.udp.congestion, None);
         assert_eq!(p.tcp.congestion.as_deref(), Some("cubic"));
