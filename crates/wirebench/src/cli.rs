@@ -889,3 +889,42 @@ impl RunArgs {
         Ok(spec)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec_of(flags: &[&str]) -> Result<TestSpec, String> {
+        let mut argv = vec!["wirebench", "run", "h"];
+        argv.extend_from_slice(flags);
+        match Cli::try_parse_from(argv)
+            .map_err(|e| e.to_string())?
+            .command
+        {
+            Command::Run(r) => r.run.spec(),
+            _ => Err("not run".into()),
+        }
+    }
+
+    /// `TestSpec::default()` is what `run HOST` asks for, so the tests that start from it
+    /// start from what people run.
+    #[test]
+    fn run_without_flags_asks_for_the_default_spec() {
+        assert_eq!(spec_of(&[]), Ok(TestSpec::default()));
+    }
+
+    /// The flags whose 0 means "none" give none, as a peer reads a 0 off the wire.
+    #[test]
+    fn zero_rate_response_size_and_busy_poll_are_none() {
+        let s =
+            spec_of(&["-u", "-b", "0", "--mode", "rr", "--response-size", "0"]).expect("a spec");
+        assert_eq!(
+            (s.rate_bps, s.rate_pps, s.response_size),
+            (None, None, None)
+        );
+        let s = spec_of(&["--mode", "rr", "--busy-poll=0s"]).expect("a spec");
+        assert_eq!(s.busy_poll_ns, None);
+        let s = spec_of(&["-b", "100pps"]).expect("a spec");
+        assert_eq!((s.rate_bps, s.rate_pps), (None, Some(100)));
+    }
+}

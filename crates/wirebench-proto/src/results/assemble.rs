@@ -568,6 +568,36 @@ mod tests {
         assert_eq!(v["error"], "boom");
     }
 
+    /// The spec's "none" is echoed in `test` as the documented 0 (rates) or the size the
+    /// test used (rr's response), keys and values as before they became `Option`s.
+    #[test]
+    fn the_echoed_spec_keeps_its_keys_and_zeros() {
+        let test = |s: &TestSpec| {
+            let r = Results::assemble(s, "x".into(), None, None, None);
+            serde_json::to_value(&r).expect("json")["test"].clone()
+        };
+        let plain = test(&spec());
+        assert_eq!(
+            (plain["rate_bps"].as_u64(), plain["rate_pps"].as_u64()),
+            (Some(0), Some(0))
+        );
+        assert!(plain.get("response_size").is_none());
+        let paced = test(&spec().rate_bps(5_000).rate_pps(10));
+        assert_eq!(
+            (paced["rate_bps"].as_u64(), paced["rate_pps"].as_u64()),
+            (Some(5_000), Some(10))
+        );
+        let rr = spec()
+            .direction(Direction::Forward)
+            .mechanism(Mechanism::Rr)
+            .size(64);
+        assert_eq!(test(&rr)["response_size"].as_u64(), Some(64));
+        assert_eq!(
+            test(&rr.response_size(200))["response_size"].as_u64(),
+            Some(200)
+        );
+    }
+
     /// `-R` with the server gone before its report: what the client received is known,
     /// what the server sent is not, and the document says null for it, never 0.
     #[test]
