@@ -620,18 +620,15 @@ mod tests {
     use crate::control::exchange::printable;
     use std::net::TcpListener;
 
-    fn udp_spec() -> TestSpec {
-        TestSpec::example().protocol(Protocol::Udp).packet_log(true)
-    }
-
     #[test]
     fn the_packet_log_limit_follows_the_test() {
         use wirebench_proto::packet_log::RECORD_LEN;
-        let small = packet_log_limit(&udp_spec());
+        let udp = TestSpec::example().protocol(Protocol::Udp).packet_log(true);
+        let small = packet_log_limit(&udp);
         // 1,000 datagrams: a record each and a loss record each, twice over, and the header.
         assert!(small >= 1000 * 2 * RECORD_LEN as u64, "{small}");
         assert!(small < 1_000_000, "{small}");
-        let timed = udp_spec().duration_ns(10_000_000_000);
+        let timed = udp.duration_ns(10_000_000_000);
         assert!(packet_log_limit(&timed.clone().rate_bps(1_000_000)) < small * 10);
         assert!(packet_log_limit(&timed) > small);
     }
