@@ -392,7 +392,7 @@ impl Setup {
             let stream = i as u32;
             let params = RoleParams {
                 spec: spec.clone(),
-                deadline_ns: u64::MAX,
+                deadline_ns: None,
                 limit: None,
                 hello: o.hello,
                 token: SeqToken::of_stream(cookie, stream),

@@ -147,7 +147,7 @@ mod tests {
 
     use crate::sys::udp::Offloads;
 
-    fn params(drain_ns: u64, deadline_ns: u64) -> RoleParams {
+    fn params(drain_ns: u64, deadline_ns: Option<u64>) -> RoleParams {
         RoleParams {
             spec: TestSpec::example()
                 .protocol(Protocol::Udp)
@@ -213,7 +213,7 @@ mod tests {
     fn datagrams_end_once_the_senders_count_has_arrived() {
         let sh = shared();
         sh.peer_done(5);
-        let p = params(u64::MAX, u64::MAX);
+        let p = params(u64::MAX, None);
         let mut r = Script {
             left: 10,
             ..Script::default()
@@ -233,7 +233,7 @@ mod tests {
     #[test]
     fn a_byte_stream_ends_when_the_peer_closes() {
         let sh = shared();
-        let p = params(u64::MAX, u64::MAX);
+        let p = params(u64::MAX, None);
         let mut r = Script {
             left: 3,
             close: true,
@@ -249,7 +249,7 @@ mod tests {
     fn a_byte_stream_still_open_after_the_drain_is_an_error() {
         let sh = shared();
         sh.peer_done(3);
-        let p = params(0, u64::MAX);
+        let p = params(0, None);
         let mut r = Script::default();
         let (_, error) = run(&mut r, Until::Closed, &p, &sh);
         assert!(
@@ -265,13 +265,13 @@ mod tests {
     fn a_stop_or_the_servers_deadline_ends_the_loop() {
         let sh = shared();
         let mut r = Script::default();
-        let (_, error) = run(&mut r, Until::Counted, &params(u64::MAX, 0), &sh);
+        let (_, error) = run(&mut r, Until::Counted, &params(u64::MAX, Some(0)), &sh);
         assert!(
             matches!(error, Some(RoleError::ServerLimit(_))),
             "{error:?}"
         );
         sh.side_stop.store(true, Ordering::Relaxed);
-        let (_, error) = run(&mut r, Until::Counted, &params(u64::MAX, u64::MAX), &sh);
+        let (_, error) = run(&mut r, Until::Counted, &params(u64::MAX, None), &sh);
         assert!(matches!(error, Some(RoleError::Stopped)), "{error:?}");
     }
 }
