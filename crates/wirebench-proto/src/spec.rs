@@ -314,6 +314,14 @@ impl Default for TestSpec {
 impl TestSpec {
     /// A small test that passes `validate`: one TCP stream of 1 MB in 1000-byte messages,
     /// forward. Tests and examples start from it and set what they are about.
+    ///
+    /// ```
+    /// use wirebench_proto::spec::{Protocol, TestSpec};
+    ///
+    /// let udp = TestSpec::example().protocol(Protocol::Udp).rate_bps(10_000_000);
+    /// assert_eq!(udp.validate(), Ok(()));
+    /// assert_eq!((udp.rate_bps, udp.rate_pps), (Some(10_000_000), None));
+    /// ```
     pub fn example() -> Self {
         Self::default().size(1000).bytes(1_000_000)
     }
@@ -741,7 +749,7 @@ mod tests {
     }
 
     /// What this protocol version sent for three specs before the fields that mean "none"
-    /// became `Option`s, captured from its encoder. Peers of the same version (older builds
+    /// became `Option`s, captured from its encoder (at 983308e). Peers of the same version (older builds
     /// among them) send and expect exactly this.
     const WIRE_PLAIN: &str = r#"{"protocol":"udp","mechanism":"stream","direction":"forward","size":1000,"bytes":1000000,"rate_bps":0,"rate_pps":0,"gap_ns":0,"streams":1,"interval_ns":1000000000,"drain_ns":1000000000,"ack_timeout_ns":200000000,"packet_log":false,"no_offload":false,"response_size":0,"zerocopy":false}"#;
     const WIRE_RR: &str = r#"{"protocol":"tcp","mechanism":"rr","direction":"forward","size":64,"duration_ns":2000000000,"rate_bps":0,"rate_pps":1000,"gap_ns":0,"streams":1,"interval_ns":1000000000,"drain_ns":1000000000,"ack_timeout_ns":200000000,"packet_log":false,"no_offload":false,"response_size":200,"congestion":"cubic","zerocopy":false,"socket_buffer_bytes":65536,"omit_ns":1000000000,"busy_poll_ns":50000}"#;
