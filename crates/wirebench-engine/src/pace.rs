@@ -6,6 +6,7 @@
 //! passes `now` in and does the waiting (see [`wait_until`]).
 
 use std::time::{Duration, Instant};
+use wirebench_proto::spec::TestSpec;
 
 /// How far behind schedule the sender may fall before the schedule is reset.
 pub const MAX_LAG_NS: u64 = 10_000_000;
@@ -49,6 +50,15 @@ impl Pacer {
             messages: 0,
             gap_until_ns: 0,
         }
+    }
+
+    /// The pacer of a test: its rate (`rate_pps` first) and its gap.
+    pub fn of(spec: &TestSpec) -> Self {
+        Self::new(
+            spec.rate_bps.unwrap_or(0),
+            spec.rate_pps.unwrap_or(0),
+            spec.gap_ns,
+        )
     }
 
     /// True when no rate and no gap apply: the sender never waits.

@@ -143,8 +143,8 @@ impl RrulPlan {
             .duration_ns
             .map(|d| d.saturating_add(ns(idle).saturating_mul(2)));
         tcp.interval_ns = ns(probe_interval);
-        tcp.rate_bps = 0;
-        tcp.rate_pps = per_s;
+        tcp.rate_bps = None;
+        tcp.rate_pps = Some(per_s);
         tcp.streams = 1;
         tcp.size = PROBE_SIZE;
         let mut udp = tcp.clone();
@@ -263,14 +263,7 @@ mod tests {
 
     /// A TCP stream test for `secs`, as `run -t` describes one.
     fn base(secs: u64) -> TestSpec {
-        let s: TestSpec = serde_json::from_value(serde_json::json!({
-            "protocol": "tcp", "mechanism": "stream", "direction": "forward",
-            "size": 131072, "bytes": null, "duration_ns": secs * 1_000_000_000,
-            "rate_bps": 0, "rate_pps": 0, "gap_ns": 0, "streams": 1,
-            "interval_ns": 1_000_000_000u64, "drain_ns": 1_000_000_000u64,
-            "ack_timeout_ns": 200_000_000u64, "packet_log": false, "no_offload": false,
-        }))
-        .expect("a spec");
+        let s = TestSpec::default().duration_ns(secs * 1_000_000_000);
         s.validate().expect("valid");
         s
     }
@@ -286,7 +279,7 @@ mod tests {
         assert_eq!(p.load.drain_ns, 5_000_000_000);
         assert_eq!(p.load.interval_ns, 100_000_000);
         assert_eq!(p.tcp.duration_ns, Some(26_000_000_000));
-        assert_eq!((p.tcp.rate_pps, p.tcp.size, p.tcp.streams), (10, 64, 1));
+        assert_eq!((p.tcp.rate_pps, p.tcp.size, p.tcp.streams), (Some(10), 64, 1));
         assert_eq!(p.tcp.mechanism, Mechanism::Rr);
         assert_eq!(p.udp.protocol, Protocol::Udp);
         assert_eq!(p.udp.congestion, None);
@@ -302,7 +295,7 @@ mod tests {
         b.streams = 2;
         let p = RrulPlan::new(&b, Duration::ZERO, Some(Duration::from_millis(50))).expect("plan");
         assert_eq!(p.load.streams, 2);
-        assert_eq!((p.tcp.rate_pps, p.probe_interval_ns), (20, 50_000_000));
+        assert_eq!((p.tcp.rate_pps, p.probe_interval_ns), (Some(20), 50_000_000));
         assert_eq!(p.tcp.duration_ns, Some(2_000_000_000));
         // A zero interval is no interval: the default spacing.
         let p = RrulPlan::new(&b, Duration::ZERO, Some(Duration::ZERO)).expect("plan");

@@ -229,30 +229,11 @@ fn server(stack: &Arc<StandIn>) -> u16 {
 }
 
 fn spec(protocol: Protocol, mechanism: Mechanism, direction: Direction) -> TestSpec {
-    TestSpec {
-        protocol,
-        mechanism,
-        direction,
-        size: 1000,
-        bytes: Some(200_000),
-        duration_ns: None,
-        rate_bps: 0,
-        rate_pps: 0,
-        gap_ns: 0,
-        streams: 1,
-        interval_ns: 1_000_000_000,
-        drain_ns: 1_000_000_000,
-        ack_timeout_ns: 200_000_000,
-        packet_log: false,
-        no_offload: false,
-        response_size: 0,
-        congestion: None,
-        zerocopy: false,
-        file: None,
-        socket_buffer_bytes: None,
-        omit_ns: 0,
-        busy_poll_ns: 0,
-    }
+    TestSpec::example()
+        .protocol(protocol)
+        .mechanism(mechanism)
+        .direction(direction)
+        .bytes(200_000)
 }
 
 struct Quiet;
@@ -323,10 +304,9 @@ fn what_the_stack_cannot_carry_and_a_second_test_at_once_are_refused_with_the_re
     let err = udp.err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("TCP only"), "{err}");
     // A test holds the stack: it has a stack's connection, the other is refused.
-    let mut long = spec(Protocol::Tcp, Mechanism::Stream, Direction::Forward);
-    long.bytes = None;
-    long.duration_ns = Some(2_000_000_000);
-    long.rate_bps = 8_000_000;
+    let long = spec(Protocol::Tcp, Mechanism::Stream, Direction::Forward)
+        .duration_ns(2_000_000_000)
+        .rate_bps(8_000_000);
     let first = std::thread::spawn(move || run(port, long));
     let held = {
         let h = stack.seen.held.lock().unwrap_or_else(|p| p.into_inner());

@@ -98,11 +98,13 @@ pub struct TestSpec {
     /// How long to send; exclusive with `bytes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ns: Option<u64>,
-    /// Sending rate in bits/s of payload; 0 means unlimited.
-    pub rate_bps: u64,
-    /// Sending rate in messages/s; 0 means not set (then `rate_bps` applies).
-    #[serde(default)]
-    pub rate_pps: u64,
+    /// Sending rate in bits/s of payload; none: unlimited (0 on the wire).
+    #[serde(with = "zero_is_none")]
+    pub rate_bps: Option<u64>,
+    /// Sending rate in messages/s, which takes precedence over `rate_bps`; none: not set (0
+    /// on the wire).
+    #[serde(default, with = "zero_is_none")]
+    pub rate_pps: Option<u64>,
     /// Pause after each message (`--gap`), to send more gently than the rate alone would.
     #[serde(default)]
     pub gap_ns: u64,
@@ -121,9 +123,10 @@ pub struct TestSpec {
     /// UDP: no batched system calls, GSO or GRO on either side: one datagram per call.
     #[serde(default)]
     pub no_offload: bool,
-    /// Request/response: the response's size in bytes (0: the same as `size`).
-    #[serde(default)]
-    pub response_size: u64,
+    /// Request/response: the response's size in bytes; none: the same as `size` (0 on the
+    /// wire).
+    #[serde(default, with = "zero_is_none")]
+    pub response_size: Option<u64>,
     /// TCP: the congestion control for the data connection on both sides (`--cc`), e.g.
     /// "cubic", "reno", "bbr"; none: the host's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -149,14 +152,35 @@ pub struct TestSpec {
     pub omit_ns: u64,
     /// Request/response (`--busy-poll`): each side spins on its non-blocking socket for up to
     /// this long before it blocks for the next request or response, and asks the kernel for
-    /// SO_BUSY_POLL of the same time; 0: off. Left out of the message when off, so that a
+    /// SO_BUSY_POLL of the same time; none: off. Left out of the message when off, so that a
     /// peer that predates it still takes every other test.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub busy_poll_ns: u64,
+    #[serde(default, with = "zero_is_none", skip_serializing_if = "none_or_zero")]
+    pub busy_poll_ns: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+fn none_or_zero(n: &Option<u64>) -> bool {
+    n.is_none_or(|n| n == 0)
+}
+
+/// An optional number as the control protocol spells it: 0 for none. Every build of this
+/// protocol version sends and reads the spec so, whatever type the program gives the field.
+mod zero_is_none {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// None (and a zero) as 0.
+    pub(super) fn serialize<S: Serializer>(n: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(n.unwrap_or(0))
+    }
+
+    /// 0 as none.
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        let n = u64::deserialize(d)?;
+        Ok((n != 0).then_some(n))
+    }
 }
 
 /// Longest spin `--busy-poll` takes before a blocking wait: a spin this long already burns
@@ -252,66 +276,297 @@ pub enum SpecError {
 
 const NS_PER_S: u64 = 1_000_000_000;
 
+impl Default for TestSpec {
+    /// What `wirebench run HOST` asks for without flags: ten seconds of one TCP stream
+    /// forward in 128 KiB messages, unpaced, a record a second.
+    fn default() -> Self {
+        Self {
+            protocol: Protocol::Tcp,
+            mechanism: Mechanism::Stream,
+            direction: Direction::Forward,
+            size: 128 * 1024,
+            bytes: None,
+            duration_ns: Some(10 * NS_PER_S),
+            rate_bps: None,
+            rate_pps: None,
+            gap_ns: 0,
+            streams: 1,
+            interval_ns: NS_PER_S,
+            drain_ns: NS_PER_S,
+            ack_timeout_ns: 200_000_000,
+            packet_log: false,
+            no_offload: false,
+            response_size: None,
+            congestion: None,
+            zerocopy: false,
+            file: None,
+            socket_buffer_bytes: None,
+            omit_ns: 0,
+            busy_poll_ns: None,
+        }
+    }
+}
+
+/// Setters, each taking and giving back the spec, so that a test reads as the default (or
+/// [`example`](TestSpec::example)) and what differs from it:
+/// `TestSpec::example().protocol(Protocol::Udp).rate_bps(1_000_000)`. They set; they do not
+/// check (`validate` does).
+impl TestSpec {
+    /// A small test that passes `validate`: one TCP stream of 1 MB in 1000-byte messages,
+    /// forward. Tests and examples start from it and set what they are about.
+    ///
+    /// ```
+    /// use wirebench_proto::spec::{Protocol, TestSpec};
+    ///
+    /// let udp = TestSpec::example().protocol(Protocol::Udp).rate_bps(10_000_000);
+    /// assert_eq!(udp.validate(), Ok(()));
+    /// assert_eq!((udp.rate_bps, udp.rate_pps), (Some(10_000_000), None));
+    /// ```
+    pub fn example() -> Self {
+        Self::default().size(1000).bytes(1_000_000)
+    }
+
+    /// Sets the transport protocol.
+    #[must_use]
+    pub fn protocol(mut self, protocol: Protocol) -> Self {
+        self.protocol = protocol;
+        self
+    }
+
+    /// Sets how messages are sent.
+    #[must_use]
+    pub fn mechanism(mut self, mechanism: Mechanism) -> Self {
+        self.mechanism = mechanism;
+        self
+    }
+
+    /// Sets who sends.
+    #[must_use]
+    pub fn direction(mut self, direction: Direction) -> Self {
+        self.direction = direction;
+        self
+    }
+
+    /// Sets the message size in bytes.
+    #[must_use]
+    pub fn size(mut self, size: u64) -> Self {
+        self.size = size;
+        self
+    }
+
+    /// Sends `bytes` in all, instead of for a time.
+    #[must_use]
+    pub fn bytes(mut self, bytes: u64) -> Self {
+        self.bytes = Some(bytes);
+        self.duration_ns = None;
+        self
+    }
+
+    /// Sends for `duration_ns`, instead of an amount.
+    #[must_use]
+    pub fn duration_ns(mut self, duration_ns: u64) -> Self {
+        self.duration_ns = Some(duration_ns);
+        self.bytes = None;
+        self
+    }
+
+    /// Paces to `rate_bps` bits/s of payload; 0: unlimited, as `-b 0`.
+    #[must_use]
+    pub fn rate_bps(mut self, rate_bps: u64) -> Self {
+        self.rate_bps = (rate_bps != 0).then_some(rate_bps);
+        self
+    }
+
+    /// Paces to `rate_pps` messages/s; 0: not set.
+    #[must_use]
+    pub fn rate_pps(mut self, rate_pps: u64) -> Self {
+        self.rate_pps = (rate_pps != 0).then_some(rate_pps);
+        self
+    }
+
+    /// Sets the pause after each message.
+    #[must_use]
+    pub fn gap_ns(mut self, gap_ns: u64) -> Self {
+        self.gap_ns = gap_ns;
+        self
+    }
+
+    /// Sets the parallel streams (each way, with `--bidir`).
+    #[must_use]
+    pub fn streams(mut self, streams: u32) -> Self {
+        self.streams = streams;
+        self
+    }
+
+    /// Sets the reporting interval.
+    #[must_use]
+    pub fn interval_ns(mut self, interval_ns: u64) -> Self {
+        self.interval_ns = interval_ns;
+        self
+    }
+
+    /// Sets the receiver's wait for data in flight.
+    #[must_use]
+    pub fn drain_ns(mut self, drain_ns: u64) -> Self {
+        self.drain_ns = drain_ns;
+        self
+    }
+
+    /// Sets stop-and-wait's resend timeout.
+    #[must_use]
+    pub fn ack_timeout_ns(mut self, ack_timeout_ns: u64) -> Self {
+        self.ack_timeout_ns = ack_timeout_ns;
+        self
+    }
+
+    /// Asks for a packet log or not.
+    #[must_use]
+    pub fn packet_log(mut self, packet_log: bool) -> Self {
+        self.packet_log = packet_log;
+        self
+    }
+
+    /// Turns UDP batching and offloads off or on.
+    #[must_use]
+    pub fn no_offload(mut self, no_offload: bool) -> Self {
+        self.no_offload = no_offload;
+        self
+    }
+
+    /// Sets request/response's response size; 0: the same as `size`.
+    #[must_use]
+    pub fn response_size(mut self, response_size: u64) -> Self {
+        self.response_size = (response_size != 0).then_some(response_size);
+        self
+    }
+
+    /// Sets the TCP congestion control.
+    #[must_use]
+    pub fn congestion(mut self, congestion: impl Into<String>) -> Self {
+        self.congestion = Some(congestion.into());
+        self
+    }
+
+    /// Sends with MSG_ZEROCOPY or not.
+    #[must_use]
+    pub fn zerocopy(mut self, zerocopy: bool) -> Self {
+        self.zerocopy = zerocopy;
+        self
+    }
+
+    /// Makes the test a transfer of the file `name`.
+    #[must_use]
+    pub fn file(mut self, name: impl Into<String>) -> Self {
+        self.file = Some(name.into());
+        self
+    }
+
+    /// Asks for socket buffers of `bytes` (`-w`).
+    #[must_use]
+    pub fn socket_buffer_bytes(mut self, bytes: u64) -> Self {
+        self.socket_buffer_bytes = Some(bytes);
+        self
+    }
+
+    /// Leaves the first `omit_ns` out of the figures after omission.
+    #[must_use]
+    pub fn omit_ns(mut self, omit_ns: u64) -> Self {
+        self.omit_ns = omit_ns;
+        self
+    }
+
+    /// Busy-polls for up to `busy_poll_ns`; 0: off.
+    #[must_use]
+    pub fn busy_poll_ns(mut self, busy_poll_ns: u64) -> Self {
+        self.busy_poll_ns = (busy_poll_ns != 0).then_some(busy_poll_ns);
+        self
+    }
+}
+
 impl TestSpec {
     /// Checks every field; both the client (before any traffic) and the server (on what it
     /// received) call this.
     pub fn validate(&self) -> Result<(), SpecError> {
-        match self.protocol {
-            Protocol::Udp if !(1..=MAX_UDP_SIZE).contains(&self.size) => {
-                return Err(SpecError::Size {
-                    size: self.size,
-                    proto: "udp",
-                    allowed: "a datagram carries 1 to 65507 bytes",
-                })
-            }
-            Protocol::Tcp if !(1..=MAX_TCP_SIZE).contains(&self.size) => {
-                return Err(SpecError::Size {
-                    size: self.size,
-                    proto: "tcp",
-                    allowed: "a message is 1 byte to 16 MiB",
-                })
-            }
-            _ => {}
-        }
-        match (self.bytes, self.duration_ns) {
-            (Some(0), None) | (None, Some(0)) => return Err(SpecError::ZeroAmount),
-            (Some(_), None) | (None, Some(_)) => {}
-            // A reverse file transfer: the server's file gives the amount.
-            (None, None) if self.file.is_some() && self.direction == Direction::Reverse => {}
-            _ => return Err(SpecError::Amount),
-        }
+        self.check_size()?;
+        self.check_amount()?;
         if let Some(name) = &self.file {
-            let plain = !name.is_empty()
-                && name.len() <= 255
-                && name != "."
-                && name != ".."
-                && !name.contains(['/', '\\', '\0']);
-            if !plain {
-                return Err(SpecError::File(
-                    "the name must be a plain file name, without a directory",
-                ));
-            }
-            if self.duration_ns.is_some() {
-                return Err(SpecError::File(
-                    "a file transfer sends the file once: no --time",
-                ));
-            }
-            if self.mechanism.is_rr() || self.direction == Direction::Bidir || self.streams != 1 {
-                return Err(SpecError::File(
-                    "a file goes one way on one stream: no rr, crr, --bidir or -P",
-                ));
-            }
-            if self.zerocopy {
-                return Err(SpecError::File(
-                    "--zerocopy sends pages the kernel may still hold, so they cannot change: not with a file",
-                ));
-            }
-            if self.protocol == Protocol::Udp && self.size <= HEADER_LEN as u64 {
-                return Err(SpecError::File(
-                    "over UDP each datagram carries a 16-byte header and a piece of the file: --size must be more than 16",
-                ));
-            }
+            self.check_file(name)?;
         }
+        self.check_streams()?;
+        self.check_timing()?;
+        self.check_request_response()?;
+        self.check_tuning()?;
+        if self.packet_log
+            && (self.protocol != Protocol::Udp
+                || self.mechanism != Mechanism::Stream
+                || self.headerless())
+        {
+            return Err(SpecError::PacketLog);
+        }
+        Ok(())
+    }
+
+    fn check_size(&self) -> Result<(), SpecError> {
+        match self.protocol {
+            Protocol::Udp if !(1..=MAX_UDP_SIZE).contains(&self.size) => Err(SpecError::Size {
+                size: self.size,
+                proto: "udp",
+                allowed: "a datagram carries 1 to 65507 bytes",
+            }),
+            Protocol::Tcp if !(1..=MAX_TCP_SIZE).contains(&self.size) => Err(SpecError::Size {
+                size: self.size,
+                proto: "tcp",
+                allowed: "a message is 1 byte to 16 MiB",
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    fn check_amount(&self) -> Result<(), SpecError> {
+        match (self.bytes, self.duration_ns) {
+            (Some(0), None) | (None, Some(0)) => Err(SpecError::ZeroAmount),
+            (Some(_), None) | (None, Some(_)) => Ok(()),
+            // A reverse file transfer: the server's file gives the amount.
+            (None, None) if self.file.is_some() && self.direction == Direction::Reverse => Ok(()),
+            _ => Err(SpecError::Amount),
+        }
+    }
+
+    fn check_file(&self, name: &str) -> Result<(), SpecError> {
+        let plain = !name.is_empty()
+            && name.len() <= 255
+            && name != "."
+            && name != ".."
+            && !name.contains(['/', '\\', '\0']);
+        if !plain {
+            return Err(SpecError::File(
+                "the name must be a plain file name, without a directory",
+            ));
+        }
+        if self.duration_ns.is_some() {
+            return Err(SpecError::File(
+                "a file transfer sends the file once: no --time",
+            ));
+        }
+        if self.mechanism.is_rr() || self.direction == Direction::Bidir || self.streams != 1 {
+            return Err(SpecError::File(
+                "a file goes one way on one stream: no rr, crr, --bidir or -P",
+            ));
+        }
+        if self.zerocopy {
+            return Err(SpecError::File(
+                "--zerocopy sends pages the kernel may still hold, so they cannot change: not with a file",
+            ));
+        }
+        if self.protocol == Protocol::Udp && self.size <= HEADER_LEN as u64 {
+            return Err(SpecError::File(
+                "over UDP each datagram carries a 16-byte header and a piece of the file: --size must be more than 16",
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_streams(&self) -> Result<(), SpecError> {
         if !(1..=MAX_STREAMS).contains(&self.streams) {
             return Err(SpecError::Streams(self.streams));
         }
@@ -326,6 +581,10 @@ impl TestSpec {
         if self.packet_log && self.streams > 1 {
             return Err(SpecError::PacketLogStreams);
         }
+        Ok(())
+    }
+
+    fn check_timing(&self) -> Result<(), SpecError> {
         if self.interval_ns < 10_000_000 {
             return Err(SpecError::Interval);
         }
@@ -343,31 +602,41 @@ impl TestSpec {
         if self.gap_ns > 60 * NS_PER_S {
             return Err(SpecError::Gap);
         }
+        Ok(())
+    }
+
+    fn check_request_response(&self) -> Result<(), SpecError> {
         if self.mechanism == Mechanism::Crr && (self.protocol != Protocol::Tcp || self.streams != 1)
         {
             return Err(SpecError::Crr);
         }
-        if self.mechanism.is_rr() {
-            if self.direction != Direction::Forward {
-                return Err(SpecError::RrReverse);
-            }
-            let max = match self.protocol {
-                Protocol::Udp => MAX_UDP_SIZE,
-                Protocol::Tcp => MAX_TCP_SIZE,
-            };
-            if self.response_size > max {
-                return Err(SpecError::ResponseSize(self.response_size));
-            }
-            // Every request, the short last one of a `--bytes` test too, carries the number.
-            let tail = self.bytes.map_or(0, |b| b % self.size);
-            if self.protocol == Protocol::Udp
-                && (self.size < RR_SEQ_LEN
-                    || self.response_len() < RR_SEQ_LEN
-                    || (tail != 0 && tail < RR_SEQ_LEN))
-            {
-                return Err(SpecError::RrUdpSize);
-            }
+        if !self.mechanism.is_rr() {
+            return Ok(());
         }
+        if self.direction != Direction::Forward {
+            return Err(SpecError::RrReverse);
+        }
+        let max = match self.protocol {
+            Protocol::Udp => MAX_UDP_SIZE,
+            Protocol::Tcp => MAX_TCP_SIZE,
+        };
+        if let Some(r) = self.response_size.filter(|&r| r > max) {
+            return Err(SpecError::ResponseSize(r));
+        }
+        // Every request, the short last one of a `--bytes` test too, carries the number.
+        let tail = self.bytes.map_or(0, |b| b % self.size);
+        if self.protocol == Protocol::Udp
+            && (self.size < RR_SEQ_LEN
+                || self.response_len() < RR_SEQ_LEN
+                || (tail != 0 && tail < RR_SEQ_LEN))
+        {
+            return Err(SpecError::RrUdpSize);
+        }
+        Ok(())
+    }
+
+    /// The per-socket and per-test options: `--cc`, `--zerocopy`, `-w`, `-O`, `--busy-poll`.
+    fn check_tuning(&self) -> Result<(), SpecError> {
         if let Some(cc) = &self.congestion {
             let name_ok = (1..=15).contains(&cc.len())
                 && cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
@@ -386,17 +655,11 @@ impl TestSpec {
         if self.omit_ns > 60 * NS_PER_S || self.duration_ns.is_some_and(|d| d <= self.omit_ns) {
             return Err(SpecError::Omit);
         }
-        if self.busy_poll_ns > 0
-            && (!self.mechanism.is_rr() || self.busy_poll_ns > MAX_BUSY_POLL_NS)
+        if self
+            .busy_poll_ns
+            .is_some_and(|b| b > 0 && (!self.mechanism.is_rr() || b > MAX_BUSY_POLL_NS))
         {
             return Err(SpecError::BusyPoll);
-        }
-        if self.packet_log
-            && (self.protocol != Protocol::Udp
-                || self.mechanism != Mechanism::Stream
-                || self.headerless())
-        {
-            return Err(SpecError::PacketLog);
         }
         Ok(())
     }
@@ -421,11 +684,8 @@ impl TestSpec {
     }
 
     /// This test as one direction of it is measured (for `--bidir`, each half).
-    pub fn one_way(&self, direction: Direction) -> TestSpec {
-        TestSpec {
-            direction,
-            ..self.clone()
-        }
+    pub fn one_way(&self, direction: Direction) -> Self {
+        self.clone().direction(direction)
     }
 
     /// File bytes each message carries: all of it over TCP, all but the header over UDP.
@@ -462,11 +722,7 @@ impl TestSpec {
 
     /// Request/response: the response's length.
     pub fn response_len(&self) -> u64 {
-        if self.response_size == 0 {
-            self.size
-        } else {
-            self.response_size
-        }
+        self.response_size.filter(|&r| r > 0).unwrap_or(self.size)
     }
 
     /// True when messages of this test are too short to carry the UDP data header.
@@ -476,12 +732,9 @@ impl TestSpec {
 
     /// The payload rate this test asks for in bits/s, `None` when unlimited.
     pub fn offered_bps(&self) -> Option<u64> {
-        if self.rate_pps > 0 {
-            Some(self.rate_pps.saturating_mul(self.size).saturating_mul(8))
-        } else if self.rate_bps > 0 {
-            Some(self.rate_bps)
-        } else {
-            None
+        match (self.rate_pps.filter(|&p| p > 0), self.rate_bps) {
+            (Some(pps), _) => Some(pps.saturating_mul(self.size).saturating_mul(8)),
+            (None, bps) => bps.filter(|&b| b > 0),
         }
     }
 }
@@ -490,106 +743,145 @@ impl TestSpec {
 mod tests {
     use super::*;
 
-    pub(crate) fn spec() -> TestSpec {
-        TestSpec {
-            protocol: Protocol::Udp,
-            mechanism: Mechanism::Stream,
-            direction: Direction::Forward,
-            size: 1000,
-            bytes: Some(1_000_000),
-            duration_ns: None,
-            rate_bps: 0,
-            rate_pps: 0,
-            gap_ns: 0,
-            streams: 1,
-            interval_ns: NS_PER_S,
-            drain_ns: NS_PER_S,
-            ack_timeout_ns: 200_000_000,
-            packet_log: false,
-            no_offload: false,
-            response_size: 0,
-            congestion: None,
-            zerocopy: false,
-            file: None,
-            socket_buffer_bytes: None,
-            omit_ns: 0,
-            busy_poll_ns: 0,
+    /// The example as UDP: 1 MB in 1000-byte datagrams.
+    fn spec() -> TestSpec {
+        TestSpec::example().protocol(Protocol::Udp)
+    }
+
+    /// What this protocol version sent for three specs before the fields that mean "none"
+    /// became `Option`s, captured from its encoder (at 983308e). Peers of the same version (older builds
+    /// among them) send and expect exactly this.
+    const WIRE_PLAIN: &str = r#"{"protocol":"udp","mechanism":"stream","direction":"forward","size":1000,"bytes":1000000,"rate_bps":0,"rate_pps":0,"gap_ns":0,"streams":1,"interval_ns":1000000000,"drain_ns":1000000000,"ack_timeout_ns":200000000,"packet_log":false,"no_offload":false,"response_size":0,"zerocopy":false}"#;
+    const WIRE_RR: &str = r#"{"protocol":"tcp","mechanism":"rr","direction":"forward","size":64,"duration_ns":2000000000,"rate_bps":0,"rate_pps":1000,"gap_ns":0,"streams":1,"interval_ns":1000000000,"drain_ns":1000000000,"ack_timeout_ns":200000000,"packet_log":false,"no_offload":false,"response_size":200,"congestion":"cubic","zerocopy":false,"socket_buffer_bytes":65536,"omit_ns":1000000000,"busy_poll_ns":50000}"#;
+    const WIRE_PACED: &str = r#"{"protocol":"udp","mechanism":"stream","direction":"bidir","size":1000,"bytes":1000000,"rate_bps":100000000,"rate_pps":0,"gap_ns":5,"streams":2,"interval_ns":1000000000,"drain_ns":1000000000,"ack_timeout_ns":200000000,"packet_log":true,"no_offload":true,"response_size":0,"zerocopy":true,"file":"f.bin"}"#;
+
+    fn wire_specs() -> [(&'static str, TestSpec); 3] {
+        [
+            (WIRE_PLAIN, spec()),
+            (
+                WIRE_RR,
+                TestSpec::example()
+                    .mechanism(Mechanism::Rr)
+                    .size(64)
+                    .duration_ns(2 * NS_PER_S)
+                    .rate_pps(1000)
+                    .response_size(200)
+                    .congestion("cubic")
+                    .socket_buffer_bytes(65536)
+                    .omit_ns(NS_PER_S)
+                    .busy_poll_ns(50_000),
+            ),
+            (
+                WIRE_PACED,
+                spec()
+                    .direction(Direction::Bidir)
+                    .streams(2)
+                    .rate_bps(100_000_000)
+                    .gap_ns(5)
+                    .packet_log(true)
+                    .no_offload(true)
+                    .zerocopy(true)
+                    .file("f.bin"),
+            ),
+        ]
+    }
+
+    #[test]
+    fn wire_encoding_is_the_one_peers_of_this_version_send() {
+        for (json, spec) in wire_specs() {
+            assert_eq!(serde_json::to_string(&spec).expect("encode"), json);
         }
     }
 
     #[test]
+    fn wire_zeros_decode_as_none_and_back() {
+        for (json, spec) in wire_specs() {
+            let back: TestSpec = serde_json::from_str(json).expect("decode");
+            assert_eq!(back, spec, "{json}");
+        }
+        let plain: TestSpec = serde_json::from_str(WIRE_PLAIN).expect("decode");
+        assert_eq!(
+            (plain.rate_bps, plain.rate_pps, plain.response_size),
+            (None, None, None)
+        );
+        assert_eq!(plain.busy_poll_ns, None);
+    }
+
+    /// A zero set in the program travels as the sentinel it is, and comes back as none.
+    #[test]
+    fn wire_some_zero_is_sent_as_none() {
+        let mut s = spec();
+        s.rate_bps = Some(0);
+        s.busy_poll_ns = Some(0);
+        s.response_size = Some(0);
+        let json = serde_json::to_string(&s).expect("encode");
+        assert_eq!(json, WIRE_PLAIN);
+    }
+
+    /// A peer that predates the optional fields leaves them out; `rate_bps` it always sent.
+    #[test]
+    fn wire_minimal_spec_of_an_older_peer_decodes() {
+        let old: TestSpec = serde_json::from_str(
+            r#"{"protocol":"tcp","mechanism":"stream","direction":"forward","size":1000,
+                "bytes":1000000,"rate_bps":0,"streams":1,"interval_ns":1000000000,
+                "drain_ns":1000000000,"ack_timeout_ns":200000000}"#,
+        )
+        .expect("decode");
+        assert_eq!(old, TestSpec::example());
+        let no_rate = serde_json::from_str::<TestSpec>(
+            r#"{"protocol":"tcp","mechanism":"stream","direction":"forward","size":1000,
+                "bytes":1000000,"streams":1,"interval_ns":1000000000,
+                "drain_ns":1000000000,"ack_timeout_ns":200000000}"#,
+        );
+        assert!(no_rate.is_err(), "rate_bps stays required, as it was");
+    }
+
+    #[test]
+    fn default_and_example_are_valid() {
+        assert_eq!(TestSpec::default().validate(), Ok(()));
+        assert_eq!(TestSpec::example().validate(), Ok(()));
+        assert_eq!(TestSpec::default().duration_ns, Some(10 * NS_PER_S));
+    }
+
+    #[test]
     fn file_rules() {
-        let udp = TestSpec {
-            file: Some("data.bin".into()),
-            ..spec()
-        };
+        let udp = spec().file("data.bin");
         assert_eq!(udp.validate(), Ok(()));
         assert_eq!(udp.file_chunk(), 984);
         // 2000 bytes in pieces of 984: 3 datagrams, 3 headers
         assert_eq!(udp.bytes_for_file(2000), 2048);
-        let tcp = TestSpec {
-            protocol: Protocol::Tcp,
-            ..udp.clone()
-        };
+        let tcp = udp.clone().protocol(Protocol::Tcp);
         assert_eq!(tcp.bytes_for_file(2000), 2000);
         for f in [1u64, 983, 984, 985, 2000, 1_000_000] {
-            let s = TestSpec {
-                bytes: Some(udp.bytes_for_file(f)),
-                ..udp.clone()
-            };
+            let s = udp.clone().bytes(udp.bytes_for_file(f));
             assert_eq!(s.file_bytes(), f, "{f}");
         }
         for bad in ["", "..", "a/b", "../etc/passwd", "x\\y"] {
-            let s = TestSpec {
-                file: Some(bad.into()),
-                ..udp.clone()
-            };
+            let s = udp.clone().file(bad);
             assert!(matches!(s.validate(), Err(SpecError::File(_))), "{bad:?}");
         }
-        let reverse_unsized = TestSpec {
-            direction: Direction::Reverse,
-            bytes: None,
-            ..udp.clone()
-        };
+        let mut reverse_unsized = udp.clone().direction(Direction::Reverse);
+        reverse_unsized.bytes = None;
         assert_eq!(reverse_unsized.validate(), Ok(()));
-        let short = TestSpec { size: 16, ..udp };
+        let short = udp.size(16);
         assert!(short.validate().is_err());
     }
 
     #[test]
     fn rr_rules() {
-        let rr = TestSpec {
-            mechanism: Mechanism::Rr,
-            size: 64,
-            ..spec()
-        };
+        let rr = spec().mechanism(Mechanism::Rr).size(64);
         assert_eq!(rr.validate(), Ok(()));
         assert_eq!(rr.response_len(), 64);
-        let big = TestSpec {
-            response_size: 1000,
-            ..rr.clone()
-        };
+        let big = rr.clone().response_size(1000);
         assert_eq!(big.response_len(), 1000);
         for (bad, err) in [
             (
-                TestSpec {
-                    direction: Direction::Reverse,
-                    ..rr.clone()
-                },
+                rr.clone().direction(Direction::Reverse),
                 SpecError::RrReverse,
             ),
+            (rr.clone().size(4), SpecError::RrUdpSize),
             (
-                TestSpec {
-                    size: 4,
-                    ..rr.clone()
-                },
-                SpecError::RrUdpSize,
-            ),
-            (
-                TestSpec {
-                    response_size: 70_000,
-                    ..rr.clone()
-                },
+                rr.clone().response_size(70_000),
                 SpecError::ResponseSize(70_000),
             ),
         ] {
@@ -600,45 +892,30 @@ mod tests {
 
     #[test]
     fn busy_poll_is_for_request_response_and_optional_on_the_wire() {
-        let rr = TestSpec {
-            mechanism: Mechanism::Rr,
-            size: 64,
-            busy_poll_ns: 50_000,
-            ..spec()
-        };
+        let rr = spec()
+            .mechanism(Mechanism::Rr)
+            .size(64)
+            .busy_poll_ns(50_000);
         assert_eq!(rr.validate(), Ok(()));
-        let too_long = TestSpec {
-            busy_poll_ns: MAX_BUSY_POLL_NS + 1,
-            ..rr.clone()
-        };
+        let too_long = rr.clone().busy_poll_ns(MAX_BUSY_POLL_NS + 1);
         assert_eq!(too_long.validate(), Err(SpecError::BusyPoll));
-        let stream = TestSpec {
-            mechanism: Mechanism::Stream,
-            ..rr.clone()
-        };
+        let stream = rr.clone().mechanism(Mechanism::Stream);
         assert_eq!(stream.validate(), Err(SpecError::BusyPoll));
         // Off, the field is not sent, so a peer that predates it takes the spec; a spec
         // from such a peer (no field) is one without busy polling.
-        let off = TestSpec {
-            busy_poll_ns: 0,
-            ..rr.clone()
-        };
+        let off = rr.clone().busy_poll_ns(0);
         let json = serde_json::to_string(&off).expect("serialize");
         assert!(!json.contains("busy_poll"), "{json}");
         let back: TestSpec = serde_json::from_str(&json).expect("deserialize");
         assert_eq!(back, off);
         let on: TestSpec =
             serde_json::from_str(&serde_json::to_string(&rr).expect("serialize")).expect("back");
-        assert_eq!(on.busy_poll_ns, 50_000);
+        assert_eq!(on.busy_poll_ns, Some(50_000));
     }
 
     #[test]
     fn bidir_streams_and_directions() {
-        let b = TestSpec {
-            direction: Direction::Bidir,
-            streams: 3,
-            ..spec()
-        };
+        let b = spec().direction(Direction::Bidir).streams(3);
         assert_eq!(b.validate(), Ok(()));
         assert_eq!(b.total_streams(), 6);
         let dirs: Vec<Direction> = (0..6).map(|i| b.stream_direction(i)).collect();
@@ -646,45 +923,25 @@ mod tests {
         assert_eq!(dirs[3..], [Direction::Reverse; 3]);
         assert_eq!(b.one_way(Direction::Reverse).direction, Direction::Reverse);
         assert_eq!(spec().stream_direction(5), Direction::Forward);
-        let many = TestSpec {
-            streams: 40,
-            ..b.clone()
-        };
+        let many = b.clone().streams(40);
         assert_eq!(many.validate(), Err(SpecError::BidirStreams(40)));
-        let rr = TestSpec {
-            mechanism: Mechanism::Rr,
-            size: 64,
-            ..b.clone()
-        };
+        let rr = b.clone().mechanism(Mechanism::Rr).size(64);
         assert!(rr.validate().is_err());
         assert_eq!(Direction::Bidir.to_string(), "bidir");
     }
 
     #[test]
     fn congestion_names() {
-        let tcp = TestSpec {
-            protocol: Protocol::Tcp,
-            size: 1000,
-            ..spec()
-        };
+        let tcp = TestSpec::example();
         for good in ["cubic", "bbr", "reno", "h_tcp2"] {
-            let s = TestSpec {
-                congestion: Some(good.into()),
-                ..tcp.clone()
-            };
+            let s = tcp.clone().congestion(good);
             assert_eq!(s.validate(), Ok(()), "{good}");
         }
         for bad in ["", "a/b", "x; rm", "sixteen_chars_xx"] {
-            let s = TestSpec {
-                congestion: Some(bad.into()),
-                ..tcp.clone()
-            };
+            let s = tcp.clone().congestion(bad);
             assert_eq!(s.validate(), Err(SpecError::Congestion), "{bad:?}");
         }
-        let udp = TestSpec {
-            congestion: Some("cubic".into()),
-            ..spec()
-        };
+        let udp = spec().congestion("cubic");
         assert_eq!(udp.validate(), Err(SpecError::Congestion));
     }
 
@@ -696,7 +953,7 @@ mod tests {
     #[test]
     fn udp_size_bounds() {
         for (size, ok) in [(0, false), (1, true), (65_507, true), (65_508, false)] {
-            let s = TestSpec { size, ..spec() };
+            let s = spec().size(size);
             assert_eq!(s.validate().is_ok(), ok, "size {size}");
         }
     }
@@ -709,42 +966,26 @@ mod tests {
             (MAX_TCP_SIZE, true),
             (MAX_TCP_SIZE + 1, false),
         ] {
-            let s = TestSpec {
-                protocol: Protocol::Tcp,
-                size,
-                ..spec()
-            };
+            let s = TestSpec::example().size(size);
             assert_eq!(s.validate().is_ok(), ok, "size {size}");
         }
     }
 
     #[test]
     fn amount_rules() {
-        let both = TestSpec {
-            duration_ns: Some(1),
-            ..spec()
-        };
+        let mut both = spec();
+        both.duration_ns = Some(1);
         assert_eq!(both.validate(), Err(SpecError::Amount));
-        let none = TestSpec {
-            bytes: None,
-            ..spec()
-        };
+        let mut none = spec();
+        none.bytes = None;
         assert_eq!(none.validate(), Err(SpecError::Amount));
-        let zero = TestSpec {
-            bytes: Some(0),
-            ..spec()
-        };
+        let zero = spec().bytes(0);
         assert_eq!(zero.validate(), Err(SpecError::ZeroAmount));
     }
 
     #[test]
     fn too_many_intervals() {
-        let s = TestSpec {
-            bytes: None,
-            duration_ns: Some(3600 * NS_PER_S),
-            interval_ns: 10_000_000,
-            ..spec()
-        };
+        let s = spec().duration_ns(3600 * NS_PER_S).interval_ns(10_000_000);
         assert_eq!(s.validate(), Err(SpecError::Interval));
     }
 
@@ -771,28 +1012,19 @@ mod tests {
     #[test]
     fn offered_rate() {
         assert_eq!(spec().offered_bps(), None);
-        let pps = TestSpec {
-            rate_pps: 10,
-            ..spec()
-        };
-        assert_eq!(pps.offered_bps(), Some(80_000));
-        let bps = TestSpec {
-            rate_bps: 5,
-            ..spec()
-        };
-        assert_eq!(bps.offered_bps(), Some(5));
+        assert_eq!(spec().rate_pps(10).offered_bps(), Some(80_000));
+        assert_eq!(spec().rate_bps(5).offered_bps(), Some(5));
+        assert_eq!(spec().rate_bps(5).rate_pps(10).offered_bps(), Some(80_000));
     }
 
     /// `-w` and `-O` are checked on both sides: a buffer in 1K..=1G, an omitted start shorter
     /// than the test.
     #[test]
     fn window_and_omit_are_bounded() {
-        let with = |b: Option<u64>, omit_ns: u64| TestSpec {
-            bytes: None,
-            duration_ns: Some(2 * NS_PER_S),
-            socket_buffer_bytes: b,
-            omit_ns,
-            ..spec()
+        let with = |b: Option<u64>, omit_ns: u64| {
+            let mut s = spec().duration_ns(2 * NS_PER_S).omit_ns(omit_ns);
+            s.socket_buffer_bytes = b;
+            s
         };
         assert_eq!(with(Some(1024), NS_PER_S).validate(), Ok(()));
         assert_eq!(with(Some(1 << 30), 0).validate(), Ok(()));
@@ -807,12 +1039,8 @@ mod tests {
 
     #[test]
     fn error_messages_name_the_flag() {
-        let s = TestSpec {
-            size: 70_000,
-            ..spec()
-        };
         assert_eq!(
-            s.validate().unwrap_err().to_string(),
+            spec().size(70_000).validate().unwrap_err().to_string(),
             "--size 70000 is not allowed for udp: a datagram carries 1 to 65507 bytes"
         );
     }

@@ -799,13 +799,14 @@ impl RunArgs {
             (Protocol::Udp, _) => 1472,
         });
         let (rate_bps, rate_pps) = match self.rate {
-            Some(Rate::BitsPerSecond(b)) => (b, 0),
+            // `-b 0`: unlimited, as iperf3's.
+            Some(Rate::BitsPerSecond(b)) => ((b > 0).then_some(b), None),
             Some(Rate::PacketsPerSecond(0)) => {
                 return Err("--rate 0pps is not a rate: use -b 0 for unlimited".into())
             }
-            Some(Rate::PacketsPerSecond(p)) => (0, p),
-            None if protocol == Protocol::Udp => (DEFAULT_UDP_RATE_BPS, 0),
-            None => (0, 0),
+            Some(Rate::PacketsPerSecond(p)) => (None, Some(p)),
+            None if protocol == Protocol::Udp => (Some(DEFAULT_UDP_RATE_BPS), None),
+            None => (None, None),
         };
         let duration = match (self.bytes, self.time) {
             (None, None) => Some(Duration::from_secs(10)),
@@ -850,13 +851,13 @@ impl RunArgs {
             ack_timeout_ns: ns(self.ack_timeout),
             packet_log: self.packet_log.is_some(),
             no_offload: self.no_offload,
-            response_size: self.response_size.unwrap_or(0),
+            response_size: self.response_size.filter(|&r| r > 0),
             congestion: self.cc.clone(),
             zerocopy: self.zerocopy,
             file: None,
             socket_buffer_bytes: self.window,
             omit_ns: self.omit.map_or(0, ns),
-            busy_poll_ns: self.busy_poll.map_or(0, ns),
+            busy_poll_ns: self.busy_poll.map(ns).filter(|&n| n > 0),
         };
         let mut spec = spec;
         if let Some(path) = &self.file {
@@ -887,5 +888,44 @@ impl RunArgs {
         }
         spec.validate().map_err(|e| e.to_string())?;
         Ok(spec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec_of(flags: &[&str]) -> Result<TestSpec, String> {
+        let mut argv = vec!["wirebench", "run", "h"];
+        argv.extend_from_slice(flags);
+        match Cli::try_parse_from(argv)
+            .map_err(|e| e.to_string())?
+            .command
+        {
+            Command::Run(r) => r.run.spec(),
+            _ => Err("not run".into()),
+        }
+    }
+
+    /// `TestSpec::default()` is what `run HOST` asks for, so the tests that start from it
+    /// start from what people run.
+    #[test]
+    fn run_without_flags_asks_for_the_default_spec() {
+        assert_eq!(spec_of(&[]), Ok(TestSpec::default()));
+    }
+
+    /// The flags whose 0 means "none" give none, as a peer reads a 0 off the wire.
+    #[test]
+    fn zero_rate_response_size_and_busy_poll_are_none() {
+        let s =
+            spec_of(&["-u", "-b", "0", "--mode", "rr", "--response-size", "0"]).expect("a spec");
+        assert_eq!(
+            (s.rate_bps, s.rate_pps, s.response_size),
+            (None, None, None)
+        );
+        let s = spec_of(&["--mode", "rr", "--busy-poll=0s"]).expect("a spec");
+        assert_eq!(s.busy_poll_ns, None);
+        let s = spec_of(&["-b", "100pps"]).expect("a spec");
+        assert_eq!((s.rate_bps, s.rate_pps), (None, Some(100)));
     }
 }

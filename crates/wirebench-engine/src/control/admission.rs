@@ -300,11 +300,12 @@ fn rate_with_log(spec: &TestSpec, offered: u64) -> u64 {
 /// The messages a second one stream of `spec` moves both ways, if it has a rate: its rate in
 /// messages, or its bit rate over the message size; rr and crr count each response too.
 fn packets_per_stream(spec: &TestSpec) -> Option<u64> {
-    let requests = if spec.rate_pps > 0 {
-        spec.rate_pps
-    } else {
-        let bits = spec.size.max(1).saturating_mul(8);
-        spec.offered_bps()?.div_ceil(bits)
+    let requests = match spec.rate_pps {
+        Some(pps) if pps > 0 => pps,
+        _ => {
+            let bits = spec.size.max(1).saturating_mul(8);
+            spec.offered_bps()?.div_ceil(bits)
+        }
     };
     Some(if spec.mechanism.is_rr() {
         requests.saturating_mul(2)
@@ -655,32 +656,28 @@ mod tests {
         for v in [0, 1, u64::from(u32::MAX), u64::MAX] {
             for mechanism in [Mechanism::Stream, Mechanism::Rr] {
                 for packet_log in [false, true] {
-                    let s = TestSpec {
-                        protocol: Protocol::Udp,
-                        mechanism,
-                        size: v,
-                        bytes: Some(v),
-                        duration_ns: Some(v),
-                        rate_bps: v,
-                        rate_pps: v,
-                        response_size: v,
-                        packet_log,
-                        ..base.clone()
-                    };
+                    // Set as fields: zeros too (`Some(0)`), which the setters would not make.
+                    let mut s = base
+                        .clone()
+                        .protocol(Protocol::Udp)
+                        .mechanism(mechanism)
+                        .size(v)
+                        .packet_log(packet_log);
+                    s.bytes = Some(v);
+                    s.duration_ns = Some(v);
+                    s.rate_bps = Some(v);
+                    s.rate_pps = Some(v);
+                    s.response_size = Some(v);
                     let _ = most_per_stream(&s);
                     let _ = rate_with_log(&s, v);
                     let _ = packets_per_stream(&s);
-                    let s = TestSpec { bytes: None, ..s };
+                    s.bytes = None;
                     let _ = most_per_stream(&s);
                 }
             }
         }
         assert_eq!(log_bytes(0), FILE_HEADER_LEN as u128);
-        let tiny = TestSpec {
-            packet_log: true,
-            rate_bps: u64::MAX,
-            ..base
-        };
+        let tiny = base.packet_log(true).rate_bps(u64::MAX);
         assert_eq!(rate_with_log(&tiny, u64::MAX), u64::MAX);
         assert_eq!(packets_per_stream(&tiny), Some(u64::MAX.div_ceil(8)));
     }

@@ -398,39 +398,11 @@ pub(super) fn peer_stream<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wirebench_proto::spec::{Mechanism, Protocol};
-
-    fn spec() -> TestSpec {
-        TestSpec {
-            protocol: Protocol::Udp,
-            mechanism: Mechanism::Stream,
-            direction: Direction::Forward,
-            size: 1000,
-            bytes: Some(1_000_000),
-            duration_ns: None,
-            rate_bps: 0,
-            rate_pps: 0,
-            gap_ns: 0,
-            streams: 1,
-            interval_ns: 1_000_000_000,
-            drain_ns: 1_000_000_000,
-            ack_timeout_ns: 200_000_000,
-            packet_log: false,
-            no_offload: false,
-            response_size: 0,
-            congestion: None,
-            zerocopy: false,
-            file: None,
-            socket_buffer_bytes: None,
-            omit_ns: 0,
-            busy_poll_ns: 0,
-        }
-    }
 
     /// A peer's live intervals wait for the driver, but a flood of them is bounded.
     #[test]
     fn peer_intervals_are_kept_in_order_and_bounded() {
-        let spec = spec();
+        let spec = TestSpec::example();
         let mut x = Exchange::new(spec, vec![Role::Sender], None);
         let mut wire = Wire::new(wirebench_proto::control::MAX_FRAME);
         let mut actions = VecDeque::new();
@@ -459,7 +431,7 @@ mod tests {
     /// whose roles were already done keeps that report (it dropped it at the reason).
     #[test]
     fn a_report_after_the_peers_reason_is_kept_when_this_side_is_done() {
-        let mut x = Exchange::new(spec(), vec![Role::Sender], None);
+        let mut x = Exchange::new(TestSpec::example(), vec![Role::Sender], None);
         let mut wire = Wire::new(wirebench_proto::control::MAX_FRAME);
         let mut actions = VecDeque::new();
         let now = Instant::now();
@@ -483,7 +455,7 @@ mod tests {
         assert_eq!(peer.map(|p| p.messages), Some(19));
         assert!(error.is_some_and(|e| e.to_string().contains("--max-rate")));
         // A peer that closes instead: over at once, with the reason, without its report.
-        let mut x = Exchange::new(spec(), vec![Role::Sender], None);
+        let mut x = Exchange::new(TestSpec::example(), vec![Role::Sender], None);
         x.roles_done(now, &mut wire, SideReport::default());
         let error = Message::Error {
             reason: reason.into(),
@@ -496,7 +468,7 @@ mod tests {
     /// This side's intervals go to the peer while the test runs, not after its report.
     #[test]
     fn local_intervals_are_sent_until_the_report() {
-        let spec = spec();
+        let spec = TestSpec::example();
         let mut x = Exchange::new(spec, vec![Role::Receiver], None);
         let mut wire = Wire::new(wirebench_proto::control::MAX_FRAME);
         let now = Instant::now();

@@ -167,23 +167,12 @@ mod tests {
     use super::*;
     use wirebench_proto::spec::MAX_STREAMS;
 
-    /// A one-stream TCP test of 1 MB in 128 KiB messages (the control tests' fixture).
-    fn example() -> TestSpec {
-        TestSpec {
-            size: 128 * 1024,
-            ..crate::control::tests::pair::spec()
-        }
-    }
-
     fn rr(streams: u32, size: u64, response: u64) -> TestSpec {
-        TestSpec {
-            protocol: Protocol::Tcp,
-            mechanism: Mechanism::Rr,
-            response_size: response,
-            streams,
-            size,
-            ..example()
-        }
+        TestSpec::example()
+            .mechanism(Mechanism::Rr)
+            .response_size(response)
+            .streams(streams)
+            .size(size)
     }
 
     const CAPS: SocketCaps = SocketCaps {
@@ -206,10 +195,7 @@ mod tests {
 
     #[test]
     fn udp_socket_buffers_count_as_the_kernel_grants_them() {
-        let udp = TestSpec {
-            protocol: Protocol::Udp,
-            ..example()
-        };
+        let udp = TestSpec::example().protocol(Protocol::Udp);
         let capped = test_memory(
             &udp,
             SocketCaps {
@@ -220,7 +206,7 @@ mod tests {
         let uncapped = test_memory(&udp, SocketCaps::default());
         assert_eq!(uncapped - capped, 2 * ((4 << 20) - 212_992));
         // A TCP stream left to autotuning sets none.
-        let tcp = example();
+        let tcp = TestSpec::example();
         assert_eq!(
             test_memory(&tcp, CAPS),
             tcp.size + TCP_CALL_BYTES + PER_STREAM_BYTES + PER_TEST_BYTES + REPORT_BYTES
@@ -229,14 +215,8 @@ mod tests {
 
     #[test]
     fn the_packet_log_queue_and_a_file_buffer_count_once() {
-        let base = TestSpec {
-            protocol: Protocol::Udp,
-            ..example()
-        };
-        let log = TestSpec {
-            packet_log: true,
-            ..base.clone()
-        };
+        let base = TestSpec::example().protocol(Protocol::Udp);
+        let log = base.clone().packet_log(true);
         assert_eq!(
             test_memory(&log, CAPS) - test_memory(&base, CAPS),
             PACKET_LOG_QUEUE_BYTES

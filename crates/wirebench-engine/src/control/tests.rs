@@ -400,7 +400,7 @@ fn max_duration_refuses_a_longer_test() {
 #[test]
 fn max_rate_refuses_the_sum_of_the_streams_and_an_unlimited_rate() {
     let mut s = spec();
-    s.rate_bps = 60_000_000;
+    s.rate_bps = Some(60_000_000);
     s.streams = 2;
     let limits = SpecLimits {
         max_rate_bps: Some(100_000_000),

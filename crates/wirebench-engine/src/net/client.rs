@@ -209,15 +209,11 @@ pub(crate) fn packet_log_limit(spec: &TestSpec) -> u64 {
         Some(b) => b.div_ceil(size),
         None => {
             let secs = (spec.duration_ns.unwrap_or(0) + spec.drain_ns) as f64 / 1e9 + 1.0;
-            let per_sec = if spec.rate_pps > 0 {
-                spec.rate_pps as f64
-            } else {
-                let bps = if spec.rate_bps > 0 {
-                    spec.rate_bps
-                } else {
-                    FASTEST_BPS
-                };
-                bps as f64 / (8.0 * size as f64)
+            let per_sec = match (spec.rate_pps, spec.rate_bps) {
+                (Some(pps), _) if pps > 0 => pps as f64,
+                (_, bps) => {
+                    bps.filter(|&b| b > 0).unwrap_or(FASTEST_BPS) as f64 / (8.0 * size as f64)
+                }
             };
             (per_sec * secs).ceil() as u64
         }
@@ -393,7 +389,7 @@ impl Setup {
             let stream = i as u32;
             let params = RoleParams {
                 spec: spec.clone(),
-                deadline_ns: u64::MAX,
+                deadline_ns: None,
                 limit: None,
                 hello: o.hello,
                 token: SeqToken::of_stream(cookie, stream),
@@ -631,46 +627,16 @@ mod tests {
     use crate::control::exchange::printable;
     use std::net::TcpListener;
 
-    fn udp_spec() -> TestSpec {
-        TestSpec {
-            protocol: Protocol::Udp,
-            mechanism: Mechanism::Stream,
-            direction: Direction::Forward,
-            size: 1000,
-            bytes: Some(1_000_000),
-            duration_ns: None,
-            rate_bps: 0,
-            rate_pps: 0,
-            gap_ns: 0,
-            streams: 1,
-            interval_ns: 1_000_000_000,
-            drain_ns: 1_000_000_000,
-            ack_timeout_ns: 200_000_000,
-            packet_log: true,
-            no_offload: false,
-            response_size: 0,
-            congestion: None,
-            zerocopy: false,
-            file: None,
-            socket_buffer_bytes: None,
-            omit_ns: 0,
-            busy_poll_ns: 0,
-        }
-    }
-
     #[test]
     fn the_packet_log_limit_follows_the_test() {
         use wirebench_proto::packet_log::RECORD_LEN;
-        let small = packet_log_limit(&udp_spec());
+        let udp = TestSpec::example().protocol(Protocol::Udp).packet_log(true);
+        let small = packet_log_limit(&udp);
         // 1,000 datagrams: a record each and a loss record each, twice over, and the header.
         assert!(small >= 1000 * 2 * RECORD_LEN as u64, "{small}");
         assert!(small < 1_000_000, "{small}");
-        let mut timed = udp_spec();
-        timed.bytes = None;
-        timed.duration_ns = Some(10_000_000_000);
-        timed.rate_bps = 1_000_000;
-        assert!(packet_log_limit(&timed) < small * 10);
-        timed.rate_bps = 0;
+        let timed = udp.duration_ns(10_000_000_000);
+        assert!(packet_log_limit(&timed.clone().rate_bps(1_000_000)) < small * 10);
         assert!(packet_log_limit(&timed) > small);
     }
 

@@ -625,7 +625,7 @@ impl Test<'_> {
             .with_packets(cfg.budget.max_pps, self.spec.total_streams());
             let params = RoleParams {
                 spec: self.spec.clone(),
-                deadline_ns,
+                deadline_ns: Some(deadline_ns),
                 limit: Some(limit),
                 hello: a.hello,
                 token: SeqToken::of_stream(self.slot.cookie, stream),

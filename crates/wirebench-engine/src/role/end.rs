@@ -93,13 +93,12 @@ pub(crate) enum RoleError {
 pub(super) fn early_stop(sh: &Shared, p: &RoleParams, now_ns: u64) -> Option<RoleError> {
     if sh.stopped() {
         Some(RoleError::Stopped)
-    } else if now_ns >= p.deadline_ns {
-        // The deadline is the server's limit plus the test's drain.
-        Some(RoleError::ServerLimit(
-            p.deadline_ns.saturating_sub(p.spec.drain_ns),
-        ))
     } else {
-        None
+        // The deadline is the server's limit plus the test's drain.
+        let deadline_ns = p.deadline_ns.filter(|&d| now_ns >= d)?;
+        Some(RoleError::ServerLimit(
+            deadline_ns.saturating_sub(p.spec.drain_ns),
+        ))
     }
 }
 

@@ -59,8 +59,8 @@ pub enum DataSocket {
 pub struct RoleParams {
     /// The test.
     pub spec: TestSpec,
-    /// Hard stop, ns since the side's start (a server limit); `u64::MAX` for none.
-    pub deadline_ns: u64,
+    /// Hard stop, ns since the side's start (a server limit); none on a client.
+    pub deadline_ns: Option<u64>,
     /// The server's limits on what this stream moves, both ways; none on a client.
     pub limit: Option<limit::MoveLimit>,
     /// The UDP hello of this stream: retransmitted copies may arrive and are not data.

@@ -141,38 +141,19 @@ mod tests {
     use std::time::Instant;
 
     use wirebench_proto::results::Datapath;
-    use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
+    use wirebench_proto::spec::{Protocol, TestSpec};
 
     const NS_PER_S: u64 = 1_000_000_000;
 
     use crate::sys::udp::Offloads;
 
-    fn params(drain_ns: u64, deadline_ns: u64) -> RoleParams {
+    fn params(drain_ns: u64, deadline_ns: Option<u64>) -> RoleParams {
         RoleParams {
-            spec: TestSpec {
-                protocol: Protocol::Udp,
-                mechanism: Mechanism::Stream,
-                direction: Direction::Forward,
-                size: 100,
-                bytes: None,
-                duration_ns: Some(NS_PER_S),
-                rate_bps: 0,
-                rate_pps: 0,
-                gap_ns: 0,
-                streams: 1,
-                interval_ns: NS_PER_S,
-                drain_ns,
-                ack_timeout_ns: 200_000_000,
-                packet_log: false,
-                no_offload: false,
-                response_size: 0,
-                congestion: None,
-                zerocopy: false,
-                file: None,
-                socket_buffer_bytes: None,
-                omit_ns: 0,
-                busy_poll_ns: 0,
-            },
+            spec: TestSpec::example()
+                .protocol(Protocol::Udp)
+                .size(100)
+                .duration_ns(NS_PER_S)
+                .drain_ns(drain_ns),
             deadline_ns,
             limit: None,
             hello: None,
@@ -232,7 +213,7 @@ mod tests {
     fn datagrams_end_once_the_senders_count_has_arrived() {
         let sh = shared();
         sh.peer_done(5);
-        let p = params(u64::MAX, u64::MAX);
+        let p = params(u64::MAX, None);
         let mut r = Script {
             left: 10,
             ..Script::default()
@@ -252,7 +233,7 @@ mod tests {
     #[test]
     fn a_byte_stream_ends_when_the_peer_closes() {
         let sh = shared();
-        let p = params(u64::MAX, u64::MAX);
+        let p = params(u64::MAX, None);
         let mut r = Script {
             left: 3,
             close: true,
@@ -268,7 +249,7 @@ mod tests {
     fn a_byte_stream_still_open_after_the_drain_is_an_error() {
         let sh = shared();
         sh.peer_done(3);
-        let p = params(0, u64::MAX);
+        let p = params(0, None);
         let mut r = Script::default();
         let (_, error) = run(&mut r, Until::Closed, &p, &sh);
         assert!(
@@ -284,13 +265,13 @@ mod tests {
     fn a_stop_or_the_servers_deadline_ends_the_loop() {
         let sh = shared();
         let mut r = Script::default();
-        let (_, error) = run(&mut r, Until::Counted, &params(u64::MAX, 0), &sh);
+        let (_, error) = run(&mut r, Until::Counted, &params(u64::MAX, Some(0)), &sh);
         assert!(
             matches!(error, Some(RoleError::ServerLimit(_))),
             "{error:?}"
         );
         sh.side_stop.store(true, Ordering::Relaxed);
-        let (_, error) = run(&mut r, Until::Counted, &params(u64::MAX, u64::MAX), &sh);
+        let (_, error) = run(&mut r, Until::Counted, &params(u64::MAX, None), &sh);
         assert!(matches!(error, Some(RoleError::Stopped)), "{error:?}");
     }
 }

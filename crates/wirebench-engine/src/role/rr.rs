@@ -50,7 +50,7 @@ pub(super) struct Spin {
 impl Spin {
     fn of(p: &RoleParams) -> Self {
         Self {
-            spin_ns: p.spec.busy_poll_ns,
+            spin_ns: p.spec.busy_poll_ns.unwrap_or(0),
             ..Self::default()
         }
     }
@@ -310,7 +310,7 @@ fn rr_snapshot(count: &Count, interval: &mut TimeHistogram, total: &mut TimeHist
 /// request's write to after the response's last byte.
 pub(super) fn rr_client(t: &mut impl Transact, p: &RoleParams, sh: &Shared) -> SideReport {
     let spec = &p.spec;
-    let mut pacer = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns);
+    let mut pacer = Pacer::of(spec);
     let mut rec = Recorder::of(p);
     let mut count = Count::default();
     let mut interval = TimeHistogram::new();

@@ -38,7 +38,7 @@ pub(super) fn udp_send(
     let _ = s.set_read_timeout(Some(Duration::from_nanos(spec.ack_timeout_ns).min(POLL)));
     let _ = s.set_write_timeout(Some(POLL));
     let ack_timeout_ns = spec.ack_timeout_ns;
-    let mut pacer = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns);
+    let mut pacer = Pacer::of(spec);
     let mut rec = Recorder::of(p);
     let mut count = Count::default();
     let mut retransmits = 0u64;

@@ -36,7 +36,7 @@ pub(super) fn tcp_send<S: Stream>(
         Some(k) if spec.zerocopy => ZeroCopy::enable(k),
         _ => None,
     };
-    let mut pacer = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns);
+    let mut pacer = Pacer::of(spec);
     let mut rec = Recorder::of(p);
     let mut count = Count::default();
     let mut bins = MsBins::new();
@@ -355,7 +355,7 @@ pub(super) fn tcp_receive<S: Stream>(
 ) -> SideReport {
     let spec = &p.spec;
     let saw = spec.mechanism == Mechanism::StopAndWait;
-    let unpaced = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns).unlimited();
+    let unpaced = Pacer::of(spec).unlimited();
     let large_segments = s
         .kernel()
         .and_then(crate::sys::tcp_info)

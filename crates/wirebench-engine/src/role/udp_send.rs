@@ -35,7 +35,7 @@ pub(super) fn udp_send_stream(
         .as_mut()
         .and_then(FilePart::source)
         .map(|src| FileBatch::new(src, chunk, io.capacity()));
-    let mut pacer = Pacer::new(spec.rate_bps, spec.rate_pps, spec.gap_ns);
+    let mut pacer = Pacer::of(spec);
     let mut rec = Recorder::of(p);
     let mut count = Count::default();
     let mut local_drops = 0u64;

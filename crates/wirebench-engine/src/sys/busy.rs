@@ -15,14 +15,12 @@ use super::sockopt;
 /// when the test does not busy-poll. A refusal is recorded, not fatal: the spin in user space
 /// does not need it.
 pub fn busy_poll_setup(sock: &impl AsRawFd, spec: &TestSpec) -> Option<BusyPoll> {
-    if spec.busy_poll_ns == 0 {
-        return None;
-    }
+    let spin_ns = spec.busy_poll_ns.filter(|&ns| ns > 0)?;
     let mut bp = BusyPoll {
-        spin_ns: spec.busy_poll_ns,
+        spin_ns,
         ..BusyPoll::default()
     };
-    match set_busy_poll(sock, spec.busy_poll_ns) {
+    match set_busy_poll(sock, spin_ns) {
         Ok(()) => {
             bp.so_busy_poll_us =
                 sockopt::get::<libc::c_int>(sock, libc::SOL_SOCKET, libc::SO_BUSY_POLL)

@@ -416,43 +416,22 @@ mod tests {
     use crate::results::{Role, UdpCounts};
     use crate::spec::Mechanism;
 
+    /// A reverse UDP test of 10 kB.
     fn spec() -> TestSpec {
-        TestSpec {
-            protocol: Protocol::Udp,
-            mechanism: Mechanism::Stream,
-            direction: Direction::Reverse,
-            size: 1000,
-            bytes: Some(10_000),
-            duration_ns: None,
-            rate_bps: 0,
-            rate_pps: 0,
-            gap_ns: 0,
-            streams: 1,
-            interval_ns: 1_000_000_000,
-            drain_ns: 1_000_000_000,
-            ack_timeout_ns: 200_000_000,
-            packet_log: false,
-            no_offload: false,
-            response_size: 0,
-            congestion: None,
-            zerocopy: false,
-            file: None,
-            socket_buffer_bytes: None,
-            omit_ns: 0,
-            busy_poll_ns: 0,
-        }
+        TestSpec::example()
+            .protocol(Protocol::Udp)
+            .direction(Direction::Reverse)
+            .bytes(10_000)
     }
 
     /// An rr test whose client completed nothing (no request, or every one timed out) is
     /// a failure in the document, whichever side assembles it; one answered request is not.
     #[test]
     fn rr_with_no_completed_transaction_is_an_error() {
-        let rr = TestSpec {
-            protocol: Protocol::Tcp,
-            mechanism: Mechanism::Rr,
-            direction: Direction::Forward,
-            ..spec()
-        };
+        let rr = spec()
+            .protocol(Protocol::Tcp)
+            .mechanism(Mechanism::Rr)
+            .direction(Direction::Forward);
         let client = |messages, timeouts| SideReport {
             role: Some(Role::Sender),
             messages,
@@ -505,12 +484,7 @@ mod tests {
             intervals: vec![rec(0, 8_000, 2), rec(1, 9_000, 1), rec(2, 9_000, 1)],
             ..SideReport::default()
         };
-        let spec = TestSpec {
-            bytes: None,
-            duration_ns: Some(3_000_000_000),
-            omit_ns: 1_000_000_000,
-            ..spec()
-        };
+        let spec = spec().duration_ns(3_000_000_000).omit_ns(1_000_000_000);
         // Reverse: the server sends.
         let r = Results::assemble(&spec, "s".into(), Some(&receiver), Some(&sender), None);
         assert_eq!(r.test.omit_s, Some(1.0));
@@ -525,7 +499,7 @@ mod tests {
             .is_some_and(|b| (b - 18_000.0 * 8.0 / 2.0).abs() < 1e-6));
         assert!((a.loss_ratio.unwrap_or(0.0) - 2.0 / 20.0).abs() < 1e-9);
         assert_eq!(r.end.sent.bytes, Some(30_000));
-        let whole = TestSpec { omit_ns: 0, ..spec };
+        let whole = spec.omit_ns(0);
         let none = Results::assemble(&whole, "s".into(), None, None, None);
         assert!(none.end.after_omit.is_none());
     }
@@ -594,6 +568,36 @@ mod tests {
         assert_eq!(v["error"], "boom");
     }
 
+    /// The spec's "none" is echoed in `test` as the documented 0 (rates) or the size the
+    /// test used (rr's response), keys and values as before they became `Option`s.
+    #[test]
+    fn the_echoed_spec_keeps_its_keys_and_zeros() {
+        let test = |s: &TestSpec| {
+            let r = Results::assemble(s, "x".into(), None, None, None);
+            serde_json::to_value(&r).expect("json")["test"].clone()
+        };
+        let plain = test(&spec());
+        assert_eq!(
+            (plain["rate_bps"].as_u64(), plain["rate_pps"].as_u64()),
+            (Some(0), Some(0))
+        );
+        assert!(plain.get("response_size").is_none());
+        let paced = test(&spec().rate_bps(5_000).rate_pps(10));
+        assert_eq!(
+            (paced["rate_bps"].as_u64(), paced["rate_pps"].as_u64()),
+            (Some(5_000), Some(10))
+        );
+        let rr = spec()
+            .direction(Direction::Forward)
+            .mechanism(Mechanism::Rr)
+            .size(64);
+        assert_eq!(test(&rr)["response_size"].as_u64(), Some(64));
+        assert_eq!(
+            test(&rr.response_size(200))["response_size"].as_u64(),
+            Some(200)
+        );
+    }
+
     /// `-R` with the server gone before its report: what the client received is known,
     /// what the server sent is not, and the document says null for it, never 0.
     #[test]
@@ -605,10 +609,7 @@ mod tests {
             last_ns: Some(2_000_000_000),
             ..SideReport::default()
         };
-        let spec = TestSpec {
-            protocol: Protocol::Tcp,
-            ..spec()
-        };
+        let spec = spec().protocol(Protocol::Tcp);
         let r = Results::assemble(&spec, "s".into(), Some(&client), None, Some("gone".into()));
         assert_eq!(r.end.sent, Totals::default());
         assert_eq!(r.end.sent_bps, None);

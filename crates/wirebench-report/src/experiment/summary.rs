@@ -257,7 +257,12 @@ pub fn offered_bps(rate_bps: u64, rate_pps: u64, size: u64, streams: u32) -> Opt
 /// JSON), so that a trial file cannot say what rate its point asked for.
 pub fn offered_of_test(test: &serde_json::Value) -> Option<f64> {
     let spec: wirebench_proto::spec::TestSpec = serde_json::from_value(test.clone()).ok()?;
-    offered_bps(spec.rate_bps, spec.rate_pps, spec.size, spec.streams)
+    offered_bps(
+        spec.rate_bps.unwrap_or(0),
+        spec.rate_pps.unwrap_or(0),
+        spec.size,
+        spec.streams,
+    )
 }
 
 /// Summarizes each point's trials, every one counted: `trials[i]` holds point `i`'s results

@@ -322,34 +322,14 @@ pub fn packet_log(input: impl Read, out: &mut impl Write) -> Result<(), LogError
 pub(crate) mod tests {
     use super::*;
     use wirebench_proto::results::{SideReport, UdpCounts};
-    use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
+    use wirebench_proto::spec::{Mechanism, Protocol, TestSpec};
 
     /// A UDP test's document: 10 datagrams sent, 7 received.
     pub(crate) fn sample() -> Results {
-        let spec = TestSpec {
-            protocol: Protocol::Udp,
-            mechanism: Mechanism::StopAndWait,
-            direction: Direction::Forward,
-            size: 1000,
-            bytes: Some(10_000),
-            duration_ns: None,
-            rate_bps: 0,
-            rate_pps: 0,
-            gap_ns: 0,
-            streams: 1,
-            interval_ns: 1_000_000_000,
-            drain_ns: 1_000_000_000,
-            ack_timeout_ns: 200_000_000,
-            packet_log: false,
-            no_offload: false,
-            response_size: 0,
-            congestion: None,
-            zerocopy: false,
-            file: None,
-            socket_buffer_bytes: None,
-            omit_ns: 0,
-            busy_poll_ns: 0,
-        };
+        let spec = TestSpec::example()
+            .protocol(Protocol::Udp)
+            .mechanism(Mechanism::StopAndWait)
+            .bytes(10_000);
         let sender = SideReport {
             bytes: 10_000,
             messages: 10,

@@ -133,7 +133,7 @@ mod tests {
         assert_eq!(p.load.duration_ns, Some(20_000_000_000));
         assert_eq!(p.load.size, 128 * 1024);
         assert_eq!(p.tcp.duration_ns, Some(26_000_000_000));
-        assert_eq!(p.tcp.rate_pps, 10);
+        assert_eq!(p.tcp.rate_pps, Some(10));
         assert_eq!(p.tcp.size, 64);
         assert_eq!(p.udp.protocol, wirebench_proto::spec::Protocol::Udp);
         assert_eq!(p.udp.congestion, None);
@@ -141,7 +141,7 @@ mod tests {
         assert_eq!(p.udp.ack_timeout_ns, 2_000_000_000);
         // -i sets the probes' spacing, -O comes on top of every part's time.
         let p = plan_of(&["-t", "2s", "--idle", "1s", "-i", "50ms", "-O", "1s"]).expect("plan");
-        assert_eq!(p.tcp.rate_pps, 20);
+        assert_eq!(p.tcp.rate_pps, Some(20));
         assert_eq!(p.load.duration_ns, Some(3_000_000_000));
         assert_eq!(p.tcp.duration_ns, Some(5_000_000_000));
     }

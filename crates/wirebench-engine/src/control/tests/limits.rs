@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use wirebench_proto::control::{encode, Message, MAX_FRAME, MAX_HELLO_FRAME, PROTOCOL_VERSION};
-use wirebench_proto::spec::{Direction, Mechanism};
+use wirebench_proto::spec::{Direction, Mechanism, Protocol};
 
 use super::pair::{key, server_params, slots, spec, Lone};
 use super::start_frame;
@@ -104,7 +104,7 @@ fn rr_responses_count_against_max_bytes() {
     let mut s = spec();
     s.mechanism = Mechanism::Rr;
     s.size = 64;
-    s.response_size = 1_000_000;
+    s.response_size = Some(1_000_000);
     s.bytes = Some(64 * 1000);
     let limits = SpecLimits {
         max_bytes: Some(1_000_000),
@@ -112,7 +112,7 @@ fn rr_responses_count_against_max_bytes() {
     };
     // 64 kB of requests, but a thousand 1 MB answers: refused.
     assert!(matches!(limits.check(&s), Err(Refusal::Bytes { .. })));
-    s.response_size = 64;
+    s.response_size = Some(64);
     assert!(limits.check(&s).is_ok());
 }
 
@@ -158,15 +158,12 @@ fn packet_rates_past_max_pps_are_refused_naming_the_flag() {
         max_pps: Some(19_531),
         ..SpecLimits::default()
     };
-    let tiny = wirebench_proto::spec::TestSpec {
-        protocol: wirebench_proto::spec::Protocol::Udp,
-        direction: Direction::Reverse,
-        size: 1,
-        bytes: None,
-        duration_ns: Some(2_000_000_000),
-        rate_bps: 10_000_000,
-        ..spec()
-    };
+    let tiny = spec()
+        .protocol(Protocol::Udp)
+        .direction(Direction::Reverse)
+        .size(1)
+        .duration_ns(2_000_000_000)
+        .rate_bps(10_000_000);
     let e = limits.check(&tiny).map_err(|e| (e.kind(), e.to_string()));
     let Err(("max_pps", text)) = e else {
         panic!("{e:?}")
@@ -175,37 +172,29 @@ fn packet_rates_past_max_pps_are_refused_naming_the_flag() {
         text.contains("1250000 packets/s exceed the server's --max-pps 19531"),
         "{text}"
     );
-    let by_pps = wirebench_proto::spec::TestSpec {
-        rate_bps: 0,
-        rate_pps: 20_000,
-        ..tiny.clone()
-    };
+    let by_pps = tiny.clone().rate_bps(0).rate_pps(20_000);
     assert!(matches!(
         limits.check(&by_pps),
         Err(Refusal::Pps { asked: 20_000, .. })
     ));
     // Each rr transaction is a request and a response.
-    let rr = wirebench_proto::spec::TestSpec {
-        mechanism: Mechanism::Rr,
-        direction: Direction::Forward,
-        size: 64,
-        rate_pps: 10_000,
-        rate_bps: 0,
-        ..tiny.clone()
-    };
+    let rr = tiny
+        .clone()
+        .mechanism(Mechanism::Rr)
+        .direction(Direction::Forward)
+        .size(64)
+        .rate_pps(10_000)
+        .rate_bps(0);
     assert!(matches!(
         limits.check(&rr),
         Err(Refusal::Pps { asked: 20_000, .. })
     ));
-    let unlimited = wirebench_proto::spec::TestSpec {
-        rate_bps: 0,
-        ..tiny.clone()
-    };
+    let unlimited = tiny.clone().rate_bps(0);
     assert!(matches!(
         limits.check(&unlimited),
         Err(Refusal::UnlimitedPps { max: 19_531 })
     ));
-    let fine = wirebench_proto::spec::TestSpec { size: 1400, ..tiny };
+    let fine = tiny.size(1400);
     assert_eq!(limits.check(&fine), Ok(()));
 }
 
@@ -213,14 +202,12 @@ fn packet_rates_past_max_pps_are_refused_naming_the_flag() {
 /// `--max-bytes 1M` it is refused up front; the log counts against `--max-rate` too.
 #[test]
 fn the_servers_packet_log_counts_against_max_bytes_and_max_rate() {
-    let logged = wirebench_proto::spec::TestSpec {
-        protocol: wirebench_proto::spec::Protocol::Udp,
-        size: 16,
-        bytes: Some(1_000_000),
-        rate_bps: 20_000_000,
-        packet_log: true,
-        ..spec()
-    };
+    let logged = spec()
+        .protocol(Protocol::Udp)
+        .size(16)
+        .bytes(1_000_000)
+        .rate_bps(20_000_000)
+        .packet_log(true);
     let bytes = SpecLimits {
         max_bytes: Some(1_000_000),
         ..SpecLimits::default()
@@ -232,16 +219,10 @@ fn the_servers_packet_log_counts_against_max_bytes_and_max_rate() {
             max: 1_000_000
         })
     );
-    let unlogged = wirebench_proto::spec::TestSpec {
-        packet_log: false,
-        ..logged.clone()
-    };
+    let unlogged = logged.clone().packet_log(false);
     assert_eq!(bytes.check(&unlogged), Ok(()));
     // The client writes the log of a reverse test itself: the server sends none.
-    let reverse = wirebench_proto::spec::TestSpec {
-        direction: Direction::Reverse,
-        ..logged.clone()
-    };
+    let reverse = logged.clone().direction(Direction::Reverse);
     assert_eq!(bytes.check(&reverse), Ok(()));
     // 20 Mbit/s of 16-byte datagrams is 40 Mbit/s of log on top.
     let rate = SpecLimits {
@@ -287,18 +268,17 @@ fn extreme_specs_against_every_limit_never_panic() {
         for streams in [0, 1, 64, u32::MAX] {
             for log in [false, true] {
                 for mechanism in [Mechanism::Stream, Mechanism::Rr] {
-                    let s = wirebench_proto::spec::TestSpec {
-                        protocol: wirebench_proto::spec::Protocol::Udp,
-                        mechanism,
-                        size: v,
-                        bytes: Some(v),
-                        rate_bps: v,
-                        rate_pps: v,
-                        response_size: v,
-                        streams,
-                        packet_log: log,
-                        ..spec()
-                    };
+                    // Set as fields: zeros too (`Some(0)`), which the setters would not make.
+                    let mut s = spec()
+                        .protocol(Protocol::Udp)
+                        .mechanism(mechanism)
+                        .size(v)
+                        .bytes(v)
+                        .streams(streams)
+                        .packet_log(log);
+                    s.rate_bps = Some(v);
+                    s.rate_pps = Some(v);
+                    s.response_size = Some(v);
                     for l in &all {
                         let _ = l.check(&s);
                     }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use wirebench_proto::control::{encode, Message, PROTOCOL_VERSION};
 use wirebench_proto::header::UdpHello;
 use wirebench_proto::results::{Role, SideReport};
-use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
+use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 
 use crate::auth::Psk;
 use crate::control::admission::{Admission, SlotLimits, SpecLimits, Ticket};
@@ -28,30 +28,7 @@ pub(super) const SENT: u64 = 1000;
 
 /// A one-stream TCP test of 1 MB.
 pub(crate) fn spec() -> TestSpec {
-    TestSpec {
-        protocol: Protocol::Tcp,
-        mechanism: Mechanism::Stream,
-        direction: Direction::Forward,
-        size: 1000,
-        bytes: Some(1_000_000),
-        duration_ns: None,
-        rate_bps: 0,
-        rate_pps: 0,
-        gap_ns: 0,
-        streams: 1,
-        interval_ns: 1_000_000_000,
-        drain_ns: 1_000_000_000,
-        ack_timeout_ns: 200_000_000,
-        packet_log: false,
-        no_offload: false,
-        response_size: 0,
-        congestion: None,
-        zerocopy: false,
-        file: None,
-        socket_buffer_bytes: None,
-        omit_ns: 0,
-        busy_poll_ns: 0,
-    }
+    TestSpec::example()
 }
 
 /// A key.

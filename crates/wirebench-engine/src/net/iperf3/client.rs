@@ -67,7 +67,7 @@ pub(crate) fn params_for(spec: &TestSpec, window: u64) -> Params {
         bidirectional: spec.direction == Direction::Bidir,
         window,
         len: spec.size,
-        bandwidth: spec.rate_bps,
+        bandwidth: spec.rate_bps.unwrap_or(0),
         pacing_timer: 1000,
         congestion: spec.congestion.clone(),
         udp_counters_64bit: false,
@@ -272,7 +272,7 @@ fn client_plan(spec: &TestSpec) -> Plan {
     Plan {
         sender: true,
         len: spec.size as usize,
-        rate_bps: spec.rate_bps,
+        rate_bps: spec.rate_bps.unwrap_or(0),
         wide: false,
         budget: budget(spec.bytes),
         start: Instant::now(),
