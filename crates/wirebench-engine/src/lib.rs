@@ -38,6 +38,9 @@ pub use role::user::{UserAccept, UserConnector, UserListener, UserStream};
 
 use thiserror::Error;
 
+pub use control::SessionError;
+pub use wirebench_proto::error_kind::ErrorKind;
+
 /// What can end a test.
 #[derive(Debug, Error)]
 pub enum EngineError {
@@ -49,9 +52,9 @@ pub enum EngineError {
         /// Why.
         source: std::io::Error,
     },
-    /// The server said no.
-    #[error("server refused the test: {0}")]
-    Refused(String),
+    /// The control session ended it (a refusal, the peer's error, a limit, a timeout).
+    #[error(transparent)]
+    Session(#[from] SessionError),
     /// The peer broke the protocol.
     #[error("protocol error: {0}")]
     Protocol(String),
@@ -64,25 +67,6 @@ pub enum EngineError {
     /// The test cannot be set up on this host as asked.
     #[error("cannot set up the test: {0}")]
     Setup(String),
-    /// The server answered, but not as a wirebench server does.
-    #[error("{server} is not a wirebench server: it answered {seen}; {hint}")]
-    NotWirebench {
-        /// The server as the user named it.
-        server: String,
-        /// What it answered, in words.
-        seen: String,
-        /// What to do.
-        hint: &'static str,
-    },
-    /// The server is going away (SIGTERM).
-    #[error("the server is shutting down")]
-    Shutdown,
-    /// The server ended the test at one of its limits (the text names the flag and value).
-    #[error("{0}")]
-    Limit(String),
-    /// The peer closed the control connection.
-    #[error("the peer closed the control connection")]
-    PeerClosed,
     /// A system call failed.
     #[error("{context}: {source}")]
     Io {
@@ -96,6 +80,40 @@ pub enum EngineError {
 impl EngineError {
     pub(crate) fn io(context: &'static str, source: std::io::Error) -> Self {
         Self::Io { context, source }
+    }
+
+    /// The error's kind: what code that acts on a failure (retry, exit code, hint) reads.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Connect { .. } => ErrorKind::Connect,
+            Self::Session(e) => e.kind(),
+            Self::Protocol(_) => ErrorKind::Protocol,
+            Self::Peer(_) => ErrorKind::Unknown,
+            Self::Timeout(_) => ErrorKind::Timeout,
+            Self::Setup(_) => ErrorKind::Setup,
+            Self::Io { .. } => ErrorKind::Io,
+        }
+    }
+}
+
+/// No randomness: as any failed system call.
+impl From<auth::NonceError> for EngineError {
+    fn from(e: auth::NonceError) -> Self {
+        Self::io("drawing a nonce", std::io::Error::other(e.0.to_string()))
+    }
+}
+
+/// A driver's failure the session hears of (a data stream that would not open): its kind
+/// and words go to the peer and into the results.
+impl From<EngineError> for SessionError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::Session(e) => e,
+            e => SessionError::Local {
+                kind: e.kind(),
+                reason: e.to_string(),
+            },
+        }
     }
 }
 

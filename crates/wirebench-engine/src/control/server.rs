@@ -14,9 +14,10 @@ use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 use super::admission::{Refusal, SpecLimits};
 use super::exchange::{Exchange, RunAction};
 use super::wire::{earliest, Wire};
+use super::SessionError;
 use super::{Outcome, REPORT_GRACE, SETUP_TIMEOUT};
 use crate::auth::Psk;
-use crate::EngineError;
+use wirebench_proto::error_kind::ErrorKind;
 
 /// What the server session knows of its server.
 #[derive(Debug, Clone)]
@@ -76,6 +77,8 @@ pub(crate) enum ServerEvent {
     /// A role ended the test at one of the server's limits: tell the client which, and its
     /// value, and stop (the client keeps its partial results).
     Limit {
+        /// Which limit.
+        kind: ErrorKind,
         /// The limit's flag and value, as the role put it.
         reason: String,
     },
@@ -218,7 +221,7 @@ impl ServerSession {
                 Ok(None) => break,
                 Err(e) => {
                     let reason = e.to_string();
-                    self.fail(now, EngineError::Protocol(reason.clone()), Some(&reason));
+                    self.fail(now, SessionError::Protocol(reason.clone()), Some(&reason));
                 }
             }
         }
@@ -234,7 +237,7 @@ impl ServerSession {
             return self.after_run();
         }
         self.wire.discard_output();
-        self.end(EngineError::PeerClosed);
+        self.end(SessionError::PeerClosed);
     }
 
     /// An interval this side's roles closed: sent to the client for its live lines.
@@ -264,7 +267,7 @@ impl ServerSession {
             ServerEvent::StreamArrived { stream } => self.arrived(now, stream),
             ServerEvent::StreamFailed { reason } => {
                 let tell = format!("server: {reason}");
-                self.fail(now, EngineError::Setup(reason), Some(&tell));
+                self.fail(now, SessionError::Setup(reason), Some(&tell));
             }
             ServerEvent::SendersDone { counts } => {
                 if let State::Running(x) = &mut self.state {
@@ -277,10 +280,13 @@ impl ServerSession {
                     self.after_run();
                 }
             }
-            ServerEvent::Limit { reason } => {
+            ServerEvent::Limit { kind, reason } => {
                 // The client keeps what was measured: our report first, then the reason.
                 if let State::Running(x) = &mut self.state {
-                    let e = EngineError::Limit(reason.clone());
+                    let e = SessionError::Limit {
+                        kind,
+                        reason: reason.clone(),
+                    };
                     x.end_early(now, &mut self.wire, e, &reason, &mut self.run_actions);
                     self.after_run();
                 }
@@ -291,7 +297,7 @@ impl ServerSession {
                 }
                 _ => self.fail(
                     now,
-                    EngineError::Shutdown,
+                    SessionError::Shutdown,
                     Some("the server is shutting down"),
                 ),
             },
@@ -303,7 +309,7 @@ impl ServerSession {
         if self.wire.write_deadline().is_some_and(|t| now >= t) {
             self.wire.discard_output();
             if !self.closing {
-                let e = EngineError::Timeout("the client to read the control connection");
+                let e = SessionError::Timeout("the client to read the control connection");
                 self.fail(now, e, None);
             }
             return;
@@ -322,7 +328,7 @@ impl ServerSession {
             }
             _ => return,
         };
-        let e = EngineError::Timeout(what);
+        let e = SessionError::Timeout(what);
         let tell = e.to_string();
         self.fail(now, e, Some(&tell));
     }
@@ -387,14 +393,14 @@ impl ServerSession {
             },
             State::Streams { begin_seen, .. } => match msg {
                 Message::Begin if !*begin_seen => *begin_seen = true,
-                Message::Error { reason } => self.fail(now, EngineError::Peer(reason), None),
+                Message::Error { reason, error_kind } => self.peer_failed(now, reason, error_kind),
                 other => self.unexpected(now, "during set-up", other),
             },
             State::Begin { .. } => match msg {
                 Message::Begin => self.begin(now),
-                Message::Error { reason } => self.fail(now, EngineError::Peer(reason), None),
+                Message::Error { reason, error_kind } => self.peer_failed(now, reason, error_kind),
                 other => {
-                    let e = EngineError::Protocol(format!("expected begin, got {other:?}"));
+                    let e = SessionError::Protocol(format!("expected begin, got {other:?}"));
                     self.fail(now, e, Some("expected begin"));
                 }
             },
@@ -408,7 +414,7 @@ impl ServerSession {
     }
 
     fn unexpected(&mut self, now: Instant, at: &str, msg: Message) {
-        let e = EngineError::Protocol(format!("unexpected control message {at}: {msg:?}"));
+        let e = SessionError::Protocol(format!("unexpected control message {at}: {msg:?}"));
         self.fail(now, e, Some(&format!("unexpected control message {at}")));
     }
 
@@ -473,7 +479,7 @@ impl ServerSession {
                 }
             }
             other => {
-                let e = EngineError::Protocol(format!("unexpected first message {other:?}"));
+                let e = SessionError::Protocol(format!("unexpected first message {other:?}"));
                 self.fail(now, e, Some("the first message must be start or attach"));
             }
         }
@@ -617,19 +623,25 @@ impl ServerSession {
 
     /// Refuses the test with `r`, telling the client, and closes.
     fn refuse(&mut self, now: Instant, r: Refusal) {
-        let reason = r.to_string();
+        let (reason, kind) = (r.to_string(), r.error_kind());
         let _ = self.wire.send(
             now,
             &Message::Refuse {
                 reason: reason.clone(),
+                error_kind: Some(kind),
             },
         );
         self.outcome.refusal = Some(r);
-        self.end(EngineError::Refused(reason));
+        self.end(SessionError::Refused { kind, reason });
+    }
+
+    /// The client reported an error during set-up.
+    fn peer_failed(&mut self, now: Instant, reason: String, kind: Option<ErrorKind>) {
+        self.fail(now, SessionError::Peer { kind, reason }, None);
     }
 
     /// Ends the session with `error`; `tell` goes to the client first.
-    fn fail(&mut self, now: Instant, error: EngineError, tell: Option<&str>) {
+    fn fail(&mut self, now: Instant, error: SessionError, tell: Option<&str>) {
         if let State::Running(x) = &mut self.state {
             x.fail(now, &mut self.wire, error, tell, &mut self.run_actions);
             return self.after_run();
@@ -639,13 +651,14 @@ impl ServerSession {
                 now,
                 &Message::Error {
                     reason: reason.to_string(),
+                    error_kind: Some(error.kind()),
                 },
             );
         }
         self.end(error);
     }
 
-    fn end(&mut self, error: EngineError) {
+    fn end(&mut self, error: SessionError) {
         self.outcome.error.get_or_insert(error);
         self.state = State::Done;
         self.closing = true;

@@ -25,7 +25,7 @@ use crate::role::user::{user_datapath, UserConnector, UserStream};
 use crate::role::{CrrPart, DataSocket, FilePart, RoleParams};
 use crate::sys::udp::Offloads;
 use crate::sys::{host_id, same_clock, tcp_datapath, udp_datapath};
-use crate::EngineError;
+use crate::{EngineError, ErrorKind, SessionError};
 
 /// What the client needs to run a test.
 #[derive(Debug, Clone)]
@@ -507,14 +507,14 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
                         Ok(()) => ClientEvent::Opened {
                             stream: PACKET_LOG_STREAM,
                         },
-                        Err(error) => ClientEvent::OpenFailed { error },
+                        Err(error) => open_failed(error),
                     };
                     session.handle_event(Instant::now(), event);
                 }
                 ClientAction::OpenStream { stream } => {
                     let event = match setup.open_stream(pump.stream(), stream) {
                         Ok(()) => ClientEvent::Opened { stream },
-                        Err(error) => ClientEvent::OpenFailed { error },
+                        Err(error) => open_failed(error),
                     };
                     session.handle_event(Instant::now(), event);
                 }
@@ -528,6 +528,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
                         Err(e) => {
                             let report = Box::new(wirebench_proto::results::SideReport {
                                 error: Some(e.to_string()),
+                                error_kind: Some(e.kind()),
                                 ..Default::default()
                             });
                             session.handle_event(now, ClientEvent::RolesDone { report });
@@ -573,12 +574,13 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
     drop(roles);
     let outcome = session.outcome().unwrap_or_default();
     if !outcome.started {
-        return Err(outcome.error.unwrap_or(EngineError::PeerClosed));
+        return Err(outcome.error.unwrap_or(SessionError::PeerClosed).into());
     }
+    let cause = outcome.error.as_ref().map(SessionError::kind);
     let mut error = outcome.error.map(|e| match e {
         // Say when, so the partial results read right; the receiver's figures the server
         // never sent are missing, not lost.
-        EngineError::PeerClosed => format!(
+        SessionError::PeerClosed => format!(
             "the server closed the connection after {:.1} s",
             began.map_or(0.0, |t| t.elapsed().as_secs_f64())
         ),
@@ -596,6 +598,8 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
             }
         }
     }
+    // Without the session's, an error here is the packet log's copy failing.
+    let cause = cause.or(error.as_ref().map(|_| ErrorKind::Io));
     let mut peer = outcome.peer;
     if let Some(p) = &mut peer {
         clean_report(p);
@@ -607,6 +611,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
         peer.as_ref(),
         error,
     );
+    results.error_cause = cause.or(results.error_cause);
     if peer.is_none() && setup.spec.direction == Direction::Forward {
         // The server received, and its report never came: what it received is unknown,
         // not lost. (A made-up 100% loss would be the worst kind of wrong figure.)
@@ -616,6 +621,13 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
         }
     }
     Ok(results)
+}
+
+/// A data connection the session asked for did not open: the session hears why.
+fn open_failed(error: EngineError) -> ClientEvent {
+    ClientEvent::OpenFailed {
+        error: error.into(),
+    }
 }
 
 #[cfg(test)]

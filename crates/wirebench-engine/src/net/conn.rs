@@ -28,7 +28,7 @@ use crate::role::limit::{MoveLimit, TestLimits};
 use crate::role::{CrrPart, DataSocket, FilePart, RoleParams};
 use crate::sys::udp::Offloads;
 use crate::sys::{host_id, same_clock, tcp_datapath, udp_datapath};
-use crate::EngineError;
+use crate::{EngineError, ErrorKind, SessionError};
 
 /// A fresh session for a connection just accepted (none if no nonce can be drawn).
 pub(super) fn new_session(state: &State) -> Option<ServerSession> {
@@ -101,6 +101,7 @@ pub(super) fn admitted(
                         Some(Err(e)) => {
                             let report = Box::new(SideReport {
                                 error: Some(e.to_string()),
+                                error_kind: Some(e.kind()),
                                 ..SideReport::default()
                             });
                             session.handle_event(now, ServerEvent::RolesDone { report });
@@ -161,8 +162,9 @@ pub(super) fn admitted(
                     RoleEvent::Done(report) => {
                         // A limit that ended a stream is the test's first cause: the client
                         // hears it before the reports.
-                        if let Some(reason) = limit_reason(&report) {
-                            session.handle_event(Instant::now(), ServerEvent::Limit { reason });
+                        if let Some((kind, reason)) = limit_of(&report) {
+                            let limit = ServerEvent::Limit { kind, reason };
+                            session.handle_event(Instant::now(), limit);
                         }
                         ServerEvent::RolesDone { report }
                     }
@@ -186,13 +188,15 @@ pub(super) fn admitted(
     let (Some((spec, cookie)), true) = (spec, outcome.started) else {
         return not_started(state, peer, outcome, true);
     };
-    let r = Results::assemble(
+    let cause = outcome.error.as_ref().map(SessionError::kind);
+    let mut r = Results::assemble(
         &spec,
         peer.to_string(),
         outcome.peer.as_ref(),
         outcome.local.as_ref(),
         outcome.error.map(|e| e.to_string()),
     );
+    r.error_cause = cause.or(r.error_cause);
     let (server_sent, server_received) = outcome
         .local
         .as_ref()
@@ -201,8 +205,8 @@ pub(super) fn admitted(
     let server_sent = server_sent.saturating_add(log_sent);
     state.metrics.bytes_sent.inc_by(server_sent);
     state.metrics.bytes_received.inc_by(server_received);
-    if let Some(limit) = r.error.as_deref().and_then(limit_of) {
-        state.metrics.limited(limit);
+    if let Some(kind) = r.error_cause {
+        state.metrics.limited(kind);
     }
     log(
         state,
@@ -276,27 +280,14 @@ fn moved_by(rep: &SideReport, spec: &TestSpec) -> (u64, u64) {
     (sent, received)
 }
 
-/// The text of a server limit that ended one of `rep`'s streams, if one did.
-fn limit_reason(rep: &SideReport) -> Option<String> {
-    let own = rep
-        .error
-        .as_ref()
-        .filter(|e| e.contains("the server ended the test"))
-        .cloned();
-    own.or_else(|| rep.streams.iter().find_map(limit_reason))
-        .or_else(|| rep.reverse.as_deref().and_then(limit_reason))
-}
-
-/// Which server limit ended a test, from its error text (the roles' `OverLimit` and
-/// `ServerLimit` messages name the flag).
-fn limit_of(error: &str) -> Option<&'static str> {
-    if !error.contains("the server ended the test") {
-        return None;
-    }
-    ["--max-bytes", "--max-rate", "--max-pps", "--max-duration"]
-        .into_iter()
-        .find(|flag| error.contains(flag))
-        .map(|flag| &flag[2..])
+/// The server limit that ended one of `rep`'s streams, if one did: its kind and words.
+fn limit_of(rep: &SideReport) -> Option<(ErrorKind, String)> {
+    let own = match (rep.error_kind, &rep.error) {
+        (Some(kind), Some(reason)) if kind.limit_flag().is_some() => Some((kind, reason.clone())),
+        _ => None,
+    };
+    own.or_else(|| rep.streams.iter().find_map(limit_of))
+        .or_else(|| rep.reverse.as_deref().and_then(limit_of))
 }
 
 /// Holds a test slot; gives it back, and forgets the test's routing entries, when the

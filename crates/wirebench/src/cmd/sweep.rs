@@ -387,9 +387,7 @@ fn trial(cfg: &ClientConfig) -> Result<Results, EngineError> {
     let mut attempt = 0;
     loop {
         match wirebench_engine::run(cfg, &mut Silent) {
-            Err(EngineError::Refused(why))
-                if why.starts_with("server busy") && attempt < BUSY_ATTEMPTS =>
-            {
+            Err(e) if e.kind().try_again_later() && attempt < BUSY_ATTEMPTS => {
                 attempt += 1;
                 std::thread::sleep(BUSY_RETRY);
             }
