@@ -188,15 +188,17 @@ pub(super) fn admitted(
     let (Some((spec, cookie)), true) = (spec, outcome.started) else {
         return not_started(state, peer, outcome, true);
     };
-    let cause = outcome.error.as_ref().map(SessionError::kind);
-    let mut r = Results::assemble(
+    if let Some(SessionError::Limit { kind, .. }) = &outcome.error {
+        // The server's own session's, never a client's report's: a client cannot move it.
+        state.metrics.limited(*kind);
+    }
+    let r = Results::assemble(
         &spec,
         peer.to_string(),
         outcome.peer.as_ref(),
         outcome.local.as_ref(),
         outcome.error.map(|e| e.to_string()),
     );
-    r.error_cause = cause.or(r.error_cause);
     let (server_sent, server_received) = outcome
         .local
         .as_ref()
@@ -205,9 +207,6 @@ pub(super) fn admitted(
     let server_sent = server_sent.saturating_add(log_sent);
     state.metrics.bytes_sent.inc_by(server_sent);
     state.metrics.bytes_received.inc_by(server_received);
-    if let Some(kind) = r.error_cause {
-        state.metrics.limited(kind);
-    }
     log(
         state,
         format_args!(
