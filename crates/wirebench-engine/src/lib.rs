@@ -58,9 +58,6 @@ pub enum EngineError {
     /// The peer broke the protocol.
     #[error("protocol error: {0}")]
     Protocol(String),
-    /// The peer reported an error.
-    #[error("peer reported: {0}")]
-    Peer(String),
     /// A wait ran out.
     #[error("timed out waiting for {0}")]
     Timeout(&'static str),
@@ -88,11 +85,20 @@ impl EngineError {
             Self::Connect { .. } => ErrorKind::Connect,
             Self::Session(e) => e.kind(),
             Self::Protocol(_) => ErrorKind::Protocol,
-            Self::Peer(_) => ErrorKind::Unknown,
             Self::Timeout(_) => ErrorKind::Timeout,
             Self::Setup(_) => ErrorKind::Setup,
             Self::Io { .. } => ErrorKind::Io,
         }
+    }
+}
+
+/// An iperf3 session's failure, as the peer's error it is reported as.
+impl From<iperf3::Iperf3Error> for EngineError {
+    fn from(e: iperf3::Iperf3Error) -> Self {
+        Self::Session(SessionError::Peer {
+            kind: Some(e.kind()),
+            reason: e.to_string(),
+        })
     }
 }
 

@@ -518,7 +518,6 @@ fn hint(e: &EngineError, host: &str, peer: Peer) -> Option<String> {
             ErrorKind::Timeout => Some(format!(
                 "check that {host} runs `{server}` and that no firewall drops the traffic"
             )),
-            ErrorKind::Busy => Some("it runs as many tests as it allows: try again later".into()),
             _ => None,
         },
     }
@@ -529,7 +528,7 @@ fn hint(e: &EngineError, host: &str, peer: Peer) -> Option<String> {
 fn kind(e: &EngineError) -> &'static str {
     match e {
         EngineError::Session(SessionError::Refused { .. }) => return "refused",
-        EngineError::Session(SessionError::Peer { .. }) | EngineError::Peer(_) => return "peer",
+        EngineError::Session(SessionError::Peer { .. }) => return "peer",
         _ => {}
     }
     match e.kind() {

@@ -251,7 +251,7 @@ pub fn run_iperf3(cfg: &Iperf3Config, watch: &mut dyn Watch) -> Result<Results, 
                     ))?;
                     return Ok(results(cfg, &streams, peer.as_ref()));
                 }
-                ClientAction::Failed(e) => return Err(EngineError::Peer(e.to_string())),
+                ClientAction::Failed(e) => return Err(e.into()),
             }
         }
         if let (Some(s), Some(t0)) = (streams.as_mut(), started) {
