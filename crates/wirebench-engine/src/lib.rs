@@ -202,3 +202,46 @@ impl Shared {
         self.peer_done_ns.store(self.now_ns(), Ordering::Relaxed);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What sweep asks of a failed trial, as it asks it: the engine's error's kind.
+    fn asked_again(e: SessionError) -> bool {
+        EngineError::from(e).kind().try_again_later()
+    }
+
+    #[test]
+    fn a_retry_follows_the_kind_and_never_the_words() {
+        let busy = |reason: &str| SessionError::Refused {
+            kind: ErrorKind::Busy,
+            reason: reason.into(),
+        };
+        assert!(asked_again(busy("server busy: 1 tests running")));
+        assert!(asked_again(busy("reworded: all slots taken")));
+        // The old words without the kind (a server without kinds): not busy as far as code
+        // knows, so not asked again.
+        assert!(!asked_again(SessionError::Refused {
+            kind: ErrorKind::Refused,
+            reason: "server busy: 1 tests running, the limit is 1 (--max-tests)".into(),
+        }));
+        let limit = SessionError::Limit {
+            kind: ErrorKind::MaxBytes,
+            reason: "no flag named here".into(),
+        };
+        assert_eq!(limit.kind(), ErrorKind::MaxBytes);
+        assert!(!asked_again(limit));
+    }
+
+    #[test]
+    fn a_drivers_failure_keeps_its_kind_through_the_session() {
+        let e = EngineError::Setup("no such interface".into());
+        let s = SessionError::from(e);
+        assert_eq!(s.kind(), ErrorKind::Setup);
+        assert_eq!(s.to_string(), "cannot set up the test: no such interface");
+        // A session's own error comes back out as itself.
+        let back = EngineError::from(SessionError::PeerClosed);
+        assert!(matches!(SessionError::from(back), SessionError::PeerClosed));
+    }
+}

@@ -207,10 +207,10 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         ],
     );
     doc.end.rrul = Some(rrul);
-    if doc.error.is_none() {
-        doc.error = [&udp, &tcp]
-            .iter()
-            .find_map(|r| r.error.as_ref().map(|e| format!("a probe: {e}")));
+    let failed_probe = [&udp, &tcp].into_iter().find(|r| r.error.is_some());
+    if let (None, Some(probe)) = (&doc.error, failed_probe) {
+        doc.error = probe.error.as_ref().map(|e| format!("a probe: {e}"));
+        doc.error_cause = probe.error_cause;
     }
     print(&doc, args, client.json_stream)?;
     if let Some(sig) = signals.signal() {
