@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use common::attack::{connect_port, proc_status, raise_fd_limit, recv, send, spec, start, tmp_dir};
 use common::{u, wirebench, Server};
 use wirebench_proto::control::{encode, FrameDecoder, Message, PROTOCOL_VERSION};
+use wirebench_proto::error_kind::ErrorKind;
+use wirebench_proto::results::{Role, SideReport};
 
 /// The attacker's address.
 const ATTACKER: &str = "127.0.0.2";
@@ -872,4 +874,64 @@ fn a_sweep_asks_a_busy_server_again() {
         String::from_utf8_lossy(&out.stderr)
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A client's report that says a server limit ended its test does not count as one: the
+/// server counts `tests_limited` from its own session alone.
+#[test]
+fn a_clients_report_cannot_count_a_limit_the_server_never_met() {
+    let ls = LoggedServer::start(&["--metrics", "127.0.0.1:0"]);
+    let addr = ls.metrics.clone().expect("a metrics address");
+    let mut c = connect_from_attacker(ls.port).expect("connect");
+    let mut d = FrameDecoder::new(1 << 20);
+    send(&mut c, &start(spec(100_000), "liar"));
+    let Some(Message::Accept { cookie, .. }) = recv(&mut c, &mut d) else {
+        panic!("no accept")
+    };
+    let mut data = connect_from_attacker(ls.port).expect("data connection");
+    send(
+        &mut data,
+        &Message::Attach {
+            version: PROTOCOL_VERSION,
+            cookie,
+            stream: 0,
+        },
+    );
+    send(&mut c, &Message::Begin);
+    data.write_all(&vec![7u8; 100_000]).expect("the data");
+    drop(data);
+    // The sender's report, claiming the server's limit ended it, in the server's words and
+    // with its kind.
+    let report = SideReport {
+        role: Some(Role::Sender),
+        bytes: 100_000,
+        messages: 100,
+        error: Some(
+            "the server ended the test: more moved than its --max-bytes 1 MB allows".into(),
+        ),
+        error_kind: Some(ErrorKind::MaxBytes),
+        ..SideReport::default()
+    };
+    send(
+        &mut c,
+        &Message::Done {
+            report: Box::new(report),
+        },
+    );
+    // The server's own report: the test ran to its end.
+    let answer =
+        std::iter::from_fn(|| recv(&mut c, &mut d)).find(|m| matches!(m, Message::Done { .. }));
+    assert!(answer.is_some(), "no report from the server");
+    drop(c);
+    let received = "wirebench_received_bytes_total ";
+    let after = metric_reaches(&addr, received, 100_000);
+    assert_eq!(metric(&after, received), 100_000, "{after}");
+    assert_eq!(
+        metric(
+            &after,
+            "wirebench_tests_limited_total{reason=\"max-bytes\"} "
+        ),
+        0,
+        "{after}"
+    );
 }
