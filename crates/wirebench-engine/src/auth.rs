@@ -131,12 +131,15 @@ impl Psk {
     }
 }
 
+/// The system gave no randomness for a nonce.
+#[derive(Debug, thiserror::Error)]
+#[error("drawing a nonce: {0}")]
+pub struct NonceError(pub(crate) getrandom::Error);
+
 /// 16 random bytes, hex: a nonce.
-pub fn nonce() -> Result<String, crate::EngineError> {
+pub fn nonce() -> Result<String, NonceError> {
     let mut b = [0u8; 16];
-    getrandom::getrandom(&mut b).map_err(|e| {
-        crate::EngineError::io("drawing a nonce", std::io::Error::other(e.to_string()))
-    })?;
+    getrandom::getrandom(&mut b).map_err(NonceError)?;
     Ok(hex(&b))
 }
 

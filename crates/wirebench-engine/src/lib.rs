@@ -39,6 +39,9 @@ pub use role::user::{UserAccept, UserConnector, UserListener, UserStream};
 
 use thiserror::Error;
 
+pub use control::SessionError;
+pub use wirebench_proto::error_kind::ErrorKind;
+
 /// What can end a test.
 #[derive(Debug, Error)]
 pub enum EngineError {
@@ -50,40 +53,18 @@ pub enum EngineError {
         /// Why.
         source: std::io::Error,
     },
-    /// The server said no.
-    #[error("server refused the test: {0}")]
-    Refused(String),
+    /// The control session ended it (a refusal, the peer's error, a limit, a timeout).
+    #[error(transparent)]
+    Session(#[from] SessionError),
     /// The peer broke the protocol.
     #[error("protocol error: {0}")]
     Protocol(String),
-    /// The peer reported an error.
-    #[error("peer reported: {0}")]
-    Peer(String),
     /// A wait ran out.
     #[error("timed out waiting for {0}")]
     Timeout(&'static str),
     /// The test cannot be set up on this host as asked.
     #[error("cannot set up the test: {0}")]
     Setup(String),
-    /// The server answered, but not as a wirebench server does.
-    #[error("{server} is not a wirebench server: it answered {seen}; {hint}")]
-    NotWirebench {
-        /// The server as the user named it.
-        server: String,
-        /// What it answered, in words.
-        seen: String,
-        /// What to do.
-        hint: &'static str,
-    },
-    /// The server is going away (SIGTERM).
-    #[error("the server is shutting down")]
-    Shutdown,
-    /// The server ended the test at one of its limits (the text names the flag and value).
-    #[error("{0}")]
-    Limit(String),
-    /// The peer closed the control connection.
-    #[error("the peer closed the control connection")]
-    PeerClosed,
     /// A system call failed.
     #[error("{context}: {source}")]
     Io {
@@ -97,6 +78,49 @@ pub enum EngineError {
 impl EngineError {
     pub(crate) fn io(context: &'static str, source: std::io::Error) -> Self {
         Self::Io { context, source }
+    }
+
+    /// The error's kind: what code that acts on a failure (retry, exit code, hint) reads.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Connect { .. } => ErrorKind::Connect,
+            Self::Session(e) => e.kind(),
+            Self::Protocol(_) => ErrorKind::Protocol,
+            Self::Timeout(_) => ErrorKind::Timeout,
+            Self::Setup(_) => ErrorKind::Setup,
+            Self::Io { .. } => ErrorKind::Io,
+        }
+    }
+}
+
+/// An iperf3 session's failure, as the peer's error it is reported as.
+impl From<iperf3::Iperf3Error> for EngineError {
+    fn from(e: iperf3::Iperf3Error) -> Self {
+        Self::Session(SessionError::Peer {
+            kind: Some(e.kind()),
+            reason: e.to_string(),
+        })
+    }
+}
+
+/// No randomness: as any failed system call.
+impl From<auth::NonceError> for EngineError {
+    fn from(e: auth::NonceError) -> Self {
+        Self::io("drawing a nonce", std::io::Error::other(e.0.to_string()))
+    }
+}
+
+/// A driver's failure the session hears of (a data stream that would not open): its kind
+/// and words go to the peer and into the results.
+impl From<EngineError> for SessionError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::Session(e) => e,
+            e => SessionError::Local {
+                kind: e.kind(),
+                reason: e.to_string(),
+            },
+        }
     }
 }
 
@@ -177,5 +201,48 @@ impl Shared {
     pub(crate) fn peer_done(&self, messages: u64) {
         self.peer_messages.store(messages, Ordering::Relaxed);
         self.peer_done_ns.store(self.now_ns(), Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What sweep asks of a failed trial, as it asks it: the engine's error's kind.
+    fn asked_again(e: SessionError) -> bool {
+        EngineError::from(e).kind().try_again_later()
+    }
+
+    #[test]
+    fn a_retry_follows_the_kind_and_never_the_words() {
+        let busy = |reason: &str| SessionError::Refused {
+            kind: ErrorKind::Busy,
+            reason: reason.into(),
+        };
+        assert!(asked_again(busy("server busy: 1 tests running")));
+        assert!(asked_again(busy("reworded: all slots taken")));
+        // The old words without the kind (a server without kinds): not busy as far as code
+        // knows, so not asked again.
+        assert!(!asked_again(SessionError::Refused {
+            kind: ErrorKind::Refused,
+            reason: "server busy: 1 tests running, the limit is 1 (--max-tests)".into(),
+        }));
+        let limit = SessionError::Limit {
+            kind: ErrorKind::MaxBytes,
+            reason: "no flag named here".into(),
+        };
+        assert_eq!(limit.kind(), ErrorKind::MaxBytes);
+        assert!(!asked_again(limit));
+    }
+
+    #[test]
+    fn a_drivers_failure_keeps_its_kind_through_the_session() {
+        let e = EngineError::Setup("no such interface".into());
+        let s = SessionError::from(e);
+        assert_eq!(s.kind(), ErrorKind::Setup);
+        assert_eq!(s.to_string(), "cannot set up the test: no such interface");
+        // A session's own error comes back out as itself.
+        let back = EngineError::from(SessionError::PeerClosed);
+        assert!(matches!(SessionError::from(back), SessionError::PeerClosed));
     }
 }

@@ -68,6 +68,7 @@ pub fn merge(mut outs: Vec<(SideReport, Hists)>) -> SideReport {
         agg.timeouts += r.timeouts;
         if agg.error.is_none() {
             agg.error = r.error.clone();
+            agg.error_kind = r.error_kind;
         }
         for (i, rec) in r.intervals.iter().enumerate() {
             if agg.intervals.len() <= i {

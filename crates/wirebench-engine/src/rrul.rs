@@ -249,10 +249,10 @@ pub fn run_rrul(
         ],
     );
     doc.end.rrul = Some(rrul);
-    if doc.error.is_none() {
-        doc.error = [&udp, &tcp]
-            .iter()
-            .find_map(|r| r.error.as_ref().map(|e| format!("a probe: {e}")));
+    let failed_probe = [&udp, &tcp].into_iter().find(|r| r.error.is_some());
+    if let (None, Some(probe)) = (&doc.error, failed_probe) {
+        doc.error = probe.error.as_ref().map(|e| format!("a probe: {e}"));
+        doc.error_cause = probe.error_cause;
     }
     Ok(doc)
 }
@@ -279,7 +279,10 @@ mod tests {
         assert_eq!(p.load.drain_ns, 5_000_000_000);
         assert_eq!(p.load.interval_ns, 100_000_000);
         assert_eq!(p.tcp.duration_ns, Some(26_000_000_000));
-        assert_eq!((p.tcp.rate_pps, p.tcp.size, p.tcp.streams), (Some(10), 64, 1));
+        assert_eq!(
+            (p.tcp.rate_pps, p.tcp.size, p.tcp.streams),
+            (Some(10), 64, 1)
+        );
         assert_eq!(p.tcp.mechanism, Mechanism::Rr);
         assert_eq!(p.udp.protocol, Protocol::Udp);
         assert_eq!(p.udp.congestion, None);
@@ -295,7 +298,10 @@ mod tests {
         b.streams = 2;
         let p = RrulPlan::new(&b, Duration::ZERO, Some(Duration::from_millis(50))).expect("plan");
         assert_eq!(p.load.streams, 2);
-        assert_eq!((p.tcp.rate_pps, p.probe_interval_ns), (Some(20), 50_000_000));
+        assert_eq!(
+            (p.tcp.rate_pps, p.probe_interval_ns),
+            (Some(20), 50_000_000)
+        );
         assert_eq!(p.tcp.duration_ns, Some(2_000_000_000));
         // A zero interval is no interval: the default spacing.
         let p = RrulPlan::new(&b, Duration::ZERO, Some(Duration::ZERO)).expect("plan");

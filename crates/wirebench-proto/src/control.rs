@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::error_kind::ErrorKind;
 use crate::results::{IntervalRecord, Role, SideReport};
 use crate::spec::TestSpec;
 
@@ -107,6 +108,9 @@ pub enum Message {
     Refuse {
         /// Why, in words the user can act on.
         reason: String,
+        /// Why, for code (absent from a peer that does not send kinds).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error_kind: Option<ErrorKind>,
     },
     /// Server → client: the UDP hello of a stream arrived and its socket is ready.
     UdpReady {
@@ -142,6 +146,9 @@ pub enum Message {
     Error {
         /// What went wrong.
         reason: String,
+        /// What went wrong, for code (absent from a peer that does not send kinds).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error_kind: Option<ErrorKind>,
     },
 }
 
@@ -448,6 +455,7 @@ mod tests {
             Message::Begin,
             Message::Refuse {
                 reason: "busy".into(),
+                error_kind: Some(ErrorKind::Busy),
             },
             Message::Interval {
                 role: Role::Receiver,
@@ -536,6 +544,60 @@ mod tests {
     fn partial_frames_wait_for_more() {
         assert!(decode(&[0, 0], MAX_FRAME).unwrap().is_none());
         assert!(decode(&[0, 0, 0, 9, b'{'], MAX_FRAME).unwrap().is_none());
+    }
+
+    #[test]
+    fn kinds_from_older_and_newer_peers_decode() {
+        // An older peer sends no kind; a newer one, a kind this build does not know.
+        let old = frame(br#"{"type":"refuse","reason":"server busy: 1 tests running"}"#);
+        let newer = frame(br#"{"type":"error","reason":"x","error_kind":"max_cpu","more":1}"#);
+        assert_eq!(
+            decode(&old, MAX_FRAME).unwrap().unwrap().0,
+            Message::Refuse {
+                reason: "server busy: 1 tests running".into(),
+                error_kind: None,
+            }
+        );
+        assert_eq!(
+            decode(&newer, MAX_FRAME).unwrap().unwrap().0,
+            Message::Error {
+                reason: "x".into(),
+                error_kind: Some(ErrorKind::Unknown),
+            }
+        );
+        // A report, read straight in by its canonical prefix: the same.
+        let report = SideReport {
+            error: Some("the server ended the test".into()),
+            error_kind: Some(ErrorKind::MaxBytes),
+            ..SideReport::default()
+        };
+        let msg = Message::Done {
+            report: Box::new(report),
+        };
+        let bytes = encode(&msg).unwrap();
+        assert!(bytes[4..].starts_with(DONE_PREFIX));
+        assert_eq!(decode(&bytes, MAX_FRAME).unwrap().unwrap().0, msg);
+        let body = String::from_utf8(bytes[4..].to_vec())
+            .unwrap()
+            .replace(r#""max_bytes""#, r#""max_cpu""#);
+        let Message::Done { report } = decode(&frame(body.as_bytes()), MAX_FRAME)
+            .unwrap()
+            .unwrap()
+            .0
+        else {
+            panic!("not a done");
+        };
+        assert_eq!(report.error_kind, Some(ErrorKind::Unknown));
+        let without = body.replace(r#","error_kind":"max_cpu""#, "");
+        assert_ne!(without, body);
+        let Message::Done { report } = decode(&frame(without.as_bytes()), MAX_FRAME)
+            .unwrap()
+            .unwrap()
+            .0
+        else {
+            panic!("not a done");
+        };
+        assert_eq!(report.error_kind, None);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 #![deny(unsafe_code)]
 
 pub mod control;
+pub mod error_kind;
 pub mod header;
 pub mod host_port;
 pub mod link_log;

@@ -108,7 +108,7 @@ fn message(e: &anyhow::Error) -> String {
     let in_use = e.chain().any(|c| {
         c.downcast_ref::<io::Error>()
             .is_some_and(|io| io.kind() == io::ErrorKind::AddrInUse)
-    }) || out.contains("Address already in use");
+    });
     if in_use {
         out.push_str("; another program holds that port: choose another with -p");
     }

@@ -19,6 +19,7 @@ use common::attack::{connect_port, proc_status, raise_fd_limit, recv, send, spec
 use common::{u, wirebench, Server};
 use wirebench_engine::Psk;
 use wirebench_proto::control::{FrameDecoder, Message};
+use wirebench_proto::error_kind::ErrorKind;
 
 const KEY: &str = "a key of at least sixteen bytes";
 
@@ -249,10 +250,16 @@ fn wrong_keys_make_their_address_wait_and_their_log_lines_are_capped() {
             answer = recv(&mut c, &mut d);
         }
         match answer {
-            Some(Message::Refuse { reason }) if reason.contains("too many wrong") => {
+            Some(Message::Refuse {
+                reason,
+                error_kind: Some(ErrorKind::Auth),
+            }) if reason.contains("too many wrong") => {
                 held_back += 1;
             }
-            Some(Message::Refuse { reason }) if reason.contains("wrong pre-shared key") => {
+            Some(Message::Refuse {
+                reason,
+                error_kind: Some(ErrorKind::Auth),
+            }) if reason.contains("wrong pre-shared key") => {
                 looked_at += 1;
             }
             other => panic!("unexpected answer {other:?}"),

@@ -301,13 +301,21 @@ fn a_busy_iperf3_server_is_one_line() {
         .args(["-t", "1"])
         .output()
         .expect("second client");
-    let mut first = first;
-    let _ = first.kill();
-    let _ = first.wait();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("busy"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    // The same refusal as the JSON document's kind, for programs.
+    let out = wirebench()
+        .args(["run", "--iperf3", &format!("127.0.0.1:{}", server.port)])
+        .args(["-t", "1", "--json"])
+        .output()
+        .expect("third client");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("failure document");
+    assert_eq!(v["error_cause"], "busy", "{v}");
+    let mut first = first;
+    let _ = first.kill();
+    let _ = first.wait();
 }
 
 #[test]

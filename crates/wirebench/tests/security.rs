@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use common::attack::{connect_port, proc_status, raise_fd_limit, recv, send, spec, start, tmp_dir};
 use common::{u, wirebench, Server};
 use wirebench_proto::control::{encode, FrameDecoder, Message, PROTOCOL_VERSION};
+use wirebench_proto::error_kind::ErrorKind;
+use wirebench_proto::results::{Role, SideReport};
 
 /// The attacker's address.
 const ATTACKER: &str = "127.0.0.2";
@@ -784,5 +786,159 @@ fn metrics_move_with_a_test_and_promtool_accepts_them() {
         "promtool: {}{}",
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// The metric `name` once it reads `want` or more, polled until a deadline: the server counts a
+/// test as its session ends, which may be just after the client has its answer.
+fn metric_reaches(addr: &str, name: &str, want: u64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let body = scrape(addr);
+        if metric(&body, name) >= want || Instant::now() > deadline {
+            return body;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A refusal and a limit that ends a test reach the client's JSON as their kinds
+/// (`error_cause`) and the server's metrics by them, not by the words of their messages.
+#[test]
+fn a_refusal_and_a_limit_reach_the_results_and_the_metrics_as_kinds() {
+    let ls = LoggedServer::start(&["--metrics", "127.0.0.1:0", "--max-rate", "10M"]);
+    let addr = ls.metrics.clone().expect("a metrics address");
+    // Asks for more than the server allows: refused before it begins.
+    let out = run_at(ls.port, &["-n", "1M", "-b", "1G", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("failure document");
+    assert_eq!(v["error_kind"], "refused", "{v}");
+    assert_eq!(v["error_cause"], "max_rate", "{v}");
+    // Within the declared bounds, bursting big answers: ended by the server as it runs.
+    let out = run_at(
+        ls.port,
+        &[
+            "--mode",
+            "rr",
+            "-l",
+            "64",
+            "--response-size",
+            "60K",
+            "-b",
+            "40k",
+            "-t",
+            "5s",
+            "--json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("partial results");
+    assert_eq!(v["error_kind"], "incomplete", "{v}");
+    assert_eq!(v["error_cause"], "max_rate", "{v}");
+    let limited = "wirebench_tests_limited_total{reason=\"max-rate\"} ";
+    let after = metric_reaches(&addr, limited, 1);
+    assert_eq!(metric(&after, limited), 1, "{after}");
+    assert_eq!(
+        metric(
+            &after,
+            "wirebench_tests_refused_total{reason=\"max_rate\"} "
+        ),
+        1,
+        "{after}"
+    );
+}
+
+/// A sweep asks a busy server again: it reads the refusal's kind (`busy`), not its words.
+#[test]
+fn a_sweep_asks_a_busy_server_again() {
+    let ls = LoggedServer::start(&["--metrics", "127.0.0.1:0", "--max-tests", "1"]);
+    let addr = ls.metrics.clone().expect("a metrics address");
+    // A client that was accepted holds the one slot.
+    let mut holder = connect_port("127.0.0.1", ls.port).expect("connect");
+    let mut d = FrameDecoder::new(1 << 20);
+    send(&mut holder, &start(spec(100_000), "holder"));
+    let answer = recv(&mut holder, &mut d);
+    assert!(matches!(answer, Some(Message::Accept { .. })), "{answer:?}");
+    let dir = tmp_dir("busy-sweep");
+    let target = format!("127.0.0.1:{}", ls.port);
+    let sweep = wirebench()
+        .args(["sweep", &target, "--vary", "size=1000", "-n", "100K"])
+        .args(["--repeat", "1", "--pause", "0s", "--out"])
+        .arg(dir.join("exp"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start sweep");
+    // Once the server has refused the sweep's trial as busy, the slot is given back.
+    let busy = "wirebench_tests_refused_total{reason=\"busy\"} ";
+    let seen = metric_reaches(&addr, busy, 1);
+    assert!(metric(&seen, busy) >= 1, "{seen}");
+    drop(holder);
+    let out = sweep.wait_with_output().expect("sweep ends");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A client's report that says a server limit ended its test does not count as one: the
+/// server counts `tests_limited` from its own session alone.
+#[test]
+fn a_clients_report_cannot_count_a_limit_the_server_never_met() {
+    let ls = LoggedServer::start(&["--metrics", "127.0.0.1:0"]);
+    let addr = ls.metrics.clone().expect("a metrics address");
+    let mut c = connect_from_attacker(ls.port).expect("connect");
+    let mut d = FrameDecoder::new(1 << 20);
+    send(&mut c, &start(spec(100_000), "liar"));
+    let Some(Message::Accept { cookie, .. }) = recv(&mut c, &mut d) else {
+        panic!("no accept")
+    };
+    let mut data = connect_from_attacker(ls.port).expect("data connection");
+    send(
+        &mut data,
+        &Message::Attach {
+            version: PROTOCOL_VERSION,
+            cookie,
+            stream: 0,
+        },
+    );
+    send(&mut c, &Message::Begin);
+    data.write_all(&vec![7u8; 100_000]).expect("the data");
+    drop(data);
+    // The sender's report, claiming the server's limit ended it, in the server's words and
+    // with its kind.
+    let report = SideReport {
+        role: Some(Role::Sender),
+        bytes: 100_000,
+        messages: 100,
+        error: Some(
+            "the server ended the test: more moved than its --max-bytes 1 MB allows".into(),
+        ),
+        error_kind: Some(ErrorKind::MaxBytes),
+        ..SideReport::default()
+    };
+    send(
+        &mut c,
+        &Message::Done {
+            report: Box::new(report),
+        },
+    );
+    // The server's own report: the test ran to its end.
+    let answer =
+        std::iter::from_fn(|| recv(&mut c, &mut d)).find(|m| matches!(m, Message::Done { .. }));
+    assert!(answer.is_some(), "no report from the server");
+    drop(c);
+    let received = "wirebench_received_bytes_total ";
+    let after = metric_reaches(&addr, received, 100_000);
+    assert_eq!(metric(&after, received), 100_000, "{after}");
+    assert_eq!(
+        metric(
+            &after,
+            "wirebench_tests_limited_total{reason=\"max-bytes\"} "
+        ),
+        0,
+        "{after}"
     );
 }

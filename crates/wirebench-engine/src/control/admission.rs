@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use wirebench_proto::error_kind::ErrorKind;
 use wirebench_proto::packet_log::{FILE_HEADER_LEN, RECORD_LEN};
 use wirebench_proto::spec::{Direction, Mechanism, TestSpec};
 use wirebench_proto::units::{format_bytes, format_duration, format_rate_bps};
@@ -196,6 +197,31 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// The refusal's kind on the wire: what the client's code reads (a sweep retries
+    /// `busy`), beside the words.
+    pub fn error_kind(&self) -> ErrorKind {
+        match self {
+            Refusal::Version { .. } => ErrorKind::Version,
+            Refusal::AuthFailed | Refusal::AuthExpected(_) | Refusal::KeyGuesses { .. } => {
+                ErrorKind::Auth
+            }
+            Refusal::Invalid(_) | Refusal::UserStack(_) | Refusal::File(_) => ErrorKind::Refused,
+            Refusal::Duration { .. } => ErrorKind::MaxDuration,
+            Refusal::Streams { .. } => ErrorKind::MaxStreams,
+            Refusal::Size { .. } => ErrorKind::MaxSize,
+            Refusal::Bytes { .. } | Refusal::Unbounded { .. } => ErrorKind::MaxBytes,
+            Refusal::Rate { .. } | Refusal::UnlimitedRate { .. } => ErrorKind::MaxRate,
+            Refusal::Pps { .. } | Refusal::UnlimitedPps { .. } => ErrorKind::MaxPps,
+            Refusal::Memory { .. } => ErrorKind::MaxMemory,
+            Refusal::Timing { .. } => ErrorKind::MaxTiming,
+            Refusal::Busy { .. } => ErrorKind::Busy,
+            Refusal::PerClient { .. } => ErrorKind::MaxTestsPerClient,
+            Refusal::PerMinute { .. } => ErrorKind::MaxTestsPerMinute,
+            Refusal::ShuttingDown => ErrorKind::Shutdown,
+            Refusal::Internal(_) => ErrorKind::Internal,
+        }
+    }
+
     /// The refusal's kind in one word, for counting (the metrics' `reason` label).
     pub fn kind(&self) -> &'static str {
         match self {

@@ -10,9 +10,9 @@ use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 
 use super::exchange::{printable, Exchange, RunAction};
 use super::wire::{earliest, Wire};
-use super::{Outcome, Session, FIRST_BYTES_TIMEOUT, HELLO_EVERY, SETUP_TIMEOUT};
+use super::{Outcome, Session, SessionError, FIRST_BYTES_TIMEOUT, HELLO_EVERY, SETUP_TIMEOUT};
 use crate::auth::Psk;
-use crate::EngineError;
+use wirebench_proto::error_kind::ErrorKind;
 
 /// What the client session needs to know of its test and of itself.
 #[derive(Debug, Clone)]
@@ -45,7 +45,7 @@ pub(crate) enum ClientEvent {
     /// Opening a stream failed.
     OpenFailed {
         /// Why.
-        error: EngineError,
+        error: SessionError,
     },
     /// This side's senders are done (`--bidir`): `(stream, messages)`.
     SendersDone {
@@ -61,6 +61,8 @@ pub(crate) enum ClientEvent {
     RolesFailed {
         /// Why, in one line.
         reason: String,
+        /// Its kind.
+        kind: ErrorKind,
     },
     /// The user asked to stop (Ctrl-C): stop sending, exchange what was measured. The
     /// driver may say so on every round: the session acts on the first.
@@ -206,10 +208,11 @@ impl ClientSession {
                 }
             }
             ClientEvent::RolesDone { report } => self.roles_done(now, *report),
-            ClientEvent::RolesFailed { reason } => self.roles_done(
+            ClientEvent::RolesFailed { reason, kind } => self.roles_done(
                 now,
                 SideReport {
                     error: Some(reason),
+                    error_kind: Some(kind),
                     ..SideReport::default()
                 },
             ),
@@ -220,7 +223,7 @@ impl ClientSession {
                     State::Running(x) => x.interrupt(&mut self.run_actions),
                     _ => self.fail(
                         now,
-                        EngineError::Setup("interrupted before the test began".into()),
+                        SessionError::Setup("interrupted before the test began".into()),
                         Some("the client was interrupted"),
                     ),
                 }
@@ -270,12 +273,16 @@ impl ClientSession {
                 }
                 // A confirmation of an earlier stream, repeated: not this one's.
                 Message::UdpReady { .. } => {}
-                Message::Error { reason } => {
+                Message::Error { reason, error_kind } => {
                     let reason = printable(&reason);
-                    self.fail(now, EngineError::Peer(reason), None)
+                    let e = SessionError::Peer {
+                        kind: error_kind,
+                        reason,
+                    };
+                    self.fail(now, e, None)
                 }
                 other => {
-                    let e = EngineError::Protocol(format!("expected udp_ready, got {other:?}"));
+                    let e = SessionError::Protocol(format!("expected udp_ready, got {other:?}"));
                     self.fail(now, e, Some("unexpected control message during set-up"));
                 }
             },
@@ -295,9 +302,8 @@ impl ClientSession {
         match msg {
             Message::Challenge { nonce } if challenge.is_none() => {
                 let Some(psk) = &self.params.psk else {
-                    let e = EngineError::Setup(
-                        "the server asks for a pre-shared key: give it with --psk-file or WIREBENCH_PSK"
-                            .into(),
+                    let e = SessionError::Key(
+                        "the server asks for a pre-shared key: give it with --psk-file or WIREBENCH_PSK",
                     );
                     return self.fail(now, e, None);
                 };
@@ -326,8 +332,8 @@ impl ClientSession {
                         _ => false,
                     };
                     if !proven {
-                        let e = EngineError::Setup(
-                            "the server did not prove it holds the pre-shared key".into(),
+                        let e = SessionError::Key(
+                            "the server did not prove it holds the pre-shared key",
                         );
                         return self.fail(now, e, None);
                     }
@@ -337,7 +343,7 @@ impl ClientSession {
                 if spec.file.is_some() && spec.bytes.is_none() {
                     spec.bytes = bytes;
                     if let Err(e) = spec.validate() {
-                        let e = EngineError::Protocol(format!("the server's file: {e}"));
+                        let e = SessionError::Protocol(format!("the server's file: {e}"));
                         return self.fail(now, e, Some("the file's size does not make a test"));
                     }
                 }
@@ -349,16 +355,22 @@ impl ClientSession {
                 });
                 self.next_stream(now, None);
             }
-            Message::Refuse { reason } => {
+            Message::Refuse { reason, error_kind } => {
                 let reason = printable(&reason);
-                self.fail(now, EngineError::Refused(reason), None)
+                // A server without kinds: refused, for a reason code cannot read.
+                let kind = error_kind.unwrap_or(ErrorKind::Refused);
+                self.fail(now, SessionError::Refused { kind, reason }, None)
             }
-            Message::Error { reason } => {
+            Message::Error { reason, error_kind } => {
                 let reason = printable(&reason);
-                self.fail(now, EngineError::Peer(reason), None)
+                let e = SessionError::Peer {
+                    kind: error_kind,
+                    reason,
+                };
+                self.fail(now, e, None)
             }
             other => {
-                let e = EngineError::Protocol(format!("expected accept or refuse, got {other:?}"));
+                let e = SessionError::Protocol(format!("expected accept or refuse, got {other:?}"));
                 self.fail(now, e, Some("unexpected control message during set-up"));
             }
         }
@@ -430,7 +442,7 @@ impl ClientSession {
     }
 
     /// Ends the session with `error`; `tell` goes to the server first.
-    fn fail(&mut self, now: Instant, error: EngineError, tell: Option<&str>) {
+    fn fail(&mut self, now: Instant, error: SessionError, tell: Option<&str>) {
         if let State::Running(x) = &mut self.state {
             x.fail(now, &mut self.wire, error, tell, &mut self.run_actions);
             return self.after_run();
@@ -440,13 +452,14 @@ impl ClientSession {
                 now,
                 &Message::Error {
                     reason: reason.to_string(),
+                    error_kind: Some(error.kind()),
                 },
             );
         }
         self.end(error);
     }
 
-    fn end(&mut self, error: EngineError) {
+    fn end(&mut self, error: SessionError) {
         self.outcome.error.get_or_insert(error);
         self.state = State::Done;
         self.closing = true;
@@ -456,7 +469,7 @@ impl ClientSession {
     fn not_wirebench(&mut self) {
         let (seen, hint) = describe(self.wire.peek_prefix(64));
         self.wire.discard_output();
-        self.end(EngineError::NotWirebench {
+        self.end(SessionError::NotWirebench {
             server: self.params.server.clone(),
             seen,
             hint,
@@ -500,7 +513,7 @@ impl Session for ClientSession {
                 Err(_) if !self.frames_seen => return self.not_wirebench(),
                 Err(e) => {
                     let reason = e.to_string();
-                    self.fail(now, EngineError::Protocol(reason.clone()), Some(&reason));
+                    self.fail(now, SessionError::Protocol(reason.clone()), Some(&reason));
                 }
             }
         }
@@ -519,7 +532,7 @@ impl Session for ClientSession {
         if !self.frames_seen && self.wire.buffered() > 0 {
             return self.not_wirebench();
         }
-        self.end(EngineError::PeerClosed);
+        self.end(SessionError::PeerClosed);
     }
 
     /// Deadlines that have passed by `now`.
@@ -532,7 +545,7 @@ impl Session for ClientSession {
         }
         if self.wire.write_deadline().is_some_and(|t| now >= t) {
             self.wire.discard_output();
-            let e = EngineError::Timeout("the server to read the control connection");
+            let e = SessionError::Timeout("the server to read the control connection");
             return self.fail(now, e, None);
         }
         if self.first_bytes_deadline.is_some_and(|t| now >= t) {
@@ -541,7 +554,7 @@ impl Session for ClientSession {
         match &mut self.state {
             State::Answer { deadline, .. } if now >= *deadline => self.fail(
                 now,
-                EngineError::Timeout(
+                SessionError::Timeout(
                     "the server's answer (is a wirebench server listening there?)",
                 ),
                 None,
@@ -557,7 +570,7 @@ impl Session for ClientSession {
                         (false, PACKET_LOG_STREAM) => "the packet log connection",
                         (false, _) => "a data connection",
                     };
-                    return self.fail(now, EngineError::Timeout(what), None);
+                    return self.fail(now, SessionError::Timeout(what), None);
                 }
                 if hello_at.is_some_and(|t| now >= t) {
                     *hello_at = Some(now + HELLO_EVERY);

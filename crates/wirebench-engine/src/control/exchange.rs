@@ -10,8 +10,8 @@ use wirebench_proto::results::{IntervalRecord, Role, SideReport};
 use wirebench_proto::spec::{Direction, TestSpec};
 
 use super::wire::{earliest, Wire};
+use super::SessionError;
 use super::REPORT_GRACE;
-use crate::EngineError;
 
 /// What a running session asks of the roles.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,7 +36,7 @@ pub(super) struct Exchange {
     stop_sent: bool,
     local: Option<SideReport>,
     peer: Option<SideReport>,
-    error: Option<EngineError>,
+    error: Option<SessionError>,
     /// Until when this side, done, waits for the peer's report.
     report_deadline: Option<Instant>,
     /// When this side stops its roles whatever happens (the server's whole-test ceiling).
@@ -90,7 +90,9 @@ impl Exchange {
     }
 
     /// What the session ends with: local report, peer report, error.
-    pub(super) fn take(&mut self) -> (Option<SideReport>, Option<SideReport>, Option<EngineError>) {
+    pub(super) fn take(
+        &mut self,
+    ) -> (Option<SideReport>, Option<SideReport>, Option<SessionError>) {
         (self.local.take(), self.peer.take(), self.error.take())
     }
 
@@ -129,19 +131,20 @@ impl Exchange {
         &mut self,
         now: Instant,
         wire: &mut Wire,
-        error: EngineError,
+        error: SessionError,
         tell: Option<&str>,
         actions: &mut VecDeque<RunAction>,
     ) {
-        self.error.get_or_insert(error);
         if let (true, Some(reason)) = (self.channel_ok, tell) {
             let _ = wire.send(
                 now,
                 &Message::Error {
                     reason: reason.to_string(),
+                    error_kind: Some(error.kind()),
                 },
             );
         }
+        self.error.get_or_insert(error);
         self.channel_ok = false;
         self.report_deadline = None;
         self.stop(actions);
@@ -160,7 +163,7 @@ impl Exchange {
         &mut self,
         now: Instant,
         wire: &mut Wire,
-        error: EngineError,
+        error: SessionError,
         reason: &str,
         actions: &mut VecDeque<RunAction>,
     ) {
@@ -172,6 +175,7 @@ impl Exchange {
             now,
             &Message::Error {
                 reason: reason.to_string(),
+                error_kind: Some(error.kind()),
             },
         ) {
             self.channel_ok = false;
@@ -210,7 +214,10 @@ impl Exchange {
                 if let (None, Some(e)) = (&self.local, &report.error) {
                     // The peer ended first, and says why (a server's limit): that is the
                     // first cause, not what its end did to our roles (a closed connection).
-                    self.error.get_or_insert(EngineError::Peer(printable(e)));
+                    self.error.get_or_insert(SessionError::Peer {
+                        kind: report.error_kind,
+                        reason: printable(e),
+                    });
                 }
                 if self.local.is_none() {
                     // Each stream's receiver waits for its own sender's count; a report that
@@ -230,7 +237,7 @@ impl Exchange {
                         actions.push_back(RunAction::PeerCounts(counts));
                     }
                     if let Some(i) = missing {
-                        self.error.get_or_insert(EngineError::Protocol(format!(
+                        self.error.get_or_insert(SessionError::Protocol(format!(
                             "the peer's report has no stream {i}"
                         )));
                         self.stop(actions);
@@ -249,12 +256,15 @@ impl Exchange {
                     self.peer_intervals.push_back((role, record));
                 }
             }
-            Message::Error { reason } => {
+            Message::Error { reason, error_kind } => {
                 // The peer's reason is the first cause; what follows (it closes) is not. Its
                 // report may still follow (a server that ends a test at a limit sends it
                 // before closing): until it closes, it is taken.
                 let reason = printable(&reason);
-                self.error.get_or_insert(EngineError::Peer(reason));
+                self.error.get_or_insert(SessionError::Peer {
+                    kind: error_kind,
+                    reason,
+                });
                 self.stop(actions);
                 match (&self.local, &self.peer) {
                     (Some(_), Some(_)) => self.finished = true,
@@ -275,7 +285,7 @@ impl Exchange {
                 self.fail(
                     now,
                     wire,
-                    EngineError::Protocol(format!("unexpected control message {at}: {other:?}")),
+                    SessionError::Protocol(format!("unexpected control message {at}: {other:?}")),
                     Some(&format!("unexpected control message {at}")),
                     actions,
                 );
@@ -335,7 +345,7 @@ impl Exchange {
     ) {
         if self.channel_ok {
             wire.discard_output();
-            self.fail(now, wire, EngineError::PeerClosed, None, actions);
+            self.fail(now, wire, SessionError::PeerClosed, None, actions);
         }
     }
 
@@ -344,11 +354,11 @@ impl Exchange {
         if self.report_deadline.is_some_and(|t| now >= t) {
             self.report_deadline = None;
             self.error
-                .get_or_insert(EngineError::Timeout("the peer's report"));
+                .get_or_insert(SessionError::Timeout("the peer's report"));
             self.finished = true;
         }
         if self.local.is_none() && !self.stop_sent && self.ceiling.is_some_and(|t| now >= t) {
-            self.error.get_or_insert(EngineError::Timeout(
+            self.error.get_or_insert(SessionError::Timeout(
                 "the test to end within its time bound, drain and grace",
             ));
             self.stop(actions);
@@ -398,6 +408,7 @@ pub(super) fn peer_stream<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wirebench_proto::error_kind::ErrorKind;
 
     /// A peer's live intervals wait for the driver, but a flood of them is bounded.
     #[test]
@@ -439,6 +450,7 @@ mod tests {
         let reason = "the server ended the test: more moved than its --max-rate allows";
         let error = Message::Error {
             reason: reason.into(),
+            error_kind: Some(ErrorKind::MaxRate),
         };
         x.on_message(now, &mut wire, error, &mut actions);
         assert!(!x.finished(), "the report may still come");
@@ -453,12 +465,13 @@ mod tests {
         assert!(x.finished());
         let (_, peer, error) = x.take();
         assert_eq!(peer.map(|p| p.messages), Some(19));
-        assert!(error.is_some_and(|e| e.to_string().contains("--max-rate")));
+        assert!(error.is_some_and(|e| e.kind() == ErrorKind::MaxRate));
         // A peer that closes instead: over at once, with the reason, without its report.
         let mut x = Exchange::new(TestSpec::example(), vec![Role::Sender], None);
         x.roles_done(now, &mut wire, SideReport::default());
         let error = Message::Error {
             reason: reason.into(),
+            error_kind: Some(ErrorKind::MaxRate),
         };
         x.on_message(now, &mut wire, error, &mut actions);
         x.on_closed(now, &mut wire, &mut actions);

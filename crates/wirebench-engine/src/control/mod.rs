@@ -45,6 +45,7 @@
 
 pub(crate) mod admission;
 pub(crate) mod client;
+mod error;
 pub(crate) mod exchange;
 pub(crate) mod memory;
 pub(crate) mod server;
@@ -58,8 +59,7 @@ use std::time::{Duration, Instant};
 
 use wirebench_proto::results::SideReport;
 
-use crate::EngineError;
-
+pub use error::SessionError;
 pub(crate) use exchange::RunAction;
 
 /// How long each set-up step may take: the first frame, the answer to the challenge, the
@@ -110,7 +110,7 @@ pub(crate) struct Outcome {
     /// The peer's report, if it arrived.
     pub peer: Option<SideReport>,
     /// Why the session failed, if it did.
-    pub error: Option<EngineError>,
+    pub error: Option<SessionError>,
     /// When the roles were started, if they were: a failure before is the run's error, one
     /// after is written into the results beside what was measured.
     pub began: Option<Instant>,

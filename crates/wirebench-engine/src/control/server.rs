@@ -14,9 +14,9 @@ use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 use super::admission::{Refusal, SpecLimits, DEFAULT_MAX_DURATION};
 use super::exchange::{Exchange, RunAction};
 use super::wire::{earliest, Wire};
-use super::{Outcome, Session, REPORT_GRACE, SETUP_TIMEOUT};
+use super::{Outcome, Session, SessionError, REPORT_GRACE, SETUP_TIMEOUT};
 use crate::auth::Psk;
-use crate::EngineError;
+use wirebench_proto::error_kind::ErrorKind;
 
 /// What the server session knows of its server.
 #[derive(Debug, Clone)]
@@ -75,6 +75,8 @@ pub(crate) enum ServerEvent {
     RolesFailed {
         /// Why, in one line.
         reason: String,
+        /// Its kind.
+        kind: ErrorKind,
     },
     /// The server is going away: end the test with a message to the client. The driver
     /// may say so on every round: once the session is ending, it changes nothing.
@@ -82,6 +84,8 @@ pub(crate) enum ServerEvent {
     /// A role ended the test at one of the server's limits: tell the client which, and its
     /// value, and stop (the client keeps its partial results).
     Limit {
+        /// Which limit.
+        kind: ErrorKind,
         /// The limit's flag and value, as the role put it.
         reason: String,
     },
@@ -242,7 +246,7 @@ impl ServerSession {
             ServerEvent::StreamArrived { stream } => self.arrived(now, stream),
             ServerEvent::StreamFailed { reason } => {
                 let tell = format!("server: {reason}");
-                self.fail(now, EngineError::Setup(reason), Some(&tell));
+                self.fail(now, SessionError::Setup(reason), Some(&tell));
             }
             ServerEvent::SendersDone { counts } => {
                 if let State::Running(x) = &mut self.state {
@@ -250,17 +254,21 @@ impl ServerSession {
                 }
             }
             ServerEvent::RolesDone { report } => self.roles_done(now, *report),
-            ServerEvent::RolesFailed { reason } => self.roles_done(
+            ServerEvent::RolesFailed { reason, kind } => self.roles_done(
                 now,
                 SideReport {
                     error: Some(reason),
+                    error_kind: Some(kind),
                     ..SideReport::default()
                 },
             ),
-            ServerEvent::Limit { reason } => {
+            ServerEvent::Limit { kind, reason } => {
                 // The client keeps what was measured: our report first, then the reason.
                 if let State::Running(x) = &mut self.state {
-                    let e = EngineError::Limit(reason.clone());
+                    let e = SessionError::Limit {
+                        kind,
+                        reason: reason.clone(),
+                    };
                     x.end_early(now, &mut self.wire, e, &reason, &mut self.run_actions);
                     self.after_run();
                 }
@@ -275,7 +283,7 @@ impl ServerSession {
                     }
                     _ => self.fail(
                         now,
-                        EngineError::Shutdown,
+                        SessionError::Shutdown,
                         Some("the server is shutting down"),
                     ),
                 }
@@ -321,14 +329,14 @@ impl ServerSession {
             },
             State::Streams { begin_seen, .. } => match msg {
                 Message::Begin if !*begin_seen => *begin_seen = true,
-                Message::Error { reason } => self.fail(now, EngineError::Peer(reason), None),
+                Message::Error { reason, error_kind } => self.peer_failed(now, reason, error_kind),
                 other => self.unexpected(now, "during set-up", other),
             },
             State::Begin { .. } => match msg {
                 Message::Begin => self.begin(now),
-                Message::Error { reason } => self.fail(now, EngineError::Peer(reason), None),
+                Message::Error { reason, error_kind } => self.peer_failed(now, reason, error_kind),
                 other => {
-                    let e = EngineError::Protocol(format!("expected begin, got {other:?}"));
+                    let e = SessionError::Protocol(format!("expected begin, got {other:?}"));
                     self.fail(now, e, Some("expected begin"));
                 }
             },
@@ -342,7 +350,7 @@ impl ServerSession {
     }
 
     fn unexpected(&mut self, now: Instant, at: &str, msg: Message) {
-        let e = EngineError::Protocol(format!("unexpected control message {at}: {msg:?}"));
+        let e = SessionError::Protocol(format!("unexpected control message {at}: {msg:?}"));
         self.fail(now, e, Some(&format!("unexpected control message {at}")));
     }
 
@@ -407,7 +415,7 @@ impl ServerSession {
                 }
             }
             other => {
-                let e = EngineError::Protocol(format!("unexpected first message {other:?}"));
+                let e = SessionError::Protocol(format!("unexpected first message {other:?}"));
                 self.fail(now, e, Some("the first message must be start or attach"));
             }
         }
@@ -551,19 +559,25 @@ impl ServerSession {
 
     /// Refuses the test with `r`, telling the client, and closes.
     fn refuse(&mut self, now: Instant, r: Refusal) {
-        let reason = r.to_string();
+        let (reason, kind) = (r.to_string(), r.error_kind());
         let _ = self.wire.send(
             now,
             &Message::Refuse {
                 reason: reason.clone(),
+                error_kind: Some(kind),
             },
         );
         self.outcome.refusal = Some(r);
-        self.end(EngineError::Refused(reason));
+        self.end(SessionError::Refused { kind, reason });
+    }
+
+    /// The client reported an error during set-up.
+    fn peer_failed(&mut self, now: Instant, reason: String, kind: Option<ErrorKind>) {
+        self.fail(now, SessionError::Peer { kind, reason }, None);
     }
 
     /// Ends the session with `error`; `tell` goes to the client first.
-    fn fail(&mut self, now: Instant, error: EngineError, tell: Option<&str>) {
+    fn fail(&mut self, now: Instant, error: SessionError, tell: Option<&str>) {
         if let State::Running(x) = &mut self.state {
             x.fail(now, &mut self.wire, error, tell, &mut self.run_actions);
             return self.after_run();
@@ -573,13 +587,14 @@ impl ServerSession {
                 now,
                 &Message::Error {
                     reason: reason.to_string(),
+                    error_kind: Some(error.kind()),
                 },
             );
         }
         self.end(error);
     }
 
-    fn end(&mut self, error: EngineError) {
+    fn end(&mut self, error: SessionError) {
         self.outcome.error.get_or_insert(error);
         self.state = State::Done;
         self.closing = true;
@@ -609,7 +624,7 @@ impl Session for ServerSession {
                 Ok(None) => break,
                 Err(e) => {
                     let reason = e.to_string();
-                    self.fail(now, EngineError::Protocol(reason.clone()), Some(&reason));
+                    self.fail(now, SessionError::Protocol(reason.clone()), Some(&reason));
                 }
             }
         }
@@ -625,7 +640,7 @@ impl Session for ServerSession {
             return self.after_run();
         }
         self.wire.discard_output();
-        self.end(EngineError::PeerClosed);
+        self.end(SessionError::PeerClosed);
     }
 
     /// Deadlines that have passed by `now`.
@@ -633,7 +648,7 @@ impl Session for ServerSession {
         if self.wire.write_deadline().is_some_and(|t| now >= t) {
             self.wire.discard_output();
             if !self.closing {
-                let e = EngineError::Timeout("the client to read the control connection");
+                let e = SessionError::Timeout("the client to read the control connection");
                 self.fail(now, e, None);
             }
             return;
@@ -652,7 +667,7 @@ impl Session for ServerSession {
             }
             _ => return,
         };
-        let e = EngineError::Timeout(what);
+        let e = SessionError::Timeout(what);
         let tell = e.to_string();
         self.fail(now, e, Some(&tell));
     }

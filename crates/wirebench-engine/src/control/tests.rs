@@ -19,9 +19,10 @@ use super::admission::{Admission, Refusal, SlotLimits, SpecLimits};
 use super::client::{ClientAction, ClientEvent};
 use super::server::{ServerAction, ServerEvent};
 use super::Session;
+use super::SessionError;
 use super::{RunAction, REPORT_GRACE, SETUP_TIMEOUT, WRITE_TIMEOUT};
-use crate::EngineError;
 use pair::{client_params, key, server_params, slots, spec, Lone, Pair, CLIENT_IP, SENT};
+use wirebench_proto::error_kind::ErrorKind;
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -57,11 +58,14 @@ fn assert_refused(p: &Pair, err: &str, needle: &str) {
     assert!(err.contains(needle), "{err}");
     let o = p.client_outcome.as_ref().expect("the client is done");
     assert!(!o.started());
-    assert!(matches!(o.error, Some(EngineError::Refused(_))));
-    assert!(p
-        .server_outcome
-        .as_ref()
-        .is_some_and(|o| o.refusal.is_some()));
+    let refusal = p.server_outcome.as_ref().and_then(|o| o.refusal.as_ref());
+    let refusal = refusal.expect("the server refused");
+    // The client reads the refusal's kind off the wire, not off its words.
+    assert!(
+        matches!(&o.error, Some(SessionError::Refused { kind, .. }) if *kind == refusal.error_kind()),
+        "{:?}",
+        o.error
+    );
     assert!(p.admission.running() == 0, "no slot is left taken");
 }
 
@@ -245,7 +249,7 @@ fn a_recorded_auth_replayed_against_a_new_challenge_is_refused() {
     );
     replay.feed(Duration::ZERO, &auth);
     assert!(
-        matches!(replay.sent.last(), Some(Message::Refuse { reason }) if reason.contains("wrong pre-shared key"))
+        matches!(replay.sent.last(), Some(Message::Refuse { reason, error_kind: Some(ErrorKind::Auth) }) if reason.contains("wrong pre-shared key"))
     );
     assert!(replay.server.is_closed());
     assert_eq!(
@@ -270,7 +274,7 @@ fn a_server_with_a_key_tells_a_client_without_one_what_to_do() {
     assert!(p.elapsed() < SECOND, "at once, not after a timeout");
     assert!(matches!(
         p.server_outcome.as_ref().unwrap().error,
-        Some(EngineError::PeerClosed)
+        Some(SessionError::PeerClosed)
     ));
 }
 
@@ -299,7 +303,11 @@ fn another_protocol_version_is_refused_naming_both() {
         Duration::ZERO,
         &start_frame(&spec(), PROTOCOL_VERSION + 7, ""),
     );
-    let Some(Message::Refuse { reason }) = lone.sent.last() else {
+    let Some(Message::Refuse {
+        reason,
+        error_kind: Some(ErrorKind::Version),
+    }) = lone.sent.last()
+    else {
         panic!("{:?}", lone.sent)
     };
     assert!(
@@ -333,6 +341,9 @@ fn a_full_server_refuses_with_max_tests() {
         err.contains("server busy: 1 tests running, the limit is 1 (--max-tests)"),
         "{err}"
     );
+    // A sweep retries on the kind the server sent, whatever its words.
+    let kind = p.client_outcome.as_ref().and_then(|o| o.error.as_ref());
+    assert_eq!(kind.map(SessionError::kind), Some(ErrorKind::Busy));
     p.admission.release(held);
     assert_eq!(p.admission.running(), 0);
 }
@@ -476,7 +487,7 @@ fn a_silent_connection_is_closed_after_the_setup_timeout() {
     lone.advance(SETUP_TIMEOUT);
     assert!(lone.server.is_closed());
     assert!(
-        matches!(lone.sent.last(), Some(Message::Error { reason }) if reason.contains("first message"))
+        matches!(lone.sent.last(), Some(Message::Error { reason, error_kind: Some(ErrorKind::Timeout) }) if reason.contains("first message"))
     );
 }
 
@@ -492,7 +503,7 @@ fn half_a_message_is_read_exactly_and_times_out() {
     lone.advance(SETUP_TIMEOUT);
     assert!(lone.server.is_closed());
     assert!(
-        matches!(lone.server.outcome().unwrap().error, Some(EngineError::Timeout(w)) if w.contains("first message"))
+        matches!(lone.server.outcome().unwrap().error, Some(SessionError::Timeout(w)) if w.contains("first message"))
     );
 }
 
@@ -844,6 +855,7 @@ fn a_limit_mid_test_tells_the_client_which_and_stops_both() {
     p.server.handle_event(
         p.now,
         ServerEvent::Limit {
+            kind: ErrorKind::MaxBytes,
             reason: reason.into(),
         },
     );
@@ -855,4 +867,27 @@ fn a_limit_mid_test_tells_the_client_which_and_stops_both() {
     assert_eq!(p.client_error(), format!("peer reported: {reason}"));
     assert_eq!(p.server_error(), reason);
     assert!(p.elapsed() < secs(3));
+}
+
+#[test]
+fn a_limit_reaches_the_client_as_its_kind_whatever_its_words() {
+    let mut s = spec();
+    s.bytes = None;
+    s.duration_ns = Some(30_000_000_000);
+    let mut p = Pair::with(s);
+    p.run = secs(30);
+    p.run_for(secs(2));
+    // Words that name no flag: what acts on the failure reads the kind.
+    p.server.handle_event(
+        p.now,
+        ServerEvent::Limit {
+            kind: ErrorKind::MaxRate,
+            reason: "quota reached".into(),
+        },
+    );
+    p.run();
+    let kind =
+        |o: Option<&super::Outcome>| o.and_then(|o| o.error.as_ref()).map(SessionError::kind);
+    assert_eq!(kind(p.client_outcome.as_ref()), Some(ErrorKind::MaxRate));
+    assert_eq!(kind(p.server_outcome.as_ref()), Some(ErrorKind::MaxRate));
 }

@@ -5,8 +5,8 @@ use std::time::Instant;
 
 use wirebench_proto::control::{encode, FrameDecoder, FrameError, Message};
 
+use super::SessionError;
 use super::WRITE_TIMEOUT;
-use crate::EngineError;
 
 /// Decoder and output buffer of one control connection.
 #[derive(Debug)]
@@ -64,8 +64,8 @@ impl Wire {
     }
 
     /// Queues `msg` for writing.
-    pub(super) fn send(&mut self, now: Instant, msg: &Message) -> Result<(), EngineError> {
-        let frame = encode(msg).map_err(|e| EngineError::Protocol(e.to_string()))?;
+    pub(super) fn send(&mut self, now: Instant, msg: &Message) -> Result<(), SessionError> {
+        let frame = encode(msg).map_err(|e| SessionError::Protocol(e.to_string()))?;
         if self.out.is_empty() {
             self.stalled_since = Some(now);
         }

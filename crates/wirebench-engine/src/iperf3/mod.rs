@@ -17,6 +17,7 @@ pub(crate) mod server;
 
 use crate::control::Session;
 use thiserror::Error;
+use wirebench_proto::error_kind::ErrorKind;
 
 pub use admit::admit_anything;
 pub use codec::{DecodeError, Params, ResultsDoc, StreamResult, UdpHeader, DEFAULT_PORT};
@@ -57,6 +58,22 @@ pub enum Iperf3Error {
     /// A running test's client sent nothing, on its control connection or its streams.
     #[error("the iperf3 client sent nothing for {0} s: the server ended its test")]
     Idle(u64),
+}
+
+impl Iperf3Error {
+    /// The error's kind, as wirebench's own sessions give theirs: what the client's exit
+    /// code, hints and `error_cause` read.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Busy => ErrorKind::Busy,
+            Self::Server { code, .. } if *code == codec::IE_TOTAL_RATE => ErrorKind::MaxRate,
+            Self::Server { .. } => ErrorKind::Unknown,
+            Self::ServerTerminated | Self::ClientTerminated => ErrorKind::Stopped,
+            Self::Protocol(_) => ErrorKind::Protocol,
+            Self::Closed => ErrorKind::PeerClosed,
+            Self::Timeout(_) | Self::Idle(_) => ErrorKind::Timeout,
+        }
+    }
 }
 
 impl From<DecodeError> for Iperf3Error {

@@ -49,9 +49,9 @@ pub(crate) enum TimeUp {
 
 impl TimeUp {
     /// The server limit it is, as `--metrics` counts it: none for the client's own time.
-    pub(crate) fn limit(self) -> Option<&'static str> {
+    pub(crate) fn limit(self) -> Option<wirebench_proto::error_kind::ErrorKind> {
         match self {
-            Self::MaxDuration => Some("max-duration"),
+            Self::MaxDuration => Some(wirebench_proto::error_kind::ErrorKind::MaxDuration),
             Self::Declared { .. } => None,
         }
     }

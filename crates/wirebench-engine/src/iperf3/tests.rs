@@ -547,7 +547,10 @@ fn a_test_of_an_amount_ends_once_each_direction_moved_it() {
 #[test]
 fn a_time_bound_says_which_and_only_the_servers_is_a_limit() {
     let server = TimeUp::MaxDuration;
-    assert_eq!(server.limit(), Some("max-duration"));
+    assert_eq!(
+        server.limit(),
+        Some(wirebench_proto::error_kind::ErrorKind::MaxDuration)
+    );
     assert!(
         server.to_string().contains("serve --max-duration"),
         "{server}"

@@ -25,7 +25,7 @@ use crate::role::user::{user_datapath, UserConnector, UserStream};
 use crate::role::{CrrPart, DataSocket, FilePart, RoleParams};
 use crate::sys::udp::Offloads;
 use crate::sys::{host_id, same_clock, tcp_datapath, udp_datapath};
-use crate::EngineError;
+use crate::{EngineError, ErrorKind, SessionError};
 
 /// What the client needs to run a test.
 #[derive(Debug, Clone)]
@@ -535,14 +535,14 @@ impl Setup {
                     Ok(()) => ClientEvent::Opened {
                         stream: PACKET_LOG_STREAM,
                     },
-                    Err(error) => ClientEvent::OpenFailed { error },
+                    Err(error) => open_failed(error),
                 };
                 session.handle_event(now, event);
             }
             ClientAction::OpenStream { stream } => {
                 let event = match self.open_stream(pump.stream(), stream) {
                     Ok(()) => ClientEvent::Opened { stream },
-                    Err(error) => ClientEvent::OpenFailed { error },
+                    Err(error) => open_failed(error),
                 };
                 session.handle_event(now, event);
             }
@@ -553,8 +553,8 @@ impl Setup {
                 match Roles::start(self.roles(session)) {
                     Ok(r) => self.roles = Some(r),
                     Err(e) => {
-                        let reason = e.to_string();
-                        session.handle_event(now, ClientEvent::RolesFailed { reason });
+                        let (reason, kind) = (e.to_string(), e.kind());
+                        session.handle_event(now, ClientEvent::RolesFailed { reason, kind });
                     }
                 }
             }
@@ -575,12 +575,13 @@ impl Setup {
     /// waited for.
     fn results(self, addr: SocketAddr, outcome: Outcome) -> Result<Results, EngineError> {
         let Some(began) = outcome.began else {
-            return Err(outcome.error.unwrap_or(EngineError::PeerClosed));
+            return Err(outcome.error.unwrap_or(SessionError::PeerClosed).into());
         };
+        let cause = outcome.error.as_ref().map(SessionError::kind);
         let mut error = outcome.error.map(|e| match e {
             // Say when, so the partial results read right; the receiver's figures the
             // server never sent are missing, not lost.
-            EngineError::PeerClosed => format!(
+            SessionError::PeerClosed => format!(
                 "the server closed the connection after {:.1} s",
                 began.elapsed().as_secs_f64()
             ),
@@ -598,6 +599,8 @@ impl Setup {
                 }
             }
         }
+        // Without the session's, an error here is the packet log's copy failing.
+        let cause = cause.or(error.as_ref().map(|_| ErrorKind::Io));
         let mut peer = outcome.peer;
         if let Some(p) = &mut peer {
             clean_report(p);
@@ -609,6 +612,7 @@ impl Setup {
             peer.as_ref(),
             error,
         );
+        results.error_cause = cause.or(results.error_cause);
         if peer.is_none() && self.spec.direction == Direction::Forward {
             // The server received, and its report never came: what it received is unknown,
             // not lost. (A made-up 100% loss would be the worst kind of wrong figure.)
@@ -618,6 +622,13 @@ impl Setup {
             }
         }
         Ok(results)
+    }
+}
+
+/// A data connection the session asked for did not open: the session hears why.
+fn open_failed(error: EngineError) -> ClientEvent {
+    ClientEvent::OpenFailed {
+        error: error.into(),
     }
 }
 

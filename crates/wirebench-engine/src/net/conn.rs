@@ -27,7 +27,7 @@ use crate::role::limit::{MoveLimit, TestLimits};
 use crate::role::{CrrPart, DataSocket, FilePart, RoleParams};
 use crate::sys::udp::Offloads;
 use crate::sys::{host_id, same_clock, tcp_datapath, udp_datapath};
-use crate::EngineError;
+use crate::{EngineError, ErrorKind, SessionError};
 
 /// A fresh session for a connection just accepted (none if no nonce can be drawn).
 pub(super) fn new_session(state: &State) -> Option<ServerSession> {
@@ -141,9 +141,9 @@ impl Served<'_> {
                 match Roles::start(t.roles(&self.client_host, deadline_ns)) {
                     Ok(r) => self.roles = Some(r),
                     Err(e) => {
-                        let reason = e.to_string();
+                        let (reason, kind) = (e.to_string(), e.kind());
                         self.session
-                            .handle_event(now, ServerEvent::RolesFailed { reason });
+                            .handle_event(now, ServerEvent::RolesFailed { reason, kind });
                     }
                 }
             }
@@ -195,8 +195,8 @@ impl Served<'_> {
                 RoleEvent::Done(report) => {
                     // A limit that ended a stream is the test's first cause: the client
                     // hears it before the reports.
-                    if let Some(reason) = limit_reason(&report) {
-                        let limit = ServerEvent::Limit { reason };
+                    if let Some((kind, reason)) = limit_of(&report) {
+                        let limit = ServerEvent::Limit { kind, reason };
                         self.session.handle_event(Instant::now(), limit);
                     }
                     ServerEvent::RolesDone { report }
@@ -221,6 +221,10 @@ impl Served<'_> {
         }
         // The test's buffers and histograms are freed: give the memory back.
         crate::sys::release_free_memory();
+        if let Some(SessionError::Limit { kind, .. }) = &outcome.error {
+            // The server's own session's, never a client's report's: a client cannot move it.
+            self.state.metrics.limited(*kind);
+        }
         let (server_sent, server_received) = outcome
             .local
             .as_ref()
@@ -250,9 +254,6 @@ fn log_test(
     let (server_sent, server_received) = moved;
     state.metrics.bytes_sent.inc_by(server_sent);
     state.metrics.bytes_received.inc_by(server_received);
-    if let Some(limit) = r.error.as_deref().and_then(limit_of) {
-        state.metrics.limited(limit);
-    }
     log(
         state,
         format_args!(
@@ -325,27 +326,14 @@ fn moved_by(rep: &SideReport, spec: &TestSpec) -> (u64, u64) {
     (sent, received)
 }
 
-/// The text of a server limit that ended one of `rep`'s streams, if one did.
-fn limit_reason(rep: &SideReport) -> Option<String> {
-    let own = rep
-        .error
-        .as_ref()
-        .filter(|e| e.contains("the server ended the test"))
-        .cloned();
-    own.or_else(|| rep.streams.iter().find_map(limit_reason))
-        .or_else(|| rep.reverse.as_deref().and_then(limit_reason))
-}
-
-/// Which server limit ended a test, from its error text (the roles' `OverLimit` and
-/// `ServerLimit` messages name the flag).
-fn limit_of(error: &str) -> Option<&'static str> {
-    if !error.contains("the server ended the test") {
-        return None;
-    }
-    ["--max-bytes", "--max-rate", "--max-pps", "--max-duration"]
-        .into_iter()
-        .find(|flag| error.contains(flag))
-        .map(|flag| &flag[2..])
+/// The server limit that ended one of `rep`'s streams, if one did: its kind and words.
+fn limit_of(rep: &SideReport) -> Option<(ErrorKind, String)> {
+    let own = match (rep.error_kind, &rep.error) {
+        (Some(kind), Some(reason)) if kind.limit_flag().is_some() => Some((kind, reason.clone())),
+        _ => None,
+    };
+    own.or_else(|| rep.streams.iter().find_map(limit_of))
+        .or_else(|| rep.reverse.as_deref().and_then(limit_of))
 }
 
 /// Holds a test slot; gives it back, and forgets the test's routing entries, when the

@@ -12,6 +12,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use wirebench_proto::error_kind::ErrorKind;
 
 /// A label naming why: a refusal's kind, or the limit that ended a test.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -48,11 +49,11 @@ impl Metrics {
             .inc();
     }
 
-    /// A test was ended by the server's `limit`.
-    pub(super) fn limited(&self, limit: &'static str) {
-        self.tests_limited
-            .get_or_create(&Reason { reason: limit })
-            .inc();
+    /// A test ended for `kind`: counted when the kind is one of the server's limits.
+    pub(super) fn limited(&self, kind: ErrorKind) {
+        if let Some(reason) = limit_label(kind) {
+            self.tests_limited.get_or_create(&Reason { reason }).inc();
+        }
     }
 
     /// The text a scrape gets in `format`, with the gauges as read now.
@@ -104,6 +105,19 @@ impl Metrics {
         };
         out
     }
+}
+
+/// The `reason` label of a test the server ended at a limit: the flag without its dashes
+/// (`max-bytes`); `None` for a kind that is no limit a running test meets.
+fn limit_label(kind: ErrorKind) -> Option<&'static str> {
+    Some(match kind {
+        ErrorKind::MaxBytes => "max-bytes",
+        ErrorKind::MaxRate => "max-rate",
+        ErrorKind::MaxPps => "max-pps",
+        ErrorKind::MaxDuration => "max-duration",
+        ErrorKind::MaxMemory => "max-memory",
+        _ => return None,
+    })
 }
 
 /// The exposition format of a scrape's answer.
@@ -283,5 +297,28 @@ mod tests {
         );
         assert!(om.contains("\nwirebench_tests_started_total 1\n"), "{om}");
         assert!(om.ends_with("# EOF\n"), "{om}");
+    }
+
+    #[test]
+    fn limits_are_counted_by_kind_whatever_the_words() {
+        let m = Metrics::default();
+        for kind in [
+            ErrorKind::MaxBytes,
+            ErrorKind::MaxRate,
+            ErrorKind::Timeout,
+            ErrorKind::PeerClosed,
+            ErrorKind::Unknown,
+        ] {
+            m.limited(kind);
+        }
+        let text = m.render(0, 0, Format::Text);
+        let limited = |l: &&str| l.starts_with("wirebench_tests_limited_total{");
+        assert_eq!(text.lines().filter(limited).count(), 2, "{text}");
+        for line in [
+            "wirebench_tests_limited_total{reason=\"max-bytes\"} 1",
+            "wirebench_tests_limited_total{reason=\"max-rate\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line:?} not in\n{text}");
+        }
     }
 }

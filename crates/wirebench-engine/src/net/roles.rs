@@ -292,6 +292,7 @@ impl Roles {
             .map(|(t, sh)| {
                 let report = t.join().unwrap_or_else(|_| SideReport {
                     error: Some("a data thread failed".into()),
+                    error_kind: Some(wirebench_proto::error_kind::ErrorKind::Internal),
                     ..SideReport::default()
                 });
                 let hists = sh.hists.lock().map(|mut h| std::mem::take(&mut *h));

@@ -1,6 +1,7 @@
 //! Why a loop ends before its natural end: a stop, the server's deadline, a peer gone idle.
 
 use thiserror::Error;
+use wirebench_proto::error_kind::ErrorKind;
 use wirebench_proto::spec::TestSpec;
 
 use super::RoleParams;
@@ -21,9 +22,17 @@ pub(crate) enum RoleError {
         wirebench_proto::units::format_duration(std::time::Duration::from_nanos(*.0))
     )]
     ServerLimit(u64),
-    /// The stream moved more than the server allows (the flag and its value).
-    #[error("the server ended the test: more moved than its {0} allows")]
-    OverLimit(String),
+    /// The stream moved more than the server allows: which limit, and its value.
+    #[error(
+        "the server ended the test: more moved than its {} {value} allows",
+        kind.limit_flag().unwrap_or("limit")
+    )]
+    OverLimit {
+        /// Which limit.
+        kind: ErrorKind,
+        /// Its value, in the units its flag takes.
+        value: String,
+    },
     /// A receiver heard nothing for this many seconds while the sender was not done.
     #[error("no data from the sender for {0} s")]
     SenderSilent(u64),
@@ -87,6 +96,39 @@ pub(crate) enum RoleError {
     /// The file to send could not be read.
     #[error(transparent)]
     File(#[from] FileReadError),
+}
+
+impl RoleError {
+    /// The error's kind, beside its words in the side's report: what the server's driver
+    /// reads to tell a limit from any other end.
+    pub(crate) fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Stopped => ErrorKind::Stopped,
+            Self::ServerLimit(_) => ErrorKind::MaxDuration,
+            Self::OverLimit { kind, .. } => *kind,
+            Self::SenderSilent(_)
+            | Self::DrainExpired(_)
+            | Self::ReceiverStuck
+            | Self::PeerStuck
+            | Self::NoAck(_) => ErrorKind::Timeout,
+            Self::Closed
+            | Self::ClosedAwaitingAck
+            | Self::ClosedMidMessage
+            | Self::ServerClosed
+            | Self::TransactionUnanswered
+            | Self::PortUnreachable => ErrorKind::PeerClosed,
+            Self::Send(_)
+            | Self::Receive(_)
+            | Self::Read(_)
+            | Self::ReceiveRequests(_)
+            | Self::Ack(_)
+            | Self::Response(_)
+            | Self::Connect(_)
+            | Self::LogStart(_)
+            | Self::Log(_)
+            | Self::File(_) => ErrorKind::Io,
+        }
+    }
 }
 
 /// Why a loop ended early.

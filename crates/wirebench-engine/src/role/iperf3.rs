@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use wirebench_proto::error_kind::ErrorKind;
 use wirebench_proto::packet_log::{Arrived, Record};
 use wirebench_stats::{Arrival, SeqTracker};
 
@@ -44,8 +45,8 @@ pub(crate) struct Live {
     /// Set by the role when the stream moved more than the server's limits allow: the
     /// driver then ends the whole test.
     pub limited: AtomicBool,
-    /// Which limit, in words: written once, when `limited` is set.
-    pub limit_error: Mutex<Option<String>>,
+    /// Which limit, and in words: written once, when `limited` is set.
+    pub limit_error: Mutex<Option<(ErrorKind, String)>>,
 }
 
 impl Default for Live {
@@ -104,6 +105,8 @@ pub(crate) struct StreamEnd {
     pub last_ns: Option<u64>,
     /// Why the role ended early.
     pub error: Option<String>,
+    /// Why, for code: set when a server limit ended the stream.
+    pub error_kind: Option<ErrorKind>,
 }
 
 impl StreamEnd {
@@ -123,9 +126,10 @@ fn over_limit(plan: &Plan, live: &Live, end: &mut StreamEnd, now_ns: u64) -> boo
         Some(e) => {
             let text = e.to_string();
             if let Ok(mut l) = live.limit_error.lock() {
-                *l = Some(text.clone());
+                *l = Some((e.kind(), text.clone()));
             }
             end.error = Some(text);
+            end.error_kind = Some(e.kind());
             live.limited.store(true, Ordering::Release);
             true
         }

@@ -12,6 +12,7 @@
 
 use std::cell::Cell;
 
+use wirebench_proto::error_kind::ErrorKind;
 use wirebench_proto::units::{format_bytes, format_rate_bps};
 
 use super::end::RoleError;
@@ -96,7 +97,10 @@ impl MoveLimit {
                 self.packets_start_ns.set(now_ns);
                 self.packets_base.set(packets);
             } else if packets.saturating_sub(self.packets_base.get()) > window {
-                return Some(RoleError::OverLimit(format!("--max-pps {pps}")));
+                return Some(RoleError::OverLimit {
+                    kind: ErrorKind::MaxPps,
+                    value: pps.to_string(),
+                });
             }
         }
         self.check(moved, now_ns)
@@ -108,10 +112,10 @@ impl MoveLimit {
         if let Some(max) = self.max_bytes {
             if moved > max {
                 let max = self.test.max_bytes.unwrap_or(max);
-                return Some(RoleError::OverLimit(format!(
-                    "--max-bytes {}",
-                    format_bytes(max)
-                )));
+                return Some(RoleError::OverLimit {
+                    kind: ErrorKind::MaxBytes,
+                    value: format_bytes(max),
+                });
             }
         }
         let window = self.window_bytes?;
@@ -120,10 +124,10 @@ impl MoveLimit {
             self.window_base.set(moved);
         } else if moved.saturating_sub(self.window_base.get()) > window {
             let max = self.test.max_rate_bps.unwrap_or(0);
-            return Some(RoleError::OverLimit(format!(
-                "--max-rate {}",
-                format_rate_bps(max as f64)
-            )));
+            return Some(RoleError::OverLimit {
+                kind: ErrorKind::MaxRate,
+                value: format_rate_bps(max as f64),
+            });
         }
         None
     }

@@ -230,6 +230,7 @@ pub(super) fn report(
         first_ns: count.first_ns,
         last_ns: count.last_ns,
         intervals,
+        error_kind: error.as_ref().map(RoleError::kind),
         error: error.map(|e| e.to_string()),
         ..SideReport::default()
     }

@@ -8,6 +8,7 @@ use super::document::{
     TestView, Totals, UdpEnd, UsBucket, NS_PER_S, SCHEMA,
 };
 use super::side::{IntervalRecord, SideReport, UdpCounts};
+use crate::error_kind::ErrorKind;
 use crate::spec::{Direction, Protocol, TestSpec};
 
 impl SideReport {
@@ -134,10 +135,19 @@ impl Results {
         } else {
             (Half::of(spec, client_report, server_report), None)
         };
-        let error = error
-            .or_else(|| client_report.and_then(|c| c.error.clone()))
-            .or_else(|| server_report.and_then(|c| c.error.clone()))
-            .or_else(|| no_transaction(spec, client_report));
+        // The caller's error sets its own `error_cause`; a report's comes with its kind.
+        let reported = [client_report, server_report]
+            .into_iter()
+            .flatten()
+            .find_map(|r| r.error.clone().map(|e| (e, r.error_kind)));
+        let (error, error_cause) = match (error, reported) {
+            (Some(e), _) => (Some(e), None),
+            (None, Some((e, kind))) => (Some(e), kind),
+            (None, None) => match no_transaction(spec, client_report) {
+                Some(e) => (Some(e), Some(ErrorKind::NoTransaction)),
+                None => (None, None),
+            },
+        };
         Self {
             schema: SCHEMA,
             wirebench: format!("wirebench {}", env!("CARGO_PKG_VERSION")),
@@ -152,6 +162,7 @@ impl Results {
             streams: forward.streams,
             reverse,
             error,
+            error_cause,
             peer: None,
         }
     }

@@ -42,6 +42,10 @@ pub struct Results {
     /// Set when the test did not complete; the figures are then partial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Why the test did not complete, for code: the kind of `error` (a limit by its flag,
+    /// `busy`, `timeout`, ...), when the side that failed said it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_cause: Option<crate::error_kind::ErrorKind>,
     /// Set when the far end was another tool (`run --iperf3`): which, and which figures it
     /// reported rather than wirebench measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -351,4 +351,7 @@ pub struct SideReport {
     pub datapath: Datapath,
     /// Why the side stopped early, if it did.
     pub error: Option<String>,
+    /// Why the side stopped early, for code (absent from a peer that does not send kinds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<crate::error_kind::ErrorKind>,
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use serde::Serialize;
-use wirebench_engine::{ClientConfig, EngineError};
+use wirebench_engine::{ClientConfig, EngineError, ErrorKind, SessionError};
 use wirebench_proto::host_port::HostPort;
 use wirebench_proto::results::{Results, TestView};
 use wirebench_proto::spec::{Direction, TestSpec};
@@ -269,7 +269,7 @@ fn print_results(
     interrupted: Option<Signal>,
     args: &RunArgs,
 ) -> Result<(), Failure> {
-    let outcome = Ending::of(results.error.as_deref(), interrupted);
+    let outcome = Ending::of(results.error.as_deref(), results.error_cause, interrupted);
     let mut out = io::stdout().lock();
     match output {
         Output::Stream => {
@@ -308,15 +308,16 @@ fn print_results(
 /// How a test that ran ended.
 enum Ending<'a> {
     Complete,
-    Incomplete(&'a str),
+    /// The error in words, and its kind if the side that failed said it.
+    Incomplete(&'a str, Option<ErrorKind>),
     Interrupted(Signal),
 }
 
 impl<'a> Ending<'a> {
-    fn of(error: Option<&'a str>, interrupted: Option<Signal>) -> Self {
+    fn of(error: Option<&'a str>, cause: Option<ErrorKind>, interrupted: Option<Signal>) -> Self {
         match (interrupted, error) {
             (Some(sig), _) => Self::Interrupted(sig),
-            (None, Some(e)) => Self::Incomplete(e),
+            (None, Some(e)) => Self::Incomplete(e, cause),
             (None, None) => Self::Complete,
         }
     }
@@ -332,11 +333,9 @@ impl<'a> Ending<'a> {
     fn kind(&self) -> Option<&'static str> {
         match self {
             Self::Complete => None,
-            Self::Incomplete(e) if e.contains("closed the connection") => Some("peer_closed"),
-            Self::Incomplete(e) if e.starts_with(wirebench_proto::results::NO_TRANSACTION) => {
-                Some("no_transaction")
-            }
-            Self::Incomplete(_) => Some("incomplete"),
+            Self::Incomplete(_, Some(ErrorKind::PeerClosed)) => Some("peer_closed"),
+            Self::Incomplete(_, Some(ErrorKind::NoTransaction)) => Some("no_transaction"),
+            Self::Incomplete(..) => Some("incomplete"),
             Self::Interrupted(_) => Some("interrupted"),
         }
     }
@@ -344,7 +343,7 @@ impl<'a> Ending<'a> {
     fn code(&self) -> u8 {
         match self {
             Self::Complete => 0,
-            Self::Incomplete(_) => 1,
+            Self::Incomplete(..) => 1,
             Self::Interrupted(sig) => sig.exit_code(),
         }
     }
@@ -352,7 +351,9 @@ impl<'a> Ending<'a> {
     fn into_result(self) -> Result<(), Failure> {
         match self {
             Self::Complete => Ok(()),
-            Self::Incomplete(e) => Err(Failure::Runtime(anyhow::anyhow!("test incomplete: {e}"))),
+            Self::Incomplete(e, _) => {
+                Err(Failure::Runtime(anyhow::anyhow!("test incomplete: {e}")))
+            }
             Self::Interrupted(sig) => Err(Failure::Code(
                 sig.exit_code(),
                 format!(
@@ -387,6 +388,9 @@ struct ErrorDoc<'a> {
     test: TestView,
     error: &'a str,
     error_kind: &'static str,
+    /// The error's kind as the engine gave it (docs/results.md lists them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_cause: Option<ErrorKind>,
     #[serde(skip_serializing_if = "Option::is_none")]
     signal: Option<&'static str>,
     exit_code: u8,
@@ -443,6 +447,7 @@ fn failed_to_start(
         test: TestView::from(spec),
         error: &message,
         error_kind: kind(e),
+        error_cause: Some(e.kind()),
         signal: None,
         exit_code: 1,
     };
@@ -467,6 +472,7 @@ fn interrupted_before_start(
         test: TestView::from(spec),
         error: &message,
         error_kind: "interrupted",
+        error_cause: None,
         signal: Some(sig.name()),
         exit_code: sig.exit_code(),
     };
@@ -508,25 +514,31 @@ fn hint(e: &EngineError, host: &str, peer: Peer) -> Option<String> {
             }
             _ => None,
         },
-        EngineError::Timeout(_) => Some(format!(
-            "check that {host} runs `{server}` and that no firewall drops the traffic"
-        )),
-        _ => None,
+        _ => match e.kind() {
+            ErrorKind::Timeout => Some(format!(
+                "check that {host} runs `{server}` and that no firewall drops the traffic"
+            )),
+            _ => None,
+        },
     }
 }
 
-/// The error's kind in the JSON documents.
+/// The error's kind in the JSON documents (`error_kind`, whose values docs/results.md
+/// lists): a refusal or the peer's report by where it came from, anything else by its kind.
 fn kind(e: &EngineError) -> &'static str {
     match e {
-        EngineError::Connect { .. } => "connect",
-        EngineError::Refused(_) => "refused",
-        EngineError::Protocol(_) => "protocol",
-        EngineError::Peer(_) => "peer",
-        EngineError::Timeout(_) => "timeout",
-        EngineError::Setup(_) => "setup",
-        EngineError::NotWirebench { .. } => "not_wirebench",
-        EngineError::Shutdown => "shutdown",
-        EngineError::PeerClosed => "peer_closed",
+        EngineError::Session(SessionError::Refused { .. }) => return "refused",
+        EngineError::Session(SessionError::Peer { .. }) => return "peer",
+        _ => {}
+    }
+    match e.kind() {
+        ErrorKind::Connect => "connect",
+        ErrorKind::Protocol => "protocol",
+        ErrorKind::Timeout => "timeout",
+        ErrorKind::Setup | ErrorKind::Auth => "setup",
+        ErrorKind::NotWirebench => "not_wirebench",
+        ErrorKind::Shutdown => "shutdown",
+        ErrorKind::PeerClosed => "peer_closed",
         _ => "io",
     }
 }

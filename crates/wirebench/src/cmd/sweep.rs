@@ -12,6 +12,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use wirebench_engine::rrul::{run_rrul, RrulError, RrulPlan};
 use wirebench_engine::{ClientConfig, EngineError, Psk, Watch};
+use wirebench_proto::error_kind::ErrorKind;
 use wirebench_proto::results::Results;
 use wirebench_proto::spec::TestSpec;
 use wirebench_proto::units::{parse_duration, parse_rate, parse_size};
@@ -38,6 +39,8 @@ impl Watch for Silent {}
 /// it as it is: a test's spec, or the rrul plan with its three.
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
+// One per point, made once per trial: the few hundred bytes of a spec are never copied in bulk.
+#[allow(clippy::large_enum_variant)]
 enum PointTest {
     /// One test.
     Test(TestSpec),
@@ -49,7 +52,7 @@ enum PointTest {
 /// client, or the last trial's session still ending on a remote server this process cannot
 /// watch). The one place that decides it.
 fn worth_retrying(e: &EngineError) -> bool {
-    matches!(e, EngineError::Refused(why) if why.starts_with("server busy"))
+    e.kind().try_again_later()
 }
 
 /// Runs the experiment, or this process's shard of it.
@@ -202,7 +205,14 @@ fn one_trial(
                 BUSY_ATTEMPTS,
                 BUSY_RETRY,
                 || run_rrul(&cfg, plan, &never),
-                |e: &RrulError| e.engine().is_some_and(worth_retrying),
+                // An rrul takes three of the address's tests at once: the last trial's
+                // sessions may still be ending on a remote server when the next asks, so
+                // its own per-client limit is waited out too.
+                |e: &RrulError| {
+                    e.engine().is_some_and(|e| {
+                        worth_retrying(e) || e.kind() == ErrorKind::MaxTestsPerClient
+                    })
+                },
             )
             .map_err(|e| e.to_string())
         }
@@ -380,11 +390,22 @@ mod tests {
     }
 
     #[test]
-    fn only_a_busy_server_is_asked_again() {
-        assert!(worth_retrying(&EngineError::Refused(
-            "server busy: 6 tests running".into()
+    fn only_a_busy_server_is_asked_again_whatever_its_words() {
+        use wirebench_engine::SessionError;
+        let refused = |kind, reason: &str| {
+            EngineError::from(SessionError::Refused {
+                kind,
+                reason: reason.into(),
+            })
+        };
+        assert!(worth_retrying(&refused(ErrorKind::Busy, "quota reached")));
+        assert!(!worth_retrying(&refused(
+            ErrorKind::Refused,
+            "server busy: 6 tests running"
         )));
-        assert!(!worth_retrying(&EngineError::Refused("no key".into())));
-        assert!(!worth_retrying(&EngineError::PeerClosed));
+        assert!(!worth_retrying(&refused(ErrorKind::Auth, "no key")));
+        assert!(!worth_retrying(&EngineError::from(
+            SessionError::PeerClosed
+        )));
     }
 }

@@ -3,6 +3,7 @@
 //! test with their reason, and the server's roles stop at a deadline the session sets.
 
 use std::time::Duration;
+use wirebench_proto::error_kind::ErrorKind;
 
 use super::pair::{client_params, server_params, slots, spec, Pair};
 use super::secs;
@@ -81,6 +82,7 @@ fn roles_that_cannot_start_end_the_test_with_their_reason() {
         p.now,
         ServerEvent::RolesFailed {
             reason: reason.clone(),
+            kind: ErrorKind::Io,
         },
     );
     p.run();
@@ -91,6 +93,10 @@ fn roles_that_cannot_start_end_the_test_with_their_reason() {
     );
     let c = p.client_outcome.as_ref().unwrap();
     assert_eq!(c.peer.as_ref().and_then(|r| r.error.clone()), Some(reason));
+    assert_eq!(
+        c.peer.as_ref().and_then(|r| r.error_kind),
+        Some(ErrorKind::Io)
+    );
 }
 
 /// The server's roles stop by themselves at its longest test and the test's drain,

@@ -220,7 +220,7 @@ pub fn run_iperf3(cfg: &Iperf3Config, watch: &mut dyn Watch) -> Result<Results, 
                     ))?;
                     return Ok(results(cfg, &streams, peer.as_ref()));
                 }
-                ClientAction::Failed(e) => return Err(EngineError::Peer(e.to_string())),
+                ClientAction::Failed(e) => return Err(e.into()),
             }
         }
         round(&mut pump, &mut session, TICK.min(Duration::from_millis(10)));

@@ -13,6 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use socket2::SockRef;
+use wirebench_proto::error_kind::ErrorKind;
 use wirebench_proto::results::{IntervalRecord, Role, SideReport, UdpCounts};
 
 use super::roles::Watch;
@@ -160,8 +161,8 @@ impl Streams {
         self.live.iter().any(|l| l.limited.load(Ordering::Relaxed))
     }
 
-    /// The server limit that ended a stream, in words, if one did.
-    fn limit_error(&self) -> Option<String> {
+    /// The server limit that ended a stream, and in words, if one did.
+    fn limit_error(&self) -> Option<(ErrorKind, String)> {
         self.live
             .iter()
             .filter(|l| l.limited.load(Ordering::Acquire))
@@ -289,6 +290,7 @@ impl Streams {
                 last_ns: e.last_ns,
                 elapsed_ns: rep.elapsed_ns,
                 error: e.error.clone(),
+                error_kind: e.error_kind,
                 ..SideReport::default()
             };
             rep.bytes += e.bytes;
@@ -298,7 +300,10 @@ impl Streams {
                 (a, b) => a.or(b),
             };
             rep.last_ns = rep.last_ns.max(e.last_ns);
-            rep.error = rep.error.take().or(e.error.clone());
+            if rep.error.is_none() {
+                rep.error.clone_from(&e.error);
+                rep.error_kind = e.error_kind;
+            }
             if self.udp && !sending {
                 udp.reordered += e.out_of_order;
                 udp.jitter_ns += e.jitter_ns;

@@ -28,7 +28,7 @@ use crate::net::{Pump, SETUP_TICK, TICK};
 use crate::role::iperf3::Plan;
 use crate::role::limit::{MoveLimit, TestLimits};
 use crate::role::DataSocket;
-use crate::EngineError;
+use crate::{EngineError, ErrorKind};
 
 /// A UDP datagram that reached the server's UDP port: if it is an iperf3 connect datagram
 /// from a client with a test waiting for UDP streams, opens that stream's socket (connected
@@ -183,14 +183,6 @@ fn wait_closed(sock: &TcpStream, limit: Duration) {
     }
 }
 
-/// Which server limit a stream's error names (`max-bytes`, `max-rate`), for the metrics.
-fn limit_of(error: &str) -> Option<&'static str> {
-    ["--max-bytes", "--max-rate"]
-        .into_iter()
-        .find(|flag| error.contains(flag))
-        .map(|flag| &flag[2..])
-}
-
 /// One iperf3 client's test, as the driver holds it between rounds: the session decides,
 /// this carries it out on the sockets, threads and the server's shared state.
 struct Test<'a> {
@@ -210,8 +202,8 @@ struct Test<'a> {
     socks: Vec<(u64, DataSocket)>,
     streams: Option<Streams>,
     congestion: Option<String>,
-    /// The server limit that ended the test, as `--metrics` names it.
-    limited: Option<&'static str>,
+    /// The server limit that ended the test, for `--metrics`.
+    limited: Option<ErrorKind>,
     /// The streams' bytes both ways at the last look: when they move, the client is alive.
     moved: u64,
 }
@@ -465,8 +457,10 @@ impl Test<'_> {
         if s.limited() {
             // The client hears why in iperf3's words (a rate over the limit has its own
             // code), the log in ours.
-            let text = s.limit_error().unwrap_or_else(|| "a server limit".into());
-            let limit = limit_of(&text);
+            let (limit, text) = match s.limit_error() {
+                Some((kind, text)) => (Some(kind), text),
+                None => (None, "a server limit".into()),
+            };
             return Some(self.stop(text, limit));
         }
         if self.state.shutdown.load(Ordering::Relaxed) {
@@ -477,9 +471,9 @@ impl Test<'_> {
 
     /// The server ends the running test: tells the client, waits a moment for it to go,
     /// and stops the streams. Returns the log's outcome.
-    fn stop(&mut self, text: String, limit: Option<&'static str>) -> String {
+    fn stop(&mut self, text: String, limit: Option<ErrorKind>) -> String {
         self.limited = limit;
-        if limit == Some("max-rate") {
+        if limit == Some(ErrorKind::MaxRate) {
             self.session.refuse(IE_TOTAL_RATE, 0);
         } else {
             self.session.terminate();
