@@ -221,9 +221,20 @@ impl Served<'_> {
         }
         // The test's buffers and histograms are freed: give the memory back.
         crate::sys::release_free_memory();
-        if let Some(SessionError::Limit { kind, .. }) = &outcome.error {
-            // The server's own session's, never a client's report's: a client cannot move it.
-            self.state.metrics.limited(*kind);
+        // A limit the server's own roles or session met, never a client's report's: a
+        // client cannot move it. The roles' report holds it even when the client's error
+        // (its data connection closed under it) reached the session first.
+        let own = outcome
+            .local
+            .as_ref()
+            .and_then(limit_of)
+            .map(|(kind, _)| kind);
+        let ended = match &outcome.error {
+            Some(SessionError::Limit { kind, .. }) => Some(*kind),
+            _ => None,
+        };
+        if let Some(kind) = own.or(ended) {
+            self.state.metrics.limited(kind);
         }
         let (server_sent, server_received) = outcome
             .local
