@@ -12,13 +12,13 @@ mod auth;
 mod control;
 mod file;
 pub mod iperf3;
-mod log;
-mod merge;
 mod net;
 pub mod pace;
+mod packet_log_writer;
 mod role;
 pub mod rrul;
 mod rx;
+mod stream_sum;
 mod sys;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

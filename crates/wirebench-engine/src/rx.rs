@@ -15,7 +15,7 @@ use wirebench_proto::results::{NsBucket, UdpCounts};
 use wirebench_stats::{Arrival, Jitter, LostRun, SeqTracker, TimeHistogram};
 
 use crate::file::FileSink;
-use crate::log::{LogError, LogSink};
+use crate::packet_log_writer::{LogError, LogSink};
 use crate::role::count::{Count, IntervalUdp};
 use crate::Hists;
 

@@ -18,9 +18,9 @@
 pub mod emu;
 pub mod gso;
 pub mod link;
+pub mod link_options;
 pub mod netns;
 pub mod pair;
-pub mod props;
 pub mod rtnl;
 pub mod run;
 pub mod scenario;
@@ -41,7 +41,7 @@ pub trait Usage: std::error::Error + Send + Sync + 'static {
     fn is_usage(&self) -> bool;
 }
 
-impl Usage for props::PropsError {
+impl Usage for link_options::PropsError {
     fn is_usage(&self) -> bool {
         true
     }

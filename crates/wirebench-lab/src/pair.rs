@@ -9,7 +9,7 @@ use std::process::{ExitStatus, Stdio};
 use serde::Serialize;
 use wirebench_proto::link_log::LinkLog;
 
-use crate::props::{LinkProps, PropsError};
+use crate::link_options::{LinkProps, PropsError};
 use crate::server::{LabServer, ServerError};
 use crate::topo::{Lab, LinkReport, Topology};
 use crate::user_stack::{self, Stack};

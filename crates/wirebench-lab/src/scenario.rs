@@ -38,8 +38,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use wirebench_proto::units::parse_duration;
 
+use crate::link_options::{LinkProps, PropsError};
 use crate::netns::NetNs;
-use crate::props::{LinkProps, PropsError};
 use crate::topo::{LinkSpec, NodeSpec, Topology, TopologyError};
 
 /// A scenario file that cannot be run; each message is one line.

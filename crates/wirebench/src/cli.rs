@@ -234,8 +234,8 @@ pub struct LinkArgs {
 
 impl LinkArgs {
     /// The link properties these flags give.
-    pub fn props(&self) -> wirebench_lab::props::LinkProps {
-        wirebench_lab::props::LinkProps {
+    pub fn props(&self) -> wirebench_lab::link_options::LinkProps {
+        wirebench_lab::link_options::LinkProps {
             rate: self.rate.clone(),
             delay: self.delay.clone(),
             jitter: self.jitter.clone(),

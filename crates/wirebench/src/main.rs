@@ -67,8 +67,8 @@ fn main() -> ExitCode {
         Command::Report(args) => cmd::report::report(&args),
         Command::Merge(args) => cmd::merge::merge(&args),
         Command::Lab(args) => cmd::lab::lab(&args),
-        Command::Completions { shell } => cmd::shell::completions(shell),
-        Command::Man => cmd::shell::man(),
+        Command::Completions { shell } => cmd::completions::completions(shell),
+        Command::Man => cmd::completions::man(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

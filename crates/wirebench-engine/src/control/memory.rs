@@ -50,7 +50,7 @@ const DATAGRAM_BYTES: u64 = 65_536;
 const UDP_DEFAULT_SOCKET_BYTES: u64 = 4 << 20;
 
 /// The packet log's queue between the receiver and its writer (`log.rs`).
-pub(crate) const PACKET_LOG_QUEUE_BYTES: u64 = crate::log::QUEUE_BYTES;
+pub(crate) const PACKET_LOG_QUEUE_BYTES: u64 = crate::packet_log_writer::QUEUE_BYTES;
 
 /// A file transfer's buffer (a 1 MiB reader, or the saved copy's write buffer).
 const FILE_BUFFER_BYTES: u64 = 1 << 20;

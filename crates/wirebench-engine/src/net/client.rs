@@ -20,7 +20,7 @@ use crate::control::client::{ClientAction, ClientEvent, ClientParams, ClientSess
 use crate::control::exchange::printable;
 use crate::control::{Outcome, RunAction, SETUP_TIMEOUT};
 use crate::file::{FileSink, FileSource};
-use crate::log::LogOut;
+use crate::packet_log_writer::LogOut;
 use crate::role::user::{user_datapath, UserConnector, UserStream};
 use crate::role::{CrrPart, DataSocket, FilePart, RoleParams};
 use crate::sys::udp::Offloads;

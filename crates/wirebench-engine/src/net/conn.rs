@@ -15,14 +15,14 @@ use wirebench_proto::spec::{Direction, Mechanism, TestSpec};
 
 use super::client::tool;
 use super::roles::{Collect, RoleEvent, Roles};
-use super::state::{log, log_refused, q, Pending, ServerConfig, State};
+use super::shared::{log, log_refused, q, Pending, ServerConfig, State};
 use super::user_accept::{self, Waiting};
 use super::{Pump, SETUP_TICK, TICK};
 use crate::control::admission::{PendingId, Refusal, Ticket};
 use crate::control::server::{ServerAction, ServerEvent, ServerParams, ServerSession};
 use crate::control::{Outcome, RunAction, SETUP_TIMEOUT};
 use crate::file::{FileSink, FileSource};
-use crate::log::LogOut;
+use crate::packet_log_writer::LogOut;
 use crate::role::limit::{MoveLimit, TestLimits};
 use crate::role::{CrrPart, DataSocket, FilePart, RoleParams};
 use crate::sys::udp::Offloads;
@@ -657,7 +657,7 @@ struct Counted<W> {
     bytes: Arc<AtomicU64>,
 }
 
-impl<W: std::io::Write + Send> crate::log::LogTarget for Counted<W> {}
+impl<W: std::io::Write + Send> crate::packet_log_writer::LogTarget for Counted<W> {}
 
 impl<W: std::io::Write> std::io::Write for Counted<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {

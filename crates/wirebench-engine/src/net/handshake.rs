@@ -23,7 +23,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Registry, Token};
 
 use super::conn::{admitted, new_session, not_started};
-use super::state::{attach, log_refused, q, State};
+use super::shared::{attach, log_refused, q, State};
 use crate::control::admission::PendingId;
 use crate::control::server::{ServerAction, ServerEvent, ServerSession};
 use crate::control::Session;

@@ -11,7 +11,7 @@ mod metrics;
 mod metrics_http;
 pub(crate) mod roles;
 pub(crate) mod server;
-pub(crate) mod state;
+pub(crate) mod shared;
 mod user_accept;
 
 use std::io::{ErrorKind, Read, Write};

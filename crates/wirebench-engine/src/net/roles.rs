@@ -112,7 +112,7 @@ impl IntervalSum {
         if self.acc.len() <= i {
             self.acc.resize(i + 1, (IntervalRecord::default(), 0));
         }
-        crate::merge::add_interval(&mut self.acc[i].0, rec);
+        crate::stream_sum::add_interval(&mut self.acc[i].0, rec);
         self.acc[i].1 += 1;
         self.drain(self.streams)
     }
@@ -303,11 +303,11 @@ impl Roles {
             // The first `streams` go forward, the rest in reverse: each half merged apart.
             let mut outputs = outputs;
             let reverse = outputs.split_off((self.spec.streams as usize).min(outputs.len()));
-            let mut local = crate::merge::merge(outputs);
-            local.reverse = Some(Box::new(crate::merge::merge(reverse)));
+            let mut local = crate::stream_sum::sum_streams(outputs);
+            local.reverse = Some(Box::new(crate::stream_sum::sum_streams(reverse)));
             local
         } else {
-            crate::merge::merge(outputs)
+            crate::stream_sum::sum_streams(outputs)
         };
         self.forward(watch);
         for (role, sum) in &mut self.sums {

@@ -19,8 +19,8 @@ use socket2::{Domain, Socket, Type};
 use wirebench_proto::header::UdpHello;
 use wirebench_proto::spec::Protocol;
 
-use super::state::State;
-pub use super::state::{ServerBudget, ServerConfig, DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING};
+use super::shared::State;
+pub use super::shared::{ServerBudget, ServerConfig, DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING};
 use crate::control::admission::{Admission, SlotLimits};
 use crate::role::DataSocket;
 use crate::sys::{max_rss_kib, rss_kib};

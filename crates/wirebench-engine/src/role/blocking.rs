@@ -4,7 +4,7 @@
 use std::io::{ErrorKind, Read};
 use std::net::UdpSocket;
 
-use super::end::{early_stop, idle_limit_ns, RoleError};
+use super::early_end::{early_stop, idle_limit_ns, RoleError};
 use super::user::Stream;
 use super::RoleParams;
 use crate::sys::ZeroCopy;

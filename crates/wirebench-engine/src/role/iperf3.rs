@@ -22,8 +22,8 @@ use super::limit::{over_counted, MoveLimit};
 use super::{payload, DataSocket, POLL};
 use crate::iperf3::codec::is_connect;
 use crate::iperf3::UdpHeader;
-use crate::log::{LogOut, LogSink};
 use crate::pace::{wait_until, Pacer};
+use crate::packet_log_writer::{LogOut, LogSink};
 
 /// How long a stopped receiver waits for more data once none arrives.
 const DRAIN_IDLE: Duration = Duration::from_millis(300);
@@ -257,7 +257,7 @@ impl PacketLog {
 
     /// The sender sent `sent` datagrams (unknown: as far as the highest that came): the
     /// last loss runs, and the log written out.
-    fn finish(mut self, sent: Option<u64>) -> Result<u64, crate::log::LogError> {
+    fn finish(mut self, sent: Option<u64>) -> Result<u64, crate::packet_log_writer::LogError> {
         let sent = sent.unwrap_or_else(|| self.seq.highest().map_or(0, |h| h + 1));
         let sink = &mut self.sink;
         self.seq.finish_with(sent, &mut |run| {

@@ -15,7 +15,7 @@ use std::cell::Cell;
 use wirebench_proto::error_kind::ErrorKind;
 use wirebench_proto::units::{format_bytes, format_rate_bps};
 
-use super::end::RoleError;
+use super::early_end::RoleError;
 
 /// The window over which `--max-rate` and `--max-pps` are held.
 pub(crate) const RATE_WINDOW_NS: u64 = 250_000_000;

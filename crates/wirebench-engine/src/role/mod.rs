@@ -13,7 +13,7 @@
 
 mod blocking;
 pub(crate) mod count;
-mod end;
+mod early_end;
 pub(crate) mod iperf3;
 pub(crate) mod limit;
 mod recv_loop;
@@ -34,12 +34,12 @@ use wirebench_proto::results::{Datapath, IntervalRecord, Resources, Role, SideRe
 use wirebench_proto::spec::{Mechanism, TestSpec};
 
 use crate::file::{FileSink, FileSource};
-use crate::log::LogOut;
+use crate::packet_log_writer::LogOut;
 use crate::sys::udp::Offloads;
 use crate::sys::{max_rss_kib, rss_kib, tcp_info, thread_cpu_ns};
 use crate::Shared;
 use count::Count;
-use end::RoleError;
+use early_end::RoleError;
 
 /// How long a blocking data call may wait before the loop looks at the clock again.
 pub(super) const POLL: Duration = Duration::from_millis(20);

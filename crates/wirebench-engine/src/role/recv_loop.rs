@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use wirebench_proto::results::IntervalRecord;
 
 use super::count::{Count, Recorder, Snapshot};
-use super::end::{early_stop, idle_limit_ns, RoleError};
+use super::early_end::{early_stop, idle_limit_ns, RoleError};
 use super::limit::over_counted;
 use super::RoleParams;
 use crate::Shared;

@@ -26,7 +26,7 @@ use wirebench_stats::TimeHistogram;
 
 use super::blocking::{is_timeout, read_full, send_datagram, write_full};
 use super::count::{Count, IntervalUdp, Recorder, Snapshot};
-use super::end::{early_stop, RoleError};
+use super::early_end::{early_stop, RoleError};
 use super::recv_loop::{self, Flow, Receive, Until};
 use super::sender::{next_len, pace};
 use super::user::Stream;

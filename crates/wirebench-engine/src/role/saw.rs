@@ -12,7 +12,7 @@ use wirebench_proto::spec::Mechanism;
 
 use super::blocking::{is_timeout, send_datagram};
 use super::count::{Count, Recorder, Snapshot};
-use super::end::{early_stop, RoleError};
+use super::early_end::{early_stop, RoleError};
 use super::recv_loop::{self, Flow, Receive, Until};
 use super::sender::{next_step, Step};
 use super::{payload, report, FilePart, RoleParams, POLL};

@@ -3,7 +3,7 @@
 use wirebench_proto::spec::TestSpec;
 
 use super::count::{Count, Recorder, Snapshot};
-use super::end::{early_stop, RoleError};
+use super::early_end::{early_stop, RoleError};
 use super::limit::over_counted;
 use super::{RoleParams, POLL};
 use crate::pace::{wait_until, Pacer};

@@ -10,7 +10,7 @@ use wirebench_proto::spec::Mechanism;
 
 use super::blocking::{is_timeout, write_full, write_full_zc, write_some};
 use super::count::{Count, MsBins, Recorder, Snapshot};
-use super::end::{early_stop, RoleError};
+use super::early_end::{early_stop, RoleError};
 use super::recv_loop::{self, Flow, Receive, Until};
 use super::sender::{next_step, Step};
 use super::user::Stream;

@@ -11,10 +11,10 @@ use wirebench_proto::spec::TestSpec;
 
 use super::blocking::is_timeout;
 use super::count::{Count, Recorder, Snapshot};
-use super::end::RoleError;
+use super::early_end::RoleError;
 use super::recv_loop::{self, Flow, Receive, Until};
 use super::{report, FilePart, RoleParams, POLL};
-use crate::log::{LogOut, LogSink};
+use crate::packet_log_writer::{LogOut, LogSink};
 use crate::rx::{ShortDatagrams, StreamKey, UdpRx};
 use crate::sys::udp::BatchRecv;
 use crate::Shared;

@@ -8,7 +8,7 @@ use wirebench_proto::results::SideReport;
 
 use super::blocking::is_timeout;
 use super::count::{Count, MsBins, Recorder, Snapshot};
-use super::end::{early_stop, RoleError};
+use super::early_end::{early_stop, RoleError};
 use super::limit::over_counted;
 use super::sender::wait_for;
 use super::{payload, report, FilePart, RoleParams, POLL};

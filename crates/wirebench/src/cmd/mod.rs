@@ -1,5 +1,6 @@
 //! One file per command: each validates its flags, calls a library and prints.
 
+pub mod completions;
 pub mod interrupt;
 pub mod lab;
 pub mod live;
@@ -9,6 +10,5 @@ pub mod report;
 pub mod rrul;
 pub mod run;
 pub mod serve;
-pub mod shell;
 pub mod stack;
 pub mod sweep;

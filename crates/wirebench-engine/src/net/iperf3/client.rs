@@ -18,9 +18,9 @@ use crate::iperf3::codec::{
     connect_bytes, cookie_from, is_connect, stream_id, COOKIE_LEN, UDP_CONNECT_MSG,
 };
 use crate::iperf3::{Params, ResultsDoc, STEP_TIMEOUT};
-use crate::log::LogOut;
 use crate::net::roles::Watch;
 use crate::net::{Pump, TICK};
+use crate::packet_log_writer::LogOut;
 use crate::role::iperf3::Plan;
 use crate::role::DataSocket;
 use crate::EngineError;

@@ -21,7 +21,7 @@ use super::Pump;
 use crate::control::Session;
 use crate::iperf3::codec::stream_id;
 use crate::iperf3::{ResultsDoc, StreamResult};
-use crate::log::LogOut;
+use crate::packet_log_writer::LogOut;
 use crate::role::iperf3::{Live, Plan, StreamEnd};
 use crate::role::DataSocket;
 use crate::EngineError;

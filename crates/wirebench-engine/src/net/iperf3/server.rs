@@ -23,7 +23,7 @@ use crate::iperf3::codec::{
 };
 use crate::iperf3::server::{ServerAction, ServerSession};
 use crate::net::roles::Quiet;
-use crate::net::state::{log, log_refused, q, State};
+use crate::net::shared::{log, log_refused, q, State};
 use crate::net::{Pump, SETUP_TICK, TICK};
 use crate::role::iperf3::Plan;
 use crate::role::limit::{MoveLimit, TestLimits};

@@ -43,7 +43,7 @@ fn merged(hs: impl Iterator<Item = Option<TimeHistogram>>) -> Option<TimeHistogr
 
 /// The side's report from each stream's report and raw distributions. One stream: its report
 /// as it is.
-pub fn merge(mut outs: Vec<(SideReport, Hists)>) -> SideReport {
+pub fn sum_streams(mut outs: Vec<(SideReport, Hists)>) -> SideReport {
     if outs.len() <= 1 {
         return outs.pop().map(|o| o.0).unwrap_or_default();
     }
@@ -194,15 +194,15 @@ mod tests {
     #[test]
     fn one_stream_is_its_own_report() {
         let (rep, h) = stream(10, 1, &[5]);
-        assert_eq!(merge(vec![(rep.clone(), h)]), rep);
-        assert_eq!(merge(vec![]), SideReport::default());
+        assert_eq!(sum_streams(vec![(rep.clone(), h)]), rep);
+        assert_eq!(sum_streams(vec![]), SideReport::default());
     }
 
     #[test]
     fn streams_add_up_and_distributions_merge_from_histograms() {
         let a = stream(100, 10, &[1_000, 2_000]);
         let b = stream(300, 30, &[3_000, 4_000, 5_000, 6_000]);
-        let m = merge(vec![a, b]);
+        let m = sum_streams(vec![a, b]);
         assert_eq!((m.bytes, m.messages), (400, 40));
         assert_eq!((m.first_ns, m.last_ns), (Some(100), Some(3_000)));
         assert_eq!(m.streams.len(), 2);

@@ -6,7 +6,7 @@ use wirebench_proto::spec::TestSpec;
 
 use super::RoleParams;
 use crate::file::FileReadError;
-use crate::log::LogError;
+use crate::packet_log_writer::LogError;
 use crate::Shared;
 
 /// Why a role ended before its natural end. The report carries it as text, the peer's and
