@@ -27,7 +27,7 @@ pub struct Csv;
 
 /// Writes a number as Rust prints it (`0.5`, `0`, `160000`), as the JSON's readers and
 /// earlier files have it; the `csv` crate's own float format would write `0.0`, `160000.0`.
-fn display<T: Display, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+pub(super) fn display<T: Display, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(v)
 }
 
@@ -122,7 +122,7 @@ fn writer<W: Write>(out: W) -> csv::Writer<W> {
 /// The header line of rows of type `T`: the names of its fields, in order. The `csv`
 /// writer names the columns only as it writes a first row, and a file without a row
 /// still has its header: a default row is written aside, and its header line kept.
-fn header<T: Serialize + Default>() -> io::Result<Vec<u8>> {
+pub(super) fn header<T: Serialize + Default>() -> io::Result<Vec<u8>> {
     let mut aside = csv::WriterBuilder::new()
         .terminator(csv::Terminator::Any(b'\n'))
         .from_writer(Vec::new());
@@ -134,7 +134,7 @@ fn header<T: Serialize + Default>() -> io::Result<Vec<u8>> {
 }
 
 /// Writes `rows` under the header of their type.
-fn write_rows<T: Serialize + Default>(
+pub(super) fn write_rows<T: Serialize + Default>(
     rows: impl IntoIterator<Item = T>,
     out: &mut dyn Write,
 ) -> io::Result<()> {

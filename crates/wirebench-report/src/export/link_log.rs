@@ -1,10 +1,13 @@
 //! The link log (`wirebench lab --link-log`) as CSV: a header, then a row per link,
 //! direction and interval. `plot` reads it back by column name.
 
+use std::fmt;
 use std::io::{self, Write};
 
-use wirebench_proto::link_log::{LinkLog, HEADER};
+use serde::Serialize;
+use wirebench_proto::link_log::LinkLog;
 
+use super::csv::{display, write_rows};
 use super::Exporter;
 
 /// Writes a [`LinkLog`] as CSV: `t_s` is the interval's start since the lab began (s, 3
@@ -12,27 +15,55 @@ use super::Exporter;
 /// `max_queue_delay_ms` the longest wait for the serializer (ms, 3 decimals).
 pub struct LinkLogCsv;
 
+/// A number written with `D` decimals.
+#[derive(Default, Clone, Copy)]
+struct Fixed<const D: usize>(f64);
+
+impl<const D: usize> fmt::Display for Fixed<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:.*}", D, self.0)
+    }
+}
+
+/// One link, direction and interval: its fields, in order, are the columns and their names
+/// the header (`wirebench_proto::link_log::HEADER`, which the readers check).
+#[derive(Default, Serialize)]
+struct LinkRow<'a> {
+    #[serde(serialize_with = "display")]
+    t_s: Fixed<3>,
+    link: &'a str,
+    direction: &'a str,
+    packets_in: u64,
+    bytes_in: u64,
+    dropped_loss: u64,
+    dropped_queue: u64,
+    delivered: u64,
+    delivered_bytes: u64,
+    #[serde(serialize_with = "display")]
+    delivered_bps: Fixed<0>,
+    #[serde(serialize_with = "display")]
+    max_queue_delay_ms: Fixed<3>,
+}
+
 impl Exporter<LinkLog> for LinkLogCsv {
     fn export(&self, log: &LinkLog, out: &mut dyn Write) -> io::Result<()> {
-        writeln!(out, "{HEADER}")?;
-        for r in log.rows() {
-            let c = &r.counts;
-            writeln!(
-                out,
-                "{:.3},{},{},{},{},{},{},{},{},{:.0},{:.3}",
-                r.t_s(),
-                r.link,
-                r.direction,
-                c.packets_in,
-                c.bytes_in,
-                c.dropped_loss,
-                c.dropped_queue,
-                c.delivered,
-                c.delivered_bytes,
-                r.delivered_bps(),
-                r.max_queue_delay_ms(),
-            )?;
-        }
+        let rows = log.rows().map(|r| {
+            let c = r.counts;
+            LinkRow {
+                t_s: Fixed(r.t_s()),
+                link: r.link,
+                direction: r.direction,
+                packets_in: c.packets_in,
+                bytes_in: c.bytes_in,
+                dropped_loss: c.dropped_loss,
+                dropped_queue: c.dropped_queue,
+                delivered: c.delivered,
+                delivered_bytes: c.delivered_bytes,
+                delivered_bps: Fixed(r.delivered_bps()),
+                max_queue_delay_ms: Fixed(r.max_queue_delay_ms()),
+            }
+        });
+        write_rows(rows, out)?;
         out.flush()
     }
 }
@@ -41,6 +72,13 @@ impl Exporter<LinkLog> for LinkLogCsv {
 mod tests {
     use super::*;
     use wirebench_proto::link_log::{LinkInterval, LinkTrace};
+
+    #[test]
+    fn the_header_written_is_the_one_readers_check() {
+        let header = super::super::csv::header::<LinkRow<'_>>().expect("header");
+        let want = format!("{}\n", wirebench_proto::link_log::HEADER);
+        assert_eq!(String::from_utf8_lossy(&header), want);
+    }
 
     #[test]
     fn the_csv_keeps_its_columns_and_figures() {
