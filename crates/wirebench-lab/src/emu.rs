@@ -25,7 +25,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use wirebench_sys::mmsg::{self, RecvBuf, RecvMeta, Transmit, Wait, BATCH};
+use wirebench_sys::mmsg::{self, Received, RecvBuf, RecvMeta, Transmit, Wait, BATCH};
 
 use crate::gso::{Plan, VnetHdr, ETH_HLEN, VNET_HDR_LEN};
 use crate::link::{Fate, Link, LinkConfig, LinkCounters, Traffic};
@@ -451,7 +451,8 @@ struct Forward<'a> {
     /// offloads. A frame read takes its buffers and the pool gives others in their place.
     rx_slots: Vec<Slot>,
     rx_bigs: Vec<Big>,
-    rx_meta: [RecvMeta; BATCH],
+    /// What the last read received (and the control buffers the kernel writes into).
+    received: Received,
     /// Delivery times of a GSO frame's wire packets.
     times: Vec<Option<u64>>,
     last_offer: u64,
@@ -496,7 +497,7 @@ impl<'a> Forward<'a> {
             pending: VecDeque::new(),
             rx_slots,
             rx_bigs,
-            rx_meta: [RecvMeta::default(); BATCH],
+            received: Received::default(),
             times: Vec::new(),
             last_offer: 0,
             spin: SpinMargin::default(),
@@ -569,7 +570,7 @@ impl<'a> Forward<'a> {
             head: &mut slot[..],
             tail: big,
         });
-        let got = match mmsg::recv(self.rx, bufs, &mut self.rx_meta, Wait::Never) {
+        let got = match mmsg::recv(self.rx, bufs, &mut self.received, Wait::Never) {
             Ok(got) => got,
             Err(e)
                 if matches!(
@@ -591,7 +592,9 @@ impl<'a> Forward<'a> {
         let now_mono = self.now_ns();
         let mono_minus_unix = now_mono.wrapping_sub(unix_ns());
         for i in 0..got {
-            let meta = self.rx_meta[i];
+            let Some(&meta) = self.received.meta().get(i) else {
+                break;
+            };
             let arrival = match meta.arrival_unix_ns {
                 Some(stamp) => stamp.wrapping_add(mono_minus_unix).min(now_mono),
                 None => now_mono,

@@ -5,7 +5,9 @@
 //! As quinn-udp's `unix.rs` does, each call builds its message headers on its own stack from
 //! the buffers it borrows, and they are gone when it returns: no pointer into a caller's
 //! buffer outlives the call that the borrow covers. Only the headers of the messages given
-//! are written (nothing is zeroed for the rest of the batch), and nothing is allocated.
+//! are written (nothing is zeroed for the rest of the batch), and nothing is allocated: a
+//! receive's control buffers are in the caller's [`Received`], made once and lent to each
+//! call.
 //! Linux's UDP GSO and GRO: `Documentation/networking/segmentation-offloads.rst`.
 #![allow(unsafe_code)]
 
@@ -25,6 +27,34 @@ const SEND_CONTROL: usize = cmsg::space(mem::size_of::<libc::c_int>());
 /// with room to spare for one the socket did not ask for.
 const RECV_CONTROL: usize =
     2 * cmsg::space(mem::size_of::<libc::timespec>()) + cmsg::space(mem::size_of::<libc::c_int>());
+
+/// What [`recv`] says of the messages it received, and the control buffers the kernel
+/// writes into: made (zeroed) once by the caller and lent to each call, so that a call
+/// that offers [`BATCH`] buffers and gets one message does not clear [`BATCH`] control
+/// buffers first.
+#[derive(Clone)]
+pub struct Received {
+    meta: [RecvMeta; BATCH],
+    control: [cmsg::Buf<RECV_CONTROL>; BATCH],
+    n: usize,
+}
+
+impl Default for Received {
+    fn default() -> Self {
+        Self {
+            meta: [RecvMeta::default(); BATCH],
+            control: [cmsg::Buf::default(); BATCH],
+            n: 0,
+        }
+    }
+}
+
+impl Received {
+    /// What arrived in each message of the last [`recv`], in order.
+    pub fn meta(&self) -> &[RecvMeta] {
+        &self.meta[..self.n]
+    }
+}
 
 /// One message to send: its bytes, in one or two parts (`tail` may be empty), and the size
 /// of the datagrams the kernel should cut it into (UDP GSO), if it is more than one.
@@ -168,31 +198,31 @@ pub fn send<'a>(
 }
 
 /// Receives up to [`BATCH`] messages on `fd` in one `recvmmsg` call, message `i` into the
-/// `i`th buffer of `bufs`, what arrived in it into `meta[i]`; as many as `bufs` and `meta`
-/// both have room for. Returns how many arrived.
+/// `i`th buffer of `bufs`; what arrived in each is then `out.meta()[i]`. Returns how many
+/// arrived.
 pub fn recv<'a>(
     fd: BorrowedFd<'_>,
     bufs: impl IntoIterator<Item = RecvBuf<'a>>,
-    meta: &mut [RecvMeta],
+    out: &mut Received,
     wait: Wait,
 ) -> io::Result<usize> {
+    out.n = 0;
     let mut hdrs = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; BATCH];
     let mut iovs = [const { MaybeUninit::<[libc::iovec; 2]>::uninit() }; BATCH];
-    let mut ctrl = [const { MaybeUninit::<cmsg::Buf<RECV_CONTROL>>::uninit() }; BATCH];
     let mut n = 0;
-    for (m, b) in bufs.into_iter().take(BATCH.min(meta.len())).enumerate() {
+    for ((m, b), c) in bufs
+        .into_iter()
+        .take(BATCH)
+        .enumerate()
+        .zip(&mut out.control)
+    {
         let iov = iovs[m].write([
             iovec(b.head.as_mut_ptr(), b.head.len()),
             iovec(b.tail.as_mut_ptr(), b.tail.len()),
         ]);
         let parts = if b.tail.is_empty() { 1 } else { 2 };
-        let c = ctrl[m].write(cmsg::Buf::default());
-        hdrs[m].write(header(
-            iov.as_mut_ptr(),
-            parts,
-            c.0.as_mut_ptr().cast(),
-            RECV_CONTROL,
-        ));
+        let control = c.0.as_mut_ptr().cast();
+        hdrs[m].write(header(iov.as_mut_ptr(), parts, control, RECV_CONTROL));
         n = m + 1;
     }
     if n == 0 {
@@ -202,10 +232,11 @@ pub fn recv<'a>(
         Wait::ForFirst => libc::MSG_WAITFORONE,
         Wait::Never => libc::MSG_DONTWAIT,
     };
-    // SAFETY: headers 0..n were written above, each pointing at its iovecs and its control
-    // buffer of RECV_CONTROL bytes on this stack frame, and those at buffers borrowed
-    // mutably for 'a, which outlives this call; the kernel writes at most each part's length
-    // and RECV_CONTROL control bytes, and no header past `n`. No timeout pointer.
+    // SAFETY: headers 0..n were written above, each pointing at its iovecs on this stack
+    // frame and at its control buffer of RECV_CONTROL bytes in `out`, and those at buffers
+    // borrowed mutably for 'a (and `out`, borrowed mutably for this call), which outlive
+    // it; the kernel writes at most each part's length and RECV_CONTROL control bytes, and
+    // no header past `n`. No timeout pointer.
     let rc = unsafe {
         libc::recvmmsg(
             fd.as_raw_fd(),
@@ -219,12 +250,14 @@ pub fn recv<'a>(
         return Err(io::Error::last_os_error());
     }
     let got = (rc as usize).min(n);
-    for (m, out) in meta.iter_mut().enumerate().take(got) {
-        // SAFETY: header m and control buffer m (m < got <= n) were initialised above and
-        // since written only by the kernel, with integers and control bytes.
-        let (h, c) = unsafe { (hdrs[m].assume_init_ref(), ctrl[m].assume_init_ref()) };
-        *out = meta_of(h, c);
+    let done = out.meta.iter_mut().zip(&out.control).enumerate().take(got);
+    for (m, (meta, control)) in done {
+        // SAFETY: header m (m < got <= n) was initialised above and since written only by
+        // the kernel, with integers.
+        let h = unsafe { hdrs[m].assume_init_ref() };
+        *meta = meta_of(h, control);
     }
+    out.n = got;
     Ok(got)
 }
 
@@ -299,16 +332,16 @@ mod tests {
     /// returns, so a call takes what is there; the deadline only stops a broken test).
     fn recv_all(b: &UdpSocket, bufs: &mut [[u8; 2048]], want: usize) -> Vec<(Vec<u8>, RecvMeta)> {
         let mut out = Vec::new();
-        let mut meta = [RecvMeta::default(); BATCH];
+        let mut rcv = Received::default();
         while out.len() < want {
-            let got = recv(
+            recv(
                 b.as_fd(),
                 bufs.iter_mut().map(|x| RecvBuf::new(&mut x[..])),
-                &mut meta,
+                &mut rcv,
                 Wait::ForFirst,
             )
             .expect("recv");
-            for (buf, m) in bufs.iter().zip(&meta).take(got) {
+            for (buf, m) in bufs.iter().zip(rcv.meta()) {
                 out.push((buf[..m.len.min(buf.len())].to_vec(), *m));
             }
         }
@@ -378,19 +411,19 @@ mod tests {
         .expect("send");
         let mut head = [0u8; 30];
         let mut tail = [0u8; 20];
-        let mut meta = [RecvMeta::default(); 1];
+        let mut rcv = Received::default();
         let got = recv(
             b.as_fd(),
             [RecvBuf {
                 head: &mut head,
                 tail: &mut tail,
             }],
-            &mut meta,
+            &mut rcv,
             Wait::ForFirst,
         )
         .expect("recv");
         assert_eq!(got, 1);
-        assert!(meta[0].truncated);
+        assert!(rcv.meta()[0].truncated);
         assert_eq!((head, tail), ([9u8; 30], [9u8; 20]), "both parts filled");
     }
 
@@ -422,19 +455,19 @@ mod tests {
             return;
         }
         let mut big = vec![0u8; 65536];
-        let mut meta = [RecvMeta::default(); BATCH];
+        let mut rcv = Received::default();
         let mut seen = Vec::new();
         while seen.len() < 10 {
             let got = recv(
                 b.as_fd(),
                 [RecvBuf::new(&mut big)],
-                &mut meta,
+                &mut rcv,
                 Wait::ForFirst,
             )
             .expect("recv");
             assert_eq!(got, 1);
-            let seg = meta[0].segment_size.unwrap_or(meta[0].len);
-            for d in big[..meta[0].len].chunks(seg) {
+            let seg = rcv.meta()[0].segment_size.unwrap_or(rcv.meta()[0].len);
+            for d in big[..rcv.meta()[0].len].chunks(seg) {
                 assert_eq!(d.len(), 1000);
                 seen.push(d[0]);
             }
@@ -446,12 +479,12 @@ mod tests {
     fn never_waiting_on_an_empty_socket_would_block() {
         let (_a, b) = pair();
         let mut buf = [0u8; 64];
-        let mut meta = [RecvMeta::default(); 1];
-        let e = recv(b.as_fd(), [RecvBuf::new(&mut buf)], &mut meta, Wait::Never)
+        let mut rcv = Received::default();
+        let e = recv(b.as_fd(), [RecvBuf::new(&mut buf)], &mut rcv, Wait::Never)
             .expect_err("nothing queued");
         assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
         assert_eq!(
-            recv(b.as_fd(), std::iter::empty(), &mut meta, Wait::Never).expect("none"),
+            recv(b.as_fd(), std::iter::empty(), &mut rcv, Wait::Never).expect("none"),
             0
         );
     }

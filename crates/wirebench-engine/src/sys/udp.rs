@@ -27,7 +27,7 @@ use std::os::fd::AsFd;
 use socket2::SockRef;
 use wirebench_proto::results::Datapath;
 use wirebench_proto::spec::{Mechanism, TestSpec};
-use wirebench_sys::mmsg::{self, RecvBuf, RecvMeta, Transmit, Wait};
+use wirebench_sys::mmsg::{self, Received, RecvBuf, RecvMeta, Transmit, Wait};
 
 use super::sockopt::{self, size_buffers};
 
@@ -273,9 +273,11 @@ impl BatchSend {
 pub struct BatchRecv {
     buf: Box<[u8]>,
     off: Offloads,
-    /// What arrived in each message of the last call.
-    got: [RecvMeta; BATCH],
-    n: usize,
+    /// What arrived in each message of the last batched call (with the control buffers
+    /// the kernel writes into, lent to each call).
+    got: Received,
+    /// The length of the last plain `recv`'s datagram, without batches.
+    plain: usize,
     /// Slots offered to the next call: fewer once GRO batches arrive, so that a call moves
     /// about [`CALL_BYTES`].
     slots: usize,
@@ -288,8 +290,8 @@ impl BatchRecv {
         Self {
             buf: vec![0u8; slots * SLOT].into_boxed_slice(),
             off,
-            got: [RecvMeta::default(); BATCH],
-            n: 0,
+            got: Received::default(),
+            plain: 0,
             slots: BATCH,
         }
     }
@@ -297,33 +299,34 @@ impl BatchRecv {
     /// Receives at least one message (waiting as long as the socket's receive timeout lets
     /// it) and as many more as are queued, up to [`BATCH`]; returns how many.
     pub fn recv(&mut self, sock: &UdpSocket) -> io::Result<usize> {
-        self.n = 0;
         if !self.off.batch {
-            let len = sock.recv(&mut self.buf[..SLOT])?;
-            self.got[0] = RecvMeta {
-                len,
-                ..RecvMeta::default()
-            };
-            self.n = 1;
+            self.plain = sock.recv(&mut self.buf[..SLOT])?;
             return Ok(1);
         }
         let slots = self.buf.chunks_mut(SLOT).take(self.slots.max(1));
-        self.n = mmsg::recv(
+        let n = mmsg::recv(
             sock.as_fd(),
             slots.map(RecvBuf::new),
             &mut self.got,
             Wait::ForFirst,
         )?;
-        let largest = self.got[..self.n].iter().map(|m| m.len).max().unwrap_or(0);
+        let largest = self.got.meta().iter().map(|m| m.len).max().unwrap_or(0);
         // What arrived is what will arrive next: size the next call by its largest message.
         self.slots = messages_per_call(largest);
-        Ok(self.n)
+        Ok(n)
     }
 
     /// Message `i` of the last call: its bytes and the size of the datagrams in it (GRO
     /// coalesces datagrams of one size; the last may be shorter).
     pub fn message(&self, i: usize) -> (&[u8], usize) {
-        let m = self.got.get(i).copied().unwrap_or_default();
+        let m = if self.off.batch {
+            self.got.meta().get(i).copied().unwrap_or_default()
+        } else {
+            RecvMeta {
+                len: self.plain,
+                ..RecvMeta::default()
+            }
+        };
         let len = m.len.min(SLOT);
         let seg = m.segment_size.unwrap_or(len);
         let start = (i * SLOT).min(self.buf.len());
