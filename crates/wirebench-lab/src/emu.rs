@@ -18,17 +18,30 @@
 use std::collections::VecDeque;
 use std::io;
 use std::ops::Range;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use wirebench_sys::mmsg::{self, Received, RecvBuf, RecvMeta, Transmit, Wait, BATCH};
 
 use crate::gso::{Plan, VnetHdr, ETH_HLEN, VNET_HDR_LEN};
 use crate::link::{Fate, Link, LinkConfig, LinkCounters, Traffic};
-use crate::sys::{self, Batch, Big, Slot, BATCH, BIG, SLOT};
+use crate::sys;
+
+/// Largest frame a slot holds: a 1500-byte MTU with its Ethernet and VLAN headers (and a
+/// virtio header), rounded up.
+const SLOT: usize = 2048;
+/// What a frame may take beyond its slot: the rest of the largest GSO frame (an IP packet of
+/// 64 KiB, its Ethernet and virtio headers).
+const BIG: usize = 64 << 10;
+
+/// A frame's slot.
+type Slot = Box<[u8; SLOT]>;
+/// The space a GSO frame takes beyond its slot.
+type Big = Box<[u8; BIG]>;
 
 /// Longest the loop waits before it looks at its stop flag again, whether or not a frame
 /// is due sooner: a frame held for a long delay (a 60 s link) must not hold up a stop.
@@ -408,160 +421,297 @@ fn forward(
     offload: bool,
 ) -> io::Result<Finished> {
     sys::fine_timer_slack();
-    sys::timestamp_arrivals(rx.as_fd())?;
-    let now_ns = || base.elapsed().as_nanos() as u64;
-    let mut log = Log {
-        bin_ns: log_ns,
-        bins: Vec::new(),
-    };
-    let mut link = Link::new(cfg);
-    // A frame's buffers move into `pending` and back to the pool.
-    let mut pool = Pool::default();
-    let mut rx_slots: Vec<Slot> = Vec::with_capacity(BATCH);
-    let mut rx_bigs: Vec<Big> = Vec::with_capacity(if offload { BATCH } else { 0 });
-    let mut rx_out = [(0usize, 0u64); BATCH];
-    let mut batch = Batch::default();
-    // Delivery times of a GSO frame's wire packets.
-    let mut times: Vec<Option<u64>> = Vec::new();
-    // With offloads each frame starts with a virtio header; it may be a GSO frame.
-    let (hdr, cap) = if offload {
-        (VNET_HDR_LEN, SLOT + BIG)
-    } else {
-        (0, SLOT)
-    };
-    // (delivery time, frame), in delivery order: the model never reorders.
-    let mut pending: VecDeque<(u64, Frame)> = VecDeque::new();
-    let mut report = DirectionReport {
-        rcvbuf_bytes: socket2::SockRef::from(rx)
-            .recv_buffer_size()
-            .map_or(0, |b| b as u64),
-        offload,
-        ..DirectionReport::default()
-    };
-    let mut last_offer = 0u64;
-    let mut spin = SpinMargin::default();
-    // Drops counted before the loop began are not ours.
-    let _ = sys::packet_drops(rx.as_fd());
+    mmsg::timestamp_arrivals(rx.as_fd())?;
+    let mut f = Forward::new(rx.as_fd(), tx.as_fd(), cfg, base, log_ns, offload);
     while !stop.load(Ordering::Relaxed) {
-        // Send what is due, a batch at a time.
-        let now = now_ns();
-        let due = pending.iter().take_while(|p| p.0 <= now).count();
+        f.send_due();
+        if f.wait_for_arrivals()? {
+            f.receive()?;
+        }
+    }
+    Ok(f.finish())
+}
+
+/// What one direction's loop holds: its sockets, the link, the frames in flight and the
+/// buffers the next read goes into.
+struct Forward<'a> {
+    rx: BorrowedFd<'a>,
+    tx: BorrowedFd<'a>,
+    base: Instant,
+    /// Frames carry a virtio header and may be GSO frames.
+    offload: bool,
+    link: Link,
+    log: Log,
+    report: DirectionReport,
+    /// A frame's buffers move into `pending` and back to the pool.
+    pool: Pool,
+    /// (delivery time, frame), in delivery order: the model never reorders.
+    pending: VecDeque<(u64, Frame)>,
+    /// Where the next read puts each frame: [`BATCH`] slots, and as many [`Big`]s with
+    /// offloads. A frame read takes its buffers and the pool gives others in their place.
+    rx_slots: Vec<Slot>,
+    rx_bigs: Vec<Big>,
+    /// What the last read received (and the control buffers the kernel writes into).
+    received: Received,
+    /// Delivery times of a GSO frame's wire packets.
+    times: Vec<Option<u64>>,
+    last_offer: u64,
+    spin: SpinMargin,
+}
+
+impl<'a> Forward<'a> {
+    fn new(
+        rx: BorrowedFd<'a>,
+        tx: BorrowedFd<'a>,
+        cfg: LinkConfig,
+        base: Instant,
+        log_ns: u64,
+        offload: bool,
+    ) -> Self {
+        let mut pool = Pool::default();
+        let rx_slots = (0..BATCH).map(|_| pool.slot()).collect();
+        let rx_bigs = (0..if offload { BATCH } else { 0 })
+            .map(|_| pool.big())
+            .collect();
+        let report = DirectionReport {
+            rcvbuf_bytes: socket2::SockRef::from(&rx)
+                .recv_buffer_size()
+                .map_or(0, |b| b as u64),
+            offload,
+            ..DirectionReport::default()
+        };
+        // Drops counted before the loop began are not ours.
+        let _ = sys::packet_drops(rx);
+        Self {
+            rx,
+            tx,
+            base,
+            offload,
+            link: Link::new(cfg),
+            log: Log {
+                bin_ns: log_ns,
+                bins: Vec::new(),
+            },
+            report,
+            pool,
+            pending: VecDeque::new(),
+            rx_slots,
+            rx_bigs,
+            received: Received::default(),
+            times: Vec::new(),
+            last_offer: 0,
+            spin: SpinMargin::default(),
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.base.elapsed().as_nanos() as u64
+    }
+
+    /// Sends what is due, a batch at a time, and takes its buffers back.
+    fn send_due(&mut self) {
+        let now = self.now_ns();
+        let due = self.pending.iter().take_while(|p| p.0 <= now).count();
         let mut sent = 0;
         while sent < due {
             let n = (due - sent).min(BATCH);
-            let (took, refused) = batch.send(
-                tx.as_fd(),
-                pending.iter().skip(sent).take(n).map(|(_, f)| f.parts()),
-            );
-            report.send_errors += refused as u64;
+            let frames = self
+                .pending
+                .iter()
+                .skip(sent)
+                .take(n)
+                .map(|(_, f)| f.parts());
+            let (took, refused) = send_frames(self.tx, frames);
+            self.report.send_errors += refused as u64;
             sent += took.max(1);
         }
-        for (at, frame) in pending.drain(..due) {
+        for (at, frame) in self.pending.drain(..due) {
             let late = now.saturating_sub(at);
-            report.late_ns_sum += late;
-            report.late_ns_max = report.late_ns_max.max(late);
-            report.late_over_100us += u64::from(late > 100_000);
-            pool.put(frame);
+            self.report.late_ns_sum += late;
+            self.report.late_ns_max = self.report.late_ns_max.max(late);
+            self.report.late_over_100us += u64::from(late > 100_000);
+            self.pool.put(frame);
         }
-        let wait = match pending.front() {
-            Some(&(at, _)) => at.saturating_sub(now_ns()),
+    }
+
+    /// Waits for a frame to arrive until the spin margin before the next one is due, or
+    /// [`STOP_POLL`]; within the margin, looks without blocking. True if one has arrived.
+    fn wait_for_arrivals(&mut self) -> io::Result<bool> {
+        let wait = match self.pending.front() {
+            Some(&(at, _)) => at.saturating_sub(self.now_ns()),
             None => u64::MAX,
         }
         .min(STOP_POLL.as_nanos() as u64);
-        if wait > 0 {
-            // Sleep until the spin margin before the due time; within it, look without
-            // blocking.
-            let sleep = wait.saturating_sub(spin.ns);
-            let asleep = now_ns();
-            if !sys::wait_readable(rx.as_fd(), sleep)? {
-                if sleep == 0 {
-                    std::thread::yield_now();
-                } else {
-                    spin.woke(now_ns().saturating_sub(asleep + sleep));
-                }
-                continue;
-            }
+        if wait == 0 {
+            return Ok(true);
         }
-        // Read what has arrived, offered to the link at the kernel's arrival time (not the
-        // time of this read, which may come late, in bursts).
-        while rx_slots.len() < BATCH {
-            rx_slots.push(pool.slot());
+        let sleep = wait.saturating_sub(self.spin.ns);
+        let asleep = self.now_ns();
+        if sys::wait_readable(self.rx, sleep)? {
+            return Ok(true);
         }
-        while offload && rx_bigs.len() < BATCH {
-            rx_bigs.push(pool.big());
+        if sleep == 0 {
+            std::thread::yield_now();
+        } else {
+            self.spin.woke(self.now_ns().saturating_sub(asleep + sleep));
         }
-        let got = match batch.recv(rx.as_fd(), &mut rx_slots, &mut rx_bigs, &mut rx_out) {
+        Ok(false)
+    }
+
+    /// Reads what has arrived, each frame offered to the link at the kernel's arrival time
+    /// (not the time of this read, which may come late, in bursts).
+    fn receive(&mut self) -> io::Result<()> {
+        let bigs = self.rx_bigs.iter_mut().map(|b| &mut b[..]);
+        let bufs = self
+            .rx_slots
+            .iter_mut()
+            .zip(bigs.chain(std::iter::repeat_with(|| &mut [][..])));
+        let bufs = bufs.map(|(slot, big)| RecvBuf {
+            head: &mut slot[..],
+            tail: big,
+        });
+        let got = match mmsg::recv(self.rx, bufs, &mut self.received, Wait::Never) {
             Ok(got) => got,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                0
+            }
             // A frame the kernel cannot describe in a virtio_net_hdr (a GSO kind it has no
             // header type for, as UDP GSO before Linux 6.2): the call dropped it. Counted,
             // and the link goes on.
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                report.oversize += 1;
+                self.report.oversize += 1;
                 0
             }
             Err(e) => return Err(e),
         };
-        let now_mono = now_ns();
+        let now_mono = self.now_ns();
         let mono_minus_unix = now_mono.wrapping_sub(unix_ns());
-        for (i, (slot, &(len, stamp))) in rx_slots.drain(..got).zip(&rx_out[..got]).enumerate() {
-            if len > cap {
-                report.oversize += 1;
-                pool.slots.push(slot);
-                continue;
-            }
-            let big = (len > SLOT).then(|| std::mem::replace(&mut rx_bigs[i], pool.big()));
-            let frame = Frame { slot, big, len };
-            let head = &frame.slot[hdr..len.min(SLOT)];
-            if !is_ip(head) {
-                report.non_ip += 1;
-                let (_, refused) = batch.send(tx.as_fd(), std::iter::once(frame.parts()));
-                report.send_errors += refused as u64;
-                pool.put(frame);
-                continue;
-            }
-            let arrival = if stamp == 0 {
-                now_mono
-            } else {
-                stamp.wrapping_add(mono_minus_unix).min(now_mono)
+        for i in 0..got {
+            let Some(&meta) = self.received.meta().get(i) else {
+                break;
             };
-            // The model wants non-decreasing times.
-            let at = arrival.max(last_offer);
-            last_offer = at;
-            let kind = traffic(&head[ETH_HLEN..]);
-            let plan = if offload {
-                let vnet = VnetHdr::read(&frame.slot[..]).unwrap_or_default();
-                match Plan::parse(&vnet, head, len - hdr) {
-                    Ok(plan) => plan,
-                    Err(_) => {
-                        report.oversize += 1;
-                        pool.put(frame);
-                        continue;
-                    }
+            let arrival = match meta.arrival_unix_ns {
+                Some(stamp) => stamp.wrapping_add(mono_minus_unix).min(now_mono),
+                None => now_mono,
+            };
+            self.take(i, meta, arrival);
+        }
+        Ok(())
+    }
+
+    /// Takes frame `i` of the last read, which arrived at `arrival`: passes it on at once
+    /// (not IP), offers its wire packets to the link, or drops it (too large to carry).
+    fn take(&mut self, i: usize, meta: RecvMeta, arrival: u64) {
+        let (hdr, cap) = if self.offload {
+            (VNET_HDR_LEN, SLOT + BIG)
+        } else {
+            (0, SLOT)
+        };
+        let len = meta.len;
+        if meta.truncated || len > cap {
+            // Its buffers stay where they are, for the next read.
+            self.report.oversize += 1;
+            return;
+        }
+        let slot = std::mem::replace(&mut self.rx_slots[i], self.pool.slot());
+        let big = (len > SLOT).then(|| std::mem::replace(&mut self.rx_bigs[i], self.pool.big()));
+        let frame = Frame { slot, big, len };
+        let head = &frame.slot[hdr..len.min(SLOT)];
+        if !is_ip(head) {
+            self.report.non_ip += 1;
+            let (_, refused) = send_frames(self.tx, std::iter::once(frame.parts()));
+            self.report.send_errors += refused as u64;
+            self.pool.put(frame);
+            return;
+        }
+        // The model wants non-decreasing times.
+        let at = arrival.max(self.last_offer);
+        self.last_offer = at;
+        let kind = traffic(&head[ETH_HLEN..]);
+        let plan = if self.offload {
+            let vnet = VnetHdr::read(&frame.slot[..]).unwrap_or_default();
+            match Plan::parse(&vnet, head, len - hdr) {
+                Ok(plan) => plan,
+                Err(_) => {
+                    self.report.oversize += 1;
+                    self.pool.put(frame);
+                    return;
                 }
-            } else {
-                None
-            };
-            let Some(plan) = plan else {
-                let ip_len = (len - hdr - ETH_HLEN) as u64;
-                match offer(&mut link, &mut log, &mut report, at, ip_len, kind) {
-                    Some(at_ns) => pending.push_back((at_ns, frame)),
-                    None => pool.put(frame),
-                }
-                continue;
-            };
-            // A GSO frame: each of its wire packets meets the link on its own.
-            times.clear();
-            for k in 0..plan.segments() {
-                let ip_len = plan.ip_len(k) as u64;
-                times.push(offer(&mut link, &mut log, &mut report, at, ip_len, kind));
             }
-            deliver_segments(&plan, frame, &times, &mut pending, &mut pool, &mut report);
+        } else {
+            None
+        };
+        let (link, log, report) = (&mut self.link, &mut self.log, &mut self.report);
+        let Some(plan) = plan else {
+            let ip_len = (len - hdr - ETH_HLEN) as u64;
+            match offer(link, log, report, at, ip_len, kind) {
+                Some(at_ns) => self.pending.push_back((at_ns, frame)),
+                None => self.pool.put(frame),
+            }
+            return;
+        };
+        // A GSO frame: each of its wire packets meets the link on its own.
+        self.times.clear();
+        for k in 0..plan.segments() {
+            let ip_len = plan.ip_len(k) as u64;
+            self.times.push(offer(link, log, report, at, ip_len, kind));
+        }
+        deliver_segments(
+            &plan,
+            frame,
+            &self.times,
+            &mut self.pending,
+            &mut self.pool,
+            report,
+        );
+    }
+
+    /// What the direction did, once it stops; frames still held are dropped unsent.
+    fn finish(self) -> Finished {
+        let mut report = self.report;
+        report.unsent_at_stop = self.pending.len() as u64;
+        report.link = self.link.counters();
+        report.emulator_drops = sys::packet_drops(self.rx);
+        (report, self.log.bins)
+    }
+}
+
+/// Sends up to [`BATCH`] frames, each in one or two parts (the second may be empty), out
+/// of `fd`'s interface; returns how many it took from `frames`, and how many of those the
+/// device refused (lost, as on a busy wire).
+fn send_frames<'a>(
+    fd: BorrowedFd<'_>,
+    frames: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
+) -> (usize, usize) {
+    let n = frames.clone().take(BATCH).count();
+    let mut sent = 0;
+    let mut refused = 0;
+    while sent < n {
+        let msgs = frames
+            .clone()
+            .take(n)
+            .skip(sent)
+            .map(|(head, tail)| Transmit {
+                head,
+                tail,
+                segment_size: None,
+            });
+        match mmsg::send(fd, msgs) {
+            Ok(k) if k > 0 => sent += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // Skip the frame the device refused and go on with the rest.
+            _ => {
+                sent += 1;
+                refused += 1;
+            }
         }
     }
-    report.unsent_at_stop = pending.len() as u64;
-    report.link = link.counters();
-    report.emulator_drops = sys::packet_drops(rx.as_fd());
-    Ok((report, log.bins))
+    (n, refused)
 }
 
 #[cfg(test)]

@@ -52,18 +52,7 @@ pub(super) fn udp_send_stream(
             error = Some(why);
             break;
         }
-        // Datagrams left, and the length of the last one of a `bytes` test.
-        let (left, last_len) = match (spec.bytes, spec.duration_ns) {
-            (Some(total), _) => {
-                let rest = total.saturating_sub(count.bytes);
-                (
-                    rest.div_ceil(size),
-                    rest - (rest.div_ceil(size).max(1) - 1) * size,
-                )
-            }
-            (None, Some(d)) if now < d => (u64::MAX, size),
-            _ => (0, size),
-        };
+        let (left, last_len) = left_to_send(spec.bytes, spec.duration_ns, size, count.bytes, now);
         if left == 0 {
             break;
         }
@@ -140,6 +129,27 @@ pub(super) fn udp_send_stream(
         rep.datapath.features.push("udp_gso_refused".into());
     }
     rep
+}
+
+/// Datagrams of `size` bytes left to send, and the length of the last one: a `bytes` test
+/// (`total`) ends with what is left after `sent` bytes, a shorter datagram if it does not
+/// divide; a timed one (`duration_ns`) sends whole datagrams until `now` reaches its end.
+fn left_to_send(
+    total: Option<u64>,
+    duration_ns: Option<u64>,
+    size: u64,
+    sent: u64,
+    now: u64,
+) -> (u64, u64) {
+    match (total, duration_ns) {
+        (Some(total), _) => {
+            let rest = total.saturating_sub(sent);
+            let left = rest.div_ceil(size);
+            (left, rest - (left.max(1) - 1) * size)
+        }
+        (None, Some(d)) if now < d => (u64::MAX, size),
+        _ => (0, size),
+    }
 }
 
 /// One batch of datagrams: sequence numbers `first_seq ..first_seq + n`, all `size` bytes
@@ -253,6 +263,22 @@ mod tests {
     /// buffer or a paced `sendmmsg` may: every datagram still carries the file's bytes of
     /// its own sequence number, the copy a receiver puts together at `seq × chunk` is the
     /// file, and the digest covers what was sent, once, in order.
+    #[test]
+    fn a_bytes_test_ends_with_a_short_datagram_and_a_timed_one_at_its_end() {
+        assert_eq!(left_to_send(Some(2500), None, 1000, 0, 0), (3, 500));
+        assert_eq!(left_to_send(Some(2500), None, 1000, 2000, 0), (1, 500));
+        assert_eq!(left_to_send(Some(3000), None, 1000, 1000, 0), (2, 1000));
+        assert_eq!(left_to_send(Some(2500), None, 1000, 2500, 0).0, 0);
+        assert_eq!(
+            left_to_send(Some(10), None, 1000, 99, 0).0,
+            0,
+            "over-counted"
+        );
+        assert_eq!(left_to_send(None, Some(100), 1000, 0, 99), (u64::MAX, 1000));
+        assert_eq!(left_to_send(None, Some(100), 1000, 0, 100).0, 0);
+        assert_eq!(left_to_send(None, None, 1000, 0, 0).0, 0);
+    }
+
     #[test]
     fn a_socket_that_takes_half_of_each_batch_still_delivers_the_file_identically() {
         let path = std::env::temp_dir().join(format!("wirebench-half-{}", std::process::id()));

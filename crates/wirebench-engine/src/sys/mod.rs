@@ -1,15 +1,15 @@
 //! Everything the engine asks of the kernel beyond the standard library, one concern per
 //! file: [`busy`] (busy polling), [`clock`] (Unix time, boot id), [`process`] (CPU time,
 //! memory, the allocator), [`sockopt`] (socket buffers), [`tcp`] (set-up, TCP_INFO,
-//! MSG_ZEROCOPY) and [`udp`] (the batched system calls with GSO and GRO, over the message
-//! headers of [`mmsg`] and the control messages of [`cmsg`]).
+//! MSG_ZEROCOPY) and [`udp`] (the batched sends and receives with GSO and GRO: their
+//! buffers and fallbacks here, their system calls `wirebench_sys::mmsg`'s, shared with the
+//! lab's emulator).
 //!
 //! The only place in the engine with `unsafe`, each block with the reason it is sound.
+//! These calls stay here rather than in `wirebench-sys` because only the engine makes them.
 
 mod busy;
 mod clock;
-mod cmsg;
-mod mmsg;
 mod process;
 mod sockopt;
 mod tcp;

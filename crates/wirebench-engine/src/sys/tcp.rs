@@ -8,7 +8,9 @@ use thiserror::Error;
 use wirebench_proto::results::{Datapath, TcpInfo};
 use wirebench_proto::spec::{Mechanism, TestSpec};
 
-use super::{cmsg, sockopt};
+use wirebench_sys::cmsg;
+
+use super::sockopt;
 use crate::EngineError;
 
 /// A TCP data socket cannot be set up as the test asks.
@@ -164,12 +166,12 @@ impl ZeroCopy {
     #[allow(unsafe_code)]
     pub fn reap(&mut self, s: &TcpStream) {
         use std::os::fd::AsRawFd;
-        let mut control = [0u64; 16];
+        let mut control = cmsg::Buf::<128>::default();
         loop {
             // SAFETY: all-zero is a valid msghdr; it points at our control buffer only.
             let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-            msg.msg_control = control.as_mut_ptr().cast();
-            msg.msg_controllen = std::mem::size_of_val(&control);
+            msg.msg_control = control.0.as_mut_ptr().cast();
+            msg.msg_controllen = control.0.len();
             // SAFETY: `msg` points at `control`, alive and writable for the call.
             let rc = unsafe {
                 libc::recvmsg(
@@ -181,10 +183,12 @@ impl ZeroCopy {
             if rc < 0 {
                 return;
             }
-            cmsg::for_each(&msg, |level, kind, data| {
-                let recverr = (level == libc::SOL_IP && kind == libc::IP_RECVERR)
-                    || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR);
-                if let Some(e) = recverr.then(|| ExtendedErr::parse(data)).flatten() {
+            // Never past the buffer, whatever length the kernel wrote back.
+            let written = msg.msg_controllen.min(control.0.len());
+            for c in cmsg::walk(&control.0[..written]) {
+                let recverr = (c.level == libc::SOL_IP && c.kind == libc::IP_RECVERR)
+                    || (c.level == libc::SOL_IPV6 && c.kind == libc::IPV6_RECVERR);
+                if let Some(e) = recverr.then(|| ExtendedErr::parse(c.data)).flatten() {
                     if e.errno == 0 && e.origin == SO_EE_ORIGIN_ZEROCOPY {
                         // Sends info ..= data (a 32-bit counter) completed.
                         let n = u64::from(e.data.wrapping_sub(e.info)) + 1;
@@ -194,7 +198,7 @@ impl ZeroCopy {
                         }
                     }
                 }
-            });
+            }
         }
     }
 }

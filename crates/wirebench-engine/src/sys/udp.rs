@@ -14,22 +14,24 @@
 //!   `recv(2)`, one datagram per call, what most applications do.
 //!
 //! Everything is probed on the socket at set-up and what was used is recorded in the
-//! results. The buffers and headers are allocated once; a call allocates nothing. Linux's
-//! UDP GSO and GRO: `Documentation/networking/segmentation-offloads.rst`, and quinn-udp's
-//! `unix.rs`, whose approach (probe, send, fall back on EIO) this follows.
+//! results. The buffers are allocated once; a call allocates nothing (the system calls
+//! themselves, with their message headers built per call over these buffers, are
+//! `wirebench_sys::mmsg`'s). Linux's UDP GSO and GRO:
+//! `Documentation/networking/segmentation-offloads.rst`, and quinn-udp's `unix.rs`, whose
+//! approach (probe, send, fall back on EIO) this follows.
 
 use std::io;
 use std::net::UdpSocket;
+use std::os::fd::AsFd;
 
 use socket2::SockRef;
 use wirebench_proto::results::Datapath;
 use wirebench_proto::spec::{Mechanism, TestSpec};
+use wirebench_sys::mmsg::{self, Received, RecvBuf, RecvMeta, Transmit, Wait};
 
-use super::cmsg;
-use super::mmsg::Mmsgs;
 use super::sockopt::{self, size_buffers};
 
-pub use super::mmsg::BATCH;
+pub use wirebench_sys::mmsg::BATCH;
 
 /// Most datagrams the kernel accepts in one GSO send (`UDP_MAX_SEGMENTS`).
 pub const MAX_SEGMENTS: usize = 64;
@@ -155,7 +157,6 @@ pub struct BatchSend {
     /// Messages per call.
     messages: usize,
     off: Offloads,
-    mm: Mmsgs,
 }
 
 impl BatchSend {
@@ -177,7 +178,6 @@ impl BatchSend {
             segs,
             messages,
             off,
-            mm: Mmsgs::new(),
         }
     }
 
@@ -249,26 +249,23 @@ impl BatchSend {
     }
 
     fn send_mmsg(&mut self, sock: &UdpSocket, n: usize, last_len: usize) -> io::Result<usize> {
-        let messages = n.div_ceil(self.segs).min(self.messages);
-        let seg = self.size as u16;
-        for m in 0..messages {
-            let first = m * self.segs;
-            let count = self.segs.min(n - first);
-            let tail = if first + count == n {
-                last_len
-            } else {
-                self.size
-            };
-            let start = first * self.size;
-            let len = (count - 1) * self.size + tail;
-            let gso = self.off.gso && count > 1;
-            self.mm.point(m, &mut self.buf[start..start + len], gso);
-            if gso {
-                self.mm.set_segment(m, seg);
+        let (size, segs, gso) = (self.size, self.segs, self.off.gso);
+        let messages = n.div_ceil(segs).min(self.messages);
+        let buf = &self.buf[..];
+        let msgs = (0..messages).map(|m| {
+            let first = m * segs;
+            let count = segs.min(n - first);
+            let tail = if first + count == n { last_len } else { size };
+            let start = first * size;
+            let len = (count - 1) * size + tail;
+            Transmit {
+                head: &buf[start..start + len],
+                tail: &[],
+                segment_size: (gso && count > 1).then_some(size as u16),
             }
-        }
-        let sent = self.mm.send(sock, messages)?;
-        Ok((sent * self.segs).min(n))
+        });
+        let sent = mmsg::send(sock.as_fd(), msgs)?;
+        Ok((sent * segs).min(n))
     }
 }
 
@@ -276,10 +273,11 @@ impl BatchSend {
 pub struct BatchRecv {
     buf: Box<[u8]>,
     off: Offloads,
-    mm: Mmsgs,
-    /// (length, GRO segment size) of each message of the last call.
-    got: Box<[(usize, usize)]>,
-    n: usize,
+    /// What arrived in each message of the last batched call (with the control buffers
+    /// the kernel writes into, lent to each call).
+    got: Received,
+    /// The length of the last plain `recv`'s datagram, without batches.
+    plain: usize,
     /// Slots offered to the next call: fewer once GRO batches arrive, so that a call moves
     /// about [`CALL_BYTES`].
     slots: usize,
@@ -292,9 +290,8 @@ impl BatchRecv {
         Self {
             buf: vec![0u8; slots * SLOT].into_boxed_slice(),
             off,
-            mm: Mmsgs::new(),
-            got: vec![(0, 0); BATCH].into_boxed_slice(),
-            n: 0,
+            got: Received::default(),
+            plain: 0,
             slots: BATCH,
         }
     }
@@ -302,40 +299,36 @@ impl BatchRecv {
     /// Receives at least one message (waiting as long as the socket's receive timeout lets
     /// it) and as many more as are queued, up to [`BATCH`]; returns how many.
     pub fn recv(&mut self, sock: &UdpSocket) -> io::Result<usize> {
-        self.n = 0;
         if !self.off.batch {
-            let len = sock.recv(&mut self.buf[..SLOT])?;
-            self.got[0] = (len, len);
-            self.n = 1;
+            self.plain = sock.recv(&mut self.buf[..SLOT])?;
             return Ok(1);
         }
-        for (m, slot) in self.buf.chunks_mut(SLOT).enumerate().take(self.slots) {
-            self.mm.point(m, slot, true);
-        }
-        self.n = self.mm.recv(sock, self.slots)?;
-        let mut largest = 0;
-        for m in 0..self.n {
-            let (len, hdr) = self.mm.received(m);
-            let mut seg = len;
-            cmsg::for_each(hdr, |level, kind, data| {
-                if level == libc::SOL_UDP && kind == libc::UDP_GRO {
-                    if let Some(s) = cmsg::int(data).filter(|&s| s > 0) {
-                        seg = s as usize;
-                    }
-                }
-            });
-            self.got[m] = (len.min(SLOT), seg);
-            largest = largest.max(len);
-        }
+        let slots = self.buf.chunks_mut(SLOT).take(self.slots.max(1));
+        let n = mmsg::recv(
+            sock.as_fd(),
+            slots.map(RecvBuf::new),
+            &mut self.got,
+            Wait::ForFirst,
+        )?;
+        let largest = self.got.meta().iter().map(|m| m.len).max().unwrap_or(0);
         // What arrived is what will arrive next: size the next call by its largest message.
         self.slots = messages_per_call(largest);
-        Ok(self.n)
+        Ok(n)
     }
 
     /// Message `i` of the last call: its bytes and the size of the datagrams in it (GRO
     /// coalesces datagrams of one size; the last may be shorter).
     pub fn message(&self, i: usize) -> (&[u8], usize) {
-        let (len, seg) = self.got.get(i).copied().unwrap_or((0, 0));
+        let m = if self.off.batch {
+            self.got.meta().get(i).copied().unwrap_or_default()
+        } else {
+            RecvMeta {
+                len: self.plain,
+                ..RecvMeta::default()
+            }
+        };
+        let len = m.len.min(SLOT);
+        let seg = m.segment_size.unwrap_or(len);
         let start = (i * SLOT).min(self.buf.len());
         (
             &self.buf[start..start + len.min(self.buf.len() - start)],
