@@ -16,6 +16,7 @@
 //! probe tcp-recv                 probe tcp-send PORT SECONDS
 //! probe udp-recv                 probe udp-send PORT SIZE SECONDS
 //! ```
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
