@@ -349,21 +349,36 @@ impl FileSink {
         }
     }
 
-    /// What was received, saved and missed. The copy takes its name here.
+    /// What was received, saved and missed. A whole copy (every byte of the file arrived,
+    /// none missing, nothing failed) takes its name here; any other is removed, so a copy
+    /// under the name is always the whole file, and a transfer cut off or declared far
+    /// larger than it sent leaves nothing behind.
     pub fn finish(mut self, file_bytes: u64) -> FileReport {
-        let mut digest = None;
+        let whole = self.error.is_none()
+            && self.missing.is_empty()
+            && self.missing_more == 0
+            && self.bytes >= file_bytes;
+        if !whole {
+            if let Some(out) = self.out.take() {
+                drop(out);
+                self.error.get_or_insert(format!(
+                    "the copy was not whole ({} of {file_bytes} bytes arrived, {} ranges missing): not saved",
+                    self.bytes.min(file_bytes),
+                    self.missing.len() as u64 + self.missing_more
+                ));
+            }
+        }
         if let Some(out) = &self.out {
-            // A file of the right length even when its tail was lost.
-            let _ = out
-                .file()
-                .set_len(file_bytes.max(self.bytes).min(file_bytes));
+            // Never longer than the file, whatever a peer sent past its end.
+            let _ = out.file().set_len(file_bytes);
         }
-        if !self.scattered {
-            digest = Some(hex(self.hasher.digest()));
-        } else if let Some(out) = &self.out {
-            // Read the file back: what a user of the copy would get.
-            digest = read_back(out.file()).map(hex);
-        }
+        let digest = match (&self.out, self.scattered) {
+            (_, false) => Some(hex(self.hasher.digest())),
+            // Read the file back: what a user of the copy gets. Only a whole copy is: its
+            // cost is that of the bytes that arrived.
+            (Some(out), true) => read_back(out.file()).map(hex),
+            (None, true) => None,
+        };
         let saved_as = self.out.take().and_then(|out| {
             let name = out.target().display().to_string();
             match out.commit() {
@@ -483,10 +498,8 @@ mod tests {
         sink.write_at(1u64 << 40, &[3u8; 100]);
         let got = sink.finish(1000);
         assert!(got.error.is_some());
-        let len = std::fs::metadata(&path)
-            .map(|m| m.len())
-            .unwrap_or(u64::MAX);
-        assert!(len <= 1000, "{len}");
+        // Cut: not kept at all, so nothing grew.
+        assert!(std::fs::metadata(&path).is_err());
         let _ = std::fs::remove_file(path);
     }
 
@@ -529,8 +542,9 @@ mod tests {
         let r = sink.finish(1000);
         assert_eq!(r.missing, vec![(200, 400), (900, 1000)]);
         assert_eq!(r.bytes, 700);
-        assert_eq!(std::fs::metadata(&path).expect("saved").len(), 1000);
-        assert!(r.digest.is_some());
+        // Not whole: not kept, and no digest of a copy no one has.
+        assert!(std::fs::metadata(&path).is_err());
+        assert!(r.digest.is_none() && r.saved_as.is_none());
         let _ = std::fs::remove_file(path);
     }
 
@@ -565,6 +579,41 @@ mod tests {
         );
         assert_eq!(std::fs::read(&path).expect("read"), b"0123456789");
         assert_eq!(std::fs::read_dir(&dir).expect("ls").count(), 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_copy_cut_short_or_with_holes_is_not_kept_and_says_why() {
+        let dir = tmp("cut");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let saves = SaveDir::new(dir.clone(), 1 << 40);
+        // Declared 1 GB, sent 1 KiB, then the test ended.
+        let (path, room) = saves.reserve("big", 1 << 30).expect("room");
+        let mut sink = FileSink::create(Some(path.clone()))
+            .expect("create")
+            .holding(room)
+            .bounded(1 << 30);
+        sink.write(&[1u8; 1024]);
+        let report = sink.finish(1 << 30);
+        assert_eq!(report.saved_as, None);
+        assert!(
+            report
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("not whole")),
+            "{report:?}"
+        );
+        // UDP: every byte but one datagram's, out of order.
+        let (path, room) = saves.reserve("holes", 3000).expect("room");
+        let mut sink = FileSink::create(Some(path)).expect("create").holding(room);
+        sink.write_at(0, &[1u8; 1000]);
+        sink.write_at(2000, &[1u8; 1000]);
+        sink.lost(LostRun { first: 1, count: 1 }, 1000, 3000);
+        let report = sink.finish(3000);
+        assert_eq!((report.saved_as, report.digest), (None, None));
+        assert_eq!(std::fs::read_dir(&dir).expect("ls").count(), 0);
+        assert_eq!(saves.saved(&HashMap::new()), (0, 0));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

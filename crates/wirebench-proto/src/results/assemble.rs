@@ -406,6 +406,7 @@ impl End {
                     sent_digest: sent.digest,
                     received_digest: got.digest,
                     saved_as: got.saved_as,
+                    save_error: got.error,
                     missing_bytes: got.missing.iter().map(|(a, b)| b - a).sum(),
                     missing: got.missing,
                     missing_ranges_more: got.missing_more,

@@ -477,8 +477,12 @@ pub struct FileEnd {
     pub received_digest: Option<String>,
     /// Both digests known and equal, and every byte arrived.
     pub identical: bool,
-    /// Where the receiver saved the copy.
+    /// Where the receiver saved the copy: only a whole one is kept.
     pub saved_as: Option<String>,
+    /// Why the receiver kept no copy although it was to save one (the copy was not whole,
+    /// or could not be written).
+    #[serde(default)]
+    pub save_error: Option<String>,
     /// UDP streaming: `[start, end)` byte ranges of the file that never arrived.
     pub missing: Vec<(u64, u64)>,
     /// Bytes in those ranges.
