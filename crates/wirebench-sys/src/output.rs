@@ -37,7 +37,11 @@ pub struct WriteError {
 }
 
 /// The name of a temporary file beside `path`, unique to this host, process and call, so
-/// that shards on several hosts sharing one directory never write the same one.
+/// that shards on several hosts sharing one directory never write the same one. The process
+/// is named by its id and start time, so that a later process given the same id (a
+/// container's first process, restarted) tells an earlier one's leftovers from its own. A
+/// long target name is shortened (its start and a hash): the temporary name stays within
+/// the 255 bytes a file name may have whenever the target's does.
 pub fn temp_path(path: &Path) -> PathBuf {
     static N: AtomicU64 = AtomicU64::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
@@ -46,10 +50,41 @@ pub fn temp_path(path: &Path) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     path.with_file_name(format!(
-        ".{name}{TEMP_MARK}{}-{n}@{}",
+        ".{}{TEMP_MARK}{}.{}-{n}@{}",
+        short_name(&name),
         std::process::id(),
+        own_start(),
         hostname()
     ))
+}
+
+/// `name` if short, else its first bytes and a hash of the whole.
+fn short_name(name: &str) -> String {
+    const KEEP: usize = 80;
+    if name.len() <= 120 {
+        return name.to_string();
+    }
+    let mut end = KEEP;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut h = std::hash::DefaultHasher::new();
+    std::hash::Hash::hash(name, &mut h);
+    format!("{}~{:016x}", &name[..end], std::hash::Hasher::finish(&h))
+}
+
+/// When process `pid` started (clock ticks since boot, `/proc/PID/stat`'s 22nd field).
+fn start_of(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The name (2nd field) may hold spaces and parentheses: count from its closing one.
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// This process's start time ([`start_of`]), or 0 where `/proc` does not say.
+fn own_start() -> u64 {
+    static START: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *START.get_or_init(|| start_of(std::process::id()).unwrap_or(0))
 }
 
 /// An output begun: its temporary file made beside the target, which is not touched until
@@ -252,9 +287,7 @@ pub fn clean_temps(dir: &Path) -> usize {
         if !meta.is_file() {
             continue;
         }
-        let dead = owner.host == host
-            && owner.pid != std::process::id()
-            && !Path::new(&format!("/proc/{}", owner.pid)).exists();
+        let dead = owner.host == host && !owner.is_this_process() && owner.is_gone();
         let stale = meta
             .modified()
             .ok()
@@ -271,7 +304,7 @@ pub fn clean_temps(dir: &Path) -> usize {
 /// committed): a directory's owner counts those apart (a `--save-dir` counts the transfers
 /// it is writing at their whole size).
 pub fn written_by_this_process(name: &str) -> bool {
-    temp_owner(name).is_some_and(|o| o.pid == std::process::id() && o.host == hostname())
+    temp_owner(name).is_some_and(|o| o.is_this_process())
 }
 
 /// This host's name (the kernel's), for the records of who ran what.
@@ -295,7 +328,28 @@ pub fn clean_experiment_temps(dir: &Path) {
 #[derive(Debug, PartialEq, Eq)]
 struct TempOwner {
     pid: u32,
+    /// The process's start time (none in names made before it was recorded).
+    start: Option<u64>,
     host: String,
+}
+
+impl TempOwner {
+    /// Whether the writer is this process.
+    fn is_this_process(&self) -> bool {
+        self.pid == std::process::id()
+            && self.start.is_none_or(|s| s == own_start())
+            && self.host == hostname()
+    }
+
+    /// Whether the writer, on this host, is gone: no process has its id, or the one that
+    /// has it started at another time.
+    fn is_gone(&self) -> bool {
+        match (start_of(self.pid), self.start) {
+            (None, _) => !Path::new(&format!("/proc/{}", self.pid)).exists(),
+            (Some(now), Some(then)) => now != then,
+            (Some(_), None) => false,
+        }
+    }
 }
 
 /// The writer of `name` if it is one of [`temp_path`]'s names.
@@ -305,10 +359,15 @@ fn temp_owner(name: &str) -> Option<TempOwner> {
     }
     let (_, tail) = name.rsplit_once(TEMP_MARK)?;
     let (ids, host) = tail.split_once('@')?;
-    let (pid, n) = ids.split_once('-')?;
+    let (process, n) = ids.split_once('-')?;
     n.parse::<u64>().ok()?;
+    let (pid, start) = match process.split_once('.') {
+        Some((pid, start)) => (pid, Some(start.parse().ok()?)),
+        None => (process, None),
+    };
     Some(TempOwner {
         pid: pid.parse().ok()?,
+        start,
         host: host.to_string(),
     })
 }
@@ -450,5 +509,39 @@ mod tests {
             .status()
             .is_ok_and(|s| s.success());
         assert!(ok, "mkfifo {}", p.display());
+    }
+
+    #[test]
+    fn an_earlier_process_with_this_processs_id_is_told_apart_by_its_start() {
+        let d = dir("reused-pid");
+        let (pid, host) = (std::process::id(), hostname());
+        // As a container's first process leaves it, restarted under the same id.
+        let earlier = format!(".a.json{TEMP_MARK}{pid}.{}-0@{host}", own_start() + 1);
+        let mine = temp_path(&d.join("b.json"));
+        let mine_name = mine
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        assert!(!written_by_this_process(&earlier));
+        assert!(written_by_this_process(&mine_name));
+        std::fs::write(d.join(&earlier), b"x").expect("write");
+        std::fs::write(&mine, b"x").expect("write");
+        assert_eq!(clean_temps(&d), 1);
+        assert!(mine.exists());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_long_target_name_gets_a_temporary_name_a_file_system_takes() {
+        let d = dir("long");
+        let name = format!("{}.bin", "n".repeat(251));
+        let p = d.join(&name);
+        write(&p, b"whole").expect("a 255-byte name is written");
+        assert_eq!(std::fs::read(&p).expect("read"), b"whole");
+        let t = temp_path(&p);
+        assert!(t.file_name().expect("name").len() <= 255);
+        assert!(temp_owner(&t.file_name().expect("name").to_string_lossy()).is_some());
+        let _ = std::fs::remove_dir_all(&d);
     }
 }
