@@ -210,17 +210,17 @@ impl Served<'_> {
     fn finish(mut self) {
         drop(self.roles.take());
         let outcome = self.session.outcome().unwrap_or_default();
+        // The test (its slot, its memory) is held until its line is logged and counted: a
+        // server shutting down waits for the slots, and must not exit before the line.
         let Some(test) = self.test.take() else {
             return not_started(self.state, self.peer, outcome, true);
         };
-        let log_sent = test.log_sent.load(Ordering::Relaxed);
-        let (spec, cookie) = (test.spec.clone(), test.slot.cookie);
-        drop(test);
         if !outcome.started() {
-            return not_started(self.state, self.peer, outcome, true);
+            not_started(self.state, self.peer, outcome, true);
+            return drop(test);
         }
-        // The test's buffers and histograms are freed: give the memory back.
-        crate::sys::release_free_memory();
+        let log_sent = test.log_sent.load(Ordering::Relaxed);
+        let (spec, cookie) = (&test.spec, test.slot.cookie);
         // A limit the server's own roles or session met, never a client's report's: a
         // client cannot move it. The roles' report holds it even when the client's error
         // (its data connection closed under it) reached the session first.
@@ -236,20 +236,21 @@ impl Served<'_> {
         if let Some(kind) = own.or(ended) {
             self.state.metrics.limited(kind);
         }
-        let (server_sent, server_received) = outcome
-            .local
-            .as_ref()
-            .map_or((0, 0), |l| moved_by(l, &spec));
+        let (server_sent, server_received) =
+            outcome.local.as_ref().map_or((0, 0), |l| moved_by(l, spec));
         // The packet log streamed to the client is the server's to count too.
         let moved = (server_sent.saturating_add(log_sent), server_received);
         let r = Results::assemble(
-            &spec,
+            spec,
             self.peer.to_string(),
             outcome.peer.as_ref(),
             outcome.local.as_ref(),
             outcome.error.map(|e| e.to_string()),
         );
-        log_test(self.state, self.peer, (cookie, &spec), &r, moved);
+        log_test(self.state, self.peer, (cookie, spec), &r, moved);
+        drop(test);
+        // The test's buffers and histograms are freed: give the memory back.
+        crate::sys::release_free_memory();
     }
 }
 
