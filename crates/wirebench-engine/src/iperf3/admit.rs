@@ -189,9 +189,10 @@ fn check_streams(p: &Params, limits: &SpecLimits) -> Result<u32, Refusal> {
 /// `--max-bytes` and `--max-rate` on what the test says it will move.
 fn check_amounts(p: &Params, limits: &SpecLimits, streams: u32) -> Result<(), Refusal> {
     if let Some(max) = limits.max_bytes {
-        // -n is the test's total; -b is per stream.
+        // -n is the test's total each way (`--bidir` moves it both ways); -b is per stream.
+        let ways = if p.bidirectional { 2 } else { 1 };
         let most = if p.num > 0 {
-            u128::from(p.num)
+            u128::from(p.num) * ways
         } else {
             u128::from(p.bandwidth / 8) * u128::from(p.time) * u128::from(streams)
         };
@@ -557,5 +558,31 @@ mod tests {
         assert!(with("bandwidth", 20_000_000.into(), &rate_only)
             .unwrap_err()
             .starts_with("max_rate"));
+    }
+
+    /// `--bidir -n N` moves N each way: 2N against `--max-bytes`, as wirebench's own
+    /// `--bidir -n` is counted.
+    #[test]
+    fn a_bidir_amount_counts_both_ways() {
+        let lim = SpecLimits {
+            max_bytes: Some(50_000_000),
+            ..SpecLimits::default()
+        };
+        let mut doc = base();
+        doc["num"] = 30_000_000.into();
+        assert!(admit(
+            Params::parse(doc.to_string().as_bytes()).expect("parses"),
+            &lim
+        )
+        .is_ok());
+        doc["bidirectional"] = true.into();
+        let p = Params::parse(doc.to_string().as_bytes()).expect("parses");
+        assert!(matches!(
+            admit(p, &lim),
+            Err(Refusal::Bytes {
+                asked: 60_000_000,
+                max: 50_000_000
+            })
+        ));
     }
 }

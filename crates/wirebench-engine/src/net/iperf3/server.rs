@@ -204,6 +204,9 @@ struct Test<'a> {
     congestion: Option<String>,
     /// The server limit that ended the test, for `--metrics`.
     limited: Option<ErrorKind>,
+    /// A limit a stream met after the client's TEST_END (a `--bidir -n` test whose sender
+    /// finished first): too late to end the test, still the log's outcome and counted.
+    late_limit: Option<String>,
     /// The streams' bytes both ways at the last look: when they move, the client is alive.
     moved: u64,
 }
@@ -243,6 +246,7 @@ fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) 
         streams: None,
         congestion: None,
         limited: None,
+        late_limit: None,
         moved: 0,
     };
     let outcome = test.serve();
@@ -259,7 +263,11 @@ impl Test<'_> {
                 }
             }
             if self.session.is_over() {
-                return "ended".into();
+                self.note_late_limit();
+                return match self.late_limit.take() {
+                    Some(text) => format!("error: {text}"),
+                    None => "ended".into(),
+                };
             }
             if let Err(e) = self.collect_streams() {
                 return e;
@@ -452,6 +460,7 @@ impl Test<'_> {
         }
         // From the start of the streams to TEST_END: the server's limits end the test.
         if !self.session.is_running() {
+            self.note_late_limit();
             return None;
         }
         if s.limited() {
@@ -467,6 +476,20 @@ impl Test<'_> {
             return Some(self.stop("shutting down".into(), None));
         }
         None
+    }
+
+    /// A limit a stream met once the test was no longer running: counted and logged, as
+    /// the client can no longer be told.
+    fn note_late_limit(&mut self) {
+        let Some(s) = self.streams.as_ref() else {
+            return;
+        };
+        if self.limited.is_none() && s.limited() {
+            if let Some((kind, text)) = s.limit_error() {
+                self.limited = Some(kind);
+                self.late_limit = Some(text);
+            }
+        }
     }
 
     /// The server ends the running test: tells the client, waits a moment for it to go,
