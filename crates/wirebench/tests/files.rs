@@ -208,3 +208,47 @@ fn results_report_the_server_memory_before_and_after() {
     assert!(before > 0 && before < 64 * 1024, "{v}");
     assert!(after > 0 && peak >= before, "{v}");
 }
+
+/// A transfer cut off midway (the client killed) leaves nothing in `--save-dir`: no half
+/// copy under its name, no temporary file, nothing counted against the quota.
+#[test]
+fn a_transfer_cut_off_midway_leaves_nothing_and_takes_no_quota() {
+    let dir = Dir::new("cutoff");
+    let src = dir.path("files/f.bin");
+    make_file(&src, 10_000_000);
+    let save = dir.path("save");
+    let s = Server::start(&[
+        "--save-dir",
+        save.to_str().expect("utf-8"),
+        "--save-quota",
+        "15M",
+    ]);
+    let src_arg = src.to_str().expect("utf-8");
+    // 10 MB at 8 Mbit/s: ten seconds, cut once the copy has begun to arrive.
+    let mut client = s.spawn(&["--file", src_arg, "-b", "8M"]);
+    let entries = || std::fs::read_dir(&save).expect("save dir").count();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let written = || {
+        std::fs::read_dir(&save)
+            .expect("save dir")
+            .filter_map(Result::ok)
+            .any(|e| e.metadata().is_ok_and(|m| m.len() > 0))
+    };
+    while !written() {
+        assert!(std::time::Instant::now() < deadline, "no copy began");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    client.kill().expect("kill");
+    let _ = client.wait();
+    while entries() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a cut-off copy stayed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The whole quota is free: the same file fits (10 MB of 15 MB).
+    let v = s.run_json(&["--file", src_arg]);
+    assert_eq!(v["end"]["file"]["identical"], true, "{v}");
+    assert_eq!(entries(), 1);
+}
