@@ -9,6 +9,7 @@
 mod chart;
 mod draw;
 mod experiment;
+mod glyphs;
 mod latency;
 mod result;
 mod rrul;
@@ -566,7 +567,7 @@ fn png_bytes(chart: &Chart) -> Result<Vec<u8>, PlotError> {
     let (w, h) = SIZE;
     let mut rgb = vec![0u8; w as usize * h as usize * 3];
     draw::draw(
-        BitMapBackend::with_buffer(&mut rgb, SIZE).into_drawing_area(),
+        glyphs::Glyphs(BitMapBackend::with_buffer(&mut rgb, SIZE)).into_drawing_area(),
         chart,
     )?;
     let mut png = Vec::new();

@@ -1,0 +1,201 @@
+//! Text for PNG plots, laid out and rasterised here rather than by plotters.
+//!
+//! plotters 0.3's ab_glyph text drops each glyph's left side bearing and rounds each
+//! glyph's top toward zero on its own, so in a PNG a decimal point sits raised beside its
+//! digit ("2·00") and letters drift apart ("lon g"); it also sizes type by the font's line
+//! height, about 14% smaller than the SVG's `font-size` of the same number. [`Glyphs`] wraps
+//! a bitmap backend and draws text the way a browser draws the SVG: the em is the size in
+//! pixels, glyphs sit on one baseline at their fractional pen positions with kerning.
+
+use std::sync::OnceLock;
+
+use ab_glyph::{point, Font, FontRef, PxScale, ScaleFont};
+use plotters_backend::text_anchor::{HPos, VPos};
+use plotters_backend::{
+    BackendColor, BackendCoord, BackendStyle, BackendTextStyle, DrawingBackend, DrawingErrorKind,
+};
+
+/// The embedded font, parsed once.
+fn font() -> Option<&'static FontRef<'static>> {
+    static FONT: OnceLock<Option<FontRef<'static>>> = OnceLock::new();
+    FONT.get_or_init(|| FontRef::try_from_slice(super::FONT).ok())
+        .as_ref()
+}
+
+/// One line of text laid out at `size` pixels to the em: each glyph with its pen position
+/// on a baseline at y = 0, and the line's advance width, ascent and descent (negative).
+struct Line {
+    glyphs: Vec<ab_glyph::Glyph>,
+    width: f32,
+    ascent: f32,
+    descent: f32,
+}
+
+fn layout(font: &FontRef<'static>, size: f64, text: &str) -> Line {
+    // ab_glyph scales by ascent - descent; the SVG's font-size (and CSS) is the em.
+    let em = font.units_per_em().unwrap_or(2048.0);
+    let px = size as f32 * font.height_unscaled() / em;
+    let scaled = font.as_scaled(PxScale::from(px));
+    let mut pen = 0f32;
+    let mut prev = None;
+    let mut glyphs = Vec::with_capacity(text.len());
+    for c in text.chars() {
+        let id = scaled.glyph_id(c);
+        if let Some(p) = prev {
+            pen += scaled.kern(p, id);
+        }
+        glyphs.push(id.with_scale_and_position(px, point(pen, 0.0)));
+        pen += scaled.h_advance(id);
+        prev = Some(id);
+    }
+    Line {
+        glyphs,
+        width: pen,
+        ascent: scaled.ascent(),
+        descent: scaled.descent(),
+    }
+}
+
+/// A drawing backend that draws text with the embedded font (see the module's comment) and
+/// passes everything else to the backend it wraps.
+pub(super) struct Glyphs<B>(pub B);
+
+impl<B: DrawingBackend> DrawingBackend for Glyphs<B> {
+    type ErrorType = B::ErrorType;
+
+    fn get_size(&self) -> (u32, u32) {
+        self.0.get_size()
+    }
+    fn ensure_prepared(&mut self) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        self.0.ensure_prepared()
+    }
+    fn present(&mut self) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        self.0.present()
+    }
+    fn draw_pixel(
+        &mut self,
+        point: BackendCoord,
+        color: BackendColor,
+    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        self.0.draw_pixel(point, color)
+    }
+    fn draw_line<S: BackendStyle>(
+        &mut self,
+        from: BackendCoord,
+        to: BackendCoord,
+        style: &S,
+    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        self.0.draw_line(from, to, style)
+    }
+    fn draw_rect<S: BackendStyle>(
+        &mut self,
+        upper_left: BackendCoord,
+        bottom_right: BackendCoord,
+        style: &S,
+        fill: bool,
+    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        self.0.draw_rect(upper_left, bottom_right, style, fill)
+    }
+    fn draw_path<S: BackendStyle, I: IntoIterator<Item = BackendCoord>>(
+        &mut self,
+        path: I,
+        style: &S,
+    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        self.0.draw_path(path, style)
+    }
+    fn draw_circle<S: BackendStyle>(
+        &mut self,
+        center: BackendCoord,
+        radius: u32,
+        style: &S,
+        fill: bool,
+    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        self.0.draw_circle(center, radius, style, fill)
+    }
+    fn fill_polygon<S: BackendStyle, I: IntoIterator<Item = BackendCoord>>(
+        &mut self,
+        vert: I,
+        style: &S,
+    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        self.0.fill_polygon(vert, style)
+    }
+    fn blit_bitmap(
+        &mut self,
+        pos: BackendCoord,
+        size: (u32, u32),
+        src: &[u8],
+    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        self.0.blit_bitmap(pos, size, src)
+    }
+
+    fn estimate_text_size<TStyle: BackendTextStyle>(
+        &self,
+        text: &str,
+        style: &TStyle,
+    ) -> Result<(u32, u32), DrawingErrorKind<Self::ErrorType>> {
+        let Some(font) = font() else {
+            return self.0.estimate_text_size(text, style);
+        };
+        let line = layout(font, style.size(), text);
+        Ok((
+            line.width.ceil() as u32,
+            (line.ascent - line.descent).ceil() as u32,
+        ))
+    }
+
+    fn draw_text<TStyle: BackendTextStyle>(
+        &mut self,
+        text: &str,
+        style: &TStyle,
+        pos: BackendCoord,
+    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        let color = style.color();
+        if color.alpha == 0.0 {
+            return Ok(());
+        }
+        let Some(font) = font() else {
+            return self.0.draw_text(text, style, pos);
+        };
+        let line = layout(font, style.size(), text);
+        // The anchor as the SVG backend places it: a box of the advance width and the
+        // line's height, with the baseline `ascent` below its top.
+        let dx = match style.anchor().h_pos {
+            HPos::Left => 0.0,
+            HPos::Right => -line.width,
+            HPos::Center => -line.width / 2.0,
+        };
+        let height = line.ascent - line.descent;
+        let top = match style.anchor().v_pos {
+            VPos::Top => 0.0,
+            VPos::Center => -height / 2.0,
+            VPos::Bottom => -height,
+        };
+        let (ox, oy) = (dx.round() as i32, (top + line.ascent).round() as i32);
+        let trans = style.transform();
+        let (w, h) = self.get_size();
+        for glyph in line.glyphs {
+            let Some(outline) = font.outline_glyph(glyph) else {
+                continue;
+            };
+            let b = outline.px_bounds();
+            let (gx, gy) = (ox + b.min.x as i32, oy + b.min.y as i32);
+            let mut failed = None;
+            outline.draw(|x, y, cover| {
+                let (x, y) = trans.transform(gx + x as i32, gy + y as i32);
+                let (x, y) = (pos.0 + x, pos.1 + y);
+                let inside = x >= 0 && y >= 0 && (x as u32) < w && (y as u32) < h;
+                if inside && cover > 0.0 && failed.is_none() {
+                    let c = BackendColor {
+                        alpha: color.alpha * f64::from(cover.min(1.0)),
+                        rgb: color.rgb,
+                    };
+                    failed = self.0.draw_pixel((x, y), c).err();
+                }
+            });
+            if let Some(e) = failed {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+}
