@@ -208,6 +208,21 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
+// Type sizes in plotters' units, 1.24 times the em in pixels (its SVG backend writes
+// `font-size: size / 1.24`, and the PNG's text is drawn to match): for a 960-pixel-wide plot
+// printed at a paper's column width (about 3.3 in), tick labels of a 16-pixel em print at
+// about 4 pt, as flent's do.
+/// The title: a 24-pixel em.
+const TITLE_PX: u32 = 30;
+/// Axis names: 17 pixels.
+const AXIS_PX: u32 = 21;
+/// Tick labels: 16 pixels.
+const TICK_PX: u32 = 20;
+/// Legend entries and the notes at marks: 16 pixels.
+const LABEL_PX: u32 = 20;
+/// The caption and band notes: 15 pixels.
+const NOTE_PX: u32 = 19;
+
 /// Draws `chart` on `root`.
 pub fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
@@ -218,22 +233,25 @@ where
 {
     root.fill(&WHITE).map_err(err)?;
     let area = root
-        .titled(&chart.title, ("sans-serif", 22).into_font().color(&BLACK))
+        .titled(
+            &chart.title,
+            ("sans-serif", TITLE_PX).into_font().color(&BLACK),
+        )
         .map_err(err)?;
     let (w, h) = area.dim_in_pixel();
-    // The caption, in 13-pixel type: about 7 pixels a character.
+    // The caption, in 15-pixel type: about 8 pixels a character.
     let lines = if chart.caption.is_empty() {
         Vec::new()
     } else {
-        wrap(&chart.caption, ((w as usize).saturating_sub(32)) / 7)
+        wrap(&chart.caption, ((w as usize).saturating_sub(32)) / 8)
     };
-    let caption_h = (lines.len() as u32 * 17 + 10).min(h / 3);
+    let caption_h = (lines.len() as u32 * 19 + 10).min(h / 3);
     let (body, foot) = area.split_vertically(h - caption_h);
     for (i, line) in lines.iter().enumerate() {
         foot.draw(&Text::new(
             line.as_str(),
-            (16, 4 + i as i32 * 17),
-            ("sans-serif", 13).into_font().color(&NOTE),
+            (16, 4 + i as i32 * 19),
+            ("sans-serif", NOTE_PX).into_font().color(&NOTE),
         ))
         .map_err(err)?;
     }
@@ -246,7 +264,7 @@ where
     let legend_w = if legend.is_empty() {
         0
     } else {
-        ((longest as u32) * 8 + 56).clamp(110, 320)
+        ((longest as u32) * 9 + 56).clamp(110, 340)
     };
     let (bw, bh) = body.dim_in_pixel();
     let (plot, side) = body.split_horizontally(bw - legend_w);
@@ -291,8 +309,8 @@ where
         .flat_map(|ys| ys.ticks.iter().map(|t| ys.label(*t).chars().count() as u32))
         .max()
         .unwrap_or(3)
-        * 8
-        + 40;
+        * 10
+        + 44;
     let mut rest = plot;
     let mut rest_h = bh;
     for (i, (p, ys)) in chart.panels.iter().zip(&y_scales).enumerate() {
@@ -330,7 +348,7 @@ where
     DB::ErrorType: 'static,
 {
     for (i, (label, c, style)) in entries.iter().enumerate() {
-        let y = 24 + i as i32 * 22;
+        let y = 24 + i as i32 * 24;
         match style {
             Style::Dots => {
                 area.draw(&Circle::new((20, y), 4, c.filled()))
@@ -347,8 +365,8 @@ where
         }
         area.draw(&Text::new(
             label.as_str(),
-            (42, y - 8),
-            ("sans-serif", 14).into_font().color(&BLACK),
+            (42, y - 9),
+            ("sans-serif", LABEL_PX).into_font().color(&BLACK),
         ))
         .map_err(err)?;
     }
@@ -435,9 +453,9 @@ where
     let x_area = if cats.rows() > 0 {
         cats.rows() * (cats.font + 3) + 40
     } else if last {
-        52
+        58
     } else {
-        28
+        32
     };
     let mut b = ChartBuilder::on(area);
     b.margin_top(10)
@@ -478,9 +496,9 @@ where
         .bold_line_style(GRID)
         .light_line_style(TRANSPARENT)
         .axis_style(NOTE)
-        .x_label_style(("sans-serif", 14))
-        .y_label_style(("sans-serif", 14))
-        .axis_desc_style(("sans-serif", 15))
+        .x_label_style(("sans-serif", TICK_PX))
+        .y_label_style(("sans-serif", TICK_PX))
+        .axis_desc_style(("sans-serif", AXIS_PX))
         .draw()
         .map_err(err)?;
     Ok(ctx)
@@ -531,7 +549,7 @@ impl CategoryLabels {
                 *l = break_after_hyphens(&l[0]);
             }
         }
-        let font = (slot * 10 / (widest(&lines) * 7)).clamp(9, 14) as u32;
+        let font = (slot * 10 / (widest(&lines) * 7)).clamp(9, TICK_PX as usize) as u32;
         Self {
             lines,
             font,
@@ -609,7 +627,7 @@ where
                         + Text::new(
                             band.text.clone(),
                             (6, 4),
-                            ("sans-serif", 13).into_font().color(&NOTE),
+                            ("sans-serif", NOTE_PX).into_font().color(&NOTE),
                         )),
                 )
                 .map_err(err)?;
@@ -731,7 +749,7 @@ where
         // The note goes to the side with more room.
         let right_half = (x - xs.lo) / (xs.hi - xs.lo) > 0.55;
         let dx = if right_half {
-            -(m.text.chars().count() as i32 * 8) - 12
+            -(m.text.chars().count() as i32 * 9) - 12
         } else {
             12
         };
@@ -743,8 +761,8 @@ where
                     // series often fall at one rate.
                     + Text::new(
                         m.text.clone(),
-                        (dx, 6 + i as i32 * 18),
-                        ("sans-serif", 14).into_font().color(&c),
+                        (dx, 6 + i as i32 * 20),
+                        ("sans-serif", LABEL_PX).into_font().color(&c),
                     )),
             )
             .map_err(err)?;

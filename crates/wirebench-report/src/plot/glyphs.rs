@@ -2,10 +2,9 @@
 //!
 //! plotters 0.3's ab_glyph text drops each glyph's left side bearing and rounds each
 //! glyph's top toward zero on its own, so in a PNG a decimal point sits raised beside its
-//! digit ("2·00") and letters drift apart ("lon g"); it also sizes type by the font's line
-//! height, about 14% smaller than the SVG's `font-size` of the same number. [`Glyphs`] wraps
-//! a bitmap backend and draws text the way a browser draws the SVG: the em is the size in
-//! pixels, glyphs sit on one baseline at their fractional pen positions with kerning.
+//! digit ("2·00") and letters drift apart ("lon g"). [`Glyphs`] wraps a bitmap backend and
+//! draws text the way a browser draws the SVG: at the em the SVG backend writes as
+//! `font-size`, glyphs on one baseline at their fractional pen positions, with kerning.
 
 use std::sync::OnceLock;
 
@@ -14,6 +13,9 @@ use plotters_backend::text_anchor::{HPos, VPos};
 use plotters_backend::{
     BackendColor, BackendCoord, BackendStyle, BackendTextStyle, DrawingBackend, DrawingErrorKind,
 };
+
+/// plotters' text size over the em its SVG backend writes (plotters-svg: `size / 1.24`).
+const SVG_EM: f32 = 1.24;
 
 /// The embedded font, parsed once.
 fn font() -> Option<&'static FontRef<'static>> {
@@ -32,9 +34,10 @@ struct Line {
 }
 
 fn layout(font: &FontRef<'static>, size: f64, text: &str) -> Line {
-    // ab_glyph scales by ascent - descent; the SVG's font-size (and CSS) is the em.
-    let em = font.units_per_em().unwrap_or(2048.0);
-    let px = size as f32 * font.height_unscaled() / em;
+    // plotters' SVG backend writes `font-size: size / 1.24`, an em in CSS; ab_glyph scales
+    // by ascent - descent instead, so the em is converted to that height.
+    let em_px = size as f32 / SVG_EM;
+    let px = em_px * font.height_unscaled() / font.units_per_em().unwrap_or(2048.0);
     let scaled = font.as_scaled(PxScale::from(px));
     let mut pen = 0f32;
     let mut prev = None;
