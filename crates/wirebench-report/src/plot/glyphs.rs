@@ -202,3 +202,61 @@ impl<B: DrawingBackend> DrawingBackend for Glyphs<B> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plotters::prelude::*;
+
+    /// Draws `text` at `size` black on white and returns, for each inked run of columns
+    /// (a glyph, when glyphs do not touch), its first and last column and lowest row.
+    fn glyph_boxes(text: &str, size: u32) -> Vec<(usize, usize, usize)> {
+        let (w, h) = (200usize, 60usize);
+        let mut rgb = vec![0u8; w * h * 3];
+        super::super::register_font();
+        {
+            let root = Glyphs(BitMapBackend::with_buffer(&mut rgb, (w as u32, h as u32)))
+                .into_drawing_area();
+            root.fill(&WHITE).expect("fill");
+            root.draw(&Text::new(text, (10, 10), ("sans-serif", size).into_font()))
+                .expect("text");
+        }
+        let ink = |x: usize, y: usize| rgb[(y * w + x) * 3] < 128;
+        let mut boxes = Vec::new();
+        let mut run: Option<(usize, usize)> = None;
+        for x in 0..w {
+            let low = (0..h).rev().find(|&y| ink(x, y));
+            match (low, run) {
+                (Some(y), None) => run = Some((x, y)),
+                (Some(y), Some((s, b))) => run = Some((s, b.max(y))),
+                (None, Some((s, b))) => {
+                    boxes.push((s, x - 1, b));
+                    run = None;
+                }
+                (None, None) => {}
+            }
+        }
+        boxes
+    }
+
+    #[test]
+    fn a_decimal_point_sits_on_the_digits_baseline_between_them() {
+        for size in [14, 17, 20, 25] {
+            let b = glyph_boxes("0.0", size);
+            assert_eq!(b.len(), 3, "size {size}: {b:?}");
+            // A raised dot ("0·0") ends rows above the digits' baseline.
+            assert!(b[1].2.abs_diff(b[0].2) <= 1, "size {size}: {b:?}");
+            // Blank columns either side of the dot, and about as many on each.
+            let (left, right) = (b[1].0 - b[0].1, b[2].0 - b[1].1);
+            assert!(left >= 2 && right >= 2, "size {size}: {b:?}");
+            assert!(left.abs_diff(right) <= 1, "size {size}: {b:?}");
+        }
+    }
+
+    #[test]
+    fn the_em_is_the_svg_font_size() {
+        // "0" in DejaVu Sans advances 0.636 em: 10 of them at a 16-pixel em, 102 pixels.
+        let w = layout(font().expect("font"), 20.0, "0000000000").width;
+        assert!((100.0..=104.0).contains(&w), "{w}");
+    }
+}
