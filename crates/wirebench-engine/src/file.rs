@@ -1,7 +1,11 @@
 //! File transfers (`--file`): the sender reads a file into its messages, the receiver writes
 //! what arrives to a file, and both hash the file's bytes (XXH3-64) so the results can say
 //! whether the copy is identical. Over UDP streaming a datagram may be lost or late: the
-//! receiver writes each at its offset and reports the byte ranges that never arrived.
+//! receiver writes each at its offset and reports the byte ranges that never arrived. The
+//! copy is written beside its name and takes it only when whole: one with holes, or cut off,
+//! is removed (the results list what is missing and say why nothing was kept), so a copy
+//! under the name is always the file, and a peer cannot fill a `--save-dir` with sparse or
+//! partial files.
 
 use std::collections::HashMap;
 use std::fs::File;
