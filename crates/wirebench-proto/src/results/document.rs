@@ -149,6 +149,10 @@ pub struct TestView {
     /// The start left out of `end.after_omit` (`-O`), s; `duration_s` includes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub omit_s: Option<f64>,
+    /// UDP request/response, open loop: a request left every this many s whatever the
+    /// answers (several in flight, matched by sequence number); absent: closed loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_loop_interval_s: Option<f64>,
 }
 
 impl From<&TestSpec> for TestView {
@@ -172,6 +176,7 @@ impl From<&TestSpec> for TestView {
             congestion: s.congestion.clone(),
             socket_buffer_bytes: s.socket_buffer_bytes,
             omit_s: (s.omit_ns > 0).then(|| secs(s.omit_ns)),
+            open_loop_interval_s: s.open_loop_interval_ns.map(secs),
         }
     }
 }
