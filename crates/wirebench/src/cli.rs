@@ -606,6 +606,11 @@ pub struct RunArgs {
     /// --mode rrul: each idle phase's length, before and after the load.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
     pub idle: Duration,
+    /// --mode rrul: the probes' spacing (default 100ms): a UDP probe leaves every DURATION
+    /// whatever the answers (as irtt's -i), a TCP probe at most that often; also the load's
+    /// interval. `-i` sets it too, as before.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "interval")]
+    pub probe_interval: Option<Duration>,
     /// --mode rr: the response's size (default: the same as --size).
     #[arg(long, value_parser = parse_size)]
     pub response_size: Option<u64>,
@@ -886,6 +891,10 @@ impl RunArgs {
         }
         if self.response_size.is_some() && !spec.mechanism.is_rr() {
             return Err("--response-size applies to --mode rr and crr only".into());
+        }
+        // rrul's plan takes it out before it makes its load from these flags.
+        if self.probe_interval.is_some() {
+            return Err("--probe-interval applies to --mode rrul only".into());
         }
         spec.validate().map_err(|e| e.to_string())?;
         Ok(spec)
