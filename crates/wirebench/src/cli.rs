@@ -606,9 +606,7 @@ pub struct RunArgs {
     /// --mode rrul: each idle phase's length, before and after the load.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
     pub idle: Duration,
-    /// --mode rrul: the probes' spacing (default 100ms): a UDP probe leaves every DURATION
-    /// whatever the answers (as irtt's -i), a TCP probe at most that often; also the load's
-    /// interval. `-i` sets it too, as before.
+    /// --mode rrul: a UDP probe every DURATION, answered or not, like irtt -i (default 100ms or -i)
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "interval")]
     pub probe_interval: Option<Duration>,
     /// --mode rr: the response's size (default: the same as --size).
@@ -892,7 +890,6 @@ impl RunArgs {
         if self.response_size.is_some() && !spec.mechanism.is_rr() {
             return Err("--response-size applies to --mode rr and crr only".into());
         }
-        // rrul's plan takes it out before it makes its load from these flags.
         if self.probe_interval.is_some() {
             return Err("--probe-interval applies to --mode rrul only".into());
         }

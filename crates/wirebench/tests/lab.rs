@@ -877,7 +877,7 @@ fn rrul_beside_irtt(queue: &str, dir: &std::path::Path) -> (Value, Value) {
         "wirebench serve ended before it listened"
     );
     // An irtt client retries its handshake for seconds: the server need not be up first.
-    let _irtt_server = tb
+    let mut irtt_server = tb
         .exec("server", "irtt", &["server", "-b", "10.77.0.2:2112"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -947,8 +947,10 @@ fn rrul_beside_irtt(queue: &str, dir: &std::path::Path) -> (Value, Value) {
         .wait()
         .expect("irtt client");
     assert!(irtt_ok.success(), "the irtt client failed");
-    let _ = serve.kill();
-    let _ = serve.wait();
+    for server in [&mut serve, &mut irtt_server] {
+        let _ = server.kill();
+        let _ = server.wait();
+    }
     drop(serve_out);
     let stats = std::fs::read(&irtt_json)
         .ok()

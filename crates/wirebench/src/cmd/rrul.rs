@@ -33,6 +33,7 @@ pub(super) fn plan(args: &RunArgs) -> Result<RrulPlan, String> {
     }
     let mut load = args.clone();
     load.mode = ModeArg::Stream;
+    // The spacing is the plan's; the load's flags would be refused with it.
     load.probe_interval = None;
     // The amount and the shape are rrul's to refuse, with its own words, before `spec`
     // reads a file for them.
