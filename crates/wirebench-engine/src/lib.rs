@@ -35,6 +35,7 @@ pub use net::roles::{ServerInterval, ServerWatch, Watch};
 pub use net::server::{
     Server, ServerBudget, ServerConfig, ServerHandle, DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING,
 };
+pub use role::probe::{ProbeFate, ProbeLog, ProbeRecord, ProbeTally};
 pub use role::user::{UserAccept, UserConnector, UserListener, UserStream};
 
 use thiserror::Error;
@@ -136,6 +137,8 @@ pub(crate) struct Hists {
     pub latency: Option<TimeHistogram>,
     /// Loss runs (UDP receivers).
     pub loss_runs: Option<LossRuns>,
+    /// Open-loop probes: every request and what became of it.
+    pub probes: Option<role::probe::ProbeLog>,
 }
 
 /// State one stream's data thread shares with its side's control thread.

@@ -293,6 +293,7 @@ impl UdpRx {
             gaps: Some(self.gaps),
             latency: None,
             loss_runs: Some(self.tracker.loss_runs().clone()),
+            probes: None,
         };
         (
             self.count,

@@ -156,6 +156,14 @@ pub struct TestSpec {
     /// peer that predates it still takes every other test.
     #[serde(default, with = "zero_is_none", skip_serializing_if = "none_or_zero")]
     pub busy_poll_ns: Option<u64>,
+    /// Request/response over UDP, open loop (as irtt's probes): the client sends a request
+    /// every this many ns whatever the answers, several may be in flight, each answer is
+    /// matched by its sequence number, and a request unanswered after `ack_timeout_ns` is
+    /// lost. None: one request in flight, the next after the answer (closed loop). The
+    /// server's side is the same either way. Left out of the message when off, so that a
+    /// peer that predates it still takes every other test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_loop_interval_ns: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -269,6 +277,9 @@ pub enum SpecError {
     /// An omitted start that leaves nothing to measure, or is too long.
     #[error("--omit must be at most 60s, and the test must measure something after it")]
     Omit,
+    /// Open-loop probes outside UDP request/response, or a spacing out of range.
+    #[error("open-loop requests apply to --mode rr over UDP (-u), sent every 1ms to 60s")]
+    OpenLoop,
     /// Busy polling outside request/response, or a spin too long.
     #[error("--busy-poll applies to --mode rr and crr, and spins at most {max}", max = crate::units::format_duration(std::time::Duration::from_nanos(MAX_BUSY_POLL_NS)))]
     BusyPoll,
@@ -303,6 +314,7 @@ impl Default for TestSpec {
             socket_buffer_bytes: None,
             omit_ns: 0,
             busy_poll_ns: None,
+            open_loop_interval_ns: None,
         }
     }
 }
@@ -481,6 +493,13 @@ impl TestSpec {
         self.busy_poll_ns = (busy_poll_ns != 0).then_some(busy_poll_ns);
         self
     }
+
+    /// Sets open-loop request/response: a request every `every_ns`, 0 for closed loop.
+    #[must_use]
+    pub fn open_loop_interval_ns(mut self, every_ns: u64) -> Self {
+        self.open_loop_interval_ns = (every_ns != 0).then_some(every_ns);
+        self
+    }
 }
 
 impl TestSpec {
@@ -609,6 +628,14 @@ impl TestSpec {
         if self.mechanism == Mechanism::Crr && (self.protocol != Protocol::Tcp || self.streams != 1)
         {
             return Err(SpecError::Crr);
+        }
+        if let Some(every) = self.open_loop_interval_ns {
+            if self.protocol != Protocol::Udp
+                || self.mechanism != Mechanism::Rr
+                || !(1_000_000..=60 * NS_PER_S).contains(&every)
+            {
+                return Err(SpecError::OpenLoop);
+            }
         }
         if !self.mechanism.is_rr() {
             return Ok(());
@@ -911,6 +938,33 @@ mod tests {
         let on: TestSpec =
             serde_json::from_str(&serde_json::to_string(&rr).expect("serialize")).expect("back");
         assert_eq!(on.busy_poll_ns, Some(50_000));
+    }
+
+    #[test]
+    fn open_loop_is_for_udp_request_response_and_optional_on_the_wire() {
+        let probe = spec()
+            .protocol(Protocol::Udp)
+            .mechanism(Mechanism::Rr)
+            .size(64)
+            .open_loop_interval_ns(100_000_000);
+        assert_eq!(probe.validate(), Ok(()));
+        for bad in [
+            probe.clone().protocol(Protocol::Tcp),
+            probe.clone().mechanism(Mechanism::Stream),
+            probe.clone().open_loop_interval_ns(999_999),
+            probe.clone().open_loop_interval_ns(61_000_000_000),
+        ] {
+            assert_eq!(bad.validate(), Err(SpecError::OpenLoop), "{bad:?}");
+        }
+        // Off, the field is not sent: a peer that predates it takes the spec.
+        let off = probe.clone().open_loop_interval_ns(0);
+        let json = serde_json::to_string(&off).expect("serialize");
+        assert!(!json.contains("open_loop"), "{json}");
+        let back: TestSpec = serde_json::from_str(&json).expect("deserialize");
+        assert_eq!(back, off);
+        let on: TestSpec =
+            serde_json::from_str(&serde_json::to_string(&probe).expect("serialize")).expect("back");
+        assert_eq!(on.open_loop_interval_ns, Some(100_000_000));
     }
 
     #[test]

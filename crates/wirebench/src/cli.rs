@@ -606,6 +606,9 @@ pub struct RunArgs {
     /// --mode rrul: each idle phase's length, before and after the load.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
     pub idle: Duration,
+    /// --mode rrul: a UDP probe every DURATION, answered or not, like irtt -i (default 100ms or -i)
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "interval")]
+    pub probe_interval: Option<Duration>,
     /// --mode rr: the response's size (default: the same as --size).
     #[arg(long, value_parser = parse_size)]
     pub response_size: Option<u64>,
@@ -858,6 +861,7 @@ impl RunArgs {
             socket_buffer_bytes: self.window,
             omit_ns: self.omit.map_or(0, ns),
             busy_poll_ns: self.busy_poll.map(ns).filter(|&n| n > 0),
+            open_loop_interval_ns: None,
         };
         let mut spec = spec;
         if let Some(path) = &self.file {
@@ -885,6 +889,9 @@ impl RunArgs {
         }
         if self.response_size.is_some() && !spec.mechanism.is_rr() {
             return Err("--response-size applies to --mode rr and crr only".into());
+        }
+        if self.probe_interval.is_some() {
+            return Err("--probe-interval applies to --mode rrul only".into());
         }
         spec.validate().map_err(|e| e.to_string())?;
         Ok(spec)

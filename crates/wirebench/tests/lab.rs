@@ -815,6 +815,195 @@ fn rrul_shows_a_long_queue_multiplies_latency_under_load_and_a_short_one_does_no
     );
 }
 
+/// A testbed of this test's own (`lab up`), taken down when dropped, panic or not.
+struct Testbed(String);
+
+impl Testbed {
+    fn up(name: &str, link: &[&str]) -> Self {
+        let out = wirebench()
+            .args(["lab", "up", name])
+            .args(link)
+            .output()
+            .expect("lab up");
+        assert!(
+            out.status.success(),
+            "lab up {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self(name.to_owned())
+    }
+
+    /// `lab exec NAME HOST -- PROGRAM ARGS`, not yet started.
+    fn exec(&self, host: &str, program: &str, args: &[&str]) -> Command {
+        let mut c = wirebench();
+        c.args(["lab", "exec", &self.0, host, "--", program])
+            .args(args);
+        c
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        // Ends what `exec` left running in it too.
+        let _ = wirebench().args(["lab", "down", &self.0]).output();
+    }
+}
+
+/// One `run --mode rrul` (20 s of load after 5 s idle) over a 20 Mbit/s, 10 ms link with a
+/// queue of `queue` packets, and irtt's probes (every 100 ms, as rrul's) over the same link
+/// at the same time: irtt starts when rrul's live events show the load running and stops
+/// before it ends. Returns rrul's document and irtt's `stats`.
+fn rrul_beside_irtt(queue: &str, dir: &std::path::Path) -> (Value, Value) {
+    use std::io::{BufRead, BufReader};
+    let wb = env!("CARGO_BIN_EXE_wirebench");
+    let name = format!("wbirtt{}q{queue}", std::process::id());
+    let tb = Testbed::up(
+        &name,
+        &["--rate", "20M", "--delay", "10ms", "--queue", queue],
+    );
+    let mut serve = tb
+        .exec("server", wb, &["serve"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("lab exec serve");
+    // `serve` says it listens on its first line.
+    // Kept open until the end: a server whose stdout is closed would fail its next write.
+    let mut serve_out = BufReader::new(serve.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    let _ = serve_out.read_line(&mut first);
+    assert!(
+        !first.is_empty(),
+        "wirebench serve ended before it listened"
+    );
+    // An irtt client retries its handshake for seconds: the server need not be up first.
+    let mut irtt_server = tb
+        .exec("server", "irtt", &["server", "-b", "10.77.0.2:2112"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("lab exec irtt server");
+    let mut rrul = tb
+        .exec(
+            "client",
+            wb,
+            &[
+                "run",
+                "10.77.0.2",
+                "--mode",
+                "rrul",
+                "--cc",
+                "cubic",
+                "-t",
+                "20s",
+                "--idle",
+                "5s",
+                "--json-stream",
+            ],
+        )
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("lab exec rrul");
+    let irtt_json = dir.join(format!("irtt-{queue}.json"));
+    let irtt_path = irtt_json.to_string_lossy().into_owned();
+    let mut irtt = None;
+    let mut doc = None;
+    for line in BufReader::new(rrul.stdout.take().expect("stdout")).lines() {
+        let Ok(v) = serde_json::from_str::<Value>(&line.expect("a line")) else {
+            continue;
+        };
+        let loaded = v["event"] == "rrul_interval"
+            && (v["upload_bps"].is_number() || v["download_bps"].is_number());
+        if loaded && irtt.is_none() {
+            irtt = Some(
+                tb.exec(
+                    "client",
+                    "irtt",
+                    &[
+                        "client",
+                        "-i",
+                        "100ms",
+                        "-d",
+                        "18s",
+                        "-q",
+                        "-o",
+                        &irtt_path,
+                        "10.77.0.2:2112",
+                    ],
+                )
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("lab exec irtt client"),
+            );
+        }
+        if v["event"] == "end" {
+            doc = Some(v);
+        }
+    }
+    assert!(rrul.wait().expect("rrul").success(), "rrul failed");
+    let irtt_ok = irtt
+        .expect("rrul's live events never showed the load running")
+        .wait()
+        .expect("irtt client");
+    assert!(irtt_ok.success(), "the irtt client failed");
+    for server in [&mut serve, &mut irtt_server] {
+        let _ = server.kill();
+        let _ = server.wait();
+    }
+    drop(serve_out);
+    let stats = std::fs::read(&irtt_json)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .map(|v| v["stats"].clone())
+        .expect("irtt wrote no JSON");
+    (doc.expect("rrul's end event"), stats)
+}
+
+/// rrul's open-loop UDP probes agree with irtt's through the same link at the same time:
+/// loaded median within 10% on a 1000- and a 20-packet queue, their ratio within 15%; and the
+/// load's TCP_INFO retransmissions show up (cubic overflows even the long queue). Measured
+/// figures: docs/lab.md, "Latency under load beside irtt".
+#[test]
+#[ignore = "needs root and irtt"]
+fn rrul_loaded_latency_agrees_with_irtt_through_the_same_link() {
+    let _l = lock();
+    common::require_root();
+    common::require("irtt");
+    common::require_lab();
+    let dir = scratch("rrul-irtt");
+    let mut p50 = Vec::new();
+    for queue in ["1000", "20"] {
+        let (doc, irtt) = rrul_beside_irtt(queue, &dir);
+        let wb = f(&doc, "/end/rrul/loaded_latency_us/p50") / 1e3;
+        let received = irtt["packets_received"].as_f64().unwrap_or(0.0);
+        assert!(
+            received >= 100.0,
+            "queue {queue}: irtt got {received} answers: it saw nothing to compare with"
+        );
+        let theirs = f(&irtt, "/rtt/median") / 1e6;
+        let retransmits = f(&doc, "/end/rrul/retransmits");
+        eprintln!(
+            "queue {queue}: rrul loaded p50 {wb:.1} ms, irtt median {theirs:.1} ms ({received} answers), load retransmits {retransmits}"
+        );
+        assert!(
+            (wb - theirs).abs() <= 0.10 * theirs,
+            "queue {queue}: rrul's loaded p50 {wb:.1} ms is more than 10% from irtt's {theirs:.1} ms"
+        );
+        if queue == "1000" {
+            assert!(retransmits > 0.0, "no retransmission counted on queue 1000");
+        }
+        p50.push((wb, theirs));
+    }
+    let (ours, theirs) = (p50[0].0 / p50[1].0, p50[0].1 / p50[1].1);
+    eprintln!("queue 1000 over 20: rrul ×{ours:.2}, irtt ×{theirs:.2}");
+    assert!(
+        (ours - theirs).abs() <= 0.15 * theirs,
+        "rrul's long/short queue ratio {ours:.2} is more than 15% from irtt's {theirs:.2}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A fresh directory for one test, under the system's temporary directory.
 fn scratch(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("wb-lab-{name}-{}", std::process::id()));

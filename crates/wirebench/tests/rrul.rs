@@ -30,10 +30,16 @@ fn rrul_on_loopback_writes_its_figures_and_plots_them() {
         "loaded_latency_us/p50",
         "loaded_latency_us/p90",
         "loaded_latency_us/p99",
+        "idle_after_latency_us/p50",
+        "tcp_idle_latency_us/p50",
+        "tcp_loaded_latency_us/p50",
         "upload_bps",
         "download_bps",
         "load_start_s",
         "load_end_s",
+        "retransmits",
+        "udp_probe_timeouts",
+        "udp_probe/timeout_s",
     ] {
         assert!(
             rrul.pointer(&format!("/{key}"))
@@ -56,6 +62,29 @@ fn rrul_on_loopback_writes_its_figures_and_plots_them() {
         );
     }
     assert_eq!(v["test"]["direction"], "bidir");
+    // The UDP probe is open loop; every probe it sent is answered or lost, phase by phase.
+    assert_eq!(rrul["udp_probe"]["open_loop"], true);
+    assert!(rrul["lost_probes"].is_array());
+    let counts = &rrul["probe_counts"];
+    let n = |p: &str| counts.pointer(p).and_then(Value::as_u64).expect(p);
+    for phase in ["idle_before", "loaded", "idle_after"] {
+        let (sent, answered, lost) = (
+            n(&format!("/udp/{phase}/sent")),
+            n(&format!("/udp/{phase}/answered")),
+            n(&format!("/udp/{phase}/lost")),
+        );
+        assert!(sent > 0, "no UDP probe {phase}: {counts}");
+        assert_eq!(sent, answered + lost, "{phase}: {counts}");
+        assert!(n(&format!("/tcp/{phase}/sent")) > 0, "{phase}: {counts}");
+    }
+    let udp_answered: u64 = ["idle_before", "loaded", "idle_after"]
+        .iter()
+        .map(|p| n(&format!("/udp/{p}/answered")))
+        .sum();
+    assert_eq!(
+        probes.iter().filter(|p| p["kind"] == "udp").count() as u64,
+        udp_answered
+    );
     let dir = std::env::temp_dir().join(format!("wirebench-rrul-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a temporary directory");
     let json = dir.join("rrul.json");
@@ -77,6 +106,82 @@ fn rrul_on_loopback_writes_its_figures_and_plots_them() {
     assert!(text.contains("Latency under load"), "not the rrul kind");
     assert!(text.contains("TCP round trip") && text.contains("UDP round trip"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A line a second while it runs, piped or not (the table's), and with `--json-stream` an
+/// event a second between the start and the end.
+#[test]
+fn rrul_shows_a_line_a_second_and_streams_events() {
+    let server = Server::start(&[]);
+    let target = format!("127.0.0.1:{}", server.port);
+    let out = wirebench()
+        .args(["run", &target, "--mode", "rrul", "-t", "2s", "--idle", "1s"])
+        .output()
+        .expect("run wirebench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("UDP rtt p50"), "{text}");
+    // About 4 s of probes: loose, a line a second.
+    let lines = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()) && l.contains(" s "))
+        .count();
+    assert!((2..=7).contains(&lines), "{lines} lines: {text}");
+    assert!(text.contains("bit/s"), "no load rate in a line: {text}");
+    let out = wirebench()
+        .args([
+            "run",
+            &target,
+            "--mode",
+            "rrul",
+            "-t",
+            "2s",
+            "--idle",
+            "1s",
+            "--probe-interval",
+            "50ms",
+            "--json-stream",
+        ])
+        .output()
+        .expect("run wirebench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("an NDJSON line"))
+        .collect();
+    assert_eq!(
+        events.first().map(|e| &e["event"]),
+        Some(&Value::from("start"))
+    );
+    assert_eq!(
+        events.last().map(|e| &e["event"]),
+        Some(&Value::from("end"))
+    );
+    let seconds: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "rrul_interval")
+        .collect();
+    assert!(seconds.len() >= 2, "{events:?}");
+    for s in &seconds {
+        assert!(s["t_s"].is_number() && s["udp_sent"].is_u64() && s["udp_lost"].is_u64());
+    }
+    assert!(
+        seconds
+            .iter()
+            .any(|s| s["udp_rtt_p50_us"].as_f64().is_some_and(|r| r > 0.0)),
+        "{seconds:?}"
+    );
+    assert!(seconds.iter().any(|s| s["download_bps"].is_number()));
+    let end = events.last().expect("end");
+    assert_eq!(end["end"]["rrul"]["probe_interval_s"], 0.05);
 }
 
 #[test]

@@ -24,6 +24,9 @@ pub trait Watch {
     /// Called for each interval the peer closed and sent live (the server's view: for a
     /// receiver, what arrived, with loss and jitter).
     fn peer_interval(&mut self, _role: Role, _rec: &IntervalRecord) {}
+    /// Called once as the roles end, for each open-loop UDP prober of this side (rrul's
+    /// probe): every request it sent and what became of it.
+    fn probes(&mut self, _log: crate::ProbeLog) {}
     /// Asked every driver round (about every 50 ms): whether the user wants the test
     /// stopped (Ctrl-C). Once true, the client stops sending, exchanges what was measured
     /// and returns the results.
@@ -299,6 +302,12 @@ impl Roles {
                 (report, hists.unwrap_or_default())
             })
             .collect();
+        let mut outputs = outputs;
+        for (_, h) in &mut outputs {
+            if let Some(log) = h.probes.take() {
+                watch.probes(log);
+            }
+        }
         let local = if self.spec.direction == Direction::Bidir {
             // The first `streams` go forward, the rest in reverse: each half merged apart.
             let mut outputs = outputs;

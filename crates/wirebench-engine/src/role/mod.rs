@@ -9,13 +9,15 @@
 //! loop stops, [`recv_loop`] the receive loop every receiving role shares, [`sender`] what a
 //! sender decides before each message, [`blocking`] the blocking calls that keep an eye on
 //! the clock; then one file per role: [`tcp`], [`udp_send`], [`udp_recv`], [`saw`] (UDP
-//! stop-and-wait) and [`rr`] (request/response, rr and crr).
+//! stop-and-wait), [`rr`] (request/response, rr and crr) and [`probe`] (open-loop UDP
+//! request/response: rrul's probes).
 
 mod blocking;
 pub(crate) mod count;
 mod early_end;
 pub(crate) mod iperf3;
 pub(crate) mod limit;
+pub(crate) mod probe;
 mod recv_loop;
 mod rr;
 mod saw;
@@ -165,6 +167,9 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
         },
         (Role::Sender, DataSocket::Tcp(s)) if rr => {
             rr::rr_client(&mut rr::TcpRr::new(s, &p), &p, sh)
+        }
+        (Role::Sender, DataSocket::Udp(s)) if rr && p.spec.open_loop_interval_ns.is_some() => {
+            probe::udp_probe_client(&s, &p, sh)
         }
         (Role::Sender, DataSocket::Udp(s)) if rr => {
             rr::rr_client(&mut rr::UdpRr::new(s, &p), &p, sh)

@@ -1,5 +1,6 @@
 //! Busy polling for request/response (`--busy-poll`): SO_BUSY_POLL, and the receive that does
-//! not wait, which a side spins on before it blocks.
+//! not wait, which a side spins on before it blocks; and the wait for a socket to become
+//! readable, which an open-loop prober makes until its next send is due.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -57,9 +58,54 @@ pub fn recv_nowait(sock: &impl AsRawFd, buf: &mut [u8]) -> io::Result<usize> {
     usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
 
+/// Waits until `sock` has something to read or `timeout_ns` has passed (ppoll(2), to the
+/// nanosecond): `Ok(true)` when it is readable (or has an error to report), `Ok(false)` on
+/// the timeout or a signal.
+pub fn wait_readable(sock: &impl AsRawFd, timeout_ns: u64) -> io::Result<bool> {
+    let mut fd = libc::pollfd {
+        fd: sock.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout_ns / 1_000_000_000).unwrap_or(libc::time_t::MAX),
+        // Below 10^9: fits every `c_long`.
+        tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: `fd` is one valid pollfd for the call, `ts` a valid timespec; a null signal
+    // mask leaves the thread's as it is.
+    let n = unsafe { libc::ppoll(&mut fd, 1, &ts, std::ptr::null()) };
+    match n {
+        n if n > 0 => Ok(true),
+        0 => Ok(false),
+        _ => {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_wait_ends_on_a_datagram_or_its_timeout() {
+        let a = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let b = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        a.connect(b.local_addr().expect("addr")).expect("connect");
+        assert!(
+            !wait_readable(&b, 1_000_000).expect("poll"),
+            "nothing sent yet"
+        );
+        a.send(b"x").expect("send");
+        // Loose: the datagram is there long before 10 s.
+        assert!(wait_readable(&b, 10_000_000_000).expect("poll"));
+    }
 
     #[test]
     fn a_receive_that_does_not_wait_sees_nothing_then_the_datagram() {

@@ -15,7 +15,7 @@ mod sockopt;
 mod tcp;
 pub mod udp;
 
-pub use busy::{busy_poll_setup, recv_nowait, set_busy_poll};
+pub use busy::{busy_poll_setup, recv_nowait, set_busy_poll, wait_readable};
 pub use clock::{clock_pair, host_id, same_clock, unix_now_ns};
 pub use process::{
     limit_allocator_arenas, max_rss_kib, release_free_memory, rss_kib, thread_cpu_ns,

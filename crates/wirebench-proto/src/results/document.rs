@@ -149,6 +149,10 @@ pub struct TestView {
     /// The start left out of `end.after_omit` (`-O`), s; `duration_s` includes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub omit_s: Option<f64>,
+    /// UDP request/response, open loop: a request left every this many s whatever the
+    /// answers (several in flight, matched by sequence number); absent: closed loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_loop_interval_s: Option<f64>,
 }
 
 impl From<&TestSpec> for TestView {
@@ -172,6 +176,7 @@ impl From<&TestSpec> for TestView {
             congestion: s.congestion.clone(),
             socket_buffer_bytes: s.socket_buffer_bytes,
             omit_s: (s.omit_ns > 0).then(|| secs(s.omit_ns)),
+            open_loop_interval_s: s.open_loop_interval_ns.map(secs),
         }
     }
 }
@@ -536,12 +541,75 @@ pub enum LoadDirection {
 /// One round trip of a probe.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Probe {
-    /// When it was sent, s since the rrul run began (the middle of the interval it left in).
+    /// When it was sent, s since the rrul run began: a UDP probe's own send time; a TCP
+    /// probe's, the middle of the interval it left in.
     pub t_s: f64,
     /// Its transport.
     pub kind: ProbeKind,
     /// Its round trip, µs.
     pub rtt_us: f64,
+}
+
+/// A probe that got no answer within its timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LostProbe {
+    /// When it was sent, s since the rrul run began.
+    pub t_s: f64,
+    /// Its transport.
+    pub kind: ProbeKind,
+}
+
+/// What became of the probes of one kind sent in one phase.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeCounts {
+    /// Requests sent in the phase (a closed-loop TCP probe: transactions completed).
+    pub sent: u64,
+    /// Of them, answered within the timeout.
+    pub answered: u64,
+    /// Of them, unanswered within the timeout (never for TCP, which resends).
+    pub lost: u64,
+}
+
+/// One kind's probe counts, phase by phase.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseCounts {
+    /// Sent before the load began.
+    pub idle_before: ProbeCounts,
+    /// Sent while the load ran.
+    pub loaded: ProbeCounts,
+    /// Sent after the load ended.
+    pub idle_after: ProbeCounts,
+}
+
+/// The `end.rrul.probe_counts` object.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RrulProbeCounts {
+    /// The UDP probe's.
+    pub udp: PhaseCounts,
+    /// The TCP probe's.
+    pub tcp: PhaseCounts,
+}
+
+/// The `end.rrul.udp_probe` object: how the UDP probe sent and what came back besides the
+/// answers counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpProbeSummary {
+    /// Requests left on a fixed schedule, whatever the answers (irtt's way); false: one in
+    /// flight, the next when the answer came (documents before open-loop probes).
+    pub open_loop: bool,
+    /// How long a request waits for its answer before it counts lost, s.
+    pub timeout_s: f64,
+    /// Answers that came after the answer to a later request (irtt's "late"), counted with
+    /// their real delay.
+    pub late: u64,
+    /// Second and later answers to one request, not counted again.
+    pub duplicates: u64,
+    /// Answers that came after their request's timeout: it stays lost.
+    pub after_timeout: u64,
+    /// Answers to no request sent (made up, or not the test's): ignored.
+    pub unknown: u64,
+    /// Requests beyond the 1,048,576 recorded one by one: in the counts, not in `probes`.
+    pub unrecorded: u64,
 }
 
 /// The load's rates in one interval.
@@ -567,7 +635,7 @@ pub struct LoadStream {
     /// What its receiver received, bits/s; `null` when the receiver never reported.
     #[serde(default)]
     pub received_bps: Option<f64>,
-    /// Its sender's TCP retransmissions.
+    /// Segments its sender retransmitted (its TCP_INFO at the end).
     pub retransmits: u64,
 }
 
@@ -580,17 +648,36 @@ pub struct Rrul {
     pub load_start_s: f64,
     /// When the load ended (its sender's last message), s since the run began.
     pub load_end_s: f64,
-    /// The probes' spacing, s (each probe sends at most one request per interval).
+    /// The probes' spacing, s (the UDP probe sends one request per spacing; the TCP probe
+    /// at most one).
     pub probe_interval_s: f64,
-    /// Round trips of the probes (both kinds) sent before the load began, µs.
+    /// Round trips of the UDP probes sent before the load began, µs. (Before open-loop
+    /// probes: of both kinds.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_latency_us: Option<Percentiles>,
-    /// Round trips of the probes (both kinds) sent while the load ran, µs.
+    /// Round trips of the UDP probes sent while the load ran, µs. (Before open-loop
+    /// probes: of both kinds.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loaded_latency_us: Option<Percentiles>,
-    /// Loaded p50 over idle p50: how many times the queues multiplied the delay.
+    /// Round trips of the UDP probes sent after the load ended, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_after_latency_us: Option<Percentiles>,
+    /// Loaded p50 over idle p50 (UDP probes): how many times the queues multiplied the
+    /// delay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ratio_p50: Option<f64>,
+    /// Round trips of the TCP probe's transactions sent before the load began, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_idle_latency_us: Option<Percentiles>,
+    /// Round trips of the TCP probe's transactions sent while the load ran, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_loaded_latency_us: Option<Percentiles>,
+    /// Round trips of the TCP probe's transactions sent after the load ended, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_idle_after_latency_us: Option<Percentiles>,
+    /// Loaded p50 over idle p50 of the TCP probe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_latency_ratio_p50: Option<f64>,
     /// Received over all upload streams, bits/s; `null` when the server never reported.
     #[serde(default)]
     pub upload_bps: Option<f64>,
@@ -599,10 +686,23 @@ pub struct Rrul {
     pub download_bps: Option<f64>,
     /// Each load stream.
     pub streams: Vec<LoadStream>,
+    /// Segments the load's senders retransmitted, over all streams both ways (their
+    /// TCP_INFO); absent when no sender reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
     /// UDP probes that got no answer within the probe's timeout (counted in no latency).
     pub udp_probe_timeouts: u64,
+    /// Probes sent, answered and lost, per kind and phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_counts: Option<RrulProbeCounts>,
+    /// How the UDP probe sent, and the answers it did not count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_probe: Option<UdpProbeSummary>,
     /// The load's rates per interval.
     pub load: Vec<LoadInterval>,
-    /// Every probe's round trip, in time order.
+    /// Every answered probe's round trip, in time order.
     pub probes: Vec<Probe>,
+    /// Every probe that got no answer within its timeout, in time order.
+    #[serde(default)]
+    pub lost_probes: Vec<LostProbe>,
 }

@@ -12,5 +12,5 @@ mod side;
 
 pub use assemble::NO_TRANSACTION;
 pub use document::*;
-pub use rrul::Part;
+pub use rrul::{OpenLoop, Part, RrulParts, SentProbe};
 pub use side::*;

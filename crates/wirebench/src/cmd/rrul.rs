@@ -1,41 +1,48 @@
 //! `wirebench run --mode rrul`: latency under load, as flent's RRUL test measures it. The
 //! flags make the engine's `rrul::RrulPlan` (a UDP and a TCP request/response probe from the
 //! start to the end, and after `--idle` a TCP load with streams each way for `-t`), the
-//! engine's `rrul::run_rrul` runs it, and this file prints the one document that comes out:
-//! the load's, with `end.rrul`. `sweep --mode rrul` plans its points with [`plan`] too.
+//! engine's `rrul::run_rrul_live` runs it, and this file prints a line a second while it
+//! runs (or an NDJSON event with `--json-stream`) and the one document that comes out: the
+//! load's, with `end.rrul`. `sweep --mode rrul` plans its points with [`plan`] too.
 
 use std::io::{self, IsTerminal, Write};
 
 use anyhow::{anyhow, Context};
-use wirebench_engine::rrul::{run_rrul, RrulError, RrulPlan};
+use serde::Serialize;
+use wirebench_engine::rrul::{run_rrul_live, RrulError, RrulPlan, RrulSecond};
 use wirebench_engine::ClientConfig;
-use wirebench_proto::results::Results;
+use wirebench_proto::results::{Results, TestView};
+use wirebench_proto::units::format_duration;
 use wirebench_report::Format;
 
 use super::interrupt::Interrupt;
-use super::live::{emit, EndEvent};
+use super::live::{emit, format_rate, EndEvent, StartEvent};
 use super::run::target;
 use super::serve::server_for;
-use crate::cli::{ModeArg, RunArgs, RunCmd};
+use crate::cli::{ModeArg, RateUnits, RunArgs, RunCmd};
 use crate::Failure;
 
 /// The rrul run the flags describe (`run --mode rrul`, or a sweep's point): `-t` the load's
-/// length (default 10 s), `--idle` each idle phase's, `-P` the streams each way, `-i` the
-/// probes' spacing, `--cc` the TCP congestion control of the load and the TCP probe. The
-/// engine's [`RrulPlan`] makes the three tests from the load the other flags describe.
+/// length (default 10 s), `--idle` each idle phase's, `-P` the streams each way,
+/// `--probe-interval` (or `-i`, as before it) the probes' spacing, `--cc` the TCP congestion
+/// control of the load and the TCP probe. The engine's [`RrulPlan`] makes the three tests
+/// from the load the other flags describe.
 pub(super) fn plan(args: &RunArgs) -> Result<RrulPlan, String> {
     if args.both_directions {
         return Err(RrulError::FixedShape.to_string());
     }
     let mut load = args.clone();
     load.mode = ModeArg::Stream;
+    // The spacing is the plan's; the load's flags would be refused with it.
+    load.probe_interval = None;
     // The amount and the shape are rrul's to refuse, with its own words, before `spec`
     // reads a file for them.
     if args.file.is_some() {
         return Err(RrulError::NotTimed.to_string());
     }
     let base = load.spec()?;
-    RrulPlan::new(&base, args.idle, args.interval).map_err(|e| e.to_string())
+    let spacing = args.probe_interval.or(args.interval);
+    RrulPlan::new(&base, args.idle, spacing).map_err(|e| e.to_string())
 }
 
 /// Runs an rrul test against the server the flags name (or one in this process) and prints
@@ -66,7 +73,6 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     };
     let signals = Interrupt::install();
     if io::stderr().is_terminal() {
-        // No live lines (three tests at once): say what the wait is for.
         eprintln!(
             "rrul against {}:{}: probes alone for {:?}, with the load for {:?}, alone for {:?}",
             server.host,
@@ -76,9 +82,32 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
             plan.idle()
         );
     }
-    let doc =
-        run_rrul(&server, &plan, signals.flag()).map_err(|e| Failure::Runtime(anyhow!("{e}")))?;
-    print(&doc, args, client.json_stream)?;
+    let stream = client.json_stream;
+    if stream {
+        emit(&StartEvent {
+            event: "start",
+            wirebench: concat!("wirebench ", env!("CARGO_PKG_VERSION")),
+            server: &format!("{}:{}", server.host, server.port),
+            test: TestView::from(&plan.load),
+        });
+    }
+    // A line a second for the table, on a terminal or not; none with another document on
+    // stdout.
+    let mut lines =
+        (!stream && args.output_format() == Format::Table).then(|| Lines::new(args.rate_units()));
+    let mut show = |second: &RrulSecond| {
+        if stream {
+            emit(&SecondEvent {
+                event: "rrul_interval",
+                second,
+            });
+        } else if let Some(l) = &mut lines {
+            l.show(second);
+        }
+    };
+    let doc = run_rrul_live(&server, &plan, signals.flag(), &mut show)
+        .map_err(|e| Failure::Runtime(anyhow!("{e}")))?;
+    print(&doc, args, stream)?;
     if let Some(sig) = signals.signal() {
         return Err(Failure::Code(
             sig.exit_code(),
@@ -91,6 +120,57 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     match &doc.error {
         Some(e) => Err(Failure::Runtime(anyhow!("test incomplete: {e}"))),
         None => Ok(()),
+    }
+}
+
+/// `--json-stream`: one second of the run.
+#[derive(Serialize)]
+struct SecondEvent<'a> {
+    /// `rrul_interval`.
+    event: &'static str,
+    #[serde(flatten)]
+    second: &'a RrulSecond,
+}
+
+/// The live lines: a head, then a line a second.
+struct Lines {
+    units: RateUnits,
+    header_done: bool,
+}
+
+impl Lines {
+    fn new(units: RateUnits) -> Self {
+        Self {
+            units,
+            header_done: false,
+        }
+    }
+
+    fn show(&mut self, s: &RrulSecond) {
+        let mut out = io::stdout().lock();
+        if !self.header_done {
+            self.header_done = true;
+            let _ = writeln!(
+                out,
+                "{:>9}  {:>16}  {:>16}  {:>14}  {:>10}",
+                "time", "upload", "download", "UDP rtt p50", "lost/sent"
+            );
+        }
+        let rate =
+            |bps: Option<f64>| bps.map_or_else(|| "-".to_owned(), |b| format_rate(b, self.units));
+        let rtt = s.udp_rtt_p50_us.map_or_else(
+            || "-".to_owned(),
+            |us| format_duration(std::time::Duration::from_nanos((us * 1e3) as u64)),
+        );
+        let _ = writeln!(
+            out,
+            "{:>9}  {:>16}  {:>16}  {:>14}  {:>10}",
+            format!("{:.2} s", s.t_s),
+            rate(s.upload_bps),
+            rate(s.download_bps),
+            rtt,
+            format!("{}/{}", s.udp_lost, s.udp_sent)
+        );
     }
 }
 
@@ -139,11 +219,34 @@ mod tests {
         assert_eq!(p.udp.congestion, None);
         assert_eq!(p.tcp.congestion.as_deref(), Some("cubic"));
         assert_eq!(p.udp.ack_timeout_ns, 2_000_000_000);
+        assert_eq!(p.udp.open_loop_interval_ns, Some(100_000_000));
         // -i sets the probes' spacing, -O comes on top of every part's time.
         let p = plan_of(&["-t", "2s", "--idle", "1s", "-i", "50ms", "-O", "1s"]).expect("plan");
         assert_eq!(p.tcp.rate_pps, Some(20));
         assert_eq!(p.load.duration_ns, Some(3_000_000_000));
         assert_eq!(p.tcp.duration_ns, Some(5_000_000_000));
+        // --probe-interval sets it by its own name; with -i as well it is refused.
+        let p = plan_of(&["--probe-interval", "20ms"]).expect("plan");
+        assert_eq!(p.udp.open_loop_interval_ns, Some(20_000_000));
+        assert_eq!(
+            (p.probe_interval_ns, p.load.interval_ns),
+            (20_000_000, 20_000_000)
+        );
+        assert!(plan_of(&["--probe-interval", "20ms", "-i", "1s"]).is_err());
+    }
+
+    #[test]
+    fn the_probe_interval_is_rruls_alone() {
+        let cli =
+            crate::cli::Cli::try_parse_from(["wirebench", "run", "h", "--probe-interval", "1s"])
+                .expect("parses");
+        let crate::cli::Command::Run(r) = cli.command else {
+            panic!("not run");
+        };
+        assert_eq!(
+            r.run.spec().expect_err("refused"),
+            "--probe-interval applies to --mode rrul only"
+        );
     }
 
     #[test]
