@@ -417,6 +417,7 @@ fn warnings_box(s: &ExperimentSummary, warnings: &[Warning]) -> String {
         return String::new();
     }
     let mut points: Vec<usize> = warnings.iter().filter_map(|w| w.point).collect();
+    points.sort_unstable();
     points.dedup();
     let mut h = format!(
         "<div class=\"warn\" id=\"warnings\"><strong>⚠ {} warning{} at {} of {} points</strong>: {}. \
@@ -629,6 +630,51 @@ mod tests {
         );
         assert_eq!(warnings_box(&s, &[]), "");
         assert_eq!(plot_note(&s, &[]), "");
+    }
+
+    /// A directory with `summary` and `warnings` (as `warnings.json`'s bytes, or none).
+    fn experiment_dir(tag: &str, summary: &ExperimentSummary, warnings: Option<&str>) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("wb-html-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let write = |name: &str, bytes: &[u8]| std::fs::write(dir.join(name), bytes).expect(name);
+        write(
+            "summary.json",
+            &serde_json::to_vec(summary).expect("summary"),
+        );
+        write(
+            "experiment.json",
+            &serde_json::to_vec(&ExperimentMeta::default()).expect("meta"),
+        );
+        if let Some(w) = warnings {
+            write("warnings.json", w.as_bytes());
+        }
+        dir
+    }
+
+    #[test]
+    fn a_crafted_warnings_file_is_text_and_a_point_out_of_range_is_only_named() {
+        let s = sweep();
+        let crafted = r#"[{"point": 99999999999, "kind": "failed_trials", "failed": 1,
+            "trials": 1, "failures": [{"file": "<img src=x>", "reason": "<script>x</script>"}]},
+            {"kind": "too_few_good", "good": 1, "trials": 2}]"#;
+        let dir = experiment_dir("crafted", &s, Some(crafted));
+        let html = report(&dir).expect("a report");
+        assert!(
+            html.contains("point 99999999999: its one trial failed"),
+            "{html}"
+        );
+        assert!(html.contains("the experiment: only 1 of 2 trials completed"));
+        assert!(!html.contains("<script>") && !html.contains("<img"));
+        // Not a list of warnings: refused in one line naming the file, not a report without.
+        std::fs::write(dir.join("warnings.json"), "{\"kind\": 1}").expect("write");
+        let e = report(&dir).expect_err("not warnings");
+        assert!(e.to_string().contains("warnings.json"), "{e}");
+        // No file (a directory saved before it existed): those the summary shows.
+        std::fs::remove_file(dir.join("warnings.json")).expect("remove");
+        let html = report(&dir).expect("a report");
+        assert!(html.contains("⚠ 2 warnings at 1 of 3 points"), "{html}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
