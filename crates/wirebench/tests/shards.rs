@@ -644,6 +644,17 @@ fn a_trial_from_another_experiment_is_measured_again_and_refused_by_merge() {
         read_json(&forty.join(file))["trial"]["manifest"],
         forty_hash
     );
+    // The warning is kept for the report, with the point and what was wrong.
+    let warnings = read_json(&forty.join("warnings.json"));
+    let replaced = &warnings[0];
+    assert_eq!(
+        (&replaced["kind"], &replaced["point"], &replaced["file"]),
+        (&"replaced".into(), &1.into(), &file.into()),
+        "{warnings}"
+    );
+    assert!(replaced["why"]
+        .as_str()
+        .is_some_and(|w| w.starts_with("belongs to another experiment")));
     let summary = read_json(&forty.join("summary.json"));
     assert_eq!(summary["points"][0]["offered_bps"], 40e6);
 

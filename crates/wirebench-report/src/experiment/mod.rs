@@ -15,7 +15,7 @@ pub mod warnings;
 pub use merge::{MergeError, Merged};
 pub use plan::*;
 pub use resume::{resume, sweep_manifest, Resume, ShardLock, Todo};
-pub use shard::{Manifest, Shard, ShardError, ShardRecord};
+pub use shard::{Manifest, ReplacedTrial, Shard, ShardError, ShardRecord};
 pub use summary::*;
 pub use trial::{NotThisTrial, TrialFile, TrialTag, Unmeasured};
 pub use warnings::{warnings_of, Concern, Warning};

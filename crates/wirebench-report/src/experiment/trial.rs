@@ -90,8 +90,20 @@ pub struct TrialFile {
 pub struct NotThisTrial {
     /// The file, relative to the experiment's directory.
     pub file: String,
+    /// The grid point whose trial the file stands for, from 0.
+    pub point: usize,
     /// What is wrong, in words.
     pub why: String,
+}
+
+impl From<&NotThisTrial> for super::shard::ReplacedTrial {
+    fn from(not: &NotThisTrial) -> Self {
+        Self {
+            file: not.file.clone(),
+            point: not.point + 1,
+            why: not.why.clone(),
+        }
+    }
 }
 
 /// The first key of a trial file: whether it has a tag and results.
@@ -201,6 +213,7 @@ impl TrialFile {
         let no = |why: String| {
             Err(NotThisTrial {
                 file: file.to_string(),
+                point,
                 why,
             })
         };

@@ -1,6 +1,7 @@
 //! What an experiment warns of, as data: a sender that fell short of the rate asked,
 //! failed trials, a server limit that refused or stopped trials, a point with too few
-//! completed trials for its statistics, and trials measured again. One list, made once from
+//! completed trials for its statistics, trials measured again, and files in a trial's
+//! place that were not that trial. One list, made once from
 //! the trials (`Merged::warnings`) and saved as `warnings.json`, is what the terminal prints
 //! after the summary and what the HTML report shows beside the rows and plots it concerns,
 //! so the two cannot say different things.
@@ -67,6 +68,14 @@ pub enum Concern {
         /// The trials, with their attempts.
         retried: Vec<RetriedTrial>,
     },
+    /// A file in a trial's place was not that trial (another experiment's, another point's,
+    /// unreadable): the sweep measured the trial again and saved it there.
+    Replaced {
+        /// The file, relative to the experiment's directory.
+        file: String,
+        /// What was wrong with it, in words.
+        why: String,
+    },
 }
 
 impl Concern {
@@ -78,6 +87,7 @@ impl Concern {
             Self::TooFewGood { .. } => "too few good trials",
             Self::SenderShortfall { .. } => "sender fell short",
             Self::Retried { .. } => "trials measured again",
+            Self::Replaced { .. } => "file replaced",
         }
     }
 
@@ -148,6 +158,9 @@ impl Concern {
                     ));
                 }
                 parts.join("; ")
+            }
+            Self::Replaced { file, why } => {
+                format!("{file} {why}: the trial was measured again and saved in its place")
             }
         }
     }
@@ -269,7 +282,20 @@ impl Merged {
     pub fn warnings(&self, s: &ExperimentSummary) -> Vec<Warning> {
         let retried: Vec<Vec<RetriedTrial>> =
             self.trials.iter().map(|t| t.retried.clone()).collect();
-        warnings_of(s, &retried)
+        let mut out = warnings_of(s, &retried);
+        // The files a sweep replaced, which only its shard records remember; after the
+        // point's other warnings (a sort that keeps the order within a point).
+        for r in self.shards.iter().flat_map(|sh| &sh.replaced) {
+            out.push(Warning {
+                point: Some(r.point),
+                concern: Concern::Replaced {
+                    file: r.file.clone(),
+                    why: r.why.clone(),
+                },
+            });
+        }
+        out.sort_by_key(|w| w.point.unwrap_or(usize::MAX));
+        out
     }
 }
 

@@ -21,7 +21,7 @@ use wirebench_report::experiment::shard::hostname;
 use wirebench_report::experiment::sweep::{
     self as experiment, Amount, Experiment, Progress, SweepFlags, BUSY_ATTEMPTS, BUSY_RETRY,
 };
-use wirebench_report::experiment::{Param, Point, ShardRecord, Todo, Unmeasured};
+use wirebench_report::experiment::{Param, Point, ReplacedTrial, ShardRecord, Todo, Unmeasured};
 use wirebench_report::meta::Machine;
 use wirebench_report::Json;
 
@@ -128,6 +128,8 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
             .collect(),
         machine: Machine::this(),
         trials: todo.files.clone(),
+        // Warned of above, and kept for the experiment's warnings and its report.
+        replaced: todo.foreign.iter().map(ReplacedTrial::from).collect(),
     };
     save(&dir.join(ShardRecord::path(shard)), &Json, &record)?;
     drop(opened.lock);
