@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use wirebench_proto::results::Datapath;
 
+use crate::experiment::plan::{point_words, shown_value};
 use crate::experiment::summary::ExperimentSummary;
+use crate::experiment::warnings::{warnings_of, Warning};
 use crate::meta::ExperimentMeta;
 use crate::plot::scale::{sig3, with_unit, Quantity, Unit};
 use crate::plot::{experiment_chart_in, load_results, svg_string, Kind, PlotError};
@@ -49,66 +51,42 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// The report's style: tables, figures, and the warning boxes (amber, with a bar on the
+/// left, so a warning reads as one in print and in grey scale too).
+const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}\
+table{border-collapse:collapse;margin:1em 0}\
+td,th{border:1px solid #ccc;padding:4px 8px;text-align:right} td{white-space:nowrap}\
+th{background:#f0f0f0} td.l,th.l{text-align:left} code{background:#f4f4f4}\
+figure{margin:1.5em 0 0.5em} svg{max-width:100%;height:auto}\
+figcaption{color:#444;font-size:90%;max-width:960px}\
+.warn{background:#fff4e0;border:1px solid #e0a040;border-left:6px solid #c76b00;\
+padding:6px 12px;margin:0.8em 0;max-width:1060px}\
+.warn ul{margin:0.3em 0;padding-left:1.4em} .warn li{margin:0.15em 0}\
+tr.w td{background:#fff8ec} tr.wr td{background:#fff4e0;text-align:left;\
+border-left:6px solid #c76b00;font-size:92%;white-space:normal}\
+tr.wr ul{margin:0;padding-left:1.2em}";
+
 /// The report of the experiment saved in `dir` (by `wirebench sweep`).
 pub fn report(dir: &Path) -> Result<String, ReportError> {
     // Checked: sizes, then serde, then the values (see `crate::input`).
     let summary: ExperimentSummary = crate::input::summary(dir)?;
     let meta: ExperimentMeta = crate::input::json(&dir.join("experiment.json"))?;
+    let warnings = read_warnings(dir, &summary)?;
     let mut h = String::new();
     let _ = write!(
         h,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <title>wirebench experiment</title><style>\
-         body{{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}}\
-         table{{border-collapse:collapse;margin:1em 0}}\
-         td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}\
-         th{{background:#f0f0f0}} td.l,th.l{{text-align:left}} code{{background:#f4f4f4}}\
-         figure{{margin:1.5em 0}} svg{{max-width:100%;height:auto}}\
-         figcaption{{color:#444;font-size:90%;max-width:960px}}\
-         </style></head><body>\n<h1>wirebench experiment</h1>\n"
+         <title>wirebench experiment</title><style>{STYLE}</style></head><body>\n\
+         <h1>wirebench experiment</h1>\n<p>Made by <code>{}</code></p>\n",
+        esc(&meta.command.join(" "))
     );
-    let cmd = meta.command.join(" ");
-    let or_unknown = |s: &str| {
-        if s.is_empty() {
-            "?".to_string()
-        } else {
-            esc(s)
-        }
-    };
-    let _ = write!(
-        h,
-        "<p>Made by <code>{}</code></p>\n<table><tr><th class=\"l\">tool</th><td class=\"l\">{}</td></tr>\
-         <tr><th class=\"l\">server</th><td class=\"l\">{}</td></tr>\
-         <tr><th class=\"l\">trials per point</th><td class=\"l\">{}{}</td></tr>\
-         <tr><th class=\"l\">machine</th><td class=\"l\">{}, {} cores, Linux {}</td></tr>{}</table>\n",
-        esc(&cmd),
-        esc(&meta.wirebench),
-        esc(&meta.server),
-        meta.repeat,
-        if meta.ordered { ", in grid order" } else { ", in random order" },
-        or_unknown(&meta.machine.cpu),
-        meta.machine.cores,
-        or_unknown(&meta.machine.kernel),
-        datapath_rows(dir, &summary),
-    );
+    h.push_str(&warnings_box(&summary, &warnings));
+    h.push_str(&meta_table(dir, &meta, &summary));
     h.push_str("<h2>Summary</h2>\n");
-    h.push_str(&summary_table(&summary));
-    h.push_str(&warnings(&summary));
-    if !summary.knees.is_empty() {
-        h.push_str("<h2>Where loss begins</h2>\n<table><tr><th class=\"l\">series</th><th>99% delivered</th><th>95% delivered</th></tr>\n");
-        for k in &summary.knees {
-            let series: Vec<String> = k.series.iter().map(|(a, b)| format!("{a}={b}")).collect();
-            let _ = writeln!(
-                h,
-                "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&series.join(", ")),
-                esc(&k.describe(0.99)),
-                esc(&k.describe(0.95)),
-            );
-        }
-        h.push_str("</table>\n");
-    }
+    h.push_str(&summary_table(&summary, &warnings));
+    h.push_str(&knee_table(&summary));
     h.push_str("<h2>Plots</h2>\n");
+    let beside_plots = plot_note(&summary, &warnings);
     let mut drawn = 0;
     for kind in [
         Kind::Rate,
@@ -124,7 +102,7 @@ pub fn report(dir: &Path) -> Result<String, ReportError> {
             let svg = svg_string(&chart)?;
             let _ = writeln!(
                 h,
-                "<figure>{svg}<figcaption>{}</figcaption></figure>",
+                "<figure>{svg}<figcaption>{}</figcaption></figure>{beside_plots}",
                 esc(&caption)
             );
             drawn += 1;
@@ -133,8 +111,89 @@ pub fn report(dir: &Path) -> Result<String, ReportError> {
     if drawn == 0 {
         h.push_str("<p>No plot fits this experiment's parameters.</p>\n");
     }
-    h.push_str("<p>Every trial's results are in <code>trials/</code>; the summary in <code>summary.json</code> and <code>summary.csv</code>.</p>\n</body></html>\n");
+    h.push_str("<p>Every trial's results are in <code>trials/</code>; the summary in <code>summary.json</code> and <code>summary.csv</code>, the warnings in <code>warnings.json</code>.</p>\n</body></html>\n");
     Ok(h)
+}
+
+/// The experiment's warnings: `warnings.json` as the sweep or merge saved it, or, for a
+/// directory without one (a lab scenario's, or one saved before it was written), those the
+/// summary alone shows (all but the trials measured again).
+fn read_warnings(dir: &Path, s: &ExperimentSummary) -> Result<Vec<Warning>, ReportError> {
+    match crate::input::json::<Vec<Warning>>(&dir.join("warnings.json")) {
+        Ok(w) => Ok(w),
+        Err(crate::input::InputError::Read { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            Ok(warnings_of(s, &[]))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The table of how the experiment was made: tool, server, trials, machine, datapath.
+fn meta_table(dir: &Path, meta: &ExperimentMeta, summary: &ExperimentSummary) -> String {
+    let or_unknown = |s: &str| {
+        if s.is_empty() {
+            "?".to_string()
+        } else {
+            esc(s)
+        }
+    };
+    format!(
+        "<table><tr><th class=\"l\">tool</th><td class=\"l\">{}</td></tr>\
+         <tr><th class=\"l\">server</th><td class=\"l\">{}</td></tr>\
+         <tr><th class=\"l\">trials per point</th><td class=\"l\">{}{}</td></tr>\
+         <tr><th class=\"l\">machine</th><td class=\"l\">{}, {} cores, Linux {}</td></tr>{}</table>\n",
+        esc(&meta.wirebench),
+        esc(&meta.server),
+        meta.repeat,
+        if meta.ordered { ", in grid order" } else { ", in random order" },
+        or_unknown(&meta.machine.cpu),
+        meta.machine.cores,
+        or_unknown(&meta.machine.kernel),
+        datapath_rows(dir, summary),
+    )
+}
+
+/// The knees of a rate sweep: the series (left out when only the rate varied, as there is
+/// one), and the highest rate at which 99% and 95% arrived.
+fn knee_table(s: &ExperimentSummary) -> String {
+    if s.knees.is_empty() {
+        return String::new();
+    }
+    let series: Vec<String> = s.knees.iter().map(|k| point_words(&k.series)).collect();
+    let named = s.knees.iter().any(|k| !k.series.is_empty());
+    let rate = |v: f64| with_unit(Quantity::BitRate, v);
+    let cols = vec![
+        Column {
+            header: "series".into(),
+            left: true,
+            cells: if named { series } else { Vec::new() },
+        },
+        Column {
+            header: "99% delivered".into(),
+            left: true,
+            cells: s
+                .knees
+                .iter()
+                .map(|k| k.describe_with(0.99, rate))
+                .collect(),
+        },
+        Column {
+            header: "95% delivered".into(),
+            left: true,
+            cells: s
+                .knees
+                .iter()
+                .map(|k| k.describe_with(0.95, rate))
+                .collect(),
+        },
+    ];
+    let cols: Vec<Column> = cols.into_iter().filter(|c| !c.cells.is_empty()).collect();
+    format!(
+        "<h2>Where loss begins</h2>\n{}",
+        html_table(&cols, s.knees.len(), |_| Row::default())
+    )
 }
 
 /// What goes in a cell without a value: a dash, and a column of nothing but dashes is left
@@ -189,16 +248,24 @@ fn figure_column(
 }
 
 /// The summary table: the points' parameters, then each figure in its unit to 3
-/// significant digits; columns without a value anywhere are left out.
-fn summary_table(s: &ExperimentSummary) -> String {
+/// significant digits; columns without a value anywhere are left out. A point with a
+/// warning has its row marked and its warnings in a row of their own right under it.
+fn summary_table(s: &ExperimentSummary, warnings: &[Warning]) -> String {
     let mut cols = point_columns(s);
     cols.extend(figure_columns(s));
     cols.retain(|c| c.cells.iter().any(|x| x != NONE));
-    html_table(&cols, s.points.len())
+    let width = cols.len();
+    html_table(&cols, s.points.len(), |i| {
+        let mine: Vec<&Warning> = warnings.iter().filter(|w| w.point == Some(i + 1)).collect();
+        Row {
+            id: Some(format!("p{}", i + 1)),
+            after: (!mine.is_empty()).then(|| warning_row(&mine, width)),
+        }
+    })
 }
 
-/// The columns that say which point a row is: its parameters, then its trials (and how
-/// many of them failed).
+/// The points' parameters, each value in its unit ("79.4 Mbit/s", not `79370053`), then
+/// their trials (and how many of them failed).
 fn point_columns(s: &ExperimentSummary) -> Vec<Column> {
     let params: Vec<String> = s
         .points
@@ -213,7 +280,11 @@ fn point_columns(s: &ExperimentSummary) -> Vec<Column> {
             cells: s
                 .points
                 .iter()
-                .map(|p| p.point.get(k).cloned().unwrap_or_else(|| NONE.into()))
+                .map(|p| {
+                    p.point
+                        .get(k)
+                        .map_or_else(|| NONE.into(), |v| shown_value(k, v))
+                })
                 .collect(),
         })
         .collect();
@@ -266,8 +337,17 @@ fn figure_columns(s: &ExperimentSummary) -> Vec<Column> {
     ]
 }
 
-/// `cols` as an HTML table of `rows` rows, under a row of their headers.
-fn html_table(cols: &[Column], rows: usize) -> String {
+/// What a table row has besides its cells: an anchor, and a row (already HTML) to put
+/// right under it, which marks the row as warned.
+#[derive(Default)]
+struct Row {
+    id: Option<String>,
+    after: Option<String>,
+}
+
+/// `cols` as an HTML table of `rows` rows, under a row of their headers; `row(i)` gives
+/// row `i`'s anchor and the row under it.
+fn html_table(cols: &[Column], rows: usize, row: impl Fn(usize) -> Row) -> String {
     let class = |c: &Column| if c.left { " class=\"l\"" } else { "" };
     let mut h = String::from("<table><tr>");
     for c in cols {
@@ -275,52 +355,155 @@ fn html_table(cols: &[Column], rows: usize) -> String {
     }
     h.push_str("</tr>\n");
     for i in 0..rows {
-        h.push_str("<tr>");
+        let r = row(i);
+        h.push_str("<tr");
+        if let Some(id) = &r.id {
+            let _ = write!(h, " id=\"{}\"", esc(id));
+        }
+        if r.after.is_some() {
+            h.push_str(" class=\"w\"");
+        }
+        h.push('>');
         for c in cols {
             let cell = c.cells.get(i).map_or(NONE, String::as_str);
             let _ = write!(h, "<td{}>{}</td>", class(c), esc(cell));
         }
         h.push_str("</tr>\n");
+        if let Some(after) = r.after {
+            h.push_str(&after);
+        }
     }
     h.push_str("</table>\n");
     h
 }
 
-/// What the terminal warns of, said in the report too: points whose sender fell short of
-/// the asked rate, and failed trials with their reasons (left out of every figure above).
-fn warnings(s: &ExperimentSummary) -> String {
-    let mut h = String::new();
-    let short = s.shortfalls();
-    let failed: Vec<_> = s.points.iter().filter(|p| p.failed > 0).collect();
-    if short.is_empty() && failed.is_empty() {
-        return h;
-    }
-    h.push_str("<h2>Warnings</h2>\n<ul>\n");
-    for w in short {
-        let _ = writeln!(h, "<li>{}</li>", esc(&w.to_string()));
-    }
-    for p in failed {
-        let at: Vec<String> = p.point.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let reasons: Vec<String> = p
-            .failures
-            .iter()
-            .map(|f| format!("{}: {}", f.file, f.reason))
-            .collect();
-        let _ = writeln!(
+/// At most this many failed trials' files are named per reason; the rest are counted.
+const FILES_NAMED: usize = 4;
+
+/// One point's warnings, as a table row across `width` columns under the point's row: each
+/// warning's kind and sentence, and the failed trials' reasons with their files.
+fn warning_row(mine: &[&Warning], width: usize) -> String {
+    let mut h = format!("<tr class=\"wr\"><td colspan=\"{width}\"><ul>");
+    for w in mine {
+        let _ = write!(
             h,
-            "<li>{}: {}, left out of its figures{}{}</li>",
-            esc(&at.join(" ")),
-            esc(&p.failed_words().unwrap_or_default()),
-            if reasons.is_empty() { "" } else { " (" },
-            if reasons.is_empty() {
-                String::new()
-            } else {
-                format!("{})", esc(&reasons.join("; ")))
+            "<li>⚠ <strong>{}</strong>: {}",
+            esc(w.concern.title()),
+            esc(&w.concern.text())
+        );
+        for (reason, files) in w.concern.reasons() {
+            let mut named: Vec<&str> = files.iter().take(FILES_NAMED).map(String::as_str).collect();
+            let more = files.len().saturating_sub(FILES_NAMED);
+            let more = format!("and {more} more");
+            if files.len() > FILES_NAMED {
+                named.push(&more);
             }
+            let _ = write!(h, "<br>“{}” ({})", esc(&reason), esc(&named.join(", ")));
+        }
+        h.push_str("</li>");
+    }
+    h.push_str("</ul></td></tr>\n");
+    h
+}
+
+/// At most this many warnings are listed at the top of the report; all are beside their
+/// rows.
+const LISTED_AT_TOP: usize = 24;
+
+/// The box at the top of the report: how many warnings at how many points, by kind, and
+/// each in a line linked to its point's row. Nothing when there is none.
+fn warnings_box(s: &ExperimentSummary, warnings: &[Warning]) -> String {
+    if warnings.is_empty() {
+        return String::new();
+    }
+    let mut points: Vec<usize> = warnings.iter().filter_map(|w| w.point).collect();
+    points.sort_unstable();
+    points.dedup();
+    let mut h = format!(
+        "<div class=\"warn\" id=\"warnings\"><strong>⚠ {} warning{} at {} of {} points</strong>: {}. \
+         Each is also beside its point's row in the summary and under every plot.<ul>",
+        warnings.len(),
+        if warnings.len() == 1 { "" } else { "s" },
+        points.len(),
+        s.points.len(),
+        esc(&by_kind(s, warnings).join("; "))
+    );
+    for w in warnings.iter().take(LISTED_AT_TOP) {
+        let _ = write!(
+            h,
+            "<li>{}: {}</li>",
+            point_link(s, w),
+            esc(&w.concern.text())
         );
     }
-    h.push_str("</ul>\n");
+    if warnings.len() > LISTED_AT_TOP {
+        let _ = write!(
+            h,
+            "<li>and {} more, beside their rows below</li>",
+            warnings.len() - LISTED_AT_TOP
+        );
+    }
+    h.push_str("</ul></div>\n");
     h
+}
+
+/// The warnings counted by kind, in the order first met: "trials failed at 2 points".
+fn by_kind(s: &ExperimentSummary, warnings: &[Warning]) -> Vec<String> {
+    let mut kinds: Vec<(&str, usize)> = Vec::new();
+    for w in warnings {
+        match kinds.iter_mut().find(|(t, _)| *t == w.concern.title()) {
+            Some((_, n)) => *n += 1,
+            None => kinds.push((w.concern.title(), 1)),
+        }
+    }
+    let failed: u64 = s.points.iter().map(|p| p.failed).sum();
+    let trials: u64 = s.points.iter().map(|p| p.trials).sum();
+    kinds
+        .into_iter()
+        .map(|(t, n)| {
+            let at = format!("{t} at {n} point{}", if n == 1 { "" } else { "s" });
+            if t == "trials failed" {
+                format!("{at} ({failed} of {trials} trials)")
+            } else {
+                at
+            }
+        })
+        .collect()
+}
+
+/// The point a warning concerns, as a link to its row; or the experiment.
+fn point_link(s: &ExperimentSummary, w: &Warning) -> String {
+    match (w.point, w.point_in(s)) {
+        (Some(n), Some(p)) => format!("<a href=\"#p{n}\">{}</a>", esc(&point_words(&p.point))),
+        (Some(n), None) => format!("point {n}"),
+        (None, _) => "the experiment".into(),
+    }
+}
+
+/// The box under each plot: the points with a warning, by kind, each linked to its row
+/// (every plot of an experiment is drawn from the same points, and leaves out the same
+/// failed trials). Nothing when there is no warning.
+fn plot_note(s: &ExperimentSummary, warnings: &[Warning]) -> String {
+    if warnings.is_empty() {
+        return String::new();
+    }
+    let mut kinds: Vec<(&str, Vec<String>)> = Vec::new();
+    for w in warnings {
+        let link = point_link(s, w);
+        match kinds.iter_mut().find(|(t, _)| *t == w.concern.title()) {
+            Some((_, at)) => at.push(link),
+            None => kinds.push((w.concern.title(), vec![link])),
+        }
+    }
+    let parts: Vec<String> = kinds
+        .into_iter()
+        .map(|(t, at)| format!("<strong>{}</strong>: {}", esc(t), at.join(", ")))
+        .collect();
+    format!(
+        "<div class=\"warn\">⚠ In this plot, {}. Failed trials are not drawn; the details \
+         are beside each point's row in the summary.</div>\n",
+        parts.join("; ")
+    )
 }
 
 /// Table rows that say how the first trial moved its data (client and server), read from
@@ -361,4 +544,146 @@ fn datapath_rows(dir: &Path, s: &ExperimentSummary) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::summary::{summarize_points, FailedTrial, PointTrials};
+    use crate::experiment::trial::tests::udp;
+    use crate::experiment::{grid, parse_vary};
+    use wirebench_proto::error_kind::ErrorKind;
+
+    /// A rate sweep of three points, the preset's raw rates: the last refused by the
+    /// server's --max-rate in both trials, with a reason that is markup.
+    fn sweep() -> ExperimentSummary {
+        let points = grid(&[parse_vary("rate=25000,79370053,5000000000").expect("vary")]);
+        let ok = |f: &str| (f.to_string(), udp(1_000_000, 1_000_000, 1_000_000, None));
+        let refused = |f: &str| FailedTrial {
+            file: f.into(),
+            reason: "refused <b>here</b>".into(),
+            cause: Some(ErrorKind::MaxRate),
+        };
+        let trials = vec![
+            PointTrials {
+                completed: vec![ok("a"), ok("b")],
+                ..PointTrials::default()
+            },
+            PointTrials {
+                completed: vec![ok("c"), ok("d")],
+                ..PointTrials::default()
+            },
+            PointTrials {
+                failed: vec![refused("e"), refused("f")],
+                ..PointTrials::default()
+            },
+        ];
+        // Offered as the sender sent (10 Mbit/s): no shortfall in this summary.
+        summarize_points(&points, &[Some(10e6), Some(10e6), Some(10e6)], &trials)
+    }
+
+    #[test]
+    fn rates_are_in_si_units_and_a_warned_row_has_its_warnings_under_it() {
+        let s = sweep();
+        let w = warnings_of(&s, &[]);
+        let table = summary_table(&s, &w);
+        for shown in ["25.0 kbit/s", "79.4 Mbit/s", "5.00 Gbit/s"] {
+            assert!(table.contains(shown), "{shown}: {table}");
+        }
+        assert!(!table.contains("79370053") && !table.contains("5000000000"));
+        // The refused point's row is marked, and the next row holds its warnings.
+        let row = table
+            .find("<tr id=\"p3\" class=\"w\">")
+            .expect("a warned row");
+        let next = &table[row..];
+        let under = next.find("<tr class=\"wr\">").expect("a warning row");
+        assert!(next[..under].matches("<tr").count() == 1, "right under it");
+        assert!(next.contains("server limit hit") && next.contains("--max-rate"));
+        // A reason from a file is text, never markup.
+        assert!(next.contains("refused &lt;b&gt;here&lt;/b&gt;"), "{next}");
+        assert!(
+            table.contains("<tr id=\"p1\"><td"),
+            "unwarned rows are plain"
+        );
+    }
+
+    #[test]
+    fn the_top_box_counts_and_links_and_every_plot_gets_the_note() {
+        let s = sweep();
+        let w = warnings_of(&s, &[]);
+        let top = warnings_box(&s, &w);
+        assert!(
+            top.contains(
+                "⚠ 2 warnings at 1 of 3 points</strong>: trials failed at 1 point \
+                          (2 of 6 trials); server limit hit at 1 point"
+            ),
+            "{top}"
+        );
+        assert!(
+            top.contains("<a href=\"#p3\">rate 5.00 Gbit/s</a>"),
+            "{top}"
+        );
+        let note = plot_note(&s, &w);
+        assert!(
+            note.contains("<strong>trials failed</strong>: <a href=\"#p3\">"),
+            "{note}"
+        );
+        assert_eq!(warnings_box(&s, &[]), "");
+        assert_eq!(plot_note(&s, &[]), "");
+    }
+
+    /// A directory with `summary` and `warnings` (as `warnings.json`'s bytes, or none).
+    fn experiment_dir(tag: &str, summary: &ExperimentSummary, warnings: Option<&str>) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("wb-html-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let write = |name: &str, bytes: &[u8]| std::fs::write(dir.join(name), bytes).expect(name);
+        write(
+            "summary.json",
+            &serde_json::to_vec(summary).expect("summary"),
+        );
+        write(
+            "experiment.json",
+            &serde_json::to_vec(&ExperimentMeta::default()).expect("meta"),
+        );
+        if let Some(w) = warnings {
+            write("warnings.json", w.as_bytes());
+        }
+        dir
+    }
+
+    #[test]
+    fn a_crafted_warnings_file_is_text_and_a_point_out_of_range_is_only_named() {
+        let s = sweep();
+        let crafted = r#"[{"point": 99999999999, "kind": "failed_trials", "failed": 1,
+            "trials": 1, "failures": [{"file": "<img src=x>", "reason": "<script>x</script>"}]},
+            {"kind": "too_few_good", "good": 1, "trials": 2}]"#;
+        let dir = experiment_dir("crafted", &s, Some(crafted));
+        let html = report(&dir).expect("a report");
+        assert!(
+            html.contains("point 99999999999: its one trial failed"),
+            "{html}"
+        );
+        assert!(html.contains("the experiment: only 1 of 2 trials completed"));
+        assert!(!html.contains("<script>") && !html.contains("<img"));
+        // Not a list of warnings: refused in one line naming the file, not a report without.
+        std::fs::write(dir.join("warnings.json"), "{\"kind\": 1}").expect("write");
+        let e = report(&dir).expect_err("not warnings");
+        assert!(e.to_string().contains("warnings.json"), "{e}");
+        // No file (a directory saved before it existed): those the summary shows.
+        std::fs::remove_file(dir.join("warnings.json")).expect("remove");
+        let html = report(&dir).expect("a report");
+        assert!(html.contains("⚠ 2 warnings at 1 of 3 points"), "{html}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_knee_table_of_one_series_has_no_empty_series_column() {
+        let s = sweep();
+        assert_eq!(s.knees.len(), 1);
+        let t = knee_table(&s);
+        assert!(!t.contains(">series<"), "{t}");
+        // 3 significant digits, where the terminal's table says "10.00 Mbit/s".
+        assert!(t.contains("no knee up to 10.0 Mbit/s (the highest"), "{t}");
+    }
 }

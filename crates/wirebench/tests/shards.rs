@@ -532,7 +532,10 @@ fn trials_failed_by_a_killed_server_are_left_out_and_measured_again_on_resume() 
         html.contains("2 (1 of 2 trials failed)"),
         "the summary table"
     );
-    assert!(html.contains("rate=20M: 2 of 2 trials failed, left out of its figures"));
+    assert!(
+        html.contains(">rate 20.0 Mbit/s</a>: all 2 trials failed: the point has no figures"),
+        "the warnings at the top"
+    );
     let svg = dir.join("rate.svg");
     ok(wirebench()
         .arg("plot")
@@ -577,6 +580,18 @@ fn trials_failed_by_a_killed_server_are_left_out_and_measured_again_on_resume() 
     let measured = read_json(&exp.join("trials/p001-r002.json"));
     assert_eq!(measured["trial"]["failed"], false);
     assert_eq!(measured["trial"]["attempt"], 2);
+    // Measured later than the rest: the warnings (and so the report) say which.
+    let warnings = read_json(&exp.join("warnings.json"));
+    let retried = warnings
+        .as_array()
+        .and_then(|w| w.iter().find(|w| w["kind"] == "retried" && w["point"] == 1));
+    assert_eq!(
+        retried.map(|w| w["retried"].clone()),
+        Some(serde_json::json!([
+            {"file": "trials/p001-r002.json", "attempts": 2, "completed": true}
+        ])),
+        "{warnings}"
+    );
     assert_eq!(
         measured["trial"]["manifest"],
         read_json(&exp.join("manifest.json"))["hash"]
@@ -629,6 +644,17 @@ fn a_trial_from_another_experiment_is_measured_again_and_refused_by_merge() {
         read_json(&forty.join(file))["trial"]["manifest"],
         forty_hash
     );
+    // The warning is kept for the report, with the point and what was wrong.
+    let warnings = read_json(&forty.join("warnings.json"));
+    let replaced = &warnings[0];
+    assert_eq!(
+        (&replaced["kind"], &replaced["point"], &replaced["file"]),
+        (&"replaced".into(), &1.into(), &file.into()),
+        "{warnings}"
+    );
+    assert!(replaced["why"]
+        .as_str()
+        .is_some_and(|w| w.starts_with("belongs to another experiment")));
     let summary = read_json(&forty.join("summary.json"));
     assert_eq!(summary["points"][0]["offered_bps"], 40e6);
 

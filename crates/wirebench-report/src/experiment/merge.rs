@@ -9,7 +9,7 @@ use super::plan::{grid, Point};
 use super::resume::ShardLock;
 use super::shard::{copy_saved, is_there, shard_of, trial_path, Manifest, ShardError, ShardRecord};
 use super::summary::{
-    offered_of_test, summarize_points, ExperimentSummary, FailedTrial, PointTrials,
+    offered_of_test, summarize_points, ExperimentSummary, FailedTrial, PointTrials, RetriedTrial,
 };
 use super::trial::{NotThisTrial, TrialFile};
 use crate::input::InputError;
@@ -213,11 +213,23 @@ impl Merged {
                 });
                 sources.push((file.clone(), from));
                 let why = trial.failed().map(str::to_string);
+                let completed = why.is_none() && trial.results.is_some();
+                // A file saved before trial tags had a cause still has its document's.
+                let cause = (trial.trial.cause)
+                    .or_else(|| trial.results.as_ref().and_then(|r| r.error_cause));
+                if trial.trial.attempt > 1 {
+                    trials[p].retried.push(RetriedTrial {
+                        file: file.clone(),
+                        attempts: trial.trial.attempt,
+                        completed,
+                    });
+                }
                 match (why, trial.results) {
                     (None, Some(results)) => trials[p].completed.push((file, results)),
                     (why, _) => trials[p].failed.push(FailedTrial {
                         reason: why.unwrap_or_else(|| "failed".into()),
                         file,
+                        cause,
                     }),
                 }
             }

@@ -1,7 +1,7 @@
 //! Experiments: the plan of a sweep (`--vary`, or a named preset; `plan`), its directory,
 //! what is left to measure and the loop that measures and saves each trial (`sweep`,
 //! `resume`), and the summary of its trials (statistics per point, the knee of a rate
-//! sweep; `summary`). No socket: the binary passes in how one trial runs.
+//! sweep; `summary`), and what it warns of (`warnings`). No socket: the binary passes in how one trial runs.
 
 pub mod merge;
 pub mod plan;
@@ -10,13 +10,15 @@ pub mod shard;
 pub mod summary;
 pub mod sweep;
 pub mod trial;
+pub mod warnings;
 
 pub use merge::{MergeError, Merged};
 pub use plan::*;
 pub use resume::{resume, sweep_manifest, Resume, ShardLock, Todo};
-pub use shard::{Manifest, Shard, ShardError, ShardRecord};
+pub use shard::{Manifest, ReplacedTrial, Shard, ShardError, ShardRecord};
 pub use summary::*;
-pub use trial::{NotThisTrial, TrialFile, TrialTag};
+pub use trial::{NotThisTrial, TrialFile, TrialTag, Unmeasured};
+pub use warnings::{warnings_of, Concern, Warning};
 
 /// The experiment's summary as CSV (the [`Csv`](crate::export::csv::Csv) exporter's text):
 /// a row per point, the parameters, then for each figure its mean, sd, min, median, max and

@@ -2,7 +2,9 @@
 //! the named presets.
 
 use serde::{Deserialize, Serialize};
-use wirebench_proto::units::{parse_rate, parse_size, Rate, UnitError};
+use wirebench_proto::units::{parse_duration, parse_rate, parse_size, Rate, UnitError};
+
+use crate::plot::scale::{clean, with_unit, Quantity};
 
 /// Why a `--vary` or a `--preset` was refused; each message says what is allowed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -104,6 +106,76 @@ impl Param {
             Self::Server => "server",
             Self::Client => "client",
         }
+    }
+}
+
+/// A parameter's value (`value` of the parameter named `name`) as the report shows it: a
+/// rate in bits/s with an SI prefix and 3 significant digits ("79.4 Mbit/s", where
+/// `--vary` took `79370053`), 0 as "unlimited"; a size or an amount in bytes, exact below
+/// 10 kB ("1472 B") and with a prefix above ("200 kB"); a time in seconds ("2.00 s").
+/// Other parameters, and a value that does not parse, as given.
+pub fn shown_value(name: &str, value: &str) -> String {
+    let bytes = |n: u64| {
+        if n < 10_000 {
+            format!("{n} B")
+        } else {
+            with_unit(Quantity::Bytes, n as f64)
+        }
+    };
+    let shown = match Param::parse(name) {
+        Ok(Param::Rate) => parse_rate(value).ok().map(|r| match r {
+            Rate::BitsPerSecond(0) | Rate::PacketsPerSecond(0) => "unlimited".to_string(),
+            Rate::BitsPerSecond(b) => with_unit(Quantity::BitRate, b as f64),
+            Rate::PacketsPerSecond(p) => format!("{} packets/s", clean(p as f64)),
+        }),
+        Ok(Param::Size | Param::Bytes) => parse_size(value).ok().map(bytes),
+        Ok(Param::Time) => parse_duration(value)
+            .ok()
+            .map(|d| with_unit(Quantity::Seconds, d.as_secs_f64())),
+        _ => None,
+    };
+    shown.unwrap_or_else(|| value.to_string())
+}
+
+/// The name of the column a CSV gives the parameter `name` in its base unit beside the
+/// value as given: `rate_bps`, `size_bytes`, `amount_bytes` (`-n`), `time_s`; `None` for a
+/// parameter without a unit.
+pub fn base_unit_column(name: &str) -> Option<&'static str> {
+    match Param::parse(name).ok()? {
+        Param::Rate => Some("rate_bps"),
+        Param::Size => Some("size_bytes"),
+        Param::Bytes => Some("amount_bytes"),
+        Param::Time => Some("time_s"),
+        _ => None,
+    }
+}
+
+/// The value `value` of the parameter `name` in its base unit (bits/s, bytes, seconds), as
+/// [`base_unit_column`] names it; `None` where it has none (a rate in packets/s, a value
+/// that does not parse, a parameter without a unit).
+pub fn in_base_unit(name: &str, value: &str) -> Option<f64> {
+    match Param::parse(name).ok()? {
+        Param::Rate => match parse_rate(value).ok()? {
+            Rate::BitsPerSecond(b) => Some(b as f64),
+            Rate::PacketsPerSecond(_) => None,
+        },
+        Param::Size | Param::Bytes => parse_size(value).ok().map(|b| b as f64),
+        Param::Time => parse_duration(value).ok().map(|d| d.as_secs_f64()),
+        _ => None,
+    }
+}
+
+/// A point's parameters as the report names it: "rate 79.4 Mbit/s, size 1472 B" (values
+/// as [`shown_value`] shows them), or "every trial" for a point of no parameter.
+pub fn point_words<'a>(point: impl IntoIterator<Item = (&'a String, &'a String)>) -> String {
+    let words: Vec<String> = point
+        .into_iter()
+        .map(|(k, v)| format!("{k} {}", shown_value(k, v)))
+        .collect();
+    if words.is_empty() {
+        "every trial".into()
+    } else {
+        words.join(", ")
     }
 }
 
@@ -292,6 +364,36 @@ impl Preset {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_are_shown_in_si_units_and_given_in_base_units() {
+        assert_eq!(shown_value("rate", "79370053"), "79.4 Mbit/s");
+        assert_eq!(shown_value("rate", "5000000000"), "5.00 Gbit/s");
+        assert_eq!(shown_value("b", "10M"), "10.0 Mbit/s");
+        assert_eq!(shown_value("rate", "0"), "unlimited");
+        assert_eq!(shown_value("rate", "2500pps"), "2500 packets/s");
+        assert_eq!(shown_value("size", "1472"), "1472 B");
+        assert_eq!(shown_value("bytes", "1536M"), "1.54 GB");
+        assert_eq!(shown_value("time", "2s"), "2.00 s");
+        assert_eq!(shown_value("proto", "udp"), "udp");
+        assert_eq!(shown_value("rate", "fast"), "fast");
+        let point: std::collections::BTreeMap<String, String> = [("rate", "100M"), ("size", "500")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(point_words(&point), "rate 100 Mbit/s, size 500 B");
+        assert_eq!(
+            point_words(&std::collections::BTreeMap::new()),
+            "every trial"
+        );
+        assert_eq!(base_unit_column("rate"), Some("rate_bps"));
+        assert_eq!(base_unit_column("n"), Some("amount_bytes"));
+        assert_eq!(base_unit_column("mode"), None);
+        assert_eq!(in_base_unit("rate", "79.37M"), Some(79_370_000.0));
+        assert_eq!(in_base_unit("rate", "10kpps"), None);
+        assert_eq!(in_base_unit("time", "250ms"), Some(0.25));
+        assert_eq!(in_base_unit("size", "64K"), Some(64_000.0));
+    }
 
     #[test]
     fn varies_parse_lists_and_ranges() {

@@ -82,6 +82,7 @@ pub fn resume(
                 }
                 read => read.map_err(|e| NotThisTrial {
                     file: file.clone(),
+                    point: p,
                     why: format!("cannot be read ({e})"),
                 }),
             };

@@ -356,6 +356,22 @@ pub struct ShardRecord {
     pub machine: crate::meta::Machine,
     /// The trials this shard saved (files relative to the directory), in run order.
     pub trials: Vec<String>,
+    /// The files this run found that were not this experiment's trials, measured again in
+    /// their place (as it warned).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaced: Vec<ReplacedTrial>,
+}
+
+/// A file in a trial's place that was not that trial (another experiment's, another
+/// point's, unreadable): the sweep measured the trial again and saved it there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplacedTrial {
+    /// The file, relative to the experiment's directory.
+    pub file: String,
+    /// Its point in the grid, from 1.
+    pub point: usize,
+    /// What was wrong with the file, in words.
+    pub why: String,
 }
 
 impl ShardRecord {

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use wirebench_proto::error_kind::ErrorKind;
 use wirebench_proto::results::Results;
 use wirebench_stats::{knee, summarize, Summary};
 
@@ -97,6 +98,21 @@ pub struct FailedTrial {
     pub file: String,
     /// Why it failed, in words.
     pub reason: String,
+    /// Why it failed, for code (a server limit by its kind, `busy`, `timeout`, ...), when
+    /// the failing side said it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<ErrorKind>,
+}
+
+/// A trial measured more than once: a rerun measured it again after it failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetriedTrial {
+    /// Its file, relative to the experiment's directory.
+    pub file: String,
+    /// How many times it was measured, the last one kept.
+    pub attempts: u32,
+    /// Whether the last measurement completed.
+    pub completed: bool,
 }
 
 /// One point's trials: those that completed, whose figures count, and those that failed.
@@ -106,6 +122,8 @@ pub struct PointTrials {
     pub completed: Vec<(String, Results)>,
     /// The failed trials.
     pub failed: Vec<FailedTrial>,
+    /// The trials (completed or failed) measured more than once.
+    pub retried: Vec<RetriedTrial>,
 }
 
 impl PointSummary {
@@ -135,6 +153,11 @@ impl Knee {
     /// when every rate tried delivered that much (the path may go further), or "none"
     /// when even the lowest rate fell short.
     pub fn describe(&self, fraction: f64) -> String {
+        self.describe_with(fraction, wirebench_proto::units::format_rate_bps)
+    }
+
+    /// [`Knee::describe`] with rates written by `rate` (the report's 3 significant digits).
+    pub fn describe_with(&self, fraction: f64, rate: impl Fn(f64) -> String) -> String {
         let knee = if fraction >= 0.99 {
             self.knee99_bps
         } else {
@@ -142,11 +165,10 @@ impl Knee {
         };
         match (knee, self.tested_up_to_bps) {
             (None, _) => "none (short even at the lowest rate)".into(),
-            (Some(k), Some(top)) if k >= top => format!(
-                "no knee up to {} (the highest rate tested)",
-                wirebench_proto::units::format_rate_bps(top)
-            ),
-            (Some(k), _) => format!("up to {}", wirebench_proto::units::format_rate_bps(k)),
+            (Some(k), Some(top)) if k >= top => {
+                format!("no knee up to {} (the highest rate tested)", rate(top))
+            }
+            (Some(k), _) => format!("up to {}", rate(k)),
         }
     }
 }
@@ -155,6 +177,8 @@ impl Knee {
 /// figures measure the sender (CPU, pacing, socket buffer), not the path.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Shortfall {
+    /// The point's index in the summary's `points`, from 0.
+    pub index: usize,
     /// The point, `name=value` words.
     pub point: String,
     /// The rate asked, bits/s.
@@ -186,10 +210,12 @@ impl ExperimentSummary {
     pub fn shortfalls(&self) -> Vec<Shortfall> {
         self.points
             .iter()
-            .filter_map(|p| {
+            .enumerate()
+            .filter_map(|(index, p)| {
                 let offered = p.offered_bps.filter(|o| *o > 0.0)?;
                 let sent = p.figures.get("sent_bps")?.mean;
                 (sent < offered * (1.0 - SHORTFALL)).then(|| Shortfall {
+                    index,
                     point: p
                         .point
                         .iter()
@@ -281,7 +307,7 @@ pub fn summarize_experiment(
         .iter()
         .map(|runs| PointTrials {
             completed: runs.clone(),
-            failed: Vec::new(),
+            ..PointTrials::default()
         })
         .collect();
     summarize_points(points, &offered, &all)
@@ -371,11 +397,13 @@ mod tests {
                 failed: vec![FailedTrial {
                     file: "b".into(),
                     reason: "the peer closed the control connection".into(),
+                    cause: None,
                 }],
+                retried: vec![],
             },
             PointTrials {
                 completed: vec![ok("c"), ok("d")],
-                failed: vec![],
+                ..PointTrials::default()
             },
         ];
         let s = summarize_points(&points, &[Some(10e6), Some(20e6)], &trials);

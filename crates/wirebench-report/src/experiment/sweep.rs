@@ -16,7 +16,7 @@ use wirebench_proto::results::Results;
 use super::plan::{grid, parse_vary, Param, Point, Preset, Vary, VaryError};
 use super::resume::{resume, sweep_manifest, Resume, ShardLock, Todo};
 use super::shard::{trial_path, Manifest, Shard, ShardError};
-use super::trial::{write_trial, TrialFile};
+use super::trial::{write_trial, TrialFile, Unmeasured};
 
 /// How often a trial refused as busy is asked again, [`BUSY_RETRY`] apart.
 pub const BUSY_ATTEMPTS: u32 = 20;
@@ -412,12 +412,13 @@ pub trait Progress {
 
 /// Measures each trial of `todo` with `measure` and saves it in `dir`, failed or not (a
 /// failed one with its reason, so no summary counts it and a rerun measures it again),
-/// `pause` apart. Returns how many failed.
+/// `pause` apart. Returns how many failed. A test that made no results fails with `E`: its
+/// words, and its kind when known (see [`Unmeasured`]).
 ///
 /// # Errors
 ///
 /// A trial file that cannot be written.
-pub fn measure_all<E: std::fmt::Display>(
+pub fn measure_all<E: Into<Unmeasured>>(
     dir: &Path,
     manifest: &Manifest,
     todo: &[Todo],

@@ -10,6 +10,7 @@
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use wirebench_proto::error_kind::ErrorKind;
 use wirebench_proto::results::Results;
 use wirebench_proto::spec::Mechanism;
 
@@ -33,6 +34,41 @@ pub struct TrialTag {
     /// Why it failed, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Why it failed, for code: the kind the failing side gave (a server limit by its flag,
+    /// `busy`, `timeout`, ...), when it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<ErrorKind>,
+}
+
+/// A trial whose test made no results: why, in words, and its kind when known (a server
+/// limit that refused it, say), which the experiment's warnings name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unmeasured {
+    /// Why, in words.
+    pub reason: String,
+    /// The kind of failure, when the side that failed said it.
+    pub cause: Option<ErrorKind>,
+}
+
+impl std::fmt::Display for Unmeasured {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+impl From<String> for Unmeasured {
+    fn from(reason: String) -> Self {
+        Self {
+            reason,
+            cause: None,
+        }
+    }
+}
+
+impl From<&str> for Unmeasured {
+    fn from(reason: &str) -> Self {
+        reason.to_string().into()
+    }
 }
 
 /// A trial file: the tag, and the results document when the test began (a test that never
@@ -54,8 +90,20 @@ pub struct TrialFile {
 pub struct NotThisTrial {
     /// The file, relative to the experiment's directory.
     pub file: String,
+    /// The grid point whose trial the file stands for, from 0.
+    pub point: usize,
     /// What is wrong, in words.
     pub why: String,
+}
+
+impl From<&NotThisTrial> for super::shard::ReplacedTrial {
+    fn from(not: &NotThisTrial) -> Self {
+        Self {
+            file: not.file.clone(),
+            point: not.point + 1,
+            why: not.why.clone(),
+        }
+    }
 }
 
 /// The first key of a trial file: whether it has a tag and results.
@@ -68,20 +116,25 @@ struct Head {
 
 impl TrialFile {
     /// The file for a measured trial (`point` and `repeat` from 0): completed, or failed
-    /// with the reason [`failure`] finds (an error before any results, `Err`, is one).
-    pub fn measured<E: std::fmt::Display>(
+    /// with the reason [`failure`] finds (an error before any results, `Err`, is one), and
+    /// its kind when the failing side gave one.
+    pub fn measured<E: Into<Unmeasured>>(
         manifest: &Manifest,
         point: usize,
         repeat: u32,
         attempt: u32,
         outcome: Result<Results, E>,
     ) -> Self {
-        let (results, reason) = match outcome {
+        let (results, reason, cause) = match outcome {
             Ok(r) => {
                 let why = failure(&r);
-                (Some(r), why)
+                let cause = why.as_ref().and(r.error_cause);
+                (Some(r), why, cause)
             }
-            Err(why) => (None, Some(why.to_string())),
+            Err(e) => {
+                let e = e.into();
+                (None, Some(e.reason), e.cause)
+            }
         };
         Self {
             trial: TrialTag {
@@ -91,6 +144,7 @@ impl TrialFile {
                 attempt,
                 failed: reason.is_some(),
                 reason,
+                cause,
             },
             results,
         }
@@ -135,6 +189,7 @@ impl TrialFile {
                 attempt: 0,
                 failed: false,
                 reason: None,
+                cause: None,
             }),
             results,
         }
@@ -158,6 +213,7 @@ impl TrialFile {
         let no = |why: String| {
             Err(NotThisTrial {
                 file: file.to_string(),
+                point,
                 why,
             })
         };
@@ -343,6 +399,7 @@ pub(crate) mod tests {
                 attempt: 0,
                 failed: false,
                 reason: None,
+                cause: None,
             },
             results: None,
         };

@@ -13,12 +13,16 @@ use wirebench_proto::packet_log::{Arrived, LogError, Reader, Record};
 use wirebench_proto::results::{End, Results};
 
 use super::{BothDirections, Exporter};
+use crate::experiment::plan::{base_unit_column, in_base_unit};
 use crate::experiment::summary::ExperimentSummary;
 
 /// CSV with a header row. For results: a row per direction (`bidir`: forward, then
 /// reverse), the columns docs/results.md lists (the fields of `ResultsRow`). For an
-/// experiment's summary: a row per point, its parameters, `trials`, `failed`, then for each
-/// figure its mean, sd, min, median, max and 95% CI half-width (`FIGURE_mean`, ...).
+/// experiment's summary: a row per point, its parameters (as given to `--vary`), `trials`,
+/// `failed`, then for each figure its mean, sd, min, median, max and 95% CI half-width
+/// (`FIGURE_mean`, ...), then each parameter with a unit as a number in it (`rate_bps`,
+/// `size_bytes`, `amount_bytes`, `time_s`). Numbers are raw (bits/s, bytes, seconds as
+/// the column's name says), for programs; the report and the table show them in SI units.
 ///
 /// Text from a file or a peer (a parameter's value, a peer's error) has its control
 /// characters but line breaks and tabs written as their escapes, `\u{1b}`: a spreadsheet
@@ -189,6 +193,12 @@ impl Exporter<ExperimentSummary> for Csv {
             v.dedup();
             v
         };
+        // The parameters with a unit again in it, as numbers: appended after the columns
+        // earlier files had, so that a script reading those by position still reads them.
+        let units: Vec<(&String, &str)> = params
+            .iter()
+            .filter_map(|k| base_unit_column(k).map(|c| (k, c)))
+            .collect();
         let mut head: Vec<String> = params.clone();
         head.push("trials".into());
         head.push("failed".into());
@@ -197,6 +207,7 @@ impl Exporter<ExperimentSummary> for Csv {
                 head.push(format!("{f}_{stat}"));
             }
         }
+        head.extend(units.iter().map(|(_, c)| c.to_string()));
         // Columns by the points' parameters and figures: a row type cannot name them.
         let mut w = writer(out);
         w.write_record(&head)?;
@@ -219,6 +230,10 @@ impl Exporter<ExperimentSummary> for Csv {
                     }
                     None => row.extend(std::iter::repeat_n(String::new(), 6)),
                 }
+            }
+            for (k, _) in &units {
+                let v = p.point.get(*k).and_then(|v| in_base_unit(k, v));
+                row.push(v.map_or_else(String::new, |v| format!("{v}")));
             }
             w.write_record(&row)?;
         }
@@ -372,6 +387,41 @@ pub(crate) mod tests {
             "forward,udp,stop-and-wait,1000,0.5,10,10000,7,7000,160000,56000,3,0.3,0,,,\"peer gone, \"\"early\"\"\""
         );
         assert_eq!(lines.len(), 2);
+    }
+
+    #[test]
+    fn a_summary_keeps_its_columns_and_adds_its_parameters_in_base_units_last() {
+        use crate::experiment::summary::{summarize_points, PointTrials};
+        use crate::experiment::{grid, parse_vary};
+        let points = grid(&[
+            parse_vary("rate=10M,79370053").expect("vary"),
+            parse_vary("proto=udp").expect("vary"),
+        ]);
+        let trials = vec![
+            PointTrials {
+                completed: vec![(
+                    "a".into(),
+                    crate::experiment::trial::tests::udp(1000, 1000, 1000, None),
+                )],
+                ..PointTrials::default()
+            };
+            2
+        ];
+        let s = summarize_points(&points, &[Some(10e6), Some(79_370_053.0)], &trials);
+        let mut out = Vec::new();
+        Csv.export(&s, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf-8");
+        let lines: Vec<&str> = text.lines().collect();
+        // The columns earlier files had, in their places; the rate in bits/s at the end.
+        assert!(lines[0].starts_with("proto,rate,trials,failed,delivered_fraction_mean,"));
+        assert!(
+            lines[0].ends_with(",sent_messages_ci95,rate_bps"),
+            "{}",
+            lines[0]
+        );
+        assert!(lines[1].starts_with("udp,10M,1,0,1,"), "{}", lines[1]);
+        assert!(lines[1].ends_with(",10000000"), "{}", lines[1]);
+        assert!(lines[2].ends_with(",79370053"), "{}", lines[2]);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use wirebench_lab::run::{run_scenario, ScenarioRun};
 use wirebench_lab::scenario::Scenario;
 use wirebench_lab::summary::trial_file;
 use wirebench_report::experiment::shard::{copy_saved, is_there, write_atomic};
-use wirebench_report::experiment::{Manifest, Merged, Shard};
+use wirebench_report::experiment::{ExperimentSummary, Manifest, Merged, Shard, Warning};
 use wirebench_report::{Csv, Exporter, Json, Table};
 
 use crate::cli::MergeArgs;
@@ -107,19 +107,21 @@ fn merge_lab(
 }
 
 /// Reads the shards in `dirs`, writes the experiment directory `out` (trials, manifest,
-/// `experiment.json`, `summary.json`, `summary.csv`, `trials.csv`) and prints the summary
-/// table, with a warning for each point whose sender fell short of the asked rate. Exit
-/// status 3 when a trial failed: the summary is written, but not the one asked for.
+/// `experiment.json`, `summary.json`, `summary.csv`, `warnings.json`, `trials.csv`) and
+/// prints the summary table, then the experiment's warnings (the list the HTML report
+/// shows: failed trials, limits hit, too few good trials, a sender short of the asked rate,
+/// trials measured again). Exit status 3 when a trial failed: the summary is written, but
+/// not the one asked for.
 pub fn finish(dirs: &[PathBuf], out: &Path) -> Result<(), Failure> {
-    let summary = write(dirs, out)?;
+    let (summary, warnings) = write(dirs, out)?;
     let mut o = io::stdout().lock();
     Table
         .export(&summary, &mut o)
         .and_then(|()| writeln!(o, "saved in {}", out.display()))
         .and_then(|()| o.flush())
         .context("writing the summary")?;
-    for s in summary.shortfalls() {
-        eprintln!("warning: {s}");
+    for w in &warnings {
+        eprintln!("warning: {}", w.line(&summary));
     }
     let failed: u64 = summary.points.iter().map(|p| p.failed).sum();
     if failed > 0 {
@@ -189,11 +191,8 @@ pub fn read_dir_of(
     Ok((t.path().to_path_buf(), Some(t)))
 }
 
-/// Writes the merged experiment directory `out` and returns its summary.
-fn write(
-    dirs: &[PathBuf],
-    out: &Path,
-) -> Result<wirebench_report::experiment::ExperimentSummary, Failure> {
+/// Writes the merged experiment directory `out` and returns its summary and warnings.
+fn write(dirs: &[PathBuf], out: &Path) -> Result<(ExperimentSummary, Vec<Warning>), Failure> {
     let merged = Merged::read(dirs).map_err(|e| Failure::Runtime(e.into()))?;
     wirebench_report::output::clean_experiment_temps(out);
     for note in &merged.notes {
@@ -203,12 +202,14 @@ fn write(
         .gather_into(dirs, out)
         .map_err(|e| Failure::Runtime(e.into()))?;
     let summary = merged.summary();
+    let warnings = merged.warnings(&summary);
     save(&out.join("experiment.json"), &Json, &merged.meta())?;
     save(&out.join("summary.json"), &Json, &summary)?;
     save(&out.join("summary.csv"), &Csv, &summary)?;
+    save(&out.join("warnings.json"), &Json, &warnings[..])?;
     write_atomic(&out.join("trials.csv"), merged.placements_csv().as_bytes())
         .map_err(|e| Failure::Runtime(e.into()))?;
-    Ok(summary)
+    Ok((summary, warnings))
 }
 
 /// Writes `doc` to `path` with `exporter`, whole or not at all.

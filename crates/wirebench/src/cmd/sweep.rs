@@ -21,7 +21,7 @@ use wirebench_report::experiment::shard::hostname;
 use wirebench_report::experiment::sweep::{
     self as experiment, Amount, Experiment, Progress, SweepFlags, BUSY_ATTEMPTS, BUSY_RETRY,
 };
-use wirebench_report::experiment::{Param, Point, ShardRecord, Todo};
+use wirebench_report::experiment::{Param, Point, ReplacedTrial, ShardRecord, Todo, Unmeasured};
 use wirebench_report::meta::Machine;
 use wirebench_report::Json;
 
@@ -128,6 +128,8 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
             .collect(),
         machine: Machine::this(),
         trials: todo.files.clone(),
+        // Warned of above, and kept for the experiment's warnings and its report.
+        replaced: todo.foreign.iter().map(ReplacedTrial::from).collect(),
     };
     save(&dir.join(ShardRecord::path(shard)), &Json, &record)?;
     drop(opened.lock);
@@ -168,13 +170,15 @@ fn point_test(base: &RunArgs, amount: Amount, point: &Point) -> Result<PointTest
     test.map_err(|e| format!("point {}: {e}", point_label(point)))
 }
 
-/// One trial of `test` against `host:port`, a busy server asked again a few times.
+/// One trial of `test` against `host:port`, a busy server asked again a few times. A test
+/// that made no results says why, with its kind (a limit that refused it, say), which the
+/// experiment's warnings name.
 fn one_trial(
     test: &PointTest,
     host: String,
     port: u16,
     psk: Option<&Psk>,
-) -> Result<Results, String> {
+) -> Result<Results, Unmeasured> {
     let cfg = |spec: &TestSpec| ClientConfig {
         host: host.clone(),
         port,
@@ -195,7 +199,10 @@ fn one_trial(
                 || wirebench_engine::run(&cfg, &mut Silent),
                 worth_retrying,
             )
-            .map_err(|e| e.to_string())
+            .map_err(|e| Unmeasured {
+                reason: e.to_string(),
+                cause: Some(e.kind()),
+            })
         }
         PointTest::Rrul(plan) => {
             // A sweep is not stopped part way: a signal ends the process.
@@ -214,7 +221,10 @@ fn one_trial(
                     })
                 },
             )
-            .map_err(|e| e.to_string())
+            .map_err(|e| Unmeasured {
+                reason: e.to_string(),
+                cause: e.engine().map(EngineError::kind),
+            })
         }
     }
 }
