@@ -139,6 +139,10 @@ enum State {
         log_missing: bool,
         /// `begin` came before the driver saw the last TCP stream (they race).
         begin_seen: bool,
+        /// What the client sent after `begin` while a stream was still on its way to the
+        /// session (a short test's counts and report can overtake it too): played to the
+        /// exchange once it runs. At most [`EARLY_MAX`] messages.
+        early: Vec<Message>,
     },
     /// Waiting for `begin`.
     Begin {
@@ -147,6 +151,12 @@ enum State {
     Running(Box<Exchange>),
     Done,
 }
+
+/// Messages of a running test kept while its last stream reaches the session: what a test
+/// shorter than that race sends (its counts, its report, an interval). Each is one frame,
+/// bounded as every frame is; a client sending more before its streams arrive is refused
+/// as before.
+const EARLY_MAX: usize = 3;
 
 /// The server's session on one connection.
 #[derive(Debug)]
@@ -327,9 +337,16 @@ impl ServerSession {
                 Message::Auth { mac } => self.check_auth(now, &mac),
                 other => self.refuse(now, Refusal::AuthExpected(format!("{other:?}"))),
             },
-            State::Streams { begin_seen, .. } => match msg {
+            State::Streams {
+                begin_seen, early, ..
+            } => match msg {
                 Message::Begin if !*begin_seen => *begin_seen = true,
                 Message::Error { reason, error_kind } => self.peer_failed(now, reason, error_kind),
+                Message::Interval { .. } | Message::SenderCounts { .. } | Message::Done { .. }
+                    if *begin_seen && early.len() < EARLY_MAX =>
+                {
+                    early.push(msg);
+                }
                 other => self.unexpected(now, "during set-up", other),
             },
             State::Begin { .. } => match msg {
@@ -476,6 +493,7 @@ impl ServerSession {
             missing,
             log_missing,
             begin_seen: false,
+            early: Vec::new(),
         };
     }
 
@@ -488,6 +506,7 @@ impl ServerSession {
             missing,
             log_missing,
             begin_seen,
+            early,
             ..
         } = &mut self.state
         else {
@@ -511,9 +530,13 @@ impl ServerSession {
             return;
         }
         let begin_seen = *begin_seen;
+        let early = std::mem::take(early);
         self.actions.push_back(ServerAction::StreamsReady);
         if begin_seen {
             self.begin(now);
+            for msg in early {
+                self.on_message(now, msg);
+            }
         } else {
             self.state = State::Begin {
                 deadline: now + SETUP_TIMEOUT,

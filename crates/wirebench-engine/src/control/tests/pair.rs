@@ -144,6 +144,10 @@ pub(super) struct Pair {
     pub hellos_sent: u32,
     /// Streams whose connection never arrives.
     pub lost_streams: Vec<u32>,
+    /// TCP streams whose arrival the server has not seen yet, while `hold_arrivals` is set:
+    /// the driver hands a data connection to the session later than the client opened it.
+    pub held_arrivals: Vec<u32>,
+    pub hold_arrivals: bool,
     pub cookie: Option<u64>,
     /// The TCP port the server's accept names for data connections (a user-space stack's).
     pub data_port: Option<u16>,
@@ -181,6 +185,8 @@ impl Pair {
             lose_hellos: 0,
             hellos_sent: 0,
             lost_streams: Vec::new(),
+            held_arrivals: Vec::new(),
+            hold_arrivals: false,
             cookie: None,
             data_port: None,
             client_roles: FakeRoles::default(),
@@ -207,6 +213,15 @@ impl Pair {
     /// Bytes on the connection to the server as if the client had sent them.
     pub(super) fn inject_to_server(&mut self, bytes: &[u8]) {
         self.c2s.extend(bytes);
+    }
+
+    /// The server sees the held streams arrive now.
+    pub(super) fn release_arrivals(&mut self) {
+        self.hold_arrivals = false;
+        for stream in std::mem::take(&mut self.held_arrivals) {
+            self.server
+                .handle_event(self.now, ServerEvent::StreamArrived { stream });
+        }
     }
 
     /// Virtual time since the start.
@@ -377,7 +392,9 @@ impl Pair {
                 }
                 assert_eq!(read, frame.len(), "no byte past the attach is read");
                 if let Some(ServerAction::Attach { cookie, stream }) = conn.poll_action() {
-                    if Some(cookie) == self.cookie {
+                    if Some(cookie) == self.cookie && self.hold_arrivals {
+                        self.held_arrivals.push(stream);
+                    } else if Some(cookie) == self.cookie {
                         self.server
                             .handle_event(now, ServerEvent::StreamArrived { stream });
                     }
