@@ -19,8 +19,12 @@ use crate::{EngineError, Shared};
 pub trait Watch {
     /// Called about every 50 ms with the side's live byte and message totals.
     fn progress(&mut self, _elapsed: Duration, _bytes: u64, _messages: u64) {}
-    /// Called for each interval the data thread closed.
+    /// Called for each interval the data threads closed, summed over the streams of `role`.
     fn interval(&mut self, _role: Role, _rec: &IntervalRecord) {}
+    /// Called for each interval one stream's data thread closed (`stream`: its index among
+    /// the side's streams; with `--bidir` the reverse ones follow the forward ones), before
+    /// the sum it is part of.
+    fn stream_interval(&mut self, _role: Role, _stream: u32, _rec: &IntervalRecord) {}
     /// Called for each interval the peer closed and sent live (the server's view: for a
     /// receiver, what arrived, with loss and jitter).
     fn peer_interval(&mut self, _role: Role, _rec: &IntervalRecord) {}
@@ -277,6 +281,7 @@ impl Roles {
                 continue;
             };
             if let Some((role, sum)) = self.sums.iter_mut().find(|(r, _)| r == role) {
+                watch.stream_interval(*role, stream, &rec);
                 for done in sum.add(stream as usize, &rec) {
                     watch.interval(*role, &done);
                 }
