@@ -656,9 +656,10 @@ pub struct RunArgs {
     pub omit: Option<Duration>,
 }
 
-/// `wirebench run`: the test's flags, and those of the client alone.
+/// `wirebench run`: the test's flags, and those of the client alone. `-V` is iperf3's
+/// verbose here, so the version is `--version` alone.
 #[derive(Debug, Clone, Args)]
-#[command(after_help = crate::EXIT_CODES)]
+#[command(version, after_help = crate::EXIT_CODES, disable_version_flag = true)]
 pub struct RunCmd {
     /// The test.
     #[command(flatten)]
@@ -676,6 +677,13 @@ pub struct ClientArgs {
     /// docs/results.md).
     #[arg(long, conflicts_with_all = ["json", "format"])]
     pub json_stream: bool,
+    /// Print every figure after the summary (as iperf3's -V): the totals table, delay and
+    /// interarrival percentiles, pacing, CPU and memory cost, the data path.
+    #[arg(short = 'V', long)]
+    pub verbose: bool,
+    /// Print the version.
+    #[arg(long, action = clap::ArgAction::Version)]
+    pub version: Option<bool>,
     /// Connect over IPv4 only.
     #[arg(short = '4', long = "ipv4", conflicts_with = "ipv6")]
     pub ipv4: bool,
@@ -742,16 +750,7 @@ pub enum FormatArg {
 }
 
 /// The units of rates in live lines and the summary (iperf3's `-f` letters).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RateUnits {
-    /// The largest SI prefix that keeps the figure at or above 1, in bits/s.
-    #[default]
-    Auto,
-    /// Bits/s with a fixed SI prefix: `k`, `m`, `g` (1e3, 1e6, 1e9).
-    Bits(char),
-    /// Bytes/s with a fixed prefix: `K`, `M`, `G` (1e3, 1e6, 1e9).
-    Bytes(char),
-}
+pub use wirebench_report::export::RateUnits;
 
 /// `-f/--format NAME`: a rate unit letter, else a document format.
 fn parse_format(name: &str) -> Result<FormatArg, UnknownFormat> {
