@@ -576,8 +576,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub bidir: bool,
     /// Interval of the live lines and of the recorded intervals (e.g. 1s, 500ms; default 1s).
-    /// Live lines are printed by default when stdout is a terminal; `-i 0` turns them off,
-    /// and an interval given on a pipe turns them on. Intervals are always in --json.
+    /// Live lines are printed with the table whatever stdout is (a pipe too); `-i 0` turns
+    /// them off. Intervals are always in --json.
     #[arg(short = 'i', long, value_parser = parse_duration)]
     pub interval: Option<Duration>,
     /// Print the results document as JSON on stdout (the same as --format json); a test
