@@ -156,10 +156,19 @@ pub struct TestSpec {
     /// peer that predates it still takes every other test.
     #[serde(default, with = "zero_is_none", skip_serializing_if = "none_or_zero")]
     pub busy_poll_ns: Option<u64>,
+    /// The client prints a line per stream as the test runs (`-P` above 1): the server sends
+    /// each stream's intervals live too, beside their sum. Left out of the message when off:
+    /// a client that predates it would show each stream's interval as a sum.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub live_streams: bool,
 }
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn none_or_zero(n: &Option<u64>) -> bool {
@@ -303,6 +312,7 @@ impl Default for TestSpec {
             socket_buffer_bytes: None,
             omit_ns: 0,
             busy_poll_ns: None,
+            live_streams: false,
         }
     }
 }
@@ -911,6 +921,19 @@ mod tests {
         let on: TestSpec =
             serde_json::from_str(&serde_json::to_string(&rr).expect("serialize")).expect("back");
         assert_eq!(on.busy_poll_ns, Some(50_000));
+    }
+
+    #[test]
+    fn live_streams_is_sent_only_when_asked() {
+        // Off, the spec is spelled as before, so a peer that predates the field takes it.
+        let off = spec().streams(2);
+        let json = serde_json::to_string(&off).expect("serialize");
+        assert!(!json.contains("live_streams"), "{json}");
+        let mut on = off.clone();
+        on.live_streams = true;
+        let json = serde_json::to_string(&on).expect("serialize");
+        let back: TestSpec = serde_json::from_str(&json).expect("deserialize");
+        assert!(back.live_streams, "{json}");
     }
 
     #[test]

@@ -857,6 +857,7 @@ impl RunArgs {
             socket_buffer_bytes: self.window,
             omit_ns: self.omit.map_or(0, ns),
             busy_poll_ns: self.busy_poll.map(ns).filter(|&n| n > 0),
+            live_streams: false,
         };
         let mut spec = spec;
         if let Some(path) = &self.file {

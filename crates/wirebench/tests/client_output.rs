@@ -677,15 +677,26 @@ fn parallel_streams_show_a_line_each_and_their_sum_with_the_senders_figures() {
         retr(senders[2]),
         "{text}"
     );
-    let v = server.run_json(&["-P", "2", "-t", "1", "-R"]);
-    assert_eq!(v["streams"].as_array().map(Vec::len), Some(2), "{v}");
-    let out = server.run(&["-P", "2", "-t", "2", "-R"]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    for tag in ["[  1]", "[  2]", "[SUM]"] {
-        assert!(
-            interval_lines(&text).iter().any(|l| l.starts_with(tag)),
-            "{tag}\n{text}"
-        );
+    // This side receiving (TCP), and the server receiving UDP (its streams' lines come
+    // over the control connection): a line per stream and their sum too.
+    for args in [&["-R"][..], &["-u", "-b", "20M"][..]] {
+        let out = server.run(&[&["-P", "2", "-t", "2"], args].concat());
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        for tag in ["[  1]", "[  2]", "[SUM]"] {
+            let n = interval_lines(&text)
+                .iter()
+                .filter(|l| l.starts_with(tag))
+                .count();
+            assert!(n >= 2, "{args:?} {tag}\n{text}");
+        }
+        if args[0] == "-u" {
+            // The receiver's loss on every line of it, each stream's and the sum's.
+            assert!(
+                interval_lines(&text).iter().all(|l| l.contains("%)")),
+                "{text}"
+            );
+        }
     }
 }
 

@@ -42,8 +42,9 @@ pub struct Live {
     /// UDP, this side sending: its summed intervals, shown at the end only if the server
     /// sent none (a server that does not send its intervals live).
     held: Vec<IntervalRecord>,
-    /// One stream's intervals, waiting for the sum of their interval to be printed above it.
-    waiting: Vec<(Role, u32, IntervalRecord)>,
+    /// One stream's intervals (`true`: this side's), waiting for the sum of their interval
+    /// to be printed above it.
+    waiting: Vec<(Role, u32, IntervalRecord, bool)>,
     /// Ctrl-C was pressed (set by the signal handler).
     interrupt: Arc<AtomicBool>,
 }
@@ -102,8 +103,8 @@ impl Live {
                 self.line(Role::Sender, id, &rec, true);
             }
         }
-        for (role, stream, rec) in std::mem::take(&mut self.waiting) {
-            self.line(role, Some(stream), &rec, true);
+        for (role, stream, rec, local) in std::mem::take(&mut self.waiting) {
+            self.line(role, Some(stream), &rec, local);
         }
         self.rule();
     }
@@ -125,7 +126,7 @@ impl Live {
 
     /// The direction of a line of `role` (`local`: this side's) with `--bidir`.
     fn direction(&self, role: Role, local: bool) -> Option<&'static str> {
-        let client_sends = (role == Role::Sender) == local;
+        let client_sends = self.client_sends(role, local);
         self.bidir
             .then_some(if client_sends { "c->s" } else { "s->c" })
     }
@@ -171,24 +172,52 @@ impl Live {
         true
     }
 
-    /// The sum of an interval: the lines of its streams first (with several), then its own.
-    fn sum_line(&mut self, role: Role, rec: &IntervalRecord) {
+    /// The sum of an interval (`local`: this side's): the lines of its streams first (with
+    /// several), then its own.
+    fn sum_line(&mut self, role: Role, rec: &IntervalRecord, local: bool) {
         if self.streams <= 1 {
-            self.line(role, Some(0), rec, true);
+            self.line(role, Some(0), rec, local);
             return;
         }
         let n = rec.start_ns / self.interval_ns;
         let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiting)
             .into_iter()
-            .partition(|(r, _, x)| *r == role && x.start_ns / self.interval_ns <= n);
+            .partition(|(r, _, x, l)| {
+                *r == role && *l == local && x.start_ns / self.interval_ns <= n
+            });
         self.waiting = rest;
         let mut mine = mine;
-        mine.sort_by_key(|(_, s, x)| (x.start_ns, *s));
-        for (r, s, x) in mine {
-            self.line(r, Some(s), &x, true);
+        mine.sort_by_key(|(_, s, x, _)| (x.start_ns, *s));
+        let mut rec = *rec;
+        if rec.jitter_ns.is_none() {
+            // The streams' jitter weighted by their datagrams, as `end.udp.jitter_ms`.
+            let (sum, n) = mine
+                .iter()
+                .filter_map(|(_, _, x, _)| x.jitter_ns.map(|j| (j * x.messages as f64, x.messages)))
+                .fold((0.0, 0), |(a, m), (j, k)| (a + j, m + k));
+            rec.jitter_ns = (n > 0).then(|| sum / n as f64);
         }
-        if self.line(role, None, rec, true) && (!self.bidir || role == Role::Receiver) {
+        for (r, s, x, l) in mine {
+            self.line(r, Some(s), &x, l);
+        }
+        // With --bidir the two directions' intervals interleave as they come: no rule.
+        if self.line(role, None, &rec, local) && !self.bidir {
             self.rule();
+        }
+    }
+
+    /// Whether a line of `role` (`local`: this side's) is of what the client sends.
+    fn client_sends(&self, role: Role, local: bool) -> bool {
+        (role == Role::Sender) == local
+    }
+
+    /// Keeps one stream's interval for the lines above its sum, if they are shown.
+    fn wait(&mut self, role: Role, stream: u32, rec: &IntervalRecord, local: bool) {
+        if self.lines
+            && self.streams > 1
+            && self.waiting.len() < 4 * wirebench_proto::spec::MAX_STREAMS as usize
+        {
+            self.waiting.push((role, stream, *rec, local));
         }
     }
 
@@ -241,7 +270,7 @@ impl Watch for Live {
             return;
         }
         if self.local_shown(role) {
-            self.sum_line(role, rec);
+            self.sum_line(role, rec, true);
         } else if !self.peer_seen && self.held.len() < wirebench_proto::spec::MAX_INTERVALS as usize
         {
             self.held.push(*rec);
@@ -249,12 +278,14 @@ impl Watch for Live {
     }
 
     fn stream_interval(&mut self, role: Role, stream: u32, rec: &IntervalRecord) {
-        if self.lines
-            && self.streams > 1
-            && self.local_shown(role)
-            && self.waiting.len() < 4 * wirebench_proto::spec::MAX_STREAMS as usize
-        {
-            self.waiting.push((role, stream, *rec));
+        if self.local_shown(role) {
+            self.wait(role, stream, rec, true);
+        }
+    }
+
+    fn peer_stream_interval(&mut self, role: Role, stream: u32, rec: &IntervalRecord) {
+        if self.layout.columns == Columns::Udp && role == Role::Receiver {
+            self.wait(role, stream, rec, false);
         }
     }
 
@@ -267,8 +298,7 @@ impl Watch for Live {
             self.peer_seen = true;
             self.held.clear();
             if self.lines {
-                let tag_stream = (self.streams <= 1).then_some(0);
-                self.line(role, tag_stream, rec, false);
+                self.sum_line(role, rec, false);
             }
         }
     }

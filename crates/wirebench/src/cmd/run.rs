@@ -34,7 +34,9 @@ enum Output {
 /// Runs the test the flags describe and prints its results.
 pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     let (args, client) = (&cmd.run, &cmd.client);
-    let spec = args.spec().map_err(Failure::Usage)?;
+    let mut spec = args.spec().map_err(Failure::Usage)?;
+    // A line per stream: the server's too (a UDP receiver's) when it receives.
+    spec.live_streams = spec.streams > 1 && lines_shown(args, client);
     let stack = super::stack::connector(args, client, &spec).map_err(Failure::Usage)?;
     if let Some(target) = &args.iperf3 {
         return iperf3(args, target, spec, client);
@@ -312,6 +314,13 @@ fn print_results(
         }
     }
     outcome.into_result()
+}
+
+/// Whether the flags ask for live lines: the table's, unless `-i 0`.
+fn lines_shown(args: &RunArgs, client: &ClientArgs) -> bool {
+    !client.json_stream
+        && args.output_format() == Format::Table
+        && !args.interval.is_some_and(|d| d.is_zero())
 }
 
 /// The table as `-f` (units) and `-V` ask.
