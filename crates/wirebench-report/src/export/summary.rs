@@ -129,8 +129,8 @@ fn retransmits(w: &Way<'_>, omit: Option<f64>) -> Option<u64> {
 }
 
 /// Writes the summary of `r`: a heading, then for each direction a sender and a receiver
-/// line per stream (with several, and without `-O`: the streams have no figures after the
-/// omitted start) and for the whole.
+/// line per stream (with several; not with `-O`, whose streams have no figures after the
+/// omitted start, nor for rrul's load) and for the whole.
 pub(crate) fn write(r: &Results, units: RateUnits, out: &mut dyn Write) -> io::Result<()> {
     let columns = Columns::of(r.test.protocol, r.test.mechanism);
     if columns == Columns::Rr {
@@ -146,8 +146,10 @@ pub(crate) fn write(r: &Results, units: RateUnits, out: &mut dyn Write) -> io::R
     };
     writeln!(out, "{}", layout.header())?;
     let omit = r.end.after_omit.map(|a| a.omitted_s);
+    // rrul's load is there for its round trips: its sums are enough.
+    let per_stream = omit.is_none() && r.end.rrul.is_none();
     for w in &ways {
-        if omit.is_none() && w.streams.len() > 1 {
+        if per_stream && w.streams.len() > 1 {
             for (i, s) in w.streams.iter().enumerate() {
                 let sw = Way {
                     direction: w.direction,

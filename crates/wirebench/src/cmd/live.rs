@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use wirebench_engine::Watch;
-use wirebench_proto::results::{IntervalRecord, Results, Role, TestView};
+use wirebench_proto::results::{IntervalRecord, Role, TestView};
 use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 use wirebench_report::export::lines::{self, Columns, Figures, Layout, RateUnits, RULE};
 
@@ -93,7 +93,7 @@ impl Live {
     }
 
     /// Ends the live lines: what was held back, then the rule above the summary.
-    pub fn finish(&mut self, _results: &Results) {
+    pub fn finish(&mut self) {
         if !self.lines {
             return;
         }

@@ -133,7 +133,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
             sig.name()
         )
     });
-    live.finish(&results);
+    live.finish();
     let printed = print_results(&results, output, interrupted, args, client);
     if let (Some(n), Output::Document(Format::Table)) = (note, output) {
         println!("{n}");
@@ -627,7 +627,7 @@ fn iperf3(
         }
     };
     let interrupted = interrupt.signal();
-    live.finish(&results);
+    live.finish();
     print_results(&results, output, interrupted, args, client)
 }
 
@@ -704,7 +704,7 @@ fn one_test(
             })
         }
     };
-    live.finish(&results);
+    live.finish();
     if live.shows_lines() {
         let mut out = io::stdout().lock();
         human(args, client)
