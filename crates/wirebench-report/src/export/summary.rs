@@ -212,7 +212,8 @@ fn pair(
             let f = Figures {
                 bytes: s.bytes,
                 bps: s.bps,
-                jitter_ms: udp.map(|u| u.jitter_ms),
+                // Datagrams too short for the header carry no send time: no jitter.
+                jitter_ms: udp.filter(|u| u.sequenced).map(|u| u.jitter_ms),
                 lost: udp.map(|_| {
                     let lost = a.lost.unwrap_or(0);
                     (lost, s.messages + lost)
