@@ -135,12 +135,16 @@ pub enum Message {
     /// Either way, while the test runs: an interval this side's roles just closed (summed
     /// over the streams of that role), so the peer can show live what the receiver saw
     /// (iperf3's server prints its own; here the client prints both sides' view). Sent at
-    /// most once per interval per side; a peer may ignore it.
+    /// most once per interval per side, and when the test's `live_streams` asks, once more
+    /// per stream before it; a peer may ignore it.
     Interval {
         /// The role whose interval it is (the receiver's carries loss and jitter).
         role: Role,
         /// The interval's counters, relative to that side's start.
         record: IntervalRecord,
+        /// One stream's interval (its index among the side's streams); absent: the sum.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stream: Option<u32>,
     },
     /// Either way: the session ends because of this; the connection closes after it.
     Error {
@@ -467,6 +471,7 @@ mod tests {
                     jitter_ns: Some(3.5),
                     ..IntervalRecord::default()
                 },
+                stream: Some(1),
             },
             Message::Attach {
                 version: 1,

@@ -164,10 +164,19 @@ pub struct TestSpec {
     /// peer that predates it still takes every other test.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_loop_interval_ns: Option<u64>,
+    /// The client prints a line per stream as the test runs (`-P` above 1): the server sends
+    /// each stream's intervals live too, beside their sum. Left out of the message when off:
+    /// a client that predates it would show each stream's interval as a sum.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub live_streams: bool,
 }
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn none_or_zero(n: &Option<u64>) -> bool {
@@ -315,6 +324,7 @@ impl Default for TestSpec {
             omit_ns: 0,
             busy_poll_ns: None,
             open_loop_interval_ns: None,
+            live_streams: false,
         }
     }
 }
@@ -965,6 +975,19 @@ mod tests {
         let on: TestSpec =
             serde_json::from_str(&serde_json::to_string(&probe).expect("serialize")).expect("back");
         assert_eq!(on.open_loop_interval_ns, Some(100_000_000));
+    }
+
+    #[test]
+    fn live_streams_is_sent_only_when_asked() {
+        // Off, the spec is spelled as before, so a peer that predates the field takes it.
+        let off = spec().streams(2);
+        let json = serde_json::to_string(&off).expect("serialize");
+        assert!(!json.contains("live_streams"), "{json}");
+        let mut on = off.clone();
+        on.live_streams = true;
+        let json = serde_json::to_string(&on).expect("serialize");
+        let back: TestSpec = serde_json::from_str(&json).expect("deserialize");
+        assert!(back.live_streams, "{json}");
     }
 
     #[test]

@@ -19,4 +19,4 @@ pub mod plot;
 pub mod text;
 
 pub use export::csv::packet_log as packet_log_csv;
-pub use export::{BothDirections, Csv, Exporter, Format, Json, Ndjson, Table};
+pub use export::{BothDirections, Csv, Exporter, Format, Human, Json, Ndjson, Table};

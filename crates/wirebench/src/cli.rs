@@ -576,8 +576,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub bidir: bool,
     /// Interval of the live lines and of the recorded intervals (e.g. 1s, 500ms; default 1s).
-    /// Live lines are printed by default when stdout is a terminal; `-i 0` turns them off,
-    /// and an interval given on a pipe turns them on. Intervals are always in --json.
+    /// Live lines are printed with the table whatever stdout is (a pipe too); `-i 0` turns
+    /// them off. Intervals are always in --json.
     #[arg(short = 'i', long, value_parser = parse_duration)]
     pub interval: Option<Duration>,
     /// Print the results document as JSON on stdout (the same as --format json); a test
@@ -659,9 +659,10 @@ pub struct RunArgs {
     pub omit: Option<Duration>,
 }
 
-/// `wirebench run`: the test's flags, and those of the client alone.
+/// `wirebench run`: the test's flags, and those of the client alone. `-V` is iperf3's
+/// verbose here, so the version is `--version` alone.
 #[derive(Debug, Clone, Args)]
-#[command(after_help = crate::EXIT_CODES)]
+#[command(version, after_help = crate::EXIT_CODES, disable_version_flag = true)]
 pub struct RunCmd {
     /// The test.
     #[command(flatten)]
@@ -679,6 +680,13 @@ pub struct ClientArgs {
     /// docs/results.md).
     #[arg(long, conflicts_with_all = ["json", "format"])]
     pub json_stream: bool,
+    /// Print every figure after the summary (as iperf3's -V): the totals table, delay and
+    /// interarrival percentiles, pacing, CPU and memory cost, the data path.
+    #[arg(short = 'V', long)]
+    pub verbose: bool,
+    /// Print the version.
+    #[arg(long, action = clap::ArgAction::Version)]
+    pub version: Option<bool>,
     /// Connect over IPv4 only.
     #[arg(short = '4', long = "ipv4", conflicts_with = "ipv6")]
     pub ipv4: bool,
@@ -745,16 +753,7 @@ pub enum FormatArg {
 }
 
 /// The units of rates in live lines and the summary (iperf3's `-f` letters).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RateUnits {
-    /// The largest SI prefix that keeps the figure at or above 1, in bits/s.
-    #[default]
-    Auto,
-    /// Bits/s with a fixed SI prefix: `k`, `m`, `g` (1e3, 1e6, 1e9).
-    Bits(char),
-    /// Bytes/s with a fixed prefix: `K`, `M`, `G` (1e3, 1e6, 1e9).
-    Bytes(char),
-}
+pub use wirebench_report::export::RateUnits;
 
 /// `-f/--format NAME`: a rate unit letter, else a document format.
 fn parse_format(name: &str) -> Result<FormatArg, UnknownFormat> {
@@ -862,6 +861,7 @@ impl RunArgs {
             omit_ns: self.omit.map_or(0, ns),
             busy_poll_ns: self.busy_poll.map(ns).filter(|&n| n > 0),
             open_loop_interval_ns: None,
+            live_streams: false,
         };
         let mut spec = spec;
         if let Some(path) = &self.file {

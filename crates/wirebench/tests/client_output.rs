@@ -1,7 +1,8 @@
-//! What `run` shows on every path, through the real binary: live lines with the
-//! receiver's view, the summary's sender and receiver lines, JSON on failure, the NDJSON
-//! stream, Ctrl-C, a server that goes away, errors with hints, iperf3's habits, and text
-//! from a hostile server made printable.
+//! What `run` shows on every path, through the real binary: iperf3's lines (on a pipe too,
+//! per stream and their sum, each role's figures on its own lines, request/response in
+//! transactions and round trips), one answer in the lines' summary, the table and the JSON,
+//! 80 columns without `-V`, JSON on failure, the NDJSON stream, Ctrl-C, a server that goes
+//! away, errors with hints, iperf3's habits, and text from a hostile server made printable.
 
 mod common;
 
@@ -46,24 +47,47 @@ fn signal(child: &Child, sig: &str) {
     assert!(ok.success());
 }
 
+/// The interval lines of `text`: tagged lines but the headings and the summary's, which
+/// end with their role.
+fn interval_lines(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| l.starts_with('[') && !l.starts_with("[ ID]"))
+        .filter(|l| !l.ends_with("  sender") && !l.ends_with("  receiver"))
+        .filter(|l| !l.contains("sender: unknown") && !l.contains("receiver: unknown"))
+        .collect()
+}
+
+/// The summary's lines of `role` (`sender`, `receiver`).
+fn summary_lines<'a>(text: &'a str, role: &str) -> Vec<&'a str> {
+    text.lines()
+        .filter(|l| l.starts_with('[') && l.ends_with(&format!("  {role}")))
+        .collect()
+}
+
 #[test]
 fn udp_live_lines_show_what_the_receiver_got_and_a_summary_of_both_sides() {
     let server = Server::start(&[]);
     let out = server.run(&["-u", "-b", "20M", "-t", "2", "-i", "1"]);
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
-    let receiver_lines: Vec<&str> = text
-        .lines()
-        .filter(|l| l.starts_with("[receiver]") && !l.contains("lost ") && l.contains('%'))
-        .collect();
-    assert!(
-        receiver_lines.len() >= 2,
-        "a receiver line per interval, with lost/total (%):\n{text}"
+    let lines = interval_lines(&text);
+    // The server's view, as it received: loss (of a total, in %) and jitter on every line.
+    assert!(lines.len() >= 2, "a line per interval:\n{text}");
+    for l in &lines {
+        assert!(l.contains(" ms  ") && l.contains("%)"), "{l}\n{text}");
+    }
+    let (sender, receiver) = (
+        summary_lines(&text, "sender"),
+        summary_lines(&text, "receiver"),
     );
-    assert!(text.contains("[sender]"), "{text}");
+    assert_eq!((sender.len(), receiver.len()), (1, 1), "{text}");
+    // Loss and jitter are the receiver's: not on the sender's line.
     assert!(
-        text.lines()
-            .any(|l| l.starts_with("[receiver]") && l.contains("lost ") && l.contains("jitter")),
+        !sender[0].contains(" ms") && !sender[0].contains('%'),
+        "{text}"
+    );
+    assert!(
+        receiver[0].contains(" ms") && receiver[0].contains("(0%)"),
         "{text}"
     );
     // Not a terminal: no escape codes at all.
@@ -71,17 +95,37 @@ fn udp_live_lines_show_what_the_receiver_got_and_a_summary_of_both_sides() {
 }
 
 #[test]
-fn reverse_tcp_live_lines_and_no_lines_with_interval_zero() {
+fn reverse_tcp_lines_are_the_receivers_and_interval_zero_turns_them_off() {
     let server = Server::start(&[]);
-    let out = server.run(&["-R", "-t", "1", "-i", "1"]);
+    let out = server.run(&["-R", "-t", "2", "-i", "1"]);
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.lines().any(|l| l.starts_with("[receiver]")), "{text}");
-    assert!(text.contains("retransmits"), "{text}");
+    assert!(
+        text.contains("Reverse mode, remote host 127.0.0.1 is sending"),
+        "{text}"
+    );
+    let header = text
+        .lines()
+        .find(|l| l.starts_with("[ ID]"))
+        .expect("a heading");
+    let retr = header.find("Retr").expect("a Retr column");
+    // This side receives: no sender figure (retransmits, window) on its lines.
+    let lines = interval_lines(&text);
+    assert!(lines.len() >= 2, "{text}");
+    for l in &lines {
+        assert!(l.trim_end().chars().count() < retr, "{l}\n{text}");
+    }
+    // The summary: the sender's retransmits on the sender's line only.
+    let sender = summary_lines(&text, "sender");
+    let receiver = summary_lines(&text, "receiver");
+    let cell = |l: &str| l.get(retr..retr + 4).unwrap_or("").trim().to_string();
+    assert!(cell(sender[0]).parse::<u64>().is_ok(), "{text}");
+    assert!(cell(receiver[0]).is_empty(), "{text}");
     let out = server.run(&["-t", "1", "-i", "0"]);
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(!text.contains("[receiver]"), "{text}");
+    assert!(interval_lines(&text).is_empty(), "{text}");
+    assert_eq!(summary_lines(&text, "receiver").len(), 1, "{text}");
 }
 
 // Live lines on a terminal: tests/client_habits.rs, through a pseudo-terminal.
@@ -163,21 +207,21 @@ fn json_stream_writes_start_intervals_and_end() {
 fn ctrl_c_prints_the_partial_summary_and_exits_130() {
     let server = Server::start(&[]);
     let mut child = server.spawn(&["-t", "60", "-i", "1"]);
-    let (_, mut rest) = read_until(&mut child, "[receiver]");
+    let (_, mut rest) = read_until(&mut child, "[  1]");
     signal(&child, "-INT");
     let mut tail = String::new();
     rest.read_to_string(&mut tail).expect("read");
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(130), "{tail}");
     assert!(tail.contains("interrupted after"), "{tail}");
-    assert!(tail.contains("[sender]"), "{tail}");
+    assert_eq!(summary_lines(&tail, "sender").len(), 1, "{tail}");
 }
 
 #[test]
 fn a_server_that_goes_away_gives_partial_results_not_a_made_up_loss() {
     let server = Server::start(&[]);
     let mut child = server.spawn(&["-u", "-b", "10M", "-t", "60", "-i", "1"]);
-    let (_, mut rest) = read_until(&mut child, "[receiver]");
+    let (_, mut rest) = read_until(&mut child, "[  1]");
     drop(server); // kills it mid-test
     let mut out = String::new();
     rest.read_to_string(&mut out).expect("read");
@@ -194,11 +238,8 @@ fn a_server_that_goes_away_gives_partial_results_not_a_made_up_loss() {
         err.contains("the server closed the connection after"),
         "{err}"
     );
-    assert!(out.contains("[sender]"), "{out}");
-    assert!(
-        !out.contains("100.00%") && !out.contains("100.000%"),
-        "{out}"
-    );
+    assert_eq!(summary_lines(&out, "sender").len(), 1, "{out}");
+    assert!(!out.contains("100%") && !out.contains("100.000%"), "{out}");
 }
 
 #[test]
@@ -487,13 +528,18 @@ fn reverse_with_the_server_killed_says_unknown_for_what_it_sent_never_zero() {
         assert!(i["sent_bytes"].is_null() && i["sent_bps"].is_null(), "{i}");
         assert!(i["received_bytes"].as_u64().is_some(), "{i}");
     }
-    // The table: "unknown", not 0.
+    // The table: "unknown", not 0; in the summary and in -V's totals.
     let mut server = LiveServer::start();
-    let child = server.spawn(&["-R", "-t", "60", "-i", "0.2"]);
+    let child = server.spawn(&["-R", "-t", "60", "-i", "0.2", "-V"]);
     server.wait_for_data();
     drop(server);
     let (out, code) = finish(child);
     assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("[  1]  sender: unknown")),
+        "{out}"
+    );
+    assert_eq!(summary_lines(&out, "receiver").len(), 1, "{out}");
     let row = out
         .lines()
         .find(|l| l.contains(" tcp ") && l.contains("stream"))
@@ -540,4 +586,274 @@ fn sweep_takes_host_port_as_run_does() {
         assert_eq!(trial["server"], target.as_str(), "{args:?}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A rate as the summary prints it: the figure and its unit (`9.48 Gbit/s`).
+fn rate_of(line: &str) -> String {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words
+        .iter()
+        .position(|w| w.ends_with("bit/s") || w.ends_with("B/s"))
+        .unwrap_or_else(|| panic!("no rate in {line:?}"));
+    format!("{} {}", words[at - 1], words[at])
+}
+
+#[test]
+fn on_a_pipe_connecting_comes_at_once_then_lines_while_the_test_runs() {
+    // A server that takes the connection and never answers: the client waits for its
+    // greeting, and has already said what it is doing.
+    let silent = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = silent.local_addr().expect("addr").port().to_string();
+    let mut child = wirebench()
+        .args(["run", "127.0.0.1", "-p", &port, "-t", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let (lines, _) = read_until(&mut child, "Connecting to host");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(
+        lines,
+        [format!("Connecting to host 127.0.0.1, port {port}\n")],
+        "the first line"
+    );
+    drop(silent);
+    // Without -i, on a pipe: a line per second, printed as the test goes (the test is
+    // still running when the first arrives), without escape codes.
+    let server = Server::start(&[]);
+    let mut child = server.spawn(&["-t", "4"]);
+    let (first, mut rest) = read_until(&mut child, "0.00-1.00 s");
+    let running = child.try_wait().expect("try_wait").is_none();
+    let mut tail = String::new();
+    rest.read_to_string(&mut tail).expect("read");
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{first:?}{tail}");
+    assert!(running, "the first line came only at the end:\n{first:?}");
+    assert!(
+        first[0].starts_with("Connecting to host 127.0.0.1"),
+        "{first:?}"
+    );
+    let text = format!("{}{tail}", first.concat());
+    assert!(interval_lines(&text).len() >= 4, "{text}");
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+}
+
+#[test]
+fn parallel_streams_show_a_line_each_and_their_sum_with_the_senders_figures() {
+    let server = Server::start(&[]);
+    let out = server.run(&["-P", "2", "-t", "2"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines = interval_lines(&text);
+    for tag in ["[  1]", "[  2]", "[SUM]"] {
+        let n = lines.iter().filter(|l| l.starts_with(tag)).count();
+        assert!(n >= 2, "{tag}: {n} lines\n{text}");
+    }
+    // This side sends: every stream's line has its retransmits and window.
+    let header = text
+        .lines()
+        .find(|l| l.starts_with("[ ID]"))
+        .expect("heading");
+    assert!(header.ends_with("Retr       Cwnd"), "{header}");
+    for l in lines.iter().filter(|l| !l.starts_with("[SUM]")) {
+        let cells: Vec<&str> = l.split_whitespace().collect();
+        assert!(cells[cells.len() - 3].parse::<u64>().is_ok(), "{l}");
+        assert!(l.ends_with("MB") || l.ends_with("KB"), "{l}");
+    }
+    // The summary: a sender and a receiver line per stream and for the sum; the
+    // retransmits on the senders' lines add up to the sum's.
+    for role in ["sender", "receiver"] {
+        let tags: Vec<&str> = summary_lines(&text, role).iter().map(|l| &l[..5]).collect();
+        assert_eq!(tags, ["[  1]", "[  2]", "[SUM]"], "{role}\n{text}");
+    }
+    let retr = |l: &str| -> u64 {
+        let cells: Vec<&str> = l.split_whitespace().collect();
+        cells[cells.len() - 2].parse().expect("retransmits")
+    };
+    let senders = summary_lines(&text, "sender");
+    assert_eq!(
+        retr(senders[0]) + retr(senders[1]),
+        retr(senders[2]),
+        "{text}"
+    );
+    // This side receiving (TCP), and the server receiving UDP (its streams' lines come
+    // over the control connection): a line per stream and their sum too.
+    for args in [&["-R"][..], &["-u", "-b", "20M"][..]] {
+        let out = server.run(&[&["-P", "2", "-t", "2"], args].concat());
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        for tag in ["[  1]", "[  2]", "[SUM]"] {
+            let n = interval_lines(&text)
+                .iter()
+                .filter(|l| l.starts_with(tag))
+                .count();
+            assert!(n >= 2, "{args:?} {tag}\n{text}");
+        }
+        if args[0] == "-u" {
+            // The receiver's loss on every line of it, each stream's and the sum's.
+            assert!(
+                interval_lines(&text).iter().all(|l| l.contains("%)")),
+                "{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn one_answer_in_the_lines_summary_the_table_and_the_json() {
+    let server = Server::start(&[]);
+    for omit in [&[][..], &["-O", "1"][..]] {
+        // The summary and -V's totals table of one run give the receiver the same rate.
+        let out = server.run(&[&["-t", "2", "-f", "m", "-V"], omit].concat());
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let receiver = summary_lines(&text, "receiver");
+        assert_eq!(receiver.len(), 1, "{text}");
+        let answer = rate_of(receiver[0]);
+        assert!(answer.ends_with(" Mbit/s"), "-f m: {answer}");
+        let row = text
+            .lines()
+            .find(|l| l.contains(" tcp ") && l.contains(" stream "))
+            .unwrap_or_else(|| panic!("no totals row in {text}"));
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        // ..., send rate, its unit, receive rate, its unit, lost.
+        let n = cells.len();
+        assert_eq!(
+            format!("{} {}", cells[n - 3], cells[n - 2]),
+            answer,
+            "{text}"
+        );
+        if !omit.is_empty() {
+            assert!(receiver[0].contains(" 1.00-"), "after the omit: {text}");
+        }
+        // The JSON's figure, printed by the same table, is what the summary shows of it.
+        let v = server.run_json(&[&["-t", "2"], omit].concat());
+        let doc: wirebench_proto::results::Results =
+            serde_json::from_value(v.clone()).expect("a results document");
+        let key = if omit.is_empty() {
+            &v["end"]["received_bps"]
+        } else {
+            &v["end"]["after_omit"]["received_bps"]
+        };
+        let bps = key.as_f64().expect("received_bps");
+        let mut table = Vec::new();
+        let human = wirebench_report::Human {
+            units: wirebench_report::export::RateUnits::Bits('m'),
+            verbose: true,
+        };
+        wirebench_report::Exporter::export(&human, &doc, &mut table).expect("table");
+        let table = String::from_utf8(table).expect("utf-8");
+        let want = format!("{:.2} Mbit/s", bps / 1e6);
+        assert_eq!(
+            rate_of(summary_lines(&table, "receiver")[0]),
+            want,
+            "{table}"
+        );
+        assert!(
+            table.matches(&want).count() >= 2,
+            "summary and totals: {table}"
+        );
+    }
+}
+
+#[test]
+fn without_verbose_every_line_fits_80_columns() {
+    let server = Server::start(&[]);
+    for args in [
+        &["-t", "2"][..],
+        &["-t", "2", "-P", "2"][..],
+        &["-t", "2", "--bidir"][..],
+        &["-t", "2", "-u", "-b", "100M"][..],
+        &["-t", "2", "-u", "-b", "100M", "-R", "-P", "2"][..],
+        &["-t", "2", "--mode", "rr"][..],
+        &["-t", "2", "-O", "1"][..],
+    ] {
+        let out = server.run(args);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        for l in text.lines() {
+            assert!(l.chars().count() <= 80, "{args:?}: {l:?}\n{text}");
+        }
+        // A few lines of summary: no percentiles, pacing, cost or data path without -V.
+        for word in [
+            "p99.9",
+            "interarrival",
+            "pacing",
+            "cost:",
+            "TCP_INFO",
+            "udpmon",
+        ] {
+            assert!(!text.contains(word), "{args:?}: {word}\n{text}");
+        }
+        if !args.contains(&"-u") {
+            assert!(!text.contains("jitter"), "{args:?}: a TCP test\n{text}");
+        }
+    }
+}
+
+#[test]
+fn verbose_is_dash_v_and_the_version_is_still_there() {
+    let server = Server::start(&[]);
+    for flag in ["-V", "--verbose"] {
+        let out = server.run(&["-u", "-b", "50M", "-t", "1", flag]);
+        assert!(out.status.success(), "{flag}: {out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        for word in [
+            "one-way delay",
+            "interarrival",
+            "p99.9",
+            "cost:",
+            "Time (ms)",
+        ] {
+            assert!(text.contains(word), "{flag}: {word}\n{text}");
+        }
+    }
+    for args in [&["--version"][..], &["run", "--version"][..]] {
+        let out = wirebench().args(args).output().expect("run");
+        assert!(out.status.success(), "{args:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(env!("CARGO_PKG_VERSION")), "{args:?}: {text}");
+    }
+}
+
+#[test]
+fn request_response_lines_are_in_transactions_and_round_trips() {
+    let server = Server::start(&[]);
+    let out = server.run(&["--mode", "rr", "-t", "2"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let header = text
+        .lines()
+        .find(|l| l.starts_with("[ ID]"))
+        .expect("heading");
+    assert!(
+        header.contains("Trans/s") && header.contains("RTT p99"),
+        "{header}"
+    );
+    let lines = interval_lines(&text);
+    assert!(lines.len() >= 2, "{text}");
+    for l in &lines {
+        assert!(!l.contains("bit/s") && !l.contains(" MB"), "{l}");
+        let cells: Vec<&str> = l.split_whitespace().collect();
+        assert!(cells[4].parse::<u64>().is_ok_and(|n| n > 0), "{l}");
+    }
+    // The totals in one unit style, each figure with its own unit (as rrul's).
+    let rr = text
+        .lines()
+        .find(|l| l.starts_with("rr: "))
+        .expect("rr line");
+    assert!(
+        rr.contains(" transactions, ") && rr.contains("RTT p50 "),
+        "{rr}"
+    );
+    for part in rr
+        .split(", ")
+        .filter(|p| p.contains("p50") || p.contains("max"))
+    {
+        assert!(
+            part.ends_with("µs") || part.ends_with("ms") || part.ends_with(" s"),
+            "{part}: {rr}"
+        );
+    }
 }

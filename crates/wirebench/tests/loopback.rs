@@ -194,7 +194,9 @@ fn run_without_host_measures_loopback_in_process() {
 #[test]
 fn human_output_has_the_seed_table() {
     let s = Server::start(&[]);
-    let out = s.run(&["-u", "-n", "10000", "-l", "100", "-b", "10M", "-i", "50ms"]);
+    let out = s.run(&[
+        "-u", "-n", "10000", "-l", "100", "-b", "10M", "-i", "50ms", "-V",
+    ]);
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     for col in [
@@ -211,7 +213,7 @@ fn human_output_has_the_seed_table() {
     }
     // Live lines: the receiver's view of each interval, then the sender and receiver.
     assert!(
-        text.contains("[receiver]") && text.contains("[sender]"),
+        text.contains("[  1]") && text.contains("  receiver\n") && text.contains("  sender\n"),
         "{text}"
     );
     // The mechanism is spelled as in the JSON.

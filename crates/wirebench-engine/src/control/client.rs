@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use wirebench_proto::control::{Message, PACKET_LOG_STREAM, PROTOCOL_VERSION};
-use wirebench_proto::results::{IntervalRecord, Role, SideReport};
+use wirebench_proto::results::{Role, SideReport};
 use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 
 use super::exchange::{printable, Exchange, RunAction};
@@ -133,7 +133,7 @@ pub(crate) struct ClientSession {
     actions: VecDeque<ClientAction>,
     run_actions: VecDeque<RunAction>,
     /// The server's live intervals, for the driver (as many as the exchange keeps).
-    peer_intervals: VecDeque<(Role, IntervalRecord)>,
+    peer_intervals: VecDeque<super::exchange::PeerInterval>,
     /// A whole frame came from the server: it speaks the protocol.
     frames_seen: bool,
     /// The first bytes came but no frame yet: when they count as no wirebench server.
@@ -240,7 +240,7 @@ impl ClientSession {
 
     /// The server's next live interval (its view of the test: for a receiver, what arrived),
     /// to show as it comes.
-    pub(crate) fn poll_peer_interval(&mut self) -> Option<(Role, IntervalRecord)> {
+    pub(crate) fn poll_peer_interval(&mut self) -> Option<super::exchange::PeerInterval> {
         self.peer_intervals.pop_front()
     }
 

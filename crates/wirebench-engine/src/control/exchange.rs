@@ -47,11 +47,16 @@ pub(super) struct Exchange {
     ending: bool,
     /// The peer's live intervals not yet taken by the driver (at most
     /// [`MAX_PEER_INTERVALS`]: a peer that floods them loses the oldest, not our memory).
-    peer_intervals: VecDeque<(Role, IntervalRecord)>,
+    peer_intervals: VecDeque<PeerInterval>,
 }
 
-/// How many of the peer's live intervals wait for the driver at most.
-const MAX_PEER_INTERVALS: usize = 64;
+/// One of the peer's live intervals: its role, its stream (`None`: the sum of the role's
+/// streams) and its counters.
+pub(crate) type PeerInterval = (Role, Option<u32>, IntervalRecord);
+
+/// How many of the peer's live intervals wait for the driver at most: one interval of
+/// every stream and their sums, both ways.
+const MAX_PEER_INTERVALS: usize = 2 * (wirebench_proto::spec::MAX_STREAMS as usize + 1);
 
 impl Exchange {
     /// A test that has begun, with this side's `roles` per stream.
@@ -96,17 +101,24 @@ impl Exchange {
         (self.local.take(), self.peer.take(), self.error.take())
     }
 
-    /// An interval this side's roles closed: tell the peer, while the test runs and the
-    /// channel works (a lost one only costs a live line, never a result).
+    /// An interval this side's roles closed (of `stream`, or their sum): tell the peer,
+    /// while the test runs and the channel works (a lost one only costs a live line, never
+    /// a result).
     pub(super) fn local_interval(
         &mut self,
         now: Instant,
         wire: &mut Wire,
         role: Role,
         record: IntervalRecord,
+        stream: Option<u32>,
     ) {
         if self.channel_ok && self.local.is_none() && !self.finished {
-            if let Err(e) = wire.send(now, &Message::Interval { role, record }) {
+            let msg = Message::Interval {
+                role,
+                record,
+                stream,
+            };
+            if let Err(e) = wire.send(now, &msg) {
                 self.error.get_or_insert(e);
                 self.channel_ok = false;
             }
@@ -114,7 +126,7 @@ impl Exchange {
     }
 
     /// The peer's next live interval, oldest first.
-    pub(super) fn take_peer_interval(&mut self) -> Option<(Role, IntervalRecord)> {
+    pub(super) fn take_peer_interval(&mut self) -> Option<PeerInterval> {
         self.peer_intervals.pop_front()
     }
 
@@ -248,12 +260,16 @@ impl Exchange {
                     self.finished = true;
                 }
             }
-            Message::Interval { role, record } => {
+            Message::Interval {
+                role,
+                record,
+                stream,
+            } => {
                 if self.peer_intervals.len() >= MAX_PEER_INTERVALS {
                     self.peer_intervals.pop_front();
                 }
                 if self.local.is_none() || self.peer.is_none() {
-                    self.peer_intervals.push_back((role, record));
+                    self.peer_intervals.push_back((role, stream, record));
                 }
             }
             Message::Error { reason, error_kind } => {
@@ -426,12 +442,13 @@ mod tests {
             let msg = Message::Interval {
                 role: Role::Receiver,
                 record,
+                stream: None,
             };
             x.on_message(now, &mut wire, msg, &mut actions);
         }
         assert!(actions.is_empty());
         let got: Vec<u64> = std::iter::from_fn(|| x.take_peer_interval())
-            .map(|(_, r)| r.start_ns)
+            .map(|(_, _, r)| r.start_ns)
             .collect();
         assert_eq!(got.len(), MAX_PEER_INTERVALS);
         assert_eq!(got.first(), Some(&10));
@@ -485,12 +502,24 @@ mod tests {
         let mut x = Exchange::new(spec, vec![Role::Receiver], None);
         let mut wire = Wire::new(wirebench_proto::control::MAX_FRAME);
         let now = Instant::now();
-        x.local_interval(now, &mut wire, Role::Receiver, IntervalRecord::default());
+        x.local_interval(
+            now,
+            &mut wire,
+            Role::Receiver,
+            IntervalRecord::default(),
+            None,
+        );
         let sent = wire.transmit().map_or(0, <[u8]>::len);
         assert!(sent > 0);
         x.roles_done(now, &mut wire, SideReport::default());
         let with_report = wire.transmit().map_or(0, <[u8]>::len);
-        x.local_interval(now, &mut wire, Role::Receiver, IntervalRecord::default());
+        x.local_interval(
+            now,
+            &mut wire,
+            Role::Receiver,
+            IntervalRecord::default(),
+            None,
+        );
         assert_eq!(wire.transmit().map_or(0, <[u8]>::len), with_report);
     }
 }

@@ -229,15 +229,17 @@ impl ServerSession {
         super::memory::server_writes_log(spec)
     }
 
-    /// An interval this side's roles closed: sent to the client for its live lines.
+    /// An interval this side's roles closed (of `stream`, or their sum): sent to the client
+    /// for its live lines.
     pub(crate) fn local_interval(
         &mut self,
         now: Instant,
         role: Role,
         record: wirebench_proto::results::IntervalRecord,
+        stream: Option<u32>,
     ) {
         if let State::Running(x) = &mut self.state {
-            x.local_interval(now, &mut self.wire, role, record);
+            x.local_interval(now, &mut self.wire, role, record, stream);
         }
     }
 

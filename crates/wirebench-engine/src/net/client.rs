@@ -453,8 +453,11 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
         // After this side's own intervals: an interval the server closed was closed here
         // first, so a watch that joins both (the receiver's line with the sender's TCP
         // window) finds this side's part already in.
-        while let Some((role, rec)) = session.poll_peer_interval() {
-            watch.peer_interval(role, &rec);
+        while let Some((role, stream, rec)) = session.poll_peer_interval() {
+            match stream {
+                Some(s) => watch.peer_stream_interval(role, s, &rec),
+                None => watch.peer_interval(role, &rec),
+            }
         }
     }
     drop(setup.roles.take());

@@ -174,11 +174,17 @@ impl Served<'_> {
                 .handle_event(Instant::now(), ServerEvent::Shutdown);
         }
         let Some(r) = &mut self.roles else { return };
-        let mut closed = Collect::default();
+        let mut closed = Collect {
+            streams: self
+                .test
+                .as_ref()
+                .is_some_and(|t| t.spec.live_streams && t.spec.streams > 1),
+            ..Collect::default()
+        };
         let events = r.poll(&mut closed);
-        // The client shows the receiver's intervals live; the server's watch, its own.
-        for (role, rec) in closed.0 {
-            if let (Some(w), Some(t)) = (&self.state.cfg.watch, &self.test) {
+        // The client shows the receiver's intervals live; the server's watch, its own sums.
+        for (role, stream, rec) in closed.closed {
+            if let (Some(w), Some(t), None) = (&self.state.cfg.watch, &self.test, stream) {
                 (w.0)(&super::roles::ServerInterval {
                     test: t.slot.cookie,
                     peer: self.peer,
@@ -187,7 +193,8 @@ impl Served<'_> {
                     record: &rec,
                 });
             }
-            self.session.local_interval(Instant::now(), role, rec);
+            self.session
+                .local_interval(Instant::now(), role, rec, stream);
         }
         for event in events {
             let event = match event {

@@ -19,14 +19,21 @@ use crate::{EngineError, Shared};
 pub trait Watch {
     /// Called about every 50 ms with the side's live byte and message totals.
     fn progress(&mut self, _elapsed: Duration, _bytes: u64, _messages: u64) {}
-    /// Called for each interval the data thread closed.
+    /// Called for each interval the data threads closed, summed over the streams of `role`.
     fn interval(&mut self, _role: Role, _rec: &IntervalRecord) {}
+    /// Called for each interval one stream's data thread closed (`stream`: its index among
+    /// the side's streams; with `--bidir` the reverse ones follow the forward ones), before
+    /// the sum it is part of.
+    fn stream_interval(&mut self, _role: Role, _stream: u32, _rec: &IntervalRecord) {}
     /// Called for each interval the peer closed and sent live (the server's view: for a
-    /// receiver, what arrived, with loss and jitter).
+    /// receiver, what arrived, with loss and jitter), summed over the streams of `role`.
     fn peer_interval(&mut self, _role: Role, _rec: &IntervalRecord) {}
     /// Called once as the roles end, for each open-loop UDP prober of this side (rrul's
     /// probe): every request it sent and what became of it.
     fn probes(&mut self, _log: crate::ProbeLog) {}
+    /// Called for each interval one of the peer's streams closed and sent live, before
+    /// their sum (only when the test's `live_streams` asked for them).
+    fn peer_stream_interval(&mut self, _role: Role, _stream: u32, _rec: &IntervalRecord) {}
     /// Asked every driver round (about every 50 ms): whether the user wants the test
     /// stopped (Ctrl-C). Once true, the client stops sending, exchanges what was measured
     /// and returns the results.
@@ -66,12 +73,23 @@ impl std::fmt::Debug for ServerWatch {
 pub struct Quiet;
 impl Watch for Quiet {}
 
-/// A watcher that keeps the intervals its side closed, for the driver to send to the peer.
+/// A watcher that keeps the intervals its side closed, for the driver to send to the peer:
+/// the sums, and with `streams` each stream's before them.
 #[derive(Default)]
-pub(crate) struct Collect(pub(crate) Vec<(Role, IntervalRecord)>);
+pub(crate) struct Collect {
+    /// The intervals closed: role, stream (`None`: the sum) and counters.
+    pub(crate) closed: Vec<(Role, Option<u32>, IntervalRecord)>,
+    /// Keep each stream's intervals too.
+    pub(crate) streams: bool,
+}
 impl Watch for Collect {
     fn interval(&mut self, role: Role, rec: &IntervalRecord) {
-        self.0.push((role, *rec));
+        self.closed.push((role, None, *rec));
+    }
+    fn stream_interval(&mut self, role: Role, stream: u32, rec: &IntervalRecord) {
+        if self.streams {
+            self.closed.push((role, Some(stream), *rec));
+        }
     }
 }
 
@@ -280,6 +298,7 @@ impl Roles {
                 continue;
             };
             if let Some((role, sum)) = self.sums.iter_mut().find(|(r, _)| r == role) {
+                watch.stream_interval(*role, stream, &rec);
                 for done in sum.add(stream as usize, &rec) {
                     watch.interval(*role, &done);
                 }

@@ -13,8 +13,10 @@
 
 pub mod csv;
 pub mod json;
+pub mod lines;
 pub mod link_log;
 pub mod ndjson;
+mod summary;
 pub mod table;
 
 use std::io::{self, Write};
@@ -24,8 +26,9 @@ use wirebench_proto::results::Results;
 
 pub use csv::Csv;
 pub use json::Json;
+pub use lines::RateUnits;
 pub use ndjson::Ndjson;
-pub use table::Table;
+pub use table::{Human, Table};
 
 /// Writes one kind of document (by default a test's [`Results`]) in one format.
 pub trait Exporter<T: ?Sized = Results> {

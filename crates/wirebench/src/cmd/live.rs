@@ -1,6 +1,12 @@
-//! What `run` shows while a test runs: a line per interval as iperf3 prints them (the
-//! receiver's view, which the server sends live when it is the receiver), the NDJSON events
-//! of `--json-stream`, and the summary's sender and receiver lines at the end.
+//! What `run` shows while a test runs, as iperf3 shows it: "Connecting to host ..." at once,
+//! then a line per interval (whatever stdout is; no escape codes), per stream and their
+//! `[SUM]` with `-P`; and the NDJSON events of `--json-stream`. The summary at the end is the
+//! table's (wirebench-report's `Human`), so the lines and the table give one answer.
+//!
+//! Whose view a line is: TCP and request/response, this side's (as iperf3: a sender's lines
+//! carry its retransmits and window, a receiver's what arrived); UDP, the receiver's (loss
+//! and jitter as they happen: the server's summed lines when it receives, which it sends
+//! live; this side's sender lines only if it sends none).
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,37 +14,37 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use wirebench_engine::Watch;
-use wirebench_proto::results::{End, IntervalRecord, Results, Role, TestView};
+use wirebench_proto::results::{IntervalRecord, Role, TestView};
 use wirebench_proto::spec::{Direction, Protocol, TestSpec};
-use wirebench_proto::units::{format_bytes, format_rate_bps};
-
-use crate::cli::RateUnits;
+use wirebench_report::export::lines::{self, Columns, Figures, Layout, RateUnits, RULE};
 
 /// How `run` shows a test as it goes.
 pub struct Live {
     protocol: Protocol,
+    /// The lines' layout (their columns are fixed for the test).
+    layout: Layout,
     /// Print a line per interval.
     lines: bool,
     /// Write NDJSON events instead of lines.
     stream: bool,
-    units: RateUnits,
     interval_ns: u64,
     /// `-O`: intervals that begin before this are marked omitted.
     omit_ns: u64,
-    header_done: bool,
-    /// The server sent at least one interval of its own.
-    peer_seen: bool,
-    /// This side's sender intervals, shown at the end only if the server sent none (a
-    /// server that does not send its intervals live).
-    held: Vec<IntervalRecord>,
-    /// TCP: the sender's retransmits and window per interval (by the interval's number), to
-    /// show beside what the receiver got.
-    tcp_sent: Vec<(bool, u64, Option<u64>, Option<u64>)>,
+    /// Streams each way (`-P`): above 1, a line per stream before the `[SUM]`.
+    streams: u32,
     /// `--bidir`: lines are tagged with their direction.
     bidir: bool,
-    /// TCP, the server sending: this side's receiver line, waiting (until the next one) for
-    /// the server's figures of the same interval.
-    pending: Option<IntervalRecord>,
+    header_done: bool,
+    /// The last line printed is the rule.
+    ruled: bool,
+    /// The server sent at least one UDP receiver interval of its own.
+    peer_seen: bool,
+    /// UDP, this side sending: its summed intervals, shown at the end only if the server
+    /// sent none (a server that does not send its intervals live).
+    held: Vec<IntervalRecord>,
+    /// One stream's intervals (`true`: this side's), waiting for the sum of their interval
+    /// to be printed above it.
+    waiting: Vec<(Role, u32, IntervalRecord, bool)>,
     /// Ctrl-C was pressed (set by the signal handler).
     interrupt: Arc<AtomicBool>,
 }
@@ -52,21 +58,33 @@ impl Live {
         units: RateUnits,
         interrupt: Arc<AtomicBool>,
     ) -> Self {
+        let bidir = spec.direction == Direction::Bidir;
         Self {
             protocol: spec.protocol,
+            layout: Layout {
+                columns: Columns::of(spec.protocol, spec.mechanism),
+                tag_width: if bidir { 11 } else { 5 },
+                summary: false,
+                units,
+            },
             lines,
             stream,
-            units,
             interval_ns: spec.interval_ns.max(1),
             omit_ns: spec.omit_ns,
+            streams: spec.streams.max(1),
+            bidir,
             header_done: false,
+            ruled: false,
             peer_seen: false,
             held: Vec::new(),
-            tcp_sent: Vec::new(),
-            bidir: spec.direction == Direction::Bidir,
-            pending: None,
+            waiting: Vec::new(),
             interrupt,
         }
+    }
+
+    /// Whether a line per interval is printed.
+    pub fn shows_lines(&self) -> bool {
+        self.lines
     }
 
     /// Whether the user pressed Ctrl-C.
@@ -74,133 +92,133 @@ impl Live {
         self.interrupt.load(Ordering::Relaxed)
     }
 
-    /// Ends the live lines: what was held back, then iperf3's two summary lines.
-    pub fn finish(&mut self, results: &Results, note: Option<&str>) {
+    /// Ends the live lines: what was held back, then the rule above the summary.
+    pub fn finish(&mut self) {
         if !self.lines {
             return;
         }
-        if let Some(p) = self.pending.take() {
-            self.receiver_line(true, &p);
-        }
         if !self.peer_seen {
+            let id = (self.streams <= 1).then_some(0);
             for rec in std::mem::take(&mut self.held) {
-                self.line("sender", &rec);
+                self.line(Role::Sender, id, &rec, true);
             }
         }
-        let mut out = io::stdout().lock();
-        let _ = writeln!(out, "{}", "- ".repeat(40).trim_end());
-        let unknown =
-            results.datapath.server.is_none() && results.test.direction == Direction::Forward;
-        let (fwd, rev) = match &results.reverse {
-            Some(r) => ("c->s ", Some(&r.end)),
-            None => ("", None),
-        };
-        let mut lines = self.summary(&results.end, fwd, unknown);
-        if let Some(e) = rev {
-            lines.extend(self.summary(e, "s->c ", false));
+        for (role, stream, rec, local) in std::mem::take(&mut self.waiting) {
+            self.line(role, Some(stream), &rec, local);
         }
-        for l in lines {
-            let _ = writeln!(out, "{l}");
-        }
-        if let Some(from) = results.end.after_omit.map(|a| a.omitted_s) {
-            let _ = writeln!(
-                out,
-                "(the first {from:.2} s omitted, -O; jitter and out of order count the whole test)"
-            );
-        }
-        if let Some(n) = note {
-            let _ = writeln!(out, "{n}");
+        self.rule();
+    }
+
+    /// The rule between groups of lines and above the summary, once.
+    fn rule(&mut self) {
+        if !self.ruled {
+            self.ruled = true;
+            let _ = writeln!(io::stdout().lock(), "{RULE}");
         }
     }
 
-    /// iperf3's two summary lines of one direction (`tag`: its name with `--bidir`); with -O,
-    /// of the intervals after the omitted start. `unknown`: the server never said what it
-    /// received.
-    fn summary(&self, e: &End, tag: &str, unknown: bool) -> Vec<String> {
-        let s = Summary::of(e);
-        let w = 10 + tag.len();
-        let mut out = vec![match s.sent {
-            Some((sent_s, sent_bytes, sent_bps)) => format!(
-                "{:<w$} {:>13}  {:>12}  {:>16}",
-                format!("[{tag}sender]"),
-                format!("{:.2}-{:.2} s", s.from_s, s.from_s + sent_s),
-                format_bytes(sent_bytes),
-                self.rate(sent_bps),
-            ),
-            None => format!(
-                "{:<w$} unknown: the server did not report what it sent",
-                format!("[{tag}sender]")
-            ),
-        }];
-        if unknown || !s.received_known {
-            out.push(format!(
-                "{:<w$} unknown: the server did not report what it received",
-                format!("[{tag}receiver]")
-            ));
-            return out;
-        }
-        let mut receiver = format!(
-            "{:<w$} {:>13}  {:>12}  {:>16}",
-            format!("[{tag}receiver]"),
-            format!("{:.2}-{:.2} s", s.from_s, s.from_s + s.received_s),
-            format_bytes(s.received_bytes),
-            self.rate(s.received_bps),
-        );
-        if let Some(u) = &e.udp {
-            let lost = s.lost.unwrap_or(u.lost);
-            let total = s.received_messages + lost;
-            let ratio = s.loss_ratio.unwrap_or(u.loss_ratio);
-            receiver.push_str(&format!(
-                "  lost {}/{} ({:.2}%)  jitter {:.3} ms  out of order {}",
-                lost,
-                total,
-                ratio * 100.0,
-                u.jitter_ms,
-                u.reordered
-            ));
-        } else if let Some(t) = e.tcp.filter(|_| self.protocol == Protocol::Tcp) {
-            // The sender's TCP_INFO at the end (`end.retransmits` is stop-and-wait's count).
-            receiver.push_str(&format!(
-                "  retransmits {}  cwnd {}",
-                t.retransmits,
-                format_bytes(t.snd_cwnd_segments * t.snd_mss_bytes)
-            ));
-        }
-        out.push(receiver);
-        out
+    /// Whether this side's lines of `role` are shown (UDP shows the receiver's view).
+    fn local_shown(&self, role: Role) -> bool {
+        self.protocol == Protocol::Tcp
+            || self.layout.columns == Columns::Rr
+            || role == Role::Receiver
     }
 
-    fn rate(&self, bps: f64) -> String {
-        format_rate(bps, self.units)
+    /// The direction of a line of `role` (`local`: this side's) with `--bidir`.
+    fn direction(&self, role: Role, local: bool) -> Option<&'static str> {
+        let client_sends = self.client_sends(role, local);
+        self.bidir
+            .then_some(if client_sends { "c->s" } else { "s->c" })
     }
 
-    fn line(&mut self, who: &str, rec: &IntervalRecord) {
+    /// One line: stream `stream` (`None`: the sum), of `role` on this side (`local`) or the
+    /// server's; whether it was printed.
+    fn line(&mut self, role: Role, stream: Option<u32>, rec: &IntervalRecord, local: bool) -> bool {
         // The last interval is cut short by the end of the test: a part of it is shown with
         // its own length (its rate is over that length); a sliver under a twentieth of an
         // interval, whose rate would mean little, is left to the summary, which counts it.
         let len_ns = rec.end_ns.saturating_sub(rec.start_ns);
         if len_ns < self.interval_ns / 20 {
-            return;
+            return false;
         }
         // Nor is an empty last part (the receiver's wait for data in flight, which found none).
-        if rec.bytes == 0 && len_ns < self.interval_ns {
-            return;
+        if rec.bytes == 0 && rec.messages == 0 && len_ns < self.interval_ns {
+            return false;
         }
-        let udp_receiver = self.protocol == Protocol::Udp && who != "sender";
         let mut out = io::stdout().lock();
         if !self.header_done {
             self.header_done = true;
-            let _ = writeln!(out, "{:<10} {}", "", interval_header(udp_receiver));
+            let _ = writeln!(out, "{}", self.layout.header());
         }
-        let mut text = format!(
-            "{:<10} {}",
-            format!("[{who}]"),
-            interval_text(rec, udp_receiver, self.units)
+        let id = stream.map(|s| s % self.streams + 1);
+        let tag = lines::tag(id, self.direction(role, local));
+        let mut f = figures(rec, role, self.layout.columns);
+        if stream.is_none() {
+            // Windows of several connections do not add up to one (iperf3 leaves it out too).
+            f.cwnd_bytes = None;
+        }
+        let mut text = self.layout.line(
+            &tag,
+            rec.start_ns as f64 / 1e9,
+            rec.end_ns as f64 / 1e9,
+            &f,
+            "",
         );
         if rec.start_ns < self.omit_ns {
             text.push_str("  (omitted)");
         }
-        let _ = writeln!(out, "{}", text.trim_end());
+        let _ = writeln!(out, "{text}");
+        self.ruled = false;
+        true
+    }
+
+    /// The sum of an interval (`local`: this side's): the lines of its streams first (with
+    /// several), then its own.
+    fn sum_line(&mut self, role: Role, rec: &IntervalRecord, local: bool) {
+        if self.streams <= 1 {
+            self.line(role, Some(0), rec, local);
+            return;
+        }
+        let n = rec.start_ns / self.interval_ns;
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiting)
+            .into_iter()
+            .partition(|(r, _, x, l)| {
+                *r == role && *l == local && x.start_ns / self.interval_ns <= n
+            });
+        self.waiting = rest;
+        let mut mine = mine;
+        mine.sort_by_key(|(_, s, x, _)| (x.start_ns, *s));
+        let mut rec = *rec;
+        if rec.jitter_ns.is_none() {
+            // The streams' jitter weighted by their datagrams, as `end.udp.jitter_ms`.
+            let (sum, n) = mine
+                .iter()
+                .filter_map(|(_, _, x, _)| x.jitter_ns.map(|j| (j * x.messages as f64, x.messages)))
+                .fold((0.0, 0), |(a, m), (j, k)| (a + j, m + k));
+            rec.jitter_ns = (n > 0).then(|| sum / n as f64);
+        }
+        for (r, s, x, l) in mine {
+            self.line(r, Some(s), &x, l);
+        }
+        // With --bidir the two directions' intervals interleave as they come: no rule.
+        if self.line(role, None, &rec, local) && !self.bidir {
+            self.rule();
+        }
+    }
+
+    /// Whether a line of `role` (`local`: this side's) is of what the client sends.
+    fn client_sends(&self, role: Role, local: bool) -> bool {
+        (role == Role::Sender) == local
+    }
+
+    /// Keeps one stream's interval for the lines above its sum, if they are shown.
+    fn wait(&mut self, role: Role, stream: u32, rec: &IntervalRecord, local: bool) {
+        if self.lines
+            && self.streams > 1
+            && self.waiting.len() < 4 * wirebench_proto::spec::MAX_STREAMS as usize
+        {
+            self.waiting.push((role, stream, *rec, local));
+        }
     }
 
     fn event(&self, side: &str, role: Role, rec: &IntervalRecord) {
@@ -214,98 +232,73 @@ impl Live {
     }
 }
 
-impl Live {
-    /// The sender's figures of the interval of `rec`, which a receiver on the other side
-    /// (`local`: this one) got.
-    fn sender_of(&self, local: bool, rec: &IntervalRecord) -> Option<(Option<u64>, Option<u64>)> {
-        let n = rec.start_ns / self.interval_ns;
-        self.tcp_sent
-            .iter()
-            .rev()
-            .find(|(l, k, _, _)| *l != local && *k == n)
-            .map(|&(_, _, r, c)| (r, c))
-    }
-
-    /// Keeps a TCP sender's figures of an interval (`local`: this side's) for the
-    /// receiver's line of it.
-    fn keep_tcp(&mut self, local: bool, role: Role, rec: &IntervalRecord) {
-        if role == Role::Sender
-            && rec.retransmits.is_some()
-            && self.tcp_sent.len() < 2 * wirebench_proto::spec::MAX_INTERVALS as usize
-        {
-            self.tcp_sent.push((
-                local,
-                rec.start_ns / self.interval_ns,
-                rec.retransmits,
-                rec.cwnd_bytes,
-            ));
+/// What a line of `role` shows of `rec` in `columns`: a figure of the other role is left
+/// out, never put on this one's line.
+fn figures(rec: &IntervalRecord, role: Role, columns: Columns) -> Figures {
+    let secs = rec.end_ns.saturating_sub(rec.start_ns) as f64 / 1e9;
+    let per_s = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
+    let mut f = Figures {
+        bytes: rec.bytes,
+        bps: per_s(rec.bytes) * 8.0,
+        ..Figures::default()
+    };
+    match (columns, role) {
+        (Columns::Tcp, Role::Sender) => {
+            f.retransmits = rec.retransmits;
+            f.cwnd_bytes = rec.cwnd_bytes;
         }
-    }
-
-    /// The tag of a receiver's line: with `--bidir`, its direction.
-    fn receiver_tag(&self, local: bool) -> &'static str {
-        match (self.bidir, local) {
-            (false, _) => "receiver",
-            (true, false) => "c->s",
-            (true, true) => "s->c",
+        (Columns::Udp, Role::Receiver) => {
+            f.jitter_ms = rec.jitter_ns.map(|j| j / 1e6);
+            f.lost = Some((rec.lost, rec.messages + rec.lost));
         }
-    }
-
-    /// A receiver's line (`local`: this side received), with its sender's TCP figures.
-    fn receiver_line(&mut self, local: bool, rec: &IntervalRecord) {
-        let mut rec = *rec;
-        if let Some((r, c)) = self.sender_of(local, &rec) {
-            (rec.retransmits, rec.cwnd_bytes) = (r, c);
+        (Columns::Rr, _) => {
+            f.per_s = per_s(rec.messages);
+            f.rtt_p50_us = rec.delay_p50_ns.map(|ns| ns as f64 / 1e3);
+            f.rtt_p99_us = rec.delay_p99_ns.map(|ns| ns as f64 / 1e3);
         }
-        let tag = self.receiver_tag(local);
-        self.line(tag, &rec);
+        _ => {}
     }
+    f
 }
 
 impl Watch for Live {
     fn interval(&mut self, role: Role, rec: &IntervalRecord) {
-        self.keep_tcp(true, role, rec);
         if self.stream {
             self.event("client", role, rec);
         }
         if !self.lines {
             return;
         }
-        match role {
-            Role::Receiver if self.protocol == Protocol::Tcp => {
-                if let Some(p) = self.pending.take() {
-                    self.receiver_line(true, &p);
-                }
-                if self.sender_of(true, rec).is_some() {
-                    self.receiver_line(true, rec);
-                } else {
-                    self.pending = Some(*rec);
-                }
-            }
-            Role::Receiver => self.receiver_line(true, rec),
-            // What was sent is shown only if the server sends no receiver lines.
-            Role::Sender if self.peer_seen => {}
-            Role::Sender => self.held.push(*rec),
+        if self.local_shown(role) {
+            self.sum_line(role, rec, true);
+        } else if !self.peer_seen && self.held.len() < wirebench_proto::spec::MAX_INTERVALS as usize
+        {
+            self.held.push(*rec);
+        }
+    }
+
+    fn stream_interval(&mut self, role: Role, stream: u32, rec: &IntervalRecord) {
+        if self.local_shown(role) {
+            self.wait(role, stream, rec, true);
+        }
+    }
+
+    fn peer_stream_interval(&mut self, role: Role, stream: u32, rec: &IntervalRecord) {
+        if self.layout.columns == Columns::Udp && role == Role::Receiver {
+            self.wait(role, stream, rec, false);
         }
     }
 
     fn peer_interval(&mut self, role: Role, rec: &IntervalRecord) {
-        self.keep_tcp(false, role, rec);
         if self.stream {
             self.event("server", role, rec);
         }
-        if let Some(p) = self
-            .pending
-            .filter(|p| self.lines && self.sender_of(true, p).is_some())
-        {
-            self.pending = None;
-            self.receiver_line(true, &p);
-        }
-        if role == Role::Receiver {
+        // UDP: what the server received, as it received it (summed over the streams).
+        if self.layout.columns == Columns::Udp && role == Role::Receiver {
             self.peer_seen = true;
             self.held.clear();
             if self.lines {
-                self.receiver_line(false, rec);
+                self.sum_line(role, rec, false);
             }
         }
     }
@@ -315,135 +308,38 @@ impl Watch for Live {
     }
 }
 
-/// The column heads of [`interval_text`].
-pub fn interval_header(udp_receiver: bool) -> String {
-    format!(
-        "{:>13}  {:>12}  {:>16}{}",
-        "interval",
-        "transfer",
-        "rate",
-        if udp_receiver {
-            "  lost/total (%)          jitter"
-        } else {
-            ""
-        }
-    )
+/// iperf3's first line, printed before anything is sent: the test has begun to connect.
+pub fn connecting(host: &str, port: u16, spec: &TestSpec) {
+    let mut out = io::stdout().lock();
+    let _ = writeln!(out, "Connecting to host {host}, port {port}");
+    if spec.direction == Direction::Reverse {
+        let _ = writeln!(out, "Reverse mode, remote host {host} is sending");
+    }
+    let _ = out.flush();
 }
 
-/// One interval as a live line shows it (without the side's tag): its time, bytes and rate
-/// over its own length, and for a UDP receiver the loss and jitter.
+/// One interval as the server's live lines show it (without the side's tag): its time,
+/// bytes and rate over its own length, the sender's retransmits and window (TCP), the
+/// receiver's loss and jitter (UDP).
 pub fn interval_text(rec: &IntervalRecord, udp_receiver: bool, units: RateUnits) -> String {
-    let secs = rec.end_ns.saturating_sub(rec.start_ns) as f64 / 1e9;
-    let rate = if secs > 0.0 {
-        rec.bytes as f64 * 8.0 / secs
-    } else {
-        0.0
+    let (columns, role) = match (udp_receiver, rec.retransmits.is_some()) {
+        (true, _) => (Columns::Udp, Role::Receiver),
+        (false, true) => (Columns::Tcp, Role::Sender),
+        (false, false) => (Columns::Tcp, Role::Receiver),
     };
-    let mut text = format!(
-        "{:>13}  {:>12}  {:>16}",
-        format!(
-            "{:.2}-{:.2} s",
-            rec.start_ns as f64 / 1e9,
-            rec.end_ns as f64 / 1e9
-        ),
-        format_bytes(rec.bytes),
-        format_rate(rate, units)
-    );
-    if udp_receiver {
-        let total = rec.messages + rec.lost;
-        let pct = if total > 0 {
-            rec.lost as f64 * 100.0 / total as f64
-        } else {
-            0.0
-        };
-        let lost = format!("{}/{} ({pct:.2}%)", rec.lost, total);
-        text.push_str(&format!("  {lost:<22}"));
-        if let Some(j) = rec.jitter_ns {
-            text.push_str(&format!("  {:.3} ms", j / 1e6));
-        }
-    }
-    // TCP: the sender's retransmits in the interval and its window at the end (TCP_INFO).
-    if let Some(n) = rec.retransmits {
-        text.push_str(&format!("  retr {n}"));
-    }
-    if let Some(c) = rec.cwnd_bytes {
-        text.push_str(&format!("  cwnd {}", format_bytes(c)));
-    }
-    text
-}
-
-/// The figures of the summary lines: the whole test's, or with `-O` those after the
-/// omitted start.
-struct Summary {
-    from_s: f64,
-    /// The sender's time, bytes and rate; `None` if it never reported.
-    sent: Option<(f64, u64, f64)>,
-    /// Whether the receiver reported (its figures below are 0 if not).
-    received_known: bool,
-    received_s: f64,
-    received_bytes: u64,
-    received_messages: u64,
-    received_bps: f64,
-    lost: Option<u64>,
-    loss_ratio: Option<f64>,
-}
-
-impl Summary {
-    fn of(e: &End) -> Self {
-        match &e.after_omit {
-            Some(a) => Self {
-                from_s: a.omitted_s,
-                sent: match (a.sent_duration_s, a.sent_bytes, a.sent_bps) {
-                    (Some(s), Some(b), Some(r)) => Some((s, b, r)),
-                    _ => None,
-                },
-                received_known: a.received_bytes.is_some(),
-                received_s: a.received_duration_s.unwrap_or(0.0),
-                received_bytes: a.received_bytes.unwrap_or(0),
-                received_messages: a.received_messages.unwrap_or(0),
-                received_bps: a.received_bps.unwrap_or(0.0),
-                lost: a.lost,
-                loss_ratio: a.loss_ratio,
-            },
-            None => Self {
-                from_s: 0.0,
-                sent: match (e.sent.duration_s, e.sent.bytes, e.sent_bps) {
-                    (Some(s), Some(b), Some(r)) => Some((s, b, r)),
-                    _ => None,
-                },
-                received_known: e.received.bytes.is_some(),
-                received_s: e.received.duration_s.unwrap_or(0.0),
-                received_bytes: e.received.bytes.unwrap_or(0),
-                received_messages: e.received.messages.unwrap_or(0),
-                received_bps: e.received_bps.unwrap_or(0.0),
-                lost: None,
-                loss_ratio: None,
-            },
-        }
-    }
-}
-
-/// A bit rate in the units asked for.
-pub fn format_rate(bps: f64, units: RateUnits) -> String {
-    match units {
-        RateUnits::Auto => format_rate_bps(bps),
-        RateUnits::Bits(c) => {
-            let (div, name) = prefix(c);
-            format!("{:.2} {name}bit/s", bps / div)
-        }
-        RateUnits::Bytes(c) => {
-            let (div, name) = prefix(c);
-            format!("{:.2} {name}B/s", bps / 8.0 / div)
-        }
-    }
-}
-
-fn prefix(c: char) -> (f64, &'static str) {
-    match c.to_ascii_lowercase() {
-        'k' => (1e3, "k"),
-        'g' => (1e9, "G"),
-        _ => (1e6, "M"),
-    }
+    let layout = Layout {
+        columns,
+        tag_width: 0,
+        summary: false,
+        units,
+    };
+    layout.line(
+        "",
+        rec.start_ns as f64 / 1e9,
+        rec.end_ns as f64 / 1e9,
+        &figures(rec, role, columns),
+        "",
+    )
 }
 
 /// One line of `--json-stream` on stdout.

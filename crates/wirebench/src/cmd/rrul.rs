@@ -16,11 +16,12 @@ use wirebench_proto::units::format_duration;
 use wirebench_report::Format;
 
 use super::interrupt::Interrupt;
-use super::live::{emit, format_rate, EndEvent, StartEvent};
+use super::live::{emit, EndEvent, StartEvent};
 use super::run::target;
 use super::serve::server_for;
 use crate::cli::{ModeArg, RateUnits, RunArgs, RunCmd};
 use crate::Failure;
+use wirebench_report::export::lines::format_rate;
 
 /// The rrul run the flags describe (`run --mode rrul`, or a sweep's point): `-t` the load's
 /// length (default 10 s), `--idle` each idle phase's, `-P` the streams each way,

@@ -2,7 +2,7 @@
 //! lines while it runs (by default on a terminal), then the results in the asked format. A
 //! failure still prints what was measured; with `--json` as one document with `error`.
 
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -13,10 +13,10 @@ use wirebench_engine::{ClientConfig, EngineError, ErrorKind, SessionError};
 use wirebench_proto::host_port::HostPort;
 use wirebench_proto::results::{Results, TestView};
 use wirebench_proto::spec::{Direction, TestSpec};
-use wirebench_report::{BothDirections, Format};
+use wirebench_report::{BothDirections, Exporter, Format, Human};
 
 use super::interrupt::{Interrupt, Signal};
-use super::live::{emit, EndEvent, Live, StartEvent};
+use super::live::{connecting, emit, EndEvent, Live, StartEvent};
 use super::serve::server_for;
 use crate::cli::{self, ClientArgs, RunArgs, RunCmd};
 use crate::Failure;
@@ -34,7 +34,9 @@ enum Output {
 /// Runs the test the flags describe and prints its results.
 pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     let (args, client) = (&cmd.run, &cmd.client);
-    let spec = args.spec().map_err(Failure::Usage)?;
+    let mut spec = args.spec().map_err(Failure::Usage)?;
+    // A line per stream: the server's too (a UDP receiver's) when it receives.
+    spec.live_streams = spec.streams > 1 && lines_shown(args, client);
     let stack = super::stack::connector(args, client, &spec).map_err(Failure::Usage)?;
     if let Some(target) = &args.iperf3 {
         return iperf3(args, target, spec, client);
@@ -88,9 +90,12 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         Output::Document(args.output_format())
     };
     let interrupt = Interrupt::install();
+    if output == Output::Document(Format::Table) {
+        connecting(&cfg.host, cfg.port, &cfg.spec);
+    }
     // The one place another kind of peer (e.g. an iperf3 server) would branch off.
     if args.both_directions {
-        let done = both_directions(args, cfg, output, &interrupt);
+        let done = both_directions(args, client, cfg, output, &interrupt);
         drop(files_dir);
         return done;
     }
@@ -128,8 +133,12 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
             sig.name()
         )
     });
-    live.finish(&results, note.as_deref());
-    print_results(&results, output, interrupted, args)
+    live.finish();
+    let printed = print_results(&results, output, interrupted, args, client);
+    if let (Some(n), Output::Document(Format::Table)) = (note, output) {
+        println!("{n}");
+    }
+    printed
 }
 
 /// A temporary files directory for the in-process server, removed when dropped.
@@ -244,15 +253,11 @@ pub fn split_host_port(host: &str, port: u16) -> Result<(String, u16), String> {
         .map_err(|e| e.to_string())
 }
 
-/// Live lines by default on a terminal (for the table); `-i D` turns them on anywhere,
-/// `-i 0` off.
+/// Live lines with the table, whatever stdout is (as iperf3: `run HOST | tee log` logs
+/// them), unless `-i 0`.
 fn live_view(args: &RunArgs, spec: &TestSpec, output: Output, interrupt: &Arc<AtomicBool>) -> Live {
     let table = output == Output::Document(Format::Table);
-    let lines = table
-        && match args.interval {
-            Some(d) => !d.is_zero(),
-            None => io::stdout().is_terminal(),
-        };
+    let lines = table && !args.interval.is_some_and(|d| d.is_zero());
     Live::new(
         spec,
         lines,
@@ -268,6 +273,7 @@ fn print_results(
     output: Output,
     interrupted: Option<Signal>,
     args: &RunArgs,
+    client: &ClientArgs,
 ) -> Result<(), Failure> {
     let outcome = Ending::of(results.error.as_deref(), results.error_cause, interrupted);
     let mut out = io::stdout().lock();
@@ -294,8 +300,13 @@ fn print_results(
                 .and_then(|()| writeln!(out))
                 .context("writing the results")?;
         }
+        Output::Document(Format::Table) => {
+            human(args, client)
+                .export(results, &mut out)
+                .and_then(|()| out.flush())
+                .context("writing the results")?;
+        }
         Output::Document(f) => {
-            let _ = args;
             f.exporter::<Results>()
                 .export(results, &mut out)
                 .and_then(|()| out.flush())
@@ -303,6 +314,21 @@ fn print_results(
         }
     }
     outcome.into_result()
+}
+
+/// Whether the flags ask for live lines: the table's, unless `-i 0`.
+fn lines_shown(args: &RunArgs, client: &ClientArgs) -> bool {
+    !client.json_stream
+        && args.output_format() == Format::Table
+        && !args.interval.is_some_and(|d| d.is_zero())
+}
+
+/// The table as `-f` (units) and `-V` ask.
+fn human(args: &RunArgs, client: &ClientArgs) -> Human {
+    Human {
+        units: args.rate_units(),
+        verbose: client.verbose,
+    }
 }
 
 /// How a test that ran ended.
@@ -566,6 +592,9 @@ fn iperf3(
         Output::Document(args.output_format())
     };
     let interrupt = Interrupt::install();
+    if output == Output::Document(Format::Table) {
+        connecting(&cfg.host, cfg.port, &cfg.spec);
+    }
     if output == Output::Stream {
         emit(&StartEvent {
             event: "start",
@@ -598,8 +627,8 @@ fn iperf3(
         }
     };
     let interrupted = interrupt.signal();
-    live.finish(&results, None);
-    print_results(&results, output, interrupted, args)
+    live.finish();
+    print_results(&results, output, interrupted, args, client)
 }
 
 /// `--both-directions`: the test as given (this side sends), then reversed (this side
@@ -607,16 +636,17 @@ fn iperf3(
 /// of send and receive times and rates.
 fn both_directions(
     args: &RunArgs,
+    client: &ClientArgs,
     cfg: ClientConfig,
     output: Output,
     interrupt: &Interrupt,
 ) -> Result<(), Failure> {
-    let send = one_test(args, &cfg, output, interrupt)?;
+    let send = one_test(args, client, &cfg, output, interrupt)?;
     if let Some(sig) = interrupt.signal() {
         // A signal during the first test: its document, marked interrupted, and no second
         // test.
         eprintln!("interrupted by {}: the way back was not run", sig.name());
-        return print_results(&send, output, Some(sig), args);
+        return print_results(&send, output, Some(sig), args, client);
     }
     let mut back = cfg;
     back.spec.direction = Direction::Reverse;
@@ -626,15 +656,18 @@ fn both_directions(
         // The server's file sets the amount.
         back.spec.bytes = None;
     }
-    let receive = one_test(args, &back, output, interrupt)?;
+    let receive = one_test(args, client, &back, output, interrupt)?;
     let both = BothDirections { send, receive };
     let format = match output {
         Output::Document(f) => f,
         Output::Stream => Format::Json,
     };
     let mut out = io::stdout().lock();
-    format
-        .exporter::<BothDirections>()
+    let exporter: &dyn Exporter<BothDirections> = match format {
+        Format::Table => &human(args, client),
+        f => f.exporter::<BothDirections>(),
+    };
+    exporter
         .export(&both, &mut out)
         .and_then(|()| out.flush())
         .context("writing the results")?;
@@ -653,9 +686,10 @@ fn both_directions(
     }
 }
 
-/// Runs one test of `--both-directions` with live lines as the flags ask.
+/// Runs one test of `--both-directions` with live lines and their summary as the flags ask.
 fn one_test(
     args: &RunArgs,
+    client: &ClientArgs,
     cfg: &ClientConfig,
     output: Output,
     interrupt: &Interrupt,
@@ -670,7 +704,14 @@ fn one_test(
             })
         }
     };
-    live.finish(&results, None);
+    live.finish();
+    if live.shows_lines() {
+        let mut out = io::stdout().lock();
+        human(args, client)
+            .export(&results, &mut out)
+            .and_then(|()| out.flush())
+            .context("writing the results")?;
+    }
     Ok(results)
 }
 
