@@ -279,7 +279,9 @@ impl Scale {
             } else {
                 n = n.saturating_sub(1).max(2);
                 self.retick(n);
-                if n == 2 {
+                if n == 2 && !apart(self) {
+                    // Too short for two labels: the lowest alone.
+                    self.ticks.truncate(1);
                     return;
                 }
             }

@@ -418,7 +418,7 @@ where
     let mut xs = Scale::new(&first.x, xv, 8, false, None);
     // The category labels at a first guess of the plot's width, for the height they take.
     let guess = CategoryLabels::fit(&xs, f64::from(cw) * 0.8, look);
-    let y_scales: Vec<Scale> = (0..g.depth())
+    let mut y_scales: Vec<Scale> = (0..g.depth())
         .map(|r| {
             let plot_h = f64::from(heights[r]) - x_area(look, r + 1 == g.depth(), Some(&guess));
             let mut ys = row_scale(g, r, xv, plot_h, look);
@@ -426,16 +426,13 @@ where
             ys
         })
         .collect();
-    // Each y axis's title in lines that fit beside its panel.
-    let y_titles: Vec<Vec<String>> = y_scales
+    let y_titles = y_titles(&mut y_scales, &heights, &guess, look);
+    let title_lines = y_titles
         .iter()
-        .zip(&heights)
-        .map(|(ys, h)| {
-            let room = f64::from(*h) - x_area(look, false, None) - f64::from(look.px(10.0));
-            wrap(&ys.title, room.max(1.0), look.font(AXIS_PX))
-        })
-        .collect();
-    let title_lines = y_titles.iter().map(Vec::len).max().unwrap_or(1) as f64;
+        .filter(|t| !t.1)
+        .map(|t| t.0.len())
+        .max()
+        .unwrap_or(0) as f64;
     // One width of y labels for every panel, so that their x axes line up.
     let tick = look.font(TICK_PX);
     let widest = y_scales
@@ -446,6 +443,13 @@ where
         (widest + look.em(AXIS_PX) * 1.3 * title_lines + f64::from(look.px(18.0))) as u32;
     let plot_w = f64::from(cw) - f64::from(y_label_w) - f64::from(look.px(24.0));
     xs.fit_x(plot_w, tick);
+    // Room at the right for half the last tick label, which centres on the plot's edge.
+    let right = xs
+        .ticks
+        .last()
+        .filter(|t| xs.categories.is_empty() && (xs.hi - **t) < (xs.hi - xs.lo) * 0.05)
+        .map_or(0.0, |t| text_width(tick, &xs.label(*t)) / 2.0);
+    let right = (right + f64::from(look.px(4.0))).max(f64::from(look.px(18.0))) as i32;
     let cats = CategoryLabels::fit(&xs, plot_w, look);
     for (i, stack) in g.stacks.iter().enumerate() {
         let Some(cell) = cells.get(i) else { break };
@@ -455,7 +459,7 @@ where
             head.draw(&Text::new(
                 chart.cells[i].clone(),
                 ((cw / 2) as i32, (heading_h / 2) as i32),
-                ("sans-serif", look.font(AXIS_PX))
+                ("sans-serif", look.font(LABEL_PX))
                     .into_font()
                     .color(&BLACK)
                     .pos(Pos::new(HPos::Center, VPos::Center)),
@@ -471,9 +475,11 @@ where
                 rest.split_vertically(heights[r])
             };
             let frame = Frame {
+                right,
                 xs: &xs,
                 ys: &y_scales[r],
-                y_title: &y_titles[r],
+                y_title: &y_titles[r].0,
+                y_title_above: y_titles[r].1,
                 cats: &cats,
                 y_label_w,
                 last,
@@ -485,13 +491,45 @@ where
     Ok(())
 }
 
+/// Each y axis's title in lines that fit beside its panel; a word longer than the panel
+/// is high puts the title above the panel instead, in one line (and thins its ticks again,
+/// as it takes from the panel's height).
+fn y_titles(
+    y_scales: &mut [Scale],
+    heights: &[u32],
+    cats: &CategoryLabels,
+    look: &Look,
+) -> Vec<(Vec<String>, bool)> {
+    let axis_font = look.font(AXIS_PX);
+    let depth = y_scales.len();
+    let mut out = Vec::with_capacity(depth);
+    for (r, ys) in y_scales.iter_mut().enumerate() {
+        let room = f64::from(heights[r]) - x_area(look, false, None) - f64::from(look.px(10.0));
+        let lines = wrap(&ys.title, room.max(1.0), axis_font);
+        if lines.iter().any(|l| text_width(axis_font, l) > room) {
+            let plot_h = f64::from(heights[r])
+                - x_area(look, r + 1 == depth, Some(cats))
+                - look.em(AXIS_PX) * 1.3;
+            ys.fit_y(plot_h.max(1.0), look.font(TICK_PX));
+            out.push((vec![ys.title.clone()], true));
+        } else {
+            out.push((lines, false));
+        }
+    }
+    out
+}
+
 /// What a panel is drawn with: its scales, the x labels, the y labels' width, and
 /// whether it is the bottom of its stack (which carries the x axis's title).
 struct Frame<'a> {
+    /// The margin at the right, pixels.
+    right: i32,
     xs: &'a Scale,
     ys: &'a Scale,
     /// The y axis's title, in lines.
     y_title: &'a [String],
+    /// The title is set above the panel (too long to stand beside it).
+    y_title_above: bool,
     cats: &'a CategoryLabels,
     y_label_w: u32,
     last: bool,
@@ -546,8 +584,13 @@ where
 {
     let x_area = x_area(look, f.last, Some(f.cats)) as u32;
     let mut b = ChartBuilder::on(area);
-    b.margin_top(look.px(10.0))
-        .margin_right(look.px(18.0))
+    let above = if f.y_title_above {
+        (look.em(AXIS_PX) * 1.3) as i32
+    } else {
+        0
+    };
+    b.margin_top(look.px(10.0) + above)
+        .margin_right(f.right)
         .margin_left(look.px(6.0))
         .x_label_area_size(x_area)
         .y_label_area_size(f.y_label_w);
@@ -591,11 +634,25 @@ where
         .axis_desc_style(("sans-serif", look.font(AXIS_PX)))
         .draw()
         .map_err(err)?;
-    // The y axis's title, upright, a line each, centred on the plot's height.
-    let (_, yr) = ctx.plotting_area().get_pixel_range();
+    // The y axis's title, upright, a line each, centred on the plot's height; or above it.
+    let (xr, yr) = ctx.plotting_area().get_pixel_range();
     let base = area.get_base_pixel();
     let mid = (yr.start + yr.end) / 2 - base.1;
     let line_h = look.em(AXIS_PX) * 1.3;
+    if f.y_title_above {
+        for line in f.y_title {
+            area.draw(&Text::new(
+                line.clone(),
+                (xr.start - base.0, yr.start - base.1 - look.px(4.0)),
+                ("sans-serif", look.font(AXIS_PX))
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Left, VPos::Bottom)),
+            ))
+            .map_err(err)?;
+        }
+        return Ok(ctx);
+    }
     for (i, line) in f.y_title.iter().enumerate() {
         area.draw(&Text::new(
             line.clone(),

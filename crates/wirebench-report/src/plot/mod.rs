@@ -604,11 +604,14 @@ fn link_log_series<'a>(
                     field: i + 1,
                 })
         };
-        let name = format!(
-            "{} {}",
-            f.get(c.link).unwrap_or(&"?"),
-            f.get(c.dir).unwrap_or(&"?")
-        );
+        // A link known by its index reads "link 0 up" (a bare "0 up" reads as a count).
+        let link = f.get(c.link).unwrap_or(&"?");
+        let link = if link.chars().all(|ch| ch.is_ascii_digit()) {
+            format!("link {link}")
+        } else {
+            link.to_string()
+        };
+        let name = format!("{link} {}", f.get(c.dir).unwrap_or(&"?"));
         let point = (num(c.t)?, num(c.y)? * scale);
         match series.iter_mut().find(|(s, _)| *s == name) {
             Some((_, pts)) => pts.push(point),
