@@ -225,7 +225,7 @@ impl Scale {
 
     /// Thins the ticks of an x axis `px` pixels long until labels set at `font` (plotters'
     /// size) leave at least an em between them: fewer steps on a linear axis; on a log
-    /// axis the 2s and 5s go first, then every other decade.
+    /// axis the 2s and 5s give way to 3s, then those go, then every other decade.
     pub fn fit_x(&mut self, px: f64, font: f64) {
         if !self.categories.is_empty() || self.hi <= self.lo {
             return;
@@ -236,7 +236,9 @@ impl Scale {
                 return;
             }
             if self.log {
-                if self.log_mult.len() > 1 {
+                if self.log_mult.len() > 2 {
+                    self.log_mult = vec![1.0, 3.0];
+                } else if self.log_mult.len() > 1 {
                     self.log_mult = vec![1.0];
                 } else {
                     self.log_every += 1;
@@ -270,7 +272,9 @@ impl Scale {
                 return;
             }
             if self.log {
-                if self.log_mult.len() > 1 {
+                if self.log_mult.len() > 2 {
+                    self.log_mult = vec![1.0, 3.0];
+                } else if self.log_mult.len() > 1 {
                     self.log_mult = vec![1.0];
                 } else {
                     self.log_every += 1;
