@@ -553,7 +553,14 @@ fn latency(s: &ExperimentSummary, dir: Option<&Path>, chart: &mut Chart) -> Resu
             .iter()
             .filter_map(|f| load_results(&dir.join(f)).ok())
             .collect();
-        if let Some(d) = Distribution::of_trials(&results) {
+        // rrul trials: their loaded UDP probes' round trips, pooled.
+        let rrul: Vec<f64> = results
+            .iter()
+            .filter_map(|r| r.end.rrul.as_ref())
+            .flat_map(|rrul| super::rrul::samples(rrul, ProbeKind::Udp, true))
+            .collect();
+        let d = Distribution::of_trials(&results).or_else(|| Distribution::of_samples(rrul));
+        if let Some(d) = d {
             runs.push((label(&p.point, None), d));
         }
     }
@@ -562,5 +569,14 @@ fn latency(s: &ExperimentSummary, dir: Option<&Path>, chart: &mut Chart) -> Resu
     }
     chart.palette = Palette::new(runs.iter().map(|(l, _)| l.clone()));
     latency_panels(chart, &runs);
+    if s.points
+        .iter()
+        .any(|p| p.figures.contains_key("rrul_loaded_latency_p50_us"))
+    {
+        chart.caption = "The round trips of every UDP probe sent under load (rrul), the \
+                         trials of each point pooled, one curve per point. Bottom: the share \
+                         slower than x, on a log scale, for the tail."
+            .into();
+    }
     Ok(())
 }

@@ -127,6 +127,8 @@ pub fn param_value(name: &str, value: &str) -> String {
         "time" => parse_duration(value).map_or(value.into(), |d| {
             with_unit(Quantity::Seconds, d.as_secs_f64())
         }),
+        // Streams (each way, for rrul): a count with its unit.
+        "parallel" if value.parse::<u32>().is_ok() => format!("{value} streams"),
         _ => value.into(),
     }
 }
@@ -214,6 +216,7 @@ mod tests {
         assert_eq!(param_value("bytes", "10M"), "10.0 MB");
         assert_eq!(param_value("time", "500ms"), "500 ms");
         assert_eq!(param_value("profile", "cubic"), "cubic");
+        assert_eq!(param_label("parallel", "4"), "parallel 4 streams");
         assert_eq!(param_value("rate", "fast"), "fast");
     }
 
