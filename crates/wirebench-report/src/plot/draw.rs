@@ -89,7 +89,9 @@ pub(super) fn default_size(chart: &Chart, opts: &Options) -> (u32, u32) {
     };
     let extra = look.em(TITLE_PX) * 1.8 + legend + caption;
     let h = stack * g.rows() as f64 + extra;
-    (w, h.min(f64::from(w) * 3.0) as u32)
+    // Within what an image may be, whatever width was asked.
+    let (lo, hi) = (*super::SIZE_RANGE.start(), *super::SIZE_RANGE.end());
+    (w, (h.min(f64::from(w) * 3.0) as u32).clamp(lo, hi))
 }
 
 /// The y axis of panel `p`, as asked: forced linear or log, else as the chart chose.
