@@ -681,3 +681,23 @@ fn rrul_latency_is_a_cdf_per_probe_kind_idle_and_loaded() {
     let chart = result_chart(Kind::Latency, &rrul_result(700.0)).expect("rrul latency");
     assert!(chart.panels[0].x.log);
 }
+
+#[test]
+fn the_y_scale_can_be_forced_either_way() {
+    let chart = result_chart(Kind::Throughput, &rr_result()).expect("throughput");
+    let texts = |opts: &Options| -> Vec<String> {
+        let svg = svg_string_with(&chart, opts).expect("svg");
+        placed(&svg).into_iter().map(|p| p.text).collect()
+    };
+    // Log: each tick carries its unit ("10 Mbit/s"); linear: the title does.
+    let log = texts(&Options {
+        y_scale: super::YScale::Log,
+        ..Options::default()
+    });
+    assert!(log.iter().any(|t| t.ends_with(" Mbit/s")), "{log:?}");
+    let linear = texts(&Options {
+        y_scale: super::YScale::Linear,
+        ..Options::default()
+    });
+    assert!(linear.iter().any(|t| t == "rate (Mbit/s)"), "{linear:?}");
+}
