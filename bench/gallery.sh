@@ -64,7 +64,9 @@ $(date -u +%Y-%m-%d), with \`$("$WIREBENCH" --version)\`. The runs are short, on
 (and one emulated link): the numbers are this machine's, the point is what the plots show.
 Every plot has a caption that says what was measured, how many trials, and what its bars
 or whiskers mean; units follow the data's range; a series keeps its colour (Okabe–Ito,
-safe for colour-blind readers) in every plot of an experiment.
+safe for colour-blind readers) in every plot of an experiment. Each image is 3.5 inches
+wide at 300 dots per inch (a paper's column, tick labels 7 pt; \`--width\`, \`--height\` and
+\`--dpi\` change that), two columns for a comparison.
 EOF
 
 sweep="sweep -u -n 2M --vary rate=20M,50M,100M,200M,500M,1G,2G --vary size=500,1400 --repeat 3 --pause 10ms --out rate"
@@ -149,6 +151,7 @@ fi
 # Latency under load: one emulated link, a long against a short queue, cubic beside bbr.
 rrul_made=""
 rrul_rows=""
+rrul_files=""
 for q in 1000 20; do
     for cc in cubic bbr; do
         cmd="lab --rate 20M --delay 10ms --queue $q -- run --mode rrul --cc $cc -t 15 --json"
@@ -157,10 +160,9 @@ for q in 1000 20; do
             rrul_made=""
             break 2
         fi
-        run plot "rrul-q$q-$cc.json" -o "$out/rrul-q$q-$cc.png"
+        rrul_files="$rrul_files rrul-q$q-$cc.json"
         rrul_made="$rrul_made
-wirebench $cmd > rrul-q$q-$cc.json
-wirebench plot rrul-q$q-$cc.json -o rrul-q$q-$cc.png"
+wirebench $cmd > rrul-q$q-$cc.json"
         if command -v jq >/dev/null; then
             rrul_rows="$rrul_rows
 $(jq -r --arg q "$q" --arg cc "$cc" -f "$work/row.jq" "$work/rrul-q$q-$cc.json")"
@@ -168,27 +170,32 @@ $(jq -r --arg q "$q" --arg cc "$cc" -f "$work/row.jq" "$work/rrul-q$q-$cc.json")
     done
 done
 if [ -n "$rrul_made" ]; then
+    # One figure: the four runs side by side, two to a row, each row of panels on one scale.
+    # shellcheck disable=SC2086
+    run plot $rrul_files -o "$out/rrul-compare.png"
+    run plot rrul-q1000-cubic.json --kind latency -o "$out/rrul-cdf.png"
     cat >>"$md" <<EOF
 
 ## Latency under load (rrul): a long against a short queue, cubic beside bbr
 
 flent's "all" view of \`run --mode rrul\` over one emulated link (20 Mbit/s each way, 10 ms
 each way): UDP and TCP request/response probes every 100 ms alone for 5 s, then with 4 TCP
-streams each way for 15 s (shaded), then alone again. With a 1000-packet queue (about 600 ms
-at this rate) cubic fills it and the round trip grows many times over; a 20-packet queue
-keeps it near the idle one, at about the same throughput; there the load's streams lose
-packets at the queue, and so do the probes: a TCP probe that loses one waits for its
-retransmission (the spikes of a few hundred ms), a UDP probe that loses one is counted
-unanswered (\`end.rrul.udp_probe_timeouts\`) and not drawn. Each probe is drawn at the
-time it was sent, so a probe sent just before the load began can show a loaded round trip.
+streams each way for 15 s (shaded), then alone again. The four runs are drawn as one figure
+(\`plot A.json B.json ...\`), each under its file's name: every row of panels shares its unit
+and its range, so the queues compare by eye. With a 1000-packet queue (about 600 ms at this
+rate) cubic fills it and the round trip grows many times over; a 20-packet queue keeps it
+near the idle one, at about the same throughput; there the load's streams lose packets at
+the queue, and so do the probes: a TCP probe that loses one waits for its retransmission
+(the spikes of a few hundred ms), a UDP probe that loses one is counted unanswered and not
+drawn, and a probe line breaks where no answer came for more than two intervals. An axis
+ends at the body of its data: a value far above the rest (Tukey's outer fence) is a ▲ on the
+top edge, counted in the caption (\`--full-range\` draws them all).
 
 \`\`\`$rrul_made
+wirebench plot$rrul_files -o rrul-compare.png
 \`\`\`
 
-| | cubic | bbr |
-|---|---|---|
-| \`--queue 1000\` | ![rrul, queue 1000, cubic](gallery/rrul-q1000-cubic.png) | ![rrul, queue 1000, bbr](gallery/rrul-q1000-bbr.png) |
-| \`--queue 20\` | ![rrul, queue 20, cubic](gallery/rrul-q20-cubic.png) | ![rrul, queue 20, bbr](gallery/rrul-q20-bbr.png) |
+![rrul, queue 1000 against 20, cubic and bbr](gallery/rrul-compare.png)
 EOF
     if [ -n "$rrul_rows" ]; then
         cat >>"$md" <<EOF
@@ -197,9 +204,42 @@ EOF
 |---|---|---|---|---|---|---|---|$rrul_rows
 EOF
     fi
+    cat >>"$md" <<EOF
+
+## Latency under load (rrul): round-trip distributions, idle against loaded
+
+flent's ping CDF: every answered probe's round trip of one run (the long queue, cubic),
+before and after the load (idle) and while it ran (loaded), for the UDP and the TCP probes
+apart; the time axis is log when the round trips span more than 30×. Below, the share
+slower than x on a log scale, for the tail.
+
+\`\`\`
+wirebench plot rrul-q1000-cubic.json --kind latency -o rrul-cdf.png
+\`\`\`
+
+![rrul round-trip CDF, idle against loaded](gallery/rrul-cdf.png)
+EOF
 else
     echo "the lab could not run rrul here (it needs root or user namespaces): its plots are left as they were" >&2
 fi
+
+# A sweep of rrul over the load's streams: a box per point of its loaded UDP round trips.
+rs="sweep --mode rrul --vary parallel=1,2,4,8 -t 5 --idle 2s --repeat 2 --out rrulsweep"
+# shellcheck disable=SC2086
+if run $rs >/dev/null 2>&1; then
+    figure rrul-box.png "rrul swept: loaded round trips per point" \
+        "Every UDP probe sent under load, the trials of a point pooled, as a box per number of streams each way (here on loopback; through the lab, put \`lab ... --\` before \`sweep\`)." \
+        "$rs" "rrulsweep --kind box"
+fi
+
+# Rates over two decades: the box plot's y axis goes log (more than 30×) so the small ones
+# stay visible.
+low="sweep -u -n 100K --vary rate=25k,100k,400k,1.6M,3.3M --repeat 3 --pause 10ms --out low"
+# shellcheck disable=SC2086
+run $low >/dev/null
+figure box-log.png "Box plots over two decades of rates" \
+    "Receive rates of 25 kbit/s to 3.3 Mbit/s: spanning more than 30 times, the y axis is log, each tick with its unit; the rates under the boxes in SI units with 3 significant digits." \
+    "$low" "low --kind box"
 
 cp "$md" "$root/docs/gallery.md"
 echo "wrote docs/gallery.md and $(ls "$out" | wc -l) images in docs/gallery/" >&2

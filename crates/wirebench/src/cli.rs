@@ -258,18 +258,24 @@ pub struct PlotArgs {
     /// An experiment directory (from sweep), a results JSON file, a packet log, or a link
     /// log (.csv, from lab --link-log).
     pub input: PathBuf,
-    /// More directories: shards of the same sweep, merged (as `wirebench merge`) first.
+    /// More directories: shards of the same sweep, merged (as `wirebench merge`) first. Or
+    /// more `run --mode rrul` results (.json): all drawn side by side, each under its file's
+    /// name, on shared scales (one unit and range per row of panels).
     #[arg(value_name = "MORE")]
     pub more: Vec<PathBuf>,
     /// rate, received, time, box (experiments); throughput, latency (one result or a link
     /// log); rrul (a `run --mode rrul` result); arrival (a packet log). Default: rate for an
     /// experiment, throughput for a result or a link log (rrul for an rrul result), arrival
-    /// for a packet log.
+    /// for a packet log. `latency` of an rrul result draws its probes' round-trip CDFs, idle
+    /// against loaded; `box` of an rrul sweep, its loaded UDP round trips per point.
     #[arg(long)]
     pub kind: Option<String>,
     /// The image to write: .svg or .png.
     #[arg(short, long)]
     pub output: PathBuf,
+    /// Size, resolution and axes.
+    #[command(flatten)]
+    pub look: crate::look::LookArgs,
 }
 
 /// `wirebench report`.

@@ -9,6 +9,7 @@
 mod budget;
 mod cli;
 mod cmd;
+mod look;
 mod psk;
 
 use std::io;

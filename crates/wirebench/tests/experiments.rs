@@ -51,12 +51,13 @@ fn check_svg(p: &Path, series: &[&str]) {
     }
 }
 
-/// Plots `input` as `kind` to SVG and PNG and checks both.
+/// Plots `input` as `kind` to SVG and PNG at 960 × 600 pixels and checks both.
 fn plot_both(input: &Path, kind: &str, dir: &Path, series: &[&str]) {
     for ext in ["svg", "png"] {
         let out = dir.join(format!("{kind}.{ext}"));
         ok(wirebench()
-            .args(["plot", input.to_str().expect("utf-8"), "--kind", kind, "-o"])
+            .args(["plot", input.to_str().expect("utf-8"), "--kind", kind])
+            .args(["--width", "960", "--height", "600", "--dpi", "165", "-o"])
             .arg(&out));
         if ext == "svg" {
             check_svg(&out, series);
@@ -137,15 +138,22 @@ fn a_small_sweep_saves_every_trial_and_a_matching_summary() {
         &exp,
         "rate",
         &dir,
-        &["size=500", "size=1000", "ideal", "trial(s) per point"],
+        &["size 500 B", "size 1000 B", "ideal", "trial(s) per point"],
     );
-    plot_both(&exp, "received", &dir, &["size=500", "size=1000"]);
-    // Box plots: a line per parameter under each box, whiskers defined in the caption.
+    plot_both(&exp, "received", &dir, &["size 500 B", "size 1000 B"]);
+    // Box plots: each rate under its boxes, in SI units; the sizes in the legend, whiskers
+    // defined in the caption.
     plot_both(
         &exp,
         "box",
         &dir,
-        &["rate=10M", "size=500", "rate=50M", "size=1000", "IQR"],
+        &[
+            "10.0 Mbit/s",
+            "size 500 B",
+            "50.0 Mbit/s",
+            "size 1000 B",
+            "IQR",
+        ],
     );
     // One result: throughput over time.
     let trial = exp.join(points[0]["files"][0].as_str().expect("file"));
@@ -320,6 +328,36 @@ fn latency_and_arrival_plots_from_a_result_and_a_packet_log() {
         .output()
         .expect("plot");
     assert_eq!(out.status.code(), Some(1));
+    // A size out of range, or results compared that are not rrul's: a usage error, exit 2,
+    // saying what would work.
+    for (args, says) in [
+        (vec!["--width", "10"], "pixels each way"),
+        (vec!["--dpi", "5000"], "--dpi 5000"),
+        (vec![rr.to_str().expect("utf-8")], "run --mode rrul"),
+    ] {
+        let out = wirebench()
+            .args(["plot", rr.to_str().expect("utf-8")])
+            .args(&args)
+            .arg("-o")
+            .arg(dir.join("x.svg"))
+            .output()
+            .expect("plot");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    // The default: a column wide at 300 dots per inch (3.5 in), its height from the panels.
+    let png = dir.join("column.png");
+    ok(wirebench()
+        .args([
+            "plot",
+            rr.to_str().expect("utf-8"),
+            "--kind",
+            "latency",
+            "-o",
+        ])
+        .arg(&png));
+    assert_eq!(png_size(&png).0, 1050);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -362,7 +400,7 @@ fn the_transfer_time_preset_runs_scaled_down_and_prints_its_table() {
         &exp,
         "time",
         &dir,
-        &["mode=stream, proto=tcp", "mode=stop-and-wait, proto=udp"],
+        &["mode stream, proto tcp", "mode stop-and-wait, proto udp"],
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

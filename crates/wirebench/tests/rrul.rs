@@ -267,6 +267,10 @@ fn rrul_sweeps_its_streams_and_time_into_trials_report_reads() {
         String::from_utf8_lossy(&report.stderr)
     );
     let text = std::fs::read_to_string(&html).expect("the report");
-    assert!(text.contains("parallel=3") && text.contains("time=1s"));
+    // The points in the plots' legends, each value with its unit.
+    assert!(
+        text.contains("parallel 3 streams") && text.contains("time 1.00 s"),
+        "the points' labels"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -74,6 +74,8 @@ pub enum Style {
     Line,
     /// Small dots, no line (thousands of packets).
     Dots,
+    /// A box plot's series: a small box in the legend (the boxes are drawn as boxes).
+    Box,
 }
 
 /// One point, with its error bar (`lo..=hi`; equal to `y` when there is none).
@@ -94,6 +96,16 @@ impl Pt {
     pub fn at(x: f64, y: f64) -> Self {
         Self { x, y, lo: y, hi: y }
     }
+
+    /// A break in a line: nothing was measured here, so no line is drawn across it.
+    pub fn gap(x: f64) -> Self {
+        Self::at(x, f64::NAN)
+    }
+
+    /// Whether this is a break ([`Pt::gap`]).
+    pub fn is_gap(&self) -> bool {
+        !self.y.is_finite()
+    }
 }
 
 /// A named series.
@@ -103,8 +115,52 @@ pub struct Series {
     pub label: String,
     /// How it is drawn.
     pub style: Style,
-    /// Its points, in x order.
+    /// Its points, in x order; a [`Pt::gap`] breaks the line.
     pub points: Vec<Pt>,
+    /// Samples further apart in x than this are not joined (probes that got no answer for
+    /// a while): the line breaks there. `None`: always joined (sweep points, CDFs).
+    pub max_gap: Option<f64>,
+}
+
+impl Series {
+    /// A series joined throughout (breaks only at [`Pt::gap`]s).
+    pub fn new(label: impl Into<String>, style: Style, points: Vec<Pt>) -> Self {
+        Self {
+            label: label.into(),
+            style,
+            points,
+            max_gap: None,
+        }
+    }
+
+    /// The runs of points a line joins: split at gaps and at jumps wider than `max_gap`.
+    pub fn runs(&self) -> Vec<&[Pt]> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        for i in 0..=self.points.len() {
+            let cut = match (
+                self.points.get(i),
+                i.checked_sub(1).and_then(|j| self.points.get(j)),
+            ) {
+                (None, _) => true,
+                (Some(p), _) if p.is_gap() => true,
+                (Some(p), Some(q)) => self.max_gap.is_some_and(|g| p.x - q.x > g),
+                (Some(_), None) => false,
+            };
+            if cut {
+                let end = i;
+                if end > start {
+                    out.push(&self.points[start..end]);
+                }
+                start = if self.points.get(i).is_some_and(Pt::is_gap) {
+                    i + 1
+                } else {
+                    i
+                };
+            }
+        }
+        out
+    }
 }
 
 /// One box of a box plot, at a category of the x axis.
@@ -120,17 +176,20 @@ pub struct BoxStat {
     pub outliers: Vec<f64>,
 }
 
-/// A marked point with a note (the knee of a rate curve).
+/// A marked point and its note (the knee of a rate curve).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mark {
     /// Where, in the axes' base units.
     pub x: f64,
     /// Where.
     pub y: f64,
-    /// The note beside it.
+    /// Its note, set with the other notes in a corner the data leave empty.
     pub text: String,
     /// The series it belongs to (its colour).
     pub series: String,
+    /// A ring is drawn at (x, y) (a knee found); without, the note alone (no knee up to
+    /// the highest rate tested: there is no point to mark).
+    pub ring: bool,
 }
 
 /// A span of x shaded across the panel (a phase of a test: rrul's load), with a note at
@@ -204,6 +263,10 @@ pub struct Panel {
     pub weight: u32,
     /// Shaded spans of x, drawn under the data.
     pub bands: Vec<Band>,
+    /// Its y axis may end at the data's body (a time series): a few values far above the
+    /// rest are drawn on the top edge as markers, said in the caption, rather than
+    /// squeezing the rest into the bottom of the axis (unless drawn at full range).
+    pub body: bool,
 }
 
 impl Panel {
@@ -219,6 +282,7 @@ impl Panel {
             lost: Vec::new(),
             weight: 1,
             bands: Vec::new(),
+            body: false,
         }
     }
 }
@@ -237,6 +301,13 @@ pub struct Chart {
     pub palette: Palette,
     /// Leave the series out of the legend (box plots of one series, whose x labels say it).
     pub no_legend: bool,
+    /// Several results side by side: each one's heading. The panels are then split evenly
+    /// into this many stacks, drawn in a grid of [`Chart::columns`], and the panels at one
+    /// place in every stack share their y axis (unit and range) and all share the x axis,
+    /// so that they compare by eye. Empty: one stack.
+    pub cells: Vec<String>,
+    /// Columns of the grid of cells (0: as many as fit two to a row).
+    pub columns: usize,
 }
 
 impl Chart {
@@ -265,11 +336,11 @@ impl Chart {
             return out;
         }
         for p in &self.panels {
-            let names = p.series.iter().map(|s| (s.label.clone(), s.style)).chain(
-                p.boxes
-                    .iter()
-                    .map(|b| (b.series.clone(), Style::LinePoints)),
-            );
+            let names = p
+                .series
+                .iter()
+                .map(|s| (s.label.clone(), s.style))
+                .chain(p.boxes.iter().map(|b| (b.series.clone(), Style::Box)));
             for (label, style) in names {
                 if label.is_empty() || out.iter().any(|(l, _, _)| *l == label) {
                     continue;

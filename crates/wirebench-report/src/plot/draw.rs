@@ -1,284 +1,141 @@
-//! Drawing a [`Chart`]: title above, panels stacked on one x axis, the legend in a column
-//! of its own to the right (so it never covers data), the caption below.
+//! Drawing a [`Chart`]: the title above, the legend in a column to the right (or in rows
+//! under the title when a column would take too much of the width), the caption below,
+//! and the panels stacked on one x axis; several results' stacks side by side in a grid,
+//! sharing their scales.
 //!
-//! Log axes are drawn as linear axes over log10 of the values, with the ticks placed and
-//! labelled here: one coordinate type for every axis, and ticks at 1, 2, 5 × 10ⁿ.
+//! Sizes are in points at the image's resolution (see [`Look`]): tick labels are 7 pt, so
+//! an image printed at the width its pixels and dots per inch give keeps them readable.
 
-use std::ops::Range;
-
-use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
+use plotters::style::FontTransform;
 
+use super::axes::{body_top, Scale, Ticked};
 use super::chart::{Axis, Chart, Panel, Style, PALETTE, REFERENCE};
-use super::scale::{clean, linear_ticks, log_ticks, Quantity, Unit};
-use super::PlotError;
+use super::glyphs::text_width;
+use super::look::{
+    clamp, err, wrap, Look, PanelContext, AXIS_PX, BAND, GRID, LABEL_PX, NOTE, NOTE_PX, TICK_PX,
+    TITLE_PX,
+};
+use super::marks::{draw_marks, CategoryLabels};
+use super::scale::Quantity;
+use super::{Options, PlotError, YScale};
 
-/// Text colour of captions and axis notes: dark grey, quieter than the data.
-const NOTE: RGBColor = RGBColor(0x44, 0x44, 0x44);
-/// Grid lines: light enough not to be read as data.
-const GRID: RGBColor = RGBColor(0xE2, 0xE2, 0xE2);
-/// A shaded phase (rrul's load): lighter than the grid, so that lines stay on top of it.
-const BAND: RGBColor = RGBColor(0xEE, 0xEE, 0xF4);
-
-/// An axis as drawn: its range and ticks in drawing coordinates (log10 of the value on a
-/// log axis), and how a tick is labelled.
-struct Scale {
-    log: bool,
-    lo: f64,
-    hi: f64,
-    ticks: Vec<f64>,
-    unit: Unit,
-    /// Each tick carries its own unit ("100 kbit/s", "1 Gbit/s"): log axes over decades.
-    per_tick: bool,
-    quantity: Quantity,
-    categories: Vec<String>,
-    title: String,
+/// The chart's panels as stacks (one per cell), and the grid's columns.
+struct Grid<'a> {
+    stacks: Vec<&'a [Panel]>,
+    columns: usize,
 }
 
-impl Scale {
-    /// The scale of `axis` over `values`; `pad` leaves headroom above the largest (y axes,
-    /// so that the top point is not on the frame; an x axis ends at its data).
-    fn new(axis: &Axis, values: &[f64], max_ticks: usize, pad_asked: bool) -> Self {
-        let mut s = Self {
-            log: axis.log,
-            lo: 0.0,
-            hi: 1.0,
-            ticks: Vec::new(),
-            unit: axis.quantity.unit_for(1.0),
-            per_tick: false,
-            quantity: axis.quantity,
-            categories: axis.categories.clone(),
-            title: axis.label.clone(),
-        };
-        if !s.categories.is_empty() {
-            s.lo = -0.5;
-            s.hi = s.categories.len() as f64 - 0.5;
-            s.ticks = (0..s.categories.len()).map(|i| i as f64).collect();
-            return s;
-        }
-        let finite = values.iter().copied().filter(|v| v.is_finite());
-        if axis.log {
-            let pos: Vec<f64> = finite.filter(|v| *v > 0.0).collect();
-            let (mut lo, mut hi) = pos
-                .iter()
-                .fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(*v), b.max(*v)));
-            if pos.is_empty() {
-                (lo, hi) = (1.0, 10.0);
-            }
-            lo /= 1.25;
-            hi *= 1.25;
-            let mut ticks = log_ticks(lo, hi);
-            if ticks.len() < 2 {
-                lo = 10f64.powf(lo.log10().floor());
-                hi = 10f64.powf(hi.log10().ceil());
-                ticks = log_ticks(lo, hi);
-            }
-            s.lo = lo.log10();
-            s.hi = hi.log10();
-            s.ticks = ticks.into_iter().map(f64::log10).collect();
-            s.per_tick = matches!(
-                axis.quantity,
-                Quantity::BitRate | Quantity::Seconds | Quantity::Bytes
-            );
-        } else {
-            let (mut lo, mut hi) =
-                finite.fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
-            if lo > hi {
-                (lo, hi) = (0.0, 1.0);
-            }
-            if axis.from_zero {
-                lo = lo.min(0.0);
-            }
-            // A little headroom, so the top point is not on the frame (none for an axis
-            // made up for lack of data).
-            // Percentages stop at 100 when the data do.
-            let headroom = pad_asked && !(axis.quantity == Quantity::Percent && hi <= 100.0);
-            let mut pad = if headroom { (hi - lo) * 0.03 } else { 0.0 };
-            if hi <= lo {
-                hi = lo + if lo == 0.0 { 1.0 } else { lo.abs() * 0.1 };
-                pad = 0.0;
-            }
-            s.unit = axis.quantity.unit_for(lo.abs().max(hi.abs()));
-            let d = s.unit.divisor;
-            let (a, mut b, mut ticks) = linear_ticks(lo / d, (hi + pad) / d, max_ticks);
-            // An axis without headroom ends at its data unless a tick is very near.
-            if !pad_asked && b - hi / d > (b - a) * 0.02 {
-                b = hi / d;
-                ticks.retain(|t| *t <= b * (1.0 + 1e-9));
-            }
-            s.lo = a * d;
-            s.hi = b * d;
-            s.ticks = ticks.into_iter().map(|t| t * d).collect();
-        }
-        // A log axis of percentages labels each tick "10%": its title needs no unit.
-        let log_percent = s.log && axis.quantity == Quantity::Percent;
-        if !(s.per_tick || s.unit.name.is_empty() || log_percent) {
-            s.title = format!("{} ({})", axis.label, s.unit.name);
-        }
-        s
-    }
-
-    /// Drawing coordinate of a value.
-    fn t(&self, v: f64) -> f64 {
-        if self.log {
-            if v > 0.0 {
-                v.log10()
-            } else {
-                self.lo
-            }
-        } else {
-            v
-        }
-    }
-
-    fn label(&self, tv: f64) -> String {
-        if !self.categories.is_empty() {
-            let i = tv.round();
-            return if i >= 0.0 {
-                self.categories.get(i as usize).cloned().unwrap_or_default()
-            } else {
-                String::new()
+impl<'a> Grid<'a> {
+    fn of(chart: &'a Chart) -> Self {
+        let n = chart.cells.len();
+        if n < 2 || !chart.panels.len().is_multiple_of(n) || chart.panels.is_empty() {
+            return Self {
+                stacks: vec![&chart.panels],
+                columns: 1,
             };
         }
-        let v = if self.log { 10f64.powf(tv) } else { tv };
-        if self.per_tick {
-            let u = self.quantity.unit_for(v);
-            format!("{} {}", clean(v / u.divisor), u.name)
-        } else if self.quantity == Quantity::Percent && self.log {
-            format!("{}%", clean(v))
+        let per = chart.panels.len() / n;
+        let columns = if chart.columns > 0 {
+            chart.columns.min(n)
         } else {
-            clean(v / self.unit.divisor)
+            n.min(2)
+        };
+        Self {
+            stacks: chart.panels.chunks(per).collect(),
+            columns,
         }
     }
-}
 
-/// A linear coordinate whose ticks are exactly the given ones (plotters' own choose
-/// their ticks and format them with a fixed number of decimals).
-struct Ticked {
-    lo: f64,
-    hi: f64,
-    ticks: Vec<f64>,
-}
-
-impl Ranged for Ticked {
-    type FormatOption = DefaultFormatting;
-    type ValueType = f64;
-
-    fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
-        let r = (v - self.lo) / (self.hi - self.lo);
-        limit.0 + (r * f64::from(limit.1 - limit.0)).round() as i32
+    fn rows(&self) -> usize {
+        self.stacks.len().div_ceil(self.columns)
     }
 
-    fn key_points<H: KeyPointHint>(&self, _hint: H) -> Vec<f64> {
-        self.ticks.clone()
-    }
-
-    fn range(&self) -> Range<f64> {
-        self.lo..self.hi
+    /// Panels per stack.
+    fn depth(&self) -> usize {
+        self.stacks.first().map_or(0, |s| s.len())
     }
 }
 
-fn err<E: std::error::Error + Send + Sync + 'static>(e: DrawingAreaErrorKind<E>) -> PlotError {
-    PlotError::Draw(e.to_string())
-}
-
-/// Breaks `text` into lines of at most `width` characters, at spaces.
-/// `name` as lines that end after its hyphens: "bbr-nosack" → "bbr-", "nosack".
-fn break_after_hyphens(name: &str) -> Vec<String> {
-    name.split_inclusive('-').map(String::from).collect()
-}
-
-fn wrap(text: &str, width: usize) -> Vec<String> {
-    let mut lines = Vec::new();
-    for para in text.split('\n') {
-        let mut line = String::new();
-        for word in para.split_whitespace() {
-            if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
-                lines.push(std::mem::take(&mut line));
-            }
-            if !line.is_empty() {
-                line.push(' ');
-            }
-            line.push_str(word);
-        }
-        lines.push(line);
+/// The image's size in pixels when the options leave it to the chart: 3.5 inches wide
+/// per column at the options' resolution (a paper's column), and as tall as its panels
+/// need (more for more panels) plus its title, legend and caption.
+pub(super) fn default_size(chart: &Chart, opts: &Options) -> (u32, u32) {
+    let g = Grid::of(chart);
+    let look = Look::new(opts);
+    let col = (3.5 * opts.dpi).round();
+    let w = opts.width.unwrap_or((col * g.columns.min(2) as f64) as u32);
+    if let Some(h) = opts.height {
+        return (w, h);
     }
-    lines
-}
-
-// Type sizes in plotters' units, 1.24 times the em in pixels (its SVG backend writes
-// `font-size: size / 1.24`, and the PNG's text is drawn to match): for a 960-pixel-wide plot
-// printed at a paper's column width (about 3.3 in), tick labels of a 16-pixel em print at
-// about 4 pt, as flent's do.
-/// The title: a 24-pixel em.
-const TITLE_PX: u32 = 30;
-/// Axis names: 17 pixels.
-const AXIS_PX: u32 = 21;
-/// Tick labels: 16 pixels.
-const TICK_PX: u32 = 20;
-/// Legend entries and the notes at marks: 16 pixels.
-const LABEL_PX: u32 = 20;
-/// The caption and band notes: 15 pixels.
-const NOTE_PX: u32 = 19;
-
-/// Draws `chart` on `root`.
-pub fn draw<DB: DrawingBackend>(
-    root: DrawingArea<DB, Shift>,
-    chart: &Chart,
-) -> Result<(), PlotError>
-where
-    DB::ErrorType: 'static,
-{
-    root.fill(&WHITE).map_err(err)?;
-    let area = root
-        .titled(
-            &chart.title,
-            ("sans-serif", TITLE_PX).into_font().color(&BLACK),
-        )
-        .map_err(err)?;
-    let (w, h) = area.dim_in_pixel();
-    // The caption, in 15-pixel type: about 7.5 pixels a character (7.25 measured on one).
-    let lines = if chart.caption.is_empty() {
-        Vec::new()
-    } else {
-        wrap(&chart.caption, ((w as usize).saturating_sub(32)) * 2 / 15)
+    let per_col = f64::from(w) / g.columns as f64;
+    let stack = per_col * (0.3 + 0.2 * g.depth().max(1) as f64);
+    let legend = match place_legend(&legend_entries(chart), w, &look) {
+        LegendPlace::Rows(r) => f64::from(look.px(26.0)) * r.len() as f64,
+        _ => 0.0,
     };
-    let caption_h = (lines.len() as u32 * 19 + 10).min(h / 3);
-    let (body, foot) = area.split_vertically(h - caption_h);
-    for (i, line) in lines.iter().enumerate() {
-        foot.draw(&Text::new(
-            line.as_str(),
-            (16, 4 + i as i32 * 19),
-            ("sans-serif", NOTE_PX).into_font().color(&NOTE),
-        ))
-        .map_err(err)?;
+    // The caption as wrapped, and a line more for what a cut axis adds to it.
+    let caption = if chart.caption.is_empty() {
+        0.0
+    } else {
+        let lines = wrap(
+            &chart.caption,
+            f64::from(w) - f64::from(look.px(32.0)),
+            look.font(NOTE_PX),
+        );
+        (lines.len() + 1) as f64 * look.em(NOTE_PX) * 1.3
+    };
+    let extra = look.em(TITLE_PX) * 1.8 + legend + caption;
+    let h = stack * g.rows() as f64 + extra;
+    // Within what an image may be, whatever width was asked.
+    let (lo, hi) = (*super::SIZE_RANGE.start(), *super::SIZE_RANGE.end());
+    (w, (h.min(f64::from(w) * 3.0) as u32).clamp(lo, hi))
+}
+
+/// The y axis of panel `p`, as asked: forced linear or log, else as the chart chose.
+fn y_axis(p: &Panel, look: &Look) -> Axis {
+    let mut a = p.y.clone();
+    if a.categories.is_empty() && !p.ideal {
+        match look.y_scale {
+            YScale::Auto => {}
+            YScale::Linear => {
+                a.log = false;
+                a.from_zero = !matches!(a.quantity, Quantity::Count);
+            }
+            YScale::Log => {
+                a.log = true;
+                a.from_zero = false;
+            }
+        }
     }
-    let legend = legend_entries(chart);
-    let longest = legend
+    a
+}
+
+/// Every y value of a panel.
+fn y_values(p: &Panel) -> Vec<f64> {
+    p.series
         .iter()
-        .map(|(l, _, _)| l.chars().count())
-        .max()
-        .unwrap_or(0);
-    let legend_w = if legend.is_empty() {
-        0
-    } else {
-        ((longest as u32) * 9 + 56).clamp(110, 340)
-    };
-    let (bw, bh) = body.dim_in_pixel();
-    let (plot, side) = body.split_horizontally(bw - legend_w);
-    draw_legend(&side, &legend)?;
-    // The panels share the x range: every series of every panel decides it.
-    let Some(first) = chart.panels.first() else {
-        return root.present().map_err(err);
-    };
-    let ideal = chart.panels.iter().any(|p| p.ideal);
+        .flat_map(|s| s.points.iter().flat_map(|q| [q.y, q.lo, q.hi]))
+        .chain(p.lost.iter().map(|q| q.1))
+        .chain(p.marks.iter().filter(|m| m.ring).map(|m| m.y))
+        .chain(
+            p.boxes
+                .iter()
+                .flat_map(|b| b.five.iter().chain(&b.outliers).copied()),
+        )
+        .filter(|v| v.is_finite())
+        .collect()
+}
+
+/// Every x value of the chart's panels (the x axis is shared).
+fn x_values(chart: &Chart) -> Vec<f64> {
     let mut xv = Vec::new();
     for p in &chart.panels {
         xv.extend(p.series.iter().flat_map(|s| s.points.iter().map(|q| q.x)));
         xv.extend(p.lost.iter().map(|q| q.0));
-        xv.extend(p.marks.iter().map(|m| m.x));
+        xv.extend(p.marks.iter().filter(|m| m.ring).map(|m| m.x));
         xv.extend(p.bands.iter().flat_map(|b| [b.from, b.to]));
         if p.ideal {
             // y = x is straight only if both axes have one scale: x takes y's range too.
@@ -289,46 +146,64 @@ where
             );
         }
     }
-    let x_ticks = if first.x.categories.is_empty() { 8 } else { 0 };
-    let xs = Scale::new(&first.x, &xv, x_ticks, false);
-    let total: u32 = chart.panels.iter().map(|p| p.weight.max(1)).sum();
-    let heights: Vec<u32> = chart
-        .panels
-        .iter()
-        .map(|p| bh * p.weight.max(1) / total)
-        .collect();
-    let y_scales: Vec<Scale> = chart
-        .panels
-        .iter()
-        .zip(&heights)
-        .map(|(p, h)| y_scale(p, &xv, *h, ideal && p.ideal))
-        .collect();
-    // One width of y labels for every panel, so that their x axes line up.
-    let y_label_w = y_scales
-        .iter()
-        .flat_map(|ys| ys.ticks.iter().map(|t| ys.label(*t).chars().count() as u32))
-        .max()
-        .unwrap_or(3)
-        * 10
-        + 44;
-    let mut rest = plot;
-    let mut rest_h = bh;
-    for (i, (p, ys)) in chart.panels.iter().zip(&y_scales).enumerate() {
-        let last = i + 1 == chart.panels.len();
-        let ph = heights[i];
-        let (this, below) = if last {
-            (rest.clone(), rest.clone())
-        } else {
-            rest.split_vertically(ph.min(rest_h))
-        };
-        draw_panel(&this, p, chart, &xs, ys, y_label_w, last)?;
-        rest = below;
-        rest_h = rest_h.saturating_sub(ph);
-    }
-    root.present().map_err(err)
+    xv.retain(|v| v.is_finite());
+    xv
 }
 
-/// The legend's entries: the chart's series, then the reference line and lost packets.
+/// The y scale of the panels at `row` of every stack, `ph` pixels high: one for all, so
+/// that stacks side by side compare; with `same_scale`, the x values' (y = x).
+fn row_scale(g: &Grid, row: usize, xv: &[f64], ph: f64, look: &Look) -> Scale {
+    let first = &g.stacks[0][row];
+    if first.ideal {
+        return Scale::new(&first.y, xv, 8, false, None);
+    }
+    let mut yv = Vec::new();
+    // The body's top of the row: the highest of each stack's (a stack without a spike
+    // shows all of itself), so a comparison keeps every result's body in view.
+    let mut top: Option<f64> = None;
+    for s in &g.stacks {
+        let v = y_values(&s[row]);
+        let t = body_top(&v).or_else(|| v.iter().copied().reduce(f64::max));
+        top = match (top, t) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        yv.extend(v);
+    }
+    let body = first.body && !look.full_range;
+    // A tick label every three ems at most, and never more than 6.
+    let ticks = (ph / (3.0 * look.em(TICK_PX))).floor().clamp(2.0, 6.0) as usize;
+    Scale::new(&y_axis(first, look), &yv, ticks, true, top.filter(|_| body))
+}
+
+/// What a cut axis leaves out, for the caption: "round-trip time: 5 values, up to 268 ms".
+fn cut_notes(g: &Grid, scales: &[Scale]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (row, ys) in scales.iter().enumerate() {
+        if !ys.cut {
+            continue;
+        }
+        let above: Vec<f64> = g
+            .stacks
+            .iter()
+            .flat_map(|s| y_values(&s[row]))
+            .filter(|v| *v > ys.hi)
+            .collect();
+        let Some(max) = above.iter().copied().reduce(f64::max) else {
+            continue;
+        };
+        notes.push(format!(
+            "{}: {} value(s), up to {}",
+            g.stacks[0][row].y.label,
+            above.len(),
+            ys.with_unit(max)
+        ));
+    }
+    notes
+}
+
+/// The legend's entries: the chart's series, then the reference line, lost packets and
+/// shaded phases.
 fn legend_entries(chart: &Chart) -> Vec<(String, RGBColor, Style)> {
     let mut out = chart.legend();
     if chart.panels.iter().any(|p| p.ideal) {
@@ -337,64 +212,330 @@ fn legend_entries(chart: &Chart) -> Vec<(String, RGBColor, Style)> {
     if chart.panels.iter().any(|p| !p.lost.is_empty()) {
         out.push(("lost (drawn at 0)".into(), PALETTE[1], Style::Dots));
     }
+    for b in chart.panels.iter().flat_map(|p| &p.bands) {
+        if !b.text.is_empty() && !out.iter().any(|(l, _, _)| *l == b.text) {
+            out.push((b.text.clone(), BAND, Style::Box));
+        }
+    }
     out
 }
 
-fn draw_legend<DB: DrawingBackend>(
-    area: &DrawingArea<DB, Shift>,
-    entries: &[(String, RGBColor, Style)],
+/// Where the legend goes: a column to the right `width` pixels wide, or rows under the
+/// title (each a list of entries) when a column would take more than 30% of the width.
+enum LegendPlace {
+    None,
+    Column(u32),
+    Rows(Vec<Vec<usize>>),
+}
+
+/// The width of one legend entry: its glyph, its text and the gap after it.
+fn entry_width(label: &str, look: &Look) -> f64 {
+    f64::from(look.px(42.0)) + text_width(look.font(LABEL_PX), label) + f64::from(look.px(20.0))
+}
+
+fn place_legend(entries: &[(String, RGBColor, Style)], w: u32, look: &Look) -> LegendPlace {
+    if entries.is_empty() {
+        return LegendPlace::None;
+    }
+    let widest = entries
+        .iter()
+        .map(|(l, _, _)| entry_width(l, look))
+        .fold(0.0, f64::max);
+    if widest <= f64::from(w) * 0.3 {
+        return LegendPlace::Column(widest.ceil() as u32);
+    }
+    let room = f64::from(w) - f64::from(look.px(24.0));
+    let mut rows: Vec<Vec<usize>> = vec![Vec::new()];
+    let mut used = 0.0;
+    for (i, (l, _, _)) in entries.iter().enumerate() {
+        let ew = entry_width(l, look);
+        if used + ew > room && rows.last().is_some_and(|r| !r.is_empty()) {
+            rows.push(Vec::new());
+            used = 0.0;
+        }
+        if let Some(r) = rows.last_mut() {
+            r.push(i);
+        }
+        used += ew;
+    }
+    LegendPlace::Rows(rows)
+}
+
+/// Draws `chart` on `root`, sized by `look`.
+pub(super) fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    chart: &Chart,
+    look: &Look,
 ) -> Result<(), PlotError>
 where
     DB::ErrorType: 'static,
 {
-    for (i, (label, c, style)) in entries.iter().enumerate() {
-        let y = 24 + i as i32 * 24;
-        match style {
-            Style::Dots => {
-                area.draw(&Circle::new((20, y), 4, c.filled()))
-                    .map_err(err)?;
-            }
-            _ => {
-                area.draw(&PathElement::new(vec![(6, y), (34, y)], c.stroke_width(3)))
-                    .map_err(err)?;
-                if *style == Style::LinePoints {
-                    area.draw(&Circle::new((20, y), 4, c.filled()))
-                        .map_err(err)?;
-                }
-            }
-        }
-        area.draw(&Text::new(
-            label.as_str(),
-            (42, y - 9),
-            ("sans-serif", LABEL_PX).into_font().color(&BLACK),
+    root.fill(&WHITE).map_err(err)?;
+    let area = root
+        .titled(
+            &chart.title,
+            ("sans-serif", look.font(TITLE_PX))
+                .into_font()
+                .color(&BLACK),
+        )
+        .map_err(err)?;
+    let (w, h) = area.dim_in_pixel();
+    let g = Grid::of(chart);
+    if g.depth() == 0 {
+        return root.present().map_err(err);
+    }
+    let xv = x_values(chart);
+    // A first pass at the y scales, for what a cut axis leaves out: the caption says it.
+    let rough: Vec<Scale> = (0..g.depth())
+        .map(|r| row_scale(&g, r, &xv, 200.0, look))
+        .collect();
+    let mut caption = chart.caption.clone();
+    let cut = cut_notes(&g, &rough);
+    if !cut.is_empty() {
+        caption = format!(
+            "{caption} ▲: values above the axis, which ends at the data's body (Tukey's outer \
+             fence + 10%; --full-range draws all): {}.",
+            cut.join("; ")
+        )
+        .trim()
+        .to_string();
+    }
+    let font = look.font(NOTE_PX);
+    let line_h = look.em(NOTE_PX) * 1.3;
+    let lines = if caption.is_empty() {
+        Vec::new()
+    } else {
+        wrap(&caption, f64::from(w) - f64::from(look.px(32.0)), font)
+    };
+    let caption_h = ((lines.len() as f64 * line_h) as u32 + look.px(10.0) as u32).min(h / 3);
+    let (body, foot) = area.split_vertically(h - caption_h);
+    for (i, line) in lines.iter().enumerate() {
+        foot.draw(&Text::new(
+            line.as_str(),
+            (look.px(16.0), look.px(4.0) + (i as f64 * line_h) as i32),
+            ("sans-serif", font).into_font().color(&NOTE),
         ))
         .map_err(err)?;
+    }
+    let legend = legend_entries(chart);
+    let (bw, _) = body.dim_in_pixel();
+    let plot = match place_legend(&legend, bw, look) {
+        LegendPlace::None => body,
+        LegendPlace::Column(lw) => {
+            let (plot, side) = body.split_horizontally(bw - lw);
+            let rows: Vec<Vec<usize>> = (0..legend.len()).map(|i| vec![i]).collect();
+            draw_legend(&side, &legend, &rows, look)?;
+            plot
+        }
+        LegendPlace::Rows(rows) => {
+            let row_h = look.px(26.0);
+            let (top, plot) = body.split_vertically(rows.len() as i32 * row_h + look.px(6.0));
+            draw_legend(&top, &legend, &rows, look)?;
+            plot
+        }
+    };
+    draw_grid(&plot, chart, &g, &xv, look)?;
+    root.present().map_err(err)
+}
+
+/// One legend entry per element of `rows`' lists, row by row, left to right.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    entries: &[(String, RGBColor, Style)],
+    rows: &[Vec<usize>],
+    look: &Look,
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
+    let p = |v: f64| look.px(v);
+    for (r, row) in rows.iter().enumerate() {
+        let y = p(18.0) + r as i32 * p(26.0);
+        let mut x = p(6.0);
+        for &i in row {
+            let (label, c, style) = &entries[i];
+            match style {
+                Style::Dots => {
+                    area.draw(&Circle::new((x + p(14.0), y), p(4.0) as u32, c.filled()))
+                        .map_err(err)?;
+                }
+                Style::Box => {
+                    let r = [(x + p(4.0), y - p(7.0)), (x + p(26.0), y + p(7.0))];
+                    area.draw(&Rectangle::new(r, c.mix(0.35).filled()))
+                        .map_err(err)?;
+                    area.draw(&Rectangle::new(r, c.stroke_width(p(1.5) as u32)))
+                        .map_err(err)?;
+                }
+                _ => {
+                    let line = vec![(x, y), (x + p(28.0), y)];
+                    area.draw(&PathElement::new(line, c.stroke_width(p(3.0) as u32)))
+                        .map_err(err)?;
+                    if *style == Style::LinePoints {
+                        area.draw(&Circle::new((x + p(14.0), y), p(4.0) as u32, c.filled()))
+                            .map_err(err)?;
+                    }
+                }
+            }
+            area.draw(&Text::new(
+                label.as_str(),
+                (x + p(36.0), y),
+                ("sans-serif", look.font(LABEL_PX))
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Left, VPos::Center)),
+            ))
+            .map_err(err)?;
+            x += entry_width(label, look) as i32;
+        }
     }
     Ok(())
 }
 
-/// The y scale of panel `p`, `ph` pixels high; with `same_scale`, the x values' (y = x).
-fn y_scale(p: &Panel, xv: &[f64], ph: u32, same_scale: bool) -> Scale {
-    if same_scale {
-        return Scale::new(&p.y, xv, 8, false);
-    }
-    let yv: Vec<f64> = p
-        .series
+/// The stacks in their grid: the scales first (shared: x by all, y by each row of every
+/// stack), then each stack in its cell under its heading.
+fn draw_grid<DB: DrawingBackend>(
+    plot: &DrawingArea<DB, Shift>,
+    chart: &Chart,
+    g: &Grid,
+    xv: &[f64],
+    look: &Look,
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
+    let cells = plot.split_evenly((g.rows(), g.columns));
+    let heading_h = if chart.cells.len() > 1 {
+        (look.em(NOTE_PX) * 1.6) as u32
+    } else {
+        0
+    };
+    let (cw, ch) = cells[0].dim_in_pixel();
+    let stack_h = ch.saturating_sub(heading_h);
+    let total: u32 = g.stacks[0].iter().map(|p| p.weight.max(1)).sum();
+    let heights: Vec<u32> = g.stacks[0]
         .iter()
-        .flat_map(|s| s.points.iter().flat_map(|q| [q.y, q.lo, q.hi]))
-        .chain(p.lost.iter().map(|q| q.1))
-        .chain(p.marks.iter().map(|m| m.y))
-        .chain(
-            p.boxes
-                .iter()
-                .flat_map(|b| b.five.iter().chain(&b.outliers).copied()),
-        )
+        .map(|p| stack_h * p.weight.max(1) / total)
         .collect();
-    Scale::new(&p.y, &yv, if ph < 220 { 4 } else { 6 }, true)
+    let first = &g.stacks[0][0];
+    let mut xs = Scale::new(&first.x, xv, 8, false, None);
+    // The category labels at a first guess of the plot's width, for the height they take.
+    let guess = CategoryLabels::fit(&xs, f64::from(cw) * 0.8, look);
+    let mut y_scales: Vec<Scale> = (0..g.depth())
+        .map(|r| {
+            let plot_h = f64::from(heights[r]) - x_area(look, r + 1 == g.depth(), Some(&guess));
+            let mut ys = row_scale(g, r, xv, plot_h, look);
+            ys.fit_y(plot_h.max(1.0), look.font(TICK_PX));
+            ys
+        })
+        .collect();
+    let y_titles = y_titles(&mut y_scales, &heights, &guess, look);
+    let title_lines = y_titles
+        .iter()
+        .filter(|t| !t.1)
+        .map(|t| t.0.len())
+        .max()
+        .unwrap_or(0) as f64;
+    // One width of y labels for every panel, so that their x axes line up.
+    let tick = look.font(TICK_PX);
+    let widest = y_scales
+        .iter()
+        .flat_map(|ys| ys.ticks.iter().map(|t| text_width(tick, &ys.label(*t))))
+        .fold(0.0, f64::max);
+    let y_label_w =
+        (widest + look.em(AXIS_PX) * 1.3 * title_lines + f64::from(look.px(18.0))) as u32;
+    let plot_w = f64::from(cw) - f64::from(y_label_w) - f64::from(look.px(24.0));
+    xs.fit_x(plot_w, tick);
+    // Room at the right for half the last tick label, which centres on the plot's edge.
+    let right = xs
+        .ticks
+        .last()
+        .filter(|t| xs.categories.is_empty() && (xs.hi - **t) < (xs.hi - xs.lo) * 0.05)
+        .map_or(0.0, |t| text_width(tick, &xs.label(*t)) / 2.0);
+    let right = (right + f64::from(look.px(4.0))).max(f64::from(look.px(18.0))) as i32;
+    let cats = CategoryLabels::fit(&xs, plot_w, look);
+    for (i, stack) in g.stacks.iter().enumerate() {
+        let Some(cell) = cells.get(i) else { break };
+        let mut rest = cell.clone();
+        if heading_h > 0 {
+            let (head, below) = cell.split_vertically(heading_h);
+            head.draw(&Text::new(
+                chart.cells[i].clone(),
+                ((cw / 2) as i32, (heading_h / 2) as i32),
+                ("sans-serif", look.font(LABEL_PX))
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Center, VPos::Center)),
+            ))
+            .map_err(err)?;
+            rest = below;
+        }
+        for (r, p) in stack.iter().enumerate() {
+            let last = r + 1 == stack.len();
+            let (this, below) = if last {
+                (rest.clone(), rest.clone())
+            } else {
+                rest.split_vertically(heights[r])
+            };
+            let frame = Frame {
+                right,
+                xs: &xs,
+                ys: &y_scales[r],
+                y_title: &y_titles[r].0,
+                y_title_above: y_titles[r].1,
+                cats: &cats,
+                y_label_w,
+                last,
+            };
+            draw_panel(&this, p, chart, &frame, look)?;
+            rest = below;
+        }
+    }
+    Ok(())
 }
 
-/// A chart context over the panel's two drawn scales.
-type PanelContext<'a, DB> = ChartContext<'a, DB, Cartesian2d<Ticked, Ticked>>;
+/// Each y axis's title in lines that fit beside its panel; a word longer than the panel
+/// is high puts the title above the panel instead, in one line (and thins its ticks again,
+/// as it takes from the panel's height).
+fn y_titles(
+    y_scales: &mut [Scale],
+    heights: &[u32],
+    cats: &CategoryLabels,
+    look: &Look,
+) -> Vec<(Vec<String>, bool)> {
+    let axis_font = look.font(AXIS_PX);
+    let depth = y_scales.len();
+    let mut out = Vec::with_capacity(depth);
+    for (r, ys) in y_scales.iter_mut().enumerate() {
+        let room = f64::from(heights[r]) - x_area(look, false, None) - f64::from(look.px(10.0));
+        let lines = wrap(&ys.title, room.max(1.0), axis_font);
+        if lines.iter().any(|l| text_width(axis_font, l) > room) {
+            let plot_h = f64::from(heights[r])
+                - x_area(look, r + 1 == depth, Some(cats))
+                - look.em(AXIS_PX) * 1.3;
+            ys.fit_y(plot_h.max(1.0), look.font(TICK_PX));
+            out.push((vec![ys.title.clone()], true));
+        } else {
+            out.push((lines, false));
+        }
+    }
+    out
+}
+
+/// What a panel is drawn with: its scales, the x labels, the y labels' width, and
+/// whether it is the bottom of its stack (which carries the x axis's title).
+struct Frame<'a> {
+    /// The margin at the right, pixels.
+    right: i32,
+    xs: &'a Scale,
+    ys: &'a Scale,
+    /// The y axis's title, in lines.
+    y_title: &'a [String],
+    /// The title is set above the panel (too long to stand beside it).
+    y_title_above: bool,
+    cats: &'a CategoryLabels,
+    y_label_w: u32,
+    last: bool,
+}
 
 /// Draws one panel: its frame, grid and axes, then what it holds from the back to the
 /// front (shaded phases, the ideal line, series, boxes, lost packets, notes).
@@ -402,67 +543,60 @@ fn draw_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     p: &Panel,
     chart: &Chart,
-    xs: &Scale,
-    ys: &Scale,
-    y_label_w: u32,
-    last: bool,
+    f: &Frame,
+    look: &Look,
 ) -> Result<(), PlotError>
 where
     DB::ErrorType: 'static,
 {
-    let (pw, _) = area.dim_in_pixel();
-    let cats = CategoryLabels::fit(xs, pw, y_label_w);
-    let mut ctx = frame(area, xs, ys, &cats, y_label_w, last)?;
-    cats.draw(area, &ctx, ys)?;
+    let (xs, ys) = (f.xs, f.ys);
+    let mut ctx = frame(area, f, look)?;
+    f.cats.draw(area, &ctx, ys, look)?;
     draw_bands(&ctx, p, xs, ys)?;
     if p.ideal {
         // Two points: the line y = x, straight because both axes share one scale.
         let (a, b) = (ys.lo, ys.hi);
         ctx.draw_series(LineSeries::new(
             vec![(a, a), (b, b)],
-            REFERENCE.stroke_width(2),
+            REFERENCE.stroke_width(look.px(2.0) as u32),
         ))
         .map_err(err)?;
     }
-    draw_series(&mut ctx, p, chart, xs, ys)?;
-    draw_boxes(&ctx, p, chart, ys)?;
+    draw_series(&mut ctx, p, chart, xs, ys, look)?;
+    draw_boxes(&ctx, p, chart, ys, look)?;
     if !p.lost.is_empty() {
-        ctx.draw_series(
-            p.lost
-                .iter()
-                .map(|&(x, y)| Cross::new((xs.t(x), ys.t(y)), 4, PALETTE[1].stroke_width(1))),
-        )
+        let r = look.px(4.0);
+        ctx.draw_series(p.lost.iter().map(|&(x, y)| {
+            Cross::new((xs.t(x), clamp(ys, ys.t(y))), r, PALETTE[1].stroke_width(1))
+        }))
         .map_err(err)?;
     }
-    draw_marks(&ctx, p, chart, xs, ys)
+    draw_marks(&ctx, p, chart, xs, ys, look)
 }
 
 /// The panel's frame: its axes, grid and tick labels (the x axis's title under the last
 /// panel only, which stands for all of them); the context to draw its contents in.
 fn frame<'a, DB: DrawingBackend>(
     area: &'a DrawingArea<DB, Shift>,
-    xs: &Scale,
-    ys: &Scale,
-    cats: &CategoryLabels,
-    y_label_w: u32,
-    last: bool,
+    f: &Frame,
+    look: &Look,
 ) -> Result<PanelContext<'a, DB>, PlotError>
 where
     DB::ErrorType: 'static,
 {
-    let x_area = if cats.rows() > 0 {
-        cats.rows() * (cats.font + 3) + 40
-    } else if last {
-        58
-    } else {
-        32
-    };
+    let x_area = x_area(look, f.last, Some(f.cats)) as u32;
     let mut b = ChartBuilder::on(area);
-    b.margin_top(10)
-        .margin_right(18)
-        .margin_left(6)
+    let above = if f.y_title_above {
+        (look.em(AXIS_PX) * 1.3) as i32
+    } else {
+        0
+    };
+    b.margin_top(look.px(10.0) + above)
+        .margin_right(f.right)
+        .margin_left(look.px(6.0))
         .x_label_area_size(x_area)
-        .y_label_area_size(y_label_w);
+        .y_label_area_size(f.y_label_w);
+    let (xs, ys) = (f.xs, f.ys);
     let mut ctx = b
         .build_cartesian_2d(
             Ticked {
@@ -477,135 +611,79 @@ where
             },
         )
         .map_err(err)?;
-    let x_desc = if last {
-        cats.x_title.clone()
+    let x_desc = if f.last {
+        f.cats.x_title.clone().unwrap_or_else(|| xs.title.clone())
     } else {
         String::new()
     };
     ctx.configure_mesh()
         .x_desc(x_desc)
-        .y_desc(ys.title.as_str())
+        // Only the bottom panel of a stack labels the x axis they share.
         .x_label_formatter(&|v| {
-            if xs.categories.is_empty() {
+            if xs.categories.is_empty() && f.last {
                 xs.label(*v)
             } else {
                 String::new()
             }
         })
         .y_label_formatter(&|v| ys.label(*v))
+        .set_all_tick_mark_size(look.px(5.0))
         .bold_line_style(GRID)
         .light_line_style(TRANSPARENT)
         .axis_style(NOTE)
-        .x_label_style(("sans-serif", TICK_PX))
-        .y_label_style(("sans-serif", TICK_PX))
-        .axis_desc_style(("sans-serif", AXIS_PX))
+        .x_label_style(("sans-serif", look.font(TICK_PX)))
+        .y_label_style(("sans-serif", look.font(TICK_PX)))
+        .axis_desc_style(("sans-serif", look.font(AXIS_PX)))
         .draw()
         .map_err(err)?;
+    // The y axis's title, upright, a line each, centred on the plot's height; or above it.
+    let (xr, yr) = ctx.plotting_area().get_pixel_range();
+    let base = area.get_base_pixel();
+    let mid = (yr.start + yr.end) / 2 - base.1;
+    let line_h = look.em(AXIS_PX) * 1.3;
+    if f.y_title_above {
+        for line in f.y_title {
+            area.draw(&Text::new(
+                line.clone(),
+                (xr.start - base.0, yr.start - base.1 - look.px(4.0)),
+                ("sans-serif", look.font(AXIS_PX))
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Left, VPos::Bottom)),
+            ))
+            .map_err(err)?;
+        }
+        return Ok(ctx);
+    }
+    for (i, line) in f.y_title.iter().enumerate() {
+        area.draw(&Text::new(
+            line.clone(),
+            (look.px(6.0) + (i as f64 * line_h) as i32, mid),
+            ("sans-serif", look.font(AXIS_PX))
+                .into_font()
+                .color(&BLACK)
+                .transform(FontTransform::Rotate270)
+                .pos(Pos::new(HPos::Center, VPos::Top)),
+        ))
+        .map_err(err)?;
+    }
     Ok(ctx)
 }
 
-/// The labels under a category axis, fitted to the width of a category's slot.
-struct CategoryLabels {
-    /// A category's lines, top to bottom.
-    lines: Vec<Vec<String>>,
-    /// Their font size, pixels.
-    font: u32,
-    /// The x axis's title (the parameters' names when the labels hold values only).
-    x_title: String,
+/// The height under a panel for its x labels (category labels when given, the bottom
+/// panel's tick labels) and, under the bottom one, the axis's title.
+fn x_area(look: &Look, last: bool, cats: Option<&CategoryLabels>) -> f64 {
+    let tick_em = look.em(TICK_PX);
+    let title_h = if last { look.em(AXIS_PX) * 1.6 } else { 0.0 };
+    let labels_h = match cats {
+        Some(c) if c.rows() > 0 => c.height(look),
+        _ if last => tick_em * 1.3,
+        _ => 0.0,
+    };
+    labels_h + title_h + f64::from(look.px(14.0))
 }
 
-impl CategoryLabels {
-    /// The labels of `xs`'s categories in a panel `pw` pixels wide: a line per parameter
-    /// ("rate=10M" over "size=500"); if that is too wide for its slot, values only, the
-    /// parameters' names then in the axis title.
-    fn fit(xs: &Scale, pw: u32, y_label_w: u32) -> Self {
-        let slot = (pw.saturating_sub(y_label_w + 24)) as usize / xs.categories.len().max(1);
-        let mut lines: Vec<Vec<String>> = xs
-            .categories
-            .iter()
-            .map(|c| c.split('\n').map(String::from).collect())
-            .collect();
-        let mut x_title = xs.title.clone();
-        if widest(&lines) * 7 > slot && lines.iter().flatten().all(|s| s.contains('=')) {
-            let names: Vec<String> = lines
-                .first()
-                .map(|l| {
-                    l.iter()
-                        .map(|s| s.split('=').next().unwrap_or("").to_string())
-                        .collect()
-                })
-                .unwrap_or_default();
-            x_title = format!("{} (top to bottom)", names.join(", "));
-            for l in &mut lines {
-                for s in l.iter_mut() {
-                    *s = s.split_once('=').map_or(s.clone(), |(_, v)| v.to_string());
-                }
-            }
-        }
-        // Still too wide for a readable font: names of one line ("smoltcp-receiver") break
-        // after their hyphens.
-        if widest(&lines) * 7 > slot * 10 / 12 && lines.iter().all(|l| l.len() == 1) {
-            for l in &mut lines {
-                *l = break_after_hyphens(&l[0]);
-            }
-        }
-        let font = (slot * 10 / (widest(&lines) * 7)).clamp(9, TICK_PX as usize) as u32;
-        Self {
-            lines,
-            font,
-            x_title,
-        }
-    }
-
-    /// Lines of the tallest label (0 without categories).
-    fn rows(&self) -> u32 {
-        self.lines.iter().map(Vec::len).max().unwrap_or(0) as u32
-    }
-
-    /// Draws each label centred under its category.
-    fn draw<DB: DrawingBackend>(
-        &self,
-        area: &DrawingArea<DB, Shift>,
-        ctx: &PanelContext<'_, DB>,
-        ys: &Scale,
-    ) -> Result<(), PlotError>
-    where
-        DB::ErrorType: 'static,
-    {
-        let base = area.get_base_pixel();
-        for (i, lines) in self.lines.iter().enumerate() {
-            let (px, py) = ctx.backend_coord(&(i as f64, ys.lo));
-            for (k, line) in lines.iter().enumerate() {
-                area.draw(&Text::new(
-                    line.clone(),
-                    (
-                        px - base.0,
-                        py - base.1 + 8 + k as i32 * (self.font as i32 + 3),
-                    ),
-                    ("sans-serif", self.font)
-                        .into_font()
-                        .color(&BLACK)
-                        .pos(Pos::new(HPos::Center, VPos::Top)),
-                ))
-                .map_err(err)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Characters in the longest line of any label (at least 1).
-fn widest(lines: &[Vec<String>]) -> usize {
-    lines
-        .iter()
-        .flatten()
-        .map(|s| s.chars().count())
-        .max()
-        .unwrap_or(1)
-        .max(1)
-}
-
-/// Shaded phases, each with its note at its top left.
+/// Shaded phases (their notes are in the legend, off the data).
 fn draw_bands<DB: DrawingBackend>(
     ctx: &PanelContext<'_, DB>,
     p: &Panel,
@@ -618,68 +696,82 @@ where
     for band in &p.bands {
         let (x0, x1) = (xs.t(band.from), xs.t(band.to));
         ctx.plotting_area()
-            .draw(&Rectangle::new([(x0, ys.lo), (x1, ys.hi)], BAND.filled()))
+            .draw(&Rectangle::new(
+                [(x0, ys.lo), (x1, ys.hi)],
+                BAND.mix(0.6).filled(),
+            ))
             .map_err(err)?;
-        if !band.text.is_empty() {
-            ctx.plotting_area()
-                .draw(
-                    &(EmptyElement::at((x0, ys.hi))
-                        + Text::new(
-                            band.text.clone(),
-                            (6, 4),
-                            ("sans-serif", NOTE_PX).into_font().color(&NOTE),
-                        )),
-                )
-                .map_err(err)?;
-        }
     }
     Ok(())
 }
 
-/// Each series in its style, with its error bars.
+/// Each series in its style, with its error bars; a line breaks at gaps, and values
+/// above a cut axis are drawn on its top edge with a ▲.
 fn draw_series<DB: DrawingBackend>(
     ctx: &mut PanelContext<'_, DB>,
     p: &Panel,
     chart: &Chart,
     xs: &Scale,
     ys: &Scale,
+    look: &Look,
 ) -> Result<(), PlotError>
 where
     DB::ErrorType: 'static,
 {
-    let pt = |x: f64, y: f64| (xs.t(x), ys.t(y));
+    let pt = |x: f64, y: f64| (xs.t(x), clamp(ys, ys.t(y)));
+    let width = look.px(2.0) as u32;
     for s in &p.series {
         let c = chart.palette.color(&s.label);
-        let pts: Vec<(f64, f64)> = s.points.iter().map(|q| pt(q.x, q.y)).collect();
-        match s.style {
-            Style::Dots => {
-                let r = if pts.len() > 2000 { 1 } else { 2 };
-                ctx.draw_series(pts.iter().map(|&q| Circle::new(q, r, c.filled())))
+        let above: Vec<(f64, f64)> = s
+            .points
+            .iter()
+            .filter(|q| !q.is_gap() && ys.t(q.y) > ys.hi)
+            .map(|q| (xs.t(q.x), ys.hi))
+            .collect();
+        for run in s.runs() {
+            let pts: Vec<(f64, f64)> = run.iter().map(|q| pt(q.x, q.y)).collect();
+            match s.style {
+                Style::Dots => {
+                    let r = if s.points.len() > 2000 { 1 } else { 2 };
+                    ctx.draw_series(
+                        pts.iter()
+                            .map(|&q| Circle::new(q, look.px(r as f64), c.filled())),
+                    )
                     .map_err(err)?;
-            }
-            Style::Line => {
-                ctx.draw_series(LineSeries::new(pts, c.stroke_width(2)))
-                    .map_err(err)?;
-            }
-            Style::LinePoints => {
-                ctx.draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
-                    .map_err(err)?;
-                ctx.draw_series(pts.iter().map(|&q| Circle::new(q, 4, c.filled())))
-                    .map_err(err)?;
+                }
+                Style::Line | Style::Box => {
+                    ctx.draw_series(LineSeries::new(pts, c.stroke_width(width)))
+                        .map_err(err)?;
+                }
+                Style::LinePoints => {
+                    ctx.draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(width)))
+                        .map_err(err)?;
+                    let r = look.px(if s.max_gap.is_some() { 2.5 } else { 4.0 });
+                    ctx.draw_series(pts.iter().map(|&q| Circle::new(q, r, c.filled())))
+                        .map_err(err)?;
+                }
             }
         }
+        let tri = look.px(6.0);
+        ctx.draw_series(
+            above
+                .into_iter()
+                .map(|q| TriangleMarker::new(q, tri, c.filled())),
+        )
+        .map_err(err)?;
         // Error bars with caps.
         for q in s.points.iter().filter(|q| q.hi > q.lo) {
             let (x, lo) = pt(q.x, q.lo);
-            let hi = ys.t(q.hi);
-            let style = c.stroke_width(2);
+            let hi = clamp(ys, ys.t(q.hi));
+            let style = c.stroke_width(width);
             ctx.draw_series([PathElement::new(vec![(x, lo), (x, hi)], style)])
                 .map_err(err)?;
+            let cap = look.px(5.0);
             for y in [lo, hi] {
                 ctx.plotting_area()
                     .draw(
                         &(EmptyElement::at((x, y))
-                            + PathElement::new(vec![(-5, 0), (5, 0)], style)),
+                            + PathElement::new(vec![(-cap, 0), (cap, 0)], style)),
                     )
                     .map_err(err)?;
             }
@@ -689,20 +781,22 @@ where
 }
 
 /// Box plots: the box from the first to the third quartile, the median across it,
-/// whiskers with caps, outliers as rings.
+/// whiskers with caps, outliers as small rings.
 fn draw_boxes<DB: DrawingBackend>(
     ctx: &PanelContext<'_, DB>,
     p: &Panel,
     chart: &Chart,
     ys: &Scale,
+    look: &Look,
 ) -> Result<(), PlotError>
 where
     DB::ErrorType: 'static,
 {
+    let width = look.px(2.0) as u32;
     for bx in &p.boxes {
         let c = chart.palette.color(&bx.series);
         let x = bx.category as f64;
-        let [w0, q1, med, q3, w1] = bx.five.map(|v| ys.t(v));
+        let [w0, q1, med, q3, w1] = bx.five.map(|v| clamp(ys, ys.t(v)));
         let area = ctx.plotting_area();
         area.draw(&Rectangle::new(
             [(x - 0.28, q1), (x + 0.28, q3)],
@@ -711,7 +805,7 @@ where
         .map_err(err)?;
         area.draw(&Rectangle::new(
             [(x - 0.28, q1), (x + 0.28, q3)],
-            c.stroke_width(2),
+            c.stroke_width(width),
         ))
         .map_err(err)?;
         for line in [
@@ -721,58 +815,17 @@ where
             vec![(x - 0.12, w0), (x + 0.12, w0)],
             vec![(x - 0.12, w1), (x + 0.12, w1)],
         ] {
-            area.draw(&PathElement::new(line, c.stroke_width(2)))
+            area.draw(&PathElement::new(line, c.stroke_width(width)))
                 .map_err(err)?;
         }
         for o in &bx.outliers {
-            area.draw(&Circle::new((x, ys.t(*o)), 4, c.stroke_width(2)))
-                .map_err(err)?;
-        }
-    }
-    Ok(())
-}
-
-/// Marked points (knees): a ring with its note beside it.
-fn draw_marks<DB: DrawingBackend>(
-    ctx: &PanelContext<'_, DB>,
-    p: &Panel,
-    chart: &Chart,
-    xs: &Scale,
-    ys: &Scale,
-) -> Result<(), PlotError>
-where
-    DB::ErrorType: 'static,
-{
-    for (i, m) in p.marks.iter().enumerate() {
-        let c = chart.palette.color(&m.series);
-        let (x, y) = (xs.t(m.x), ys.t(m.y));
-        // The note goes to the side with more room.
-        let right_half = (x - xs.lo) / (xs.hi - xs.lo) > 0.55;
-        let font = ("sans-serif", LABEL_PX).into_font().color(&c);
-        let dx = if right_half {
-            // Measured, and kept inside the plot: a long note would run over the y labels.
-            let text_w = ctx
-                .plotting_area()
-                .estimate_text_size(&m.text, &font)
-                .map_or(m.text.chars().count() as i32 * 9, |(tw, _)| tw as i32);
-            let room = ctx.backend_coord(&(x, y)).0 - ctx.plotting_area().get_pixel_range().0.start;
-            -(text_w + 12).min(room - 2).max(0)
-        } else {
-            12
-        };
-        ctx.plotting_area()
-            .draw(
-                &(EmptyElement::at((x, y))
-                    + Circle::new((0, 0), 8, c.stroke_width(2))
-                    // Each note a line lower than the one before: knees of several
-                    // series often fall at one rate.
-                    + Text::new(
-                        m.text.clone(),
-                        (dx, 6 + i as i32 * 20),
-                        font.clone(),
-                    )),
-            )
+            area.draw(&Circle::new(
+                (x, clamp(ys, ys.t(*o))),
+                look.px(3.0),
+                c.stroke_width(look.px(1.5) as u32),
+            ))
             .map_err(err)?;
+        }
     }
     Ok(())
 }
@@ -782,29 +835,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn captions_wrap_at_spaces() {
-        assert_eq!(wrap("aa bb cc", 5), ["aa bb", "cc"]);
-        assert_eq!(wrap("one\ntwo", 80), ["one", "two"]);
+    fn captions_wrap_at_spaces_by_measured_width() {
+        // "aa bb" is about 2.8 ems wide at a 16-pixel em: 45 pixels.
+        assert_eq!(wrap("aa bb cc", 50.0, 20.0), ["aa bb", "cc"]);
+        assert_eq!(wrap("one\ntwo", 800.0, 20.0), ["one", "two"]);
     }
 
     #[test]
-    fn a_linear_rate_axis_names_its_unit_and_a_log_one_labels_each_tick() {
-        let lin = Scale::new(
-            &Axis::linear("received rate", Quantity::BitRate),
-            &[1e9, 30e9],
-            6,
-            true,
-        );
-        assert_eq!(lin.title, "received rate (Gbit/s)");
-        assert_eq!(lin.label(10e9), "10");
-        let log = Scale::new(
-            &Axis::log("offered rate", Quantity::BitRate),
-            &[10e6, 1e9],
-            8,
-            false,
-        );
-        assert_eq!(log.title, "offered rate");
-        assert_eq!(log.label(1e8f64.log10()), "100 Mbit/s");
-        assert_eq!(log.label(9.0), "1 Gbit/s");
+    fn the_default_image_is_a_column_wide_with_7_point_ticks() {
+        let opts = Options::default();
+        let look = Look::new(&opts);
+        let chart = Chart {
+            panels: vec![Panel::new(
+                Axis::linear("t", Quantity::Seconds),
+                Axis::linear("r", Quantity::BitRate),
+            )],
+            ..Chart::default()
+        };
+        let (w, _) = default_size(&chart, &opts);
+        // Printed 3.5 inches wide, a tick label's em in points.
+        let pt = look.em(TICK_PX) / f64::from(w) * 3.5 * 72.0;
+        assert!((7.0..7.5).contains(&pt), "{pt}");
     }
 }

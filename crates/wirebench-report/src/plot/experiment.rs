@@ -5,13 +5,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use wirebench_proto::results::Results;
+use wirebench_proto::results::{ProbeKind, Results};
 use wirebench_proto::units::parse_size;
 use wirebench_stats::Summary;
 
 use super::chart::{Axis, BoxStat, Chart, Mark, Palette, Panel, Pt, Series, Style};
 use super::latency::{latency_panels, Distribution};
-use super::scale::Quantity;
+use super::scale::{param_label, param_value, with_unit, Quantity};
 use super::{load_results, Kind, PlotError};
 use crate::experiment::summary::{figures, ExperimentSummary, PointSummary};
 
@@ -22,12 +22,13 @@ fn x_param(s: &ExperimentSummary) -> Option<&'static str> {
         .find(|k| s.points.iter().any(|p| p.point.contains_key(*k)))
 }
 
-/// `k=v, k=v` of a point's parameters other than `skip`; "all" when none is left.
+/// `name value, name value` of a point's parameters other than `skip`, each value with its
+/// unit ("size 1472 B, rate 79.4 Mbit/s"); "all" when none is left.
 fn label(point: &BTreeMap<String, String>, skip: Option<&str>) -> String {
     let parts: Vec<String> = point
         .iter()
         .filter(|(k, _)| Some(k.as_str()) != skip)
-        .map(|(k, v)| format!("{k}={v}"))
+        .map(|(k, v)| param_label(k, v))
         .collect();
     if parts.is_empty() {
         "all".into()
@@ -96,12 +97,12 @@ fn trials_and_bars(s: &ExperimentSummary) -> String {
     format!("{n} trial(s) per point; points: mean; {bars}.{failed}")
 }
 
-/// Whether values spread over enough decades to want a log axis.
+/// Whether values spread over enough decades to want a log axis: more than 30 times.
 fn wide(values: impl Iterator<Item = f64>) -> bool {
     let (lo, hi) = values
         .filter(|v| *v > 0.0)
         .fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
-    hi > 0.0 && lo > 0.0 && hi / lo >= 20.0
+    hi > 0.0 && lo > 0.0 && hi / lo > 30.0
 }
 
 fn axis(label: &str, q: Quantity, log: bool) -> Axis {
@@ -131,11 +132,7 @@ fn curves(
     by.into_iter()
         .map(|(label, mut points)| {
             points.sort_by(|a, b| a.x.total_cmp(&b.x));
-            Series {
-                label,
-                style: Style::LinePoints,
-                points,
-            }
+            Series::new(label, Style::LinePoints, points)
         })
         .collect()
 }
@@ -182,10 +179,20 @@ fn rate(kind: Kind, s: &ExperimentSummary, chart: &mut Chart) {
     if kind == Kind::Received {
         let mut panel = Panel::new(x, Axis::linear("data received", Quantity::Percent));
         panel.series = curves(s, offered, "delivered_fraction", 100.0);
+        let all = panel
+            .series
+            .iter()
+            .flat_map(|c| &c.points)
+            .all(|q| q.lo >= 99.9995);
         chart.panels.push(panel);
         chart.title = "Data received against offered rate".into();
         chart.caption = format!(
-            "Received bytes / sent bytes of each trial. {}",
+            "Received bytes / sent bytes of each trial.{} {}",
+            if all {
+                " Every trial received all it was sent: 100% at every point."
+            } else {
+                ""
+            },
             trials_and_bars(s)
         );
         return;
@@ -194,7 +201,9 @@ fn rate(kind: Kind, s: &ExperimentSummary, chart: &mut Chart) {
     top.ideal = true;
     top.weight = 2;
     top.series = curves(s, offered, "received_bps", 1.0);
-    // The knee: where a series last delivers 99% of what was offered.
+    // The knee: where a series last delivers 99% of what was offered, ringed; a series
+    // that delivered 99% at every rate tried has no knee to ring, only its note.
+    let several = s.knees.len() > 1;
     for k in &s.knees {
         let Some(knee) = k.knee99_bps else { continue };
         let series = label(&k.series, None);
@@ -204,11 +213,23 @@ fn rate(kind: Kind, s: &ExperimentSummary, chart: &mut Chart) {
             .find(|c| c.label == series)
             .and_then(|c| c.points.iter().find(|q| (q.x - knee).abs() <= knee * 1e-9))
             .map_or(knee, |q| q.y);
+        let ring = k.tested_up_to_bps.is_none_or(|t| knee < t);
+        let whose = if several {
+            format!("{series}: ")
+        } else {
+            String::new()
+        };
+        let text = if ring {
+            format!("○ {whose}99% up to {}", with_unit(Quantity::BitRate, knee))
+        } else {
+            format!("{whose}no knee (99% at every rate)")
+        };
         top.marks.push(Mark {
             x: knee,
             y,
-            text: format!("99% delivered: {}", k.describe(0.99)),
+            text,
             series,
+            ring,
         });
     }
     chart.panels.push(top);
@@ -236,7 +257,14 @@ fn rate(kind: Kind, s: &ExperimentSummary, chart: &mut Chart) {
             })
             .collect()
     };
-    if !loss.series.is_empty() {
+    // A loss panel that is a flat line at 0 says less than a word in the caption.
+    let has_loss = !loss.series.is_empty();
+    let lossless = loss
+        .series
+        .iter()
+        .flat_map(|c| &c.points)
+        .all(|q| q.hi <= 0.0005);
+    if !loss.series.is_empty() && !lossless {
         chart.panels.push(loss);
     }
     chart.title = "Received against offered rate".into();
@@ -247,12 +275,17 @@ fn rate(kind: Kind, s: &ExperimentSummary, chart: &mut Chart) {
     };
     chart.caption = format!(
         "Receive rate of each trial against the rate offered ({scale}: y = x is the grey line). \
-         {} Knee: the highest offered rate at which 99% of the data arrived. Loss: {}.",
+         {} Knee (○): the highest offered rate at which 99% of the data arrived. Loss: {}{}.",
         trials_and_bars(s),
         if udp {
             "datagrams lost / sent"
         } else {
             "bytes that did not arrive / sent"
+        },
+        if lossless && has_loss {
+            ", 0 at every point (not drawn)"
+        } else {
+            ""
         }
     );
 }
@@ -298,51 +331,110 @@ fn trial_values(dir: &Path, p: &PointSummary, figure: &str) -> Vec<f64> {
     out
 }
 
-fn boxes(s: &ExperimentSummary, dir: Option<&Path>, chart: &mut Chart) {
-    let goodput = s.is_scenario();
-    let figure = s.rate_figure();
-    // One parameter: its values label the boxes and its name the axis; else `k=v` pairs.
+/// The x axis of box plots: its name, and the one parameter whose value labels each box
+/// (the only one, or the one curves run along when the legend tells the series apart);
+/// `None`: a line per parameter ("rate=79.4 Mbit/s" over "size=1472 B": the labels may
+/// drop the names).
+fn box_axis(s: &ExperimentSummary) -> (String, Option<String>) {
     let keys: Vec<&String> = s
         .points
         .first()
         .map(|p| p.point.keys().collect())
         .unwrap_or_default();
-    let single = keys.len() == 1 && s.points.iter().all(|p| p.point.len() == 1);
-    let x_name = if single {
-        keys[0].clone()
-    } else {
-        "point".to_string()
-    };
+    if keys.len() == 1 && s.points.iter().all(|p| p.point.len() == 1) {
+        return (keys[0].clone(), Some(keys[0].clone()));
+    }
+    if let Some(k) = x_param(s) {
+        let series: std::collections::BTreeSet<String> =
+            s.points.iter().map(|p| series_of(s, p)).collect();
+        if series.len() > 1 && series.len() < s.points.len() {
+            return (k.to_string(), Some(k.to_string()));
+        }
+    }
+    ("point".to_string(), None)
+}
+
+fn box_category(p: &PointSummary, key: Option<&str>) -> String {
+    match key {
+        Some(k) => p
+            .point
+            .get(k)
+            .map(|v| param_value(k, v))
+            .unwrap_or_default(),
+        None => {
+            let lines: Vec<String> = p
+                .point
+                .iter()
+                .map(|(k, v)| format!("{k}={}", param_value(k, v)))
+                .collect();
+            lines.join("\n")
+        }
+    }
+}
+
+/// Tukey's box of `values`: whiskers at the furthest value within 1.5 IQR of the box,
+/// the values beyond them apart.
+fn tukey(values: &[f64]) -> Option<([f64; 5], Vec<f64>)> {
+    let st = wirebench_stats::summarize(values)?;
+    let iqr = st.q3 - st.q1;
+    let (f0, f1) = (st.q1 - 1.5 * iqr, st.q3 + 1.5 * iqr);
+    let inside = values.iter().copied().filter(|v| *v >= f0 && *v <= f1);
+    let w0 = inside.clone().fold(st.q1, f64::min);
+    let w1 = inside.fold(st.q3, f64::max);
+    let outliers = values
+        .iter()
+        .copied()
+        .filter(|v| *v < f0 || *v > f1)
+        .collect();
+    Some(([w0, st.q1, st.median, st.q3, w1], outliers))
+}
+
+/// Puts the boxes in a panel over `categories`, its y axis log when they span more than
+/// 30 times, and says whether it is log.
+fn box_panel(
+    chart: &mut Chart,
+    x_name: &str,
+    categories: Vec<String>,
+    boxes: Vec<BoxStat>,
+    y: (&str, Quantity),
+) -> bool {
+    let log = wide(boxes.iter().flat_map(|b| b.five));
+    let mut x = Axis::linear(x_name, Quantity::Count);
+    x.categories = categories;
+    let mut panel = Panel::new(x, axis(y.0, y.1, log));
+    panel.boxes = boxes;
+    // One series, or one per box: the x labels say it all.
+    let distinct: std::collections::BTreeSet<&str> =
+        panel.boxes.iter().map(|b| b.series.as_str()).collect();
+    chart.no_legend = distinct.len() <= 1 || distinct.len() == panel.boxes.len();
+    chart.panels.push(panel);
+    log
+}
+
+fn boxes(s: &ExperimentSummary, dir: Option<&Path>, chart: &mut Chart) {
+    if s.points
+        .iter()
+        .any(|p| p.figures.contains_key("rrul_loaded_latency_p50_us"))
+    {
+        return rrul_boxes(s, dir, chart);
+    }
+    let goodput = s.is_scenario();
+    let figure = s.rate_figure();
+    let (x_name, key) = box_axis(s);
     let mut categories = Vec::new();
     let mut out = Vec::new();
-    let mut tukey = true;
+    let mut all_tukey = true;
     for p in &s.points {
         let Some(st) = p.figures.get(figure) else {
             continue;
         };
-        // Several parameters: one line each under the box.
-        let cat = if single {
-            p.point.values().next().cloned().unwrap_or_default()
-        } else {
-            label(&p.point, None).replace(", ", "\n")
-        };
         let values = dir.map(|d| trial_values(d, p, figure)).unwrap_or_default();
-        let (five, outliers) = if values.len() as u64 == st.count && !values.is_empty() {
-            // Tukey's fences: whiskers at the furthest trial within 1.5 IQR of the box.
-            let iqr = st.q3 - st.q1;
-            let (f0, f1) = (st.q1 - 1.5 * iqr, st.q3 + 1.5 * iqr);
-            let inside = values.iter().copied().filter(|v| *v >= f0 && *v <= f1);
-            let w0 = inside.clone().fold(st.q1, f64::min);
-            let w1 = inside.fold(st.q3, f64::max);
-            let outliers = values
-                .iter()
-                .copied()
-                .filter(|v| *v < f0 || *v > f1)
-                .collect();
-            ([w0, st.q1, st.median, st.q3, w1], outliers)
-        } else {
-            tukey = false;
-            ([st.min, st.q1, st.median, st.q3, st.max], Vec::new())
+        let (five, outliers) = match tukey(&values).filter(|_| values.len() as u64 == st.count) {
+            Some(t) => t,
+            None => {
+                all_tukey = false;
+                ([st.min, st.q1, st.median, st.q3, st.max], Vec::new())
+            }
         };
         out.push(BoxStat {
             category: categories.len(),
@@ -350,32 +442,102 @@ fn boxes(s: &ExperimentSummary, dir: Option<&Path>, chart: &mut Chart) {
             five,
             outliers,
         });
-        categories.push(cat);
+        categories.push(box_category(p, key.as_deref()));
     }
     let what = if goodput { "goodput" } else { "receive rate" };
-    let mut x = Axis::linear(&x_name, Quantity::Count);
-    x.categories = categories;
-    let mut panel = Panel::new(x, Axis::linear(what, Quantity::BitRate));
-    panel.boxes = out;
-    // One series, or one per box: the x labels say it all.
-    let distinct: std::collections::BTreeSet<&str> =
-        panel.boxes.iter().map(|b| b.series.as_str()).collect();
-    chart.no_legend = distinct.len() <= 1 || distinct.len() == panel.boxes.len();
-    chart.panels.push(panel);
+    let log = box_panel(chart, &x_name, categories, out, (what, Quantity::BitRate));
     chart.title = format!("The {what} of the repeated trials");
     let n = trials_and_bars(s);
     let n = n.split(';').next().unwrap_or("");
-    chart.caption = if tukey {
+    let scale = if log {
+        " y axis log (the boxes span more than 30×)."
+    } else {
+        ""
+    };
+    chart.caption = if all_tukey {
         format!(
             "The {what} of each trial; {n}. Box: first to third quartile; line: median; \
-             whiskers: the furthest trial within 1.5 × IQR of the box (Tukey); circles: trials \
-             beyond the whiskers."
+             whiskers: the furthest trial within 1.5 × IQR of the box (Tukey); small rings: \
+             trials beyond the whiskers.{scale}"
         )
     } else {
         format!(
             "The {what} of each trial; {n}. Box: first to third quartile; line: median; \
              whiskers: smallest and largest trial (the trials' files were not read, so no \
-             outlier is told apart)."
+             outlier is told apart).{scale}"
+        )
+    };
+}
+
+/// The loaded UDP probes' round trips of a point's rrul trials, pooled, seconds.
+fn rrul_samples(dir: &Path, p: &PointSummary) -> Vec<f64> {
+    p.files
+        .iter()
+        .filter_map(|f| load_results(&dir.join(f)).ok())
+        .filter_map(|r| r.end.rrul)
+        .flat_map(|rrul| super::rrul::samples(&rrul, ProbeKind::Udp, true))
+        .collect()
+}
+
+/// Box plots of an rrul sweep: per point, the round trips of every UDP probe its trials
+/// sent under load; without the trials' files, the trials' loaded medians.
+fn rrul_boxes(s: &ExperimentSummary, dir: Option<&Path>, chart: &mut Chart) {
+    let (x_name, key) = box_axis(s);
+    let mut categories = Vec::new();
+    let mut out = Vec::new();
+    let mut from_probes = true;
+    let mut counts = Vec::new();
+    for p in &s.points {
+        let samples = dir.map(|d| rrul_samples(d, p)).unwrap_or_default();
+        let (five, outliers) = match tukey(&samples) {
+            Some(t) => {
+                counts.push(samples.len());
+                t
+            }
+            None => {
+                let Some(st) = p.figures.get("rrul_loaded_latency_p50_us") else {
+                    continue;
+                };
+                from_probes = false;
+                let us = |v: f64| v * 1e-6;
+                (
+                    [us(st.min), us(st.q1), us(st.median), us(st.q3), us(st.max)],
+                    Vec::new(),
+                )
+            }
+        };
+        out.push(BoxStat {
+            category: categories.len(),
+            series: series_of(s, p),
+            five,
+            outliers,
+        });
+        categories.push(box_category(p, key.as_deref()));
+    }
+    let what = "loaded round-trip time";
+    let log = box_panel(chart, &x_name, categories, out, (what, Quantity::Seconds));
+    chart.title = "Round trips under load (rrul) across the sweep".into();
+    let n = trials_and_bars(s);
+    let n = n.split(';').next().unwrap_or("");
+    let scale = if log {
+        " y axis log (the boxes span more than 30×)."
+    } else {
+        ""
+    };
+    chart.caption = if from_probes {
+        let lo = counts.iter().min().unwrap_or(&0);
+        let hi = counts.iter().max().unwrap_or(&0);
+        format!(
+            "Every UDP probe sent while the load ran, its trials pooled ({lo}–{hi} answered \
+             probes per point; {n}). Box: first to third quartile; line: median; whiskers: \
+             the furthest probe within 1.5 × IQR of the box (Tukey); small rings: probes \
+             beyond.{scale}"
+        )
+    } else {
+        format!(
+            "The loaded median round trip of each trial; {n}. Box: first to third quartile; \
+             line: median; whiskers: smallest and largest trial (the trials' files were not \
+             read).{scale}"
         )
     };
 }
@@ -391,7 +553,14 @@ fn latency(s: &ExperimentSummary, dir: Option<&Path>, chart: &mut Chart) -> Resu
             .iter()
             .filter_map(|f| load_results(&dir.join(f)).ok())
             .collect();
-        if let Some(d) = Distribution::of_trials(&results) {
+        // rrul trials: their loaded UDP probes' round trips, pooled.
+        let rrul: Vec<f64> = results
+            .iter()
+            .filter_map(|r| r.end.rrul.as_ref())
+            .flat_map(|rrul| super::rrul::samples(rrul, ProbeKind::Udp, true))
+            .collect();
+        let d = Distribution::of_trials(&results).or_else(|| Distribution::of_samples(rrul));
+        if let Some(d) = d {
             runs.push((label(&p.point, None), d));
         }
     }
@@ -400,5 +569,14 @@ fn latency(s: &ExperimentSummary, dir: Option<&Path>, chart: &mut Chart) -> Resu
     }
     chart.palette = Palette::new(runs.iter().map(|(l, _)| l.clone()));
     latency_panels(chart, &runs);
+    if s.points
+        .iter()
+        .any(|p| p.figures.contains_key("rrul_loaded_latency_p50_us"))
+    {
+        chart.caption = "The round trips of every UDP probe sent under load (rrul), the \
+                         trials of each point pooled, one curve per point. Bottom: the share \
+                         slower than x, on a log scale, for the tail."
+            .into();
+    }
     Ok(())
 }

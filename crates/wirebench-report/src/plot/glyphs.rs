@@ -59,6 +59,16 @@ fn layout(font: &FontRef<'static>, size: f64, text: &str) -> Line {
     }
 }
 
+/// The advance width in pixels of `text` at plotters' `size` (the em times 1.24), as both
+/// the PNG and a browser showing the SVG lay it out: what layouts measure labels with.
+pub(super) fn text_width(size: f64, text: &str) -> f64 {
+    match font() {
+        Some(f) => f64::from(layout(f, size, text).width),
+        // Never without the embedded font; a generous guess all the same.
+        None => size / SVG_EM as f64 * 0.65 * text.chars().count() as f64,
+    }
+}
+
 /// A drawing backend that draws text with the embedded font (see the module's comment) and
 /// passes everything else to the backend it wraps.
 pub(super) struct Glyphs<B>(pub B);

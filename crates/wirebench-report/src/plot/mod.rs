@@ -4,16 +4,22 @@
 //! Every plot is first a [`Chart`] (`chart`: panels, series, error bars, boxes, colours by
 //! series label), built from an experiment (`experiment`), one result (`result`, with the
 //! latency distributions of `latency`), a packet log or a link log (here), then drawn
-//! (`draw`) with the axes' units and ticks of `scale`.
+//! (`draw`, with the axes of `axes` and the labels and notes of `marks`) with the units and
+//! ticks of `scale`, at the size and resolution of [`Options`].
 
+mod axes;
 mod chart;
 mod draw;
 mod experiment;
 mod glyphs;
 mod latency;
+mod look;
+mod marks;
 mod result;
 mod rrul;
 pub mod scale;
+#[cfg(test)]
+mod svg_checks;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -23,12 +29,12 @@ use wirebench_proto::packet_log::{LogError, Reader, Record};
 use wirebench_proto::results::Results;
 
 pub use chart::{
-    Axis, BoxStat, Chart, Mark, Palette, Panel, Pt, Series, Style, PALETTE, REFERENCE,
+    Axis, Band, BoxStat, Chart, Mark, Palette, Panel, Pt, Series, Style, PALETTE, REFERENCE,
 };
 pub use experiment::{experiment_chart_in, palette, series_of};
 pub use latency::Distribution;
 pub use result::result_chart;
-pub use rrul::rrul_chart;
+pub use rrul::{rrul_chart, rrul_comparison};
 
 use crate::experiment::summary::ExperimentSummary;
 use scale::Quantity;
@@ -48,8 +54,14 @@ fn register_font() {
 #[derive(Debug, thiserror::Error)]
 pub enum PlotError {
     /// A `--kind` that is not one.
-    #[error("--kind {0}: rate, received, time, box, throughput, latency or arrival")]
+    #[error("--kind {0}: rate, received, time, box, throughput, latency, arrival or rrul")]
     UnknownKind(String),
+    /// Several inputs that are not all results of the kind a comparison draws.
+    #[error("{}: several inputs are compared only as results (.json) of `run --mode rrul`, drawn with --kind rrul; an experiment's shards are directories", .0.display())]
+    NotComparable(PathBuf),
+    /// A size or resolution out of range.
+    #[error("{0}")]
+    Size(String),
     /// A kind that draws one result or a packet log, asked of an experiment.
     #[error(
         "--kind {0} draws one result (a trial's JSON file) or a packet log, not an experiment"
@@ -138,6 +150,77 @@ pub enum PlotError {
     /// The image could not be written (an earlier one of that name is intact).
     #[error(transparent)]
     Write(#[from] crate::output::WriteError),
+}
+
+/// How y axes are scaled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum YScale {
+    /// As the chart chose: log where the values span more than 30 times.
+    #[default]
+    Auto,
+    /// Linear.
+    Linear,
+    /// Logarithmic.
+    Log,
+}
+
+/// How a chart is drawn: its size and resolution, and its axes' ranges.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Options {
+    /// Width, pixels (`None`: 3.5 inches at `dpi`, a paper's column; two columns for a
+    /// comparison side by side).
+    pub width: Option<u32>,
+    /// Height, pixels (`None`: from the width and the number of panels).
+    pub height: Option<u32>,
+    /// Dots per inch the image is meant to print at: text is set in points (tick labels
+    /// 7 pt), so more dots per inch is larger text in pixels.
+    pub dpi: f64,
+    /// Draw every y axis to its largest value, rather than to the data's body.
+    pub full_range: bool,
+    /// y axes: as chosen, or forced linear or log.
+    pub y_scale: YScale,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            width: None,
+            height: None,
+            dpi: 300.0,
+            full_range: false,
+            y_scale: YScale::Auto,
+        }
+    }
+}
+
+/// Sizes an image may be, pixels: enough for a poster, and a buffer that stays bounded.
+pub const SIZE_RANGE: std::ops::RangeInclusive<u32> = 200..=8000;
+/// Resolutions, dots per inch.
+pub const DPI_RANGE: std::ops::RangeInclusive<f64> = 50.0..=1200.0;
+
+impl Options {
+    /// The image's size for `chart`, checked.
+    pub fn size(&self, chart: &Chart) -> Result<(u32, u32), PlotError> {
+        if !DPI_RANGE.contains(&self.dpi) {
+            return Err(PlotError::Size(format!(
+                "--dpi {}: give {} to {}",
+                self.dpi,
+                DPI_RANGE.start(),
+                DPI_RANGE.end()
+            )));
+        }
+        let (w, h) = draw::default_size(chart, self);
+        for (name, v) in [("--width", w), ("--height", h)] {
+            if !SIZE_RANGE.contains(&v) {
+                return Err(PlotError::Size(format!(
+                    "{name} {v}: an image is {} to {} pixels each way",
+                    SIZE_RANGE.start(),
+                    SIZE_RANGE.end()
+                )));
+            }
+        }
+        Ok((w, h))
+    }
 }
 
 /// What to draw.
@@ -267,6 +350,34 @@ pub fn chart_for(input: &Path, kind: Option<Kind>) -> Result<Chart, PlotError> {
     }
 }
 
+/// The chart of several inputs: results of `run --mode rrul` compared side by side, with
+/// shared scales (`--kind rrul`, or no kind). One input is drawn as [`chart_for`] does.
+pub fn chart_for_all(inputs: &[PathBuf], kind: Option<Kind>) -> Result<Chart, PlotError> {
+    match inputs {
+        [] => Err(PlotError::Size("nothing to draw".into())),
+        [one] => chart_for(one, kind),
+        many => {
+            let mut results = Vec::with_capacity(many.len());
+            for path in many {
+                let json = path.extension().is_some_and(|e| e == "json");
+                if !json || !matches!(kind, None | Some(Kind::Rrul)) {
+                    return Err(PlotError::NotComparable(path.clone()));
+                }
+                let r = load_results(path)?;
+                if r.end.rrul.is_none() {
+                    return Err(PlotError::NotComparable(path.clone()));
+                }
+                let name = path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                results.push((name, r));
+            }
+            rrul_comparison(&results)
+        }
+    }
+}
+
 /// UDPmon's plot from a packet log: arrival time since the first datagram against sequence
 /// number; lost datagrams marked at zero.
 pub fn arrival_chart(log: &Path) -> Result<Chart, PlotError> {
@@ -290,11 +401,7 @@ pub fn arrival_chart(log: &Path) -> Result<Chart, PlotError> {
         Axis::linear("arrival since the first datagram", Quantity::Seconds),
     );
     let received = got.len();
-    panel.series.push(Series {
-        label: "received".into(),
-        style: Style::Dots,
-        points: got,
-    });
+    panel.series.push(Series::new("received", Style::Dots, got));
     panel.lost = lost;
     Ok(Chart {
         title: "Arrival time against sequence number".into(),
@@ -305,7 +412,7 @@ pub fn arrival_chart(log: &Path) -> Result<Chart, PlotError> {
         ),
         panels: vec![panel],
         palette: Palette::ordered(&["received"]),
-        no_legend: false,
+        ..Chart::default()
     })
 }
 
@@ -403,12 +510,10 @@ pub fn link_log_chart(log: &Path, kind: Kind) -> Result<Chart, PlotError> {
     );
     panel.series = series
         .into_iter()
-        .map(|(label, pts)| Series {
-            label,
-            style: Style::Line,
-            points: steps(&pts),
-        })
+        .map(|(label, pts)| Series::new(label, Style::Line, steps(&pts)))
         .collect();
+    // A burst in one interval is marked at the top rather than setting the axis.
+    panel.body = true;
     Ok(Chart {
         title: view.title.into(),
         caption: format!(
@@ -425,7 +530,7 @@ pub fn link_log_chart(log: &Path, kind: Kind) -> Result<Chart, PlotError> {
         ),
         palette: Palette::new(panel.series.iter().map(|s| s.label.clone())),
         panels: vec![panel],
-        no_legend: false,
+        ..Chart::default()
     })
 }
 
@@ -499,11 +604,14 @@ fn link_log_series<'a>(
                     field: i + 1,
                 })
         };
-        let name = format!(
-            "{} {}",
-            f.get(c.link).unwrap_or(&"?"),
-            f.get(c.dir).unwrap_or(&"?")
-        );
+        // A link known by its index reads "link 0 up" (a bare "0 up" reads as a count).
+        let link = f.get(c.link).unwrap_or(&"?");
+        let link = if link.chars().all(|ch| ch.is_ascii_digit()) {
+            format!("link {link}")
+        } else {
+            link.to_string()
+        };
+        let name = format!("{link} {}", f.get(c.dir).unwrap_or(&"?"));
         let point = (num(c.t)?, num(c.y)? * scale);
         match series.iter_mut().find(|(s, _)| *s == name) {
             Some((_, pts)) => pts.push(point),
@@ -530,31 +638,40 @@ fn leave_out_quiet(series: &mut Vec<LinkSeries>) -> Vec<String> {
 }
 
 /// Each row held from its time to the next row's, as the rate was counted over the whole
-/// interval: a step per row (the last as wide as the one before it).
+/// interval: a step per row (the last as wide as the one before it). Rows further apart
+/// than two logging intervals leave a gap: nothing was logged between them.
 fn steps(pts: &[(f64, f64)]) -> Vec<Pt> {
-    pts.iter()
-        .enumerate()
-        .flat_map(|(i, &(t, y))| {
-            let width = pts
-                .get(i + 1)
-                .map(|n| n.0 - t)
-                .or_else(|| i.checked_sub(1).map(|p| t - pts[p].0))
-                .unwrap_or(0.0);
-            [Pt::at(t, y), Pt::at(t + width, y)]
-        })
-        .collect()
+    let mut gaps: Vec<f64> = pts.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    gaps.sort_by(f64::total_cmp);
+    let interval = gaps.get(gaps.len() / 2).copied().unwrap_or(0.0);
+    let mut out = Vec::with_capacity(pts.len() * 2);
+    for (i, &(t, y)) in pts.iter().enumerate() {
+        let next = pts.get(i + 1).map(|n| n.0 - t);
+        let width = match next {
+            Some(d) if d <= interval * 2.0 => d,
+            _ => interval,
+        };
+        out.push(Pt::at(t, y));
+        out.push(Pt::at(t + width, y));
+        if next.is_some_and(|d| d > interval * 2.0) {
+            out.push(Pt::gap(t + width));
+        }
+    }
+    out
 }
 
-/// Size of every plot, pixels.
-pub const SIZE: (u32, u32) = (960, 600);
-
-/// Writes `chart` to `out`: SVG or PNG by its extension.
+/// Writes `chart` to `out` at the default size: SVG or PNG by its extension.
 pub fn write(chart: &Chart, out: &Path) -> Result<(), PlotError> {
+    write_with(chart, out, &Options::default())
+}
+
+/// Writes `chart` to `out` as `opts` asks: SVG or PNG by its extension.
+pub fn write_with(chart: &Chart, out: &Path, opts: &Options) -> Result<(), PlotError> {
     // Drawn in memory, then written whole (see `crate::output`): an interrupted or failed
     // write leaves an earlier plot of that name as it was, never a 0-byte file.
     let bytes = match out.extension().and_then(|e| e.to_str()) {
-        Some("svg") => svg_string(chart)?.into_bytes(),
-        Some("png") => png_bytes(chart)?,
+        Some("svg") => svg_string_with(chart, opts)?.into_bytes(),
+        Some("png") => png_bytes(chart, opts)?,
         _ => return Err(PlotError::Extension(out.to_path_buf())),
     };
     crate::output::write(out, &bytes)?;
@@ -562,34 +679,49 @@ pub fn write(chart: &Chart, out: &Path) -> Result<(), PlotError> {
 }
 
 /// `chart` as a PNG image.
-fn png_bytes(chart: &Chart) -> Result<Vec<u8>, PlotError> {
+fn png_bytes(chart: &Chart, opts: &Options) -> Result<Vec<u8>, PlotError> {
     register_font();
-    let (w, h) = SIZE;
+    let (w, h) = opts.size(chart)?;
     let mut rgb = vec![0u8; w as usize * h as usize * 3];
     draw::draw(
-        glyphs::Glyphs(BitMapBackend::with_buffer(&mut rgb, SIZE)).into_drawing_area(),
+        glyphs::Glyphs(BitMapBackend::with_buffer(&mut rgb, (w, h))).into_drawing_area(),
         chart,
+        &look::Look::new(opts),
     )?;
     let mut png = Vec::new();
     let mut enc = png::Encoder::new(&mut png, w, h);
     enc.set_color(png::ColorType::Rgb);
     enc.set_depth(png::BitDepth::Eight);
+    // The resolution, so that an editor places it at its size in inches.
+    let ppm = (opts.dpi / 0.0254).round() as u32;
+    enc.set_pixel_dims(Some(png::PixelDimensions {
+        xppu: ppm,
+        yppu: ppm,
+        unit: png::Unit::Meter,
+    }));
     enc.write_header()
         .and_then(|mut wr| wr.write_image_data(&rgb))
         .map_err(|e| PlotError::Draw(e.to_string()))?;
     Ok(png)
 }
 
-/// `chart` as an SVG document, for a report or a file. Labels come from files (profile
-/// and parameter names); a control character in one would make the document invalid XML
-/// (XML 1.0 allows none but tab and line breaks), which browsers refuse to render, so each
-/// is written as its escape, `\u{1b}`.
+/// `chart` as an SVG document at the default size, for a report or a file.
 pub fn svg_string(chart: &Chart) -> Result<String, PlotError> {
+    svg_string_with(chart, &Options::default())
+}
+
+/// `chart` as an SVG document, as `opts` asks. Labels come from files (profile and
+/// parameter names); a control character in one would make the document invalid XML (XML
+/// 1.0 allows none but tab and line breaks), which browsers refuse to render, so each is
+/// written as its escape, `\u{1b}`.
+pub fn svg_string_with(chart: &Chart, opts: &Options) -> Result<String, PlotError> {
     register_font();
+    let size = opts.size(chart)?;
     let mut s = String::new();
     draw::draw(
-        SVGBackend::with_string(&mut s, SIZE).into_drawing_area(),
+        SVGBackend::with_string(&mut s, size).into_drawing_area(),
         chart,
+        &look::Look::new(opts),
     )?;
     Ok(match crate::text::printable_text(&s) {
         std::borrow::Cow::Borrowed(_) => s,
@@ -766,12 +898,22 @@ mod tests {
                 .collect(),
             knees: Vec::new(),
         };
-        let svg = svg_string(&experiment_chart(Kind::Box, &s).expect("box")).expect("svg");
+        let chart = experiment_chart(Kind::Box, &s).expect("box");
+        // Twice a column's width: room for the broken names side by side.
+        let wide = Options {
+            width: Some(2100),
+            ..Options::default()
+        };
+        let svg = svg_string_with(&chart, &wide).expect("svg");
         let t = texts(&svg);
         for part in ["smoltcp-", "receiver", "bbr-", "nosack", "smoltcp"] {
             assert!(t.iter().any(|x| x == part), "{part}: {t:?}");
         }
         assert!(!t.iter().any(|x| x == "smoltcp-receiver"), "{t:?}");
+        // A column wide: upright, each whole, none shrunk below the tick labels' size.
+        let svg = svg_string(&chart).expect("svg");
+        assert!(svg.contains("rotate(270"), "upright labels");
+        assert!(texts(&svg).iter().any(|x| x == "smoltcp-receiver"));
     }
 
     #[test]
@@ -808,7 +950,7 @@ mod tests {
         let svg =
             svg_string(&experiment_chart(Kind::Box, &sweep(&["500"])).expect("box")).expect("svg");
         let t = texts(&svg);
-        for label in ["rate=10M", "rate=1G", "size=500"] {
+        for label in ["rate 10.0 Mbit/s", "rate 1.00 Gbit/s", "size 500 B"] {
             assert!(t.iter().any(|x| x == label), "{label}: {t:?}");
         }
     }
@@ -863,9 +1005,13 @@ mod tests {
             let [(x0, y0), (x1, y1)] = [line[0], line[1]];
             // Up to the right (y grows downwards in pixels).
             assert!(x1 > x0 + 100.0 && y1 < y0 - 100.0, "{line:?}");
-            assert!(texts(&svg)
-                .iter()
-                .any(|t| t.contains("99% delivered: up to")));
+            // Knee at 100M for size 500 (ringed), none for 1400 (a note alone).
+            let t = texts(&svg);
+            assert!(
+                t.iter().any(|t| t.contains("○ 99% up to 100 Mbit/s")),
+                "{t:?}"
+            );
+            assert!(chart.panels[0].marks.iter().filter(|m| m.ring).count() == 1);
             assert_eq!(chart.panels.len(), 2, "the loss panel");
             assert!(chart.caption().contains("min–max"));
         }
@@ -877,7 +1023,7 @@ mod tests {
         let rate = experiment_chart(Kind::Rate, &both).expect("rate");
         let got = experiment_chart(Kind::Received, &both).expect("received");
         let boxes = experiment_chart(Kind::Box, &both).expect("box");
-        for label in ["size=500", "size=1400"] {
+        for label in ["size 500 B", "size 1400 B"] {
             let c = rate.palette.color(label);
             assert_eq!(c, got.palette.color(label));
             assert_eq!(c, boxes.palette.color(label));
@@ -890,8 +1036,8 @@ mod tests {
             }
         }
         assert_ne!(
-            rate.palette.color("size=500"),
-            rate.palette.color("size=1400")
+            rate.palette.color("size 500 B"),
+            rate.palette.color("size 1400 B")
         );
         // The colour follows the label, not the order in which a plot meets it.
         let ab = Palette::new(["a".to_string(), "b".to_string()]);
@@ -978,7 +1124,7 @@ mod tests {
         let e = Kind::parse("pie").expect_err("not a kind");
         assert_eq!(
             e.to_string(),
-            "--kind pie: rate, received, time, box, throughput, latency or arrival"
+            "--kind pie: rate, received, time, box, throughput, latency, arrival or rrul"
         );
         let empty = ExperimentSummary {
             points: Vec::new(),

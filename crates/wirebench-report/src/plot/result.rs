@@ -9,28 +9,45 @@ use super::scale::{with_unit, Quantity};
 use super::{Kind, PlotError};
 
 /// Steps of a per-interval figure: each interval drawn over its own start and end, so a
-/// short last interval is a short step at its real rate. Trailing intervals without a value
-/// (the side had stopped) are left out, rather than drawn as a fall to 0.
+/// short last interval is a short step at its real rate, and an interval at 0 a step down
+/// to 0. An interval without a value (nobody measured it), or a hole between intervals,
+/// breaks the line; trailing intervals at 0 (the side had stopped) are left out, rather
+/// than drawn as a fall to 0.
 fn steps(iv: &[IntervalView], f: impl Fn(&IntervalView) -> Option<f64>) -> Vec<Pt> {
-    let mut pts: Vec<(f64, f64, f64)> = iv
+    let mut pts: Vec<(f64, f64, Option<f64>)> = iv
         .iter()
         .filter(|i| i.end_s > i.start_s)
-        .filter_map(|i| f(i).map(|v| (i.start_s, i.end_s, v)))
+        .map(|i| (i.start_s, i.end_s, f(i)))
         .collect();
-    while pts.last().is_some_and(|p| p.2 == 0.0) {
+    while pts.last().is_some_and(|p| p.2.is_none_or(|v| v == 0.0)) {
         pts.pop();
     }
-    pts.iter()
-        .flat_map(|&(a, b, v)| [Pt::at(a, v), Pt::at(b, v)])
-        .collect()
+    let mut out = Vec::with_capacity(pts.len() * 2);
+    let mut end: Option<f64> = None;
+    for (a, b, v) in pts {
+        match v {
+            Some(v) => {
+                // A hole of more than a hundredth of an interval: no line across it.
+                if end.is_some_and(|e| a - e > (b - a) * 0.01) {
+                    out.push(Pt::gap(a));
+                }
+                out.push(Pt::at(a, v));
+                out.push(Pt::at(b, v));
+                end = Some(b);
+            }
+            None => {
+                if end.is_some() {
+                    out.push(Pt::gap(a));
+                }
+                end = None;
+            }
+        }
+    }
+    out
 }
 
 fn line(label: &str, points: Vec<Pt>) -> Option<Series> {
-    (!points.is_empty()).then(|| Series {
-        label: label.into(),
-        style: Style::Line,
-        points,
-    })
+    (!points.is_empty()).then(|| Series::new(label, Style::Line, points))
 }
 
 /// What a result measured, in a few words: "TCP stream, 10 s, 1 stream".
@@ -89,16 +106,16 @@ pub fn result_chart(kind: Kind, r: &Results) -> Result<Chart, PlotError> {
             let x = Axis::linear("time since the test began", Quantity::Seconds);
             let intervals = merged_tail(r);
             let mut rate = Panel::new(x.clone(), Axis::linear("rate", Quantity::BitRate));
-            rate.series.extend(line(
-                "sent",
-                steps(&intervals, |i| {
-                    i.sent_bps
-                        .filter(|bps| *bps > 0.0 || i.sent_messages.unwrap_or(0) > 0)
-                }),
-            ));
+            // A side that sent nothing at all (the receiver's document) has no sent line;
+            // a sender that paused has its steps at 0.
+            let sent = steps(&intervals, |i| i.sent_bps);
+            if sent.iter().any(|p| p.y > 0.0) {
+                rate.series.extend(line("sent", sent));
+            }
             rate.series
                 .extend(line("received", steps(&intervals, |i| i.received_bps)));
             rate.weight = 3;
+            rate.body = true;
             chart.panels.push(rate);
             // Latency per interval: round trips (rr) or one-way delay (UDP, one clock).
             let rr = r.intervals.iter().any(|i| i.latency_p50_us.is_some());
@@ -120,6 +137,7 @@ pub fn result_chart(kind: Kind, r: &Results) -> Result<Chart, PlotError> {
             lat.series
                 .extend(line("99th percentile", steps(&intervals, p99)));
             lat.weight = 2;
+            lat.body = true;
             let has_latency = !lat.series.is_empty();
             if has_latency {
                 chart.panels.push(lat);
@@ -138,6 +156,7 @@ pub fn result_chart(kind: Kind, r: &Results) -> Result<Chart, PlotError> {
                 }
             );
         }
+        Kind::Latency if r.end.rrul.is_some() => return super::rrul::rrul_latency_chart(r),
         Kind::Latency => {
             let d = Distribution::of(r).ok_or(PlotError::NoLatency)?;
             let label = "round trip".to_string();

@@ -1,9 +1,12 @@
-//! The chart of a `run --mode rrul` result: flent's "all" view, download, upload and the
-//! probes' round trips on one time axis, the load's phase shaded in each panel.
+//! The charts of `run --mode rrul` results: flent's "all" view (download, upload and the
+//! probes' round trips on one time axis, the load's phase shaded in each panel), several
+//! results compared side by side on shared scales, and the probes' round-trip CDFs idle
+//! against loaded (flent's ping CDF).
 
-use wirebench_proto::results::{ProbeKind, Results, Rrul};
+use wirebench_proto::results::{Probe, ProbeKind, Results, Rrul};
 
 use super::chart::{Axis, Band, Chart, Palette, Panel, Pt, Series, Style};
+use super::latency::{latency_panels, Distribution};
 use super::scale::{with_unit, Quantity};
 use super::PlotError;
 
@@ -14,40 +17,112 @@ const UDP_RTT: &str = "UDP round trip";
 const TCP_RTT: &str = "TCP round trip";
 
 /// Steps of a rate: each interval drawn from its start (its end less one interval, or the
-/// load's start for the first) to its end.
+/// load's start for the first) to its end. An interval nobody measured, or a hole of more
+/// than half an interval between two, breaks the line.
 fn steps(
     rrul: &Rrul,
     f: impl Fn(&wirebench_proto::results::LoadInterval) -> Option<f64>,
 ) -> Vec<Pt> {
     let mut start = rrul.load_start_s;
+    let mut end: Option<f64> = None;
     let mut out = Vec::with_capacity(rrul.load.len() * 2);
     for iv in &rrul.load {
         let from = start.max(iv.t_s - rrul.probe_interval_s);
-        // An interval nobody measured is left out, not drawn as zero.
-        if let Some(v) = f(iv) {
-            out.push(Pt::at(from, v));
-            out.push(Pt::at(iv.t_s, v));
+        match f(iv) {
+            Some(v) => {
+                if end.is_some_and(|e| from - e > rrul.probe_interval_s * 0.5) {
+                    out.push(Pt::gap(from));
+                }
+                out.push(Pt::at(from, v));
+                out.push(Pt::at(iv.t_s, v));
+                end = Some(iv.t_s);
+            }
+            None if end.is_some() => {
+                out.push(Pt::gap(from));
+                end = None;
+            }
+            None => {}
         }
         start = iv.t_s;
     }
     out
 }
 
-/// The round trips of one kind of probe, in seconds.
+/// A probe's round trip in seconds; `None` for one that got no answer (lost).
+pub(super) fn rtt_s(p: &Probe) -> Option<f64> {
+    Some(p.rtt_us * 1e-6).filter(|v| v.is_finite() && *v >= 0.0)
+}
+
+/// The round trips of one kind of probe, in seconds (answered probes only).
 fn probes(rrul: &Rrul, kind: ProbeKind) -> Vec<Pt> {
     rrul.probes
         .iter()
         .filter(|p| p.kind == kind)
-        .map(|p| Pt::at(p.t_s, p.rtt_us * 1e-6))
+        .filter_map(|p| Some(Pt::at(p.t_s, rtt_s(p)?)))
+        .collect()
+}
+
+/// When a probe was sent: before, during or after the load.
+fn loaded(rrul: &Rrul, p: &Probe) -> bool {
+    p.t_s >= rrul.load_start_s && p.t_s <= rrul.load_end_s
+}
+
+/// The answered round trips of `kind`'s probes sent while the load ran (or, with
+/// `under_load` false, before or after it), seconds.
+pub(super) fn samples(rrul: &Rrul, kind: ProbeKind, under_load: bool) -> Vec<f64> {
+    rrul.probes
+        .iter()
+        .filter(|p| p.kind == kind && loaded(rrul, p) == under_load)
+        .filter_map(rtt_s)
         .collect()
 }
 
 fn series(label: &str, style: Style, points: Vec<Pt>) -> Option<Series> {
-    (!points.is_empty()).then(|| Series {
-        label: label.into(),
-        style,
-        points,
+    (!points.is_empty()).then(|| Series::new(label, style, points))
+}
+
+/// A probe line: joined only between probes sent at most two intervals apart, so a stretch
+/// with no answer is a gap, not a straight line across it.
+fn probe_series(rrul: &Rrul, label: &str, kind: ProbeKind) -> Option<Series> {
+    series(label, Style::LinePoints, probes(rrul, kind)).map(|mut s| {
+        s.max_gap = Some(rrul.probe_interval_s * 2.0 + 1e-9);
+        s
     })
+}
+
+/// The three panels of an rrul result: download, upload, round trips, the load shaded.
+fn rrul_panels(r: &Results, rrul: &Rrul) -> Vec<Panel> {
+    let x = Axis::linear("time since the run began", Quantity::Seconds);
+    let band = |text: String| Band {
+        from: rrul.load_start_s,
+        to: rrul.load_end_s,
+        text,
+    };
+    let shading = format!("load: {} TCP streams each way", r.test.streams);
+    let mut down = Panel::new(x.clone(), Axis::linear("download", Quantity::BitRate));
+    down.series.extend(series(
+        DOWNLOAD,
+        Style::Line,
+        steps(rrul, |i| i.download_bps),
+    ));
+    down.bands.push(band(shading));
+    down.weight = 2;
+    let mut up = Panel::new(x.clone(), Axis::linear("upload", Quantity::BitRate));
+    up.series
+        .extend(series(UPLOAD, Style::Line, steps(rrul, |i| i.upload_bps)));
+    up.bands.push(band(String::new()));
+    up.weight = 2;
+    let mut rtt = Panel::new(x, Axis::linear("round-trip time", Quantity::Seconds));
+    rtt.series
+        .extend(probe_series(rrul, UDP_RTT, ProbeKind::Udp));
+    rtt.series
+        .extend(probe_series(rrul, TCP_RTT, ProbeKind::Tcp));
+    rtt.bands.push(band(String::new()));
+    rtt.weight = 3;
+    for p in [&mut down, &mut up, &mut rtt] {
+        p.body = true;
+    }
+    vec![down, up, rtt]
 }
 
 /// The chart of an rrul result.
@@ -57,40 +132,7 @@ fn series(label: &str, style: Style, points: Vec<Pt>) -> Option<Series> {
 /// When the result holds no `end.rrul` (it was not made by `run --mode rrul`).
 pub fn rrul_chart(r: &Results) -> Result<Chart, PlotError> {
     let rrul = r.end.rrul.as_ref().ok_or(PlotError::NotForResult("rrul"))?;
-    let x = Axis::linear("time since the run began", Quantity::Seconds);
     let streams = r.test.streams;
-    let band = |text: String| Band {
-        from: rrul.load_start_s,
-        to: rrul.load_end_s,
-        text,
-    };
-    let mut down = Panel::new(x.clone(), Axis::linear("download", Quantity::BitRate));
-    down.series.extend(series(
-        DOWNLOAD,
-        Style::Line,
-        steps(rrul, |i| i.download_bps),
-    ));
-    down.bands
-        .push(band(format!("load: {streams} TCP streams each way")));
-    down.weight = 2;
-    let mut up = Panel::new(x.clone(), Axis::linear("upload", Quantity::BitRate));
-    up.series
-        .extend(series(UPLOAD, Style::Line, steps(rrul, |i| i.upload_bps)));
-    up.bands.push(band(String::new()));
-    up.weight = 2;
-    let mut rtt = Panel::new(x, Axis::linear("round-trip time", Quantity::Seconds));
-    rtt.series.extend(series(
-        UDP_RTT,
-        Style::LinePoints,
-        probes(rrul, ProbeKind::Udp),
-    ));
-    rtt.series.extend(series(
-        TCP_RTT,
-        Style::LinePoints,
-        probes(rrul, ProbeKind::Tcp),
-    ));
-    rtt.bands.push(band(String::new()));
-    rtt.weight = 3;
     let ms = |p: Option<&wirebench_proto::results::Percentiles>| {
         p.map_or("none".to_string(), |p| {
             with_unit(Quantity::Seconds, p.p50 * 1e-6)
@@ -112,7 +154,8 @@ pub fn rrul_chart(r: &Results) -> Result<Chart, PlotError> {
             "One run against {}: UDP and TCP request/response probes every {}, alone for {} \
              before and after the shaded load ({streams} TCP streams each way{cc}). Median \
              round trip idle {}, loaded {}{ratio}; upload {}, download {}. Rates are per \
-             {} interval; each probe is drawn when it was sent.",
+             {} interval; each probe is drawn when it was sent, and a probe line breaks where \
+             no answer came for more than two intervals.",
             r.server,
             with_unit(Quantity::Seconds, rrul.probe_interval_s),
             with_unit(Quantity::Seconds, rrul.idle_s),
@@ -122,10 +165,92 @@ pub fn rrul_chart(r: &Results) -> Result<Chart, PlotError> {
             rate_or_unknown(rrul.download_bps),
             with_unit(Quantity::Seconds, rrul.probe_interval_s),
         ),
-        panels: vec![down, up, rtt],
+        panels: rrul_panels(r, rrul),
         palette: Palette::ordered(&[DOWNLOAD, UPLOAD, UDP_RTT, TCP_RTT]),
-        no_legend: false,
+        ..Chart::default()
     };
+    Ok(chart)
+}
+
+/// Several rrul results side by side (`plot A.json B.json ...`): each one's stack of
+/// panels under its name, every row of panels on one y axis (one unit, one range) and
+/// all on one time axis, so that they compare by eye.
+///
+/// # Errors
+///
+/// When a result holds no `end.rrul`.
+pub fn rrul_comparison(results: &[(String, Results)]) -> Result<Chart, PlotError> {
+    let mut chart = Chart {
+        title: "Latency under load (rrul), compared".into(),
+        palette: Palette::ordered(&[DOWNLOAD, UPLOAD, UDP_RTT, TCP_RTT]),
+        ..Chart::default()
+    };
+    let mut words = Vec::new();
+    for (name, r) in results {
+        let rrul = r.end.rrul.as_ref().ok_or(PlotError::NotForResult("rrul"))?;
+        chart.panels.extend(rrul_panels(r, rrul));
+        chart.cells.push(name.clone());
+        let p50 = |k: bool| {
+            let mut v = samples(rrul, ProbeKind::Udp, k);
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2)
+                .map_or("none".to_string(), |m| with_unit(Quantity::Seconds, *m))
+        };
+        words.push(format!(
+            "{name}: UDP median idle {}, loaded {}",
+            p50(false),
+            p50(true)
+        ));
+    }
+    chart.caption = format!(
+        "{} rrul runs, each under its name; each row of panels shares one y axis (unit and \
+         range) and every panel one time axis. {}.",
+        results.len(),
+        words.join("; ")
+    );
+    Ok(chart)
+}
+
+/// The round-trip distributions of an rrul result's probes, idle and under load, per kind
+/// of probe (flent's ping CDF): CDF, and CCDF for the tail.
+///
+/// # Errors
+///
+/// When the result holds no `end.rrul`, or no probe was answered.
+pub fn rrul_latency_chart(r: &Results) -> Result<Chart, PlotError> {
+    let rrul = r.end.rrul.as_ref().ok_or(PlotError::NotForResult("rrul"))?;
+    let mut runs = Vec::new();
+    let mut counts = Vec::new();
+    for (kind, name) in [(ProbeKind::Udp, "UDP"), (ProbeKind::Tcp, "TCP")] {
+        for (under, phase) in [(false, "idle"), (true, "loaded")] {
+            let v = samples(rrul, kind, under);
+            let sent = rrul
+                .probes
+                .iter()
+                .filter(|p| p.kind == kind && loaded(rrul, p) == under)
+                .count();
+            if let Some(d) = Distribution::of_samples(v) {
+                counts.push(format!("{name} {phase} {} of {sent}", d.count));
+                runs.push((format!("{name} {phase}"), d));
+            }
+        }
+    }
+    if runs.is_empty() {
+        return Err(PlotError::NoLatency);
+    }
+    let mut chart = Chart {
+        palette: Palette::ordered(&["UDP idle", "UDP loaded", "TCP idle", "TCP loaded"]),
+        ..Chart::default()
+    };
+    latency_panels(&mut chart, &runs);
+    chart.title = "Round trips idle and under load (rrul)".into();
+    chart.caption = format!(
+        "One rrul run against {}: every answered probe's round trip, idle (before and after \
+         the load) and loaded (sent while it ran), per kind of probe ({}; a probe with no \
+         answer is in no curve). Bottom: the share slower than x, on a log scale.",
+        r.server,
+        counts.join(", ")
+    );
     Ok(chart)
 }
 
@@ -195,13 +320,11 @@ mod tests {
     fn the_rrul_chart_shares_time_across_rates_and_round_trips() {
         let chart = rrul_chart(&result()).expect("a chart");
         let svg = super::super::svg_string(&chart).expect("an svg");
-        // Rates in Mbit/s, round trips in ms: units chosen for the data's range.
-        assert!(svg.contains("download (Mbit/s)"), "no Mbit/s download axis");
-        assert!(svg.contains("upload (Mbit/s)"), "no Mbit/s upload axis");
-        assert!(
-            svg.contains("round-trip time (ms)"),
-            "no ms round-trip axis"
-        );
+        // Rates in Mbit/s, round trips in ms: units chosen for the data's range (a
+        // title in two lines where the panel is short).
+        for title in ["download", "upload", "round-trip time", "(Mbit/s)", "(ms)"] {
+            assert!(svg.contains(title), "no {title} in the axes' titles");
+        }
         assert!(svg.contains("time since the run began (s)"));
         for label in [DOWNLOAD, UPLOAD, UDP_RTT, TCP_RTT] {
             assert!(svg.contains(label), "legend lacks {label}");

@@ -105,6 +105,39 @@ pub fn with_unit(q: Quantity, v: f64) -> String {
     }
 }
 
+/// A sweep parameter's value as a reader wants it, with its unit: `rate` `79370053` →
+/// "79.4 Mbit/s", `size` `1472` → "1472 B", `bytes` `10M` → "10.0 MB", `time` `500ms` →
+/// "500 ms"; a value that does not parse, or a parameter without a unit, as written.
+pub fn param_value(name: &str, value: &str) -> String {
+    use wirebench_proto::units::{parse_duration, parse_rate, parse_size, Rate};
+    match name {
+        "rate" => match parse_rate(value) {
+            Ok(Rate::BitsPerSecond(0)) => "unlimited".into(),
+            Ok(Rate::BitsPerSecond(b)) => with_unit(Quantity::BitRate, b as f64),
+            Ok(Rate::PacketsPerSecond(p)) => format!("{p} packets/s"),
+            Err(_) => value.into(),
+        },
+        // A datagram's size is read exactly: "1472 B", not "1.47 kB".
+        "size" => match parse_size(value) {
+            Ok(b) if b < 10_000 => format!("{b} B"),
+            Ok(b) => with_unit(Quantity::Bytes, b as f64),
+            Err(_) => value.into(),
+        },
+        "bytes" => parse_size(value).map_or(value.into(), |b| with_unit(Quantity::Bytes, b as f64)),
+        "time" => parse_duration(value).map_or(value.into(), |d| {
+            with_unit(Quantity::Seconds, d.as_secs_f64())
+        }),
+        // Streams (each way, for rrul): a count with its unit.
+        "parallel" if value.parse::<u32>().is_ok() => format!("{value} streams"),
+        _ => value.into(),
+    }
+}
+
+/// A sweep parameter with its value and unit, for legends and labels: "size 1472 B".
+pub fn param_label(name: &str, value: &str) -> String {
+    format!("{name} {}", param_value(name, value))
+}
+
 /// The tick step among 1, 2 and 5 × 10ⁿ that cuts `span` into at most `max_ticks` parts.
 pub fn nice_step(span: f64, max_ticks: usize) -> f64 {
     if span <= 0.0 || !span.is_finite() {
@@ -172,6 +205,19 @@ mod tests {
         assert_eq!(Quantity::Bytes.unit_for(64e3).name, "kB");
         assert_eq!(with_unit(Quantity::BitRate, 48.23e6), "48.2 Mbit/s");
         assert_eq!(with_unit(Quantity::Seconds, 0.0012), "1.20 ms");
+    }
+
+    #[test]
+    fn parameters_read_in_si_units_with_3_significant_digits() {
+        assert_eq!(param_value("rate", "79370053"), "79.4 Mbit/s");
+        assert_eq!(param_value("rate", "5000000000"), "5.00 Gbit/s");
+        assert_eq!(param_value("rate", "25k"), "25.0 kbit/s");
+        assert_eq!(param_label("size", "1472"), "size 1472 B");
+        assert_eq!(param_value("bytes", "10M"), "10.0 MB");
+        assert_eq!(param_value("time", "500ms"), "500 ms");
+        assert_eq!(param_value("profile", "cubic"), "cubic");
+        assert_eq!(param_label("parallel", "4"), "parallel 4 streams");
+        assert_eq!(param_value("rate", "fast"), "fast");
     }
 
     #[test]

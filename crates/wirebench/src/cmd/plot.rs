@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 
 use anyhow::Context;
-use wirebench_report::plot::{chart_for, write, Kind};
+use wirebench_report::plot::{chart_for, chart_for_all, write_with, Kind};
 
 use crate::cli::{PacketLogArgs, PlotArgs};
 use crate::Failure;
@@ -17,12 +17,28 @@ pub fn plot(args: &PlotArgs) -> Result<(), Failure> {
         .map(Kind::parse)
         .transpose()
         .map_err(|e| Failure::Usage(e.to_string()))?;
-    // Several shard directories are merged first (the temporary copy lives until the end).
-    let (input, _merged) = super::merge::read_dir_of(&args.input, &args.more)?;
+    let opts = args.look.options();
     // The errors name the file and say what would work: no context to add.
-    let chart = chart_for(&input, kind).map_err(anyhow::Error::from)?;
+    let chart = if !args.more.is_empty() && !args.input.is_dir() {
+        // Several results: compared side by side.
+        let all: Vec<_> = std::iter::once(args.input.clone())
+            .chain(args.more.iter().cloned())
+            .collect();
+        chart_for_all(&all, kind).map_err(|e| match e {
+            wirebench_report::plot::PlotError::NotComparable(_) => Failure::Usage(e.to_string()),
+            e => Failure::Runtime(e.into()),
+        })?
+    } else {
+        // Several shard directories are merged first (the temporary copy lives until the
+        // end).
+        let (input, _merged) = super::merge::read_dir_of(&args.input, &args.more)?;
+        chart_for(&input, kind).map_err(anyhow::Error::from)?
+    };
     wirebench_report::output::clean_temps(super::report::output_dir(&args.output));
-    write(&chart, &args.output).map_err(anyhow::Error::from)?;
+    write_with(&chart, &args.output, &opts).map_err(|e| match e {
+        wirebench_report::plot::PlotError::Size(_) => Failure::Usage(e.to_string()),
+        e => Failure::Runtime(e.into()),
+    })?;
     Ok(())
 }
 
