@@ -53,6 +53,19 @@ pub(super) fn set<T: OptValue>(
     }
 }
 
+/// Caps the rate the kernel's fair-queue pacing lets `sock` send at (SO_MAX_PACING_RATE),
+/// bytes/s. Passed as iperf3 passes it, a 32-bit unsigned number (more is no cap).
+pub fn set_max_pacing_rate(sock: &impl AsRawFd, bytes_per_s: u64) -> io::Result<()> {
+    let v = u32::try_from(bytes_per_s).unwrap_or(u32::MAX);
+    // The kernel reads an int and takes its bits as unsigned (`sk_setsockopt`).
+    set(
+        sock,
+        libc::SOL_SOCKET,
+        libc::SO_MAX_PACING_RATE,
+        &(v as libc::c_int),
+    )
+}
+
 /// Reads option `name` at `level` of `sock`. A kernel that knows a shorter version of `T`
 /// (an older `tcp_info`) writes less: the rest stays zero.
 pub(super) fn get<T: OptValue>(
