@@ -640,9 +640,15 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH", requires = "file")]
     pub save: Option<PathBuf>,
     /// Measure against an iperf3 server (HOST or HOST:PORT, port 5201 by default) instead of
-    /// a wirebench one: TCP or UDP streams with -t, -n, -b, -l, -P, -R, --bidir, -w, --cc.
+    /// a wirebench one: TCP or UDP streams with -t, -n, -k, -b, -l, -P, -R, --bidir, -w,
+    /// -O, --cc, -M, --fq-rate, -B.
     #[arg(long, value_name = "HOST[:PORT]", conflicts_with_all = ["host", "file", "both_directions", "psk_file"])]
     pub iperf3: Option<String>,
+    /// Send N messages of --size (-l) each, as iperf3's -k/--blockcount: the same as -n
+    /// N×size (an iperf3 server's blocks are those messages).
+    #[arg(short = 'k', long, value_name = "N", help_heading = "iperf3",
+          value_parser = parse_size, conflicts_with_all = ["bytes", "time", "file"])]
+    pub blockcount: Option<u64>,
     /// Socket buffer (SO_SNDBUF and SO_RCVBUF) of the data sockets on both sides, as
     /// iperf3's -w, e.g. 4M (1K to 1G). TCP's autotuning is then off; the kernel caps the
     /// size (net.core.wmem_max, rmem_max), and the results' datapath says what it granted.
@@ -683,15 +689,23 @@ pub struct ClientArgs {
     #[arg(short = '6', long = "ipv6")]
     pub ipv6: bool,
     /// The local address of the control and data sockets (as iperf3's -B on a client), e.g.
-    /// to pick the interface of a multi-homed host; a wirebench server only (not with
-    /// --iperf3, nor --mode crr).
-    #[arg(
-        short = 'B',
-        long = "bind",
-        value_name = "ADDRESS",
-        conflicts_with = "iperf3"
-    )]
+    /// to pick the interface of a multi-homed host (not with --mode crr).
+    #[arg(short = 'B', long = "bind", value_name = "ADDRESS")]
     pub bind: Option<IpAddr>,
+    /// --iperf3, TCP: the data connections' maximum segment size (TCP_MAXSEG), bytes, on
+    /// both sides, as iperf3's -M/--set-mss (88 to 9216).
+    #[arg(
+        short = 'M',
+        long = "set-mss",
+        value_name = "BYTES",
+        help_heading = "iperf3"
+    )]
+    pub set_mss: Option<u32>,
+    /// --iperf3: cap each data socket's sending rate with the kernel's fair-queue pacing
+    /// (SO_MAX_PACING_RATE), on both sides, as iperf3's --fq-rate, in bits/s (e.g. 100M).
+    #[arg(long, value_name = "RATE", help_heading = "iperf3",
+          value_parser = parse_bits_per_second)]
+    pub fq_rate: Option<u64>,
     /// The TCP/IP stack of the data connection.
     #[command(flatten)]
     pub stack: StackArgs,
@@ -725,6 +739,14 @@ pub enum StackArg {
     Kernel,
     /// smoltcp, in user space, on a TUN device.
     Smoltcp,
+}
+
+/// A rate in bits/s (`--fq-rate`): packets/s do not apply.
+fn parse_bits_per_second(s: &str) -> Result<u64, String> {
+    match parse_rate(s).map_err(|e| e.to_string())? {
+        Rate::BitsPerSecond(b) => Ok(b),
+        Rate::PacketsPerSecond(_) => Err("a rate in bits/s, e.g. 100M or 2.5G".into()),
+    }
 }
 
 /// `--preset NAME`: the names in help, and the first releases' names unlisted.
@@ -808,7 +830,11 @@ impl RunArgs {
             None if protocol == Protocol::Udp => (Some(DEFAULT_UDP_RATE_BPS), None),
             None => (None, None),
         };
-        let duration = match (self.bytes, self.time) {
+        // `-k N`: N messages of the size, as iperf3's blocks.
+        let bytes = self
+            .bytes
+            .or(self.blockcount.map(|k| k.saturating_mul(size)));
+        let duration = match (bytes, self.time) {
             (None, None) => Some(Duration::from_secs(10)),
             (_, t) => t,
         };
@@ -837,7 +863,7 @@ impl RunArgs {
                 Direction::Forward
             },
             size,
-            bytes: self.bytes,
+            bytes,
             duration_ns: duration.map(ns),
             rate_bps,
             rate_pps,

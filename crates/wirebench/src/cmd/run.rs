@@ -39,6 +39,13 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     if let Some(target) = &args.iperf3 {
         return iperf3(args, target, spec, client);
     }
+    // (Not clap's `requires`: it lets a requirement go when HOST, which --iperf3 conflicts
+    // with, is given.)
+    if client.set_mss.is_some() || client.fq_rate.is_some() {
+        return Err(Failure::Usage(
+            "-M/--set-mss and --fq-rate are for an iperf3 server (--iperf3 HOST): a wirebench server does not take them".into(),
+        ));
+    }
     let psk = crate::psk::load_psk(args.psk_file.as_deref()).map_err(Failure::Usage)?;
     if client.bind.is_some() && spec.mechanism == wirebench_proto::spec::Mechanism::Crr {
         // Each transaction's connection is opened by the data path, from any address.
@@ -559,7 +566,12 @@ fn iperf3(
         spec,
         window: args.window.unwrap_or(0),
         packet_log: args.packet_log.clone(),
+        mss: client.set_mss,
+        fq_rate_bps: client.fq_rate.filter(|&r| r > 0),
+        bind: client.bind,
     };
+    // What an iperf3 server cannot run is a usage error, found before connecting.
+    cfg.check().map_err(|e| Failure::Usage(e.to_string()))?;
     let output = if client.json_stream {
         Output::Stream
     } else {
