@@ -692,20 +692,9 @@ pub struct ClientArgs {
     /// to pick the interface of a multi-homed host (not with --mode crr).
     #[arg(short = 'B', long = "bind", value_name = "ADDRESS")]
     pub bind: Option<IpAddr>,
-    /// --iperf3, TCP: the data connections' maximum segment size (TCP_MAXSEG), bytes, on
-    /// both sides, as iperf3's -M/--set-mss (88 to 9216).
-    #[arg(
-        short = 'M',
-        long = "set-mss",
-        value_name = "BYTES",
-        help_heading = "iperf3"
-    )]
-    pub set_mss: Option<u32>,
-    /// --iperf3: cap each data socket's sending rate with the kernel's fair-queue pacing
-    /// (SO_MAX_PACING_RATE), on both sides, as iperf3's --fq-rate, in bits/s (e.g. 100M).
-    #[arg(long, value_name = "RATE", help_heading = "iperf3",
-          value_parser = parse_bits_per_second)]
-    pub fq_rate: Option<u64>,
+    /// iperf3's options only an iperf3 server takes.
+    #[command(flatten)]
+    pub iperf3_only: crate::iperf3_args::Iperf3Args,
     /// The TCP/IP stack of the data connection.
     #[command(flatten)]
     pub stack: StackArgs,
@@ -739,14 +728,6 @@ pub enum StackArg {
     Kernel,
     /// smoltcp, in user space, on a TUN device.
     Smoltcp,
-}
-
-/// A rate in bits/s (`--fq-rate`): packets/s do not apply.
-fn parse_bits_per_second(s: &str) -> Result<u64, String> {
-    match parse_rate(s).map_err(|e| e.to_string())? {
-        Rate::BitsPerSecond(b) => Ok(b),
-        Rate::PacketsPerSecond(_) => Err("a rate in bits/s, e.g. 100M or 2.5G".into()),
-    }
 }
 
 /// `--preset NAME`: the names in help, and the first releases' names unlisted.
@@ -830,10 +811,7 @@ impl RunArgs {
             None if protocol == Protocol::Udp => (Some(DEFAULT_UDP_RATE_BPS), None),
             None => (None, None),
         };
-        // `-k N`: N messages of the size, as iperf3's blocks.
-        let bytes = self
-            .bytes
-            .or(self.blockcount.map(|k| k.saturating_mul(size)));
+        let bytes = crate::iperf3_args::amount(self.bytes, self.blockcount, size);
         let duration = match (bytes, self.time) {
             (None, None) => Some(Duration::from_secs(10)),
             (_, t) => t,
@@ -953,5 +931,40 @@ mod tests {
         assert_eq!(s.busy_poll_ns, None);
         let s = spec_of(&["-b", "100pps"]).expect("a spec");
         assert_eq!((s.rate_bps, s.rate_pps), (None, Some(100)));
+    }
+
+    fn run_cmd(flags: &[&str]) -> Result<RunCmd, String> {
+        let mut argv = vec!["wirebench", "run"];
+        argv.extend_from_slice(flags);
+        match Cli::try_parse_from(argv)
+            .map_err(|e| e.to_string())?
+            .command
+        {
+            Command::Run(r) => Ok(r),
+            _ => Err("not run".into()),
+        }
+    }
+
+    /// `-k N` is N messages of the size; it takes the place of -n and -t.
+    #[test]
+    fn blockcount_is_messages_of_the_size() {
+        let r = run_cmd(&["h", "-u", "-l", "1000", "-k", "50"]).expect("flags");
+        let spec = r.run.spec().expect("spec");
+        assert_eq!((spec.bytes, spec.duration_ns), (Some(50_000), None));
+        assert!(run_cmd(&["h", "-k", "5", "-n", "1M"]).is_err());
+        assert!(run_cmd(&["h", "-k", "5", "-t", "1"]).is_err());
+    }
+
+    /// -M and --fq-rate parse, and are refused without --iperf3.
+    #[test]
+    fn iperf3_only_flags_need_iperf3() {
+        let r = run_cmd(&["--iperf3", "h", "-M", "1400", "--fq-rate", "100M"]).expect("flags");
+        let o = &r.client.iperf3_only;
+        assert_eq!((o.set_mss, o.fq_rate), (Some(1400), Some(100_000_000)));
+        let plain = run_cmd(&["h", "-M", "1400"]).expect("flags");
+        assert!(plain.client.iperf3_only.without_iperf3().is_some());
+        let none = run_cmd(&["h"]).expect("flags");
+        assert_eq!(none.client.iperf3_only.without_iperf3(), None);
+        assert!(run_cmd(&["--iperf3", "h", "--fq-rate", "1kpps"]).is_err());
     }
 }

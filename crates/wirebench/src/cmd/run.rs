@@ -39,12 +39,8 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     if let Some(target) = &args.iperf3 {
         return iperf3(args, target, spec, client);
     }
-    // (Not clap's `requires`: it lets a requirement go when HOST, which --iperf3 conflicts
-    // with, is given.)
-    if client.set_mss.is_some() || client.fq_rate.is_some() {
-        return Err(Failure::Usage(
-            "-M/--set-mss and --fq-rate are for an iperf3 server (--iperf3 HOST): a wirebench server does not take them".into(),
-        ));
+    if let Some(e) = client.iperf3_only.without_iperf3() {
+        return Err(Failure::Usage(e));
     }
     let psk = crate::psk::load_psk(args.psk_file.as_deref()).map_err(Failure::Usage)?;
     if client.bind.is_some() && spec.mechanism == wirebench_proto::spec::Mechanism::Crr {
@@ -566,8 +562,8 @@ fn iperf3(
         spec,
         window: args.window.unwrap_or(0),
         packet_log: args.packet_log.clone(),
-        mss: client.set_mss,
-        fq_rate_bps: client.fq_rate.filter(|&r| r > 0),
+        mss: client.iperf3_only.set_mss,
+        fq_rate_bps: client.iperf3_only.fq_rate.filter(|&r| r > 0),
         bind: client.bind,
     };
     // What an iperf3 server cannot run is a usage error, found before connecting.

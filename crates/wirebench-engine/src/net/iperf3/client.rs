@@ -101,7 +101,7 @@ fn refusal(cfg: &Iperf3Config) -> Option<String> {
             "--gap has no iperf3 counterpart: leave it out with --iperf3 (-b paces)".into(),
         );
     }
-    if spec.omit_ns % NS_PER_S != 0 {
+    if !spec.omit_ns.is_multiple_of(NS_PER_S) {
         return Some(format!(
             "-O {} s: an iperf3 server leaves out whole seconds: give -O 1s, 2s, ...",
             spec.omit_ns as f64 / NS_PER_S as f64
