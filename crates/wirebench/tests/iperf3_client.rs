@@ -189,6 +189,15 @@ fn after_omit_is_what_iperf3_s_counted_after_the_omit() {
     assert!(sent > 0, "{s}");
     assert_eq!(u(&v["end"]["after_omit"], "sent_bytes"), sent, "{v}\n{s}");
     assert!(u(&v, "end.sent.bytes") > sent, "{v}");
+    // --bidir: both halves, this side's receiving one too (its intervals follow the
+    // forward half, so its count after the omit is its own mark).
+    let (v, s) = both(&["--bidir", "-O", "1", "-t", "2"]);
+    let back = &v["reverse"]["end"]["after_omit"];
+    let server_sent = u(&s["end"]["sum_sent_bidir_reverse"], "bytes");
+    assert_eq!(u(back, "sent_bytes"), server_sent, "{v}\n{s}");
+    assert!(u(back, "received_bytes") > server_sent / 2, "{v}");
+    let forward = u(&s["end"]["sum_received"], "bytes");
+    assert_eq!(u(&v["end"]["after_omit"], "received_bytes"), forward, "{v}\n{s}");
 }
 
 /// What an iperf3 server cannot run as asked is refused with one line and exit code 2

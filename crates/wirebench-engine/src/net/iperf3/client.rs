@@ -10,7 +10,7 @@ use wirebench_proto::host_port::HostPort;
 use wirebench_proto::results::{PeerTool, Results};
 use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
 
-use super::peer::{after_omit_keys, Exchange, StreamRef};
+use super::peer::{after_omit_keys, Exchange, Moved, StreamRef};
 use super::{any_for, budget, congestion_of, round, set_udp_window, set_window, Streams};
 use crate::iperf3::client::{ClientAction, ClientSession, Progress};
 use crate::iperf3::codec::{
@@ -356,11 +356,10 @@ pub fn run_iperf3(cfg: &Iperf3Config, watch: &mut dyn Watch) -> Result<Results, 
                     let streams = streams.ok_or(EngineError::Protocol(
                         "the iperf3 server ended the test before it ran".into(),
                     ))?;
-                    let ours: Vec<u64> = omitted.unwrap_or_default().iter().map(|o| o.0).collect();
                     let seen = Seen {
                         peer: peer.as_ref(),
                         counts_omitted: session.peer_counts_omitted(),
-                        ours_omitted: &ours,
+                        ours_omitted: omitted.as_deref().unwrap_or_default(),
                     };
                     return Ok(results(cfg, &streams, &seen));
                 }
@@ -433,8 +432,8 @@ struct Seen<'a> {
     peer: Option<&'a ResultsDoc>,
     /// They carried each stream's counts at the omit's end.
     counts_omitted: bool,
-    /// This side's bytes on each stream when the omitted seconds ended.
-    ours_omitted: &'a [u64],
+    /// This side's count of each stream when the omitted seconds ended.
+    ours_omitted: &'a [Moved],
 }
 
 /// The results document: this side's counts as measured, the server's from its exchange
@@ -452,7 +451,10 @@ fn results(cfg: &Iperf3Config, s: &Streams, seen: &Seen<'_>) -> Results {
             .collect()
     };
     let empty = ResultsDoc::default();
-    let ours: Vec<u64> = (0..senders.len()).map(|i| s.snapshot(i).bytes).collect();
+    let ours: Vec<Moved> = (0..senders.len())
+        .map(|i| s.snapshot(i))
+        .map(|e| (e.bytes, e.packets))
+        .collect();
     let ex = Exchange {
         doc: seen.peer.unwrap_or(&empty),
         counts_omitted: seen.counts_omitted,

@@ -35,14 +35,17 @@ pub(crate) struct Exchange<'a> {
     /// A UDP test.
     pub udp: bool,
     /// This side's count of each stream (by index, in creation order) when the omitted
-    /// seconds ended, bytes; empty without `-O`.
-    pub ours_omitted: &'a [u64],
-    /// This side's count of each stream at the end, bytes.
-    pub ours: &'a [u64],
+    /// seconds ended; empty without `-O`.
+    pub ours_omitted: &'a [Moved],
+    /// This side's count of each stream at the end.
+    pub ours: &'a [Moved],
 }
 
 /// A stream of the server's side: its index among the test's streams and its iperf3 id.
 pub(crate) type StreamRef = (usize, i64);
+
+/// What a stream moved: bytes, and messages (datagrams for UDP).
+pub(crate) type Moved = (u64, u64);
 
 /// Datagrams the server found lost on a stream (`errors`; late arrivals and duplicates
 /// can take it below 0, which is none).
@@ -78,6 +81,29 @@ impl Exchange<'_> {
         self.doc.streams.iter().find(|r| r.id == id)
     }
 
+    /// What this side moved on the streams of `ids` after the omitted seconds, by its
+    /// count when they ended; `None` without one.
+    fn ours_after(&self, ids: &[StreamRef]) -> Option<Moved> {
+        if self.ours_omitted.is_empty() {
+            return None;
+        }
+        Some(ids.iter().fold((0, 0), |(b, m), &(i, _)| {
+            let (end, omitted) = (
+                self.ours.get(i).copied().unwrap_or_default(),
+                self.ours_omitted.get(i).copied().unwrap_or_default(),
+            );
+            (
+                b + end.0.saturating_sub(omitted.0),
+                m + end.1.saturating_sub(omitted.1),
+            )
+        }))
+    }
+
+    /// This side's time after the omit, s, from its time over the whole test.
+    fn after_omit_s(&self, whole_s: Option<f64>) -> Option<f64> {
+        whole_s.map(|s| (s - self.omit_s as f64).max(0.0))
+    }
+
     /// The streams of `ids` the server reported on.
     fn streams<'s>(&'s self, ids: &'s [StreamRef]) -> impl Iterator<Item = &'s StreamResult> {
         ids.iter().filter_map(|(_, id)| self.stream(*id))
@@ -101,11 +127,11 @@ impl Exchange<'_> {
         let bytes = if self.udp {
             messages.saturating_mul(self.len)
         } else {
-            let omitted = self.ours_omitted.get(index).copied().unwrap_or(0);
+            let omitted = self.ours_omitted.get(index).map_or(0, |o| o.0);
             let estimate = r.bytes.saturating_add(omitted);
             match self.ours.get(index) {
-                Some(&ours) if sending => estimate.max(ours),
-                Some(&ours) => estimate.min(ours),
+                Some(&(ours, _)) if sending => estimate.max(ours),
+                Some(&(ours, _)) => estimate.min(ours),
                 None => estimate,
             }
         };
@@ -200,9 +226,17 @@ impl Exchange<'_> {
                 }
             }
         }
+        let our_s = self.after_omit_s(end.sent.duration_s);
         let Some(a) = end.after_omit.as_mut().filter(|_| self.omit_s > 0) else {
             return;
         };
+        // This side sent: its count at the omit's end, as the server's reset then.
+        if let Some((b, m)) = self.ours_after(ids) {
+            a.sent_bytes = Some(b);
+            a.sent_messages = Some(m);
+            a.sent_duration_s = our_s;
+            a.sent_bps = our_s.map(|s| bps(b, s));
+        }
         let bytes: u64 = self.streams(ids).map(|r| r.bytes).sum();
         let secs = self.streams(ids).map(post_omit_s).fold(0.0, f64::max);
         a.received_bytes = Some(bytes);
@@ -221,9 +255,18 @@ impl Exchange<'_> {
     /// A direction the server sent: its figures after the omit, and with them the loss
     /// this side saw after it.
     fn settle_sender(&self, end: &mut End, ids: &[StreamRef]) {
+        let our_s = self.after_omit_s(end.received.duration_s);
         let Some(a) = end.after_omit.as_mut().filter(|_| self.omit_s > 0) else {
             return;
         };
+        // This side received: its count at the omit's end (with --bidir its intervals
+        // follow the other direction).
+        if let Some((b, m)) = self.ours_after(ids) {
+            a.received_bytes = Some(b);
+            a.received_messages = Some(m);
+            a.received_duration_s = our_s;
+            a.received_bps = our_s.map(|s| bps(b, s));
+        }
         let bytes: u64 = self.streams(ids).map(|r| r.bytes).sum();
         let secs = self.streams(ids).map(post_omit_s).fold(0.0, f64::max);
         a.sent_bytes = Some(bytes);
@@ -432,8 +475,8 @@ mod tests {
         let mut ex = Exchange {
             counts_omitted: true,
             omit_s: 2,
-            ours_omitted: &[30 * LEN],
-            ours: &[100 * LEN],
+            ours_omitted: &[(30 * LEN, 30)],
+            ours: &[(100 * LEN, 100)],
             ..exchange(&doc)
         };
         let spec = udp_spec().duration_ns(4_000_000_000).omit_ns(2_000_000_000);
@@ -448,6 +491,9 @@ mod tests {
         assert_eq!(a.received_duration_s, Some(2.0));
         assert_eq!(a.lost, Some(6));
         assert_eq!(r.end.received.duration_s, Some(4.0));
+        // This side's after the omit: by its count when the omit ended.
+        assert_eq!((a.sent_bytes, a.sent_messages), (Some(70 * LEN), Some(70)));
+        assert_eq!(a.sent_duration_s, Some(0.0));
         // A server before 3.14: the loss after the omit is not known.
         ex.counts_omitted = false;
         let mut r = assemble(&spec, &ours(&ids, 100), &server);
@@ -471,8 +517,8 @@ mod tests {
         let ex = Exchange {
             omit_s: 1,
             udp: false,
-            ours_omitted: &[3_000],
-            ours: &[10_000],
+            ours_omitted: &[(3_000, 3)],
+            ours: &[(10_000, 10)],
             ..exchange(&doc)
         };
         let server = ex.side(&ids, false);
@@ -480,13 +526,13 @@ mod tests {
         // This side's count of the omit ran late: never more received than sent, nor
         // less sent than received.
         let late = Exchange {
-            ours_omitted: &[3_500],
+            ours_omitted: &[(3_500, 4)],
             ..ex
         };
         assert_eq!(late.side(&ids, false).bytes, 10_000);
         assert_eq!(late.side(&ids, true).bytes, 10_500);
         let early = Exchange {
-            ours_omitted: &[2_500],
+            ours_omitted: &[(2_500, 3)],
             ..ex
         };
         assert_eq!(early.side(&ids, true).bytes, 10_000);
@@ -513,6 +559,8 @@ mod tests {
         };
         let ex = Exchange {
             omit_s: 1,
+            ours_omitted: &[(20 * LEN, 20)],
+            ours: &[(65 * LEN, 65)],
             ..exchange(&doc)
         };
         let server = ex.side(&ids, true);
@@ -521,15 +569,22 @@ mod tests {
             .direction(Direction::Reverse)
             .duration_ns(3_000_000_000)
             .omit_ns(1_000_000_000);
-        let mut r = assemble(&spec, &SideReport::default(), &server);
-        if let Some(a) = r.end.after_omit.as_mut() {
-            a.received_messages = Some(45);
-        }
+        let ours = SideReport {
+            role: Some(Role::Receiver),
+            bytes: 65 * LEN,
+            messages: 65,
+            first_ns: Some(0),
+            last_ns: Some(3_000_000_000),
+            ..SideReport::default()
+        };
+        let mut r = assemble(&spec, &ours, &server);
         ex.settle(&mut r, Direction::Reverse, &[], &ids);
         let a = r.end.after_omit.expect("after_omit");
+        assert_eq!((a.sent_bytes, a.sent_messages), (Some(50 * LEN), Some(50)));
         assert_eq!(
-            (a.sent_bytes, a.sent_messages, a.lost),
-            (Some(50 * LEN), Some(50), Some(5))
+            (a.received_messages, a.received_duration_s),
+            (Some(45), Some(2.0))
         );
+        assert_eq!(a.lost, Some(5));
     }
 }
