@@ -555,6 +555,10 @@ pub struct RunArgs {
     /// Amount of data to send (e.g. 100M, 1GiB); the last message may be shorter.
     #[arg(short = 'n', long, value_parser = parse_size, conflicts_with = "time")]
     pub bytes: Option<u64>,
+    /// Send N messages of --size (as iperf3's -k/--blockcount; e.g. 1000, 1K): -n N × size.
+    #[arg(short = 'k', long, value_name = "N", value_parser = parse_size,
+          conflicts_with_all = ["bytes", "time"])]
+    pub blockcount: Option<u64>,
     /// How long to send (e.g. 10s, 250ms); default 10s when --bytes is not given.
     #[arg(short = 't', long, value_parser = parse_duration)]
     pub time: Option<Duration>,
@@ -640,15 +644,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH", requires = "file")]
     pub save: Option<PathBuf>,
     /// Measure against an iperf3 server (HOST or HOST:PORT, port 5201 by default) instead of
-    /// a wirebench one: TCP or UDP streams with -t, -n, -k, -b, -l, -P, -R, --bidir, -w,
-    /// -O, --cc, -M, --fq-rate, -B.
+    /// a wirebench one: TCP or UDP streams, with -O, -k, -B, and -M and --fq-rate for it alone.
     #[arg(long, value_name = "HOST[:PORT]", conflicts_with_all = ["host", "file", "both_directions", "psk_file"])]
     pub iperf3: Option<String>,
-    /// Send N messages of --size (-l) each, as iperf3's -k/--blockcount: the same as -n
-    /// N×size (an iperf3 server's blocks are those messages).
-    #[arg(short = 'k', long, value_name = "N", help_heading = "iperf3",
-          value_parser = parse_size, conflicts_with_all = ["bytes", "time", "file"])]
-    pub blockcount: Option<u64>,
     /// Socket buffer (SO_SNDBUF and SO_RCVBUF) of the data sockets on both sides, as
     /// iperf3's -w, e.g. 4M (1K to 1G). TCP's autotuning is then off; the kernel caps the
     /// size (net.core.wmem_max, rmem_max), and the results' datapath says what it granted.
@@ -811,7 +809,12 @@ impl RunArgs {
             None if protocol == Protocol::Udp => (Some(DEFAULT_UDP_RATE_BPS), None),
             None => (None, None),
         };
-        let bytes = crate::iperf3_args::amount(self.bytes, self.blockcount, size);
+        let bytes = match (self.bytes, self.blockcount) {
+            (None, Some(blocks)) => Some(blocks.checked_mul(size).ok_or_else(|| {
+                format!("-k {blocks} messages of {size} bytes is too many bytes: give fewer")
+            })?),
+            (bytes, _) => bytes,
+        };
         let duration = match (bytes, self.time) {
             (None, None) => Some(Duration::from_secs(10)),
             (_, t) => t,
@@ -931,40 +934,5 @@ mod tests {
         assert_eq!(s.busy_poll_ns, None);
         let s = spec_of(&["-b", "100pps"]).expect("a spec");
         assert_eq!((s.rate_bps, s.rate_pps), (None, Some(100)));
-    }
-
-    fn run_cmd(flags: &[&str]) -> Result<RunCmd, String> {
-        let mut argv = vec!["wirebench", "run"];
-        argv.extend_from_slice(flags);
-        match Cli::try_parse_from(argv)
-            .map_err(|e| e.to_string())?
-            .command
-        {
-            Command::Run(r) => Ok(r),
-            _ => Err("not run".into()),
-        }
-    }
-
-    /// `-k N` is N messages of the size; it takes the place of -n and -t.
-    #[test]
-    fn blockcount_is_messages_of_the_size() {
-        let r = run_cmd(&["h", "-u", "-l", "1000", "-k", "50"]).expect("flags");
-        let spec = r.run.spec().expect("spec");
-        assert_eq!((spec.bytes, spec.duration_ns), (Some(50_000), None));
-        assert!(run_cmd(&["h", "-k", "5", "-n", "1M"]).is_err());
-        assert!(run_cmd(&["h", "-k", "5", "-t", "1"]).is_err());
-    }
-
-    /// -M and --fq-rate parse, and are refused without --iperf3.
-    #[test]
-    fn iperf3_only_flags_need_iperf3() {
-        let r = run_cmd(&["--iperf3", "h", "-M", "1400", "--fq-rate", "100M"]).expect("flags");
-        let o = &r.client.iperf3_only;
-        assert_eq!((o.set_mss, o.fq_rate), (Some(1400), Some(100_000_000)));
-        let plain = run_cmd(&["h", "-M", "1400"]).expect("flags");
-        assert!(plain.client.iperf3_only.without_iperf3().is_some());
-        let none = run_cmd(&["h"]).expect("flags");
-        assert_eq!(none.client.iperf3_only.without_iperf3(), None);
-        assert!(run_cmd(&["--iperf3", "h", "--fq-rate", "1kpps"]).is_err());
     }
 }

@@ -1,5 +1,4 @@
-//! iperf3's own client flags that wirebench passes to an iperf3 server (`run --iperf3`),
-//! and `-k`, iperf3's amount in blocks.
+//! iperf3's own client flags that wirebench passes to an iperf3 server (`run --iperf3`).
 
 use clap::Args;
 use wirebench_proto::units::{parse_rate, Rate};
@@ -42,8 +41,37 @@ fn parse_bits_per_second(s: &str) -> Result<u64, String> {
     }
 }
 
-/// The amount to send: `-n` (`bytes`), or `-k N` (`blockcount`) messages of `size` bytes
-/// (iperf3's blocks).
-pub fn amount(bytes: Option<u64>, blockcount: Option<u64>, size: u64) -> Option<u64> {
-    bytes.or(blockcount.map(|k| k.saturating_mul(size)))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// -M and --fq-rate are refused without --iperf3 (the caller asks only then).
+    #[test]
+    fn iperf3_only_flags_are_named_without_iperf3() {
+        let none = Iperf3Args {
+            set_mss: None,
+            fq_rate: None,
+        };
+        assert_eq!(none.without_iperf3(), None);
+        for a in [
+            Iperf3Args {
+                set_mss: Some(1400),
+                ..none.clone()
+            },
+            Iperf3Args {
+                fq_rate: Some(1),
+                ..none.clone()
+            },
+        ] {
+            let e = a.without_iperf3().unwrap_or_default();
+            assert!(e.contains("--iperf3"), "{e}");
+        }
+    }
+
+    /// --fq-rate is in bits/s; a packet rate is refused in words.
+    #[test]
+    fn fq_rate_takes_bits_per_second() {
+        assert_eq!(parse_bits_per_second("100M"), Ok(100_000_000));
+        assert!(parse_bits_per_second("1kpps").is_err_and(|e| e.contains("bits/s")));
+    }
 }

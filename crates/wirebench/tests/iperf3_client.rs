@@ -197,7 +197,11 @@ fn after_omit_is_what_iperf3_s_counted_after_the_omit() {
     assert_eq!(u(back, "sent_bytes"), server_sent, "{v}\n{s}");
     assert!(u(back, "received_bytes") > server_sent / 2, "{v}");
     let forward = u(&s["end"]["sum_received"], "bytes");
-    assert_eq!(u(&v["end"]["after_omit"], "received_bytes"), forward, "{v}\n{s}");
+    assert_eq!(
+        u(&v["end"]["after_omit"], "received_bytes"),
+        forward,
+        "{v}\n{s}"
+    );
 }
 
 /// What an iperf3 server cannot run as asked is refused with one line and exit code 2

@@ -199,7 +199,7 @@ impl ClientSession {
 
 /// Whether each of a results document's `streams` (there are `n`) carries
 /// `omitted_packets` and `omitted_errors`: a missing key is "not said", not 0.
-fn counts_omitted(doc: &[u8], n: usize) -> bool {
+pub(crate) fn counts_omitted(doc: &[u8], n: usize) -> bool {
     use serde::de::IgnoredAny;
     #[derive(serde::Deserialize)]
     struct Stream {

@@ -68,6 +68,11 @@ fn post_omit_s(r: &StreamResult) -> f64 {
     }
 }
 
+/// A total of the server's numbers, which may be anything: never past `u64::MAX`.
+fn sum(values: impl Iterator<Item = u64>) -> u64 {
+    values.fold(0, u64::saturating_add)
+}
+
 fn bps(bytes: u64, seconds: f64) -> f64 {
     if seconds > 0.0 {
         bytes as f64 * 8.0 / seconds
@@ -93,8 +98,8 @@ impl Exchange<'_> {
                 self.ours_omitted.get(i).copied().unwrap_or_default(),
             );
             (
-                b + end.0.saturating_sub(omitted.0),
-                m + end.1.saturating_sub(omitted.1),
+                b.saturating_add(end.0.saturating_sub(omitted.0)),
+                m.saturating_add(end.1.saturating_sub(omitted.1)),
             )
         }))
     }
@@ -162,8 +167,8 @@ impl Exchange<'_> {
                 jitter_ns: r.jitter * 1e9,
                 ..UdpCounts::default()
             });
-            rep.bytes += bytes;
-            rep.messages += messages;
+            rep.bytes = rep.bytes.saturating_add(bytes);
+            rep.messages = rep.messages.saturating_add(messages);
             rep.elapsed_ns = rep.elapsed_ns.max(end_ns);
             rep.first_ns = Some(0);
             rep.last_ns = Some(rep.last_ns.unwrap_or(0).max(end_ns));
@@ -216,7 +221,7 @@ impl Exchange<'_> {
     /// A direction the server received: its loss count, and its figures after the omit.
     fn settle_receiver(&self, end: &mut End, streams: &mut [End], ids: &[StreamRef]) {
         if self.udp {
-            let total: u64 = self.streams(ids).map(lost).sum();
+            let total = sum(self.streams(ids).map(lost));
             set_lost(end, total);
             if streams.len() == ids.len() {
                 for (e, (_, id)) in streams.iter_mut().zip(ids) {
@@ -237,7 +242,7 @@ impl Exchange<'_> {
             a.sent_duration_s = our_s;
             a.sent_bps = our_s.map(|s| bps(b, s));
         }
-        let bytes: u64 = self.streams(ids).map(|r| r.bytes).sum();
+        let bytes = sum(self.streams(ids).map(|r| r.bytes));
         let secs = self.streams(ids).map(post_omit_s).fold(0.0, f64::max);
         a.received_bytes = Some(bytes);
         a.received_duration_s = Some(secs);
@@ -245,9 +250,9 @@ impl Exchange<'_> {
         // iperf3 counts no TCP messages; a UDP stream's datagrams all carry `len` bytes.
         a.received_messages = self.udp.then(|| bytes / self.len.max(1));
         let lost_after = (self.udp && self.counts_omitted).then(|| {
-            self.streams(ids)
-                .map(|r| u64::try_from(r.errors.saturating_sub(r.omitted_errors)).unwrap_or(0))
-                .sum::<u64>()
+            sum(self
+                .streams(ids)
+                .map(|r| u64::try_from(r.errors.saturating_sub(r.omitted_errors)).unwrap_or(0)))
         });
         set_after_omit_loss(a, lost_after);
     }
@@ -267,7 +272,7 @@ impl Exchange<'_> {
             a.received_duration_s = our_s;
             a.received_bps = our_s.map(|s| bps(b, s));
         }
-        let bytes: u64 = self.streams(ids).map(|r| r.bytes).sum();
+        let bytes = sum(self.streams(ids).map(|r| r.bytes));
         let secs = self.streams(ids).map(post_omit_s).fold(0.0, f64::max);
         a.sent_bytes = Some(bytes);
         a.sent_duration_s = Some(secs);
@@ -309,7 +314,7 @@ fn set_lost(end: &mut End, lost: u64) {
 fn set_after_omit_loss(a: &mut AfterOmit, lost: Option<u64>) {
     a.lost = lost;
     a.loss_ratio = lost.map(|l| {
-        let total = a.received_messages.unwrap_or(0) + l;
+        let total = a.received_messages.unwrap_or(0).saturating_add(l);
         if total > 0 {
             l as f64 / total as f64
         } else {
@@ -431,6 +436,37 @@ mod tests {
         assert_eq!(u.first_lost_seq, None);
         assert_eq!(r.end.received.messages, Some(83));
         assert!((u.jitter_ms - 0.01).abs() < 1e-9);
+    }
+
+    /// A server's numbers may be anything: the document saturates, never panics.
+    #[test]
+    fn hostile_numbers_do_not_panic() {
+        let ids = [(0, 1), (1, 3)];
+        let mut big = stream(1, u64::MAX, u64::MAX, i64::MAX);
+        (big.omitted_errors, big.end_time, big.start_time) = (i64::MIN, f64::MAX, -f64::MAX);
+        let doc = ResultsDoc {
+            streams: vec![big.clone(), StreamResult { id: 3, ..big }],
+            ..ResultsDoc::default()
+        };
+        for udp in [true, false] {
+            let ex = Exchange {
+                counts_omitted: true,
+                omit_s: 60,
+                udp,
+                ours_omitted: &[(u64::MAX, u64::MAX)],
+                ours: &[(0, 0)],
+                ..exchange(&doc)
+            };
+            let spec = udp_spec()
+                .streams(2)
+                .duration_ns(70_000_000_000)
+                .omit_ns(60_000_000_000);
+            for sending in [true, false] {
+                let server = ex.side(&ids, sending);
+                let mut r = assemble(&spec, &ours(&ids, 1), &server);
+                ex.settle(&mut r, Direction::Bidir, &ids, &ids);
+            }
+        }
     }
 
     /// Late arrivals and duplicates can take iperf3's `errors` below 0: none lost.
