@@ -53,19 +53,6 @@ pub(super) fn set<T: OptValue>(
     }
 }
 
-/// Caps the rate the kernel's fair-queue pacing lets `sock` send at (SO_MAX_PACING_RATE),
-/// bytes/s. Passed as iperf3 passes it, a 32-bit unsigned number (more is no cap).
-pub fn set_max_pacing_rate(sock: &impl AsRawFd, bytes_per_s: u64) -> io::Result<()> {
-    let v = u32::try_from(bytes_per_s).unwrap_or(u32::MAX);
-    // The kernel reads an int and takes its bits as unsigned (`sk_setsockopt`).
-    set(
-        sock,
-        libc::SOL_SOCKET,
-        libc::SO_MAX_PACING_RATE,
-        &(v as libc::c_int),
-    )
-}
-
 /// Reads option `name` at `level` of `sock`. A kernel that knows a shorter version of `T`
 /// (an older `tcp_info`) writes less: the rest stays zero.
 pub(super) fn get<T: OptValue>(
@@ -108,6 +95,15 @@ pub fn size_buffers(sock: SockRef<'_>, bytes: usize) -> (u64, u64) {
         sock.send_buffer_size().unwrap_or(0) as u64,
         sock.recv_buffer_size().unwrap_or(0) as u64,
     )
+}
+
+/// Caps the kernel's pacing of what `sock` sends at `bytes_per_s` (`SO_MAX_PACING_RATE`,
+/// as iperf3's `--fq-rate` sets it: TCP paces by it itself, other sockets under the `fq`
+/// qdisc), saturating at the 32-bit value every kernel takes.
+pub fn set_max_pacing_rate(sock: &impl AsRawFd, bytes_per_s: u64) -> io::Result<()> {
+    // The kernel reads the int's bits as an unsigned 32-bit rate (~0U: no cap).
+    let rate = bytes_per_s.min(u64::from(u32::MAX)) as u32 as libc::c_int;
+    set(sock, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &rate)
 }
 
 /// The kernel's caps on the socket buffers a process may ask for (`net.core.rmem_max`,
