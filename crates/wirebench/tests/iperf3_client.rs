@@ -235,6 +235,14 @@ fn impossible_iperf3_parameters_are_refused_before_connecting() {
         assert!(started.elapsed() < Duration::from_secs(5), "{args:?}");
         assert!(listener.accept().is_err(), "{args:?} connected");
     }
+    // -4 and -6 choose the family as against a wirebench server: ::1 has no IPv4 address.
+    let out = wirebench()
+        .args(["run", "--iperf3", &format!("[::1]:{port}"), "-4"])
+        .output()
+        .expect("run wirebench");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no IPv4 address"), "{err}");
     // iperf3's own flags need --iperf3.
     let out = wirebench()
         .args(["run", "127.0.0.1", "--fq-rate", "1G"])

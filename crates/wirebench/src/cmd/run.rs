@@ -554,8 +554,9 @@ fn iperf3(
     spec: TestSpec,
     client: &ClientArgs,
 ) -> Result<(), Failure> {
-    let (host, port) =
-        wirebench_engine::split_target(target).map_err(|e| Failure::Usage(e.to_string()))?;
+    // -4, -6 and -B pick the address family as for a wirebench server.
+    let (host, port) = self::target(target, wirebench_engine::iperf3::DEFAULT_PORT, client)
+        .map_err(|e| Failure::Usage(format!("--iperf3 {e}")))?;
     let cfg = wirebench_engine::Iperf3Config {
         host,
         port,
