@@ -16,7 +16,9 @@
 //! So a receiving server received `packets − errors` datagrams, lost `errors`, and after the
 //! omit received `bytes`.
 
-use wirebench_proto::results::{AfterOmit, End, Results, Role, SideReport, UdpCounts, UdpEnd};
+use wirebench_proto::results::{
+    AfterOmit, End, IntervalView, Results, Role, SideReport, UdpCounts, UdpEnd,
+};
 use wirebench_proto::spec::Direction;
 
 use crate::iperf3::{ResultsDoc, StreamResult};
@@ -197,8 +199,9 @@ impl Exchange<'_> {
 
     /// Puts into the assembled document what it cannot compute from sent minus received
     /// where the server counted: UDP loss as the server counted it, and the figures after
-    /// `-O` that only the server's exchange gives. `received` are the streams the server
-    /// received on, `sent` those it sent on.
+    /// `-O` that only the server's exchange gives; the server's side of each interval is
+    /// unknown (null: iperf3 exchanges no intervals), not 0. `received` are the streams the
+    /// server received on, `sent` those it sent on.
     pub(crate) fn settle(
         &self,
         r: &mut Results,
@@ -207,12 +210,20 @@ impl Exchange<'_> {
         sent: &[StreamRef],
     ) {
         match direction {
-            Direction::Forward => self.settle_receiver(&mut r.end, &mut r.streams, received),
-            Direction::Reverse => self.settle_sender(&mut r.end, sent),
+            Direction::Forward => {
+                self.settle_receiver(&mut r.end, &mut r.streams, received);
+                r.intervals.iter_mut().for_each(unknown_received);
+            }
+            Direction::Reverse => {
+                self.settle_sender(&mut r.end, sent);
+                r.intervals.iter_mut().for_each(unknown_sent);
+            }
             Direction::Bidir => {
                 self.settle_receiver(&mut r.end, &mut r.streams, received);
+                r.intervals.iter_mut().for_each(unknown_received);
                 if let Some(back) = r.reverse.as_mut() {
                     self.settle_sender(&mut back.end, sent);
+                    back.intervals.iter_mut().for_each(unknown_sent);
                 }
             }
         }
@@ -286,6 +297,22 @@ impl Exchange<'_> {
             set_after_omit_loss(a, lost_after);
         }
     }
+}
+
+/// An interval's figures of a receiving iperf3 server: not known.
+fn unknown_received(i: &mut IntervalView) {
+    i.received_bytes = None;
+    i.received_messages = None;
+    i.received_bps = None;
+    i.lost = None;
+    i.jitter_ms = None;
+}
+
+/// An interval's figures of a sending iperf3 server: not known.
+fn unknown_sent(i: &mut IntervalView) {
+    i.sent_bytes = None;
+    i.sent_messages = None;
+    i.sent_bps = None;
 }
 
 /// The end's UDP loss as the receiving server counted it (not sent minus received: the
@@ -428,7 +455,14 @@ mod tests {
         let ex = exchange(&doc);
         let server = ex.side(&ids, false);
         assert_eq!((server.bytes, server.messages), (83 * LEN, 83));
-        let mut r = assemble(&udp_spec(), &ours(&ids, 100), &server);
+        let mut sender = ours(&ids, 100);
+        sender.intervals = vec![wirebench_proto::results::IntervalRecord {
+            end_ns: 1_000_000_000,
+            bytes: 100 * LEN,
+            messages: 100,
+            ..Default::default()
+        }];
+        let mut r = assemble(&udp_spec(), &sender, &server);
         ex.settle(&mut r, Direction::Forward, &ids, &[]);
         let u = r.end.udp.expect("udp");
         assert_eq!(u.lost, 7);
@@ -436,6 +470,12 @@ mod tests {
         assert_eq!(u.first_lost_seq, None);
         assert_eq!(r.end.received.messages, Some(83));
         assert!((u.jitter_ms - 0.01).abs() < 1e-9);
+        // Per interval the server's side is unknown (iperf3 exchanges none), not 0.
+        let i = &r.intervals[0];
+        assert_eq!(
+            (i.sent_bytes, i.received_bytes, i.lost),
+            (Some(100 * LEN), None, None)
+        );
     }
 
     /// A server's numbers may be anything: the document saturates, never panics.
