@@ -561,6 +561,10 @@ pub struct RunArgs {
     /// Amount of data to send (e.g. 100M, 1GiB); the last message may be shorter.
     #[arg(short = 'n', long, value_parser = parse_size, conflicts_with = "time")]
     pub bytes: Option<u64>,
+    /// Send N messages of --size (as iperf3's -k/--blockcount; e.g. 1000, 1K): -n N × size.
+    #[arg(short = 'k', long, value_name = "N", value_parser = parse_size,
+          conflicts_with_all = ["bytes", "time"])]
+    pub blockcount: Option<u64>,
     /// How long to send (e.g. 10s, 250ms); default 10s when --bytes is not given.
     #[arg(short = 't', long, value_parser = parse_duration)]
     pub time: Option<Duration>,
@@ -649,7 +653,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH", requires = "file")]
     pub save: Option<PathBuf>,
     /// Measure against an iperf3 server (HOST or HOST:PORT, port 5201 by default) instead of
-    /// a wirebench one: TCP or UDP streams with -t, -n, -b, -l, -P, -R, --bidir, -w, --cc.
+    /// a wirebench one: TCP or UDP streams, with -O, -k, -B, and -M and --fq-rate for it alone.
     #[arg(long, value_name = "HOST[:PORT]", conflicts_with_all = ["host", "file", "both_directions", "psk_file"])]
     pub iperf3: Option<String>,
     /// Socket buffer (SO_SNDBUF and SO_RCVBUF) of the data sockets on both sides, as
@@ -700,15 +704,12 @@ pub struct ClientArgs {
     #[arg(short = '6', long = "ipv6")]
     pub ipv6: bool,
     /// The local address of the control and data sockets (as iperf3's -B on a client), e.g.
-    /// to pick the interface of a multi-homed host; a wirebench server only (not with
-    /// --iperf3, nor --mode crr).
-    #[arg(
-        short = 'B',
-        long = "bind",
-        value_name = "ADDRESS",
-        conflicts_with = "iperf3"
-    )]
+    /// to pick the interface of a multi-homed host (not with --mode crr).
+    #[arg(short = 'B', long = "bind", value_name = "ADDRESS")]
     pub bind: Option<IpAddr>,
+    /// iperf3's options only an iperf3 server takes.
+    #[command(flatten)]
+    pub iperf3_only: crate::iperf3_args::Iperf3Args,
     /// The TCP/IP stack of the data connection.
     #[command(flatten)]
     pub stack: StackArgs,
@@ -816,7 +817,13 @@ impl RunArgs {
             None if protocol == Protocol::Udp => (Some(DEFAULT_UDP_RATE_BPS), None),
             None => (None, None),
         };
-        let duration = match (self.bytes, self.time) {
+        let bytes = match (self.bytes, self.blockcount) {
+            (None, Some(blocks)) => Some(blocks.checked_mul(size).ok_or_else(|| {
+                format!("-k {blocks} messages of {size} bytes is too many bytes: give fewer")
+            })?),
+            (bytes, _) => bytes,
+        };
+        let duration = match (bytes, self.time) {
             (None, None) => Some(Duration::from_secs(10)),
             (_, t) => t,
         };
@@ -845,7 +852,7 @@ impl RunArgs {
                 Direction::Forward
             },
             size,
-            bytes: self.bytes,
+            bytes,
             duration_ns: duration.map(ns),
             rate_bps,
             rate_pps,

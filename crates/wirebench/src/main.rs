@@ -9,6 +9,7 @@
 mod budget;
 mod cli;
 mod cmd;
+mod iperf3_args;
 mod look;
 mod psk;
 

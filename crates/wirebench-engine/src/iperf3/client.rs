@@ -62,6 +62,9 @@ pub(crate) struct ClientSession {
     running: bool,
     actions: VecDeque<ClientAction>,
     deadline: Option<Instant>,
+    /// Whether every stream of the server's results carried its counts at the end of the
+    /// omitted seconds (`omitted_packets`, `omitted_errors`: iperf3 3.14 and later).
+    peer_counts_omitted: bool,
 }
 
 impl ClientSession {
@@ -82,7 +85,14 @@ impl ClientSession {
             running: false,
             actions: VecDeque::new(),
             deadline: Some(now + STEP_TIMEOUT),
+            peer_counts_omitted: false,
         }
+    }
+
+    /// Whether the server's results (once [`ClientAction::PeerResults`] came) gave each
+    /// stream's counts at the end of the omitted seconds; servers before iperf3 3.14 do not.
+    pub(crate) fn peer_counts_omitted(&self) -> bool {
+        self.peer_counts_omitted
     }
 
     /// The next action.
@@ -143,6 +153,7 @@ impl ClientSession {
             Item::State(s) => self.on_state(now, s),
             Item::Json(doc) => match ResultsDoc::parse(&doc) {
                 Ok(r) => {
+                    self.peer_counts_omitted = counts_omitted(&doc, r.streams.len());
                     self.phase = Phase::States;
                     self.deadline = Some(now + STEP_TIMEOUT);
                     self.actions.push_back(ClientAction::PeerResults(r));
@@ -184,6 +195,29 @@ impl ClientSession {
             ))),
         }
     }
+}
+
+/// Whether each of a results document's `streams` (there are `n`) carries
+/// `omitted_packets` and `omitted_errors`: a missing key is "not said", not 0.
+pub(crate) fn counts_omitted(doc: &[u8], n: usize) -> bool {
+    use serde::de::IgnoredAny;
+    #[derive(serde::Deserialize)]
+    struct Stream {
+        omitted_packets: Option<IgnoredAny>,
+        omitted_errors: Option<IgnoredAny>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Doc {
+        // A list of at most `MAX_JSON` bytes' worth of two-byte elements.
+        streams: Vec<Stream>,
+    }
+    serde_json::from_slice::<Doc>(doc).is_ok_and(|d| {
+        n > 0
+            && d.streams.len() == n
+            && d.streams
+                .iter()
+                .all(|s| s.omitted_packets.is_some() && s.omitted_errors.is_some())
+    })
 }
 
 impl Session for ClientSession {
@@ -242,5 +276,24 @@ impl Session for ClientSession {
     /// The next deadline.
     fn poll_timeout(&self) -> Option<Instant> {
         self.deadline
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::counts_omitted;
+
+    /// Each stream must carry both omitted counts for them to be read; 3.12 sends none.
+    #[test]
+    fn omitted_counts_are_read_only_when_every_stream_has_them() {
+        let both = br#"{"streams":[{"id":1,"omitted_packets":3,"omitted_errors":0}]}"#;
+        assert!(counts_omitted(both, 1));
+        let v312 = br#"{"streams":[{"id":1,"packets":3,"errors":0}]}"#;
+        assert!(!counts_omitted(v312, 1));
+        let half =
+            br#"{"streams":[{"omitted_packets":3,"omitted_errors":0},{"omitted_packets":1}]}"#;
+        assert!(!counts_omitted(half, 2));
+        assert!(!counts_omitted(b"[]", 0));
+        assert!(!counts_omitted(both, 2));
     }
 }

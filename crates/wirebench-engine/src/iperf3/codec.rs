@@ -370,6 +370,14 @@ pub struct Params {
     /// The client's version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_version: Option<String>,
+    /// TCP maximum segment size the server sets on its data sockets (`-M`), bytes; 0 for
+    /// the system's. iperf3 spells the key in capitals.
+    #[serde(rename = "MSS", default, skip_serializing_if = "is_zero")]
+    pub mss: u64,
+    /// Fair-queue pacing of each data socket (`--fq-rate`, SO_MAX_PACING_RATE), bits/s;
+    /// 0 for none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fqrate: u64,
 }
 
 fn one() -> u32 {

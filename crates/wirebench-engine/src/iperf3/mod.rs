@@ -95,6 +95,7 @@ pub fn decode_everything(bytes: &[u8]) {
     let _ = UdpHeader::decode(true, bytes);
     let _ = Params::parse(bytes);
     let _ = ResultsDoc::parse(bytes);
+    let _ = client::counts_omitted(bytes, 1);
     let _ = codec::check_cookie(bytes);
     let _ = codec::is_connect(bytes);
     let now = std::time::Instant::now();

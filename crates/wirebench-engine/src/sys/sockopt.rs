@@ -97,6 +97,15 @@ pub fn size_buffers(sock: SockRef<'_>, bytes: usize) -> (u64, u64) {
     )
 }
 
+/// Caps the kernel's pacing of what `sock` sends at `bytes_per_s` (`SO_MAX_PACING_RATE`,
+/// as iperf3's `--fq-rate` sets it: TCP paces by it itself, other sockets under the `fq`
+/// qdisc), saturating at the 32-bit value every kernel takes.
+pub fn set_max_pacing_rate(sock: &impl AsRawFd, bytes_per_s: u64) -> io::Result<()> {
+    // The kernel reads the int's bits as an unsigned 32-bit rate (~0U: no cap).
+    let rate = bytes_per_s.min(u64::from(u32::MAX)) as u32 as libc::c_int;
+    set(sock, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &rate)
+}
+
 /// The kernel's caps on the socket buffers a process may ask for (`net.core.rmem_max`,
 /// `net.core.wmem_max`); a cap that cannot be read is unknown (none).
 pub(crate) fn socket_caps() -> crate::control::memory::SocketCaps {

@@ -41,6 +41,9 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     if let Some(target) = &args.iperf3 {
         return iperf3(args, target, spec, client);
     }
+    if let Some(e) = client.iperf3_only.without_iperf3() {
+        return Err(Failure::Usage(e));
+    }
     let psk = crate::psk::load_psk(args.psk_file.as_deref()).map_err(Failure::Usage)?;
     if client.bind.is_some() && spec.mechanism == wirebench_proto::spec::Mechanism::Crr {
         // Each transaction's connection is opened by the data path, from any address.
@@ -577,15 +580,21 @@ fn iperf3(
     spec: TestSpec,
     client: &ClientArgs,
 ) -> Result<(), Failure> {
-    let (host, port) =
-        wirebench_engine::split_target(target).map_err(|e| Failure::Usage(e.to_string()))?;
+    // -4, -6 and -B pick the address family as for a wirebench server.
+    let (host, port) = self::target(target, wirebench_engine::iperf3::DEFAULT_PORT, client)
+        .map_err(|e| Failure::Usage(format!("--iperf3 {e}")))?;
     let cfg = wirebench_engine::Iperf3Config {
         host,
         port,
         spec,
         window: args.window.unwrap_or(0),
         packet_log: args.packet_log.clone(),
+        mss: client.iperf3_only.set_mss,
+        fq_rate_bps: client.iperf3_only.fq_rate.filter(|&r| r > 0),
+        bind: client.bind,
     };
+    // What an iperf3 server cannot run is a usage error, found before connecting.
+    cfg.check().map_err(|e| Failure::Usage(e.to_string()))?;
     let output = if client.json_stream {
         Output::Stream
     } else {

@@ -3,6 +3,7 @@
 //! clients on the server's port (told apart by their first byte) or on `--iperf3-port`.
 
 pub(crate) mod client;
+pub(crate) mod peer;
 pub(crate) mod registry;
 pub(crate) mod server;
 
@@ -331,50 +332,6 @@ impl Drop for Streams {
             let _ = t.join();
         }
     }
-}
-
-/// The peer's figures for the streams of one direction, as a side report (what only the
-/// iperf3 peer knows: its counts).
-fn peer_report(doc: &ResultsDoc, ids: &[i64], sending: bool, udp: bool) -> SideReport {
-    let mut rep = SideReport {
-        role: Some(if sending {
-            Role::Sender
-        } else {
-            Role::Receiver
-        }),
-        ..SideReport::default()
-    };
-    let mut counts = UdpCounts {
-        sequenced: true,
-        ..UdpCounts::default()
-    };
-    let mut n = 0.0;
-    for r in doc.streams.iter().filter(|r| ids.contains(&r.id)) {
-        rep.bytes += r.bytes;
-        rep.messages += r.packets;
-        let end_ns = (r.end_time.max(0.0) * 1e9) as u64;
-        rep.elapsed_ns = rep.elapsed_ns.max(end_ns);
-        rep.last_ns = Some(rep.last_ns.unwrap_or(0).max(end_ns));
-        rep.first_ns = Some((r.start_time.max(0.0) * 1e9) as u64);
-        counts.jitter_ns += r.jitter * 1e9;
-        n += 1.0;
-        rep.streams.push(SideReport {
-            role: rep.role,
-            bytes: r.bytes,
-            messages: r.packets,
-            first_ns: Some((r.start_time.max(0.0) * 1e9) as u64),
-            last_ns: Some(end_ns),
-            elapsed_ns: end_ns,
-            ..SideReport::default()
-        });
-    }
-    if udp && !sending {
-        if n > 0.0 {
-            counts.jitter_ns /= n;
-        }
-        rep.udp = Some(counts);
-    }
-    rep
 }
 
 /// Runs the pump until the session has an action or is over, at most `tick` at a time.
