@@ -7,7 +7,7 @@
 
 use std::io::{self, Write};
 
-use wirebench_proto::results::{End, FileEnd, Percentiles, Results, UdpEnd};
+use wirebench_proto::results::{End, FileEnd, Percentiles, ProbeCounts, Results, UdpEnd};
 use wirebench_proto::spec::{Direction, Mechanism, Protocol};
 use wirebench_proto::units::{format_bytes, format_rate_bps};
 
@@ -422,37 +422,67 @@ fn cost_line(e: &End, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-/// `run --mode rrul`: the idle and loaded round trips, their ratio and the load's rates.
+/// `run --mode rrul`: the UDP probes' idle and loaded round trips (the headline, as irtt's),
+/// the TCP probe's apart, how many of each phase's probes were answered, the ratio, and the
+/// load's rates and retransmits. Each line fits 80 columns.
 fn rrul_lines(rrul: &wirebench_proto::results::Rrul, out: &mut dyn Write) -> io::Result<()> {
-    let ms = |p: &Option<Percentiles>| match p {
-        Some(p) => format!(
-            "p50 {}, p90 {}, p99 {} ({} probes)",
-            format_us(p.p50),
-            format_us(p.p90),
-            format_us(p.p99),
-            p.count
-        ),
-        None => "no probe answered".into(),
+    let figures = |p: &Option<Percentiles>, n: Option<ProbeCounts>| {
+        let answered = n.map_or(String::new(), |n| {
+            format!(" ({} of {} answered)", n.answered, n.sent)
+        });
+        match p {
+            Some(p) => format!(
+                "p50 {}, p90 {}, p99 {}{answered}",
+                format_us(p.p50),
+                format_us(p.p90),
+                format_us(p.p99),
+            ),
+            None => format!("no probe answered{answered}"),
+        }
     };
-    writeln!(out, "rrul: idle round trip   {}", ms(&rrul.idle_latency_us))?;
-    writeln!(
-        out,
-        "rrul: loaded round trip {}",
-        ms(&rrul.loaded_latency_us)
-    )?;
+    let counts = rrul.probe_counts;
+    let udp = counts.map(|c| c.udp);
+    let tcp = counts.map(|c| c.tcp);
+    let rows = [
+        (
+            "UDP idle  ",
+            &rrul.idle_latency_us,
+            udp.map(|c| c.idle_before),
+        ),
+        ("UDP loaded", &rrul.loaded_latency_us, udp.map(|c| c.loaded)),
+        (
+            "TCP idle  ",
+            &rrul.tcp_idle_latency_us,
+            tcp.map(|c| c.idle_before),
+        ),
+        (
+            "TCP loaded",
+            &rrul.tcp_loaded_latency_us,
+            tcp.map(|c| c.loaded),
+        ),
+    ];
+    for (name, p, n) in rows {
+        // A document from before the TCP probe was reported apart has no TCP rows.
+        if name.starts_with("TCP") && p.is_none() && n.is_none() {
+            continue;
+        }
+        writeln!(out, "rrul: {name} {}", figures(p, n))?;
+    }
     if let Some(x) = rrul.latency_ratio_p50 {
         writeln!(
             out,
-            "rrul: the load multiplied the median round trip by {x:.1}"
+            "rrul: the load multiplied the UDP probes' median round trip by {x:.1}"
         )?;
     }
+    let retransmits = rrul
+        .retransmits
+        .map_or(String::new(), |r| format!(", {r} retransmits"));
     writeln!(
         out,
-        "rrul: upload {}, download {} ({} streams); {} UDP probes unanswered",
+        "rrul: upload {}, download {} ({} streams{retransmits})",
         rrul.upload_bps.map_or("unknown".into(), format_rate_bps),
         rrul.download_bps.map_or("unknown".into(), format_rate_bps),
         rrul.streams.len(),
-        rrul.udp_probe_timeouts
     )
 }
 
