@@ -29,6 +29,8 @@ use crate::packet_log_writer::{LogOut, LogSink};
 const DRAIN_IDLE: Duration = Duration::from_millis(300);
 /// The longest a stopped receiver drains at all.
 const DRAIN_MAX: Duration = Duration::from_secs(3);
+/// How long a stopped receiver drains before it judges whether the rest comes in time.
+const DRAIN_PROBE: Duration = Duration::from_millis(20);
 
 /// What one stream shares with the driver: live counts and the stop.
 #[derive(Debug)]
@@ -39,6 +41,11 @@ pub(crate) struct Live {
     pub packets: AtomicU64,
     /// Set to end the role; a receiver then drains up to its target.
     pub stop: AtomicBool,
+    /// Set with `stop` when the peer counts nothing more (it sent TEST_END, or is gone):
+    /// a sender then ends at once, without waiting for what it wrote to be read.
+    pub quit: AtomicBool,
+    /// UDP receivers: the highest sequence number seen so far.
+    pub max_seq: AtomicU64,
     /// Receivers: the sender's final total (bytes for TCP, datagrams for UDP), once known;
     /// `u64::MAX` until then.
     pub target: AtomicU64,
@@ -55,6 +62,8 @@ impl Default for Live {
             bytes: AtomicU64::new(0),
             packets: AtomicU64::new(0),
             stop: AtomicBool::new(false),
+            quit: AtomicBool::new(false),
+            max_seq: AtomicU64::new(0),
             target: AtomicU64::new(u64::MAX),
             limited: AtomicBool::new(false),
             limit_error: Mutex::new(None),
@@ -71,6 +80,9 @@ pub(crate) struct Plan {
     pub len: usize,
     /// Rate of this stream, bits/s; 0 is unlimited.
     pub rate_bps: u64,
+    /// Blocks sent back to back each time the rate allows (iperf3's `-b RATE/BURST`); 0 or
+    /// 1 paces each block.
+    pub burst: u32,
     /// 64-bit UDP sequence numbers.
     pub wide: bool,
     /// Bytes all sending streams of the side may send together (`-n`), shared.
@@ -107,6 +119,10 @@ pub(crate) struct StreamEnd {
     pub error: Option<String>,
     /// Why, for code: set when a server limit ended the stream.
     pub error_kind: Option<ErrorKind>,
+    /// CPU time of the stream's thread, user and system, ns (the thread is the test's own).
+    pub cpu_ns: (u64, u64),
+    /// TCP senders: the kernel's TCP_INFO at the end.
+    pub tcp_info: Option<wirebench_proto::results::TcpInfo>,
 }
 
 impl StreamEnd {
@@ -203,14 +219,30 @@ fn is_timeout(e: &std::io::Error) -> bool {
 
 /// Runs one stream's role to its end; a UDP receiver writes `log` (`--packet-log`).
 pub(crate) fn run(sock: DataSocket, plan: &Plan, live: &Live, log: Option<LogOut>) -> StreamEnd {
-    match (sock, plan.sender) {
+    let mut end = match (sock, plan.sender) {
         (DataSocket::Tcp(s), true) => tcp_send(s, plan, live),
         (DataSocket::Tcp(s), false) => tcp_receive(s, plan, live),
         (DataSocket::Udp(s), true) => udp_send(&s, plan, live),
         (DataSocket::Udp(s), false) => udp_receive(&s, plan, live, log),
         // The iperf3 client opens kernel sockets only.
         (DataSocket::User(_), _) => StreamEnd::default(),
+    };
+    end.cpu_ns = crate::sys::thread_cpu_ns();
+    end
+}
+
+/// When a paced sender may send next: now while a burst lasts (`burst_left` blocks
+/// still to go back to back), else the pacer's time, and a new burst starts when it is due.
+#[inline]
+fn next_due(pacer: &mut Pacer, burst: u32, burst_left: &mut u32, now: u64) -> u64 {
+    if *burst_left > 0 {
+        return now;
     }
+    let due = pacer.next_ns(now);
+    if due <= now {
+        *burst_left = burst.max(1);
+    }
+    due
 }
 
 /// The packet log of a UDP stream from an iperf3 sender, in wirebench's format: iperf3
@@ -279,16 +311,18 @@ fn tcp_send(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
     let _ = s.set_write_timeout(Some(POLL));
     let mut pacer = Pacer::new(plan.rate_bps, 0, 0);
     let mut end = StreamEnd::default();
+    let mut burst_left = 0;
     while !live.stop.load(Ordering::Relaxed) {
         let now = now_ns(plan);
         if now >= plan.stop_at_ns {
             break;
         }
-        let due = pacer.next_ns(now);
+        let due = next_due(&mut pacer, plan.burst, &mut burst_left, now);
         if due > now {
             wait_until(plan.start, due.min(now + POLL.as_nanos() as u64));
             continue;
         }
+        burst_left -= 1;
         let len = reserve(plan.budget.as_deref(), buf.len() as u64) as usize;
         if len == 0 {
             break;
@@ -328,6 +362,7 @@ fn tcp_send(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
             break;
         }
     }
+    end.tcp_info = crate::sys::tcp_info(&s);
     if live.limited.load(Ordering::Relaxed) {
         hold_tcp(&mut s, live);
         return end;
@@ -337,9 +372,11 @@ fn tcp_send(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
     // driver sends it, let what was written reach the peer (acknowledged) and, when the peer
     // runs on this host, its application (read), at most a bounded time, so that its count
     // and this one agree. A remote peer's unread bytes cannot be seen from here.
+    // A peer that counts no more (it ended the test, or is gone) is not waited for.
     let until = Instant::now() + DRAIN_MAX;
     let local = is_local_peer(&s);
     while Instant::now() < until
+        && !live.quit.load(Ordering::Relaxed)
         && (crate::sys::tcp_all_acked(&s) == Some(false)
             || (local && peer_unread_bytes(&s).is_some_and(|n| n > 0)))
     {
@@ -399,32 +436,55 @@ fn rx_queue_of(table: &str, local: &str, remote: &str) -> Option<u64> {
     })
 }
 
+/// Where a stopped receiver's drain stands: when it began, and the count then.
+#[derive(Debug, Clone, Copy)]
+struct Drain {
+    at: Instant,
+    count: u64,
+}
+
 /// Whether a stopped receiver is done: its target reached, or no data for a while, or
-/// draining too long.
-fn drained(live: &Live, count: u64, stopped_at: &mut Option<Instant>, last_data: Instant) -> bool {
+/// draining too long, or arriving too slowly to reach the target soon (a paced sender's
+/// socket still holds what it wrote: `--fq-rate`); `count` is bytes or datagrams.
+fn drained(live: &Live, count: u64, drain: &mut Option<Drain>, last_data: Instant) -> bool {
     if !live.stop.load(Ordering::Relaxed) {
         return false;
     }
-    let t = *stopped_at.get_or_insert_with(Instant::now);
+    let d = *drain.get_or_insert_with(|| Drain {
+        at: Instant::now(),
+        count,
+    });
     let target = live.target.load(Ordering::Relaxed);
-    if target != u64::MAX && count >= target {
-        return true;
-    }
-    if target == u64::MAX {
+    if target == u64::MAX || count >= target || live.quit.load(Ordering::Relaxed) {
         // No sender's count to wait for: what arrived by the stop is what counts.
         return true;
     }
-    last_data.elapsed() >= DRAIN_IDLE || t.elapsed() >= DRAIN_MAX
+    let spent = d.at.elapsed();
+    if last_data.elapsed() >= DRAIN_IDLE || spent >= DRAIN_MAX {
+        return true;
+    }
+    !drain_on_time(target - count, count - d.count, spent)
+}
+
+/// Whether `left` more, at the pace `got` arrived in the `spent` draining so far, arrive
+/// within [`DRAIN_IDLE`] of the drain's start (judged after [`DRAIN_PROBE`]).
+fn drain_on_time(left: u64, got: u64, spent: Duration) -> bool {
+    if spent < DRAIN_PROBE {
+        return true;
+    }
+    // left / (got / spent) <= DRAIN_IDLE - spent, without dividing by a zero `got`.
+    let budget = DRAIN_IDLE.saturating_sub(spent).as_nanos();
+    u128::from(left) * spent.as_nanos() <= u128::from(got) * budget
 }
 
 fn tcp_receive(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
     let mut buf = vec![0u8; plan.len.clamp(1024, 1 << 20)];
     let _ = s.set_read_timeout(Some(POLL));
     let mut end = StreamEnd::default();
-    let mut stopped_at = None;
+    let mut drain = None;
     let mut last_data = Instant::now();
     loop {
-        if drained(live, end.bytes, &mut stopped_at, last_data) {
+        if drained(live, end.bytes, &mut drain, last_data) {
             break;
         }
         match s.read(&mut buf) {
@@ -455,16 +515,18 @@ fn udp_send(s: &UdpSocket, plan: &Plan, live: &Live) -> StreamEnd {
     let mut pacer = Pacer::new(plan.rate_bps, 0, 0);
     let mut end = StreamEnd::default();
     let mut seq = 0u64;
+    let mut burst_left = 0;
     while !live.stop.load(Ordering::Relaxed) {
         let now = now_ns(plan);
         if now >= plan.stop_at_ns {
             break;
         }
-        let due = pacer.next_ns(now);
+        let due = next_due(&mut pacer, plan.burst, &mut burst_left, now);
         if due > now {
             wait_until(plan.start, due.min(now + POLL.as_nanos() as u64));
             continue;
         }
+        burst_left -= 1;
         let len = reserve(plan.budget.as_deref(), buf.len() as u64) as usize;
         if len == 0 {
             break;
@@ -518,12 +580,12 @@ fn udp_receive(s: &UdpSocket, plan: &Plan, live: &Live, log: Option<LogOut>) -> 
         }
         None => None,
     };
-    let mut stopped_at = None;
+    let mut drain = None;
     let mut last_data = Instant::now();
     let mut prev_transit: Option<i64> = None;
     let mut jitter = 0.0f64;
     loop {
-        if drained(live, end.packets, &mut stopped_at, last_data) {
+        if drained(live, end.packets, &mut drain, last_data) {
             break;
         }
         let n = match s.recv(&mut buf) {
@@ -548,6 +610,7 @@ fn udp_receive(s: &UdpSocket, plan: &Plan, live: &Live, log: Option<LogOut>) -> 
         end.add(n, now);
         if h.seq > end.max_seq {
             end.max_seq = h.seq;
+            live.max_seq.store(h.seq, Ordering::Relaxed);
         } else {
             end.out_of_order += 1;
         }

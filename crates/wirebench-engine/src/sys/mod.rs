@@ -21,5 +21,6 @@ pub use process::{
     limit_allocator_arenas, max_rss_kib, release_free_memory, rss_kib, thread_cpu_ns,
 };
 pub(crate) use sockopt::socket_caps;
+pub use sockopt::{set_dont_fragment, set_max_pacing_rate};
 pub use tcp::{tcp_all_acked, tcp_datapath, tcp_info, ZeroCopy};
 pub use udp::udp_datapath;

@@ -273,6 +273,7 @@ fn client_plan(spec: &TestSpec) -> Plan {
         sender: true,
         len: spec.size as usize,
         rate_bps: spec.rate_bps.unwrap_or(0),
+        burst: 0,
         wide: false,
         budget: budget(spec.bytes),
         start: Instant::now(),
