@@ -265,8 +265,9 @@ impl ServerSession {
         }
     }
 
-    /// This side's results, then DISPLAY_RESULTS.
-    pub(crate) fn send_results(&mut self, now: Instant, doc: &ResultsDoc) {
+    /// This side's results (a [`ResultsDoc`], with the server's output if the client asked
+    /// for it), then DISPLAY_RESULTS.
+    pub(crate) fn send_results(&mut self, now: Instant, doc: &impl serde::Serialize) {
         if self.phase == Phase::Deciding {
             self.out.extend_from_slice(&frame_json(doc));
             self.out.push(State::DisplayResults.byte());

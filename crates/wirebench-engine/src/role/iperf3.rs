@@ -46,6 +46,8 @@ pub(crate) struct Live {
     pub quit: AtomicBool,
     /// UDP receivers: the highest sequence number seen so far.
     pub max_seq: AtomicU64,
+    /// TCP senders: the kernel's figures at the last sample (every [`TCP_SAMPLE`]).
+    pub tcp: TcpSample,
     /// Receivers: the sender's final total (bytes for TCP, datagrams for UDP), once known;
     /// `u64::MAX` until then.
     pub target: AtomicU64,
@@ -64,10 +66,100 @@ impl Default for Live {
             stop: AtomicBool::new(false),
             quit: AtomicBool::new(false),
             max_seq: AtomicU64::new(0),
+            tcp: TcpSample::default(),
             target: AtomicU64::new(u64::MAX),
             limited: AtomicBool::new(false),
             limit_error: Mutex::new(None),
         }
+    }
+}
+
+/// How often a TCP sender samples TCP_INFO (one `getsockopt` a period, never per write).
+const TCP_SAMPLE: Duration = Duration::from_millis(100);
+
+/// A TCP sender's last TCP_INFO sample, for the driver's interval records (iperf3's
+/// `retransmits`, `snd_cwnd`, `rtt`, `rttvar`, `pmtu`).
+#[derive(Debug, Default)]
+pub(crate) struct TcpSample {
+    /// Retransmissions so far.
+    pub retransmits: AtomicU64,
+    /// Congestion window, bytes.
+    pub snd_cwnd_bytes: AtomicU64,
+    /// Smoothed round-trip time, µs.
+    pub rtt_us: AtomicU64,
+    /// Its variation, µs.
+    pub rttvar_us: AtomicU64,
+    /// Path MTU, bytes.
+    pub pmtu_bytes: AtomicU64,
+}
+
+impl TcpSample {
+    fn store(&self, i: &crate::sys::SenderTcpInfo) {
+        self.retransmits.store(i.retransmits, Ordering::Relaxed);
+        self.snd_cwnd_bytes
+            .store(i.snd_cwnd_bytes, Ordering::Relaxed);
+        self.rtt_us.store(i.rtt_us, Ordering::Relaxed);
+        self.rttvar_us.store(i.rttvar_us, Ordering::Relaxed);
+        self.pmtu_bytes.store(i.pmtu_bytes, Ordering::Relaxed);
+    }
+
+    /// The sample as it stands.
+    pub(crate) fn load(&self) -> crate::sys::SenderTcpInfo {
+        crate::sys::SenderTcpInfo {
+            retransmits: self.retransmits.load(Ordering::Relaxed),
+            snd_cwnd_bytes: self.snd_cwnd_bytes.load(Ordering::Relaxed),
+            rtt_us: self.rtt_us.load(Ordering::Relaxed),
+            rttvar_us: self.rttvar_us.load(Ordering::Relaxed),
+            pmtu_bytes: self.pmtu_bytes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A TCP sender's round-trip times over its samples, as iperf3 sums them up at the end
+/// (`max_snd_cwnd`, `max_rtt`, `min_rtt`, `mean_rtt`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct RttSummary {
+    /// Largest congestion window seen, bytes.
+    pub max_snd_cwnd_bytes: u64,
+    /// Largest round-trip time, µs.
+    pub max_rtt_us: u64,
+    /// Smallest, µs (0 with no sample).
+    pub min_rtt_us: u64,
+    /// Sum of the samples' round-trip times, µs, and their number.
+    pub rtt_sum_us: u64,
+    /// Samples taken.
+    pub samples: u64,
+}
+
+impl RttSummary {
+    fn add(&mut self, i: &crate::sys::SenderTcpInfo) {
+        self.max_snd_cwnd_bytes = self.max_snd_cwnd_bytes.max(i.snd_cwnd_bytes);
+        self.max_rtt_us = self.max_rtt_us.max(i.rtt_us);
+        self.min_rtt_us = if self.samples == 0 {
+            i.rtt_us
+        } else {
+            self.min_rtt_us.min(i.rtt_us)
+        };
+        self.rtt_sum_us = self.rtt_sum_us.saturating_add(i.rtt_us);
+        self.samples += 1;
+    }
+
+    /// The mean round-trip time, µs.
+    pub fn mean_rtt_us(&self) -> u64 {
+        self.rtt_sum_us.checked_div(self.samples).unwrap_or(0)
+    }
+}
+
+/// Samples a TCP sender's TCP_INFO into `live` and `rtt` once `now_ns` reaches `next_ns`.
+#[inline]
+fn sample_tcp(s: &TcpStream, live: &Live, rtt: &mut RttSummary, now_ns: u64, next_ns: &mut u64) {
+    if now_ns < *next_ns {
+        return;
+    }
+    *next_ns = now_ns + TCP_SAMPLE.as_nanos() as u64;
+    if let Some(i) = crate::sys::sender_tcp_info(s) {
+        live.tcp.store(&i);
+        rtt.add(&i);
     }
 }
 
@@ -123,6 +215,8 @@ pub(crate) struct StreamEnd {
     pub cpu_ns: (u64, u64),
     /// TCP senders: the kernel's TCP_INFO at the end.
     pub tcp_info: Option<wirebench_proto::results::TcpInfo>,
+    /// TCP senders: congestion window and round-trip times over the samples.
+    pub rtt: RttSummary,
 }
 
 impl StreamEnd {
@@ -312,11 +406,13 @@ fn tcp_send(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
     let mut pacer = Pacer::new(plan.rate_bps, 0, 0);
     let mut end = StreamEnd::default();
     let mut burst_left = 0;
+    let mut next_sample = 0;
     while !live.stop.load(Ordering::Relaxed) {
         let now = now_ns(plan);
         if now >= plan.stop_at_ns {
             break;
         }
+        sample_tcp(&s, live, &mut end.rtt, now, &mut next_sample);
         let due = next_due(&mut pacer, plan.burst, &mut burst_left, now);
         if due > now {
             wait_until(plan.start, due.min(now + POLL.as_nanos() as u64));
@@ -363,6 +459,7 @@ fn tcp_send(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
         }
     }
     end.tcp_info = crate::sys::tcp_info(&s);
+    sample_tcp(&s, live, &mut end.rtt, 0, &mut 0);
     if live.limited.load(Ordering::Relaxed) {
         hold_tcp(&mut s, live);
         return end;

@@ -22,5 +22,5 @@ pub use process::{
 };
 pub(crate) use sockopt::socket_caps;
 pub use sockopt::{set_dont_fragment, set_max_pacing_rate};
-pub use tcp::{tcp_all_acked, tcp_datapath, tcp_info, ZeroCopy};
+pub use tcp::{sender_tcp_info, tcp_all_acked, tcp_datapath, tcp_info, SenderTcpInfo, ZeroCopy};
 pub use udp::udp_datapath;

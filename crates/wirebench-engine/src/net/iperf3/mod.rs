@@ -3,6 +3,7 @@
 //! clients on the server's port (told apart by their first byte) or on `--iperf3-port`.
 
 pub(crate) mod client;
+mod output;
 pub(crate) mod registry;
 pub(crate) mod server;
 
@@ -65,6 +66,8 @@ struct Streams {
     omitted: Vec<Omitted>,
     /// How long the omitted seconds were (zero without `-O`).
     omitted_for: Duration,
+    /// The server's output, when the iperf3 client asked for it.
+    output: Option<output::ServerOutput>,
 }
 
 /// A stream's counts when the omitted seconds (`-O`) ended, as iperf3's `iperf_reset_stats`
@@ -119,6 +122,7 @@ impl Streams {
             omit_until: None,
             omitted: vec![Omitted::default(); n],
             omitted_for: Duration::ZERO,
+            output: None,
         })
     }
 
@@ -192,6 +196,12 @@ impl Streams {
             self.last_bytes = bytes;
             self.last_packets = packets;
             self.next_interval += self.interval;
+            if let Some(mut out) = self.output.take() {
+                let end = elapsed.min(self.next_interval - self.interval);
+                let omitted = self.omit_until.is_some() || end <= self.omitted_for;
+                out.interval(self, start, end, omitted);
+                self.output = Some(out);
+            }
             watch.interval(role, &rec);
             self.intervals.push(rec);
         }

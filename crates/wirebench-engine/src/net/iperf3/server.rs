@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, SockRef, Socket, Type};
 
+use super::output;
 use super::registry::Waiting;
 use super::{budget, congestion_of, round, set_udp_window, set_window, Streams};
 use crate::control::admission::{PendingId, Ticket};
@@ -163,12 +164,36 @@ fn server_sends(a: &Admitted) -> Vec<bool> {
     }
 }
 
-/// What the server's senders may send in all: a TCP test's `-n` exactly (its bytes all
-/// arrive, and the client ends the test when it has them); nothing else bounds them, as
-/// `iperf3 -s` keeps sending until the client's TEST_END: a UDP test's `-n` may never
-/// arrive whole (a datagram lost), and `-k` counts the client's reads, not our blocks.
+/// The results with the server's output (`--get-server-output`), as iperf3 sends them.
+#[derive(serde::Serialize)]
+struct WithOutput<'a> {
+    #[serde(flatten)]
+    doc: &'a crate::iperf3::ResultsDoc,
+    server_output_json: serde_json::Value,
+}
+
+/// A data connection's two ends, for the server's output.
+fn addresses(s: &DataSocket) -> Option<(SocketAddr, SocketAddr)> {
+    match s {
+        DataSocket::Tcp(t) => Some((t.local_addr().ok()?, t.peer_addr().ok()?)),
+        DataSocket::Udp(u) => Some((u.local_addr().ok()?, u.peer_addr().ok()?)),
+        DataSocket::User(_) => None,
+    }
+}
+
+/// What the server's senders may send in all: a TCP test's amount exactly, `-n`, or `-k`
+/// blocks (its bytes all arrive, and the client, which counts its reads of at most a block
+/// each, ends the test by then). Nothing else bounds them, as `iperf3 -s` keeps sending
+/// until the client's TEST_END: a UDP test's amount may never arrive whole (a datagram
+/// lost).
 fn sender_budget(p: &crate::iperf3::Params) -> Option<u64> {
-    (p.tcp && p.num > 0 && p.blockcount == 0).then_some(p.num)
+    if p.udp {
+        None
+    } else if p.num > 0 {
+        Some(p.num)
+    } else {
+        (p.blockcount > 0).then(|| p.blockcount.saturating_mul(p.len))
+    }
 }
 
 /// What the client asks of a data socket, set as `iperf3 -s` sets it (`-S`, `--fq-rate`,
@@ -351,14 +376,26 @@ impl Test<'_> {
                 self.session.exchange(now);
             }
             ServerAction::PeerResults(doc) => {
+                let mut output = None;
                 let ours = match self.streams.as_mut() {
                     Some(s) => {
                         s.finish_receivers(Some(&doc));
-                        s.results_doc(Some(&doc), self.congestion.clone())
+                        let ours = s.results_doc(Some(&doc), self.congestion.clone());
+                        output = s.output.take().map(|o| o.finish(s, &ours, &doc));
+                        ours
                     }
                     None => Default::default(),
                 };
-                self.session.send_results(Instant::now(), &ours);
+                match output {
+                    Some(out) => self.session.send_results(
+                        Instant::now(),
+                        &WithOutput {
+                            doc: &ours,
+                            server_output_json: out,
+                        },
+                    ),
+                    None => self.session.send_results(Instant::now(), &ours),
+                }
             }
             ServerAction::Done => return Some("done".into()),
             ServerAction::Failed(e) => return Some(e.to_string()),
@@ -466,10 +503,14 @@ impl Test<'_> {
             return Ok(());
         }
         self.socks.sort_by_key(|(order, _)| *order);
-        let socks = std::mem::take(&mut self.socks)
+        let socks: Vec<DataSocket> = std::mem::take(&mut self.socks)
             .into_iter()
             .map(|(_, s)| s)
             .collect();
+        let output = p.get_server_output.then(|| {
+            let ends: Vec<_> = socks.iter().filter_map(addresses).collect();
+            output::start_section(&ends, self.peer, p, a.options().tos)
+        });
         self.state.iperf3.remove(&self.cookie);
         let limits = TestLimits {
             max_bytes: self.state.cfg.max_bytes,
@@ -499,6 +540,9 @@ impl Test<'_> {
         let mut streams = Streams::start(socks, senders, &plan, Duration::from_secs(1), None)
             .map_err(|e| e.to_string())?;
         streams.omit(Duration::from_secs(p.omit));
+        if let Some(start) = output {
+            streams.output = Some(output::ServerOutput::new(start, streams.senders.len()));
+        }
         self.streams = Some(streams);
         self.state.metrics.tests_started.inc();
         Ok(())
