@@ -771,6 +771,44 @@ mod tests {
             .starts_with("max_rate"));
     }
 
+    /// Every socket option a client sends is a count within iperf3's own bound or refused
+    /// with its code; wrong types are decode errors; flags read either spelling.
+    #[test]
+    fn socket_options_are_bounded_before_use() {
+        let parse = |doc: &str| SocketOptions::parse(doc.as_bytes());
+        for (key, max, code) in [
+            ("burst", MAX_BURST, ie::BURST),
+            ("TOS", 255, ie::BAD_TOS),
+            ("MSS", MAX_MSS, ie::MSS),
+            ("fqrate", MAX_COUNT, ie::NEW_TEST),
+        ] {
+            for v in EXTREMES.iter().chain(&[max, max + 1]) {
+                let o = parse(&format!(r#"{{"{key}":{v}}}"#)).expect("a count parses");
+                match o.check() {
+                    Ok(()) => assert!(*v <= max, "{key} {v}"),
+                    Err((_, c)) => assert!(*v > max && c.code == code, "{key} {v}: {c:?}"),
+                }
+            }
+            for odd in ["-1", "0.5", "\"5\"", "null", "[1]", "{}"] {
+                assert!(
+                    parse(&format!(r#"{{"{key}":{odd}}}"#)).is_err(),
+                    "{key} {odd}"
+                );
+            }
+        }
+        let o = parse(r#"{"nodelay":true,"dont_fragment":1,"sctp":false}"#).expect("flags");
+        // iperf3 tells nodelay and sctp by the key alone, dont_fragment by its value.
+        assert!(o.nodelay && o.dont_fragment && o.sctp);
+        assert!(!parse(r#"{"dont_fragment":0}"#).expect("off").dont_fragment);
+        assert_eq!(
+            parse(r#"{"server_affinity":-1}"#).expect("none").check(),
+            Ok(())
+        );
+        for doc in ["[]", "5", "{", "null"] {
+            assert!(parse(doc).is_err(), "{doc}");
+        }
+    }
+
     /// `--bidir -n N` moves N each way: 2N against `--max-bytes`, as wirebench's own
     /// `--bidir -n` is counted.
     #[test]

@@ -744,6 +744,60 @@ fn udp_receive(s: &UdpSocket, plan: &Plan, live: &Live, log: Option<LogOut>) -> 
 mod tests {
     use super::*;
 
+    /// A drain goes on while the rest arrives soon at the pace seen, and gives up at once
+    /// when it would take long (a paced sender's socket full of what it wrote).
+    #[test]
+    fn a_drain_judges_the_rest_by_the_pace_it_sees() {
+        let ms = Duration::from_millis;
+        assert!(drain_on_time(1 << 30, 0, ms(5)), "too early to judge");
+        // 1 MB in 20 ms: 1 MB more comes in 20 ms more, well within the allowance.
+        assert!(drain_on_time(1_000_000, 1_000_000, ms(20)));
+        // 12.5 kB in 20 ms (5 Mbit/s): 4 MB more would take 6.4 s.
+        assert!(!drain_on_time(4_000_000, 12_500, ms(20)));
+        assert!(!drain_on_time(1, 0, ms(20)), "nothing came");
+        assert!(!drain_on_time(1, 1 << 40, DRAIN_IDLE), "past the allowance");
+    }
+
+    /// Bursts go back to back, then the pacer's schedule rules again.
+    #[test]
+    fn a_burst_sends_its_blocks_back_to_back() {
+        // 1 Mbit/s in 1000-byte blocks: one every 8 ms.
+        let mut pacer = Pacer::new(1_000_000, 0, 0);
+        let mut left = 0;
+        let mut now = 0u64;
+        let mut sent_at = Vec::new();
+        while sent_at.len() < 8 {
+            let due = next_due(&mut pacer, 4, &mut left, now);
+            if due > now {
+                now = due;
+                continue;
+            }
+            left -= 1;
+            pacer.sent(1000, now);
+            sent_at.push(now);
+        }
+        // Four at once, then four more 32 ms later (four blocks' worth of the rate).
+        assert!(sent_at[..4].iter().all(|t| *t == sent_at[0]), "{sent_at:?}");
+        assert!(sent_at[4..].iter().all(|t| *t == sent_at[4]), "{sent_at:?}");
+        let gap = sent_at[4] - sent_at[0];
+        assert!((31_000_000..=33_000_000).contains(&gap), "{gap}");
+    }
+
+    #[test]
+    fn round_trip_times_sum_up_as_iperf3s() {
+        let mut r = RttSummary::default();
+        assert_eq!(r.mean_rtt_us(), 0);
+        for (rtt, cwnd) in [(30, 100), (10, 300), (20, 200)] {
+            r.add(&crate::sys::SenderTcpInfo {
+                rtt_us: rtt,
+                snd_cwnd_bytes: cwnd,
+                ..Default::default()
+            });
+        }
+        assert_eq!((r.min_rtt_us, r.max_rtt_us, r.mean_rtt_us()), (10, 30, 20));
+        assert_eq!(r.max_snd_cwnd_bytes, 300);
+    }
+
     #[test]
     fn the_budget_is_shared_exactly() {
         let b = AtomicU64::new(2500);
