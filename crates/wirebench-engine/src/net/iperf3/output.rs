@@ -15,18 +15,37 @@ use crate::iperf3::codec::stream_id;
 use crate::iperf3::ResultsDoc;
 
 /// The most interval entries (a stream's or a sum's) kept: the document stays within what
-/// any client reads (about 250 bytes an entry), whatever `-t` and `-P` the test has; the
-/// intervals past it are left out, the end is always there.
+/// any client reads (about 250 bytes an entry, 500 kB in all) and the server holds little
+/// for it while the test runs, whatever `-t` and `-P` the test has; the intervals past it
+/// are left out, the end is always there.
 pub(super) const MAX_ENTRIES: usize = 2000;
 
-/// The document as the test goes.
+/// The document as the test goes: its `start`, and each closed interval's figures, kept as
+/// numbers (about 60 bytes a stream an interval) until the end renders them.
 #[derive(Debug)]
 pub(super) struct ServerOutput {
     start: Value,
-    intervals: Vec<Value>,
+    intervals: Vec<Interval>,
     entries: usize,
     /// Each stream's counts at the last interval's end: bytes, datagrams, retransmissions.
     last: Vec<(u64, u64, u64)>,
+}
+
+/// One closed interval.
+#[derive(Debug)]
+struct Interval {
+    from: f64,
+    to: f64,
+    omitted: bool,
+    streams: Vec<Figures>,
+}
+
+/// One stream's figures in an interval.
+#[derive(Debug, Clone, Copy)]
+struct Figures {
+    bytes: u64,
+    packets: u64,
+    tcp: crate::sys::SenderTcpInfo,
 }
 
 /// One interval or end entry's common figures.
@@ -109,56 +128,77 @@ impl ServerOutput {
         if self.entries + n + 2 > MAX_ENTRIES {
             return;
         }
-        let (from, to) = (from.as_secs_f64(), to.as_secs_f64());
-        let mut streams = Vec::with_capacity(n);
-        let mut sums: [(u64, u64, u64, bool); 2] = [(0, 0, 0, false); 2];
-        for (i, (live, sender)) in s.live.iter().zip(&s.senders).enumerate() {
-            let bytes = live.bytes.load(Ordering::Relaxed);
-            let packets = live.packets.load(Ordering::Relaxed);
-            let tcp = live.tcp.load();
-            let (b0, p0, r0) = self.last[i];
-            self.last[i] = (bytes, packets, tcp.retransmits);
-            let mut e = entry(stream_id(i), from, to, bytes - b0.min(bytes), *sender);
-            let retrans = tcp.retransmits.saturating_sub(r0);
-            if s.udp {
-                e.insert("packets".into(), packets.saturating_sub(p0).into());
-            } else if *sender {
-                e.insert("retransmits".into(), retrans.into());
-                e.insert("snd_cwnd".into(), tcp.snd_cwnd_bytes.into());
-                e.insert("rtt".into(), tcp.rtt_us.into());
-                e.insert("rttvar".into(), tcp.rttvar_us.into());
-                e.insert("pmtu".into(), tcp.pmtu_bytes.into());
-            }
-            e.insert("omitted".into(), omitted.into());
-            // The first direction's sum, then --bidir's other one.
-            let k = usize::from(Some(sender) != s.senders.first());
-            let sum = &mut sums[k];
-            *sum = (
-                sum.0 + bytes - b0.min(bytes),
-                sum.1 + packets.saturating_sub(p0),
-                sum.2 + retrans,
-                *sender,
-            );
-            streams.push(Value::Object(e));
-        }
-        let mut record = json!({ "streams": streams });
-        for (k, name) in [(0, "sum"), (1, "sum_bidir_reverse")] {
-            let (bytes, packets, retrans, sender) = sums[k];
-            if k == 1 && !s.senders.iter().any(|x| Some(x) != s.senders.first()) {
-                continue;
-            }
-            let mut e = entry(0, from, to, bytes, sender);
-            if s.udp {
-                e.insert("packets".into(), packets.into());
+        let streams = s
+            .live
+            .iter()
+            .zip(&mut self.last)
+            .map(|(live, last)| {
+                let bytes = live.bytes.load(Ordering::Relaxed);
+                let packets = live.packets.load(Ordering::Relaxed);
+                let mut tcp = live.tcp.load();
+                let (b0, p0, r0) = *last;
+                *last = (bytes, packets, tcp.retransmits);
+                tcp.retransmits = tcp.retransmits.saturating_sub(r0);
+                Figures {
+                    bytes: bytes.saturating_sub(b0),
+                    packets: packets.saturating_sub(p0),
+                    tcp,
+                }
+            })
+            .collect();
+        self.entries += n + 2;
+        self.intervals.push(Interval {
+            from: from.as_secs_f64(),
+            to: to.as_secs_f64(),
+            omitted,
+            streams,
+        });
+    }
+
+    /// An interval as iperf3 writes it: each stream, and the sum of each direction.
+    fn render(i: &Interval, senders: &[bool], udp: bool) -> Value {
+        let one = |id: i64, f: &Figures, sender: bool| {
+            let mut e = entry(id, i.from, i.to, f.bytes, sender);
+            if udp {
+                e.insert("packets".into(), f.packets.into());
             } else if sender {
-                e.insert("retransmits".into(), retrans.into());
+                e.insert("retransmits".into(), f.tcp.retransmits.into());
+                if id > 0 {
+                    e.insert("snd_cwnd".into(), f.tcp.snd_cwnd_bytes.into());
+                    e.insert("rtt".into(), f.tcp.rtt_us.into());
+                    e.insert("rttvar".into(), f.tcp.rttvar_us.into());
+                    e.insert("pmtu".into(), f.tcp.pmtu_bytes.into());
+                }
             }
-            e.insert("omitted".into(), omitted.into());
-            record[name] = Value::Object(e);
-            self.entries += 1;
+            e.insert("omitted".into(), i.omitted.into());
+            Value::Object(e)
+        };
+        let streams: Vec<Value> = i
+            .streams
+            .iter()
+            .zip(senders)
+            .enumerate()
+            .map(|(k, (f, sender))| one(stream_id(k), f, *sender))
+            .collect();
+        let mut record = json!({ "streams": streams });
+        let first = senders.first().copied().unwrap_or(true);
+        for (name, way) in [("sum", first), ("sum_bidir_reverse", !first)] {
+            let mut sum: Option<Figures> = None;
+            for (f, _) in i.streams.iter().zip(senders).filter(|(_, s)| **s == way) {
+                let t = sum.get_or_insert(Figures {
+                    bytes: 0,
+                    packets: 0,
+                    tcp: crate::sys::SenderTcpInfo::default(),
+                });
+                t.bytes += f.bytes;
+                t.packets += f.packets;
+                t.tcp.retransmits += f.tcp.retransmits;
+            }
+            if let Some(sum) = sum {
+                record[name] = one(0, &sum, way);
+            }
         }
-        self.entries += n;
-        self.intervals.push(record);
+        record
     }
 
     /// The whole document, once the results are known: `ours` this side's, `peer` the
@@ -239,6 +279,65 @@ impl ServerOutput {
                 end["receiver_tcp_congestion"] = cc.clone().into();
             }
         }
-        json!({ "start": self.start, "intervals": self.intervals, "end": end })
+        let intervals: Vec<Value> = self
+            .intervals
+            .iter()
+            .map(|i| Self::render(i, &s.senders, s.udp))
+            .collect();
+        json!({ "start": self.start, "intervals": intervals, "end": end })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An interval of a `--bidir` TCP test: each stream under its iperf3 id, the server's
+    /// sending stream with the kernel's figures under iperf3's names, a sum each way.
+    #[test]
+    fn an_interval_renders_as_iperf3s() {
+        let tcp = crate::sys::SenderTcpInfo {
+            retransmits: 2,
+            snd_cwnd_bytes: 65_536,
+            rtt_us: 40,
+            rttvar_us: 10,
+            pmtu_bytes: 1500,
+        };
+        let i = Interval {
+            from: 1.0,
+            to: 2.0,
+            omitted: false,
+            streams: vec![
+                Figures {
+                    bytes: 1000,
+                    packets: 0,
+                    tcp: crate::sys::SenderTcpInfo::default(),
+                },
+                Figures {
+                    bytes: 2000,
+                    packets: 0,
+                    tcp,
+                },
+            ],
+        };
+        let v = ServerOutput::render(&i, &[false, true], false);
+        let mine = &v["streams"][1];
+        assert_eq!(mine["socket"], 3);
+        assert_eq!(mine["bits_per_second"], 16_000.0);
+        for (key, want) in [
+            ("snd_cwnd", 65_536),
+            ("rtt", 40),
+            ("rttvar", 10),
+            ("pmtu", 1500),
+        ] {
+            assert_eq!(mine[key], want, "{key}");
+        }
+        assert!(
+            v["streams"][0].get("rtt").is_none(),
+            "a receiver has no TCP figures"
+        );
+        assert_eq!(v["sum"]["bytes"], 1000);
+        assert_eq!(v["sum_bidir_reverse"]["bytes"], 2000);
+        assert_eq!(v["sum_bidir_reverse"]["retransmits"], 2);
     }
 }
