@@ -185,6 +185,9 @@ pub(crate) struct Plan {
     pub epoch_unix_ns: u64,
     /// Senders: stop by themselves at this time (ns since `start`); `u64::MAX` for never.
     pub stop_at_ns: u64,
+    /// UDP senders: how long they go on once `budget` is spent, ns (0: they stop there),
+    /// for a receiver that ends the test only when the whole amount came.
+    pub past_budget_ns: u64,
     /// A server's share of its `--max-bytes` and `--max-rate` for this stream, counted on
     /// what the stream moves (an iperf3 client's parameters are only its word).
     pub limit: Option<MoveLimit>,
@@ -613,6 +616,7 @@ fn udp_send(s: &UdpSocket, plan: &Plan, live: &Live) -> StreamEnd {
     let mut end = StreamEnd::default();
     let mut seq = 0u64;
     let mut burst_left = 0;
+    let mut past_budget = None;
     while !live.stop.load(Ordering::Relaxed) {
         let now = now_ns(plan);
         if now >= plan.stop_at_ns {
@@ -624,9 +628,13 @@ fn udp_send(s: &UdpSocket, plan: &Plan, live: &Live) -> StreamEnd {
             continue;
         }
         burst_left -= 1;
-        let len = reserve(plan.budget.as_deref(), buf.len() as u64) as usize;
+        let mut len = reserve(plan.budget.as_deref(), buf.len() as u64) as usize;
         if len == 0 {
-            break;
+            let until = *past_budget.get_or_insert(now.saturating_add(plan.past_budget_ns));
+            if now >= until {
+                break;
+            }
+            len = buf.len();
         }
         let unix = plan.epoch_unix_ns + now;
         let h = UdpHeader {

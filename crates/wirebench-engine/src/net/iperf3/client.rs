@@ -279,6 +279,7 @@ fn client_plan(spec: &TestSpec) -> Plan {
         start: Instant::now(),
         epoch_unix_ns: crate::sys::unix_now_ns(),
         stop_at_ns: u64::MAX,
+        past_budget_ns: 0,
         limit: None,
     }
 }

@@ -181,20 +181,25 @@ fn addresses(s: &DataSocket) -> Option<(SocketAddr, SocketAddr)> {
     }
 }
 
-/// What the server's senders may send in all: a TCP test's amount exactly, `-n`, or `-k`
-/// blocks (its bytes all arrive, and the client, which counts its reads of at most a block
-/// each, ends the test by then). Nothing else bounds them, as `iperf3 -s` keeps sending
-/// until the client's TEST_END: a UDP test's amount may never arrive whole (a datagram
-/// lost).
+/// What the server's senders may send in all: a test's amount, `-n`, or `-k` blocks. A TCP
+/// amount's bytes all arrive, and the client, which counts its reads of at most a block
+/// each, ends the test by then. A UDP amount may never arrive whole (a datagram lost), so
+/// its senders go on past it ([`PAST_AMOUNT`]), as `iperf3 -s`'s do until the client's
+/// TEST_END.
 fn sender_budget(p: &crate::iperf3::Params) -> Option<u64> {
-    if p.udp {
-        None
-    } else if p.num > 0 {
-        Some(p.num)
+    let amount = if p.num > 0 {
+        p.num
     } else {
-        (p.blockcount > 0).then(|| p.blockcount.saturating_mul(p.len))
-    }
+        p.blockcount.saturating_mul(p.len)
+    };
+    (amount > 0).then_some(amount)
 }
+
+/// How long the server's UDP senders go on past the test's amount: the client ends the test
+/// as soon as it has counted the amount, so a little more than the loss makes up; bounded,
+/// so that a client that stopped (and sends nothing during a UDP `-R` test) is not sent to
+/// until `--max-duration`: its test ends once nothing moves.
+const PAST_AMOUNT: Duration = Duration::from_secs(10);
 
 /// What the client asks of a data socket, set as `iperf3 -s` sets it (`-S`, `--fq-rate`,
 /// `-N`, `-M`, `--dont-fragment`); what the kernel refuses is left as it was, as
@@ -534,6 +539,11 @@ impl Test<'_> {
             epoch_unix_ns: crate::sys::unix_now_ns(),
             // The senders run until the client's TEST_END (or a bound of the session's).
             stop_at_ns: u64::MAX,
+            past_budget_ns: if p.udp {
+                PAST_AMOUNT.as_nanos() as u64
+            } else {
+                0
+            },
             limit: (limits != TestLimits::default() || max_pps.is_some())
                 .then(|| MoveLimit::share(limits, streams, p.len).with_packets(max_pps, streams)),
         };
