@@ -195,7 +195,7 @@ impl SocketOptions {
     }
 }
 
-/// Parameters that passed [`admit`]: every number in them is bounded, so the driver may
+/// Parameters that passed [`admit_with`]: every number in them is bounded, so the driver may
 /// size buffers, channels and threads by them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Admitted {
@@ -239,16 +239,17 @@ fn invalid(why: String) -> Refusal {
     Refusal::Invalid(why)
 }
 
-/// Checks an iperf3 client's parameters against the server's limits (`limits`; without a
-/// `--max-streams`, wirebench's own cap of [`MAX_STREAMS`]; without a `--max-duration`,
-/// [`DEFAULT_MAX_DURATION`]). What they say they will move is checked here, what they do
-/// move is counted by the roles.
+/// [`admit_with`] without socket options, the refusal alone: the tests' shorthand.
+#[cfg(test)]
 pub(crate) fn admit(p: Params, limits: &SpecLimits) -> Result<Admitted, Refusal> {
     admit_with(p, SocketOptions::default(), limits).map_err(|(r, _)| r)
 }
 
-/// [`admit`] with the client's [`SocketOptions`], refusing with the iperf3 error code the
-/// client hears.
+/// Checks an iperf3 client's parameters and [`SocketOptions`] against the server's limits
+/// (`limits`; without a `--max-streams`, wirebench's own cap of [`MAX_STREAMS`]; without a
+/// `--max-duration`, [`DEFAULT_MAX_DURATION`]), refusing with the iperf3 error code the
+/// client hears. What they say they will move is checked here, what they do move is
+/// counted by the roles.
 pub(crate) fn admit_with(
     p: Params,
     options: SocketOptions,
@@ -447,6 +448,7 @@ pub fn admit_anything(bytes: &[u8]) {
     let Ok(p) = Params::parse(bytes) else {
         return;
     };
+    let options = SocketOptions::parse(bytes).unwrap_or_default();
     let tight = SpecLimits {
         max_duration: Some(Duration::from_secs(10)),
         max_rate_bps: Some(1_000_000_000),
@@ -456,7 +458,7 @@ pub fn admit_anything(bytes: &[u8]) {
         ..SpecLimits::default()
     };
     for limits in [SpecLimits::default(), tight] {
-        if let Ok(a) = admit(p.clone(), &limits) {
+        if let Ok(a) = admit_with(p.clone(), options.clone(), &limits) {
             assert_within(&a, &limits);
         }
     }
@@ -484,6 +486,12 @@ fn assert_within(a: &Admitted, limits: &SpecLimits) {
     let max_time = limits.max_duration.unwrap_or(DEFAULT_MAX_DURATION);
     assert!(Duration::from_secs(p.time) <= max_time, "{a:?}");
     assert!(p.omit <= MAX_OMIT_S && p.blockcount <= MAX_COUNT, "{a:?}");
+    let o = a.options();
+    assert!(
+        o.burst <= MAX_BURST && o.tos <= 255 && o.mss <= MAX_MSS && o.fq_rate_bps <= MAX_COUNT,
+        "{a:?}"
+    );
+    assert!(!o.sctp && o.server_affinity.is_none_or(|c| c < 0), "{a:?}");
 }
 
 #[cfg(test)]
