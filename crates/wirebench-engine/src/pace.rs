@@ -36,6 +36,8 @@ pub struct Pacer {
     messages: u64,
     /// Earliest time the gap allows the next message.
     gap_until_ns: u64,
+    /// How far behind the schedule may fall before it is reset ([`MAX_LAG_NS`] unless set).
+    max_lag_ns: u64,
 }
 
 impl Pacer {
@@ -49,7 +51,16 @@ impl Pacer {
             bytes: 0,
             messages: 0,
             gap_until_ns: 0,
+            max_lag_ns: MAX_LAG_NS,
         }
+    }
+
+    /// The same pacer, catching up on stalls of up to `ns` (a burst of what fell due
+    /// meanwhile) instead of [`MAX_LAG_NS`]: iperf3 paces to the average since the start,
+    /// so its peers' rate over a test is the rate asked even on a loaded host.
+    pub fn with_max_lag_ns(mut self, ns: u64) -> Self {
+        self.max_lag_ns = ns;
+        self
     }
 
     /// The pacer of a test: its rate (`rate_pps` first) and its gap.
@@ -82,7 +93,8 @@ impl Pacer {
     /// the sender has fallen more than [`MAX_LAG_NS`] behind.
     pub fn next_ns(&mut self, now_ns: u64) -> u64 {
         let due = self.rate_deadline_ns();
-        if (self.rate_bps > 0 || self.rate_pps > 0) && now_ns > due.saturating_add(MAX_LAG_NS) {
+        if (self.rate_bps > 0 || self.rate_pps > 0) && now_ns > due.saturating_add(self.max_lag_ns)
+        {
             self.base_ns = now_ns;
             self.bytes = 0;
             self.messages = 0;

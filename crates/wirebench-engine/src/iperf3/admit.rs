@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use wirebench_proto::spec::MAX_STREAMS;
 
-use super::codec::{Params, UdpHeader};
+use super::codec::{DecodeError, Params, UdpHeader};
 use crate::control::admission::{Refusal, SpecLimits, DEFAULT_MAX_DURATION};
 
 /// iperf3's largest TCP block (`MAX_BLOCKSIZE` in `iperf.h`, 1 MiB): its own clients never
@@ -37,13 +37,172 @@ const MAX_CONGESTION_LEN: usize = 15;
 /// The longest `client_version` kept: iperf3 sends "3.16" and the like.
 const MAX_VERSION_LEN: usize = 64;
 
-/// Parameters that passed [`admit`]: every number in them is bounded, so the driver may
+/// The longest `-O` accepted, s (iperf3's own `MAX_OMIT_TIME`).
+pub const MAX_OMIT_S: u64 = 600;
+
+/// The most blocks sent back to back (`-b RATE/BURST`; iperf3's `MAX_BURST`).
+pub const MAX_BURST: u64 = 1000;
+
+/// The largest `-M` accepted (iperf3's `MAX_MSS`, 9 KiB).
+pub const MAX_MSS: u64 = 9 * 1024;
+
+/// iperf3's error codes (`iperf_api.h`, the same in every 3.x release) that a server sends
+/// in SERVER_ERROR; an iperf3 client prints the code's text (`iperf_error.c`), and after
+/// some of them `strerror` of the errno sent with it.
+pub(crate) mod ie {
+    pub(crate) const DURATION: i32 = 5;
+    pub(crate) const NUM_STREAMS: i32 = 6;
+    pub(crate) const BLOCK_SIZE: i32 = 7;
+    pub(crate) const MSS: i32 = 10;
+    pub(crate) const OMIT: i32 = 12;
+    pub(crate) const BURST: i32 = 15;
+    pub(crate) const NO_SCTP: i32 = 18;
+    pub(crate) const UDP_BLOCK_SIZE: i32 = 20;
+    pub(crate) const BAD_TOS: i32 = 21;
+    pub(crate) const TOTAL_RATE: i32 = 27;
+    pub(crate) const NEW_TEST: i32 = 100;
+    pub(crate) const SET_BUF: i32 = 124;
+    pub(crate) const AFFINITY: i32 = 132;
+    pub(crate) const SET_CONGESTION: i32 = 134;
+    pub(crate) const AUTH_TEST: i32 = 142;
+}
+
+/// What a refused iperf3 client hears: iperf3's error code and the errno after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ErrorCode {
+    /// iperf3's `i_errno`.
+    pub(crate) code: i32,
+    /// The system error the client prints after the texts of some codes (0: none).
+    pub(crate) errno: i32,
+}
+
+impl ErrorCode {
+    const fn new(code: i32, errno: i32) -> Self {
+        Self { code, errno }
+    }
+
+    /// The code for a refusal of the server's own limits: the nearest of iperf3's words,
+    /// so that the client prints the reason (the server's log has the numbers).
+    pub(crate) fn of(r: &Refusal, udp: bool) -> Self {
+        match r {
+            Refusal::Duration { .. } => Self::new(ie::DURATION, 0),
+            Refusal::Streams { .. } => Self::new(ie::NUM_STREAMS, 0),
+            Refusal::Size { .. } if udp => Self::new(ie::UDP_BLOCK_SIZE, 0),
+            Refusal::Size { .. } => Self::new(ie::BLOCK_SIZE, 0),
+            Refusal::Rate { .. } | Refusal::UnlimitedRate { .. } => Self::new(ie::TOTAL_RATE, 0),
+            Refusal::Memory { .. } => Self::new(ie::NEW_TEST, libc::ENOMEM),
+            Refusal::Bytes { .. } | Refusal::Pps { .. } => Self::new(ie::NEW_TEST, libc::ERANGE),
+            Refusal::AuthFailed | Refusal::AuthExpected(_) => Self::new(ie::AUTH_TEST, 0),
+            _ => Self::new(ie::NEW_TEST, libc::EINVAL),
+        }
+    }
+}
+
+/// What an iperf3 client asks of the server's data sockets beyond [`Params`] (`--fq-rate`,
+/// `-b RATE/BURST`, `-S`, `-N`, `-M`, `--dont-fragment`), and what this server refuses
+/// (`--sctp`, `-A`'s server CPU), read from the same parameters document. iperf3 tells a
+/// flag by its key's presence, a number by its value.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SocketOptions {
+    /// `--fq-rate`, bits/s (0: none): the kernel paces each sending socket to it.
+    pub fq_rate_bps: u64,
+    /// Blocks sent back to back at the rate (0 or 1: each paced).
+    pub burst: u64,
+    /// `-S`: the IP TOS byte (IPv6 traffic class).
+    pub tos: u64,
+    /// `-N`: TCP_NODELAY.
+    pub nodelay: bool,
+    /// `-M`: the TCP maximum segment size, bytes (0: the kernel's).
+    pub mss: u64,
+    /// `--dont-fragment`: UDP datagrams with DF set, never fragmented.
+    pub dont_fragment: bool,
+    /// `--sctp`.
+    pub sctp: bool,
+    /// `-A N/M`: the CPU the client asks the server to run on.
+    pub server_affinity: Option<i64>,
+}
+
+impl SocketOptions {
+    /// Reads them from a client's parameters document: a number must be a non-negative
+    /// integer, a flag any value (iperf3 writes `true` or a number).
+    pub fn parse(doc: &[u8]) -> Result<Self, DecodeError> {
+        let v: serde_json::Value =
+            serde_json::from_slice(doc).map_err(|e| DecodeError::Json(e.to_string()))?;
+        let Some(obj) = v.as_object() else {
+            return Err(DecodeError::Json(
+                "the parameters are not a JSON object".into(),
+            ));
+        };
+        let number = |key: &str| -> Result<u64, DecodeError> {
+            match obj.get(key) {
+                None => Ok(0),
+                Some(n) => n
+                    .as_u64()
+                    .ok_or_else(|| DecodeError::Json(format!("{key} is not a count"))),
+            }
+        };
+        // A flag iperf3 writes as a number (0 for off): present and not 0 or false.
+        let on = |key: &str| {
+            obj.get(key)
+                .is_some_and(|v| v.as_u64().map_or(v.as_bool() != Some(false), |n| n != 0))
+        };
+        Ok(Self {
+            fq_rate_bps: number("fqrate")?,
+            burst: number("burst")?,
+            tos: number("TOS")?,
+            nodelay: obj.contains_key("nodelay"),
+            mss: number("MSS")?,
+            dont_fragment: on("dont_fragment"),
+            sctp: obj.contains_key("sctp"),
+            server_affinity: obj
+                .get("server_affinity")
+                .and_then(serde_json::Value::as_i64),
+        })
+    }
+
+    /// Within iperf3's own bounds, and nothing this server does not do.
+    pub(crate) fn check(&self) -> Result<(), (Refusal, ErrorCode)> {
+        let no = |why: &str, code: i32, errno: i32| {
+            Err((invalid(why.into()), ErrorCode::new(code, errno)))
+        };
+        if self.sctp {
+            return no("--sctp is not supported by this server", ie::NO_SCTP, 0);
+        }
+        if self.server_affinity.is_some_and(|cpu| cpu >= 0) {
+            return no(
+                "-A's server CPU is not supported by this server: it serves many clients",
+                ie::AFFINITY,
+                libc::EPERM,
+            );
+        }
+        if self.burst > MAX_BURST {
+            return no(&format!("a burst of over {MAX_BURST} blocks"), ie::BURST, 0);
+        }
+        if self.tos > 255 {
+            return no("-S takes 0 to 255", ie::BAD_TOS, 0);
+        }
+        if self.mss > MAX_MSS {
+            return no(&format!("-M over {MAX_MSS} bytes"), ie::MSS, 0);
+        }
+        if self.fq_rate_bps > MAX_COUNT {
+            return no(
+                &format!("--fq-rate over {MAX_COUNT}"),
+                ie::NEW_TEST,
+                libc::ERANGE,
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Parameters that passed [`admit_with`]: every number in them is bounded, so the driver may
 /// size buffers, channels and threads by them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Admitted {
     params: Params,
     streams: u32,
     len: usize,
+    options: SocketOptions,
 }
 
 impl Admitted {
@@ -61,82 +220,136 @@ impl Admitted {
     pub fn block_len(&self) -> usize {
         self.len
     }
+
+    /// What the client asks of the server's data sockets, each within its bound.
+    pub fn options(&self) -> &SocketOptions {
+        &self.options
+    }
+
+    /// The test's length if it is timed: the omitted seconds and `-t` (none for a test of
+    /// an amount, `-n` or `-k`, which the client ends).
+    pub fn declared(&self) -> Option<Duration> {
+        let p = &self.params;
+        (p.num == 0 && p.blockcount == 0 && p.time > 0)
+            .then(|| Duration::from_secs(p.time.saturating_add(p.omit)))
+    }
 }
 
 fn invalid(why: String) -> Refusal {
     Refusal::Invalid(why)
 }
 
-/// Checks an iperf3 client's parameters against the server's limits (`limits`; without a
-/// `--max-streams`, wirebench's own cap of [`MAX_STREAMS`]; without a `--max-duration`,
-/// [`DEFAULT_MAX_DURATION`]). What they say they will move is checked here, what they do
-/// move is counted by the roles.
+/// [`admit_with`] without socket options, the refusal alone: the tests' shorthand.
+#[cfg(test)]
 pub(crate) fn admit(p: Params, limits: &SpecLimits) -> Result<Admitted, Refusal> {
+    admit_with(p, SocketOptions::default(), limits).map_err(|(r, _)| r)
+}
+
+/// Checks an iperf3 client's parameters and [`SocketOptions`] against the server's limits
+/// (`limits`; without a `--max-streams`, wirebench's own cap of [`MAX_STREAMS`]; without a
+/// `--max-duration`, [`DEFAULT_MAX_DURATION`]), refusing with the iperf3 error code the
+/// client hears. What they say they will move is checked here, what they do move is
+/// counted by the roles.
+pub(crate) fn admit_with(
+    p: Params,
+    options: SocketOptions,
+    limits: &SpecLimits,
+) -> Result<Admitted, (Refusal, ErrorCode)> {
+    let coded = |r: Refusal| {
+        let code = ErrorCode::of(&r, p.udp);
+        (r, code)
+    };
+    options.check()?;
     check_shape(&p)?;
-    let len = check_len(&p, limits)?;
-    let streams = check_streams(&p, limits)?;
+    let len = check_len(&p, limits).map_err(|r| {
+        let code = match r {
+            Refusal::Invalid(_) if p.udp => ErrorCode::new(ie::UDP_BLOCK_SIZE, 0),
+            Refusal::Invalid(_) => ErrorCode::new(ie::BLOCK_SIZE, 0),
+            _ => ErrorCode::of(&r, p.udp),
+        };
+        (r, code)
+    })?;
+    let streams = check_streams(&p, limits).map_err(|r| (r, ErrorCode::new(ie::NUM_STREAMS, 0)))?;
     let max_time = limits.max_duration.unwrap_or(DEFAULT_MAX_DURATION);
-    let asked = Duration::from_secs(p.time);
+    // The omitted seconds run before the measured ones.
+    let asked = Duration::from_secs(p.time.saturating_add(p.omit));
     if asked > max_time {
-        return Err(Refusal::Duration {
+        return Err(coded(Refusal::Duration {
             asked,
             max: max_time,
-        });
+        }));
     }
-    check_amounts(&p, limits, streams)?;
+    check_amounts(&p, limits, streams).map_err(coded)?;
     Ok(Admitted {
         params: p,
         streams,
         len,
+        options,
     })
 }
 
 /// What this server does not do, and the numbers no limit flag covers.
-fn check_shape(p: &Params) -> Result<(), Refusal> {
+fn check_shape(p: &Params) -> Result<(), (Refusal, ErrorCode)> {
+    let no = |why: String, code: i32, errno: i32| Err((invalid(why), ErrorCode::new(code, errno)));
     if p.tcp && p.udp {
-        return Err(invalid("a test is TCP or UDP, not both".into()));
+        return no(
+            "a test is TCP or UDP, not both".into(),
+            ie::NEW_TEST,
+            libc::EINVAL,
+        );
     }
-    if p.omit > 0 {
-        return Err(invalid("--omit is not supported by this server".into()));
-    }
-    if p.blockcount > 0 {
-        return Err(invalid(
-            "-k (blocks) is not supported by this server: use -n or -t".into(),
-        ));
+    if p.omit > MAX_OMIT_S {
+        return no(format!("-O {} is over {MAX_OMIT_S} s", p.omit), ie::OMIT, 0);
     }
     if p.window > MAX_WINDOW {
-        return Err(invalid(format!(
-            "-w {} is over this server's {MAX_WINDOW}-byte socket buffer limit",
-            p.window
-        )));
+        return no(
+            format!(
+                "-w {} is over this server's {MAX_WINDOW}-byte socket buffer limit",
+                p.window
+            ),
+            ie::SET_BUF,
+            libc::ENOBUFS,
+        );
     }
     if p.pacing_timer > MAX_PACING_TIMER_US {
-        return Err(invalid(format!(
-            "--pacing-timer {} µs is over this server's {MAX_PACING_TIMER_US}",
-            p.pacing_timer
-        )));
+        return no(
+            format!(
+                "--pacing-timer {} µs is over this server's {MAX_PACING_TIMER_US}",
+                p.pacing_timer
+            ),
+            ie::NEW_TEST,
+            libc::EINVAL,
+        );
     }
-    if p.num > MAX_COUNT || p.bandwidth > MAX_COUNT {
-        return Err(invalid(format!(
-            "-n {} or -b {} is over this server's {MAX_COUNT}",
-            p.num, p.bandwidth
-        )));
+    if p.num > MAX_COUNT || p.bandwidth > MAX_COUNT || p.blockcount > MAX_COUNT {
+        return no(
+            format!(
+                "-n {}, -k {} or -b {} is over this server's {MAX_COUNT}",
+                p.num, p.blockcount, p.bandwidth
+            ),
+            ie::NEW_TEST,
+            libc::ERANGE,
+        );
     }
     if let Some(cc) = &p.congestion {
         let printable = cc.bytes().all(|b| b.is_ascii_graphic());
         if cc.is_empty() || cc.len() > MAX_CONGESTION_LEN || !printable {
-            return Err(invalid(format!(
-                "-C takes a congestion control name of 1 to {MAX_CONGESTION_LEN} letters"
-            )));
+            return no(
+                format!("-C takes a congestion control name of 1 to {MAX_CONGESTION_LEN} letters"),
+                ie::SET_CONGESTION,
+                libc::EINVAL,
+            );
         }
     }
     if p.client_version
         .as_ref()
         .is_some_and(|v| v.len() > MAX_VERSION_LEN)
     {
-        return Err(invalid(format!(
-            "a client version of over {MAX_VERSION_LEN} bytes"
-        )));
+        return no(
+            format!("a client version of over {MAX_VERSION_LEN} bytes"),
+            ie::NEW_TEST,
+            libc::EINVAL,
+        );
     }
     Ok(())
 }
@@ -235,6 +448,7 @@ pub fn admit_anything(bytes: &[u8]) {
     let Ok(p) = Params::parse(bytes) else {
         return;
     };
+    let options = SocketOptions::parse(bytes).unwrap_or_default();
     let tight = SpecLimits {
         max_duration: Some(Duration::from_secs(10)),
         max_rate_bps: Some(1_000_000_000),
@@ -244,7 +458,7 @@ pub fn admit_anything(bytes: &[u8]) {
         ..SpecLimits::default()
     };
     for limits in [SpecLimits::default(), tight] {
-        if let Ok(a) = admit(p.clone(), &limits) {
+        if let Ok(a) = admit_with(p.clone(), options.clone(), &limits) {
             assert_within(&a, &limits);
         }
     }
@@ -271,7 +485,13 @@ fn assert_within(a: &Admitted, limits: &SpecLimits) {
     assert!(p.num <= MAX_COUNT && p.bandwidth <= MAX_COUNT, "{a:?}");
     let max_time = limits.max_duration.unwrap_or(DEFAULT_MAX_DURATION);
     assert!(Duration::from_secs(p.time) <= max_time, "{a:?}");
-    assert!(p.omit == 0 && p.blockcount == 0, "{a:?}");
+    assert!(p.omit <= MAX_OMIT_S && p.blockcount <= MAX_COUNT, "{a:?}");
+    let o = a.options();
+    assert!(
+        o.burst <= MAX_BURST && o.tos <= 255 && o.mss <= MAX_MSS && o.fq_rate_bps <= MAX_COUNT,
+        "{a:?}"
+    );
+    assert!(!o.sctp && o.server_affinity.is_none_or(|c| c < 0), "{a:?}");
 }
 
 #[cfg(test)]
@@ -459,10 +679,9 @@ mod tests {
     fn every_other_number_is_bounded() {
         let lim = SpecLimits::default();
         for v in EXTREMES {
-            for key in ["omit", "blockcount"] {
-                assert_eq!(with(key, v.into(), &lim).is_ok(), v == 0, "{key} {v}");
-            }
             for (key, max) in [
+                ("omit", MAX_OMIT_S),
+                ("blockcount", MAX_COUNT),
                 ("window", MAX_WINDOW),
                 ("pacing_timer", MAX_PACING_TIMER_US),
                 ("num", MAX_COUNT),
@@ -558,6 +777,44 @@ mod tests {
         assert!(with("bandwidth", 20_000_000.into(), &rate_only)
             .unwrap_err()
             .starts_with("max_rate"));
+    }
+
+    /// Every socket option a client sends is a count within iperf3's own bound or refused
+    /// with its code; wrong types are decode errors; flags read either spelling.
+    #[test]
+    fn socket_options_are_bounded_before_use() {
+        let parse = |doc: &str| SocketOptions::parse(doc.as_bytes());
+        for (key, max, code) in [
+            ("burst", MAX_BURST, ie::BURST),
+            ("TOS", 255, ie::BAD_TOS),
+            ("MSS", MAX_MSS, ie::MSS),
+            ("fqrate", MAX_COUNT, ie::NEW_TEST),
+        ] {
+            for v in EXTREMES.iter().chain(&[max, max + 1]) {
+                let o = parse(&format!(r#"{{"{key}":{v}}}"#)).expect("a count parses");
+                match o.check() {
+                    Ok(()) => assert!(*v <= max, "{key} {v}"),
+                    Err((_, c)) => assert!(*v > max && c.code == code, "{key} {v}: {c:?}"),
+                }
+            }
+            for odd in ["-1", "0.5", "\"5\"", "null", "[1]", "{}"] {
+                assert!(
+                    parse(&format!(r#"{{"{key}":{odd}}}"#)).is_err(),
+                    "{key} {odd}"
+                );
+            }
+        }
+        let o = parse(r#"{"nodelay":true,"dont_fragment":1,"sctp":false}"#).expect("flags");
+        // iperf3 tells nodelay and sctp by the key alone, dont_fragment by its value.
+        assert!(o.nodelay && o.dont_fragment && o.sctp);
+        assert!(!parse(r#"{"dont_fragment":0}"#).expect("off").dont_fragment);
+        assert_eq!(
+            parse(r#"{"server_affinity":-1}"#).expect("none").check(),
+            Ok(())
+        );
+        for doc in ["[]", "5", "{", "null"] {
+            assert!(parse(doc).is_err(), "{doc}");
+        }
     }
 
     /// `--bidir -n N` moves N each way: 2N against `--max-bytes`, as wirebench's own

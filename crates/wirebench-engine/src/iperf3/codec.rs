@@ -509,6 +509,15 @@ pub(crate) fn error_text(code: i32, errno: i32) -> String {
     // The codes an iperf3 server sends in SERVER_ERROR (esnet/iperf `src/iperf_api.h`),
     // worded as `iperf_error.c` words them.
     let what = match code {
+        5 => "test duration too long",
+        6 => "number of parallel streams too large",
+        7 => "block size too large",
+        10 => "TCP MSS too large",
+        12 => "bogus value for --omit",
+        15 => "invalid burst count",
+        18 => "no SCTP support available",
+        20 => "block size invalid",
+        21 => "bad TOS value (must be between 0 and 255 inclusive)",
         IE_TOTAL_RATE => "total required bandwidth is larger than server limit",
         IE_NEW_TEST => "unable to create a new test",
         101 => "test initialization failed",
@@ -518,6 +527,7 @@ pub(crate) fn error_text(code: i32, errno: i32) -> String {
         121 => "the server is busy running a test",
         124 => "unable to set socket buffer size",
         130 => "unable to set the socket window size",
+        132 => "unable to set CPU affinity",
         134 => "unable to set TCP_CONGESTION: supplied congestion control algorithm not supported on this host",
         141 => "socket buffer size not set correctly (-w is over what the server's host allows)",
         142 => "test authorization failed",

@@ -94,6 +94,9 @@ pub fn decode_everything(bytes: &[u8]) {
     let _ = UdpHeader::decode(false, bytes);
     let _ = UdpHeader::decode(true, bytes);
     let _ = Params::parse(bytes);
+    if let Ok(o) = admit::SocketOptions::parse(bytes) {
+        let _ = o.check();
+    }
     let _ = ResultsDoc::parse(bytes);
     let _ = client::counts_omitted(bytes, 1);
     let _ = codec::check_cookie(bytes);

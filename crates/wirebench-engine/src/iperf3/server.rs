@@ -3,10 +3,10 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::admit::{admit, Admitted};
+use super::admit::{admit_with, Admitted, ErrorCode, SocketOptions};
 use super::codec::{
     check_cookie, frame_json, Expect, Item, Params, Reader, ResultsDoc, State, COOKIE_LEN,
-    IE_NEW_TEST, IE_TOTAL_RATE, MAX_PARAMS_JSON, MAX_PEER_RESULTS_JSON,
+    MAX_PARAMS_JSON, MAX_PEER_RESULTS_JSON,
 };
 use super::{Iperf3Error, STEP_TIMEOUT};
 use crate::control::admission::{Refusal, SpecLimits, DEFAULT_MAX_DURATION};
@@ -25,15 +25,6 @@ pub(crate) const DURATION_GRACE: Duration = Duration::from_secs(1);
 /// sends TEST_END at its end, so this bounds a client that receives UDP and says nothing
 /// (whose silence the idle limit cannot tell from a good test's).
 pub(crate) const DECLARED_GRACE: Duration = Duration::from_secs(10);
-
-/// How early the server's senders stop before a timed test's end, so that what they sent
-/// has reached the iperf3 client (which stops counting when it sends TEST_END) by then.
-pub(crate) const SENDER_LEAD: Duration = Duration::from_millis(100);
-
-/// The errno sent with a refusal's `IENEWTEST`: iperf3 clients print "unable to create a
-/// new test: Operation not permitted", the nearest of its words to "not by this server's
-/// rules" (the server's log has the reason).
-const EPERM: i32 = 1;
 
 /// Which time bound ended a running test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,16 +143,6 @@ impl ServerSession {
     /// Whether the session has ended.
     pub(crate) fn is_over(&self) -> bool {
         self.phase == Phase::Over
-    }
-
-    /// When the server's senders stop by themselves, in nanoseconds from their start: a
-    /// little before a timed test's end (the client's timer starts when TEST_RUNNING
-    /// reaches it, after this side's start), never for a test of an amount (its budget
-    /// ends it).
-    pub(crate) fn sender_stop_ns(&self) -> u64 {
-        self.declared.map_or(u64::MAX, |t| {
-            u64::try_from(t.saturating_sub(SENDER_LEAD).as_nanos()).unwrap_or(u64::MAX)
-        })
     }
 
     /// Whether the test runs: from TEST_RUNNING to the client's TEST_END or a time bound.
@@ -284,8 +265,9 @@ impl ServerSession {
         }
     }
 
-    /// This side's results, then DISPLAY_RESULTS.
-    pub(crate) fn send_results(&mut self, now: Instant, doc: &ResultsDoc) {
+    /// This side's results (a [`ResultsDoc`], with the server's output if the client asked
+    /// for it), then DISPLAY_RESULTS.
+    pub(crate) fn send_results(&mut self, now: Instant, doc: &impl serde::Serialize) {
         if self.phase == Phase::Deciding {
             self.out.extend_from_slice(&frame_json(doc));
             self.out.push(State::DisplayResults.byte());
@@ -294,41 +276,39 @@ impl ServerSession {
         }
     }
 
-    /// The parameters: admitted within the server's limits, or refused with iperf3's code
-    /// for it (a rate has its own, `IETOTALRATE`; anything else is `IENEWTEST`).
-    fn on_params(&mut self, p: Params) {
-        match admit(p, &self.limits) {
+    /// The parameters: admitted within the server's limits, or refused with the iperf3
+    /// error code that says why.
+    fn on_params(&mut self, p: Params, options: SocketOptions) {
+        match admit_with(p, options, &self.limits) {
             Ok(a) => {
-                let p = a.params();
-                self.declared = (p.num == 0 && p.time > 0).then(|| Duration::from_secs(p.time));
+                self.declared = a.declared();
                 self.phase = Phase::Deciding;
                 self.deadline = None;
                 self.actions.push_back(ServerAction::Params(a));
             }
-            Err(r) => self.refuse_for(r),
+            Err((r, code)) => {
+                self.refuse(code.code, code.errno);
+                self.actions.push_back(ServerAction::Refused(r));
+            }
         }
     }
 
-    /// Refuses the parameters for `r` in iperf3's words (a rate has its own code), and
-    /// tells the driver why: also when the driver decides, after the parameters passed
-    /// (the server's memory budget).
-    pub(crate) fn refuse_for(&mut self, r: Refusal) {
-        let rate = matches!(r, Refusal::Rate { .. } | Refusal::UnlimitedRate { .. });
-        let (code, errno) = if rate {
-            (IE_TOTAL_RATE, 0)
-        } else {
-            (IE_NEW_TEST, EPERM)
-        };
-        self.refuse(code, errno);
+    /// Refuses the parameters for `r` in iperf3's words, and tells the driver why: when the
+    /// driver decides, after the parameters passed (the server's memory budget).
+    pub(crate) fn refuse_for(&mut self, r: Refusal, udp: bool) {
+        let code = ErrorCode::of(&r, udp);
+        self.refuse(code.code, code.errno);
         self.actions.push_back(ServerAction::Refused(r));
     }
 
     fn on_item(&mut self, _now: Instant, item: Item) {
         match (self.phase, item) {
-            (Phase::Params, Item::Json(doc)) => match Params::parse(&doc) {
-                Ok(p) => self.on_params(p),
-                Err(e) => self.fail(e.into()),
-            },
+            (Phase::Params, Item::Json(doc)) => {
+                match Params::parse(&doc).and_then(|p| Ok((p, SocketOptions::parse(&doc)?))) {
+                    Ok((p, options)) => self.on_params(p, options),
+                    Err(e) => self.fail(e.into()),
+                }
+            }
             (Phase::PeerResults, Item::Json(doc)) => match ResultsDoc::parse(&doc) {
                 Ok(r) => {
                     self.phase = Phase::Deciding;

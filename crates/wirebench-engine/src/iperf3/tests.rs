@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use super::client::{ClientAction, ClientSession, Progress};
 use super::codec::{cookie_from, Params, ResultsDoc, State, StreamResult};
-use super::server::{ServerAction, ServerSession, TimeUp, DECLARED_GRACE, IDLE_LIMIT, SENDER_LEAD};
+use super::server::{ServerAction, ServerSession, TimeUp, DECLARED_GRACE, IDLE_LIMIT};
 use super::{Iperf3Error, STEP_TIMEOUT};
 use crate::control::admission::{Refusal, SpecLimits};
 use crate::control::Session;
@@ -381,7 +381,7 @@ fn parameters_over_a_bound_are_refused_with_iperf3s_codes() {
                 ..params()
             },
             SpecLimits::default(),
-            100,
+            7,
         ),
         (
             Params {
@@ -389,7 +389,7 @@ fn parameters_over_a_bound_are_refused_with_iperf3s_codes() {
                 ..params()
             },
             SpecLimits::default(),
-            100,
+            6,
         ),
         (
             Params {
@@ -566,26 +566,90 @@ fn a_time_bound_says_which_and_only_the_servers_is_a_limit() {
     );
 }
 
-/// The server's senders of a timed test stop a little before its `-t`, so that what they
-/// sent is in when the client stops counting; a test of an amount's never stop by time.
-#[test]
-fn the_servers_senders_stop_just_before_a_timed_tests_end() {
-    let t0 = Instant::now();
-    let s = session_at(t0, Stage::Running, 10);
-    let want = Duration::from_secs(10) - SENDER_LEAD;
-    assert_eq!(s.sender_stop_ns(), want.as_nanos() as u64);
-
-    let p = Params {
-        time: 0,
-        num: 1 << 20,
-        ..params()
-    };
-    let mut c = ClientSession::new(t0, cookie_from(&[10; 36]), p, None);
+/// Runs a server session with these parameters (as raw JSON, as any client may send them)
+/// up to its answer; returns it and the bytes it wrote after PARAM_EXCHANGE.
+fn answer_to(t0: Instant, doc: &str) -> (ServerSession, Option<ServerAction>, Vec<u8>) {
     let mut s = ServerSession::new(t0, SpecLimits::default());
-    pump(t0, &mut c, &mut s);
-    while s.poll_action().is_some() {}
+    s.handle_bytes(t0, &cookie_from(&[11; 36]));
+    assert!(matches!(s.poll_action(), Some(ServerAction::Cookie(_))));
     s.welcome(t0);
-    pump(t0, &mut c, &mut s);
-    assert!(matches!(s.poll_action(), Some(ServerAction::Params(_))));
-    assert_eq!(s.sender_stop_ns(), u64::MAX);
+    let sent = s.poll_transmit().map_or(0, <[u8]>::len);
+    s.handle_written(t0, sent);
+    let mut framed = (doc.len() as u32).to_be_bytes().to_vec();
+    framed.extend_from_slice(doc.as_bytes());
+    s.handle_bytes(t0, &framed);
+    let action = s.poll_action();
+    let out = s.poll_transmit().map(<[u8]>::to_vec).unwrap_or_default();
+    (s, action, out)
+}
+
+/// `-O` and `-k` are served: a timed test's bound counts the omitted seconds, a test of
+/// blocks has none of its own (the client ends it).
+#[test]
+fn omit_and_blockcount_are_admitted_with_their_time_bounds() {
+    let t0 = Instant::now();
+    let doc = r#"{"tcp":true,"omit":2,"time":5,"num":0,"blockcount":0,"parallel":1,"len":1000}"#;
+    let (mut s, a, _) = answer_to(t0, doc);
+    let Some(ServerAction::Params(a)) = a else {
+        panic!("-O 2 not admitted: {a:?}");
+    };
+    assert_eq!(a.declared(), Some(Duration::from_secs(7)));
+    s.accept(t0);
+    s.run(t0);
+    let (when, what) = first_action(&mut s, t0);
+    assert_eq!(what, ServerAction::TimeUp(TimeUp::Declared { time_s: 7 }));
+    assert_eq!(when, t0 + Duration::from_secs(7) + DECLARED_GRACE);
+
+    let doc = r#"{"tcp":true,"omit":0,"time":0,"num":0,"blockcount":1024,"parallel":1,"len":1000}"#;
+    let (_, a, _) = answer_to(t0, doc);
+    let Some(ServerAction::Params(a)) = a else {
+        panic!("-k 1K not admitted: {a:?}");
+    };
+    assert_eq!(a.declared(), None);
+    assert_eq!(a.params().blockcount, 1024);
+}
+
+/// What the server does not do, or over iperf3's own bounds, is refused with the code whose
+/// text says so (the client prints `iperf_error.c`'s words for it), and the socket options
+/// it does are read.
+#[test]
+fn options_are_read_and_refused_with_the_code_that_says_why() {
+    let t0 = Instant::now();
+    let base = r#""tcp":true,"time":1,"parallel":1,"len":1000"#;
+    for (extra, code, errno) in [
+        (r#""sctp":true"#, 18i32, 0i32),
+        (r#""server_affinity":1"#, 132, libc::EPERM),
+        (r#""burst":1001"#, 15, 0),
+        (r#""TOS":256"#, 21, 0),
+        (r#""MSS":100000"#, 10, 0),
+        (r#""omit":601"#, 12, 0),
+        (r#""window":1099511627776"#, 124, libc::ENOBUFS),
+    ] {
+        let (s, a, out) = answer_to(t0, &format!("{{{base},{extra}}}"));
+        assert!(
+            matches!(a, Some(ServerAction::Refused(_))),
+            "{extra}: {a:?}"
+        );
+        assert!(s.is_over());
+        let mut want = vec![State::ServerError.byte()];
+        want.extend_from_slice(&code.to_be_bytes());
+        want.extend_from_slice(&errno.to_be_bytes());
+        assert_eq!(out, want, "{extra}");
+    }
+    let doc = format!(
+        r#"{{{base},"fqrate":5000000,"burst":100,"TOS":184,"nodelay":true,"MSS":1000,"dont_fragment":1}}"#
+    );
+    let (_, a, _) = answer_to(t0, &doc);
+    let Some(ServerAction::Params(a)) = a else {
+        panic!("options not admitted: {a:?}");
+    };
+    let o = a.options();
+    assert_eq!(
+        (o.fq_rate_bps, o.burst, o.tos, o.mss),
+        (5_000_000, 100, 184, 1000)
+    );
+    assert!(o.nodelay && o.dont_fragment && !o.sctp);
+    // A number that is not a count is a protocol error, as in the parameters.
+    let (_, a, _) = answer_to(t0, &format!(r#"{{{base},"fqrate":-1}}"#));
+    assert!(matches!(a, Some(ServerAction::Failed(_))), "{a:?}");
 }

@@ -29,6 +29,8 @@ use crate::packet_log_writer::{LogOut, LogSink};
 const DRAIN_IDLE: Duration = Duration::from_millis(300);
 /// The longest a stopped receiver drains at all.
 const DRAIN_MAX: Duration = Duration::from_secs(3);
+/// How long a stopped receiver drains before it judges whether the rest comes in time.
+const DRAIN_PROBE: Duration = Duration::from_millis(20);
 
 /// What one stream shares with the driver: live counts and the stop.
 #[derive(Debug)]
@@ -39,6 +41,13 @@ pub(crate) struct Live {
     pub packets: AtomicU64,
     /// Set to end the role; a receiver then drains up to its target.
     pub stop: AtomicBool,
+    /// Set with `stop` when the peer counts nothing more (it sent TEST_END, or is gone):
+    /// a sender then ends at once, without waiting for what it wrote to be read.
+    pub quit: AtomicBool,
+    /// UDP receivers: the highest sequence number seen so far.
+    pub max_seq: AtomicU64,
+    /// TCP senders: the kernel's figures at the last sample (every [`TCP_SAMPLE`]).
+    pub tcp: TcpSample,
     /// Receivers: the sender's final total (bytes for TCP, datagrams for UDP), once known;
     /// `u64::MAX` until then.
     pub target: AtomicU64,
@@ -55,10 +64,107 @@ impl Default for Live {
             bytes: AtomicU64::new(0),
             packets: AtomicU64::new(0),
             stop: AtomicBool::new(false),
+            quit: AtomicBool::new(false),
+            max_seq: AtomicU64::new(0),
+            tcp: TcpSample::default(),
             target: AtomicU64::new(u64::MAX),
             limited: AtomicBool::new(false),
             limit_error: Mutex::new(None),
         }
+    }
+}
+
+/// The longest stall a paced sender makes up for: iperf3 paces to its average rate since
+/// the start (`iperf_check_throttle`), so a sender descheduled for a while sends what fell
+/// due meanwhile, and the test's rate is the rate asked.
+const CATCH_UP: Duration = Duration::from_secs(1);
+
+/// How often a TCP sender samples TCP_INFO (one `getsockopt` a period, never per write).
+const TCP_SAMPLE: Duration = Duration::from_millis(100);
+
+/// A TCP sender's last TCP_INFO sample, for the driver's interval records (iperf3's
+/// `retransmits`, `snd_cwnd`, `rtt`, `rttvar`, `pmtu`).
+#[derive(Debug, Default)]
+pub(crate) struct TcpSample {
+    /// Retransmissions so far.
+    pub retransmits: AtomicU64,
+    /// Congestion window, bytes.
+    pub snd_cwnd_bytes: AtomicU64,
+    /// Smoothed round-trip time, µs.
+    pub rtt_us: AtomicU64,
+    /// Its variation, µs.
+    pub rttvar_us: AtomicU64,
+    /// Path MTU, bytes.
+    pub pmtu_bytes: AtomicU64,
+}
+
+impl TcpSample {
+    fn store(&self, i: &crate::sys::SenderTcpInfo) {
+        self.retransmits.store(i.retransmits, Ordering::Relaxed);
+        self.snd_cwnd_bytes
+            .store(i.snd_cwnd_bytes, Ordering::Relaxed);
+        self.rtt_us.store(i.rtt_us, Ordering::Relaxed);
+        self.rttvar_us.store(i.rttvar_us, Ordering::Relaxed);
+        self.pmtu_bytes.store(i.pmtu_bytes, Ordering::Relaxed);
+    }
+
+    /// The sample as it stands.
+    pub(crate) fn load(&self) -> crate::sys::SenderTcpInfo {
+        crate::sys::SenderTcpInfo {
+            retransmits: self.retransmits.load(Ordering::Relaxed),
+            snd_cwnd_bytes: self.snd_cwnd_bytes.load(Ordering::Relaxed),
+            rtt_us: self.rtt_us.load(Ordering::Relaxed),
+            rttvar_us: self.rttvar_us.load(Ordering::Relaxed),
+            pmtu_bytes: self.pmtu_bytes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A TCP sender's round-trip times over its samples, as iperf3 sums them up at the end
+/// (`max_snd_cwnd`, `max_rtt`, `min_rtt`, `mean_rtt`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct RttSummary {
+    /// Largest congestion window seen, bytes.
+    pub max_snd_cwnd_bytes: u64,
+    /// Largest round-trip time, µs.
+    pub max_rtt_us: u64,
+    /// Smallest, µs (0 with no sample).
+    pub min_rtt_us: u64,
+    /// Sum of the samples' round-trip times, µs, and their number.
+    pub rtt_sum_us: u64,
+    /// Samples taken.
+    pub samples: u64,
+}
+
+impl RttSummary {
+    fn add(&mut self, i: &crate::sys::SenderTcpInfo) {
+        self.max_snd_cwnd_bytes = self.max_snd_cwnd_bytes.max(i.snd_cwnd_bytes);
+        self.max_rtt_us = self.max_rtt_us.max(i.rtt_us);
+        self.min_rtt_us = if self.samples == 0 {
+            i.rtt_us
+        } else {
+            self.min_rtt_us.min(i.rtt_us)
+        };
+        self.rtt_sum_us = self.rtt_sum_us.saturating_add(i.rtt_us);
+        self.samples += 1;
+    }
+
+    /// The mean round-trip time, µs.
+    pub fn mean_rtt_us(&self) -> u64 {
+        self.rtt_sum_us.checked_div(self.samples).unwrap_or(0)
+    }
+}
+
+/// Samples a TCP sender's TCP_INFO into `live` and `rtt` once `now_ns` reaches `next_ns`.
+#[inline]
+fn sample_tcp(s: &TcpStream, live: &Live, rtt: &mut RttSummary, now_ns: u64, next_ns: &mut u64) {
+    if now_ns < *next_ns {
+        return;
+    }
+    *next_ns = now_ns + TCP_SAMPLE.as_nanos() as u64;
+    if let Some(i) = crate::sys::sender_tcp_info(s) {
+        live.tcp.store(&i);
+        rtt.add(&i);
     }
 }
 
@@ -71,6 +177,9 @@ pub(crate) struct Plan {
     pub len: usize,
     /// Rate of this stream, bits/s; 0 is unlimited.
     pub rate_bps: u64,
+    /// Blocks sent back to back each time the rate allows (iperf3's `-b RATE/BURST`); 0 or
+    /// 1 paces each block.
+    pub burst: u32,
     /// 64-bit UDP sequence numbers.
     pub wide: bool,
     /// Bytes all sending streams of the side may send together (`-n`), shared.
@@ -81,6 +190,9 @@ pub(crate) struct Plan {
     pub epoch_unix_ns: u64,
     /// Senders: stop by themselves at this time (ns since `start`); `u64::MAX` for never.
     pub stop_at_ns: u64,
+    /// UDP senders: how long they go on once `budget` is spent, ns (0: they stop there),
+    /// for a receiver that ends the test only when the whole amount came.
+    pub past_budget_ns: u64,
     /// A server's share of its `--max-bytes` and `--max-rate` for this stream, counted on
     /// what the stream moves (an iperf3 client's parameters are only its word).
     pub limit: Option<MoveLimit>,
@@ -107,6 +219,12 @@ pub(crate) struct StreamEnd {
     pub error: Option<String>,
     /// Why, for code: set when a server limit ended the stream.
     pub error_kind: Option<ErrorKind>,
+    /// CPU time of the stream's thread, user and system, ns (the thread is the test's own).
+    pub cpu_ns: (u64, u64),
+    /// TCP senders: the kernel's TCP_INFO at the end.
+    pub tcp_info: Option<wirebench_proto::results::TcpInfo>,
+    /// TCP senders: congestion window and round-trip times over the samples.
+    pub rtt: RttSummary,
 }
 
 impl StreamEnd {
@@ -203,14 +321,30 @@ fn is_timeout(e: &std::io::Error) -> bool {
 
 /// Runs one stream's role to its end; a UDP receiver writes `log` (`--packet-log`).
 pub(crate) fn run(sock: DataSocket, plan: &Plan, live: &Live, log: Option<LogOut>) -> StreamEnd {
-    match (sock, plan.sender) {
+    let mut end = match (sock, plan.sender) {
         (DataSocket::Tcp(s), true) => tcp_send(s, plan, live),
         (DataSocket::Tcp(s), false) => tcp_receive(s, plan, live),
         (DataSocket::Udp(s), true) => udp_send(&s, plan, live),
         (DataSocket::Udp(s), false) => udp_receive(&s, plan, live, log),
         // The iperf3 client opens kernel sockets only.
         (DataSocket::User(_), _) => StreamEnd::default(),
+    };
+    end.cpu_ns = crate::sys::thread_cpu_ns();
+    end
+}
+
+/// When a paced sender may send next: now while a burst lasts (`burst_left` blocks
+/// still to go back to back), else the pacer's time, and a new burst starts when it is due.
+#[inline]
+fn next_due(pacer: &mut Pacer, burst: u32, burst_left: &mut u32, now: u64) -> u64 {
+    if *burst_left > 0 {
+        return now;
     }
+    let due = pacer.next_ns(now);
+    if due <= now {
+        *burst_left = burst.max(1);
+    }
+    due
 }
 
 /// The packet log of a UDP stream from an iperf3 sender, in wirebench's format: iperf3
@@ -277,18 +411,22 @@ fn now_ns(plan: &Plan) -> u64 {
 fn tcp_send(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
     let buf = payload(plan.len as u64);
     let _ = s.set_write_timeout(Some(POLL));
-    let mut pacer = Pacer::new(plan.rate_bps, 0, 0);
+    let mut pacer = Pacer::new(plan.rate_bps, 0, 0).with_max_lag_ns(CATCH_UP.as_nanos() as u64);
     let mut end = StreamEnd::default();
+    let mut burst_left = 0;
+    let mut next_sample = 0;
     while !live.stop.load(Ordering::Relaxed) {
         let now = now_ns(plan);
         if now >= plan.stop_at_ns {
             break;
         }
-        let due = pacer.next_ns(now);
+        sample_tcp(&s, live, &mut end.rtt, now, &mut next_sample);
+        let due = next_due(&mut pacer, plan.burst, &mut burst_left, now);
         if due > now {
             wait_until(plan.start, due.min(now + POLL.as_nanos() as u64));
             continue;
         }
+        burst_left -= 1;
         let len = reserve(plan.budget.as_deref(), buf.len() as u64) as usize;
         if len == 0 {
             break;
@@ -328,6 +466,8 @@ fn tcp_send(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
             break;
         }
     }
+    end.tcp_info = crate::sys::tcp_info(&s);
+    sample_tcp(&s, live, &mut end.rtt, 0, &mut 0);
     if live.limited.load(Ordering::Relaxed) {
         hold_tcp(&mut s, live);
         return end;
@@ -337,9 +477,11 @@ fn tcp_send(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
     // driver sends it, let what was written reach the peer (acknowledged) and, when the peer
     // runs on this host, its application (read), at most a bounded time, so that its count
     // and this one agree. A remote peer's unread bytes cannot be seen from here.
+    // A peer that counts no more (it ended the test, or is gone) is not waited for.
     let until = Instant::now() + DRAIN_MAX;
     let local = is_local_peer(&s);
     while Instant::now() < until
+        && !live.quit.load(Ordering::Relaxed)
         && (crate::sys::tcp_all_acked(&s) == Some(false)
             || (local && peer_unread_bytes(&s).is_some_and(|n| n > 0)))
     {
@@ -399,32 +541,55 @@ fn rx_queue_of(table: &str, local: &str, remote: &str) -> Option<u64> {
     })
 }
 
+/// Where a stopped receiver's drain stands: when it began, and the count then.
+#[derive(Debug, Clone, Copy)]
+struct Drain {
+    at: Instant,
+    count: u64,
+}
+
 /// Whether a stopped receiver is done: its target reached, or no data for a while, or
-/// draining too long.
-fn drained(live: &Live, count: u64, stopped_at: &mut Option<Instant>, last_data: Instant) -> bool {
+/// draining too long, or arriving too slowly to reach the target soon (a paced sender's
+/// socket still holds what it wrote: `--fq-rate`); `count` is bytes or datagrams.
+fn drained(live: &Live, count: u64, drain: &mut Option<Drain>, last_data: Instant) -> bool {
     if !live.stop.load(Ordering::Relaxed) {
         return false;
     }
-    let t = *stopped_at.get_or_insert_with(Instant::now);
+    let d = *drain.get_or_insert_with(|| Drain {
+        at: Instant::now(),
+        count,
+    });
     let target = live.target.load(Ordering::Relaxed);
-    if target != u64::MAX && count >= target {
-        return true;
-    }
-    if target == u64::MAX {
+    if target == u64::MAX || count >= target || live.quit.load(Ordering::Relaxed) {
         // No sender's count to wait for: what arrived by the stop is what counts.
         return true;
     }
-    last_data.elapsed() >= DRAIN_IDLE || t.elapsed() >= DRAIN_MAX
+    let spent = d.at.elapsed();
+    if last_data.elapsed() >= DRAIN_IDLE || spent >= DRAIN_MAX {
+        return true;
+    }
+    !drain_on_time(target - count, count - d.count, spent)
+}
+
+/// Whether `left` more, at the pace `got` arrived in the `spent` draining so far, arrive
+/// within [`DRAIN_IDLE`] of the drain's start (judged after [`DRAIN_PROBE`]).
+fn drain_on_time(left: u64, got: u64, spent: Duration) -> bool {
+    if spent < DRAIN_PROBE {
+        return true;
+    }
+    // left / (got / spent) <= DRAIN_IDLE - spent, without dividing by a zero `got`.
+    let budget = DRAIN_IDLE.saturating_sub(spent).as_nanos();
+    u128::from(left) * spent.as_nanos() <= u128::from(got) * budget
 }
 
 fn tcp_receive(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
     let mut buf = vec![0u8; plan.len.clamp(1024, 1 << 20)];
     let _ = s.set_read_timeout(Some(POLL));
     let mut end = StreamEnd::default();
-    let mut stopped_at = None;
+    let mut drain = None;
     let mut last_data = Instant::now();
     loop {
-        if drained(live, end.bytes, &mut stopped_at, last_data) {
+        if drained(live, end.bytes, &mut drain, last_data) {
             break;
         }
         match s.read(&mut buf) {
@@ -452,22 +617,29 @@ fn tcp_receive(mut s: TcpStream, plan: &Plan, live: &Live) -> StreamEnd {
 fn udp_send(s: &UdpSocket, plan: &Plan, live: &Live) -> StreamEnd {
     let mut buf = payload(plan.len as u64);
     let _ = s.set_write_timeout(Some(POLL));
-    let mut pacer = Pacer::new(plan.rate_bps, 0, 0);
+    let mut pacer = Pacer::new(plan.rate_bps, 0, 0).with_max_lag_ns(CATCH_UP.as_nanos() as u64);
     let mut end = StreamEnd::default();
     let mut seq = 0u64;
+    let mut burst_left = 0;
+    let mut past_budget = None;
     while !live.stop.load(Ordering::Relaxed) {
         let now = now_ns(plan);
         if now >= plan.stop_at_ns {
             break;
         }
-        let due = pacer.next_ns(now);
+        let due = next_due(&mut pacer, plan.burst, &mut burst_left, now);
         if due > now {
             wait_until(plan.start, due.min(now + POLL.as_nanos() as u64));
             continue;
         }
-        let len = reserve(plan.budget.as_deref(), buf.len() as u64) as usize;
+        burst_left -= 1;
+        let mut len = reserve(plan.budget.as_deref(), buf.len() as u64) as usize;
         if len == 0 {
-            break;
+            let until = *past_budget.get_or_insert(now.saturating_add(plan.past_budget_ns));
+            if now >= until {
+                break;
+            }
+            len = buf.len();
         }
         let unix = plan.epoch_unix_ns + now;
         let h = UdpHeader {
@@ -518,12 +690,12 @@ fn udp_receive(s: &UdpSocket, plan: &Plan, live: &Live, log: Option<LogOut>) -> 
         }
         None => None,
     };
-    let mut stopped_at = None;
+    let mut drain = None;
     let mut last_data = Instant::now();
     let mut prev_transit: Option<i64> = None;
     let mut jitter = 0.0f64;
     loop {
-        if drained(live, end.packets, &mut stopped_at, last_data) {
+        if drained(live, end.packets, &mut drain, last_data) {
             break;
         }
         let n = match s.recv(&mut buf) {
@@ -548,6 +720,7 @@ fn udp_receive(s: &UdpSocket, plan: &Plan, live: &Live, log: Option<LogOut>) -> 
         end.add(n, now);
         if h.seq > end.max_seq {
             end.max_seq = h.seq;
+            live.max_seq.store(h.seq, Ordering::Relaxed);
         } else {
             end.out_of_order += 1;
         }
@@ -583,6 +756,84 @@ fn udp_receive(s: &UdpSocket, plan: &Plan, live: &Live, log: Option<LogOut>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A drain goes on while the rest arrives soon at the pace seen, and gives up at once
+    /// when it would take long (a paced sender's socket full of what it wrote).
+    #[test]
+    fn a_drain_judges_the_rest_by_the_pace_it_sees() {
+        let ms = Duration::from_millis;
+        assert!(drain_on_time(1 << 30, 0, ms(5)), "too early to judge");
+        // 1 MB in 20 ms: 1 MB more comes in 20 ms more, well within the allowance.
+        assert!(drain_on_time(1_000_000, 1_000_000, ms(20)));
+        // 12.5 kB in 20 ms (5 Mbit/s): 4 MB more would take 6.4 s.
+        assert!(!drain_on_time(4_000_000, 12_500, ms(20)));
+        assert!(!drain_on_time(1, 0, ms(20)), "nothing came");
+        assert!(!drain_on_time(1, 1 << 40, DRAIN_IDLE), "past the allowance");
+    }
+
+    /// Bursts go back to back, then the pacer's schedule rules again.
+    #[test]
+    fn a_burst_sends_its_blocks_back_to_back() {
+        // 1 Mbit/s in 1000-byte blocks: one every 8 ms.
+        let mut pacer = Pacer::new(1_000_000, 0, 0);
+        let mut left = 0;
+        let mut now = 0u64;
+        let mut sent_at = Vec::new();
+        while sent_at.len() < 8 {
+            let due = next_due(&mut pacer, 4, &mut left, now);
+            if due > now {
+                now = due;
+                continue;
+            }
+            left -= 1;
+            pacer.sent(1000, now);
+            sent_at.push(now);
+        }
+        // Four at once, then four more 32 ms later (four blocks' worth of the rate).
+        assert!(sent_at[..4].iter().all(|t| *t == sent_at[0]), "{sent_at:?}");
+        assert!(sent_at[4..].iter().all(|t| *t == sent_at[4]), "{sent_at:?}");
+        let gap = sent_at[4] - sent_at[0];
+        assert!((31_000_000..=33_000_000).contains(&gap), "{gap}");
+    }
+
+    /// After a stall the sender makes up what fell due, as iperf3's average-rate throttle
+    /// does (the default pacer drops a stall over 10 ms: a loaded host's test fell 3% short).
+    #[test]
+    fn a_paced_sender_catches_up_on_a_stall() {
+        // 8 Mbit/s in 1000-byte blocks: one a millisecond.
+        let mut p = Pacer::new(8_000_000, 0, 0).with_max_lag_ns(CATCH_UP.as_nanos() as u64);
+        p.sent(1000, 0);
+        // Stalled 500 ms: the 500 blocks due by then go one after another.
+        let stalled = 500_000_000;
+        for _ in 0..500 {
+            assert!(p.next_ns(stalled) <= stalled);
+            p.sent(1000, stalled);
+        }
+        assert!(p.next_ns(stalled) > stalled, "caught up, then paced again");
+        let mut dropped = Pacer::new(8_000_000, 0, 0);
+        dropped.sent(1000, 0);
+        dropped.next_ns(stalled);
+        dropped.sent(1000, stalled);
+        assert!(
+            dropped.next_ns(stalled) > stalled,
+            "the default forgets the stall"
+        );
+    }
+
+    #[test]
+    fn round_trip_times_sum_up_as_iperf3s() {
+        let mut r = RttSummary::default();
+        assert_eq!(r.mean_rtt_us(), 0);
+        for (rtt, cwnd) in [(30, 100), (10, 300), (20, 200)] {
+            r.add(&crate::sys::SenderTcpInfo {
+                rtt_us: rtt,
+                snd_cwnd_bytes: cwnd,
+                ..Default::default()
+            });
+        }
+        assert_eq!((r.min_rtt_us, r.max_rtt_us, r.mean_rtt_us()), (10, 30, 20));
+        assert_eq!(r.max_snd_cwnd_bytes, 300);
+    }
 
     #[test]
     fn the_budget_is_shared_exactly() {

@@ -20,7 +20,7 @@ pub use clock::{clock_pair, host_id, same_clock, unix_now_ns};
 pub use process::{
     limit_allocator_arenas, max_rss_kib, release_free_memory, rss_kib, thread_cpu_ns,
 };
-pub use sockopt::set_max_pacing_rate;
 pub(crate) use sockopt::socket_caps;
-pub use tcp::{tcp_all_acked, tcp_datapath, tcp_info, ZeroCopy};
+pub use sockopt::{set_dont_fragment, set_max_pacing_rate};
+pub use tcp::{sender_tcp_info, tcp_all_acked, tcp_datapath, tcp_info, SenderTcpInfo, ZeroCopy};
 pub use udp::udp_datapath;

@@ -106,6 +106,27 @@ pub fn set_max_pacing_rate(sock: &impl AsRawFd, bytes_per_s: u64) -> io::Result<
     set(sock, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &rate)
 }
 
+/// Sets the don't-fragment bit on what a UDP socket sends (`IP_PMTUDISC_DO`, IPv6's
+/// `IPV6_PMTUDISC_DO`), as iperf3's `--dont-fragment`: a datagram over the path's MTU is
+/// refused by the kernel, never fragmented.
+pub fn set_dont_fragment(sock: &impl AsRawFd, ipv6: bool) -> io::Result<()> {
+    if ipv6 {
+        set(
+            sock,
+            libc::IPPROTO_IPV6,
+            libc::IPV6_MTU_DISCOVER,
+            &libc::IPV6_PMTUDISC_DO,
+        )
+    } else {
+        set(
+            sock,
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            &libc::IP_PMTUDISC_DO,
+        )
+    }
+}
+
 /// The kernel's caps on the socket buffers a process may ask for (`net.core.rmem_max`,
 /// `net.core.wmem_max`); a cap that cannot be read is unknown (none).
 pub(crate) fn socket_caps() -> crate::control::memory::SocketCaps {

@@ -103,6 +103,35 @@ pub fn tcp_info(s: &TcpStream) -> Option<TcpInfo> {
     })
 }
 
+/// A TCP sender's figures as iperf3 reports them per interval (`iperf_tcp.c`'s `save_tcpinfo`):
+/// retransmissions so far, the congestion window in bytes, smoothed round-trip time and
+/// its variation in µs, and the path MTU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SenderTcpInfo {
+    /// `tcpi_total_retrans`.
+    pub retransmits: u64,
+    /// `tcpi_snd_cwnd` × `tcpi_snd_mss`, bytes.
+    pub snd_cwnd_bytes: u64,
+    /// `tcpi_rtt`, µs.
+    pub rtt_us: u64,
+    /// `tcpi_rttvar`, µs.
+    pub rttvar_us: u64,
+    /// `tcpi_pmtu`, bytes.
+    pub pmtu_bytes: u64,
+}
+
+/// [`SenderTcpInfo`] of a connection now.
+pub fn sender_tcp_info(s: &TcpStream) -> Option<SenderTcpInfo> {
+    let info: libc::tcp_info = sockopt::get(s, libc::IPPROTO_TCP, libc::TCP_INFO).ok()?;
+    Some(SenderTcpInfo {
+        retransmits: u64::from(info.tcpi_total_retrans),
+        snd_cwnd_bytes: u64::from(info.tcpi_snd_cwnd) * u64::from(info.tcpi_snd_mss),
+        rtt_us: u64::from(info.tcpi_rtt),
+        rttvar_us: u64::from(info.tcpi_rttvar),
+        pmtu_bytes: u64::from(info.tcpi_pmtu),
+    })
+}
+
 /// Whether everything written on `s` has been acknowledged by the peer (nothing unsent,
 /// nothing unacknowledged); `None` when TCP_INFO cannot be read.
 pub fn tcp_all_acked(s: &TcpStream) -> Option<bool> {

@@ -417,11 +417,13 @@ fn client_plan(spec: &TestSpec) -> Plan {
         sender: true,
         len: spec.size as usize,
         rate_bps: spec.rate_bps.unwrap_or(0),
+        burst: 0,
         wide: false,
         budget: budget(spec.bytes),
         start: Instant::now(),
         epoch_unix_ns: crate::sys::unix_now_ns(),
         stop_at_ns: u64::MAX,
+        past_budget_ns: 0,
         limit: None,
     }
 }

@@ -3,6 +3,7 @@
 //! clients on the server's port (told apart by their first byte) or on `--iperf3-port`.
 
 pub(crate) mod client;
+mod output;
 pub(crate) mod peer;
 pub(crate) mod registry;
 pub(crate) mod server;
@@ -60,6 +61,23 @@ struct Streams {
     last_bytes: u64,
     last_packets: u64,
     intervals: Vec<IntervalRecord>,
+    /// When the omitted seconds (`-O`) end, from the start, until they have.
+    omit_until: Option<Duration>,
+    /// Each stream's counts when they ended: what its results leave out.
+    omitted: Vec<Omitted>,
+    /// How long the omitted seconds were (zero without `-O`).
+    omitted_for: Duration,
+    /// The server's output, when the iperf3 client asked for it.
+    output: Option<output::ServerOutput>,
+}
+
+/// A stream's counts when the omitted seconds (`-O`) ended, as iperf3's `iperf_reset_stats`
+/// keeps them: bytes, datagrams, and the highest sequence number received.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Omitted {
+    bytes: u64,
+    packets: u64,
+    max_seq: u64,
 }
 
 impl Streams {
@@ -102,7 +120,33 @@ impl Streams {
             last_bytes: 0,
             last_packets: 0,
             intervals: Vec::new(),
+            omit_until: None,
+            omitted: vec![Omitted::default(); n],
+            omitted_for: Duration::ZERO,
+            output: None,
         })
+    }
+
+    /// Leaves the first `omit` of the test out of the results (iperf3's `-O`).
+    fn omit(&mut self, omit: Duration) {
+        self.omit_until = (!omit.is_zero()).then_some(omit);
+    }
+
+    /// Once the omitted seconds are over: each stream's counts then, which its results
+    /// leave out.
+    fn end_omit(&mut self, elapsed: Duration) {
+        let Some(at) = self.omit_until.filter(|at| elapsed >= *at) else {
+            return;
+        };
+        for (o, l) in self.omitted.iter_mut().zip(&self.live) {
+            *o = Omitted {
+                bytes: l.bytes.load(Ordering::Relaxed),
+                packets: l.packets.load(Ordering::Relaxed),
+                max_seq: l.max_seq.load(Ordering::Relaxed),
+            };
+        }
+        self.omit_until = None;
+        self.omitted_for = at;
     }
 
     /// Live total of the streams this side sends (`true`) or receives on.
@@ -128,6 +172,7 @@ impl Streams {
         let shown = self.senders.first().copied().unwrap_or(true);
         let role = if shown { Role::Sender } else { Role::Receiver };
         let elapsed = self.start.elapsed();
+        self.end_omit(elapsed);
         let (bytes, packets) = self
             .live
             .iter()
@@ -152,6 +197,12 @@ impl Streams {
             self.last_bytes = bytes;
             self.last_packets = packets;
             self.next_interval += self.interval;
+            if let Some(mut out) = self.output.take() {
+                let end = elapsed.min(self.next_interval - self.interval);
+                let omitted = self.omit_until.is_some() || end <= self.omitted_for;
+                out.interval(self, start, end, omitted);
+                self.output = Some(out);
+            }
             watch.interval(role, &rec);
             self.intervals.push(rec);
         }
@@ -170,13 +221,28 @@ impl Streams {
             .find_map(|l| l.limit_error.lock().ok().and_then(|e| e.clone()))
     }
 
-    /// Stops every stream and waits for them.
+    /// Stops every stream at once (the test ended early: nobody counts what is still on
+    /// its way) and waits for them.
     fn stop_all(&mut self) {
+        for l in &self.live {
+            l.quit.store(true, Ordering::Relaxed);
+        }
         self.stop_where(|_| true);
     }
 
     /// Stops the sending streams and waits for them.
     fn stop_senders(&mut self) {
+        self.stop_where(|s| s);
+    }
+
+    /// Stops the sending streams at once, waiting for none of their bytes to be read: the
+    /// peer ended the test and counts no more (iperf3 counts only while the test runs).
+    fn quit_senders(&mut self) {
+        for (l, s) in self.live.iter().zip(&self.senders) {
+            if *s {
+                l.quit.store(true, Ordering::Relaxed);
+            }
+        }
         self.stop_where(|s| s);
     }
 
@@ -223,40 +289,73 @@ impl Streams {
         })
     }
 
-    /// This side's results for the exchange, in iperf3's terms; `peer` (the other side's
-    /// results, when already known) gives the senders' counts that make UDP loss exact.
+    /// This side's results for the exchange, in iperf3's terms (`send_results`); `peer`
+    /// (the other side's results, when already known) gives the senders' counts that make
+    /// UDP loss exact.
     fn results_doc(&self, peer: Option<&ResultsDoc>, congestion: Option<String>) -> ResultsDoc {
-        let streams = (0..self.senders.len())
-            .map(|i| {
-                let e = self.snapshot(i);
-                let id = stream_id(i);
-                let mut r = StreamResult {
-                    id,
-                    bytes: e.bytes,
-                    // iperf3 counts datagrams only: its TCP streams report 0.
-                    packets: if self.udp { e.packets } else { 0 },
-                    start_time: 0.0,
-                    end_time: e.last_ns.unwrap_or(0) as f64 / 1e9,
-                    ..StreamResult::default()
-                };
-                if !self.senders[i] && self.udp {
-                    let sent = peer
-                        .and_then(|d| d.streams.iter().find(|s| s.id == id))
-                        .map_or(e.max_seq, |s| s.packets);
-                    r.errors = sent.saturating_sub(e.packets) as i64;
-                    r.jitter = e.jitter_ns / 1e9;
-                }
-                r
-            })
+        let streams: Vec<StreamResult> = (0..self.senders.len())
+            .map(|i| self.stream_result(i, peer))
             .collect();
+        let sending = self.senders.iter().any(|s| *s);
+        // iperf3: -1 from a side that only receives, 1 from a TCP sender on Linux.
+        let sender_has_retransmits = match (sending, self.udp) {
+            (false, _) => -1,
+            (true, false) => 1,
+            (true, true) => 0,
+        };
+        let (user, system) = (0..self.senders.len())
+            .map(|i| self.snapshot(i).cpu_ns)
+            .fold((0u64, 0u64), |(u, s), (a, b)| (u + a, s + b));
+        let wall = self.start.elapsed().as_nanos().max(1) as f64;
+        let pct = |ns: u64| ns as f64 * 100.0 / wall;
         ResultsDoc {
-            cpu_util_total: 0.0,
-            cpu_util_user: 0.0,
-            cpu_util_system: 0.0,
-            sender_has_retransmits: 0,
+            cpu_util_total: pct(user + system),
+            cpu_util_user: pct(user),
+            cpu_util_system: pct(system),
+            sender_has_retransmits,
             congestion_used: congestion,
             streams,
         }
+    }
+
+    /// One stream's figures as iperf3 reports them: bytes after the omitted seconds; a UDP
+    /// receiver's `packets` the datagrams the sender sent up to the last one counted
+    /// (received and lost, iperf3's highest sequence number), so that the peer's loss
+    /// percentage, `errors` over `packets`, is right.
+    fn stream_result(&self, i: usize, peer: Option<&ResultsDoc>) -> StreamResult {
+        let e = self.snapshot(i);
+        let o = self.omitted.get(i).copied().unwrap_or_default();
+        let id = stream_id(i);
+        let sender = self.senders[i];
+        let end_ns = e.last_ns.unwrap_or(0);
+        let mut r = StreamResult {
+            id,
+            bytes: e.bytes.saturating_sub(o.bytes),
+            retransmits: -1,
+            start_time: 0.0,
+            end_time: end_ns.saturating_sub(self.omitted_for.as_nanos() as u64) as f64 / 1e9,
+            ..StreamResult::default()
+        };
+        if sender && !self.udp {
+            r.retransmits = e.tcp_info.map_or(0, |t| t.retransmits as i64);
+        }
+        if !self.udp {
+            // iperf3 counts datagrams only: its TCP streams report 0.
+        } else if sender {
+            r.packets = e.packets;
+            r.omitted_packets = o.packets;
+        } else {
+            let sent = peer
+                .and_then(|d| d.streams.iter().find(|s| s.id == id))
+                .map_or(e.max_seq, |s| s.packets);
+            let lost = sent.saturating_sub(e.packets);
+            r.errors = i64::try_from(lost).unwrap_or(i64::MAX);
+            r.packets = e.packets.saturating_add(lost);
+            r.omitted_packets = o.max_seq;
+            r.omitted_errors = i64::try_from(o.max_seq.saturating_sub(o.packets)).unwrap_or(0);
+            r.jitter = e.jitter_ns / 1e9;
+        }
+        r
     }
 
     /// This side's report of the streams in one direction (`sending`), as wirebench's
@@ -325,7 +424,9 @@ impl Streams {
 
 impl Drop for Streams {
     fn drop(&mut self) {
+        // Whatever ended the test, no peer waits for these bytes now.
         for l in &self.live {
+            l.quit.store(true, Ordering::Relaxed);
             l.stop.store(true, Ordering::Relaxed);
         }
         for t in self.threads.iter_mut().filter_map(Option::take) {

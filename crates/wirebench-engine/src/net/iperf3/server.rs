@@ -11,15 +11,16 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, SockRef, Socket, Type};
 
+use super::output;
 use super::registry::Waiting;
 use super::{budget, congestion_of, round, set_udp_window, set_window, Streams};
 use crate::control::admission::{PendingId, Ticket};
 use crate::control::memory::iperf3_test_memory;
 use crate::control::Session;
 use crate::control::SETUP_TIMEOUT;
-use crate::iperf3::admit::Admitted;
+use crate::iperf3::admit::{ie, Admitted, SocketOptions};
 use crate::iperf3::codec::{
-    check_cookie, connect_bytes, is_connect, COOKIE_LEN, IE_TOTAL_RATE, UDP_CONNECT_REPLY,
+    check_cookie, connect_bytes, is_connect, COOKIE_LEN, UDP_CONNECT_REPLY,
 };
 use crate::iperf3::server::{ServerAction, ServerSession};
 use crate::net::roles::Quiet;
@@ -163,6 +164,81 @@ fn server_sends(a: &Admitted) -> Vec<bool> {
     }
 }
 
+/// The results with the server's output (`--get-server-output`), as iperf3 sends them.
+#[derive(serde::Serialize)]
+struct WithOutput<'a> {
+    #[serde(flatten)]
+    doc: &'a crate::iperf3::ResultsDoc,
+    server_output_json: serde_json::Value,
+}
+
+/// A data connection's two ends, for the server's output.
+fn addresses(s: &DataSocket) -> Option<(SocketAddr, SocketAddr)> {
+    match s {
+        DataSocket::Tcp(t) => Some((t.local_addr().ok()?, t.peer_addr().ok()?)),
+        DataSocket::Udp(u) => Some((u.local_addr().ok()?, u.peer_addr().ok()?)),
+        DataSocket::User(_) => None,
+    }
+}
+
+/// What the server's senders may send in all: a test's amount, `-n`, or `-k` blocks. A TCP
+/// amount's bytes all arrive, and the client, which counts its reads of at most a block
+/// each, ends the test by then. A UDP amount may never arrive whole (a datagram lost), so
+/// its senders go on past it ([`PAST_AMOUNT`]), as `iperf3 -s`'s do until the client's
+/// TEST_END.
+fn sender_budget(p: &crate::iperf3::Params) -> Option<u64> {
+    let amount = if p.num > 0 {
+        p.num
+    } else {
+        p.blockcount.saturating_mul(p.len)
+    };
+    (amount > 0).then_some(amount)
+}
+
+/// How long the server's UDP senders go on past the test's amount: the client ends the test
+/// as soon as it has counted the amount, so a little more than the loss makes up; bounded,
+/// so that a client that stopped (and sends nothing during a UDP `-R` test) is not sent to
+/// until `--max-duration`: its test ends once nothing moves.
+const PAST_AMOUNT: Duration = Duration::from_secs(10);
+
+/// What the client asks of a data socket, set as `iperf3 -s` sets it (`-S`, `--fq-rate`,
+/// `-N`, `-M`, `--dont-fragment`); what the kernel refuses is left as it was, as
+/// wirebench's own socket options are.
+fn set_options(s: &DataSocket, o: &SocketOptions, ipv6: bool) {
+    let sock = match s {
+        DataSocket::Tcp(t) => SockRef::from(t),
+        DataSocket::Udp(u) => SockRef::from(u),
+        DataSocket::User(_) => return,
+    };
+    let tos = u32::try_from(o.tos).unwrap_or(0);
+    if tos > 0 {
+        let _ = if ipv6 {
+            sock.set_tclass_v6(tos)
+        } else {
+            sock.set_tos(tos)
+        };
+    }
+    if o.fq_rate_bps > 0 {
+        let _ = crate::sys::set_max_pacing_rate(&*sock, o.fq_rate_bps / 8);
+    }
+    match s {
+        DataSocket::Tcp(_) => {
+            if o.nodelay {
+                let _ = sock.set_nodelay(true);
+            }
+            if let Ok(mss) = u32::try_from(o.mss) {
+                if mss > 0 {
+                    let _ = sock.set_mss(mss);
+                }
+            }
+        }
+        DataSocket::Udp(_) if o.dont_fragment => {
+            let _ = crate::sys::set_dont_fragment(&*sock, ipv6);
+        }
+        _ => {}
+    }
+}
+
 /// How long the server waits, after ending a test, for the iperf3 client to close its
 /// control connection (it exits once it has read why).
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
@@ -297,20 +373,34 @@ impl Test<'_> {
             }
             ServerAction::TimeUp(why) => return Some(self.stop(why.to_string(), why.limit())),
             ServerAction::TestEnd => {
+                // The client counts no more: the senders stop at once (iperf3's server
+                // sends until it reads TEST_END, whatever -n or -k said).
                 if let Some(s) = self.streams.as_mut() {
-                    s.stop_senders();
+                    s.quit_senders();
                 }
                 self.session.exchange(now);
             }
             ServerAction::PeerResults(doc) => {
+                let mut output = None;
                 let ours = match self.streams.as_mut() {
                     Some(s) => {
                         s.finish_receivers(Some(&doc));
-                        s.results_doc(Some(&doc), self.congestion.clone())
+                        let ours = s.results_doc(Some(&doc), self.congestion.clone());
+                        output = s.output.take().map(|o| o.finish(s, &ours, &doc));
+                        ours
                     }
                     None => Default::default(),
                 };
-                self.session.send_results(Instant::now(), &ours);
+                match output {
+                    Some(out) => self.session.send_results(
+                        Instant::now(),
+                        &WithOutput {
+                            doc: &ours,
+                            server_output_json: out,
+                        },
+                    ),
+                    None => self.session.send_results(Instant::now(), &ours),
+                }
             }
             ServerAction::Done => return Some("done".into()),
             ServerAction::Failed(e) => return Some(e.to_string()),
@@ -332,7 +422,8 @@ impl Test<'_> {
         if state.cfg.psk.is_some() && !state.cfg.allow_iperf3 {
             self.log_refused("the server requires a pre-shared key, which iperf3 cannot prove; serve --allow-iperf3 admits iperf3 clients");
             metrics.refused("auth_expected");
-            self.session.deny();
+            // iperf3's words for it: "test authorization failed".
+            self.session.refuse(ie::AUTH_TEST, 0);
             return Some("refused".into());
         }
         if state.shutdown.load(Ordering::Relaxed) {
@@ -367,7 +458,7 @@ impl Test<'_> {
         );
         if let Some(ticket) = self.ticket.as_mut() {
             if let Err(r) = self.state.admission().hold(ticket, memory) {
-                return self.session.refuse_for(r);
+                return self.session.refuse_for(r, p.udp);
             }
         }
         let (tx, r) = sync_channel(n as usize);
@@ -409,6 +500,7 @@ impl Test<'_> {
             } else if let DataSocket::Udp(u) = &s {
                 set_udp_window(SockRef::from(u), p.window);
             }
+            set_options(&s, a.options(), self.peer.is_ipv6());
             self.socks.push((order, s));
         }
         let senders = server_sends(a);
@@ -416,35 +508,53 @@ impl Test<'_> {
             return Ok(());
         }
         self.socks.sort_by_key(|(order, _)| *order);
-        let socks = std::mem::take(&mut self.socks)
+        let socks: Vec<DataSocket> = std::mem::take(&mut self.socks)
             .into_iter()
             .map(|(_, s)| s)
             .collect();
+        let output = p.get_server_output.then(|| {
+            let ends: Vec<_> = socks.iter().filter_map(addresses).collect();
+            output::start_section(&ends, self.peer, p, a.options().tos)
+        });
         self.state.iperf3.remove(&self.cookie);
         let limits = TestLimits {
             max_bytes: self.state.cfg.max_bytes,
             max_rate_bps: self.state.cfg.max_rate_bps,
         };
         let (max_pps, streams) = (self.state.cfg.budget.max_pps, senders.len() as u32);
+        // TEST_START and TEST_RUNNING go out before the first byte: an iperf3 client counts
+        // only once it has read TEST_RUNNING (a UDP datagram before it would count as lost).
+        // The session holds the test's deadlines from here: its length and the client's
+        // silence.
+        self.session.run(Instant::now());
+        self.pump.flush(&mut self.session);
         let plan = Plan {
             sender: true,
             len: a.block_len(),
             rate_bps: p.bandwidth,
+            burst: u32::try_from(a.options().burst).unwrap_or(1),
             wide: p.udp_counters_64bit,
-            budget: budget((p.num > 0).then_some(p.num)),
+            budget: budget(sender_budget(p)),
             start: Instant::now(),
             epoch_unix_ns: crate::sys::unix_now_ns(),
-            stop_at_ns: self.session.sender_stop_ns(),
+            // The senders run until the client's TEST_END (or a bound of the session's).
+            stop_at_ns: u64::MAX,
+            past_budget_ns: if p.udp {
+                PAST_AMOUNT.as_nanos() as u64
+            } else {
+                0
+            },
             limit: (limits != TestLimits::default() || max_pps.is_some())
                 .then(|| MoveLimit::share(limits, streams, p.len).with_packets(max_pps, streams)),
         };
-        let streams = Streams::start(socks, senders, &plan, Duration::from_secs(1), None)
+        let mut streams = Streams::start(socks, senders, &plan, Duration::from_secs(1), None)
             .map_err(|e| e.to_string())?;
+        streams.omit(Duration::from_secs(p.omit));
+        if let Some(start) = output {
+            streams.output = Some(output::ServerOutput::new(start, streams.senders.len()));
+        }
         self.streams = Some(streams);
         self.state.metrics.tests_started.inc();
-        // The session holds the test's deadlines from here: its length and the client's
-        // silence.
-        self.session.run(Instant::now());
         Ok(())
     }
 
@@ -497,7 +607,7 @@ impl Test<'_> {
     fn stop(&mut self, text: String, limit: Option<ErrorKind>) -> String {
         self.limited = limit;
         if limit == Some(ErrorKind::MaxRate) {
-            self.session.refuse(IE_TOTAL_RATE, 0);
+            self.session.refuse(ie::TOTAL_RATE, 0);
         } else {
             self.session.terminate();
         }
