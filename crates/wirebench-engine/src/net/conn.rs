@@ -53,7 +53,7 @@ pub(super) fn admitted(
     client_host: String,
     state: &State,
 ) {
-    let (Ok(peer), Ok(local)) = (conn.peer_addr(), conn.local_addr()) else {
+    let Ok((peer, local)) = super::ends(&conn) else {
         state.leave_pending(id);
         return;
     };

@@ -48,6 +48,12 @@ impl ServerHandle {
     pub fn wait_idle(&self, until: std::time::Instant) -> usize {
         self.state.wait_idle(until)
     }
+
+    /// Waits until `n` admitted tests (wirebench's or iperf3's) have ended since the start
+    /// (`serve -1`: one, then the server exits).
+    pub fn wait_tests_ended(&self, n: u64) {
+        self.state.wait_tests_ended(n);
+    }
 }
 
 /// A bound server, ready to run.
@@ -59,39 +65,78 @@ pub struct Server {
     iperf3: Option<super::iperf3::server::Iperf3Port>,
 }
 
-fn reuse_port_udp(addr: SocketAddr) -> std::io::Result<Socket> {
-    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, None)?;
+/// A socket of `addr`'s family. An IPv6 one takes IPv4 peers too (as `::ffff:a.b.c.d`)
+/// unless `v6_only`: IPV6_V6ONLY is set either way, since the host's default
+/// (net.ipv6.bindv6only) may be either.
+fn socket(addr: SocketAddr, ty: Type, v6_only: bool) -> std::io::Result<Socket> {
+    let s = Socket::new(Domain::for_address(addr), ty, None)?;
+    if addr.is_ipv6() {
+        s.set_only_v6(v6_only)?;
+    }
+    Ok(s)
+}
+
+/// A UDP socket bound to `addr` beside others on its port (SO_REUSEADDR, SO_REUSEPORT): the
+/// port's hello socket and each stream's socket connected to its client.
+pub(crate) fn reuse_port_udp(addr: SocketAddr, v6_only: bool) -> std::io::Result<Socket> {
+    let s = socket(addr, Type::DGRAM, v6_only)?;
     s.set_reuse_address(true)?;
     s.set_reuse_port(true)?;
     s.bind(&addr.into())?;
     Ok(s)
 }
 
+/// The TCP listener and the UDP socket of one port on `addr` (port 0: a free one, the same
+/// number for both). `flag` is the one that chooses the port, for the error.
+pub(crate) fn listen(
+    addr: SocketAddr,
+    v6_only: bool,
+    flag: &'static str,
+) -> Result<(TcpListener, UdpSocket), EngineError> {
+    let failed = |addr, udp, error| EngineError::Listen {
+        addr,
+        udp,
+        flag,
+        error,
+    };
+    let tcp = socket(addr, Type::STREAM, v6_only).map_err(|e| failed(addr, false, e))?;
+    let _ = tcp.set_reuse_address(true);
+    tcp.bind(&addr.into())
+        .and_then(|()| tcp.listen(128))
+        .map_err(|e| failed(addr, false, e))?;
+    let listener: TcpListener = tcp.into();
+    let bound = listener
+        .local_addr()
+        .map_err(|e| EngineError::io("reading the listening address", e))?;
+    let udp = reuse_port_udp(bound, v6_only).map_err(|e| failed(bound, true, e))?;
+    Ok((listener, udp.into()))
+}
+
+/// Where the server listens: `cfg.bind`, except that the IPv6 wildcard of a dual-stack
+/// server on a host without IPv6 (`socket` fails with EAFNOSUPPORT) is the IPv4 one.
+fn listen_addr(cfg: &ServerConfig) -> SocketAddr {
+    let dual_wildcard = cfg.bind.ip() == std::net::Ipv6Addr::UNSPECIFIED && !cfg.ipv6_only;
+    let no_ipv6 = || {
+        Socket::new(Domain::IPV6, Type::STREAM, None)
+            .is_err_and(|e| e.raw_os_error() == Some(libc::EAFNOSUPPORT))
+    };
+    if dual_wildcard && no_ipv6() {
+        return SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), cfg.bind.port());
+    }
+    cfg.bind
+}
+
 impl Server {
     /// Binds the TCP port and the UDP port of the same number.
     pub fn bind(cfg: ServerConfig) -> Result<Self, EngineError> {
         crate::sys::limit_allocator_arenas();
-        let tcp = Socket::new(Domain::for_address(cfg.bind), Type::STREAM, None)
-            .map_err(|e| EngineError::io("creating the listening socket", e))?;
-        let _ = tcp.set_reuse_address(true);
-        tcp.bind(&cfg.bind.into())
-            .map_err(|source| EngineError::Connect {
-                addr: format!("{} (bind)", cfg.bind),
-                source,
-            })?;
-        tcp.listen(128)
-            .map_err(|e| EngineError::io("listening", e))?;
-        let listener: TcpListener = tcp.into();
+        let (listener, udp) = listen(listen_addr(&cfg), cfg.ipv6_only, "-p")?;
         let addr = listener
             .local_addr()
             .map_err(|e| EngineError::io("reading the listening address", e))?;
-        let udp = reuse_port_udp(addr).map_err(|source| EngineError::Connect {
-            addr: format!("{addr} (UDP bind)"),
-            source,
-        })?;
         let iperf3 = cfg
             .iperf3_port
-            .map(|p| super::iperf3::server::bind_port(addr.ip(), p))
+            .map(|p| super::iperf3::server::bind_port(addr.ip(), p, cfg.ipv6_only))
             .transpose()?;
         let state = Arc::new(State {
             port: addr.port(),
@@ -107,6 +152,7 @@ impl Server {
             cfg,
             auth_failures: AtomicUsize::new(0),
             test_ended: std::sync::Condvar::new(),
+            tests_ended: Default::default(),
             metrics: super::metrics::Metrics::default(),
             shutdown: Arc::new(AtomicBool::new(false)),
             pending: Mutex::new(HashMap::new()),
@@ -129,7 +175,7 @@ impl Server {
         };
         Ok(Self {
             listener,
-            udp: udp.into(),
+            udp,
             state,
             metrics,
             iperf3,
@@ -205,6 +251,9 @@ fn udp_hellos(udp: &UdpSocket, state: &State) {
         let Ok((n, src)) = udp.recv_from(&mut buf) else {
             continue;
         };
+        // As the control connection's peer was taken (an IPv4 client of a dual-stack
+        // socket is its IPv4 address).
+        let src = super::canonical(src);
         if super::iperf3::server::udp_connect(state, &buf[..n], src) {
             continue;
         }
@@ -222,7 +271,7 @@ fn udp_hellos(udp: &UdpSocket, state: &State) {
         if p.peer != src.ip() || p.protocol != Protocol::Udp || hello.stream >= p.streams {
             continue;
         }
-        let sock = reuse_port_udp(SocketAddr::new(p.local, state.port))
+        let sock = reuse_port_udp(SocketAddr::new(p.local, state.port), false)
             .and_then(|s| s.connect(&src.into()).map(|()| s));
         if let Ok(sock) = sock {
             let _ = p.tx.try_send((hello.stream, DataSocket::Udp(sock.into())));
