@@ -620,6 +620,7 @@ fn both_directions(
     }
     let mut back = cfg;
     back.spec.direction = Direction::Reverse;
+    back.spec.file_back = false;
     back.file = None;
     back.packet_log = None;
     if back.spec.file.is_some() {
