@@ -4,7 +4,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use wirebench_engine::{ServerConfig, DEFAULT_MAX_TIMING};
 use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
 use wirebench_proto::units::{parse_duration, parse_rate, parse_size, Rate};
@@ -31,6 +31,102 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The command line as `main` parses it, and as `completions` and `man` describe it: the
+/// derived flags, `run`'s and `sweep`'s help in groups, and values that may start with `-`
+/// (`-t -5` is a bad duration, not an unknown flag).
+pub fn command() -> clap::Command {
+    Cli::command()
+        .mut_subcommand("run", |c| in_groups(c, "More options"))
+        .mut_subcommand("sweep", |c| in_groups(c, "Sweep"))
+        .mut_subcommand("serve", |c| c.mut_args(|a| negative_values(a)))
+}
+
+/// Parses `args` (the program's name first) as [`command`] describes them.
+pub fn parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let matches = command().try_get_matches_from(args)?;
+    Cli::from_arg_matches(&matches)
+}
+
+/// `run --help`'s groups, in the order they are listed: each flag (by its field's name)
+/// under its heading, the common ones first. A heading's place is that of its first flag in
+/// the definitions above, so the groups come out in this order.
+const RUN_GROUPS: &[(&str, &[&str])] = &[
+    (
+        "Test",
+        &[
+            "port",
+            "udp",
+            "tcp",
+            "time",
+            "bytes",
+            "blockcount",
+            "rate",
+            "size",
+            "parallel",
+            "reverse",
+            "bidir",
+            "omit",
+            "window",
+            "ipv4",
+            "ipv6",
+            "bind",
+            "mode",
+            "gap",
+            "psk_file",
+        ],
+    ),
+    (
+        "Output",
+        &["interval", "json", "json_stream", "format", "verbose"],
+    ),
+    ("UDP", &["drain", "no_offload", "packet_log"]),
+    (
+        "rr, crr, rrul and stop-and-wait",
+        &["ack_timeout", "response_size", "idle", "busy_poll"],
+    ),
+    ("TCP", &["cc", "zerocopy"]),
+    ("Files", &["file", "both_directions", "save"]),
+    ("iperf3", &["iperf3", "forceflush", "get_server_output"]),
+    (
+        "Stacks",
+        &["stack", "stack_device", "stack_addr", "stack_buffer"],
+    ),
+];
+
+/// Puts `cmd`'s flags under [`RUN_GROUPS`]' headings, others under `rest` (a flag added
+/// without a place there still shows).
+fn in_groups(cmd: clap::Command, rest: &'static str) -> clap::Command {
+    cmd.mut_args(|arg| {
+        let arg = negative_values(arg);
+        if arg.is_positional() || matches!(arg.get_id().as_str(), "help" | "version") {
+            return arg;
+        }
+        let place = RUN_GROUPS.iter().find_map(|(heading, ids)| {
+            let at = ids.iter().position(|id| *id == arg.get_id().as_str())?;
+            Some((*heading, at))
+        });
+        match place {
+            Some((heading, at)) => arg.help_heading(heading).display_order(at),
+            None => arg.help_heading(rest),
+        }
+    })
+}
+
+/// A flag's value may start with `-` when it is a number: a negative one is refused by its
+/// parser, in words, rather than taken for an unknown flag.
+fn negative_values(arg: clap::Arg) -> clap::Arg {
+    // Not the host: `run -1` is iperf3's one-off flag, answered as such.
+    if arg.get_action().takes_values() && !arg.is_positional() {
+        arg.allow_negative_numbers(true)
+    } else {
+        arg
+    }
 }
 
 /// Subcommands.
@@ -62,8 +158,20 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff) on stdout, e.g. `wirebench man | man -l -`.
-    Man,
+    /// Print a manual page (roff) on stdout, e.g. `wirebench man run | man -l -`, or write
+    /// every page into a directory (`--dir /usr/local/share/man/man1`).
+    Man(ManArgs),
+}
+
+/// `wirebench man`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The page of this command (e.g. run, serve, lab up); none: wirebench(1).
+    #[arg(value_name = "COMMAND")]
+    pub command: Vec<String>,
+    /// Write every page into DIR instead (wirebench.1, wirebench-run.1, ...).
+    #[arg(long, value_name = "DIR", conflicts_with = "command")]
+    pub dir: Option<PathBuf>,
 }
 
 /// `wirebench lab`.
@@ -366,9 +474,21 @@ pub struct PacketLogArgs {
 /// `wirebench serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "0.0.0.0")]
-    pub bind: IpAddr,
+    /// Address to listen on (as iperf3's -B). Default: every address, IPv6 and IPv4 (one
+    /// dual-stack socket, `[::]`).
+    #[arg(short = 'B', long, value_name = "ADDRESS")]
+    pub bind: Option<IpAddr>,
+    /// Listen on IPv4 only (0.0.0.0 unless --bind).
+    #[arg(
+        short = '4',
+        long = "ipv4",
+        alias = "version4",
+        conflicts_with = "ipv6"
+    )]
+    pub ipv4: bool,
+    /// Listen on IPv6 only (`[::]` unless --bind): IPv4 clients are refused.
+    #[arg(short = '6', long = "ipv6", alias = "version6")]
+    pub ipv6: bool,
     /// TCP port for control and data; UDP data uses the same number (0: any free port).
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
@@ -404,6 +524,9 @@ pub struct ServeArgs {
     /// Do not log one line per session on stderr.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Serve one test, then exit (as iperf3's -1/--one-off).
+    #[arg(short = '1', long)]
+    pub one_off: bool,
     /// Clients must prove they hold the pre-shared key in FILE (at least 16 bytes; or give it
     /// in the WIREBENCH_PSK variable).
     #[arg(long, value_name = "FILE")]
@@ -460,6 +583,22 @@ pub enum LiveWhen {
 }
 
 impl ServeArgs {
+    /// The address to listen on: --bind, else the wildcard of -4, -6, or both (dual stack).
+    fn listen_ip(&self) -> Result<IpAddr, String> {
+        use std::net::{Ipv4Addr, Ipv6Addr};
+        match (self.bind, self.ipv4, self.ipv6) {
+            (Some(ip @ IpAddr::V6(_)), true, _) => Err(format!(
+                "-4 listens on IPv4, and --bind {ip} is IPv6: leave one out"
+            )),
+            (Some(ip @ IpAddr::V4(_)), _, true) => Err(format!(
+                "-6 listens on IPv6, and --bind {ip} is IPv4: leave one out"
+            )),
+            (Some(ip), _, _) => Ok(ip),
+            (None, true, _) => Ok(Ipv4Addr::UNSPECIFIED.into()),
+            (None, _, _) => Ok(Ipv6Addr::UNSPECIFIED.into()),
+        }
+    }
+
     /// The server configuration these flags describe.
     pub fn config(&self) -> Result<ServerConfig, String> {
         let max_rate_bps = match self.max_rate {
@@ -498,7 +637,8 @@ impl ServeArgs {
             psk: crate::psk::load_psk(self.psk_file.as_deref())?,
             save_dir: self.save_dir.clone().map(|d| self.budget.save_dir(d)),
             files_dir: self.files_dir.clone(),
-            bind: SocketAddr::new(self.bind, self.port),
+            bind: SocketAddr::new(self.listen_ip()?, self.port),
+            ipv6_only: self.ipv6,
             max_tests: self.max_tests as usize,
             max_duration: self.max_duration,
             budget: self.budget.budget(max_rate_bps)?,
@@ -550,17 +690,21 @@ pub struct RunArgs {
     pub mode: ModeArg,
     /// Message size in bytes (TCP: 1 to 16Mi, default 128Ki; UDP: 1 to 65507, default 1472;
     /// --mode rr: the request, default 64).
-    #[arg(short = 'l', long, value_parser = parse_size)]
+    #[arg(short = 'l', long, alias = "length", value_parser = parse_size)]
     pub size: Option<u64>,
     /// Amount of data to send (e.g. 100M, 1GiB); the last message may be shorter.
     #[arg(short = 'n', long, value_parser = parse_size, conflicts_with = "time")]
     pub bytes: Option<u64>,
+    /// Send N messages of --size (as iperf3's -k/--blockcount; e.g. 1000, 1K): -n N × size.
+    #[arg(short = 'k', long, value_name = "N", value_parser = parse_size,
+          conflicts_with_all = ["bytes", "time"])]
+    pub blockcount: Option<u64>,
     /// How long to send (e.g. 10s, 250ms); default 10s when --bytes is not given.
     #[arg(short = 't', long, value_parser = parse_duration)]
     pub time: Option<Duration>,
     /// Sending rate: bits/s (10M, 2.5G) or packets/s (100kpps); 0 is unlimited.
     /// Default: unlimited for TCP, 1G for UDP.
-    #[arg(short = 'b', long, value_parser = parse_rate)]
+    #[arg(short = 'b', long, aliases = ["bitrate", "bandwidth"], value_parser = parse_rate)]
     pub rate: Option<Rate>,
     /// Pause after each message (e.g. 1ms), to send more gently than the rate alone would.
     #[arg(long, value_parser = parse_duration)]
@@ -611,11 +755,11 @@ pub struct RunArgs {
     pub response_size: Option<u64>,
     /// TCP congestion control for the data connection, on both sides (e.g. cubic, reno,
     /// bbr); default: each host's own. What was used is in the results' datapath.
-    #[arg(long, value_name = "ALGO")]
+    #[arg(short = 'C', long, alias = "congestion", value_name = "ALGO")]
     pub cc: Option<String>,
     /// TCP: send with MSG_ZEROCOPY; the results say whether the kernel really skipped the
     /// copy (it does not on loopback).
-    #[arg(long)]
+    #[arg(short = 'Z', long)]
     pub zerocopy: bool,
     /// --mode rr and crr: both sides spin on the non-blocking socket for up to DURATION
     /// (default 50us, the kernel's suggested busy_read) before each blocking wait, and ask
@@ -626,7 +770,7 @@ pub struct RunArgs {
     pub busy_poll: Option<Duration>,
     /// Send this file's contents (the amount is its size; a server with --save-dir saves it).
     /// With -R: the NAME of a file in the server's --files-dir, which the server sends.
-    #[arg(long, value_name = "PATH", conflicts_with_all = ["bytes", "time"])]
+    #[arg(short = 'F', long, value_name = "PATH", conflicts_with_all = ["bytes", "time", "blockcount"])]
     pub file: Option<PathBuf>,
     /// Authenticate with the pre-shared key in FILE (or the WIREBENCH_PSK variable), for a
     /// server started with one.
@@ -672,15 +816,20 @@ pub struct RunCmd {
 #[derive(Debug, Clone, Args)]
 pub struct ClientArgs {
     /// Write the test as it goes as NDJSON on stdout: a `start` event, an `interval` event
-    /// per interval of either side, then `end` (the results document) or `error` (see
-    /// docs/results.md).
+    /// per interval of either side, then `end` (the results document, as --json prints it)
+    /// or `error`.
     #[arg(long, conflicts_with_all = ["json", "format"])]
     pub json_stream: bool,
     /// Connect over IPv4 only.
-    #[arg(short = '4', long = "ipv4", conflicts_with = "ipv6")]
+    #[arg(
+        short = '4',
+        long = "ipv4",
+        alias = "version4",
+        conflicts_with = "ipv6"
+    )]
     pub ipv4: bool,
     /// Connect over IPv6 only.
-    #[arg(short = '6', long = "ipv6")]
+    #[arg(short = '6', long = "ipv6", alias = "version6")]
     pub ipv6: bool,
     /// The local address of the control and data sockets (as iperf3's -B on a client), e.g.
     /// to pick the interface of a multi-homed host; a wirebench server only (not with
@@ -692,9 +841,25 @@ pub struct ClientArgs {
         conflicts_with = "iperf3"
     )]
     pub bind: Option<IpAddr>,
+    /// iperf3's flags that wirebench does without.
+    #[command(flatten)]
+    pub iperf3_habits: Iperf3Habits,
     /// The TCP/IP stack of the data connection.
     #[command(flatten)]
     pub stack: StackArgs,
+}
+
+/// iperf3's client flags that ask for what wirebench always does: accepted, so that
+/// iperf3's scripts run unchanged.
+#[derive(Debug, Clone, Args)]
+pub struct Iperf3Habits {
+    /// Accepted for iperf3's scripts: wirebench flushes each line as it prints it.
+    #[arg(long)]
+    pub forceflush: bool,
+    /// Accepted for iperf3's scripts: the server's figures are always in the results (its
+    /// lines, and the document's server side).
+    #[arg(long)]
+    pub get_server_output: bool,
 }
 
 /// `--stack` and its settings, for `run` and `serve`.
@@ -808,7 +973,13 @@ impl RunArgs {
             None if protocol == Protocol::Udp => (Some(DEFAULT_UDP_RATE_BPS), None),
             None => (None, None),
         };
-        let duration = match (self.bytes, self.time) {
+        let bytes = match (self.bytes, self.blockcount) {
+            (None, Some(blocks)) => Some(blocks.checked_mul(size).ok_or_else(|| {
+                format!("-k {blocks} messages of {size} bytes is too many bytes: give fewer")
+            })?),
+            (bytes, _) => bytes,
+        };
+        let duration = match (bytes, self.time) {
             (None, None) => Some(Duration::from_secs(10)),
             (_, t) => t,
         };
@@ -837,7 +1008,7 @@ impl RunArgs {
                 Direction::Forward
             },
             size,
-            bytes: self.bytes,
+            bytes,
             duration_ns: duration.map(ns),
             rate_bps,
             rate_pps,
@@ -855,6 +1026,7 @@ impl RunArgs {
             congestion: self.cc.clone(),
             zerocopy: self.zerocopy,
             file: None,
+            file_back: false,
             socket_buffer_bytes: self.window,
             omit_ns: self.omit.map_or(0, ns),
             busy_poll_ns: self.busy_poll.map(ns).filter(|&n| n > 0),
@@ -874,6 +1046,8 @@ impl RunArgs {
                 spec.file = path.file_name().map(|n| n.to_string_lossy().into_owned());
                 spec.bytes = Some(spec.bytes_for_file(meta.len()));
                 spec.duration_ns = None;
+                // The server says now, before the file goes, whether it can send it back.
+                spec.file_back = self.both_directions;
             }
         } else if self.save.is_some() {
             return Err("--save applies to -R --file".into());
