@@ -7,6 +7,7 @@ pub(crate) mod client;
 mod conn;
 mod handshake;
 pub(crate) mod iperf3;
+mod listen;
 mod metrics;
 mod metrics_http;
 pub(crate) mod roles;

@@ -15,10 +15,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 
-use socket2::{Domain, Socket, Type};
 use wirebench_proto::header::UdpHello;
 use wirebench_proto::spec::Protocol;
 
+use super::listen::{listen, listen_addr, reuse_port_udp};
 use super::shared::State;
 pub use super::shared::{ServerBudget, ServerConfig, DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING};
 use crate::control::admission::{Admission, SlotLimits};
@@ -63,67 +63,6 @@ pub struct Server {
     state: Arc<State>,
     metrics: Option<SocketAddr>,
     iperf3: Option<super::iperf3::server::Iperf3Port>,
-}
-
-/// A socket of `addr`'s family. An IPv6 one takes IPv4 peers too (as `::ffff:a.b.c.d`)
-/// unless `v6_only`: IPV6_V6ONLY is set either way, since the host's default
-/// (net.ipv6.bindv6only) may be either.
-fn socket(addr: SocketAddr, ty: Type, v6_only: bool) -> std::io::Result<Socket> {
-    let s = Socket::new(Domain::for_address(addr), ty, None)?;
-    if addr.is_ipv6() {
-        s.set_only_v6(v6_only)?;
-    }
-    Ok(s)
-}
-
-/// A UDP socket bound to `addr` beside others on its port (SO_REUSEADDR, SO_REUSEPORT): the
-/// port's hello socket and each stream's socket connected to its client.
-pub(crate) fn reuse_port_udp(addr: SocketAddr, v6_only: bool) -> std::io::Result<Socket> {
-    let s = socket(addr, Type::DGRAM, v6_only)?;
-    s.set_reuse_address(true)?;
-    s.set_reuse_port(true)?;
-    s.bind(&addr.into())?;
-    Ok(s)
-}
-
-/// The TCP listener and the UDP socket of one port on `addr` (port 0: a free one, the same
-/// number for both). `flag` is the one that chooses the port, for the error.
-pub(crate) fn listen(
-    addr: SocketAddr,
-    v6_only: bool,
-    flag: &'static str,
-) -> Result<(TcpListener, UdpSocket), EngineError> {
-    let failed = |addr, udp, error| EngineError::Listen {
-        addr,
-        udp,
-        flag,
-        error,
-    };
-    let tcp = socket(addr, Type::STREAM, v6_only).map_err(|e| failed(addr, false, e))?;
-    let _ = tcp.set_reuse_address(true);
-    tcp.bind(&addr.into())
-        .and_then(|()| tcp.listen(128))
-        .map_err(|e| failed(addr, false, e))?;
-    let listener: TcpListener = tcp.into();
-    let bound = listener
-        .local_addr()
-        .map_err(|e| EngineError::io("reading the listening address", e))?;
-    let udp = reuse_port_udp(bound, v6_only).map_err(|e| failed(bound, true, e))?;
-    Ok((listener, udp.into()))
-}
-
-/// Where the server listens: `cfg.bind`, except that the IPv6 wildcard of a dual-stack
-/// server on a host without IPv6 (`socket` fails with EAFNOSUPPORT) is the IPv4 one.
-fn listen_addr(cfg: &ServerConfig) -> SocketAddr {
-    let dual_wildcard = cfg.bind.ip() == std::net::Ipv6Addr::UNSPECIFIED && !cfg.ipv6_only;
-    let no_ipv6 = || {
-        Socket::new(Domain::IPV6, Type::STREAM, None)
-            .is_err_and(|e| e.raw_os_error() == Some(libc::EAFNOSUPPORT))
-    };
-    if dual_wildcard && no_ipv6() {
-        return SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), cfg.bind.port());
-    }
-    cfg.bind
 }
 
 impl Server {

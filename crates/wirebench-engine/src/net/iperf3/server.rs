@@ -22,8 +22,8 @@ use crate::iperf3::codec::{
     check_cookie, connect_bytes, is_connect, COOKIE_LEN, IE_TOTAL_RATE, UDP_CONNECT_REPLY,
 };
 use crate::iperf3::server::{ServerAction, ServerSession};
+use crate::net::listen::reuse_port_udp;
 use crate::net::roles::Quiet;
-use crate::net::server::reuse_port_udp;
 use crate::net::shared::{log, log_refused, q, State};
 use crate::net::{Pump, SETUP_TICK, TICK};
 use crate::role::iperf3::Plan;
@@ -114,7 +114,7 @@ pub(crate) fn bind_port(
     v6_only: bool,
 ) -> Result<Iperf3Port, EngineError> {
     let (tcp, udp) =
-        crate::net::server::listen(SocketAddr::new(ip, port), v6_only, "--iperf3-port")?;
+        crate::net::listen::listen(SocketAddr::new(ip, port), v6_only, "--iperf3-port")?;
     Ok(Iperf3Port { tcp, udp })
 }
 
