@@ -666,3 +666,54 @@ fn run_help_is_grouped_and_names_no_repository_file() {
     let page = String::from_utf8_lossy(&out.stdout);
     assert!(page.contains(".SH EXAMPLES"), "{page}");
 }
+
+/// On the dual-stack socket an IPv4 client is capped by its own IPv4 address: 127.0.0.1
+/// and 127.0.0.2 each hold their slot, where their mapped forms (::ffff:127.0.0.x) would
+/// share one IPv6 /64.
+#[test]
+fn ipv4_clients_of_a_dual_stack_server_are_capped_each_by_its_address() {
+    let (mut server, banner, port, log) =
+        serve_as(&["--max-tests", "4", "--max-tests-per-client", "1"]);
+    let _ = std::fs::remove_file(log);
+    assert!(banner.contains("IPv6 and IPv4"), "{banner}");
+    let mut first = wirebench()
+        .args(["run", "127.0.0.1", "-p", &port, "-t", "5", "--json-stream"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("first client");
+    // Admitted once an interval comes.
+    // Kept open to the end: a closed stdout would end the first test early.
+    let mut lines = BufReader::new(first.stdout.take().expect("stdout")).lines();
+    let running = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.contains("\"event\":\"interval\""));
+    assert!(running, "the first test did not run");
+    let other = wirebench()
+        .args([
+            "run",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-B",
+            "127.0.0.2",
+            "-n",
+            "1M",
+        ])
+        .output()
+        .expect("second address");
+    let same = wirebench()
+        .args(["run", "127.0.0.1", "-p", &port, "-n", "1M"])
+        .output()
+        .expect("same address");
+    let _ = first.kill();
+    let _ = first.wait();
+    drop(lines);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(other.status.success(), "{other:?}");
+    assert_eq!(same.status.code(), Some(1), "{same:?}");
+    let err = String::from_utf8_lossy(&same.stderr);
+    assert!(err.contains("127.0.0.1 already runs 1 tests"), "{err}");
+}
