@@ -68,15 +68,16 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print a manual page (roff) on stdout, e.g. `wirebench man run | man -l -`, or write
-    /// every page into a directory (`--dir /usr/local/share/man/man1`).
+    /// Print the manual pages (roff) on stdout, e.g. `wirebench man | man -l -` (or one
+    /// command's: `wirebench man run`), or write a page per command into a directory
+    /// (`--dir /usr/local/share/man/man1`).
     Man(ManArgs),
 }
 
 /// `wirebench man`.
 #[derive(Debug, Args)]
 pub struct ManArgs {
-    /// The page of this command (e.g. run, serve, lab up); none: wirebench(1).
+    /// The page of this command only (e.g. run, serve, lab up); none: every page.
     #[arg(value_name = "COMMAND")]
     pub command: Vec<String>,
     /// Write every page into DIR instead (wirebench.1, wirebench-run.1, ...).

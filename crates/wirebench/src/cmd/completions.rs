@@ -18,14 +18,22 @@ pub fn completions(shell: clap_complete::Shell) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Prints one manual page (wirebench(1), or the command's), or writes every page into
-/// `--dir`: one per command, as the SUBCOMMANDS sections name them (`wirebench-run(1)`).
+/// Writes every page into `--dir`, one per command, as the SUBCOMMANDS sections name them
+/// (`wirebench-run(1)`); or prints the page of the command named; or, with neither, every
+/// page one after the other (`wirebench man | man -l -` reads them all).
 pub fn man(args: &ManArgs) -> Result<(), Failure> {
     let mut root = crate::cli::command().disable_help_subcommand(true);
     // Names each subcommand as its page does (wirebench-run, wirebench-lab-up).
     root.build();
     if let Some(dir) = &args.dir {
         return write_all(&root, dir);
+    }
+    if args.command.is_empty() {
+        let mut out = io::stdout().lock();
+        every_page(&root, &mut out)
+            .and_then(|()| out.flush())
+            .context("writing the manual pages")?;
+        return Ok(());
     }
     let mut cmd = &root;
     for name in &args.command {
@@ -34,7 +42,7 @@ pub fn man(args: &ManArgs) -> Result<(), Failure> {
             .find(|s| s.get_name() == name && !s.is_hide_set())
             .ok_or_else(|| {
                 Failure::Usage(format!(
-                    "no command {name:?} to show the page of: try `wirebench man` for the list"
+                    "no command {name:?} to show the page of: `wirebench --help` lists them"
                 ))
             })?;
     }
@@ -54,6 +62,15 @@ fn write_all(cmd: &clap::Command, dir: &Path) -> Result<(), Failure> {
     std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         write_all(sub, dir)?;
+    }
+    Ok(())
+}
+
+/// The page of `cmd`, then those of its visible subcommands, depth first.
+fn every_page(cmd: &clap::Command, out: &mut dyn Write) -> io::Result<()> {
+    page(cmd, out)?;
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        every_page(sub, out)?;
     }
     Ok(())
 }
