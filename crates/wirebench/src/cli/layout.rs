@@ -5,13 +5,13 @@ use clap::{CommandFactory, FromArgMatches};
 use super::Cli;
 
 /// The command line as `main` parses it, and as `completions` and `man` describe it: the
-/// derived flags, `run`'s and `sweep`'s help in groups, and values that may start with `-`
-/// (`-t -5` is a bad duration, not an unknown flag).
+/// derived flags, `run`'s, `sweep`'s and `serve`'s help in groups, and values that may
+/// start with `-` (`-t -5` is a bad duration, not an unknown flag).
 pub fn command() -> clap::Command {
     Cli::command()
-        .mut_subcommand("run", |c| in_groups(c, "More options"))
-        .mut_subcommand("sweep", |c| in_groups(c, "Sweep"))
-        .mut_subcommand("serve", |c| c.mut_args(negative_values))
+        .mut_subcommand("run", |c| in_groups(c, RUN_GROUPS, "More options"))
+        .mut_subcommand("sweep", |c| in_groups(c, RUN_GROUPS, "Sweep"))
+        .mut_subcommand("serve", |c| in_groups(c, SERVE_GROUPS, "More options"))
 }
 
 /// Parses `args` (the program's name first) as [`command`] describes them.
@@ -70,15 +70,64 @@ const RUN_GROUPS: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// Puts `cmd`'s flags under [`RUN_GROUPS`]' headings, others under `rest` (a flag added
-/// without a place there still shows).
-fn in_groups(cmd: clap::Command, rest: &'static str) -> clap::Command {
+/// `serve --help`'s groups, as [`RUN_GROUPS`].
+const SERVE_GROUPS: &[(&str, &[&str])] = &[
+    (
+        "Listening",
+        &[
+            "port",
+            "bind",
+            "ipv4",
+            "ipv6",
+            "one_off",
+            "psk_file",
+            "iperf3_port",
+            "allow_iperf3",
+        ],
+    ),
+    (
+        "Server limits",
+        &[
+            "max_tests",
+            "max_tests_per_client",
+            "max_tests_per_minute",
+            "max_duration",
+            "max_rate",
+            "max_bytes",
+            "max_memory",
+            "max_pps",
+            "max_streams",
+            "max_size",
+            "max_timing",
+        ],
+    ),
+    ("Output", &["quiet", "live", "stats", "metrics", "verbose"]),
+    ("Files", &["save_dir", "save_quota", "files_dir"]),
+    (
+        "Stacks",
+        &[
+            "stack",
+            "stack_device",
+            "stack_addr",
+            "stack_buffer",
+            "stack_port",
+        ],
+    ),
+];
+
+/// Puts `cmd`'s flags under `groups`' headings, others under `rest` (a flag added without
+/// a place there still shows).
+fn in_groups(
+    cmd: clap::Command,
+    groups: &'static [(&'static str, &'static [&'static str])],
+    rest: &'static str,
+) -> clap::Command {
     cmd.mut_args(|arg| {
         let arg = negative_values(arg);
         if arg.is_positional() || matches!(arg.get_id().as_str(), "help" | "version") {
             return arg;
         }
-        let place = RUN_GROUPS.iter().find_map(|(heading, ids)| {
+        let place = groups.iter().find_map(|(heading, ids)| {
             let at = ids.iter().position(|id| *id == arg.get_id().as_str())?;
             Some((*heading, at))
         });
