@@ -827,4 +827,44 @@ mod tests {
         let s = spec_of(&["-b", "100pps"]).expect("a spec");
         assert_eq!((s.rate_bps, s.rate_pps), (None, Some(100)));
     }
+
+    /// iperf3's -k: N messages of -l, as bytes.
+    #[test]
+    fn blockcount_is_that_many_messages_of_size() {
+        let s = spec_of(&["-k", "100", "-l", "1000"]).expect("a spec");
+        assert_eq!((s.bytes, s.duration_ns), (Some(100_000), None));
+        let err = spec_of(&["-k", "18446744073709551615", "-l", "2"]).expect_err("too many bytes");
+        assert!(err.contains("-k"), "{err}");
+    }
+
+    fn serve_config(flags: &[&str]) -> Result<ServerConfig, String> {
+        let argv = [&["wirebench", "serve"][..], flags].concat();
+        match Cli::try_parse_from(argv)
+            .map_err(|e| e.to_string())?
+            .command
+        {
+            Command::Serve(s) => s.config(),
+            _ => Err("not serve".into()),
+        }
+    }
+
+    /// No address: `[::]`, both families; -4 and -6 pick one; an address of the other
+    /// family is refused in words.
+    #[test]
+    fn serve_listens_dual_stack_unless_told() {
+        let cfg = serve_config(&[]).expect("config");
+        assert_eq!(
+            (cfg.bind.to_string(), cfg.ipv6_only),
+            ("[::]:5300".into(), false)
+        );
+        let cfg = serve_config(&["-4"]).expect("config");
+        assert_eq!(cfg.bind.to_string(), "0.0.0.0:5300");
+        let cfg = serve_config(&["-6"]).expect("config");
+        assert_eq!(
+            (cfg.bind.to_string(), cfg.ipv6_only),
+            ("[::]:5300".into(), true)
+        );
+        let err = serve_config(&["-4", "--bind", "::1"]).expect_err("refused");
+        assert!(err.contains("-4") && err.contains("::1"), "{err}");
+    }
 }
