@@ -54,6 +54,18 @@ pub enum EngineError {
         /// Why.
         source: std::io::Error,
     },
+    /// A server could not listen (the port taken, an address not this host's).
+    #[error("{}", listen_message(*addr, *udp, flag, error))]
+    Listen {
+        /// Where it tried.
+        addr: std::net::SocketAddr,
+        /// Whether it was the UDP socket of that port.
+        udp: bool,
+        /// The flag that chooses the port (`-p`, `--iperf3-port`, `--metrics`).
+        flag: &'static str,
+        /// Why (in the message: not a separate cause, so it is said once).
+        error: std::io::Error,
+    },
     /// The control session ended it (a refusal, the peer's error, a limit, a timeout).
     #[error(transparent)]
     Session(#[from] SessionError),
@@ -85,12 +97,41 @@ impl EngineError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Self::Connect { .. } => ErrorKind::Connect,
+            Self::Listen { .. } => ErrorKind::Setup,
             Self::Session(e) => e.kind(),
             Self::Protocol(_) => ErrorKind::Protocol,
             Self::Timeout(_) => ErrorKind::Timeout,
             Self::Setup(_) => ErrorKind::Setup,
             Self::Io { .. } => ErrorKind::Io,
         }
+    }
+}
+
+/// [`EngineError::Listen`]'s words: what failed and the flag that fixes it.
+fn listen_message(
+    addr: std::net::SocketAddr,
+    udp: bool,
+    flag: &str,
+    error: &std::io::Error,
+) -> String {
+    use std::io::ErrorKind as K;
+    let on = if udp {
+        format!("{addr} (UDP)")
+    } else {
+        addr.to_string()
+    };
+    match error.kind() {
+        K::AddrInUse => format!("cannot listen on {on} (port in use): choose another with {flag}"),
+        K::AddrNotAvailable => {
+            format!(
+                "cannot listen on {on} (not an address of this host): name one of its addresses"
+            )
+        }
+        K::PermissionDenied => format!(
+            "cannot listen on {on} (permission denied: ports below 1024 need root or \
+             CAP_NET_BIND_SERVICE): choose another with {flag}"
+        ),
+        _ => format!("cannot listen on {on}: {error}"),
     }
 }
 

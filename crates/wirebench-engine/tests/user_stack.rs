@@ -201,6 +201,7 @@ impl UserStream for Stream {
 fn server(stack: &Arc<StandIn>) -> u16 {
     let server = Server::bind(ServerConfig {
         bind: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+        ipv6_only: false,
         max_tests: 8,
         max_duration: None,
         max_timing: Duration::from_secs(10),

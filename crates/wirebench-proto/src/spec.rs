@@ -139,6 +139,12 @@ pub struct TestSpec {
     /// `--save-dir` under this name. Reverse: a file in the server's `--files-dir`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
+    /// A forward file transfer that the client will ask back next (`--both-directions
+    /// --file`): the server refuses it before a byte moves unless its `--files-dir` holds a
+    /// file of that name to send back. Left out when off: a server that predates it takes
+    /// the test as before.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub file_back: bool,
     /// The socket buffer (SO_SNDBUF and SO_RCVBUF) both sides ask for on their data sockets
     /// (`-w/--window`, as iperf3's); none: TCP is left to the kernel's autotuning and UDP
     /// asks for a large one (4 MiB). The kernel caps what it grants; the
@@ -320,6 +326,7 @@ impl Default for TestSpec {
             congestion: None,
             zerocopy: false,
             file: None,
+            file_back: false,
             socket_buffer_bytes: None,
             omit_ns: 0,
             busy_poll_ns: None,
@@ -483,6 +490,14 @@ impl TestSpec {
         self
     }
 
+    /// Asks the server, at admission, whether it can send this file back afterwards
+    /// (`--both-directions`).
+    #[must_use]
+    pub fn file_back(mut self, yes: bool) -> Self {
+        self.file_back = yes;
+        self
+    }
+
     /// Asks for socket buffers of `bytes` (`-w`).
     #[must_use]
     pub fn socket_buffer_bytes(mut self, bytes: u64) -> Self {
@@ -520,6 +535,10 @@ impl TestSpec {
         self.check_amount()?;
         if let Some(name) = &self.file {
             self.check_file(name)?;
+        } else if self.file_back {
+            return Err(SpecError::File(
+                "a file asked back (--both-directions) needs the file: give --file",
+            ));
         }
         self.check_streams()?;
         self.check_timing()?;

@@ -11,6 +11,12 @@ use wirebench_proto::units::{parse_duration, parse_rate, parse_size, Rate};
 use wirebench_report::experiment::{Preset, VaryError};
 use wirebench_report::export::{Format, UnknownFormat};
 
+mod lab;
+mod layout;
+
+pub use lab::{LabAction, LabArgs, LinkArgs, ScenarioArgs};
+pub use layout::{command, parse_from};
+
 /// The port wirebench listens on unless told otherwise.
 pub const DEFAULT_PORT: u16 = 5300;
 
@@ -62,194 +68,21 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff) on stdout, e.g. `wirebench man | man -l -`.
-    Man,
+    /// Print the manual pages (roff) on stdout, e.g. `wirebench man | man -l -` (or one
+    /// command's: `wirebench man run`), or write a page per command into a directory
+    /// (`--dir /usr/local/share/man/man1`).
+    Man(ManArgs),
 }
 
-/// `wirebench lab`.
+/// `wirebench man`.
 #[derive(Debug, Args)]
-#[command(args_conflicts_with_subcommands = true, after_help = crate::LAB_EXIT_CODES)]
-pub struct LabArgs {
-    /// Keep a testbed up, enter it, take it down, or run a scenario.
-    #[command(subcommand)]
-    pub action: Option<LabAction>,
-    /// The link between the client host (10.77.0.1) and the server host (10.77.0.2).
-    #[command(flatten)]
-    pub link: LinkArgs,
-    /// In `exec` mode, run this in the server host instead of `wirebench serve` (split at
-    /// spaces, e.g. 'iperf3 -s').
-    #[arg(long, value_name = "COMMAND")]
-    pub serve: Option<String>,
-    /// Log what each direction of the link does, interval by interval, as CSV to FILE
-    /// (packets in, drops, delivered bytes and rate, longest queue wait); `wirebench plot
-    /// FILE` draws it.
-    #[arg(long, value_name = "FILE")]
-    pub link_log: Option<PathBuf>,
-    /// The interval of --link-log (1ms or more).
-    #[arg(long, value_name = "DURATION", default_value = "100ms")]
-    pub link_log_interval: String,
-    /// The client host's TCP/IP stack for its test traffic: kernel, or smoltcp (user space,
-    /// on a TUN device the lab makes; `run` then gets --stack smoltcp and its address).
-    #[arg(long, value_name = "STACK", default_value = "kernel")]
-    pub stack: wirebench_lab::user_stack::Stack,
-    /// The server host's TCP/IP stack for its test traffic: kernel, or smoltcp (the lab
-    /// makes its TUN device and forwards the data port to it; `wirebench serve` gets
-    /// --stack smoltcp).
-    #[arg(long, value_name = "STACK", default_value = "kernel")]
-    pub server_stack: wirebench_lab::user_stack::Stack,
-    /// What to run over the link: `run [run options]` (a wirebench test from the client host
-    /// to a server in the server host) or `exec [--] COMMAND...` (any program in the client
-    /// host; LAB_SERVER and LAB_CLIENT hold the two addresses).
-    #[arg(last = true, value_name = "run|exec ...")]
+pub struct ManArgs {
+    /// The page of this command only (e.g. run, serve, lab up); none: every page.
+    #[arg(value_name = "COMMAND")]
     pub command: Vec<String>,
-}
-
-/// `wirebench lab up|exec|down|scenario`.
-#[derive(Debug, Subcommand)]
-pub enum LabAction {
-    /// Build a testbed (one link, or a scenario's topology) and keep it until `lab down`.
-    Up {
-        /// Its name.
-        name: String,
-        /// The topology of this scenario file instead of one link.
-        #[arg(long, value_name = "FILE")]
-        scenario: Option<PathBuf>,
-        /// The link, without --scenario.
-        #[command(flatten)]
-        link: LinkArgs,
-    },
-    /// Run a command in a host of a testbed that is up.
-    Exec {
-        /// The testbed.
-        name: String,
-        /// The host (client or server for one link; a node name of the scenario).
-        host: String,
-        /// The command.
-        #[arg(last = true, required = true)]
-        command: Vec<String>,
-    },
-    /// Take a testbed down.
-    Down {
-        /// Its name.
-        name: String,
-    },
-    /// List the testbeds that are up.
-    List,
-    /// (internal) The process that builds and holds a testbed for `up`.
-    #[command(hide = true, name = "__hold")]
-    Hold {
-        /// Its name.
-        name: String,
-        /// The topology, as JSON.
-        topology: String,
-    },
-    /// Run a scenario file: its topology, stack profiles and tests, for its trials.
-    Scenario(ScenarioArgs),
-}
-
-/// `wirebench lab scenario`.
-#[derive(Debug, Args)]
-#[command(after_help = crate::LAB_EXIT_CODES)]
-pub struct ScenarioArgs {
-    /// The scenario (TOML).
-    pub file: PathBuf,
-    /// Trials per stack profile (default: the file's).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    pub trials: Option<u32>,
-    /// Copies of the network run at once, each in namespaces of its own (default: the
-    /// file's, or 1).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
-    pub parallel: Option<u32>,
-    /// Scale every test's duration (e.g. 0.1 for a quick look).
-    #[arg(long, default_value_t = 1.0)]
-    pub time_scale: f64,
-    /// Only these stack profiles (by name; repeat).
-    #[arg(long = "profile", value_name = "NAME")]
-    pub profiles: Vec<String>,
-    /// Where to save the results (default: ./wirebench-results/lab-NAME-DATE-TIME).
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-    /// Go on with the run in --out: trials already saved there are read, not run again
-    /// (all saved: only the summary is made again).
-    #[arg(long)]
-    pub resume: bool,
-    /// Run only shard I of N of the trials (trial t of profile p, of T trials each, is
-    /// number p·T + t and goes to shard (p·T + t) mod N), into an --out every shard shares; `auto`
-    /// reads a Slurm job array or a Kubernetes Indexed Job, as `sweep --shard auto`. A
-    /// sharded run resumes by itself; once every shard is done, `lab scenario FILE --out
-    /// DIR --resume` (no shard) writes the whole summary without running anything.
-    #[arg(long, value_name = "I/N|auto")]
-    pub shard: Option<String>,
-    /// Also log every link of every trial in intervals of this length (1ms or more), as
-    /// trials/NNNN-PROFILE-links.csv (the format of lab --link-log).
-    #[arg(long, value_name = "DURATION")]
-    pub link_log_interval: Option<String>,
-}
-
-/// One emulated link, as flags.
-#[derive(Debug, Args, Clone, Default)]
-pub struct LinkArgs {
-    /// Link rate, bits/s, each direction (e.g. 10M; default: no limit).
-    #[arg(long)]
-    pub rate: Option<String>,
-    /// One-way propagation delay, each direction (e.g. 50ms).
-    #[arg(long)]
-    pub delay: Option<String>,
-    /// Extra random delay per packet, up to this, never reordering (e.g. 2ms).
-    #[arg(long)]
-    pub jitter: Option<String>,
-    /// Random loss, each direction: a probability (0.05) or a percentage (5%).
-    #[arg(long)]
-    pub loss: Option<String>,
-    /// Random loss client → server.
-    #[arg(long)]
-    pub loss_up: Option<String>,
-    /// Random loss server → client.
-    #[arg(long)]
-    pub loss_down: Option<String>,
-    /// Mean length of a loss burst, packets (Gilbert-Elliott; default 1: independent).
-    #[arg(long)]
-    pub loss_burst: Option<f64>,
-    /// Queue before the link, packets (default 1000; 0: no limit by count).
-    #[arg(long)]
-    pub queue: Option<u32>,
-    /// Queue limit in bytes (e.g. 64K).
-    #[arg(long)]
-    pub queue_bytes: Option<String>,
-    /// Bytes added to each IP packet's length on the wire, for the rate (e.g. 38 for
-    /// Ethernet framing; default 0).
-    #[arg(long)]
-    pub overhead: Option<u32>,
-    /// Seed of the link's random loss and jitter (default 1).
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Offloads off on the link's interfaces, so that the emulator reads and writes one
-    /// wire packet per frame. By default hosts hand it GSO frames of up to 64 KiB (TSO, UDP
-    /// GSO), which it keeps whole while it charges rate, queue and loss per wire packet:
-    /// the same link, at a fraction of the emulator's CPU. A scenario's links always run
-    /// with offloads off.
-    #[arg(long)]
-    pub no_offload: bool,
-}
-
-impl LinkArgs {
-    /// The link properties these flags give.
-    pub fn props(&self) -> wirebench_lab::link_options::LinkProps {
-        wirebench_lab::link_options::LinkProps {
-            rate: self.rate.clone(),
-            delay: self.delay.clone(),
-            jitter: self.jitter.clone(),
-            loss: self.loss.clone(),
-            loss_up: self.loss_up.clone(),
-            loss_down: self.loss_down.clone(),
-            loss_burst: self.loss_burst,
-            queue: self.queue,
-            queue_bytes: self.queue_bytes.clone(),
-            overhead: self.overhead,
-            seed: self.seed,
-            ..Default::default()
-        }
-    }
+    /// Write every page into DIR instead (wirebench.1, wirebench-run.1, ...).
+    #[arg(long, value_name = "DIR", conflicts_with = "command")]
+    pub dir: Option<PathBuf>,
 }
 
 /// `wirebench plot`.
@@ -372,9 +205,21 @@ pub struct PacketLogArgs {
 /// `wirebench serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "0.0.0.0")]
-    pub bind: IpAddr,
+    /// Address to listen on (as iperf3's -B). Default: every address, IPv6 and IPv4 (one
+    /// dual-stack socket, `[::]`).
+    #[arg(short = 'B', long, value_name = "ADDRESS")]
+    pub bind: Option<IpAddr>,
+    /// Listen on IPv4 only (0.0.0.0 unless --bind).
+    #[arg(
+        short = '4',
+        long = "ipv4",
+        alias = "version4",
+        conflicts_with = "ipv6"
+    )]
+    pub ipv4: bool,
+    /// Listen on IPv6 only (`[::]` unless --bind): IPv4 clients are refused.
+    #[arg(short = '6', long = "ipv6", alias = "version6")]
+    pub ipv6: bool,
     /// TCP port for control and data; UDP data uses the same number (0: any free port).
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
@@ -410,6 +255,9 @@ pub struct ServeArgs {
     /// Do not log one line per session on stderr.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Serve one test, then exit (as iperf3's -1/--one-off).
+    #[arg(short = '1', long)]
+    pub one_off: bool,
     /// Clients must prove they hold the pre-shared key in FILE (at least 16 bytes; or give it
     /// in the WIREBENCH_PSK variable).
     #[arg(long, value_name = "FILE")]
@@ -466,6 +314,22 @@ pub enum LiveWhen {
 }
 
 impl ServeArgs {
+    /// The address to listen on: --bind, else the wildcard of -4, -6, or both (dual stack).
+    fn listen_ip(&self) -> Result<IpAddr, String> {
+        use std::net::{Ipv4Addr, Ipv6Addr};
+        match (self.bind, self.ipv4, self.ipv6) {
+            (Some(ip @ IpAddr::V6(_)), true, _) => Err(format!(
+                "-4 listens on IPv4, and --bind {ip} is IPv6: leave one out"
+            )),
+            (Some(ip @ IpAddr::V4(_)), _, true) => Err(format!(
+                "-6 listens on IPv6, and --bind {ip} is IPv4: leave one out"
+            )),
+            (Some(ip), _, _) => Ok(ip),
+            (None, true, _) => Ok(Ipv4Addr::UNSPECIFIED.into()),
+            (None, _, _) => Ok(Ipv6Addr::UNSPECIFIED.into()),
+        }
+    }
+
     /// The server configuration these flags describe.
     pub fn config(&self) -> Result<ServerConfig, String> {
         let max_rate_bps = match self.max_rate {
@@ -504,7 +368,8 @@ impl ServeArgs {
             psk: crate::psk::load_psk(self.psk_file.as_deref())?,
             save_dir: self.save_dir.clone().map(|d| self.budget.save_dir(d)),
             files_dir: self.files_dir.clone(),
-            bind: SocketAddr::new(self.bind, self.port),
+            bind: SocketAddr::new(self.listen_ip()?, self.port),
+            ipv6_only: self.ipv6,
             max_tests: self.max_tests as usize,
             max_duration: self.max_duration,
             budget: self.budget.budget(max_rate_bps)?,
@@ -556,7 +421,7 @@ pub struct RunArgs {
     pub mode: ModeArg,
     /// Message size in bytes (TCP: 1 to 16Mi, default 128Ki; UDP: 1 to 65507, default 1472;
     /// --mode rr: the request, default 64).
-    #[arg(short = 'l', long, value_parser = parse_size)]
+    #[arg(short = 'l', long, alias = "length", value_parser = parse_size)]
     pub size: Option<u64>,
     /// Amount of data to send (e.g. 100M, 1GiB); the last message may be shorter.
     #[arg(short = 'n', long, value_parser = parse_size, conflicts_with = "time")]
@@ -570,7 +435,7 @@ pub struct RunArgs {
     pub time: Option<Duration>,
     /// Sending rate: bits/s (10M, 2.5G) or packets/s (100kpps); 0 is unlimited.
     /// Default: unlimited for TCP, 1G for UDP.
-    #[arg(short = 'b', long, value_parser = parse_rate)]
+    #[arg(short = 'b', long, aliases = ["bitrate", "bandwidth"], value_parser = parse_rate)]
     pub rate: Option<Rate>,
     /// Pause after each message (e.g. 1ms), to send more gently than the rate alone would.
     #[arg(long, value_parser = parse_duration)]
@@ -624,11 +489,11 @@ pub struct RunArgs {
     pub response_size: Option<u64>,
     /// TCP congestion control for the data connection, on both sides (e.g. cubic, reno,
     /// bbr); default: each host's own. What was used is in the results' datapath.
-    #[arg(long, value_name = "ALGO")]
+    #[arg(short = 'C', long, alias = "congestion", value_name = "ALGO")]
     pub cc: Option<String>,
     /// TCP: send with MSG_ZEROCOPY; the results say whether the kernel really skipped the
     /// copy (it does not on loopback).
-    #[arg(long)]
+    #[arg(short = 'Z', long)]
     pub zerocopy: bool,
     /// --mode rr and crr: both sides spin on the non-blocking socket for up to DURATION
     /// (default 50us, the kernel's suggested busy_read) before each blocking wait, and ask
@@ -639,7 +504,7 @@ pub struct RunArgs {
     pub busy_poll: Option<Duration>,
     /// Send this file's contents (the amount is its size; a server with --save-dir saves it).
     /// With -R: the NAME of a file in the server's --files-dir, which the server sends.
-    #[arg(long, value_name = "PATH", conflicts_with_all = ["bytes", "time"])]
+    #[arg(short = 'F', long, value_name = "PATH", conflicts_with_all = ["bytes", "time", "blockcount"])]
     pub file: Option<PathBuf>,
     /// Authenticate with the pre-shared key in FILE (or the WIREBENCH_PSK variable), for a
     /// server started with one.
@@ -686,8 +551,8 @@ pub struct RunCmd {
 #[derive(Debug, Clone, Args)]
 pub struct ClientArgs {
     /// Write the test as it goes as NDJSON on stdout: a `start` event, an `interval` event
-    /// per interval of either side, then `end` (the results document) or `error` (see
-    /// docs/results.md).
+    /// per interval of either side, then `end` (the results document, as --json prints it)
+    /// or `error`.
     #[arg(long, conflicts_with_all = ["json", "format"])]
     pub json_stream: bool,
     /// Print every figure after the summary (as iperf3's -V): the totals table, delay and
@@ -698,10 +563,15 @@ pub struct ClientArgs {
     #[arg(long, action = clap::ArgAction::Version)]
     pub version: Option<bool>,
     /// Connect over IPv4 only.
-    #[arg(short = '4', long = "ipv4", conflicts_with = "ipv6")]
+    #[arg(
+        short = '4',
+        long = "ipv4",
+        alias = "version4",
+        conflicts_with = "ipv6"
+    )]
     pub ipv4: bool,
     /// Connect over IPv6 only.
-    #[arg(short = '6', long = "ipv6")]
+    #[arg(short = '6', long = "ipv6", alias = "version6")]
     pub ipv6: bool,
     /// The local address of the control and data sockets (as iperf3's -B on a client), e.g.
     /// to pick the interface of a multi-homed host (not with --mode crr).
@@ -710,9 +580,25 @@ pub struct ClientArgs {
     /// iperf3's options only an iperf3 server takes.
     #[command(flatten)]
     pub iperf3_only: crate::iperf3_args::Iperf3Args,
+    /// iperf3's flags that wirebench does without.
+    #[command(flatten)]
+    pub iperf3_habits: Iperf3Habits,
     /// The TCP/IP stack of the data connection.
     #[command(flatten)]
     pub stack: StackArgs,
+}
+
+/// iperf3's client flags that ask for what wirebench always does: accepted, so that
+/// iperf3's scripts run unchanged.
+#[derive(Debug, Clone, Args)]
+pub struct Iperf3Habits {
+    /// Accepted for iperf3's scripts: wirebench flushes each line as it prints it.
+    #[arg(long)]
+    pub forceflush: bool,
+    /// Accepted for iperf3's scripts: the server's figures are always in the results (its
+    /// lines, and the document's server side).
+    #[arg(long)]
+    pub get_server_output: bool,
 }
 
 /// `--stack` and its settings, for `run` and `serve`.
@@ -870,6 +756,7 @@ impl RunArgs {
             congestion: self.cc.clone(),
             zerocopy: self.zerocopy,
             file: None,
+            file_back: false,
             socket_buffer_bytes: self.window,
             omit_ns: self.omit.map_or(0, ns),
             busy_poll_ns: self.busy_poll.map(ns).filter(|&n| n > 0),
@@ -891,6 +778,8 @@ impl RunArgs {
                 spec.file = path.file_name().map(|n| n.to_string_lossy().into_owned());
                 spec.bytes = Some(spec.bytes_for_file(meta.len()));
                 spec.duration_ns = None;
+                // The server says now, before the file goes, whether it can send it back.
+                spec.file_back = self.both_directions;
             }
         } else if self.save.is_some() {
             return Err("--save applies to -R --file".into());
@@ -947,5 +836,45 @@ mod tests {
         assert_eq!(s.busy_poll_ns, None);
         let s = spec_of(&["-b", "100pps"]).expect("a spec");
         assert_eq!((s.rate_bps, s.rate_pps), (None, Some(100)));
+    }
+
+    /// iperf3's -k: N messages of -l, as bytes.
+    #[test]
+    fn blockcount_is_that_many_messages_of_size() {
+        let s = spec_of(&["-k", "100", "-l", "1000"]).expect("a spec");
+        assert_eq!((s.bytes, s.duration_ns), (Some(100_000), None));
+        let err = spec_of(&["-k", "18446744073709551615", "-l", "2"]).expect_err("too many bytes");
+        assert!(err.contains("-k"), "{err}");
+    }
+
+    fn serve_config(flags: &[&str]) -> Result<ServerConfig, String> {
+        let argv = [&["wirebench", "serve"][..], flags].concat();
+        match Cli::try_parse_from(argv)
+            .map_err(|e| e.to_string())?
+            .command
+        {
+            Command::Serve(s) => s.config(),
+            _ => Err("not serve".into()),
+        }
+    }
+
+    /// No address: `[::]`, both families; -4 and -6 pick one; an address of the other
+    /// family is refused in words.
+    #[test]
+    fn serve_listens_dual_stack_unless_told() {
+        let cfg = serve_config(&[]).expect("config");
+        assert_eq!(
+            (cfg.bind.to_string(), cfg.ipv6_only),
+            ("[::]:5300".into(), false)
+        );
+        let cfg = serve_config(&["-4"]).expect("config");
+        assert_eq!(cfg.bind.to_string(), "0.0.0.0:5300");
+        let cfg = serve_config(&["-6"]).expect("config");
+        assert_eq!(
+            (cfg.bind.to_string(), cfg.ipv6_only),
+            ("[::]:5300".into(), true)
+        );
+        let err = serve_config(&["-4", "--bind", "::1"]).expect_err("refused");
+        assert!(err.contains("-4") && err.contains("::1"), "{err}");
     }
 }

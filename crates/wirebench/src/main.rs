@@ -9,6 +9,7 @@
 mod budget;
 mod cli;
 mod cmd;
+mod habits;
 mod iperf3_args;
 mod look;
 mod psk;
@@ -16,9 +17,7 @@ mod psk;
 use std::io;
 use std::process::ExitCode;
 
-use clap::Parser;
-
-use cli::{Cli, Command};
+use cli::Command;
 
 /// The exit codes, as `--help` and the README list them.
 pub const EXIT_CODES: &str = "Exit codes: 0 the test completed (or stdout was closed early); \
@@ -53,7 +52,11 @@ fn main() -> ExitCode {
         eprintln!("error: {answer}");
         return ExitCode::from(2);
     }
-    let cli = Cli::parse();
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match cli::parse_from(&argv) {
+        Ok(cli) => cli,
+        Err(e) => habits::explain(e, &argv).exit(),
+    };
     let result = match cli.command {
         Command::Serve(args) => cmd::serve::serve(&args),
         // rrul runs several tests at once (it is no one test's mode): its own command file.
@@ -70,7 +73,7 @@ fn main() -> ExitCode {
         Command::Merge(args) => cmd::merge::merge(&args),
         Command::Lab(args) => cmd::lab::lab(&args),
         Command::Completions { shell } => cmd::completions::completions(shell),
-        Command::Man => cmd::completions::man(),
+        Command::Man(args) => cmd::completions::man(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -94,7 +97,7 @@ fn main() -> ExitCode {
 
 /// The error and its causes on one line, each said once: a cause whose text its parent
 /// already includes (the OS message inside "cannot connect to ...: ...") is not repeated.
-/// Where a cause has a usual fix, the fix follows.
+/// (A port in use names its flag in the engine's own error: `-p`, `--iperf3-port`.)
 fn message(e: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in e.chain() {
@@ -106,13 +109,6 @@ fn message(e: &anyhow::Error) -> String {
             out.push_str(": ");
         }
         out.push_str(&text);
-    }
-    let in_use = e.chain().any(|c| {
-        c.downcast_ref::<io::Error>()
-            .is_some_and(|io| io.kind() == io::ErrorKind::AddrInUse)
-    });
-    if in_use {
-        out.push_str("; another program holds that port: choose another with -p");
     }
     out
 }

@@ -626,7 +626,8 @@ fn describe(bytes: &[u8]) -> (String, &'static str) {
         ),
         [b, ..] if IPERF3_STATES.contains(b) && bytes.len() <= 2 => (
             format!("like an iperf3 server (state byte {})", *b as i8),
-            "use iperf3 to test against it, or run `wirebench serve` there",
+            "measure against it with `wirebench run --iperf3 HOST[:PORT]`, or run \
+             `wirebench serve` there",
         ),
         b if b
             .iter()

@@ -53,7 +53,7 @@ pub(super) fn admitted(
     client_host: String,
     state: &State,
 ) {
-    let (Ok(peer), Ok(local)) = (conn.peer_addr(), conn.local_addr()) else {
+    let Ok((peer, local)) = super::ends(&conn) else {
         state.leave_pending(id);
         return;
     };
@@ -701,6 +701,12 @@ fn file_part(
         return Ok(None);
     };
     if spec.direction == Direction::Forward {
+        if spec.file_back {
+            // `--both-directions`: refused now if the way back would be, before the file
+            // is sent for nothing.
+            served_file(cfg, &name)
+                .map_err(|e| format!("--both-directions cannot get the file back: {e}"))?;
+        }
         let Some(dir) = &cfg.save_dir else {
             let sink = FileSink::create(None).map_err(|e| e.to_string())?;
             return Ok(Some(FilePart::Sink(sink.bounded(spec.file_bytes()))));
@@ -714,6 +720,14 @@ fn file_part(
             .holding(room);
         return Ok(Some(FilePart::Sink(sink)));
     }
+    let (source, size) = served_file(cfg, &name)?;
+    spec.bytes = Some(spec.bytes_for_file(size));
+    spec.validate().map_err(|e| e.to_string())?;
+    Ok(Some(FilePart::Source(source)))
+}
+
+/// The file `name` of the server's `--files-dir`, opened to send, and its size.
+fn served_file(cfg: &ServerConfig, name: &str) -> Result<(FileSource, u64), String> {
     let dir = cfg
         .files_dir
         .as_ref()
@@ -721,12 +735,9 @@ fn file_part(
     // The name is a plain name (validated); resolving links must not lead out of the dir.
     let unknown = || format!("no file {name:?} in this server's --files-dir");
     let base = dir.canonicalize().map_err(|_| unknown())?;
-    let path = base.join(&name).canonicalize().map_err(|_| unknown())?;
+    let path = base.join(name).canonicalize().map_err(|_| unknown())?;
     if !path.starts_with(&base) {
         return Err(unknown());
     }
-    let (source, size) = FileSource::open(&path).map_err(|_| unknown())?;
-    spec.bytes = Some(spec.bytes_for_file(size));
-    spec.validate().map_err(|e| e.to_string())?;
-    Ok(Some(FilePart::Source(source)))
+    FileSource::open(&path).map_err(|_| unknown())
 }

@@ -199,6 +199,7 @@ fn accept_all(
             // shortly (silent connections age out meanwhile).
             Err(_) => return true,
         };
+        let peer = super::canonical(peer);
         let accepted = Instant::now();
         let port = listener.local_addr().map_or(state.port, |a| a.port());
         let Some(session) = new_session(state) else {

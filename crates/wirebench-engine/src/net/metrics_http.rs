@@ -65,9 +65,11 @@ pub(super) fn start(
     addr: SocketAddr,
     render: impl Fn(Format) -> String + Send + Sync + 'static,
 ) -> Result<SocketAddr, EngineError> {
-    let listener = std::net::TcpListener::bind(addr).map_err(|source| EngineError::Connect {
-        addr: format!("{addr} (--metrics)"),
-        source,
+    let listener = std::net::TcpListener::bind(addr).map_err(|error| EngineError::Listen {
+        addr,
+        udp: false,
+        flag: "--metrics",
+        error,
     })?;
     let bound = listener
         .local_addr()

@@ -7,6 +7,7 @@ pub(crate) mod client;
 mod conn;
 mod handshake;
 pub(crate) mod iperf3;
+mod listen;
 mod metrics;
 mod metrics_http;
 pub(crate) mod roles;
@@ -15,7 +16,7 @@ pub(crate) mod shared;
 mod user_accept;
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use crate::control::Session;
@@ -27,6 +28,19 @@ pub(crate) const TICK: Duration = Duration::from_millis(50);
 /// The tick while a server session waits for its streams: they arrive through a queue the
 /// loop polls, and a UDP client waits for each confirmation before its next stream.
 pub(crate) const SETUP_TICK: Duration = Duration::from_millis(2);
+
+/// An address as people and the server's bookkeeping know it: an IPv4 client of a
+/// dual-stack (`[::]`) socket arrives as `::ffff:a.b.c.d`, and is `a.b.c.d` here, so that
+/// its TCP connections, its UDP datagrams, the logs and the per-address caps all name one
+/// host whichever socket family carried them.
+pub(crate) fn canonical(addr: SocketAddr) -> SocketAddr {
+    SocketAddr::new(addr.ip().to_canonical(), addr.port())
+}
+
+/// The two ends of an accepted connection, each [`canonical`].
+pub(crate) fn ends(conn: &TcpStream) -> std::io::Result<(SocketAddr, SocketAddr)> {
+    Ok((canonical(conn.peer_addr()?), canonical(conn.local_addr()?)))
+}
 
 /// A control connection under a session.
 pub(crate) struct Pump {

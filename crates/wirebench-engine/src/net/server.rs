@@ -15,10 +15,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 
-use socket2::{Domain, Socket, Type};
 use wirebench_proto::header::UdpHello;
 use wirebench_proto::spec::Protocol;
 
+use super::listen::{listen, listen_addr, reuse_port_udp};
 use super::shared::State;
 pub use super::shared::{ServerBudget, ServerConfig, DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING};
 use crate::control::admission::{Admission, SlotLimits};
@@ -48,6 +48,12 @@ impl ServerHandle {
     pub fn wait_idle(&self, until: std::time::Instant) -> usize {
         self.state.wait_idle(until)
     }
+
+    /// Waits until `n` admitted tests (wirebench's or iperf3's) have ended since the start
+    /// (`serve -1`: one, then the server exits).
+    pub fn wait_tests_ended(&self, n: u64) {
+        self.state.wait_tests_ended(n);
+    }
 }
 
 /// A bound server, ready to run.
@@ -59,39 +65,17 @@ pub struct Server {
     iperf3: Option<super::iperf3::server::Iperf3Port>,
 }
 
-fn reuse_port_udp(addr: SocketAddr) -> std::io::Result<Socket> {
-    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, None)?;
-    s.set_reuse_address(true)?;
-    s.set_reuse_port(true)?;
-    s.bind(&addr.into())?;
-    Ok(s)
-}
-
 impl Server {
     /// Binds the TCP port and the UDP port of the same number.
     pub fn bind(cfg: ServerConfig) -> Result<Self, EngineError> {
         crate::sys::limit_allocator_arenas();
-        let tcp = Socket::new(Domain::for_address(cfg.bind), Type::STREAM, None)
-            .map_err(|e| EngineError::io("creating the listening socket", e))?;
-        let _ = tcp.set_reuse_address(true);
-        tcp.bind(&cfg.bind.into())
-            .map_err(|source| EngineError::Connect {
-                addr: format!("{} (bind)", cfg.bind),
-                source,
-            })?;
-        tcp.listen(128)
-            .map_err(|e| EngineError::io("listening", e))?;
-        let listener: TcpListener = tcp.into();
+        let (listener, udp) = listen(listen_addr(&cfg), cfg.ipv6_only, "-p")?;
         let addr = listener
             .local_addr()
             .map_err(|e| EngineError::io("reading the listening address", e))?;
-        let udp = reuse_port_udp(addr).map_err(|source| EngineError::Connect {
-            addr: format!("{addr} (UDP bind)"),
-            source,
-        })?;
         let iperf3 = cfg
             .iperf3_port
-            .map(|p| super::iperf3::server::bind_port(addr.ip(), p))
+            .map(|p| super::iperf3::server::bind_port(addr.ip(), p, cfg.ipv6_only))
             .transpose()?;
         let state = Arc::new(State {
             port: addr.port(),
@@ -107,6 +91,7 @@ impl Server {
             cfg,
             auth_failures: AtomicUsize::new(0),
             test_ended: std::sync::Condvar::new(),
+            tests_ended: Default::default(),
             metrics: super::metrics::Metrics::default(),
             shutdown: Arc::new(AtomicBool::new(false)),
             pending: Mutex::new(HashMap::new()),
@@ -129,7 +114,7 @@ impl Server {
         };
         Ok(Self {
             listener,
-            udp: udp.into(),
+            udp,
             state,
             metrics,
             iperf3,
@@ -205,6 +190,9 @@ fn udp_hellos(udp: &UdpSocket, state: &State) {
         let Ok((n, src)) = udp.recv_from(&mut buf) else {
             continue;
         };
+        // As the control connection's peer was taken (an IPv4 client of a dual-stack
+        // socket is its IPv4 address).
+        let src = super::canonical(src);
         if super::iperf3::server::udp_connect(state, &buf[..n], src) {
             continue;
         }
@@ -222,7 +210,7 @@ fn udp_hellos(udp: &UdpSocket, state: &State) {
         if p.peer != src.ip() || p.protocol != Protocol::Udp || hello.stream >= p.streams {
             continue;
         }
-        let sock = reuse_port_udp(SocketAddr::new(p.local, state.port))
+        let sock = reuse_port_udp(SocketAddr::new(p.local, state.port), false)
             .and_then(|s| s.connect(&src.into()).map(|()| s));
         if let Ok(sock) = sock {
             let _ = p.tx.try_send((hello.stream, DataSocket::Udp(sock.into())));

@@ -20,8 +20,12 @@ use crate::role::DataSocket;
 /// Server limits and address.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// Address and port to listen on (port 0: any free port).
+    /// Address and port to listen on (port 0: any free port). The IPv6 wildcard `[::]`
+    /// takes IPv4 clients too (dual stack; on a host without IPv6, `0.0.0.0` instead),
+    /// unless `ipv6_only`.
     pub bind: SocketAddr,
+    /// An IPv6 `bind` takes IPv6 clients only (`serve -6`).
+    pub ipv6_only: bool,
     /// Most tests running at once.
     pub max_tests: usize,
     /// Longest test accepted; tests asking for more are refused, and any test is ended there
@@ -108,6 +112,8 @@ pub(crate) struct State {
     pub(super) auth_failures: AtomicUsize,
     /// Told each time a test ends (see [`State::wait_idle`]).
     pub(super) test_ended: Condvar,
+    /// Admitted tests ended since the start (`serve -1` exits after the first).
+    pub(super) tests_ended: std::sync::atomic::AtomicU64,
     /// The counters `--metrics` serves.
     pub(super) metrics: super::metrics::Metrics,
     /// Set on SIGTERM: running tests end with a message, new ones are refused.
@@ -184,8 +190,24 @@ impl State {
 
     /// A test ended: its slot is free, and whoever waits for the server to go idle is told.
     pub(crate) fn release(&self, ticket: Ticket) {
-        self.admission().release(ticket);
+        let mut a = self.admission();
+        a.release(ticket);
+        // Counted under the admission lock, which the waiters hold between their looks.
+        self.tests_ended
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        drop(a);
         self.test_ended.notify_all();
+    }
+
+    /// Waits until `n` admitted tests have ended since the start.
+    pub(crate) fn wait_tests_ended(&self, n: u64) {
+        let mut a = self.admission();
+        while self.tests_ended.load(std::sync::atomic::Ordering::SeqCst) < n {
+            a = match self.test_ended.wait(a) {
+                Ok(a) => a,
+                Err(p) => p.into_inner(),
+            };
+        }
     }
 
     /// Waits until no test runs or `until` passes; the tests still running.
@@ -231,9 +253,9 @@ pub(super) fn attach(
     cookie: u64,
     stream: u32,
 ) -> Result<(), &'static str> {
-    let peer = conn
-        .peer_addr()
+    let peer = super::ends(&conn)
         .map_err(|_| "the connection has no peer address")?
+        .0
         .ip();
     if stream == CRR_STREAM {
         let crr = state.crr.lock().map_err(|_| "server state poisoned")?;

@@ -432,7 +432,7 @@ fn failed_before_start(cfg: &ClientConfig, output: Output, e: &EngineError) -> F
 }
 
 /// The kind of server a client measures against, as hints name it.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Peer {
     Wirebench,
     Iperf3,
@@ -530,11 +530,20 @@ fn hint(e: &EngineError, host: &str, peer: Peer) -> Option<String> {
     use io::ErrorKind as K;
     let server = peer.server_command();
     match e {
-        EngineError::Connect { source, .. } => match source.kind() {
-            K::ConnectionRefused => Some(format!(
-                "is `{server}` running on {host}? start it there, or check {}",
-                peer.port_flag()
-            )),
+        EngineError::Connect { source, addr } => match source.kind() {
+            K::ConnectionRefused => {
+                // A server that listens on IPv4 only (`serve -4`) refuses IPv6 this way.
+                let v6 = match addr.parse::<std::net::SocketAddr>() {
+                    Ok(a) if a.is_ipv6() && peer == Peer::Wirebench => {
+                        " (over IPv6: a server started with -4 listens on IPv4 only)"
+                    }
+                    _ => "",
+                };
+                Some(format!(
+                    "is `{server}` running on {host}{v6}? start it there, or check {}",
+                    peer.port_flag()
+                ))
+            }
             K::TimedOut | K::WouldBlock => Some(format!(
                 "no answer from {host}: check the address, and any firewall between"
             )),
@@ -659,6 +668,7 @@ fn both_directions(
     }
     let mut back = cfg;
     back.spec.direction = Direction::Reverse;
+    back.spec.file_back = false;
     back.file = None;
     back.packet_log = None;
     if back.spec.file.is_some() {

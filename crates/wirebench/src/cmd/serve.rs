@@ -3,6 +3,8 @@
 
 use std::io::{self, IsTerminal, Read, Write};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -28,10 +30,29 @@ pub fn serve(args: &ServeArgs) -> Result<(), Failure> {
     if lines {
         cfg.watch = Some(ServerWatch(std::sync::Arc::new(live_line)));
     }
+    let ipv6_only = cfg.ipv6_only;
     let server = Server::bind(cfg).context("starting the server")?;
     let addr = server.local_addr().context("reading the server address")?;
+    // An IPv6 wildcard takes IPv4 clients too unless -6 (a host without IPv6 gets 0.0.0.0).
+    let families = match addr.ip() {
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() && !ipv6_only => "IPv6 and IPv4; ",
+        _ => "",
+    };
     let handle = server.handle();
     let flag = handle.shutdown_flag();
+    if args.one_off {
+        // As iperf3's -1: the first test's end ends the server (tests that came meanwhile
+        // are told it is shutting down).
+        let (handle, flag) = (handle.clone(), Arc::clone(&flag));
+        std::thread::Builder::new()
+            .name("wirebench-one-off".into())
+            .spawn(move || {
+                handle.wait_tests_ended(1);
+                flag.store(true, Ordering::SeqCst);
+                shut_down(&handle);
+            })
+            .context("starting the one-off watcher")?;
+    }
     // The flag tells the engine at once; the socket pair wakes the watcher below, which
     // blocks on it rather than polling the flag.
     let (mut wake, signalled) = UnixStream::pair().context("making the signal pipe")?;
@@ -61,7 +82,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), Failure> {
     let mut out = io::stdout().lock();
     writeln!(
         out,
-        "wirebench server listening on {addr} (TCP control and data, UDP data)"
+        "wirebench server listening on {addr} ({families}TCP control and data, UDP data)"
     )
     .and_then(|()| out.flush())
     .context("writing to stdout")?;
@@ -134,6 +155,7 @@ pub fn server_for(
     }
     let server = Server::bind(ServerConfig {
         bind: "127.0.0.1:0".parse().context("loopback address")?,
+        ipv6_only: false,
         // A sweep's next trial may start while the last one's session winds down.
         max_tests: 8,
         max_duration: Some(Duration::from_secs(365 * 24 * 3600)),

@@ -41,7 +41,7 @@ fn an_iperf3_server_is_named_as_such() {
     for byte in [9u8, 0xff] {
         let (err, t) = client_hears(&[byte], secs(60));
         assert!(err.contains("it answered like an iperf3 server"), "{err}");
-        assert!(err.contains("use iperf3"), "{err}");
+        assert!(err.contains("wirebench run --iperf3 HOST"), "{err}");
         assert_eq!(t, Duration::ZERO);
     }
 }

@@ -60,7 +60,7 @@ impl Registry {
         let Ok(t) = self.tests.lock() else {
             return Some(conn);
         };
-        let peer = conn.peer_addr().ok().map(|a| a.ip());
+        let peer = crate::net::ends(&conn).ok().map(|(p, _)| p.ip());
         match t.get(cookie) {
             Some(w) if !w.udp && Some(w.peer) == peer => {
                 // More connections than streams: dropped, the client sees it closed.

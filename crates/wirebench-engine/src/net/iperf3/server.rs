@@ -9,7 +9,7 @@ use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use socket2::{Domain, SockRef, Socket, Type};
+use socket2::SockRef;
 
 use super::output;
 use super::registry::Waiting;
@@ -23,6 +23,7 @@ use crate::iperf3::codec::{
     check_cookie, connect_bytes, is_connect, COOKIE_LEN, UDP_CONNECT_REPLY,
 };
 use crate::iperf3::server::{ServerAction, ServerSession};
+use crate::net::listen::reuse_port_udp;
 use crate::net::roles::Quiet;
 use crate::net::shared::{log, log_refused, q, State};
 use crate::net::{Pump, SETUP_TICK, TICK};
@@ -47,7 +48,7 @@ pub(crate) fn udp_connect(state: &State, bytes: &[u8], src: SocketAddr) -> bool 
     else {
         return true;
     };
-    let sock = reuse_port_udp(SocketAddr::new(w.local, w.port))
+    let sock = reuse_port_udp(SocketAddr::new(w.local, w.port), false)
         .and_then(|s| s.connect(&src.into()).map(|()| s));
     if let Ok(sock) = sock {
         let sock: UdpSocket = sock.into();
@@ -63,14 +64,6 @@ pub(crate) fn udp_connect(state: &State, bytes: &[u8], src: SocketAddr) -> bool 
         }
     }
     true
-}
-
-fn reuse_port_udp(addr: SocketAddr) -> std::io::Result<Socket> {
-    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, None)?;
-    s.set_reuse_address(true)?;
-    s.set_reuse_port(true)?;
-    s.bind(&addr.into())?;
-    Ok(s)
 }
 
 /// What is left of the handshake time of a connection accepted at `accepted` (the
@@ -116,19 +109,13 @@ pub(crate) struct Iperf3Port {
 }
 
 /// Binds `--iperf3-port` on the server's address, TCP and UDP.
-pub(crate) fn bind_port(ip: std::net::IpAddr, port: u16) -> Result<Iperf3Port, EngineError> {
-    let addr = SocketAddr::new(ip, port);
-    let tcp = TcpListener::bind(addr).map_err(|source| EngineError::Connect {
-        addr: format!("{addr} (--iperf3-port)"),
-        source,
-    })?;
-    let port = tcp.local_addr().map_or(port, |a| a.port());
-    let udp: UdpSocket = reuse_port_udp(SocketAddr::new(addr.ip(), port))
-        .map_err(|source| EngineError::Connect {
-            addr: format!("{addr} (--iperf3-port, UDP)"),
-            source,
-        })?
-        .into();
+pub(crate) fn bind_port(
+    ip: std::net::IpAddr,
+    port: u16,
+    v6_only: bool,
+) -> Result<Iperf3Port, EngineError> {
+    let (tcp, udp) =
+        crate::net::listen::listen(SocketAddr::new(ip, port), v6_only, "--iperf3-port")?;
     Ok(Iperf3Port { tcp, udp })
 }
 
@@ -145,7 +132,7 @@ pub(crate) fn serve_port(
         .spawn(move || {
             let mut buf = [0u8; 64];
             while let Ok((n, src)) = udp.recv_from(&mut buf) {
-                udp_connect(&st, &buf[..n], src);
+                udp_connect(&st, &buf[..n], crate::net::canonical(src));
             }
         })
         .map_err(|e| EngineError::io("starting the iperf3 UDP thread", e))?;
@@ -289,10 +276,10 @@ struct Test<'a> {
 
 /// Runs one iperf3 client's test on its control connection (cookie already read).
 fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) {
-    let Ok(peer) = conn.peer_addr() else {
+    let Ok((peer, local)) = crate::net::ends(&conn) else {
         return;
     };
-    let local = conn.local_addr().map_or(state.cfg.bind.ip(), |a| a.ip());
+    let local = local.ip();
     // iperf3's protocol leaves the control connection silent while a test runs (and a UDP
     // `-R` client silent on every connection): TCP keepalives end the test of a client
     // whose host went away 30 s after its last sign of life, where no byte could.

@@ -1,0 +1,191 @@
+//! `wirebench lab`'s flags: the emulated link, the testbeds, scenarios.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+/// `wirebench lab`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, after_help = crate::LAB_EXIT_CODES)]
+pub struct LabArgs {
+    /// Keep a testbed up, enter it, take it down, or run a scenario.
+    #[command(subcommand)]
+    pub action: Option<LabAction>,
+    /// The link between the client host (10.77.0.1) and the server host (10.77.0.2).
+    #[command(flatten)]
+    pub link: LinkArgs,
+    /// In `exec` mode, run this in the server host instead of `wirebench serve` (split at
+    /// spaces, e.g. 'iperf3 -s').
+    #[arg(long, value_name = "COMMAND")]
+    pub serve: Option<String>,
+    /// Log what each direction of the link does, interval by interval, as CSV to FILE
+    /// (packets in, drops, delivered bytes and rate, longest queue wait); `wirebench plot
+    /// FILE` draws it.
+    #[arg(long, value_name = "FILE")]
+    pub link_log: Option<PathBuf>,
+    /// The interval of --link-log (1ms or more).
+    #[arg(long, value_name = "DURATION", default_value = "100ms")]
+    pub link_log_interval: String,
+    /// The client host's TCP/IP stack for its test traffic: kernel, or smoltcp (user space,
+    /// on a TUN device the lab makes; `run` then gets --stack smoltcp and its address).
+    #[arg(long, value_name = "STACK", default_value = "kernel")]
+    pub stack: wirebench_lab::user_stack::Stack,
+    /// The server host's TCP/IP stack for its test traffic: kernel, or smoltcp (the lab
+    /// makes its TUN device and forwards the data port to it; `wirebench serve` gets
+    /// --stack smoltcp).
+    #[arg(long, value_name = "STACK", default_value = "kernel")]
+    pub server_stack: wirebench_lab::user_stack::Stack,
+    /// What to run over the link: `run [run options]` (a wirebench test from the client host
+    /// to a server in the server host) or `exec [--] COMMAND...` (any program in the client
+    /// host; LAB_SERVER and LAB_CLIENT hold the two addresses).
+    #[arg(last = true, value_name = "run|exec ...")]
+    pub command: Vec<String>,
+}
+
+/// `wirebench lab up|exec|down|scenario`.
+#[derive(Debug, Subcommand)]
+pub enum LabAction {
+    /// Build a testbed (one link, or a scenario's topology) and keep it until `lab down`.
+    Up {
+        /// Its name.
+        name: String,
+        /// The topology of this scenario file instead of one link.
+        #[arg(long, value_name = "FILE")]
+        scenario: Option<PathBuf>,
+        /// The link, without --scenario.
+        #[command(flatten)]
+        link: LinkArgs,
+    },
+    /// Run a command in a host of a testbed that is up.
+    Exec {
+        /// The testbed.
+        name: String,
+        /// The host (client or server for one link; a node name of the scenario).
+        host: String,
+        /// The command.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Take a testbed down.
+    Down {
+        /// Its name.
+        name: String,
+    },
+    /// List the testbeds that are up.
+    List,
+    /// (internal) The process that builds and holds a testbed for `up`.
+    #[command(hide = true, name = "__hold")]
+    Hold {
+        /// Its name.
+        name: String,
+        /// The topology, as JSON.
+        topology: String,
+    },
+    /// Run a scenario file: its topology, stack profiles and tests, for its trials.
+    Scenario(ScenarioArgs),
+}
+
+/// `wirebench lab scenario`.
+#[derive(Debug, Args)]
+#[command(after_help = crate::LAB_EXIT_CODES)]
+pub struct ScenarioArgs {
+    /// The scenario (TOML).
+    pub file: PathBuf,
+    /// Trials per stack profile (default: the file's).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub trials: Option<u32>,
+    /// Copies of the network run at once, each in namespaces of its own (default: the
+    /// file's, or 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub parallel: Option<u32>,
+    /// Scale every test's duration (e.g. 0.1 for a quick look).
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
+    /// Only these stack profiles (by name; repeat).
+    #[arg(long = "profile", value_name = "NAME")]
+    pub profiles: Vec<String>,
+    /// Where to save the results (default: ./wirebench-results/lab-NAME-DATE-TIME).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Go on with the run in --out: trials already saved there are read, not run again
+    /// (all saved: only the summary is made again).
+    #[arg(long)]
+    pub resume: bool,
+    /// Run only shard I of N of the trials (trial t of profile p, of T trials each, is
+    /// number p·T + t and goes to shard (p·T + t) mod N), into an --out every shard shares; `auto`
+    /// reads a Slurm job array or a Kubernetes Indexed Job, as `sweep --shard auto`. A
+    /// sharded run resumes by itself; once every shard is done, `lab scenario FILE --out
+    /// DIR --resume` (no shard) writes the whole summary without running anything.
+    #[arg(long, value_name = "I/N|auto")]
+    pub shard: Option<String>,
+    /// Also log every link of every trial in intervals of this length (1ms or more), as
+    /// trials/NNNN-PROFILE-links.csv (the format of lab --link-log).
+    #[arg(long, value_name = "DURATION")]
+    pub link_log_interval: Option<String>,
+}
+
+/// One emulated link, as flags.
+#[derive(Debug, Args, Clone, Default)]
+pub struct LinkArgs {
+    /// Link rate, bits/s, each direction (e.g. 10M; default: no limit).
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// One-way propagation delay, each direction (e.g. 50ms).
+    #[arg(long)]
+    pub delay: Option<String>,
+    /// Extra random delay per packet, up to this, never reordering (e.g. 2ms).
+    #[arg(long)]
+    pub jitter: Option<String>,
+    /// Random loss, each direction: a probability (0.05) or a percentage (5%).
+    #[arg(long)]
+    pub loss: Option<String>,
+    /// Random loss client → server.
+    #[arg(long)]
+    pub loss_up: Option<String>,
+    /// Random loss server → client.
+    #[arg(long)]
+    pub loss_down: Option<String>,
+    /// Mean length of a loss burst, packets (Gilbert-Elliott; default 1: independent).
+    #[arg(long)]
+    pub loss_burst: Option<f64>,
+    /// Queue before the link, packets (default 1000; 0: no limit by count).
+    #[arg(long)]
+    pub queue: Option<u32>,
+    /// Queue limit in bytes (e.g. 64K).
+    #[arg(long)]
+    pub queue_bytes: Option<String>,
+    /// Bytes added to each IP packet's length on the wire, for the rate (e.g. 38 for
+    /// Ethernet framing; default 0).
+    #[arg(long)]
+    pub overhead: Option<u32>,
+    /// Seed of the link's random loss and jitter (default 1).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Offloads off on the link's interfaces, so that the emulator reads and writes one
+    /// wire packet per frame. By default hosts hand it GSO frames of up to 64 KiB (TSO, UDP
+    /// GSO), which it keeps whole while it charges rate, queue and loss per wire packet:
+    /// the same link, at a fraction of the emulator's CPU. A scenario's links always run
+    /// with offloads off.
+    #[arg(long)]
+    pub no_offload: bool,
+}
+
+impl LinkArgs {
+    /// The link properties these flags give.
+    pub fn props(&self) -> wirebench_lab::link_options::LinkProps {
+        wirebench_lab::link_options::LinkProps {
+            rate: self.rate.clone(),
+            delay: self.delay.clone(),
+            jitter: self.jitter.clone(),
+            loss: self.loss.clone(),
+            loss_up: self.loss_up.clone(),
+            loss_down: self.loss_down.clone(),
+            loss_burst: self.loss_burst,
+            queue: self.queue,
+            queue_bytes: self.queue_bytes.clone(),
+            overhead: self.overhead,
+            seed: self.seed,
+            ..Default::default()
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! What someone used to iperf3 types. Its flags that wirebench has are accepted under
+//! iperf3's letters (`cli.rs`); those it has not are answered here, in one line naming
+//! wirebench's way, where clap would suggest a similar-looking flag of another meaning
+//! (`--title` → `--file`). No error suggests `-- -Z` either: that makes the flag the host.
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+
+/// iperf3's flags that `run` (client) has no equivalent for, and what to do instead.
+const RUN: &[(&[&str], &str)] = &[
+    (
+        &["-T", "--title"],
+        "iperf3's -T/--title prefixes each line: wirebench has no title; prefix them \
+         yourself (... | sed 's/^/TITLE: /'), or keep each --json document in a file of its own",
+    ),
+    (
+        &["--logfile"],
+        "iperf3's --logfile is a redirect here: wirebench run HOST > FILE 2>&1 (with --json \
+         for the document)",
+    ),
+    (
+        &["--timestamps"],
+        "iperf3's --timestamps: --json-stream writes each interval as it ends, with its start \
+         and end; or pipe the lines through `ts` (moreutils)",
+    ),
+    (
+        &["-A", "--affinity"],
+        "iperf3's -A/--affinity: pin wirebench with taskset (taskset -c 1 wirebench run HOST)",
+    ),
+    (
+        &["-S", "--tos", "--dscp"],
+        "iperf3's -S/--tos and --dscp: wirebench does not mark its packets (TOS/DSCP)",
+    ),
+    (
+        &["-N", "--no-delay"],
+        "iperf3's -N/--no-delay: wirebench sets TCP_NODELAY where it matters, in --mode rr and \
+         crr; streams write whole -l messages",
+    ),
+    (
+        &["--cport"],
+        "iperf3's --cport: wirebench's client ports are the kernel's; -B sets the local address",
+    ),
+    (
+        &["--bind-dev"],
+        "iperf3's --bind-dev: -B ADDRESS picks the interface by its address",
+    ),
+    (
+        &["--username", "--rsa-public-key-path"],
+        "wirebench authenticates with a pre-shared key: --psk-file FILE (or WIREBENCH_PSK)",
+    ),
+    (
+        &["--udp-counters-64bit"],
+        "wirebench's UDP sequence numbers are 64-bit already: leave --udp-counters-64bit out",
+    ),
+    (
+        &["-1", "--one-off", "-D", "--daemon"],
+        "that is a server flag of iperf3: `wirebench serve` takes -1 (one test, then exit); \
+         run it as a service to keep it in the background",
+    ),
+];
+
+/// iperf3's server flags that `serve` has no equivalent for, and what to do instead.
+const SERVE: &[(&[&str], &str)] = &[
+    (
+        &["-D", "--daemon"],
+        "iperf3's -D/--daemon: run `wirebench serve` as a service (systemd), or `nohup \
+         wirebench serve &`; it logs one line per test on stderr",
+    ),
+    (
+        &["-I", "--pidfile"],
+        "iperf3's -I/--pidfile: wirebench writes no pid file; its service manager (systemd) \
+         or the shell's $! knows it",
+    ),
+    (
+        &["--logfile"],
+        "iperf3's --logfile is a redirect here: wirebench serve 2> FILE (one line per test, \
+         on stderr)",
+    ),
+    (
+        &["-J", "--json"],
+        "iperf3's -s -J: the server logs one logfmt line per test on stderr (--metrics for \
+         Prometheus); the client's --json prints the whole document, both sides",
+    ),
+    (
+        &["--server-bitrate-limit"],
+        "iperf3's --server-bitrate-limit is --max-rate here (e.g. --max-rate 1G)",
+    ),
+    (
+        &["--rsa-private-key-path", "--authorized-users-path"],
+        "wirebench authenticates with a pre-shared key: --psk-file FILE",
+    ),
+    (
+        &["--forceflush", "--timestamps"],
+        "wirebench serve flushes each line as it prints it; its log lines start with time=",
+    ),
+];
+
+/// The error to show for a command line clap refused: one line for an iperf3 flag
+/// wirebench does without, else clap's own without a `-- ARG` tip. `argv`: the program's
+/// arguments, to tell which subcommand it was.
+pub fn explain(err: clap::Error, argv: &[std::ffi::OsString]) -> clap::Error {
+    if err.kind() == ErrorKind::UnknownArgument {
+        if let Some(ContextValue::String(arg)) = err.get(ContextKind::InvalidArg) {
+            if let Some(line) = pointer(subcommand(argv), arg) {
+                return clap::Error::raw(ErrorKind::UnknownArgument, format!("{line}\n"));
+            }
+        }
+    }
+    without_trailing_tip(err)
+}
+
+/// The subcommand argv names (its first word that is not a flag), if any.
+fn subcommand(argv: &[std::ffi::OsString]) -> &str {
+    argv.iter()
+        .skip(1)
+        .filter_map(|a| a.to_str())
+        .find(|a| !a.starts_with('-'))
+        .unwrap_or("")
+}
+
+/// The line for iperf3's `arg` (as clap saw it: `-T`, `--title`, `--title=x`) under `sub`.
+fn pointer(sub: &str, arg: &str) -> Option<&'static str> {
+    let table = match sub {
+        "run" => RUN,
+        "serve" => SERVE,
+        _ => return None,
+    };
+    let flag = arg.split('=').next().unwrap_or(arg);
+    table
+        .iter()
+        .find(|(flags, _)| flags.contains(&flag))
+        .map(|(_, line)| *line)
+}
+
+/// `err` without clap's tip "to pass '-Z' as a value, use '-- -Z'": wirebench's one
+/// positional is the host, which a mistyped flag never is.
+fn without_trailing_tip(err: clap::Error) -> clap::Error {
+    let Some(ContextValue::StyledStrs(tips)) = err.get(ContextKind::Suggested) else {
+        return err;
+    };
+    let kept: Vec<_> = tips
+        .iter()
+        .filter(|t| !t.to_string().contains("as a value, use"))
+        .cloned()
+        .collect();
+    if kept.len() == tips.len() {
+        return err;
+    }
+    let mut out = clap::Error::new(err.kind()).with_cmd(&crate::cli::command());
+    for (kind, value) in err.context() {
+        if kind != ContextKind::Suggested {
+            out.insert(kind, value.clone());
+        }
+    }
+    if !kept.is_empty() {
+        out.insert(ContextKind::Suggested, ContextValue::StyledStrs(kept));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error_of(args: &[&str]) -> String {
+        let argv: Vec<std::ffi::OsString> = std::iter::once("wirebench")
+            .chain(args.iter().copied())
+            .map(Into::into)
+            .collect();
+        match crate::cli::parse_from(&argv) {
+            Ok(_) => String::new(),
+            Err(e) => explain(e, &argv).to_string(),
+        }
+    }
+
+    /// Each of iperf3's flags in the tables gets its line, never clap's `--` tip or a
+    /// similar flag of another meaning.
+    #[test]
+    fn every_iperf3_flag_in_the_tables_gets_its_line() {
+        for (sub, table) in [("run", RUN), ("serve", SERVE)] {
+            for (flags, line) in table {
+                for flag in *flags {
+                    let args: &[&str] = if flag.starts_with("--") {
+                        &[sub, flag, "x"]
+                    } else {
+                        &[sub, flag]
+                    };
+                    let text = error_of(args);
+                    assert!(text.contains(line), "{sub} {flag}: {text}");
+                    assert!(!text.contains("-- "), "{sub} {flag}: {text}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn no_error_suggests_passing_a_flag_after_double_dash() {
+        for args in [
+            &["run", "-t", "-5"][..],
+            &["run", "h", "--no-such-flag"],
+            &["run", "-Q"],
+            &["serve", "--no-such-flag"],
+        ] {
+            let text = error_of(args);
+            assert!(!text.is_empty(), "{args:?}");
+            assert!(!text.contains("as a value"), "{args:?}: {text}");
+        }
+        // A negative number is a value its parser refuses.
+        assert!(error_of(&["run", "-t", "-5"]).contains("--time"));
+    }
+}
