@@ -404,7 +404,14 @@ struct LiveServer {
 
 impl LiveServer {
     fn start() -> Self {
-        let (server, lines) = Server::launch(&["--live", "always"]);
+        Self::start_with(&[])
+    }
+
+    /// With more of `serve`'s flags.
+    fn start_with(flags: &[&str]) -> Self {
+        let mut args = vec!["--live", "always"];
+        args.extend_from_slice(flags);
+        let (server, lines) = Server::launch(&args);
         Self { server, lines }
     }
 
@@ -457,9 +464,11 @@ fn sigterm_mid_run_prints_one_json_document_marked_interrupted_and_exits_143() {
 
 #[test]
 fn sigterm_during_both_directions_prints_the_measured_way_as_one_document() {
-    let mut server = LiveServer::start();
     let dir = std::env::temp_dir().join(format!("wirebench-both-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
+    // The server can send the file back (it refuses --both-directions otherwise).
+    let files = dir.to_str().expect("utf-8").to_owned();
+    let mut server = LiveServer::start_with(&["--files-dir", &files]);
     let file = dir.join("f.bin");
     std::fs::write(&file, vec![7u8; 20_000_000]).expect("file");
     let path = file.to_str().expect("utf-8");
