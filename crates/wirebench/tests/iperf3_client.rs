@@ -287,3 +287,48 @@ fn iperf3_flags_reach_the_server() {
     let bps = f(&v, "end.received_bps");
     assert!((5e6..60e6).contains(&bps), "{bps} bit/s: {v}");
 }
+
+/// `-P 2` against an iperf3 server prints a line per stream and their `[SUM]` each interval,
+/// as against a wirebench server: each TCP sender's line with its retransmissions, the sum's
+/// bytes those of its streams.
+#[test]
+#[ignore = "needs iperf3"]
+fn parallel_streams_against_iperf3_show_a_line_each_and_their_sum() {
+    common::require("iperf3");
+    let server = Iperf3Json::start();
+    let out = wirebench()
+        .args(["run", "--iperf3", &format!("127.0.0.1:{}", server.port)])
+        .args(["-P", "2", "-t", "2", "-i", "1"])
+        .output()
+        .expect("run wirebench");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = server.document();
+    // The live lines: those before the final summary's header.
+    let live: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("[ ID]"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("[ ID]"))
+        .collect();
+    let first = |tag: &str| {
+        live.iter()
+            .find(|l| l.starts_with(tag))
+            .unwrap_or_else(|| panic!("no {tag} line: {text}"))
+            .to_string()
+    };
+    for tag in ["[  1]", "[  2]", "[SUM]"] {
+        let line = first(tag);
+        assert!(line.contains("0.00-1.00 s"), "{line}");
+    }
+    // A sender's line ends with its window (`… 12  1.70 MB`): a unit after the Retr column.
+    let one = first("[  1]");
+    assert!(
+        one.trim_end().ends_with("MB") || one.trim_end().ends_with("KB"),
+        "{one}"
+    );
+}

@@ -60,6 +60,9 @@ struct Streams {
     interval: Duration,
     last_bytes: u64,
     last_packets: u64,
+    /// Each stream's bytes, datagrams and retransmissions at the last boundary: its own
+    /// line of the interval (`-P`), as iperf3 prints one per stream.
+    last_stream: Vec<(u64, u64, u64)>,
     intervals: Vec<IntervalRecord>,
     /// When the omitted seconds (`-O`) end, from the start, until they have.
     omit_until: Option<Duration>,
@@ -119,6 +122,7 @@ impl Streams {
             interval,
             last_bytes: 0,
             last_packets: 0,
+            last_stream: vec![(0, 0, 0); n],
             intervals: Vec::new(),
             omit_until: None,
             omitted: vec![Omitted::default(); n],
@@ -187,7 +191,7 @@ impl Streams {
         watch.progress(elapsed, bytes, packets);
         if elapsed >= self.next_interval || (force && bytes > self.last_bytes) {
             let start = self.next_interval.saturating_sub(self.interval);
-            let rec = IntervalRecord {
+            let mut rec = IntervalRecord {
                 start_ns: start.as_nanos() as u64,
                 end_ns: elapsed.min(self.next_interval).as_nanos() as u64,
                 bytes: bytes - self.last_bytes,
@@ -203,9 +207,55 @@ impl Streams {
                 out.interval(self, start, end, omitted);
                 self.output = Some(out);
             }
+            rec.retransmits = self.stream_intervals(watch, role, shown, &rec);
             watch.interval(role, &rec);
             self.intervals.push(rec);
         }
+    }
+
+    /// Each shown stream's part of the interval `sum`, to `watch` before the sum (its index
+    /// among the shown streams): bytes and datagrams, and a TCP sender's retransmissions
+    /// and window from its TCP_INFO. Returns the streams' retransmissions in all (TCP
+    /// senders only).
+    fn stream_intervals(
+        &mut self,
+        watch: &mut dyn Watch,
+        role: Role,
+        shown: bool,
+        sum: &IntervalRecord,
+    ) -> Option<u64> {
+        let mut k = 0u32;
+        let mut total = None;
+        for ((live, sending), last) in self
+            .live
+            .iter()
+            .zip(&self.senders)
+            .zip(&mut self.last_stream)
+        {
+            if *sending != shown {
+                continue;
+            }
+            let bytes = live.bytes.load(Ordering::Relaxed);
+            let packets = live.packets.load(Ordering::Relaxed);
+            let tcp = (!self.udp && *sending).then(|| live.tcp.load());
+            let retrans = tcp.map_or(0, |t| t.retransmits);
+            let rec = IntervalRecord {
+                start_ns: sum.start_ns,
+                end_ns: sum.end_ns,
+                bytes: bytes.saturating_sub(last.0),
+                messages: packets.saturating_sub(last.1),
+                retransmits: tcp.map(|_| retrans.saturating_sub(last.2)),
+                cwnd_bytes: tcp.map(|t| t.snd_cwnd_bytes).filter(|&c| c > 0),
+                ..IntervalRecord::default()
+            };
+            *last = (bytes, packets, retrans);
+            if let Some(r) = rec.retransmits {
+                *total.get_or_insert(0) += r;
+            }
+            watch.stream_interval(role, k, &rec);
+            k += 1;
+        }
+        total
     }
 
     /// Whether a stream moved more than the server's limits allow (the test then ends).
