@@ -1,6 +1,7 @@
 //! What the driver tells the sessions and what they decide for it: events it repeats
 //! every round (a shutdown, a Ctrl-C) are acted on once, roles that cannot start end the
-//! test with their reason, and the server's roles stop at a deadline the session sets.
+//! test with their reason, the server's roles stop at a deadline the session sets, and a
+//! data connection the driver hands over late does not lose what overtook it.
 
 use std::time::Duration;
 use wirebench_proto::error_kind::ErrorKind;
@@ -122,4 +123,19 @@ fn the_servers_roles_stop_at_its_longest_test_and_the_drain() {
         let want = u64::try_from(longest.as_nanos()).unwrap() + drain_ns;
         assert_eq!(p.server.role_deadline_ns(), want);
     }
+}
+
+#[test]
+fn a_short_test_that_ends_before_the_server_sees_its_stream_completes() {
+    // A 1 MB test on loopback ends in a millisecond: the client's counts and report can
+    // reach the control session before the driver hands it the data connection.
+    let mut p = Pair::with(spec());
+    p.hold_arrivals = true;
+    p.run_for(Duration::from_secs(5));
+    assert!(p.server_outcome.is_none(), "{}", p.server_error());
+    assert!(!p.held_arrivals.is_empty(), "the stream was held");
+    p.release_arrivals();
+    p.run();
+    assert_eq!(p.client_error(), "", "client");
+    assert_eq!(p.server_error(), "", "server");
 }
