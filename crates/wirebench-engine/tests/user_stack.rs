@@ -219,6 +219,7 @@ fn server(stack: &Arc<StandIn>) -> u16 {
         save_dir: None,
         files_dir: None,
         allow_iperf3: false,
+        iperf3_json: false,
         iperf3_port: None,
         watch: None,
         user_stack: Some(Arc::clone(stack) as Arc<dyn UserListener>),

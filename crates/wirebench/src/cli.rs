@@ -295,6 +295,10 @@ pub struct ServeArgs {
     /// this flag such a server refuses them and logs why).
     #[arg(long)]
     pub allow_iperf3: bool,
+    /// An iperf3 client's --get-server-output gets the server's JSON document, as from
+    /// `iperf3 -s -J` (default: its text lines, as from `iperf3 -s`).
+    #[arg(long)]
+    pub iperf3_json: bool,
     /// A line per interval of each test on stdout, the server's own figures (a receiver's:
     /// what arrived, loss and jitter), at the interval the client asked: auto (when stdout is
     /// a terminal), always or never.
@@ -376,6 +380,7 @@ impl ServeArgs {
             max_rate_bps,
             log: !self.quiet,
             allow_iperf3: self.allow_iperf3,
+            iperf3_json: self.iperf3_json,
             iperf3_port: self.iperf3_port,
             // `serve` sets these: its live lines, and its --stack (a crate of its own).
             watch: None,

@@ -794,7 +794,27 @@ fn iperf3_clients_get_omit_blocks_packets_and_the_servers_output() {
     let lost = r["lost_packets"].as_u64().expect("lost");
     assert_eq!(r["packets"].as_u64(), Some(received + lost), "{v}");
     assert!(lost <= IN_FLIGHT + drops, "{v}");
+    // By default the server's output is its text, as `iperf3 -s` sends it: a line per
+    // interval with the sender's Retr and Cwnd, and the summary's sender line.
     let v = iperf3_client(server.port, &["-R", "-t", "1", "--get-server-output"]);
+    let text = v["server_output_text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text: {v}"));
+    assert!(v.get("server_output_json").is_none(), "{v}");
+    assert!(text.contains("Retr  Cwnd"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("[  1]") && l.contains("Gbits/sec")),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.trim_end().ends_with("sender")),
+        "{text}"
+    );
+    // With --iperf3-json, the document `iperf3 -s -J` sends.
+    let server = Server::start(&["--iperf3-json"]);
+    let v = iperf3_client(server.port, &["-R", "-t", "1", "--get-server-output"]);
+    assert!(v.get("server_output_text").is_none(), "{v}");
     let out = &v["server_output_json"];
     let first = &out["intervals"][0]["streams"][0];
     for key in ["snd_cwnd", "rtt", "rttvar", "pmtu", "retransmits"] {

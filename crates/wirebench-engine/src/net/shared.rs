@@ -63,6 +63,9 @@ pub struct ServerConfig {
     /// Admit iperf3 clients although a pre-shared key is set (`--allow-iperf3`): iperf3
     /// cannot prove a key.
     pub allow_iperf3: bool,
+    /// `--iperf3-json`: an iperf3 client's `--get-server-output` gets the JSON document (as
+    /// from `iperf3 -s -J`), not the text lines (as from `iperf3 -s`).
+    pub iperf3_json: bool,
     /// Also answer iperf3 clients on this port (`--iperf3-port`), TCP and UDP.
     pub iperf3_port: Option<u16>,
     /// Shown each interval of each test (`serve`'s live lines); none: nothing.

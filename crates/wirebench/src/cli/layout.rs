@@ -98,6 +98,7 @@ const SERVE_GROUPS: &[(&str, &[&str])] = &[
             "psk_file",
             "iperf3_port",
             "allow_iperf3",
+            "iperf3_json",
         ],
     ),
     (

@@ -178,6 +178,7 @@ pub fn server_for(
         // With a key, the in-process server asks for it: the exchange can be tried.
         psk: psk.cloned(),
         allow_iperf3: false,
+        iperf3_json: false,
         iperf3_port: None,
         user_stack: None,
         watch: None,

@@ -4,6 +4,7 @@
 
 pub(crate) mod client;
 mod output;
+mod output_text;
 pub(crate) mod peer;
 pub(crate) mod registry;
 pub(crate) mod server;

@@ -151,12 +151,17 @@ fn server_sends(a: &Admitted) -> Vec<bool> {
     }
 }
 
-/// The results with the server's output (`--get-server-output`), as iperf3 sends them.
+/// The results with the server's output (`--get-server-output`): one of the two, as
+/// `iperf3 -s` sends its text lines and `iperf3 -s -J` its JSON (`serve --iperf3-json`); an
+/// iperf3 client reads only one (the JSON when both come).
 #[derive(serde::Serialize)]
 struct WithOutput<'a> {
     #[serde(flatten)]
     doc: &'a crate::iperf3::ResultsDoc,
-    server_output_json: serde_json::Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server_output_json: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server_output_text: Option<String>,
 }
 
 /// A data connection's two ends, for the server's output.
@@ -373,17 +378,27 @@ impl Test<'_> {
                     Some(s) => {
                         s.finish_receivers(Some(&doc));
                         let ours = s.results_doc(Some(&doc), self.congestion.clone());
-                        output = s.output.take().map(|o| o.finish(s, &ours, &doc));
+                        let as_json = self.state.cfg.iperf3_json;
+                        output = s.output.take().map(|o| {
+                            let json = o.finish(s, &ours, &doc);
+                            if as_json {
+                                (Some(json), None)
+                            } else {
+                                let text = super::output_text::text(&json, &s.senders, s.udp);
+                                (None, Some(text))
+                            }
+                        });
                         ours
                     }
                     None => Default::default(),
                 };
                 match output {
-                    Some(out) => self.session.send_results(
+                    Some((json, text)) => self.session.send_results(
                         Instant::now(),
                         &WithOutput {
                             doc: &ours,
-                            server_output_json: out,
+                            server_output_json: json,
+                            server_output_text: text,
                         },
                     ),
                     None => self.session.send_results(Instant::now(), &ours),
