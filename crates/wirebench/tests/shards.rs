@@ -543,9 +543,17 @@ fn trials_failed_by_a_killed_server_are_left_out_and_measured_again_on_resume() 
         .args(["--kind", "rate", "-o"])
         .arg(&svg));
     let svg = std::fs::read_to_string(&svg).expect("plot");
+    // The caption's words, whatever lines it was wrapped into.
+    let words: Vec<&str> = svg
+        .split('<')
+        .filter_map(|t| t.split_once('>').map(|(_, text)| text))
+        .flat_map(str::split_whitespace)
+        .collect();
     assert!(
-        svg.contains("1 of 2 trials failed at rate=10M"),
-        "the caption"
+        words
+            .join(" ")
+            .contains("1 of 2 trials failed at rate 10.0 Mbit/s"),
+        "the caption: {svg}"
     );
 
     // Restarted (on another port: the server is not part of the experiment), same command.

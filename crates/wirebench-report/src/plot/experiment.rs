@@ -85,7 +85,7 @@ fn trials_and_bars(s: &ExperimentSummary) -> String {
         .iter()
         .filter_map(|p| {
             let words = p.failed_words()?;
-            let at: Vec<String> = p.point.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let at: Vec<String> = p.point.iter().map(|(k, v)| param_label(k, v)).collect();
             Some(format!("{} at {}", words, at.join(" ")))
         })
         .collect();
