@@ -156,6 +156,28 @@ pub enum Message {
     },
 }
 
+impl Message {
+    /// The message's type as the wire spells it (`done`, `begin`, ...): what a log line or
+    /// an error says of a message that came out of turn, never its contents (a peer's
+    /// frame may be megabytes).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Start { .. } => "start",
+            Self::Challenge { .. } => "challenge",
+            Self::Auth { .. } => "auth",
+            Self::Attach { .. } => "attach",
+            Self::Accept { .. } => "accept",
+            Self::Refuse { .. } => "refuse",
+            Self::UdpReady { .. } => "udp_ready",
+            Self::Begin => "begin",
+            Self::SenderCounts { .. } => "sender_counts",
+            Self::Done { .. } => "done",
+            Self::Interval { .. } => "interval",
+            Self::Error { .. } => "error",
+        }
+    }
+}
+
 /// A control frame that cannot be decoded or encoded.
 #[derive(Debug, Error)]
 pub enum FrameError {

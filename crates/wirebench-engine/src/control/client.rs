@@ -282,7 +282,8 @@ impl ClientSession {
                     self.fail(now, e, None)
                 }
                 other => {
-                    let e = SessionError::Protocol(format!("expected udp_ready, got {other:?}"));
+                    let e =
+                        SessionError::Protocol(format!("expected udp_ready, got {}", other.name()));
                     self.fail(now, e, Some("unexpected control message during set-up"));
                 }
             },
@@ -370,7 +371,10 @@ impl ClientSession {
                 self.fail(now, e, None)
             }
             other => {
-                let e = SessionError::Protocol(format!("expected accept or refuse, got {other:?}"));
+                let e = SessionError::Protocol(format!(
+                    "expected accept or refuse, got {}",
+                    other.name()
+                ));
                 self.fail(now, e, Some("unexpected control message during set-up"));
             }
         }

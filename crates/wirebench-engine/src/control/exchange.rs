@@ -301,7 +301,10 @@ impl Exchange {
                 self.fail(
                     now,
                     wire,
-                    SessionError::Protocol(format!("unexpected control message {at}: {other:?}")),
+                    SessionError::Protocol(format!(
+                        "unexpected control message {at}: {}",
+                        other.name()
+                    )),
                     Some(&format!("unexpected control message {at}")),
                     actions,
                 );

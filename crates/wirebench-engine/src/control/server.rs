@@ -154,8 +154,9 @@ enum State {
 
 /// Messages of a running test kept while its last stream reaches the session: what a test
 /// shorter than that race sends (its counts, its report, an interval). Each is one frame,
-/// bounded as every frame is; a client sending more before its streams arrive is refused
-/// as before.
+/// bounded as every frame is, and at most one is a report (`done`, the one large frame, for
+/// which the test reserves its memory); a client sending more before its streams arrive is
+/// refused as before.
 const EARLY_MAX: usize = 3;
 
 /// The server's session on one connection.
@@ -337,15 +338,19 @@ impl ServerSession {
             State::Hello { .. } => self.first_frame(now, msg),
             State::Auth { .. } => match msg {
                 Message::Auth { mac } => self.check_auth(now, &mac),
-                other => self.refuse(now, Refusal::AuthExpected(format!("{other:?}"))),
+                other => self.refuse(now, Refusal::AuthExpected(other.name().to_string())),
             },
             State::Streams {
                 begin_seen, early, ..
             } => match msg {
                 Message::Begin if !*begin_seen => *begin_seen = true,
                 Message::Error { reason, error_kind } => self.peer_failed(now, reason, error_kind),
+                // One report at most: it is what the test's memory reserve covers.
                 Message::Interval { .. } | Message::SenderCounts { .. } | Message::Done { .. }
-                    if *begin_seen && early.len() < EARLY_MAX =>
+                    if *begin_seen
+                        && early.len() < EARLY_MAX
+                        && !(matches!(msg, Message::Done { .. })
+                            && early.iter().any(|m| matches!(m, Message::Done { .. }))) =>
                 {
                     early.push(msg);
                 }
@@ -355,7 +360,7 @@ impl ServerSession {
                 Message::Begin => self.begin(now),
                 Message::Error { reason, error_kind } => self.peer_failed(now, reason, error_kind),
                 other => {
-                    let e = SessionError::Protocol(format!("expected begin, got {other:?}"));
+                    let e = SessionError::Protocol(format!("expected begin, got {}", other.name()));
                     self.fail(now, e, Some("expected begin"));
                 }
             },
@@ -369,7 +374,7 @@ impl ServerSession {
     }
 
     fn unexpected(&mut self, now: Instant, at: &str, msg: Message) {
-        let e = SessionError::Protocol(format!("unexpected control message {at}: {msg:?}"));
+        let e = SessionError::Protocol(format!("unexpected control message {at}: {}", msg.name()));
         self.fail(now, e, Some(&format!("unexpected control message {at}")));
     }
 
@@ -434,7 +439,8 @@ impl ServerSession {
                 }
             }
             other => {
-                let e = SessionError::Protocol(format!("unexpected first message {other:?}"));
+                let e =
+                    SessionError::Protocol(format!("unexpected first message {}", other.name()));
                 self.fail(now, e, Some("the first message must be start or attach"));
             }
         }

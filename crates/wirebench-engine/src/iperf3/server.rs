@@ -328,9 +328,17 @@ impl ServerSession {
                 self.actions.push_back(ServerAction::Done);
             }
             (_, Item::State(State::ClientTerminate)) => self.fail(Iperf3Error::ClientTerminated),
-            (_, other) => self.fail(Iperf3Error::Protocol(format!(
-                "unexpected {other:?} from the client"
-            ))),
+            (_, other) => {
+                // Named, never printed whole: a document may be 64 KiB of the peer's bytes.
+                let what = match other {
+                    Item::State(s) => format!("{s:?}"),
+                    Item::Json(doc) => format!("a JSON document of {} bytes", doc.len()),
+                    Item::Error { code, errno } => format!("error {code} (errno {errno})"),
+                };
+                self.fail(Iperf3Error::Protocol(format!(
+                    "unexpected {what} from the client"
+                )))
+            }
         }
     }
 }

@@ -139,3 +139,26 @@ fn a_short_test_that_ends_before_the_server_sees_its_stream_completes() {
     assert_eq!(p.client_error(), "", "client");
     assert_eq!(p.server_error(), "", "server");
 }
+
+/// A client that sends a second report before its last stream reaches the session is
+/// refused: the session holds one report at most, what the test's memory reserve covers.
+#[test]
+fn a_second_early_report_is_refused_not_held() {
+    let mut p = Pair::with(spec());
+    p.hold_arrivals = true;
+    p.run_for(Duration::from_secs(5));
+    assert!(p.server_outcome.is_none(), "{}", p.server_error());
+    // The client's report is held; a copy of it is one report too many.
+    let report = wirebench_proto::control::Message::Done {
+        report: Box::default(),
+    };
+    let frame = wirebench_proto::control::encode(&report).expect("encodes");
+    p.inject_to_server(&frame);
+    p.run_for(Duration::from_secs(6));
+    assert!(
+        p.server_error()
+            .contains("unexpected control message during set-up: done"),
+        "{}",
+        p.server_error()
+    );
+}
