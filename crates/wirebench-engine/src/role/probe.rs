@@ -26,8 +26,9 @@ use wirebench_proto::results::SideReport;
 use wirebench_stats::TimeHistogram;
 
 use super::blocking::{is_timeout, send_datagram};
-use super::count::{Count, IntervalUdp, Recorder, Snapshot};
+use super::count::{Count, Recorder};
 use super::early_end::{early_stop, RoleError};
+use super::rr::rr_snapshot;
 use super::sender::next_len;
 use super::{payload, report, RoleParams, POLL};
 use crate::sys::{recv_nowait, wait_readable};
@@ -286,30 +287,6 @@ impl Book {
     }
 }
 
-/// The interval's round trips (answers that arrived in it) and the running count of lost
-/// requests, as an interval record carries them.
-fn probe_snapshot(
-    count: &Count,
-    book: &Book,
-    interval: &mut TimeHistogram,
-    total: &mut TimeHistogram,
-) -> Snapshot {
-    let udp = IntervalUdp {
-        lost: book.tally().lost,
-        jitter_ns: None,
-        delay_p50_ns: interval.quantile(0.5),
-        delay_p99_ns: interval.quantile(0.99),
-    };
-    total.add(interval);
-    interval.reset();
-    Snapshot {
-        bytes: count.bytes,
-        messages: count.messages,
-        udp: Some(udp),
-        tcp: None,
-    }
-}
-
 /// The socket, the request being built and the buffer answers are read into.
 struct Wire<'a> {
     s: &'a UdpSocket,
@@ -381,7 +358,7 @@ pub(super) fn udp_probe_client(s: &UdpSocket, p: &RoleParams, sh: &Shared) -> Si
     loop {
         let now = sh.now_ns();
         rec.tick(now, || {
-            probe_snapshot(&count, &book, &mut interval, &mut total)
+            rr_snapshot(&count, book.tally().lost, &mut interval, &mut total)
         });
         if let Some(why) = early_stop(sh, p, now) {
             error = Some(why);
@@ -435,7 +412,7 @@ pub(super) fn udp_probe_client(s: &UdpSocket, p: &RoleParams, sh: &Shared) -> Si
         }
     }
     let intervals = rec.finish(sh.now_ns(), || {
-        probe_snapshot(&count, &book, &mut interval, &mut total)
+        rr_snapshot(&count, book.tally().lost, &mut interval, &mut total)
     });
     let mut rep = report(&count, intervals, error);
     rep.latency = total.summary();

@@ -287,10 +287,16 @@ impl Transact for UdpRr {
     }
 }
 
-/// The round trips of the interval, as an interval record carries them.
-fn rr_snapshot(count: &Count, interval: &mut TimeHistogram, total: &mut TimeHistogram) -> Snapshot {
+/// The round trips of the interval, and `lost` (requests unanswered so far), as an
+/// interval record carries them; the interval's histogram is added to `total` and reset.
+pub(super) fn rr_snapshot(
+    count: &Count,
+    lost: u64,
+    interval: &mut TimeHistogram,
+    total: &mut TimeHistogram,
+) -> Snapshot {
     let udp = IntervalUdp {
-        lost: 0,
+        lost,
         jitter_ns: None,
         delay_p50_ns: interval.quantile(0.5),
         delay_p99_ns: interval.quantile(0.99),
@@ -322,7 +328,7 @@ pub(super) fn rr_client(t: &mut impl Transact, p: &RoleParams, sh: &Shared) -> S
     // interval, stop and deadline checks run; a paced wait reads the clock again after it.
     let mut now = sh.now_ns();
     loop {
-        rec.tick(now, || rr_snapshot(&count, &mut interval, &mut total));
+        rec.tick(now, || rr_snapshot(&count, 0, &mut interval, &mut total));
         if let Some(why) = early_stop(sh, p, now) {
             error = Some(why);
             break;
@@ -357,7 +363,7 @@ pub(super) fn rr_client(t: &mut impl Transact, p: &RoleParams, sh: &Shared) -> S
         now = end;
     }
     let intervals = rec.finish(sh.now_ns(), || {
-        rr_snapshot(&count, &mut interval, &mut total)
+        rr_snapshot(&count, 0, &mut interval, &mut total)
     });
     let mut rep = report(&count, intervals, error);
     rep.latency = total.summary();

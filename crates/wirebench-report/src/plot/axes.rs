@@ -236,14 +236,7 @@ impl Scale {
                 return;
             }
             if self.log {
-                if self.log_mult.len() > 2 {
-                    self.log_mult = vec![1.0, 3.0];
-                } else if self.log_mult.len() > 1 {
-                    self.log_mult = vec![1.0];
-                } else {
-                    self.log_every += 1;
-                }
-                self.relog();
+                self.thin_log();
             } else {
                 n = n.saturating_sub(1).max(2);
                 self.retick(n);
@@ -272,14 +265,7 @@ impl Scale {
                 return;
             }
             if self.log {
-                if self.log_mult.len() > 2 {
-                    self.log_mult = vec![1.0, 3.0];
-                } else if self.log_mult.len() > 1 {
-                    self.log_mult = vec![1.0];
-                } else {
-                    self.log_every += 1;
-                }
-                self.relog();
+                self.thin_log();
             } else {
                 n = n.saturating_sub(1).max(2);
                 self.retick(n);
@@ -290,6 +276,19 @@ impl Scale {
                 }
             }
         }
+    }
+
+    /// One step fewer ticks on a log axis: the 2s and 5s give way to 3s, then those go, then
+    /// every other decade.
+    fn thin_log(&mut self) {
+        if self.log_mult.len() > 2 {
+            self.log_mult = vec![1.0, 3.0];
+        } else if self.log_mult.len() > 1 {
+            self.log_mult = vec![1.0];
+        } else {
+            self.log_every += 1;
+        }
+        self.relog();
     }
 
     /// Whether the tick labels, each centred on its tick, leave an em between neighbours.
