@@ -27,8 +27,12 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use wirebench_sys::mmsg::{self, Received, RecvBuf, RecvMeta, Transmit, Wait, BATCH};
 
+use wirebench_stats::{SeqTracker, TimeHistogram};
+
 use crate::gso::{Plan, VnetHdr, ETH_HLEN, VNET_HDR_LEN};
-use crate::link::{Fate, Link, LinkConfig, LinkCounters, Traffic};
+use crate::headers;
+use crate::link::{Dropped, Event, Fate, Link, LinkConfig, LinkCounters, Packet, Traffic};
+use crate::netem::corrupt_payload;
 use crate::sys;
 
 /// Largest frame a slot holds: a 1500-byte MTU with its Ethernet and VLAN headers (and a
@@ -132,6 +136,34 @@ pub struct DirectionReport {
     /// the model's `delivered`, which gives a delivery time, but never sent).
     #[serde(default)]
     pub unsent_at_stop: u64,
+    /// Time delivered packets spent in the queue (their sojourn), percentiles, ns.
+    #[serde(default)]
+    pub sojourn_p50_ns: u64,
+    /// See `sojourn_p50_ns`.
+    #[serde(default)]
+    pub sojourn_p90_ns: u64,
+    /// See `sojourn_p50_ns`.
+    #[serde(default)]
+    pub sojourn_p99_ns: u64,
+    /// Corrupted packets sent on (netem's `corrupt`): the receiving kernel finds their
+    /// checksum wrong and drops them.
+    #[serde(default)]
+    pub corrupt_sent: u64,
+    /// UDP datagrams as a receiver of this direction counts them, in the order they
+    /// reached the link (for one UDP stream, the sender's order), when the link treats
+    /// each wire packet apart (netem's reorder, duplicate, corrupt, or an AQM): datagrams
+    /// that reached the link (copies not counted)...
+    #[serde(default)]
+    pub udp_in: u64,
+    /// ... of those, sent on below one sent on before them (a receiver's `reordered`)...
+    #[serde(default)]
+    pub udp_late: u64,
+    /// ... sent on more than once (a receiver's `duplicates`)...
+    #[serde(default)]
+    pub udp_duplicates: u64,
+    /// ... and never sent on whole (lost, dropped, corrupted, or held at the stop).
+    #[serde(default)]
+    pub udp_lost: u64,
 }
 
 /// What one direction did in one interval of a link log (the row type is the link log's
@@ -258,7 +290,15 @@ struct Frame {
     slot: Slot,
     big: Option<Big>,
     len: usize,
+    /// Its place among the UDP datagrams that reached the link, when it is one and the link
+    /// treats each wire packet apart; [`NOT_COUNTED`] otherwise. A copy keeps its original's.
+    udp_index: u64,
+    /// A bit of it was flipped.
+    corrupt: bool,
 }
+
+/// [`Frame::udp_index`] of a frame that is not counted as a UDP datagram.
+const NOT_COUNTED: u64 = u64::MAX;
 
 impl Frame {
     /// The frame's bytes, in its slot and past it.
@@ -325,34 +365,79 @@ impl Pool {
 /// Offers one wire packet to the link, logs its fate, and says when it is delivered.
 fn offer(
     link: &mut Link,
-    log: &mut Log,
-    report: &mut DirectionReport,
+    books: &mut Books,
     at: u64,
     ip_len: u64,
     kind: Traffic,
-) -> Option<u64> {
+) -> Option<(u64, bool)> {
     let fate = link.offer_kind(at, ip_len, kind);
-    if let Some(b) = log.bin(at) {
-        b.packets_in += 1;
-        b.bytes_in += ip_len;
-        match fate {
-            Fate::Lost => b.dropped_loss += 1,
-            Fate::QueueFull => b.dropped_queue += 1,
-            Fate::Deliver { waited_ns, .. } => {
-                b.max_queue_delay_ns = b.max_queue_delay_ns.max(waited_ns);
+    books.arrived(at, ip_len);
+    match fate {
+        Fate::Lost => books.dropped(at, Dropped::Loss),
+        Fate::QueueFull => books.dropped(at, Dropped::Queue),
+        Fate::Deliver {
+            at_ns,
+            waited_ns,
+            reordered,
+        } => {
+            books.delivered(at, at_ns, waited_ns, ip_len, false);
+            return Some((at_ns, reordered));
+        }
+    }
+    None
+}
+
+/// One of the two lines of frames waiting for their time.
+#[derive(Debug, Clone, Copy)]
+enum Line {
+    /// The delay line.
+    Pending,
+    /// Frames sent ahead of it.
+    Ahead,
+}
+
+/// What a direction writes down about the packets it carries: its report, its log and
+/// the sojourn times.
+struct Books {
+    log: Log,
+    report: DirectionReport,
+    sojourn: TimeHistogram,
+}
+
+impl Books {
+    /// A packet of `ip_len` bytes arrived at `at`.
+    fn arrived(&mut self, at: u64, ip_len: u64) {
+        if let Some(b) = self.log.bin(at) {
+            b.packets_in += 1;
+            b.bytes_in += ip_len;
+        }
+    }
+
+    /// A packet was dropped at `at`.
+    fn dropped(&mut self, at: u64, why: Dropped) {
+        if let Some(b) = self.log.bin(at) {
+            match why {
+                Dropped::Loss => b.dropped_loss += 1,
+                Dropped::Queue => b.dropped_queue += 1,
+                Dropped::Aqm => b.dropped_aqm += 1,
             }
         }
     }
-    match fate {
-        Fate::Deliver { at_ns, .. } => {
-            report.delivered_bytes += ip_len;
-            if let Some(b) = log.bin(at_ns) {
-                b.delivered += 1;
-                b.delivered_bytes += ip_len;
-            }
-            Some(at_ns)
+
+    /// A packet of `ip_len` bytes that left the queue at `now` after `waited_ns` in it is
+    /// delivered at `at_ns`, marked CE or not.
+    fn delivered(&mut self, now: u64, at_ns: u64, waited_ns: u64, ip_len: u64, marked: bool) {
+        self.report.delivered_bytes += ip_len;
+        self.sojourn
+            .record(i64::try_from(waited_ns).unwrap_or(i64::MAX));
+        if let Some(b) = self.log.bin(now) {
+            b.max_queue_delay_ns = b.max_queue_delay_ns.max(waited_ns);
+            b.marked += u64::from(marked);
         }
-        Fate::Lost | Fate::QueueFull => None,
+        if let Some(b) = self.log.bin(at_ns) {
+            b.delivered += 1;
+            b.delivered_bytes += ip_len;
+        }
     }
 }
 
@@ -394,6 +479,8 @@ fn deliver_segments(
             slot: pool.slot(),
             big: None,
             len: plan.headers_len(),
+            udp_index: NOT_COUNTED,
+            corrupt: false,
         };
         plan.write_headers(
             &frame.slot[VNET_HDR_LEN..],
@@ -424,6 +511,7 @@ fn forward(
     mmsg::timestamp_arrivals(rx.as_fd())?;
     let mut f = Forward::new(rx.as_fd(), tx.as_fd(), cfg, base, log_ns, offload);
     while !stop.load(Ordering::Relaxed) {
+        f.poll_link();
         f.send_due();
         if f.wait_for_arrivals()? {
             f.receive()?;
@@ -441,12 +529,23 @@ struct Forward<'a> {
     /// Frames carry a virtio header and may be GSO frames.
     offload: bool,
     link: Link,
-    log: Log,
-    report: DirectionReport,
+    books: Books,
     /// A frame's buffers move into `pending` and back to the pool.
     pool: Pool,
-    /// (delivery time, frame), in delivery order: the model never reorders.
+    /// (delivery time, frame), in delivery order...
     pending: VecDeque<(u64, Frame)>,
+    /// ... but for the frames sent ahead of it (netem's reorder), in an order of their own.
+    ahead: VecDeque<(u64, Frame)>,
+    /// The link treats each wire packet apart (see [`LinkConfig::per_packet`]).
+    per_packet: bool,
+    /// Frames the link's queue holds, by handle, and the free handles.
+    held: Vec<Option<Frame>>,
+    free: Vec<u32>,
+    /// What the link's queue did since it was last asked.
+    events: Vec<Event>,
+    /// UDP datagrams that reached the link, and their order as a receiver would see it.
+    udp_next: u64,
+    udp_seen: SeqTracker,
     /// Where the next read puts each frame: [`BATCH`] slots, and as many [`Big`]s with
     /// offloads. A frame read takes its buffers and the pool gives others in their place.
     rx_slots: Vec<Slot>,
@@ -473,6 +572,7 @@ impl<'a> Forward<'a> {
         let rx_bigs = (0..if offload { BATCH } else { 0 })
             .map(|_| pool.big())
             .collect();
+        let per_packet = cfg.per_packet();
         let report = DirectionReport {
             rcvbuf_bytes: socket2::SockRef::from(&rx)
                 .recv_buffer_size()
@@ -488,13 +588,23 @@ impl<'a> Forward<'a> {
             base,
             offload,
             link: Link::new(cfg),
-            log: Log {
-                bin_ns: log_ns,
-                bins: Vec::new(),
+            books: Books {
+                log: Log {
+                    bin_ns: log_ns,
+                    bins: Vec::new(),
+                },
+                report,
+                sojourn: TimeHistogram::new(),
             },
-            report,
             pool,
             pending: VecDeque::new(),
+            ahead: VecDeque::new(),
+            per_packet,
+            held: Vec::new(),
+            free: Vec::new(),
+            events: Vec::new(),
+            udp_next: 0,
+            udp_seen: SeqTracker::new(),
             rx_slots,
             rx_bigs,
             received: Received::default(),
@@ -508,28 +618,55 @@ impl<'a> Forward<'a> {
         self.base.elapsed().as_nanos() as u64
     }
 
-    /// Sends what is due, a batch at a time, and takes its buffers back.
+    /// Sends what is due, in order of time across the delay line and the frames sent ahead
+    /// of it, a batch at a time, and takes their buffers back.
     fn send_due(&mut self) {
         let now = self.now_ns();
-        let due = self.pending.iter().take_while(|p| p.0 <= now).count();
+        loop {
+            let head = |q: &VecDeque<(u64, Frame)>| q.front().map(|p| p.0).filter(|&t| t <= now);
+            let (line, other) = match (head(&self.pending), head(&self.ahead)) {
+                (None, None) => return,
+                (Some(_), None) => (Line::Pending, None),
+                (None, Some(_)) => (Line::Ahead, None),
+                (Some(p), Some(a)) if a < p => (Line::Ahead, Some(p)),
+                (Some(_), Some(a)) => (Line::Pending, Some(a)),
+            };
+            // Up to the other line's first due frame, if it has one.
+            let until = other.unwrap_or(now);
+            let q = match line {
+                Line::Pending => &self.pending,
+                Line::Ahead => &self.ahead,
+            };
+            let due = q.iter().take_while(|p| p.0 <= until).count().max(1);
+            self.send_from(line, due, now);
+        }
+    }
+
+    /// Sends the first `due` frames of `line` and takes their buffers back.
+    fn send_from(&mut self, line: Line, due: usize, now: u64) {
+        let q = match line {
+            Line::Pending => &mut self.pending,
+            Line::Ahead => &mut self.ahead,
+        };
         let mut sent = 0;
         while sent < due {
             let n = (due - sent).min(BATCH);
-            let frames = self
-                .pending
-                .iter()
-                .skip(sent)
-                .take(n)
-                .map(|(_, f)| f.parts());
+            let frames = q.iter().skip(sent).take(n).map(|(_, f)| f.parts());
             let (took, refused) = send_frames(self.tx, frames);
-            self.report.send_errors += refused as u64;
+            self.books.report.send_errors += refused as u64;
             sent += took.max(1);
         }
-        for (at, frame) in self.pending.drain(..due) {
+        let report = &mut self.books.report;
+        for (at, frame) in q.drain(..due) {
             let late = now.saturating_sub(at);
-            self.report.late_ns_sum += late;
-            self.report.late_ns_max = self.report.late_ns_max.max(late);
-            self.report.late_over_100us += u64::from(late > 100_000);
+            report.late_ns_sum += late;
+            report.late_ns_max = report.late_ns_max.max(late);
+            report.late_over_100us += u64::from(late > 100_000);
+            if frame.corrupt {
+                report.corrupt_sent += 1;
+            } else if frame.udp_index != NOT_COUNTED {
+                self.udp_seen.record(frame.udp_index);
+            }
             self.pool.put(frame);
         }
     }
@@ -537,8 +674,16 @@ impl<'a> Forward<'a> {
     /// Waits for a frame to arrive until the spin margin before the next one is due, or
     /// [`STOP_POLL`]; within the margin, looks without blocking. True if one has arrived.
     fn wait_for_arrivals(&mut self) -> io::Result<bool> {
-        let wait = match self.pending.front() {
-            Some(&(at, _)) => at.saturating_sub(self.now_ns()),
+        let next = [
+            self.pending.front().map(|p| p.0),
+            self.ahead.front().map(|p| p.0),
+            self.link.next_dequeue_ns(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let wait = match next {
+            Some(at) => at.saturating_sub(self.now_ns()),
             None => u64::MAX,
         }
         .min(STOP_POLL.as_nanos() as u64);
@@ -584,7 +729,7 @@ impl<'a> Forward<'a> {
             // header type for, as UDP GSO before Linux 6.2): the call dropped it. Counted,
             // and the link goes on.
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                self.report.oversize += 1;
+                self.books.report.oversize += 1;
                 0
             }
             Err(e) => return Err(e),
@@ -615,17 +760,23 @@ impl<'a> Forward<'a> {
         let len = meta.len;
         if meta.truncated || len > cap {
             // Its buffers stay where they are, for the next read.
-            self.report.oversize += 1;
+            self.books.report.oversize += 1;
             return;
         }
         let slot = std::mem::replace(&mut self.rx_slots[i], self.pool.slot());
         let big = (len > SLOT).then(|| std::mem::replace(&mut self.rx_bigs[i], self.pool.big()));
-        let frame = Frame { slot, big, len };
+        let frame = Frame {
+            slot,
+            big,
+            len,
+            udp_index: NOT_COUNTED,
+            corrupt: false,
+        };
         let head = &frame.slot[hdr..len.min(SLOT)];
         if !is_ip(head) {
-            self.report.non_ip += 1;
+            self.books.report.non_ip += 1;
             let (_, refused) = send_frames(self.tx, std::iter::once(frame.parts()));
-            self.report.send_errors += refused as u64;
+            self.books.report.send_errors += refused as u64;
             self.pool.put(frame);
             return;
         }
@@ -638,7 +789,7 @@ impl<'a> Forward<'a> {
             match Plan::parse(&vnet, head, len - hdr) {
                 Ok(plan) => plan,
                 Err(_) => {
-                    self.report.oversize += 1;
+                    self.books.report.oversize += 1;
                     self.pool.put(frame);
                     return;
                 }
@@ -646,20 +797,32 @@ impl<'a> Forward<'a> {
         } else {
             None
         };
-        let (link, log, report) = (&mut self.link, &mut self.log, &mut self.report);
+        let (link, books) = (&mut self.link, &mut self.books);
         let Some(plan) = plan else {
             let ip_len = (len - hdr - ETH_HLEN) as u64;
-            match offer(link, log, report, at, ip_len, kind) {
-                Some(at_ns) => self.pending.push_back((at_ns, frame)),
+            if self.per_packet {
+                self.take_packet(frame, at, ip_len, kind);
+                return;
+            }
+            match offer(link, books, at, ip_len, kind) {
+                Some((at_ns, _)) => self.pending.push_back((at_ns, frame)),
                 None => self.pool.put(frame),
             }
             return;
         };
+        if self.per_packet {
+            // The lab turns offloads off for such a link; a GSO frame here is one it cannot
+            // treat packet by packet.
+            books.report.oversize += 1;
+            self.pool.put(frame);
+            return;
+        }
         // A GSO frame: each of its wire packets meets the link on its own.
         self.times.clear();
         for k in 0..plan.segments() {
             let ip_len = plan.ip_len(k) as u64;
-            self.times.push(offer(link, log, report, at, ip_len, kind));
+            let time = offer(link, books, at, ip_len, kind).map(|(t, _)| t);
+            self.times.push(time);
         }
         deliver_segments(
             &plan,
@@ -667,17 +830,141 @@ impl<'a> Forward<'a> {
             &self.times,
             &mut self.pending,
             &mut self.pool,
-            report,
+            &mut books.report,
         );
     }
 
+    /// Takes one wire packet on a link that treats each apart: a copy of it too if netem
+    /// duplicates it, each copy perhaps corrupted, then offered to the link.
+    fn take_packet(&mut self, mut frame: Frame, at: u64, ip_len: u64, kind: Traffic) {
+        let hdr = if self.offload { VNET_HDR_LEN } else { 0 };
+        let ip = hdr + ETH_HLEN..frame.len.min(SLOT);
+        if kind == Traffic::Udp {
+            frame.udp_index = self.udp_next;
+            self.udp_next += 1;
+        }
+        let copy = self.link.duplicate().then(|| {
+            let mut c = Frame {
+                slot: self.pool.slot(),
+                big: None,
+                len: 0,
+                udp_index: frame.udp_index,
+                corrupt: false,
+            };
+            let (a, b) = frame.parts();
+            c.extend(a, &mut self.pool);
+            c.extend(b, &mut self.pool);
+            c
+        });
+        for mut f in std::iter::once(frame).chain(copy) {
+            if let Some(r) = self.link.corrupt() {
+                f.corrupt = corrupt_payload(&mut f.slot[ip.clone()], r).is_some();
+            }
+            self.offer_packet(f, at, ip_len, kind);
+        }
+    }
+
+    /// Offers one wire packet to a link that treats each apart.
+    fn offer_packet(&mut self, frame: Frame, at: u64, ip_len: u64, kind: Traffic) {
+        self.books.arrived(at, ip_len);
+        let hdr = if self.offload { VNET_HDR_LEN } else { 0 };
+        let ip = &frame.slot[hdr + ETH_HLEN..frame.len.min(SLOT)];
+        let packet = Packet {
+            id: 0,
+            len: ip_len,
+            kind,
+            flow: headers::flow_hash(ip),
+            ect: headers::ecn(ip) != 0,
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.held[id as usize] = Some(frame);
+                id
+            }
+            None => {
+                self.held.push(Some(frame));
+                (self.held.len() - 1) as u32
+            }
+        };
+        self.link
+            .enqueue(at, Packet { id, ..packet }, &mut self.events);
+        self.settle(at);
+    }
+
+    /// Asks the link for the packets its serializer has reached by now.
+    fn poll_link(&mut self) {
+        if self.link.next_dequeue_ns().is_some() {
+            let now = self.now_ns();
+            self.link.poll(now, &mut self.events);
+            self.settle(now);
+        }
+    }
+
+    /// Moves the frames of the link's latest events, at `now`, to the delay line (marked CE
+    /// if the AQM said so) or back to the pool.
+    fn settle(&mut self, now: u64) {
+        let hdr = if self.offload { VNET_HDR_LEN } else { 0 };
+        for event in self.events.drain(..) {
+            let id = match event {
+                Event::Deliver { id, .. } | Event::Dropped { id, .. } => id,
+            };
+            let Some(mut frame) = self.held.get_mut(id as usize).and_then(Option::take) else {
+                continue;
+            };
+            self.free.push(id);
+            match event {
+                Event::Deliver {
+                    arrived_ns,
+                    at_ns,
+                    waited_ns,
+                    mark_ce,
+                    reordered,
+                    ..
+                } => {
+                    let ip_len = (frame.len - hdr - ETH_HLEN) as u64;
+                    let marked = mark_ce && headers::set_ce(&mut frame.slot[hdr + ETH_HLEN..]);
+                    self.books
+                        .delivered(arrived_ns, at_ns, waited_ns, ip_len, marked);
+                    let line = if reordered {
+                        &mut self.ahead
+                    } else {
+                        &mut self.pending
+                    };
+                    line.push_back((at_ns, frame));
+                }
+                Event::Dropped { why, .. } => {
+                    self.books.dropped(now, why);
+                    self.pool.put(frame);
+                }
+            }
+        }
+    }
+
     /// What the direction did, once it stops; frames still held are dropped unsent.
-    fn finish(self) -> Finished {
-        let mut report = self.report;
-        report.unsent_at_stop = self.pending.len() as u64;
+    fn finish(mut self) -> Finished {
+        let mut report = self.books.report;
+        report.unsent_at_stop = (self.pending.len() + self.ahead.len()) as u64;
         report.link = self.link.counters();
         report.emulator_drops = sys::packet_drops(self.rx);
-        (report, self.log.bins)
+        let q = |p: f64| {
+            self.books
+                .sojourn
+                .quantile(p)
+                .map_or(0, |v| v.max(0) as u64)
+        };
+        (
+            report.sojourn_p50_ns,
+            report.sojourn_p90_ns,
+            report.sojourn_p99_ns,
+        ) = (q(0.5), q(0.9), q(0.99));
+        if self.per_packet {
+            self.udp_seen.finish(self.udp_next);
+            report.udp_in = self.udp_next;
+            report.udp_late = self.udp_seen.reordered();
+            report.udp_duplicates = self.udp_seen.duplicates();
+            report.udp_lost = self.udp_seen.lost(self.udp_next);
+        }
+        (report, self.books.log.bins)
     }
 }
 

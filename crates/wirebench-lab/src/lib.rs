@@ -15,10 +15,13 @@
 //! - [`user_stack`]: hosts whose test traffic goes through a user-space TCP/IP stack.
 #![deny(unsafe_code)]
 
+pub mod aqm;
 pub mod emu;
 pub mod gso;
+pub mod headers;
 pub mod link;
 pub mod link_options;
+pub mod netem;
 pub mod netns;
 pub mod pair;
 pub mod rtnl;
@@ -29,6 +32,7 @@ pub mod summary;
 mod sys;
 pub mod testbed;
 pub mod topo;
+pub mod trace;
 pub mod trial;
 pub mod user_stack;
 

@@ -1,17 +1,28 @@
 //! One direction of an emulated link, as a pure, seeded state machine: each packet offered
-//! at `now` is lost at random, or dropped by a full queue, or given the exact time it leaves
+//! at `now` is lost at random, or dropped by the queue, or given the exact time it leaves
 //! the far end. No clock, no socket: the I/O loop around it passes `now` in and holds each
 //! packet until its time (DESIGN.md, "The emulated network").
 //!
 //! ```text
-//! offer ─► loss (Bernoulli or Gilbert-Elliott) ─► drop-tail queue (packets, bytes)
-//!       ─► serializer at rate_bps (wire size = len + overhead) ─► delay (+ jitter, in order)
+//! offer ─► loss (Bernoulli or Gilbert-Elliott) ─► queue (drop-tail, or an AQM)
+//!       ─► serializer (a rate, or a Mahimahi trace's delivery opportunities)
+//!       ─► delay (+ jitter, in order; netem's distributions; reordered packets skip it)
 //! ```
 //!
 //! Times are virtual: a packet's departure is computed from the link's own schedule, so a
 //! late timer in the I/O loop delays a packet but never changes the modelled rate.
+//!
+//! With a drop-tail queue a packet's departure is known the moment it is offered (no later
+//! arrival changes it), and [`Link::offer_kind`] answers at once. An AQM decides at dequeue
+//! time (CoDel drops at the head; fq_codel serves flows in turn), so with one the packet
+//! waits in the queue under a handle: [`Link::enqueue`] takes it, and [`Link::poll`] gives
+//! each packet's fate as the serializer reaches it ([`Event`]).
 
 use serde::{Deserialize, Serialize};
+
+use crate::aqm::{Aqm, AqmConfig, AqmCounters, AqmKind, DropCause, QueuedPacket};
+use crate::netem::{Delay, Netem, NetemConfig};
+use crate::trace::{Trace, TraceLink};
 
 /// How packets are lost before they reach the queue.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -46,7 +57,7 @@ fn splitmix(mut z: u64) -> u64 {
 }
 
 /// One direction's settings.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LinkConfig {
     /// Serialization rate, bits/s; 0: infinitely fast.
     pub rate_bps: u64,
@@ -64,6 +75,52 @@ pub struct LinkConfig {
     pub loss: Loss,
     /// Seed of the link's random numbers: the same seed, the same losses and jitter.
     pub seed: u64,
+    /// The queue's discipline, its limits `queue_packets` and `queue_bytes` unless it sets
+    /// its own; none: drop-tail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aqm: Option<AqmConfig>,
+    /// netem's delay distributions, reordering, duplication and corruption.
+    #[serde(default)]
+    pub netem: NetemConfig,
+    /// Delivery opportunities of a Mahimahi trace, in place of `rate_bps`.
+    #[serde(skip)]
+    pub trace: Option<Trace>,
+}
+
+impl LinkConfig {
+    /// A link of `rate_bps` and `delay_ns`, and nothing else: no jitter, no limit to its
+    /// drop-tail queue, no loss.
+    pub fn new(rate_bps: u64, delay_ns: u64) -> Self {
+        Self {
+            rate_bps,
+            overhead_bytes: 0,
+            delay_ns,
+            jitter_ns: 0,
+            queue_packets: 0,
+            queue_bytes: 0,
+            loss: Loss::None,
+            seed: 1,
+            aqm: None,
+            netem: NetemConfig::default(),
+            trace: None,
+        }
+    }
+
+    /// Whether the queue decides at dequeue time (an AQM, or drop-head), so that packets wait
+    /// in it under a handle ([`Link::enqueue`]) rather than learn their fate when offered.
+    pub fn queues_packets(&self) -> bool {
+        self.aqm
+            .as_ref()
+            .is_some_and(|a| a.kind != AqmKind::DropTail)
+    }
+
+    /// Whether the link treats each wire packet apart in ways a GSO frame cannot carry
+    /// whole: an AQM, reordering, duplication or corruption. The lab turns offloads off
+    /// for such a link, so that each frame the emulator reads is one wire packet.
+    pub fn per_packet(&self) -> bool {
+        let n = &self.netem;
+        self.queues_packets() || n.reorder > 0.0 || n.duplicate > 0.0 || n.corrupt > 0.0
+    }
 }
 
 /// What became of an offered packet.
@@ -79,6 +136,62 @@ pub enum Fate {
         at_ns: u64,
         /// How long it waited in the queue for the serializer, ns.
         waited_ns: u64,
+        /// Reordered: sent ahead of the packets in the delay line (netem's `reorder`), so
+        /// that its time comes before theirs.
+        reordered: bool,
+    },
+}
+
+/// A packet offered to a link whose queue holds it ([`LinkConfig::queues_packets`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Packet {
+    /// The caller's handle for its bytes.
+    pub id: u32,
+    /// IP length, bytes.
+    pub len: u64,
+    /// Its kind, for its loss draw.
+    pub kind: Traffic,
+    /// Hash of its flow (addresses, protocol, ports), for fq_codel.
+    pub flow: u32,
+    /// ECN-capable transport: an AQM with ECN marks it rather than drop it.
+    pub ect: bool,
+}
+
+/// Why a packet did not cross.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dropped {
+    /// Lost at random.
+    Loss,
+    /// The queue was full.
+    Queue,
+    /// The AQM dropped it.
+    Aqm,
+}
+
+/// What became of a packet the queue held: [`Link::enqueue`] and [`Link::poll`] give these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// It leaves the far end at `at_ns`.
+    Deliver {
+        /// Its handle.
+        id: u32,
+        /// When it was offered.
+        arrived_ns: u64,
+        /// When it leaves the far end.
+        at_ns: u64,
+        /// How long it waited in the queue, ns (its sojourn time).
+        waited_ns: u64,
+        /// The AQM marked it Congestion Experienced (it was ECN-capable).
+        mark_ce: bool,
+        /// Sent ahead of the delay line (netem's `reorder`).
+        reordered: bool,
+    },
+    /// It was dropped.
+    Dropped {
+        /// Its handle.
+        id: u32,
+        /// Why.
+        why: Dropped,
     },
 }
 
@@ -97,6 +210,21 @@ pub struct LinkCounters {
     pub queue_delay_ns: u64,
     /// Longest such wait, ns.
     pub max_queue_delay_ns: u64,
+    /// Dropped by the AQM's decision (not a full queue).
+    #[serde(default)]
+    pub dropped_aqm: u64,
+    /// Marked Congestion Experienced by the AQM instead of dropped.
+    #[serde(default)]
+    pub marked: u64,
+    /// Sent ahead of the packets in the delay line (netem's `reorder`).
+    #[serde(default)]
+    pub reordered: u64,
+    /// Copies made (netem's `duplicate`): each is offered as a packet of its own.
+    #[serde(default)]
+    pub duplicated: u64,
+    /// Packets given a flipped bit (netem's `corrupt`), whatever became of them after.
+    #[serde(default)]
+    pub corrupted: u64,
 }
 
 /// The kind of a packet, for its loss draw. Each kind draws its losses from a stream of its
@@ -122,6 +250,15 @@ impl Traffic {
     }
 }
 
+/// The serializer: when each packet's last byte leaves.
+#[derive(Debug, Clone)]
+enum Serializer {
+    /// A fixed rate (`rate_bps`; 0: infinitely fast).
+    Rate,
+    /// A trace's delivery opportunities.
+    Trace(TraceLink),
+}
+
 /// One direction of a link.
 #[derive(Debug, Clone)]
 pub struct Link {
@@ -130,11 +267,17 @@ pub struct Link {
     rng: [u64; 3],
     /// Gilbert-Elliott's state, per kind of traffic.
     bad: [bool; 3],
-    /// When the serializer is free again.
+    serializer: Serializer,
+    /// When the serializer is free again (with a trace: when the last packet left).
     busy_until_ns: u64,
-    /// Serialization start time and wire bytes of each packet still waiting in the queue.
+    /// Drop-tail: serialization start time and wire bytes of each packet still waiting in
+    /// the queue.
     queue: std::collections::VecDeque<(u64, u64)>,
     queued_bytes: u64,
+    /// An AQM (or drop-head) that holds the packets themselves; see [`Link::enqueue`].
+    aqm: Option<Aqm>,
+    /// netem's decisions, when any of its options is on.
+    netem: Option<Netem>,
     /// The last delivery time given, so jitter never reorders.
     last_delivery_ns: u64,
     counters: LinkCounters,
@@ -143,6 +286,24 @@ pub struct Link {
 impl Link {
     /// A link in its idle state.
     pub fn new(cfg: LinkConfig) -> Self {
+        let serializer = match &cfg.trace {
+            Some(t) => Serializer::Trace(TraceLink::new(t.clone())),
+            None => Serializer::Rate,
+        };
+        let aqm = cfg.queues_packets().then(|| {
+            let a = cfg
+                .aqm
+                .clone()
+                .unwrap_or_else(|| unreachable!("queues_packets has one"));
+            Aqm::new(
+                &a,
+                cfg.queue_packets,
+                cfg.queue_bytes,
+                splitmix(cfg.seed ^ 0xA9),
+            )
+        });
+        let netem = (cfg.netem != NetemConfig::default())
+            .then(|| Netem::new(cfg.netem, splitmix(cfg.seed.wrapping_add(3))));
         Self {
             // splitmix64 of the seed: a zero seed still gives a useful stream; the other kinds'
             // streams start from the seed's own splitmix outputs, far from the first.
@@ -151,11 +312,14 @@ impl Link {
                 splitmix(cfg.seed.wrapping_add(1)),
                 splitmix(cfg.seed.wrapping_add(2)),
             ],
+            serializer,
             cfg,
             bad: [false; 3],
             busy_until_ns: 0,
             queue: std::collections::VecDeque::new(),
             queued_bytes: 0,
+            aqm,
+            netem,
             last_delivery_ns: 0,
             counters: LinkCounters::default(),
         }
@@ -163,7 +327,22 @@ impl Link {
 
     /// The counters so far.
     pub fn counters(&self) -> LinkCounters {
-        self.counters
+        let mut c = self.counters;
+        if let Some(a) = &self.aqm {
+            let AqmCounters {
+                dropped_aqm,
+                marked,
+                ..
+            } = a.counters();
+            c.dropped_aqm = dropped_aqm;
+            c.marked = marked;
+        }
+        c
+    }
+
+    /// The AQM's own counters, when the link has one.
+    pub fn aqm_counters(&self) -> Option<AqmCounters> {
+        self.aqm.as_ref().map(Aqm::counters)
     }
 
     /// A uniform number in [0, 1) from stream `k` (splitmix64).
@@ -199,13 +378,77 @@ impl Link {
         }
     }
 
-    /// Time to put `wire_bytes` on the wire, ns.
+    /// Whether an arriving packet is to be duplicated (netem decides this first, before
+    /// loss): the caller then offers a copy as a packet of its own.
+    pub fn duplicate(&mut self) -> bool {
+        let dup = self.netem.as_mut().is_some_and(Netem::duplicate);
+        self.counters.duplicated += u64::from(dup);
+        dup
+    }
+
+    /// Whether an arriving packet is to be corrupted; `Some(r)`: a random number that
+    /// chooses the bit (see [`crate::netem::corrupt_payload`]).
+    pub fn corrupt(&mut self) -> Option<u64> {
+        let r = self.netem.as_mut().and_then(Netem::corrupt);
+        self.counters.corrupted += u64::from(r.is_some());
+        r
+    }
+
+    /// Time to put `wire_bytes` on the wire at the link's rate, ns.
     fn serialization_ns(&self, wire_bytes: u64) -> u64 {
         if self.cfg.rate_bps == 0 {
             return 0;
         }
         let ns = u128::from(wire_bytes) * 8 * 1_000_000_000 / u128::from(self.cfg.rate_bps);
         u64::try_from(ns).unwrap_or(u64::MAX)
+    }
+
+    /// When the serializer may begin a packet that is ready at `ready_ns`.
+    fn next_start(&mut self, ready_ns: u64) -> u64 {
+        let ready = ready_ns.max(self.busy_until_ns);
+        match &mut self.serializer {
+            Serializer::Rate => ready,
+            Serializer::Trace(t) => t.next_start(ready),
+        }
+    }
+
+    /// Puts `wire` bytes on the wire from `start` (a time [`Self::next_start`] gave); the
+    /// serializer is busy until their last byte has left, which is returned.
+    fn serialize(&mut self, start: u64, wire: u64) -> u64 {
+        let end = match &mut self.serializer {
+            Serializer::Rate => start + self.serialization_ns(wire),
+            Serializer::Trace(t) => t.send(start, wire),
+        };
+        self.busy_until_ns = end;
+        end
+    }
+
+    /// When a packet that left the serializer at `depart` leaves the far end, and whether it
+    /// was sent ahead of the delay line.
+    fn delivery(&mut self, depart: u64) -> (u64, bool) {
+        let delay = match self.netem.as_mut().map(|n| n.delay(self.cfg.delay_ns)) {
+            Some(Delay::Reordered) => {
+                self.counters.reordered += 1;
+                return (depart, true);
+            }
+            Some(Delay::After(d)) => d,
+            None => self.cfg.delay_ns,
+        };
+        let jitter = if self.cfg.jitter_ns > 0 {
+            (self.uniform() * (self.cfg.jitter_ns + 1) as f64) as u64
+        } else {
+            0
+        };
+        let at = (depart + delay + jitter).max(self.last_delivery_ns);
+        self.last_delivery_ns = at;
+        (at, false)
+    }
+
+    /// Counts a packet that waited `waited` ns in the queue and is delivered.
+    fn count_delivery(&mut self, waited: u64) {
+        self.counters.delivered += 1;
+        self.counters.queue_delay_ns += waited;
+        self.counters.max_queue_delay_ns = self.counters.max_queue_delay_ns.max(waited);
     }
 
     /// Offers a packet of `len` bytes at `now_ns` (non-decreasing from call to call), its
@@ -215,13 +458,18 @@ impl Link {
     }
 
     /// Offers a packet of `len` bytes of `kind` at `now_ns` (non-decreasing from call to
-    /// call).
+    /// call) to a drop-tail link (one that does not [queue packets](LinkConfig::queues_packets)).
     pub fn offer_kind(&mut self, now_ns: u64, len: u64, kind: Traffic) -> Fate {
         self.counters.packets_in += 1;
         if self.lost(kind) {
             self.counters.dropped_loss += 1;
             return Fate::Lost;
         }
+        self.drop_tail(now_ns, len)
+    }
+
+    /// A packet of `len` bytes that was not lost meets the drop-tail queue at `now_ns`.
+    fn drop_tail(&mut self, now_ns: u64, len: u64) -> Fate {
         // Packets whose serialization has begun by now have left the queue.
         while let Some(&(start, bytes)) = self.queue.front() {
             if start > now_ns {
@@ -231,7 +479,7 @@ impl Link {
             self.queued_bytes -= bytes;
         }
         let wire = len + u64::from(self.cfg.overhead_bytes);
-        let start = self.busy_until_ns.max(now_ns);
+        let start = self.next_start(now_ns);
         let waits = start > now_ns;
         if waits {
             let full_count =
@@ -245,23 +493,128 @@ impl Link {
             self.queue.push_back((start, wire));
             self.queued_bytes += wire;
         }
-        self.busy_until_ns = start + self.serialization_ns(wire);
-        let jitter = if self.cfg.jitter_ns > 0 {
-            (self.uniform() * (self.cfg.jitter_ns + 1) as f64) as u64
-        } else {
-            0
-        };
-        let at = (self.busy_until_ns + self.cfg.delay_ns + jitter).max(self.last_delivery_ns);
-        self.last_delivery_ns = at;
+        let depart = self.serialize(start, wire);
+        let (at, reordered) = self.delivery(depart);
         let waited = start - now_ns;
-        self.counters.delivered += 1;
-        self.counters.queue_delay_ns += waited;
-        self.counters.max_queue_delay_ns = self.counters.max_queue_delay_ns.max(waited);
+        self.count_delivery(waited);
         Fate::Deliver {
             at_ns: at,
             waited_ns: waited,
+            reordered,
         }
     }
+
+    /// Offers packet `p` at `now_ns` (non-decreasing from call to call) to a link whose queue
+    /// holds it ([`LinkConfig::queues_packets`]); what becomes of it, and of any packet whose
+    /// time has come, is pushed on `out`: at once if it is lost or dropped, or as soon as it
+    /// reaches the serializer (now, or in a later [`Self::poll`]).
+    pub fn enqueue(&mut self, now_ns: u64, p: Packet, out: &mut Vec<Event>) {
+        self.poll(now_ns, out);
+        self.counters.packets_in += 1;
+        if self.lost(p.kind) {
+            self.counters.dropped_loss += 1;
+            out.push(Event::Dropped {
+                id: p.id,
+                why: Dropped::Loss,
+            });
+            return;
+        }
+        let Some(aqm) = self.aqm.as_mut() else {
+            // A drop-tail link: its fate is known now.
+            let event = match self.drop_tail(now_ns, p.len) {
+                Fate::Lost => unreachable!("loss was drawn above"),
+                Fate::QueueFull => Event::Dropped {
+                    id: p.id,
+                    why: Dropped::Queue,
+                },
+                Fate::Deliver {
+                    at_ns,
+                    waited_ns,
+                    reordered,
+                } => Event::Deliver {
+                    id: p.id,
+                    arrived_ns: now_ns,
+                    at_ns,
+                    waited_ns,
+                    mark_ce: false,
+                    reordered,
+                },
+            };
+            out.push(event);
+            return;
+        };
+        // The serializer cannot begin a packet before it arrives.
+        if aqm.is_empty() {
+            self.busy_until_ns = self.busy_until_ns.max(now_ns);
+        }
+        let wire = p.len + u64::from(self.cfg.overhead_bytes);
+        let queued = QueuedPacket {
+            id: p.id,
+            bytes: u32::try_from(wire).unwrap_or(u32::MAX),
+            flow: p.flow,
+            ect: p.ect,
+            enqueued_ns: now_ns,
+        };
+        let counters = &mut self.counters;
+        aqm.enqueue(now_ns, queued, &mut |q, cause| {
+            push_drop(out, counters, q, cause);
+        });
+        self.poll(now_ns, out);
+    }
+
+    /// Moves the packets the serializer reaches by `now_ns` out of the queue, and pushes
+    /// what becomes of them (and of those the AQM drops on the way) on `out`.
+    pub fn poll(&mut self, now_ns: u64, out: &mut Vec<Event>) {
+        loop {
+            if self.aqm.as_ref().is_none_or(Aqm::is_empty) {
+                return;
+            }
+            let start = self.next_start(0);
+            if start > now_ns {
+                return;
+            }
+            let Some(aqm) = self.aqm.as_mut() else { return };
+            let counters = &mut self.counters;
+            let got = aqm.dequeue(start, &mut |q, cause| {
+                push_drop(out, counters, q, cause);
+            });
+            let Some(d) = got else { return };
+            let depart = self.serialize(start, u64::from(d.packet.bytes));
+            let (at, reordered) = self.delivery(depart);
+            let waited = start.saturating_sub(d.packet.enqueued_ns);
+            self.count_delivery(waited);
+            out.push(Event::Deliver {
+                id: d.packet.id,
+                arrived_ns: d.packet.enqueued_ns,
+                at_ns: at,
+                waited_ns: waited,
+                mark_ce: d.mark_ce,
+                reordered,
+            });
+        }
+    }
+
+    /// When the serializer next takes a packet from the queue: the time to call
+    /// [`Self::poll`] at. None: the queue holds nothing.
+    pub fn next_dequeue_ns(&mut self) -> Option<u64> {
+        if self.aqm.as_ref().is_none_or(Aqm::is_empty) {
+            return None;
+        }
+        Some(self.next_start(0))
+    }
+}
+
+/// Counts a packet the queue dropped and pushes its event.
+fn push_drop(out: &mut Vec<Event>, counters: &mut LinkCounters, q: QueuedPacket, cause: DropCause) {
+    let why = match cause {
+        DropCause::Overflow => {
+            counters.dropped_queue += 1;
+            Dropped::Queue
+        }
+        // Counted by the AQM itself (see `Link::counters`).
+        DropCause::Aqm => Dropped::Aqm,
+    };
+    out.push(Event::Dropped { id: q.id, why });
 }
 
 #[cfg(test)]
@@ -278,6 +631,7 @@ mod tests {
             queue_bytes: 0,
             loss: Loss::None,
             seed: 1,
+            ..LinkConfig::new(0, 0)
         }
     }
 
@@ -427,5 +781,89 @@ mod tests {
             spread = (spread.0.min(extra), spread.1.max(extra));
         }
         assert!(spread.1 > 0, "jitter applied");
+    }
+
+    /// Offers `n` packets through the queue-holding path, returning each one's event.
+    fn through_queue(l: &mut Link, arrivals: &[(u64, u64)]) -> Vec<Event> {
+        let mut out = Vec::new();
+        for (i, &(t, len)) in arrivals.iter().enumerate() {
+            let p = Packet {
+                id: i as u32,
+                len,
+                kind: Traffic::Other,
+                flow: 0,
+                ect: false,
+            };
+            l.enqueue(t, p, &mut out);
+        }
+        while let Some(t) = l.next_dequeue_ns() {
+            l.poll(t, &mut out);
+        }
+        out
+    }
+
+    #[test]
+    fn a_queue_that_never_drops_schedules_as_drop_tail() {
+        // Bursts and gaps, packets of many sizes: a drop-head queue too long to fill must
+        // give every packet the time and wait the drop-tail link computes at once.
+        let mut x = 12345u64;
+        let mut t = 0;
+        let arrivals: Vec<(u64, u64)> = (0..5000)
+            .map(|_| {
+                x = splitmix(x);
+                t += if x.is_multiple_of(7) { 5_000_000 } else { x % 300_000 };
+                (t, 40 + (x >> 20) % 1460)
+            })
+            .collect();
+        let mut tail = Link::new(cfg());
+        let want: Vec<(u64, u64)> = arrivals
+            .iter()
+            .map(|&(t, len)| match tail.offer(t, len) {
+                Fate::Deliver {
+                    at_ns, waited_ns, ..
+                } => (at_ns, waited_ns),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let mut head = Link::new(LinkConfig {
+            aqm: Some(AqmConfig::parse("drophead").unwrap()),
+            ..cfg()
+        });
+        let mut got = vec![(0, 0); arrivals.len()];
+        for e in through_queue(&mut head, &arrivals) {
+            match e {
+                Event::Deliver {
+                    id,
+                    at_ns,
+                    waited_ns,
+                    arrived_ns,
+                    ..
+                } => {
+                    assert_eq!(arrived_ns, arrivals[id as usize].0);
+                    got[id as usize] = (at_ns, waited_ns);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(got, want);
+        assert_eq!(head.counters(), tail.counters());
+    }
+
+    #[test]
+    fn a_packet_never_leaves_before_it_arrives() {
+        // The serializer is idle from 1 ms: a packet offered at 10 ms starts then, not at 1 ms.
+        let mut l = Link::new(LinkConfig {
+            aqm: Some(AqmConfig::parse("drophead").unwrap()),
+            ..cfg()
+        });
+        let events = through_queue(&mut l, &[(0, 1000), (10_000_000, 1000)]);
+        let times: Vec<u64> = events
+            .iter()
+            .map(|e| match e {
+                Event::Deliver { at_ns, .. } => *at_ns,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(times, [11_000_000, 21_000_000]);
     }
 }

@@ -290,12 +290,15 @@ impl LinkProps {
             queue_bytes,
             loss: Loss::None,
             seed: 0,
+            aqm: None,
+            netem: crate::netem::NetemConfig::default(),
+            trace: None,
         };
         let up = LinkConfig {
             rate_bps: up_rate,
             loss: model(loss(&self.loss_up)?)?,
             seed: seed.wrapping_mul(2),
-            ..base
+            ..base.clone()
         };
         let down = LinkConfig {
             rate_bps: down_rate,

@@ -261,7 +261,14 @@ impl Lab {
     pub fn build_logged(topo: &Topology, interval_ns: u64) -> io::Result<Self> {
         topo.validate().map_err(io::Error::other)?;
         let core = NetNs::new()?;
-        let offload = !topo.no_offload && core.run(|| Ok(sys::vnet_hdr_supported()))?;
+        // A link that treats each wire packet apart (an AQM, netem's reorder, duplicate or
+        // corrupt) needs each frame to be one: offloads off, for the whole lab.
+        let per_packet = topo
+            .links
+            .iter()
+            .any(|l| l.up.per_packet() || l.down.per_packet());
+        let offload =
+            !topo.no_offload && !per_packet && core.run(|| Ok(sys::vnet_hdr_supported()))?;
         ipv6_off(&core)?;
         let mut nodes = Vec::with_capacity(topo.nodes.len());
         for _ in &topo.nodes {
@@ -334,7 +341,7 @@ impl Lab {
                 format!("link{i}-up"),
                 a.clone(),
                 b.clone(),
-                l.up,
+                l.up.clone(),
                 base,
                 interval_ns,
                 offload,
@@ -343,7 +350,7 @@ impl Lab {
                 format!("link{i}-down"),
                 b,
                 a,
-                l.down,
+                l.down.clone(),
                 base,
                 interval_ns,
                 offload,

@@ -120,6 +120,7 @@ fn table() -> String {
                     queue_bytes: 0,
                     loss,
                     seed: 7,
+                    ..LinkConfig::new(0, 0)
                 };
                 let r = simulate(cfg, &packets);
                 s += &format!(

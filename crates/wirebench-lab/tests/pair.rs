@@ -30,6 +30,7 @@ fn cfg(delay_ms: u64, loss: f64, seed: u64) -> LinkConfig {
             Loss::None
         },
         seed,
+        ..LinkConfig::new(0, 0)
     }
 }
 

@@ -27,6 +27,12 @@ pub struct LinkInterval {
     pub delivered_bytes: u64,
     /// The longest wait for the serializer of a packet that arrived in the interval, ns.
     pub max_queue_delay_ns: u64,
+    /// Packets the AQM dropped in the interval (a full queue's drops are `dropped_queue`).
+    #[serde(default)]
+    pub dropped_aqm: u64,
+    /// Packets of the interval's arrivals the AQM marked Congestion Experienced.
+    #[serde(default)]
+    pub marked: u64,
 }
 
 /// One link's log, both directions.
