@@ -255,14 +255,27 @@ pub fn report_lines(reports: &[LinkReport]) -> String {
             } else {
                 0.0
             };
-            // Said only when it happened: frames a stop cut off in the delay line.
+            // Said only when it happened: frames a stop cut off in the delay line, and what
+            // an AQM or netem's options did.
             let unsent = match d.unsent_at_stop {
                 0 => String::new(),
                 n => format!(", {n} frames unsent at stop"),
             };
+            let l = &d.link;
+            let extra: String = [
+                (l.dropped_aqm, "AQM drops"),
+                (l.marked, "ECN marks"),
+                (l.reordered, "reordered"),
+                (l.duplicated, "duplicated"),
+                (l.corrupted, "corrupted"),
+            ]
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!(", {n} {what}"))
+            .collect();
             s += &format!(
                 "lab link {i} {dir}: {} packets in, {} lost, {} queue drops, {} delivered, \
-                 queue delay mean {mean_q:.3} ms max {:.3} ms, {} emulator drops{unsent}\n",
+                 queue delay mean {mean_q:.3} ms max {:.3} ms, {} emulator drops{extra}{unsent}\n",
                 d.link.packets_in,
                 d.link.dropped_loss,
                 d.link.dropped_queue,

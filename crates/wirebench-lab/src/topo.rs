@@ -267,6 +267,11 @@ impl Lab {
             .links
             .iter()
             .any(|l| l.up.per_packet() || l.down.per_packet());
+        let ecn = topo.links.iter().any(|l| {
+            [&l.up, &l.down]
+                .iter()
+                .any(|c| c.queues_packets() && c.aqm.as_ref().is_some_and(|a| a.ecn))
+        });
         let offload =
             !topo.no_offload && !per_packet && core.run(|| Ok(sys::vnet_hdr_supported()))?;
         ipv6_off(&core)?;
@@ -318,6 +323,11 @@ impl Lab {
             })?;
             if mine.len() > 1 {
                 ns.sysctl("net/ipv4/ip_forward", "1")?;
+            }
+            // A link that marks ECN-capable packets: the hosts' TCP asks for ECN on the
+            // connections it opens (Linux's default, 2, only answers a peer that asks).
+            if ecn {
+                ns.sysctl("net/ipv4/tcp_ecn", "1")?;
             }
         }
         let mut links = Vec::with_capacity(topo.links.len());

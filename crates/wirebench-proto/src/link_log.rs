@@ -7,7 +7,7 @@ use thiserror::Error;
 
 /// The CSV header of a link log: one row per link, direction and interval.
 pub const HEADER: &str = "t_s,link,direction,packets_in,bytes_in,dropped_loss,\
-dropped_queue,delivered,delivered_bytes,delivered_bps,max_queue_delay_ms";
+dropped_queue,delivered,delivered_bytes,delivered_bps,max_queue_delay_ms,dropped_aqm,marked";
 
 /// What one direction did in one interval: packets are counted in the interval of their
 /// arrival, deliveries in that of their modelled delivery time.

@@ -43,6 +43,8 @@ struct LinkRow<'a> {
     delivered_bps: Fixed<0>,
     #[serde(serialize_with = "display")]
     max_queue_delay_ms: Fixed<3>,
+    dropped_aqm: u64,
+    marked: u64,
 }
 
 impl Exporter<LinkLog> for LinkLogCsv {
@@ -61,6 +63,8 @@ impl Exporter<LinkLog> for LinkLogCsv {
                 delivered_bytes: c.delivered_bytes,
                 delivered_bps: Fixed(r.delivered_bps()),
                 max_queue_delay_ms: Fixed(r.max_queue_delay_ms()),
+                dropped_aqm: c.dropped_aqm,
+                marked: c.marked,
             }
         });
         write_rows(rows, out)?;
