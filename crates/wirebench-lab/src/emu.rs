@@ -161,9 +161,13 @@ pub struct DirectionReport {
     /// ... sent on more than once (a receiver's `duplicates`)...
     #[serde(default)]
     pub udp_duplicates: u64,
-    /// ... and never sent on whole (lost, dropped, corrupted, or held at the stop).
+    /// ... never sent on whole (lost, dropped, corrupted, or held at the stop)...
     #[serde(default)]
     pub udp_lost: u64,
+    /// ... and the copies of them sent on corrupted (a receiving kernel's UDP
+    /// `InCsumErrors`).
+    #[serde(default)]
+    pub udp_corrupt: u64,
 }
 
 /// What one direction did in one interval of a link log (the row type is the link log's
@@ -664,6 +668,7 @@ impl<'a> Forward<'a> {
             report.late_over_100us += u64::from(late > 100_000);
             if frame.corrupt {
                 report.corrupt_sent += 1;
+                report.udp_corrupt += u64::from(frame.udp_index != NOT_COUNTED);
             } else if frame.udp_index != NOT_COUNTED {
                 self.udp_seen.record(frame.udp_index);
             }

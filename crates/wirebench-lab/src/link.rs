@@ -811,7 +811,11 @@ mod tests {
         let arrivals: Vec<(u64, u64)> = (0..5000)
             .map(|_| {
                 x = splitmix(x);
-                t += if x.is_multiple_of(7) { 5_000_000 } else { x % 300_000 };
+                t += if x.is_multiple_of(7) {
+                    5_000_000
+                } else {
+                    x % 300_000
+                };
                 (t, 40 + (x >> 20) % 1460)
             })
             .collect();

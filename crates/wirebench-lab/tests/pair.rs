@@ -95,3 +95,51 @@ fn udp_crosses_the_emulated_link_with_its_delay_and_loss() {
     assert_eq!(reports[0].up.link.delivered, 20);
     assert_eq!(reports[0].up.emulator_drops, 0);
 }
+
+#[test]
+#[ignore = "needs root"]
+fn a_link_that_queues_packets_carries_each_and_its_copy() {
+    assert!(
+        root(),
+        "this test needs root (CAP_NET_ADMIN); run it as root, as CI does"
+    );
+    // A drop-head queue (one that holds packets under a handle) and netem duplicating every
+    // packet: each datagram arrives twice, and the link counts what the receiver sees.
+    let up = LinkConfig {
+        aqm: Some(wirebench_lab::aqm::AqmConfig::parse("drophead").expect("drophead")),
+        netem: wirebench_lab::netem::NetemConfig {
+            duplicate: 1.0,
+            ..Default::default()
+        },
+        ..cfg(2, 0.0, 1)
+    };
+    let lab = Lab::build(&Topology::pair(up, cfg(2, 0.0, 2))).expect("build");
+    let server = lab
+        .netns(1)
+        .run(|| UdpSocket::bind("10.77.0.2:9000"))
+        .expect("bind server");
+    let client = lab
+        .netns(0)
+        .run(|| UdpSocket::bind("10.77.0.1:0"))
+        .expect("bind client");
+    server
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    for i in 0..20u8 {
+        client.send_to(&[i; 32], "10.77.0.2:9000").unwrap();
+        for _ in 0..2 {
+            let (n, _) = server.recv_from(&mut buf).expect("server receives");
+            assert_eq!((n, buf[0]), (32, i));
+        }
+    }
+    let reports = lab.stop().expect("stop");
+    let up = reports[0].up;
+    assert!(!up.offload, "offloads off for a link that queues packets");
+    assert_eq!((up.link.duplicated, up.link.packets_in), (20, 40));
+    assert_eq!(
+        (up.udp_in, up.udp_duplicates, up.udp_lost, up.udp_late),
+        (20, 20, 0, 0)
+    );
+    assert_eq!(up.link.delivered, up.link.packets_in);
+}
