@@ -153,3 +153,101 @@ fn reorder_duplicate_and_corrupt_are_what_the_receiver_counts() {
     }
     assert_eq!(up["offload"], Value::Bool(false));
 }
+
+/// A trace file shipped in `scenarios/traces/`.
+fn trace(name: &str) -> String {
+    format!(
+        "{}/../../scenarios/traces/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+#[test]
+#[ignore = "needs network namespaces"]
+fn a_trace_delivers_its_mean_rate() {
+    let _l = lock();
+    common::require_lab();
+    // One opportunity per ms: 1000 datagrams of 1472 bytes a second.
+    let c = trace("const-12mbit");
+    let v = lab_run(
+        &["--trace", &c, "--queue", "50"],
+        &["-u", "-b", "20M", "-l", "1472", "-t", "4"],
+    );
+    let got = f(&v, "/end/received_bps");
+    assert!(
+        (got / 11.776e6 - 1.0).abs() <= 0.02,
+        "constant trace: {got} bit/s of payload, want 11.776 Mbit/s within 2%"
+    );
+    // 1 s at 48 Mbit/s, 1 s at 6: over 4 s (two periods, whatever the phase) its mean.
+    let a = trace("alternating-48-6");
+    let v = lab_run(
+        &["--trace", &a, "--queue", "50"],
+        &["-u", "-b", "60M", "-l", "1472", "-t", "4"],
+    );
+    let got = f(&v, "/end/received_bps");
+    assert!(
+        (got / 26.496e6 - 1.0).abs() <= 0.03,
+        "alternating trace: {got} bit/s of payload, want 26.496 Mbit/s within 3%"
+    );
+}
+
+#[test]
+#[ignore = "needs network namespaces"]
+fn a_saturating_flow_uses_every_opportunity_of_mahimahis_lte_trace() {
+    let _l = lock();
+    common::require_lab();
+    let dir = std::env::temp_dir().join(format!("wb-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("link.csv");
+    let lte = trace("TMobile-LTE-driving-30s.down");
+    let v = lab_run(
+        &[
+            "--trace-up",
+            &lte,
+            "--queue",
+            "200",
+            "--link-log",
+            log.to_str().unwrap(),
+            "--link-log-interval",
+            "100ms",
+        ],
+        &["-u", "-b", "60M", "-l", "1472", "-t", "8"],
+    );
+    // The intervals of the up direction from 1 s after it got busy to 1 s before its
+    // last: the queue was never empty there, so every opportunity carried a packet.
+    let text = std::fs::read_to_string(&log).expect("the link log");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |n: &str| header.iter().position(|h| *h == n).unwrap();
+    let rows: Vec<Vec<f64>> = lines
+        .filter(|l| l.split(',').nth(col("direction")) == Some("up"))
+        .map(|l| {
+            l.split(',')
+                .map(|x| x.parse().unwrap_or(f64::NAN))
+                .collect()
+        })
+        .collect();
+    let busy: Vec<&Vec<f64>> = rows
+        .iter()
+        .filter(|r| r[col("delivered_bytes")] > 0.0)
+        .collect();
+    assert!(busy.len() > 40, "{} busy intervals", busy.len());
+    let steady = &busy[10..busy.len() - 10];
+    let delivered: f64 = steady.iter().map(|r| r[col("delivered_bytes")]).sum();
+    // capacity_bps of a 100 ms interval, as bytes.
+    let capacity: f64 = steady.iter().map(|r| r[col("capacity_bps")] / 80.0).sum();
+    // Each opportunity is 1504 bytes: a 1500-byte IP packet and the 4 bytes of TUN header
+    // Mahimahi counts.
+    let ratio = delivered / (capacity * 1500.0 / 1504.0);
+    eprintln!("LTE trace: delivered {delivered} B of {capacity} B of opportunities: {ratio:.4}");
+    assert!(capacity > 0.0, "the log has no capacity");
+    assert!(
+        (ratio - 1.0).abs() <= 0.01,
+        "delivered / opportunities = {ratio}"
+    );
+    assert!(
+        f(&v, "/lab/links/0/up/dropped_queue") > 0.0,
+        "the flow did not saturate"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
