@@ -2,6 +2,8 @@
 //! emulated in user space.
 //!
 //! - [`link`]: one direction of a link as a pure, seeded state machine in virtual time.
+//! - [`aqm`]: the link's queue disciplines (drop-tail, drop-head, CoDel, FQ-CoDel, PIE),
+//!   pure and in virtual time too.
 //! - [`emu`]: the I/O loop that moves frames through it, between two packet sockets.
 //! - [`gso`]: where the wire packets of a segmentation-offload frame lie, and how to cut it.
 //! - [`topo`]: namespaces, veth pairs, addresses and routes for a topology; running
@@ -15,6 +17,7 @@
 //! - [`user_stack`]: hosts whose test traffic goes through a user-space TCP/IP stack.
 #![deny(unsafe_code)]
 
+pub mod aqm;
 pub mod emu;
 pub mod gso;
 pub mod link;

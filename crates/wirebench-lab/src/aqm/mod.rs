@@ -1,0 +1,858 @@
+//! Queue disciplines for the link's queue, as pure state machines in virtual time: drop-tail
+//! and drop-head FIFOs (Mahimahi's `droptail` and `drophead`), CoDel (RFC 8289), FQ-CoDel
+//! (RFC 8290) and PIE (RFC 8033).
+//!
+//! The link offers each packet to [`Aqm::enqueue`] and its serializer takes the next one with
+//! [`Aqm::dequeue`], both at a `now_ns` the caller passes in. Packets are small copies
+//! ([`QueuedPacket`]); the caller keeps the bytes under the packet's `id`. Nothing here
+//! allocates once the queue has grown to the most it has held, so it runs on the emulator's
+//! data path.
+//!
+//! Configurations are written in tc's own syntax (`fq_codel target 5ms interval 100ms ecn`):
+//! [`AqmConfig::parse`] reads it and `Display` writes it back with every parameter spelled out.
+
+mod codel;
+mod fifo;
+mod fq_codel;
+mod pie;
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use wirebench_proto::units::{parse_duration, parse_size};
+
+use crate::link_options::{MAX_QUEUE_BYTES, MAX_QUEUE_PACKETS};
+
+/// A packet as a queue sees it (copied in and out; the caller keeps the bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueuedPacket {
+    /// The caller's handle for the packet's bytes.
+    pub id: u32,
+    /// Bytes on the wire: what byte limits, byte-mode PIE and fq_codel's quantum count.
+    pub bytes: u32,
+    /// Hash of the packet's flow (addresses, protocol, ports), for fq_codel's flow queues.
+    pub flow: u32,
+    /// ECN-capable transport (ECT(0) or ECT(1), or already CE): may be marked instead of
+    /// dropped.
+    pub ect: bool,
+    /// When it entered the queue, ns; set by `enqueue`.
+    pub enqueued_ns: u64,
+}
+
+/// Why a queue dropped a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropCause {
+    /// The queue was full (its packet or byte limit). Never a mark, ECN or not.
+    Overflow,
+    /// The AQM decided to drop it (CoDel's dequeue drops, PIE's early drops).
+    Aqm,
+}
+
+/// The packet the serializer takes next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dequeued {
+    /// The packet.
+    pub packet: QueuedPacket,
+    /// Set ECN CE on it: the AQM would have dropped it, and it is ECN-capable.
+    pub mark_ce: bool,
+}
+
+/// The queue discipline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AqmKind {
+    /// A FIFO that drops arriving packets when full (tc's `pfifo`/`bfifo`).
+    DropTail,
+    /// A FIFO that drops its oldest packets to make room (tc's `pfifo_head_drop`).
+    DropHead,
+    /// CoDel, RFC 8289.
+    Codel,
+    /// FQ-CoDel, RFC 8290: flow queues served by deficit round robin, CoDel in each.
+    FqCodel,
+    /// PIE, RFC 8033.
+    Pie,
+}
+
+impl AqmKind {
+    /// The name as tc and `--aqm` write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::DropTail => "droptail",
+            Self::DropHead => "drophead",
+            Self::Codel => "codel",
+            Self::FqCodel => "fq_codel",
+            Self::Pie => "pie",
+        }
+    }
+
+    /// The keywords this discipline takes, for messages.
+    fn keywords(self) -> &'static str {
+        match self {
+            Self::DropTail | Self::DropHead => "limit, limit_bytes",
+            Self::Codel => "limit, limit_bytes, target, interval, ecn, noecn",
+            Self::FqCodel => {
+                "limit, limit_bytes, flows, quantum, target, interval, drop_batch, ecn, noecn"
+            }
+            Self::Pie => {
+                "limit, limit_bytes, target, tupdate, alpha, beta, max_burst, bytemode, \
+                 nobytemode, ecn, noecn"
+            }
+        }
+    }
+}
+
+/// A queue discipline and its parameters. [`AqmConfig::new`] gives each discipline's
+/// defaults (RFC 8289, RFC 8290, and for PIE Linux's where RFC 8033 leaves a choice).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AqmConfig {
+    /// The discipline.
+    pub kind: AqmKind,
+    /// Most packets held; `None`: the link's `queue`.
+    pub limit: Option<u32>,
+    /// Most bytes held; `None`: the link's `queue-bytes`.
+    pub limit_bytes: Option<u64>,
+    /// CoDel's and FQ-CoDel's target sojourn time, PIE's target delay (QDELAY_REF), ns.
+    pub target_ns: u64,
+    /// CoDel's and FQ-CoDel's interval, ns.
+    pub interval_ns: u64,
+    /// FQ-CoDel's number of flow queues.
+    pub flows: u32,
+    /// FQ-CoDel's deficit round robin quantum, bytes.
+    pub quantum: u32,
+    /// FQ-CoDel: most packets one overflow drops from the fattest flow (Linux's
+    /// `drop_batch`; it drops until half that flow's bytes are gone, or this many).
+    pub drop_batch: u32,
+    /// PIE's update period (T_UPDATE), ns.
+    pub tupdate_ns: u64,
+    /// PIE's alpha, per second (RFC 8033 units; tc's integer is sixteenths of this).
+    pub alpha: f64,
+    /// PIE's beta, per second.
+    pub beta: f64,
+    /// PIE's burst allowance (MAX_BURST), ns.
+    pub max_burst_ns: u64,
+    /// PIE: scale the drop probability by packet size (small packets dropped less).
+    pub bytemode: bool,
+    /// Mark ECN-capable packets with CE instead of dropping them (PIE: while its drop
+    /// probability is at most 10%).
+    pub ecn: bool,
+}
+
+const MS: u64 = 1_000_000;
+
+/// The most flows, quantum and drop batch a config takes; each bounds memory or work.
+pub const FLOWS: std::ops::RangeInclusive<u32> = 1..=65_536;
+/// See [`FLOWS`].
+pub const QUANTUM: std::ops::RangeInclusive<u32> = 64..=1 << 20;
+/// See [`FLOWS`].
+pub const DROP_BATCH: std::ops::RangeInclusive<u32> = 1..=1024;
+/// CoDel's target and interval, PIE's target and burst allowance: up to 60 s, as the
+/// link's delay.
+pub const MAX_TIME_NS: u64 = 60_000_000_000;
+/// PIE's update period: from 1 ms (each update is work on the data path) to 10 s.
+pub const TUPDATE_NS: std::ops::RangeInclusive<u64> = 1_000_000..=10_000_000_000;
+
+impl AqmConfig {
+    /// `kind` with its defaults: CoDel target 5 ms and interval 100 ms (RFC 8289 §4.3–4.4);
+    /// FQ-CoDel 1024 flows, quantum 1514, drop batch 64 (RFC 8290 §5.1, Linux); PIE target
+    /// 15 ms, tupdate 15 ms, alpha 0.125, beta 1.25, max_burst 150 ms (Linux; RFC 8033
+    /// §5.1 offers 15 ms/15 ms/0.125/1.25/150 ms too). ECN off: `--ecn` turns it on.
+    pub fn new(kind: AqmKind) -> Self {
+        Self {
+            kind,
+            limit: None,
+            limit_bytes: None,
+            target_ns: if kind == AqmKind::Pie {
+                15 * MS
+            } else {
+                5 * MS
+            },
+            interval_ns: 100 * MS,
+            flows: 1024,
+            quantum: 1514,
+            drop_batch: 64,
+            tupdate_ns: 15 * MS,
+            alpha: 0.125,
+            beta: 1.25,
+            max_burst_ns: 150 * MS,
+            bytemode: false,
+            ecn: false,
+        }
+    }
+
+    /// Reads tc's syntax: a discipline (`droptail`/`pfifo`, `bfifo`, `drophead`/
+    /// `pfifo_head_drop`, `codel`, `fq_codel`, `pie`) and its keywords, each followed by its
+    /// value except the switches (`ecn`, `noecn`, `bytemode`, `nobytemode`). Durations need
+    /// a unit (`5ms`, `500us`); `bfifo limit` is in bytes, every other `limit` in packets.
+    ///
+    /// # Errors
+    ///
+    /// An unknown discipline or keyword, a missing or malformed value, or one out of range;
+    /// the message names it and what is accepted.
+    pub fn parse(text: &str) -> Result<Self, AqmError> {
+        let mut words = text.split_whitespace();
+        let first = words.next().ok_or(AqmError::Empty)?;
+        let (kind, bytes_limit) = match first.to_ascii_lowercase().as_str() {
+            "droptail" | "pfifo" => (AqmKind::DropTail, false),
+            "bfifo" => (AqmKind::DropTail, true),
+            "drophead" | "pfifo_head_drop" => (AqmKind::DropHead, false),
+            "codel" => (AqmKind::Codel, false),
+            "fq_codel" | "fq-codel" => (AqmKind::FqCodel, false),
+            "pie" => (AqmKind::Pie, false),
+            _ => return Err(AqmError::UnknownKind(first.to_owned())),
+        };
+        let mut cfg = Self::new(kind);
+        while let Some(word) = words.next() {
+            let key = word.to_ascii_lowercase();
+            if cfg.switch(&key) {
+                continue;
+            }
+            let keyword = keyword_name(kind, &key).ok_or_else(|| AqmError::UnknownKeyword {
+                kind: kind.name(),
+                word: word.to_owned(),
+                keywords: kind.keywords(),
+            })?;
+            let value = words.next().ok_or(AqmError::MissingValue {
+                kind: kind.name(),
+                keyword,
+            })?;
+            if keyword == "limit" && bytes_limit {
+                cfg.limit_bytes = Some(limit_bytes(value)?);
+            } else {
+                cfg.set(keyword, value)?;
+            }
+        }
+        Ok(cfg)
+    }
+
+    /// Applies a switch keyword; false if `key` is not one this discipline takes.
+    fn switch(&mut self, key: &str) -> bool {
+        let aqm = !matches!(self.kind, AqmKind::DropTail | AqmKind::DropHead);
+        match key {
+            "ecn" if aqm => self.ecn = true,
+            "noecn" if aqm => self.ecn = false,
+            "bytemode" if self.kind == AqmKind::Pie => self.bytemode = true,
+            "nobytemode" if self.kind == AqmKind::Pie => self.bytemode = false,
+            _ => return false,
+        }
+        true
+    }
+
+    /// Sets `keyword` (one [`keyword_name`] gave for this kind) from `value`.
+    fn set(&mut self, keyword: &'static str, value: &str) -> Result<(), AqmError> {
+        match keyword {
+            "limit" => {
+                self.limit = Some(bounded(
+                    keyword,
+                    value,
+                    1..=MAX_QUEUE_PACKETS,
+                    "1 to 1000000",
+                )?)
+            }
+            "limit_bytes" => self.limit_bytes = Some(limit_bytes(value)?),
+            "flows" => self.flows = bounded(keyword, value, FLOWS, "1 to 65536")?,
+            "quantum" => self.quantum = size_in(keyword, value, QUANTUM, "64 to 1Mi bytes")?,
+            "drop_batch" => self.drop_batch = bounded(keyword, value, DROP_BATCH, "1 to 1024")?,
+            "target" => self.target_ns = time(keyword, value, 1_000..=MAX_TIME_NS, "1us to 60s")?,
+            "interval" => {
+                self.interval_ns = time(keyword, value, 1_000..=MAX_TIME_NS, "1us to 60s")?
+            }
+            "tupdate" => self.tupdate_ns = time(keyword, value, TUPDATE_NS, "1ms to 10s")?,
+            "max_burst" => self.max_burst_ns = time(keyword, value, 0..=MAX_TIME_NS, "0 to 60s")?,
+            "alpha" => self.alpha = gain(keyword, value)?,
+            "beta" => self.beta = gain(keyword, value)?,
+            _ => unreachable_keyword(keyword)?,
+        }
+        Ok(())
+    }
+}
+
+/// The canonical name of a keyword with a value that `kind` takes.
+fn keyword_name(kind: AqmKind, key: &str) -> Option<&'static str> {
+    let name = match key {
+        "limit" => "limit",
+        "limit_bytes" => "limit_bytes",
+        "flows" => "flows",
+        "quantum" => "quantum",
+        "drop_batch" => "drop_batch",
+        "target" => "target",
+        "interval" => "interval",
+        "tupdate" => "tupdate",
+        "alpha" => "alpha",
+        "beta" => "beta",
+        "max_burst" => "max_burst",
+        _ => return None,
+    };
+    kind.keywords()
+        .split(", ")
+        .any(|k| k == name)
+        .then_some(name)
+}
+
+/// `set` is only called with names `keyword_name` returned; a name it lacks is a bug here,
+/// reported as an unknown keyword rather than a panic.
+fn unreachable_keyword(keyword: &'static str) -> Result<(), AqmError> {
+    Err(AqmError::UnknownKeyword {
+        kind: "aqm",
+        word: keyword.to_owned(),
+        keywords: "",
+    })
+}
+
+fn bad(keyword: &'static str, value: &str, hint: &'static str) -> AqmError {
+    AqmError::BadValue {
+        keyword,
+        value: value.to_owned(),
+        hint,
+    }
+}
+
+fn range(keyword: &'static str, value: &str, why: &'static str) -> AqmError {
+    AqmError::OutOfRange {
+        keyword,
+        value: value.to_owned(),
+        why,
+    }
+}
+
+fn bounded(
+    keyword: &'static str,
+    value: &str,
+    ok: std::ops::RangeInclusive<u32>,
+    why: &'static str,
+) -> Result<u32, AqmError> {
+    let n: u64 = value
+        .parse()
+        .map_err(|_| bad(keyword, value, "a whole number"))?;
+    u32::try_from(n)
+        .ok()
+        .filter(|n| ok.contains(n))
+        .ok_or_else(|| range(keyword, value, why))
+}
+
+fn size_in(
+    keyword: &'static str,
+    value: &str,
+    ok: std::ops::RangeInclusive<u32>,
+    why: &'static str,
+) -> Result<u32, AqmError> {
+    let n = parse_size(value).map_err(|_| bad(keyword, value, "a size in bytes, e.g. 1514"))?;
+    u32::try_from(n)
+        .ok()
+        .filter(|n| ok.contains(n))
+        .ok_or_else(|| range(keyword, value, why))
+}
+
+fn limit_bytes(value: &str) -> Result<u64, AqmError> {
+    let n = parse_size(value).map_err(|_| bad("limit_bytes", value, "a size, e.g. 64K"))?;
+    if n == 0 || n > MAX_QUEUE_BYTES {
+        return Err(range("limit_bytes", value, "1 to 1Gi bytes"));
+    }
+    Ok(n)
+}
+
+fn time(
+    keyword: &'static str,
+    value: &str,
+    ok: std::ops::RangeInclusive<u64>,
+    why: &'static str,
+) -> Result<u64, AqmError> {
+    // tc reads a bare number as microseconds and wirebench as seconds: ask for the unit.
+    if value.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(bad(keyword, value, "give a unit, e.g. 5ms or 500us"));
+    }
+    let d = parse_duration(value).map_err(|_| bad(keyword, value, "a duration, e.g. 5ms"))?;
+    u64::try_from(d.as_nanos())
+        .ok()
+        .filter(|n| ok.contains(n))
+        .ok_or_else(|| range(keyword, value, why))
+}
+
+/// PIE's alpha and beta in RFC 8033's units (per second); Linux bounds tc's sixteenths to
+/// 0..=32, the same 0 to 2.
+fn gain(keyword: &'static str, value: &str) -> Result<f64, AqmError> {
+    let g: f64 = value
+        .parse()
+        .map_err(|_| bad(keyword, value, "a number, e.g. 0.125"))?;
+    if !(0.0..=2.0).contains(&g) {
+        return Err(range(
+            keyword,
+            value,
+            "0 to 2 per second, as RFC 8033 writes it (tc's 2 is 0.125 here)",
+        ));
+    }
+    Ok(g)
+}
+
+/// A duration as `parse_duration` reads it back exactly: the largest unit that divides it.
+fn fmt_ns(ns: u64) -> String {
+    for (unit, name) in [(1_000_000_000, "s"), (MS, "ms"), (1_000, "us")] {
+        if ns != 0 && ns.is_multiple_of(unit) {
+            return format!("{}{name}", ns / unit);
+        }
+    }
+    format!("{ns}ns")
+}
+
+impl fmt::Display for AqmConfig {
+    /// Every parameter the discipline uses, in tc's syntax, so that results record what ran;
+    /// [`AqmConfig::parse`] reads it back to the same config.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.kind.name())?;
+        if let Some(l) = self.limit {
+            write!(f, " limit {l}")?;
+        }
+        if let Some(b) = self.limit_bytes {
+            write!(f, " limit_bytes {b}")?;
+        }
+        let (target, interval) = (fmt_ns(self.target_ns), fmt_ns(self.interval_ns));
+        match self.kind {
+            AqmKind::DropTail | AqmKind::DropHead => return Ok(()),
+            AqmKind::Codel => write!(f, " target {target} interval {interval}")?,
+            AqmKind::FqCodel => write!(
+                f,
+                " flows {} quantum {} target {target} interval {interval} drop_batch {}",
+                self.flows, self.quantum, self.drop_batch
+            )?,
+            AqmKind::Pie => write!(
+                f,
+                " target {target} tupdate {} alpha {} beta {} max_burst {}{}",
+                fmt_ns(self.tupdate_ns),
+                self.alpha,
+                self.beta,
+                fmt_ns(self.max_burst_ns),
+                if self.bytemode { " bytemode" } else { "" }
+            )?,
+        }
+        f.write_str(if self.ecn { " ecn" } else { " noecn" })
+    }
+}
+
+/// A queue discipline that cannot be read; each message names the word and what is accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AqmError {
+    /// Nothing given.
+    #[error("no queue discipline given: use droptail, drophead, codel, fq_codel or pie")]
+    Empty,
+    /// Not a discipline this link has.
+    #[error(
+        "unknown queue discipline {0:?}: use droptail (pfifo, bfifo), drophead, codel, \
+         fq_codel or pie"
+    )]
+    UnknownKind(String),
+    /// A keyword the discipline does not take.
+    #[error("{kind} has no parameter {word:?}: it takes {keywords}")]
+    UnknownKeyword {
+        /// The discipline.
+        kind: &'static str,
+        /// The word as given.
+        word: String,
+        /// The keywords it takes.
+        keywords: &'static str,
+    },
+    /// A keyword at the end, without its value.
+    #[error("{kind}: {keyword} needs a value after it")]
+    MissingValue {
+        /// The discipline.
+        kind: &'static str,
+        /// The keyword.
+        keyword: &'static str,
+    },
+    /// A value that does not read as its kind.
+    #[error("{keyword} {value:?}: not {hint}")]
+    BadValue {
+        /// The keyword.
+        keyword: &'static str,
+        /// The value as given.
+        value: String,
+        /// What it should look like.
+        hint: &'static str,
+    },
+    /// A value past its bounds.
+    #[error("{keyword} {value:?}: must be {why}")]
+    OutOfRange {
+        /// The keyword.
+        keyword: &'static str,
+        /// The value as given.
+        value: String,
+        /// The bounds, in words.
+        why: &'static str,
+    },
+}
+
+/// What a queue did, for the link log and the results.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct AqmCounters {
+    /// Packets taken into the queue (marked ones too; not those dropped on arrival).
+    pub enqueued: u64,
+    /// Packets handed to the serializer.
+    pub dequeued: u64,
+    /// Packets dropped because the queue was full.
+    pub dropped_overflow: u64,
+    /// Packets the AQM dropped (CoDel's dequeue drops, PIE's early drops).
+    pub dropped_aqm: u64,
+    /// Packets marked CE instead of dropped.
+    pub marked: u64,
+    /// Most packets held at once.
+    pub packets_max: u64,
+    /// Most bytes held at once.
+    pub bytes_max: u64,
+    /// FQ-CoDel: times a flow queue joined the new flows (RFC 8290 §4.1).
+    pub new_flows: u64,
+    /// FQ-CoDel: most flow queues active (in the new or old list) at once.
+    pub flows_max: u32,
+    /// PIE: the drop probability now, 0 to 1.
+    pub drop_probability: f64,
+    /// PIE: the highest drop probability so far.
+    pub drop_probability_max: f64,
+}
+
+impl AqmCounters {
+    /// Notes a packet taken in, with the queue's size after it.
+    fn took(&mut self, packets: usize, bytes: u64) {
+        self.enqueued += 1;
+        self.packets_max = self.packets_max.max(packets as u64);
+        self.bytes_max = self.bytes_max.max(bytes);
+    }
+}
+
+/// A queue's limits; 0 is no limit by that measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Limits {
+    packets: u32,
+    bytes: u64,
+}
+
+impl Limits {
+    /// Whether `packets` packets of `bytes` bytes in all are over the limits.
+    fn exceeded(&self, packets: usize, bytes: u64) -> bool {
+        (self.packets > 0 && packets > self.packets as usize)
+            || (self.bytes > 0 && bytes > self.bytes)
+    }
+}
+
+/// A splitmix64 stream, for PIE's random drops: seeded, so a run repeats.
+#[derive(Debug, Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn uniform(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Inner {
+    Fifo(fifo::Fifo),
+    Codel(codel::Codel),
+    FqCodel(fq_codel::FqCodel),
+    Pie(pie::Pie),
+}
+
+/// A queue discipline with its packets.
+#[derive(Debug, Clone)]
+pub struct Aqm {
+    inner: Inner,
+}
+
+impl Aqm {
+    /// `limit_packets`/`limit_bytes`: the link's queue (0 = no limit by that measure), used
+    /// unless the config gives its own `limit` or `limit_bytes`. `seed` seeds PIE's drops.
+    pub fn new(cfg: &AqmConfig, limit_packets: u32, limit_bytes: u64, seed: u64) -> Self {
+        let limits = Limits {
+            packets: cfg.limit.unwrap_or(limit_packets),
+            bytes: cfg.limit_bytes.unwrap_or(limit_bytes),
+        };
+        let inner = match cfg.kind {
+            AqmKind::DropTail => Inner::Fifo(fifo::Fifo::new(limits, false)),
+            AqmKind::DropHead => Inner::Fifo(fifo::Fifo::new(limits, true)),
+            AqmKind::Codel => Inner::Codel(codel::Codel::new(cfg, limits)),
+            AqmKind::FqCodel => Inner::FqCodel(fq_codel::FqCodel::new(cfg, limits)),
+            AqmKind::Pie => Inner::Pie(pie::Pie::new(cfg, limits, seed)),
+        };
+        Self { inner }
+    }
+
+    /// Takes a packet at `now_ns` (non-decreasing across calls of both methods). Every packet
+    /// dropped as a result — this one (tail drop, PIE's enqueue drop), the head (drophead), a
+    /// packet of the fattest flow (fq_codel's overflow) — is passed to `drop`.
+    pub fn enqueue(
+        &mut self,
+        now_ns: u64,
+        mut p: QueuedPacket,
+        drop: &mut dyn FnMut(QueuedPacket, DropCause),
+    ) {
+        p.enqueued_ns = now_ns;
+        match &mut self.inner {
+            Inner::Fifo(q) => q.enqueue(p, drop),
+            Inner::Codel(q) => q.enqueue(p, drop),
+            Inner::FqCodel(q) => q.enqueue(p, drop),
+            Inner::Pie(q) => q.enqueue(now_ns, p, drop),
+        }
+    }
+
+    /// The packet the serializer takes at `now_ns`, and whether to set CE on it; packets the
+    /// AQM drops on the way (CoDel's dequeue drops) are passed to `drop`. None: empty.
+    pub fn dequeue(
+        &mut self,
+        now_ns: u64,
+        drop: &mut dyn FnMut(QueuedPacket, DropCause),
+    ) -> Option<Dequeued> {
+        match &mut self.inner {
+            Inner::Fifo(q) => q.dequeue(),
+            Inner::Codel(q) => q.dequeue(now_ns, drop),
+            Inner::FqCodel(q) => q.dequeue(now_ns, drop),
+            Inner::Pie(q) => q.dequeue(now_ns),
+        }
+    }
+
+    /// Whether it holds no packet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Packets held.
+    pub fn len(&self) -> usize {
+        match &self.inner {
+            Inner::Fifo(q) => q.packets.len(),
+            Inner::Codel(q) => q.packets.len(),
+            Inner::FqCodel(q) => q.len(),
+            Inner::Pie(q) => q.packets.len(),
+        }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> u64 {
+        match &self.inner {
+            Inner::Fifo(q) => q.packets.bytes(),
+            Inner::Codel(q) => q.packets.bytes(),
+            Inner::FqCodel(q) => q.bytes(),
+            Inner::Pie(q) => q.packets.bytes(),
+        }
+    }
+
+    /// Packets it can hold without allocating: grows to the most held, then stays.
+    pub fn capacity(&self) -> usize {
+        match &self.inner {
+            Inner::Fifo(q) => q.packets.capacity(),
+            Inner::Codel(q) => q.packets.capacity(),
+            Inner::FqCodel(q) => q.capacity(),
+            Inner::Pie(q) => q.packets.capacity(),
+        }
+    }
+
+    /// The counters so far.
+    pub fn counters(&self) -> AqmCounters {
+        match &self.inner {
+            Inner::Fifo(q) => q.counters,
+            Inner::Codel(q) => q.counters,
+            Inner::FqCodel(q) => q.counters,
+            Inner::Pie(q) => q.counters(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tc_syntax_reads_with_defaults() {
+        let c = AqmConfig::parse("fq_codel").unwrap();
+        assert_eq!(c, AqmConfig::new(AqmKind::FqCodel));
+        assert_eq!(
+            (c.flows, c.quantum, c.target_ns, c.interval_ns),
+            (1024, 1514, 5 * MS, 100 * MS)
+        );
+        let c = AqmConfig::parse("codel target 5ms interval 100ms ecn").unwrap();
+        assert_eq!((c.kind, c.ecn), (AqmKind::Codel, true));
+        let c = AqmConfig::parse(
+            "fq_codel flows 1024 quantum 1514 target 5ms interval 100ms limit 10240 ecn",
+        )
+        .unwrap();
+        assert_eq!((c.limit, c.ecn), (Some(10240), true));
+        let c = AqmConfig::parse("pie target 15ms tupdate 15ms alpha 0.125 beta 1.25 limit 1000")
+            .unwrap();
+        assert_eq!(
+            c,
+            AqmConfig {
+                limit: Some(1000),
+                ..AqmConfig::new(AqmKind::Pie)
+            }
+        );
+        let c = AqmConfig::parse("PIE target 20ms max_burst 0ms bytemode ecn noecn").unwrap();
+        assert_eq!(
+            (c.target_ns, c.max_burst_ns, c.bytemode, c.ecn),
+            (20 * MS, 0, true, false)
+        );
+        assert_eq!(
+            AqmConfig::parse("drophead").unwrap().kind,
+            AqmKind::DropHead
+        );
+        assert_eq!(
+            AqmConfig::parse("pfifo_head_drop limit 5").unwrap().limit,
+            Some(5)
+        );
+        assert_eq!(
+            AqmConfig::parse("  droptail  ").unwrap().kind,
+            AqmKind::DropTail
+        );
+        assert_eq!(
+            AqmConfig::parse("bfifo limit 64K").unwrap().limit_bytes,
+            Some(64_000)
+        );
+        assert_eq!(
+            AqmConfig::parse("codel target 500us").unwrap().target_ns,
+            500_000
+        );
+    }
+
+    #[test]
+    fn display_reads_back_to_the_same_config() {
+        for text in [
+            "droptail",
+            "bfifo limit 1500",
+            "drophead limit 7",
+            "codel target 2500us interval 1s ecn",
+            "fq_codel flows 16 quantum 300 limit_bytes 1M drop_batch 1",
+            "pie target 20ms tupdate 30ms alpha 0.25 beta 2 max_burst 0ms bytemode ecn",
+            "pie target 1500ns",
+        ] {
+            let c = AqmConfig::parse(text).unwrap();
+            let shown = c.to_string();
+            assert_eq!(AqmConfig::parse(&shown).unwrap(), c, "{text} → {shown}");
+        }
+        assert_eq!(
+            AqmConfig::new(AqmKind::FqCodel).to_string(),
+            "fq_codel flows 1024 quantum 1514 target 5ms interval 100ms drop_batch 64 noecn"
+        );
+        assert_eq!(
+            AqmConfig::new(AqmKind::Pie).to_string(),
+            "pie target 15ms tupdate 15ms alpha 0.125 beta 1.25 max_burst 150ms noecn"
+        );
+        assert_eq!(
+            AqmConfig::parse("pfifo limit 9").unwrap().to_string(),
+            "droptail limit 9"
+        );
+    }
+
+    #[test]
+    fn bad_text_is_named_with_what_is_accepted() {
+        for (text, needle) in [
+            ("", "no queue discipline given"),
+            ("red", "unknown queue discipline \"red\": use droptail"),
+            (
+                "codel flows 4",
+                "codel has no parameter \"flows\": it takes limit, limit_bytes, target",
+            ),
+            ("droptail ecn", "droptail has no parameter \"ecn\""),
+            ("codel bytemode", "codel has no parameter \"bytemode\""),
+            ("fq_codel target", "fq_codel: target needs a value"),
+            ("codel target 5", "target \"5\": not give a unit, e.g. 5ms"),
+            ("codel target soon", "target \"soon\": not a duration"),
+            ("codel target 0ms", "target \"0ms\": must be 1us to 60s"),
+            ("codel interval 2m", "interval \"2m\": must be 1us to 60s"),
+            ("fq_codel flows 0", "flows \"0\": must be 1 to 65536"),
+            (
+                "fq_codel flows 65537",
+                "flows \"65537\": must be 1 to 65536",
+            ),
+            ("fq_codel flows -1", "flows \"-1\": not a whole number"),
+            (
+                "fq_codel quantum 63",
+                "quantum \"63\": must be 64 to 1Mi bytes",
+            ),
+            (
+                "fq_codel quantum 2Mi",
+                "quantum \"2Mi\": must be 64 to 1Mi bytes",
+            ),
+            (
+                "fq_codel drop_batch 0",
+                "drop_batch \"0\": must be 1 to 1024",
+            ),
+            ("pie limit 0", "limit \"0\": must be 1 to 1000000"),
+            (
+                "pie limit 99999999999",
+                "limit \"99999999999\": must be 1 to 1000000",
+            ),
+            (
+                "pie limit_bytes 2Gi",
+                "limit_bytes \"2Gi\": must be 1 to 1Gi bytes",
+            ),
+            ("bfifo limit 0", "limit_bytes \"0\": must be 1 to 1Gi bytes"),
+            ("pie alpha 20", "alpha \"20\": must be 0 to 2 per second"),
+            ("pie beta -1", "beta \"-1\": must be 0 to 2"),
+            ("pie beta NaN", "beta \"NaN\": must be 0 to 2"),
+            ("pie tupdate 10us", "tupdate \"10us\": must be 1ms to 10s"),
+        ] {
+            let e = AqmConfig::parse(text).unwrap_err().to_string();
+            assert!(e.contains(needle), "{text:?}: {e}");
+            assert!(!e.contains('\n'));
+        }
+    }
+
+    fn pkt(id: u32, flow: u32) -> QueuedPacket {
+        QueuedPacket {
+            id,
+            bytes: 1000 + id % 500,
+            flow,
+            ect: id.is_multiple_of(3),
+            enqueued_ns: 0,
+        }
+    }
+
+    /// Bursts of 64 packets from 8 flows every 100 µs, 40 packets sent in between: a queue
+    /// that fills, overflows and drains. Returns packets offered, sent and dropped.
+    fn load(q: &mut Aqm, start_ns: u64) -> (u64, u64, u64) {
+        let (mut offered, mut sent, mut dropped) = (0, 0, 0);
+        let mut count = |_: QueuedPacket, _: DropCause| dropped += 1;
+        for step in 0..20_000u64 {
+            let now = start_ns + step * 100_000;
+            if step % 1000 < 700 {
+                for i in 0..64u32 {
+                    q.enqueue(now, pkt(step as u32 * 64 + i, i % 8), &mut count);
+                    offered += 1;
+                }
+            }
+            for _ in 0..40 {
+                sent += u64::from(q.dequeue(now, &mut count).is_some());
+            }
+        }
+        while q.dequeue(start_ns + 3_000_000_000, &mut count).is_some() {
+            sent += 1;
+        }
+        (offered, sent, dropped)
+    }
+
+    #[test]
+    fn nothing_grows_after_the_first_run_of_a_load() {
+        for text in [
+            "droptail",
+            "drophead",
+            "codel ecn",
+            "fq_codel ecn",
+            "pie ecn",
+        ] {
+            let mut q = Aqm::new(&AqmConfig::parse(text).unwrap(), 5000, 0, 7);
+            let (offered, sent, dropped) = load(&mut q, 0);
+            let cap = q.capacity();
+            assert!(q.is_empty() && q.bytes() == 0, "{text}");
+            assert!(cap >= 1000, "{text}: {cap}");
+            let second = load(&mut q, 10_000_000_000);
+            assert_eq!(q.capacity(), cap, "{text} grew on the second run");
+            // Every packet offered was sent or passed to `drop`, once, and counted.
+            assert_eq!(offered, sent + dropped, "{text}");
+            assert_eq!(second.0, second.1 + second.2, "{text}");
+            let c = q.counters();
+            assert_eq!(c.dequeued, sent + second.1, "{text}");
+            assert_eq!(
+                c.dropped_overflow + c.dropped_aqm,
+                dropped + second.2,
+                "{text}"
+            );
+            assert!(sent > 100_000 && dropped > 1000, "{text}: {sent} {dropped}");
+        }
+    }
+}
