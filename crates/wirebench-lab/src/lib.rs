@@ -68,3 +68,9 @@ impl Usage for pair::LogIntervalError {
         true
     }
 }
+
+impl Usage for aqm::AqmError {
+    fn is_usage(&self) -> bool {
+        true
+    }
+}

@@ -21,8 +21,6 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use wirebench_proto::units::{parse_duration, parse_size};
 
-use crate::link_options::{MAX_QUEUE_BYTES, MAX_QUEUE_PACKETS};
-
 /// A packet as a queue sees it (copied in and out; the caller keeps the bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueuedPacket {
@@ -138,6 +136,11 @@ pub struct AqmConfig {
 
 const MS: u64 = 1_000_000;
 
+/// The longest `limit` and `limit_bytes`: the link's own queue bounds
+/// (`link_options::MAX_QUEUE_PACKETS` and `MAX_QUEUE_BYTES`, which a test holds equal).
+pub const MAX_QUEUE_PACKETS: u32 = 1_000_000;
+/// See [`MAX_QUEUE_PACKETS`].
+pub const MAX_QUEUE_BYTES: u64 = 1 << 30;
 /// The most flows, quantum and drop batch a config takes; each bounds memory or work.
 pub const FLOWS: std::ops::RangeInclusive<u32> = 1..=65_536;
 /// See [`FLOWS`].
@@ -321,7 +324,7 @@ fn bounded(
 ) -> Result<u32, AqmError> {
     let n: u64 = value
         .parse()
-        .map_err(|_| bad(keyword, value, "a whole number"))?;
+        .map_err(|_| bad(keyword, value, "expected a whole number"))?;
     u32::try_from(n)
         .ok()
         .filter(|n| ok.contains(n))
@@ -334,7 +337,8 @@ fn size_in(
     ok: std::ops::RangeInclusive<u32>,
     why: &'static str,
 ) -> Result<u32, AqmError> {
-    let n = parse_size(value).map_err(|_| bad(keyword, value, "a size in bytes, e.g. 1514"))?;
+    let n = parse_size(value)
+        .map_err(|_| bad(keyword, value, "expected a size in bytes, e.g. 1514"))?;
     u32::try_from(n)
         .ok()
         .filter(|n| ok.contains(n))
@@ -342,7 +346,8 @@ fn size_in(
 }
 
 fn limit_bytes(value: &str) -> Result<u64, AqmError> {
-    let n = parse_size(value).map_err(|_| bad("limit_bytes", value, "a size, e.g. 64K"))?;
+    let n =
+        parse_size(value).map_err(|_| bad("limit_bytes", value, "expected a size, e.g. 64K"))?;
     if n == 0 || n > MAX_QUEUE_BYTES {
         return Err(range("limit_bytes", value, "1 to 1Gi bytes"));
     }
@@ -357,9 +362,14 @@ fn time(
 ) -> Result<u64, AqmError> {
     // tc reads a bare number as microseconds and wirebench as seconds: ask for the unit.
     if value.chars().all(|c| c.is_ascii_digit() || c == '.') {
-        return Err(bad(keyword, value, "give a unit, e.g. 5ms or 500us"));
+        return Err(bad(
+            keyword,
+            value,
+            "give a unit, e.g. 5ms or 500us (tc reads a bare number as µs)",
+        ));
     }
-    let d = parse_duration(value).map_err(|_| bad(keyword, value, "a duration, e.g. 5ms"))?;
+    let d =
+        parse_duration(value).map_err(|_| bad(keyword, value, "expected a duration, e.g. 5ms"))?;
     u64::try_from(d.as_nanos())
         .ok()
         .filter(|n| ok.contains(n))
@@ -371,7 +381,7 @@ fn time(
 fn gain(keyword: &'static str, value: &str) -> Result<f64, AqmError> {
     let g: f64 = value
         .parse()
-        .map_err(|_| bad(keyword, value, "a number, e.g. 0.125"))?;
+        .map_err(|_| bad(keyword, value, "expected a number, e.g. 0.125"))?;
     if !(0.0..=2.0).contains(&g) {
         return Err(range(
             keyword,
@@ -457,7 +467,7 @@ pub enum AqmError {
         keyword: &'static str,
     },
     /// A value that does not read as its kind.
-    #[error("{keyword} {value:?}: not {hint}")]
+    #[error("{keyword} {value:?}: {hint}")]
     BadValue {
         /// The keyword.
         keyword: &'static str,
@@ -750,8 +760,8 @@ mod tests {
             ("droptail ecn", "droptail has no parameter \"ecn\""),
             ("codel bytemode", "codel has no parameter \"bytemode\""),
             ("fq_codel target", "fq_codel: target needs a value"),
-            ("codel target 5", "target \"5\": not give a unit, e.g. 5ms"),
-            ("codel target soon", "target \"soon\": not a duration"),
+            ("codel target 5", "target \"5\": give a unit, e.g. 5ms"),
+            ("codel target soon", "target \"soon\": expected a duration"),
             ("codel target 0ms", "target \"0ms\": must be 1us to 60s"),
             ("codel interval 2m", "interval \"2m\": must be 1us to 60s"),
             ("fq_codel flows 0", "flows \"0\": must be 1 to 65536"),
@@ -759,7 +769,7 @@ mod tests {
                 "fq_codel flows 65537",
                 "flows \"65537\": must be 1 to 65536",
             ),
-            ("fq_codel flows -1", "flows \"-1\": not a whole number"),
+            ("fq_codel flows -1", "flows \"-1\": expected a whole number"),
             (
                 "fq_codel quantum 63",
                 "quantum \"63\": must be 64 to 1Mi bytes",
