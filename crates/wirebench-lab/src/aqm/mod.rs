@@ -386,7 +386,7 @@ fn gain(keyword: &'static str, value: &str) -> Result<f64, AqmError> {
         return Err(range(
             keyword,
             value,
-            "0 to 2 per second, as RFC 8033 writes it (tc's 2 is 0.125 here)",
+            "0 to 2 per second, as RFC 8033 writes it (tc's sixteenths: alpha 2 beta 20 is alpha 0.125 beta 1.25)",
         ));
     }
     Ok(g)
