@@ -212,14 +212,16 @@ impl FqCodel {
     }
 
     /// Drops from the head of the flow with the most bytes: up to `drop_batch` packets,
-    /// until half its bytes are gone (Linux's fq_codel_drop).
+    /// until half its bytes are gone (Linux's fq_codel_drop). Ties go to the lowest index.
     /// False if there was nothing to drop.
     fn drop_from_fattest(&mut self, drop: &mut dyn FnMut(QueuedPacket, DropCause)) -> bool {
-        let Some((fat, _)) = self
-            .flows
+        // Every flow with packets is on one of the lists: scan those, not every flow.
+        let Some(fat) = self
+            .new_flows
             .iter()
-            .enumerate()
-            .max_by_key(|(i, f)| (f.bytes, std::cmp::Reverse(*i)))
+            .chain(self.old_flows.iter())
+            .map(|&i| i as usize)
+            .max_by_key(|&i| (self.flows[i].bytes, std::cmp::Reverse(i)))
         else {
             return false;
         };
