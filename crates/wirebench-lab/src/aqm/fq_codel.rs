@@ -472,4 +472,44 @@ mod tests {
         assert!(f.flows[1].codel.dropping());
         assert!(!f.flows[2].codel.dropping());
     }
+
+    #[test]
+    fn ecn_capable_flows_are_marked_not_dropped() {
+        // Flow 1 ECN-capable, flow 3 not, both standing queues 100 ms deep.
+        let mut q = fq("fq_codel ecn", 100_000);
+        let (mut id, mut marked, mut dropped) = (0, [0u32; 4], [0u32; 4]);
+        for _ in 0..100 {
+            for flow in [1, 3] {
+                let p = QueuedPacket {
+                    ect: flow == 1,
+                    ..pkt(id, flow, 1500)
+                };
+                q.enqueue(0, p, &mut |_, _| panic!());
+                id += 1;
+            }
+        }
+        for ms in 10..1_000 {
+            for flow in [1, 3] {
+                let p = QueuedPacket {
+                    ect: flow == 1,
+                    ..pkt(id, flow, 1500)
+                };
+                q.enqueue(ms * MS, p, &mut |_, _| panic!());
+                id += 1;
+            }
+            for _ in 0..2 {
+                let d = q.dequeue(ms * MS, &mut |p, _| dropped[p.flow as usize] += 1);
+                if let Some(d) = d.filter(|d| d.mark_ce) {
+                    marked[d.packet.flow as usize] += 1;
+                }
+            }
+        }
+        assert!(marked[1] >= 10 && dropped[1] == 0, "{marked:?} {dropped:?}");
+        assert!(dropped[3] >= 10 && marked[3] == 0, "{marked:?} {dropped:?}");
+        let c = q.counters();
+        assert_eq!(
+            (c.marked, c.dropped_aqm),
+            (u64::from(marked[1]), u64::from(dropped[3]))
+        );
+    }
 }

@@ -374,13 +374,21 @@ mod tests {
     /// A queue of 100 packets at `prob`, the delay above target, no burst allowance;
     /// offers 1000 ECN-capable packets at 0 (no update runs). Returns (marked, dropped).
     fn at_probability(prob: f64, ecn: bool) -> (u64, u64) {
-        let mut q = pie(if ecn { "pie ecn" } else { "pie" });
+        at_probability_in(if ecn { "pie ecn" } else { "pie" }, prob, 1500)
+    }
+
+    fn at_probability_in(text: &str, prob: f64, bytes: u32) -> (u64, u64) {
+        let mut q = pie(text);
         for id in 0..100 {
             q.enqueue(0, pkt(id, true), &mut |_, _| panic!());
         }
         (q.prob, q.qdelay_ns, q.burst_ns) = (prob, 20 * MS, 0);
         for id in 100..1100 {
-            q.enqueue(0, pkt(id, true), &mut |_, _| {});
+            let p = QueuedPacket {
+                bytes,
+                ..pkt(id, true)
+            };
+            q.enqueue(0, p, &mut |_, _| {});
         }
         let c = q.counters();
         let mut marked = 0;
@@ -405,6 +413,15 @@ mod tests {
         let (marked, dropped) = at_probability(0.05, false);
         assert_eq!(marked, 0);
         assert!((15..=45).contains(&dropped), "{dropped}");
+    }
+
+    #[test]
+    fn bytemode_drops_small_packets_less() {
+        // At 50%, 150-byte packets in byte mode see 5%: the derandomized one in ~37.
+        let (_, full) = at_probability_in("pie", 0.5, 150);
+        let (_, scaled) = at_probability_in("pie bytemode", 0.5, 150);
+        assert!((250..=420).contains(&full), "{full}");
+        assert!((15..=45).contains(&scaled), "{scaled}");
     }
 
     #[test]
