@@ -119,10 +119,13 @@ pub struct LinkProps {
     /// Seed of the link's random numbers; default 1.
     pub seed: Option<u64>,
     /// The queue's discipline in tc's syntax (`fq_codel`, `codel target 5ms ecn`, `pie`);
-    /// default a drop-tail queue of `queue` packets.
+    /// default a drop-tail queue of `queue` packets. Left out of documents when not given,
+    /// so that those of links without it read as they always did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aqm: Option<String>,
     /// Mark ECN-capable packets CE where the AQM would drop them (overrides the `ecn`
-    /// keyword of `aqm`); default off.
+    /// keyword of `aqm`); default off. Left out of documents when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ecn: Option<bool>,
 }
 
