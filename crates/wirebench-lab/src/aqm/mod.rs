@@ -10,6 +10,21 @@
 //!
 //! Configurations are written in tc's own syntax (`fq_codel target 5ms interval 100ms ecn`):
 //! [`AqmConfig::parse`] reads it and `Display` writes it back with every parameter spelled out.
+//!
+//! ```
+//! use wirebench_lab::aqm::{Aqm, AqmConfig, QueuedPacket};
+//!
+//! let cfg = AqmConfig::parse("fq_codel target 5ms ecn").unwrap();
+//! // The link's queue: 1000 packets, no byte limit.
+//! let mut q = Aqm::new(&cfg, 1000, 0, 1);
+//! let p = QueuedPacket { id: 7, bytes: 1500, flow: 0x9e37, ect: true, enqueued_ns: 0 };
+//! let mut dropped = Vec::new();
+//! q.enqueue(1_000, p, &mut |p, cause| dropped.push((p.id, cause)));
+//! // When the serializer is free: the next packet, and whether to set CE on it.
+//! let d = q.dequeue(2_000, &mut |p, cause| dropped.push((p.id, cause))).unwrap();
+//! assert_eq!((d.packet.id, d.mark_ce, 2_000 - d.packet.enqueued_ns), (7, false, 1_000));
+//! assert!(dropped.is_empty() && q.is_empty());
+//! ```
 
 mod codel;
 mod fifo;
