@@ -443,6 +443,13 @@ mod tests {
         assert!(p.aqm().unwrap().unwrap().ecn);
         assert!(!off.or(&p).aqm().unwrap().unwrap().ecn);
         assert_eq!(LinkProps::default().aqm(), Ok(None));
+        // A FIFO takes it, and marks nothing.
+        let fifo = LinkProps {
+            aqm: Some("droptail".into()),
+            ecn: Some(true),
+            ..LinkProps::default()
+        };
+        assert!(fifo.aqm().unwrap().unwrap().ecn);
         // Written back as given.
         assert_eq!(serde_json::to_value(&p).unwrap()["aqm"], "codel ecn");
         // An AQM's own limits are bounded as the link's queue is.

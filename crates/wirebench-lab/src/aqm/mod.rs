@@ -115,7 +115,8 @@ impl AqmKind {
 
 /// A queue discipline and its parameters. [`AqmConfig::new`] gives each discipline's
 /// defaults (RFC 8289, RFC 8290, and for PIE Linux's where RFC 8033 leaves a choice).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `Copy`, as the link's own `LinkConfig` is.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct AqmConfig {
     /// The discipline.
     pub kind: AqmKind,
