@@ -224,6 +224,12 @@ impl AqmConfig {
             if cfg.switch(&key) {
                 continue;
             }
+            if key.contains('=') {
+                for pair in word.split(',').filter(|p| !p.is_empty()) {
+                    cfg.set_mahimahi(pair)?;
+                }
+                continue;
+            }
             let keyword = keyword_name(kind, &key).ok_or_else(|| AqmError::UnknownKeyword {
                 kind: kind.name(),
                 word: word.to_owned(),
@@ -253,6 +259,37 @@ impl AqmConfig {
             _ => return false,
         }
         true
+    }
+
+    /// Sets one of Mahimahi's queue arguments (`mm-link --uplink-queue-args=packets=100,
+    /// target=5,interval=100`): `packets`, `bytes`, and times in ms (`target`, `interval`,
+    /// PIE's `qdelay_ref` and `max_burst`), so that a Mahimahi command line carries over.
+    fn set_mahimahi(&mut self, pair: &str) -> Result<(), AqmError> {
+        const MAHIMAHI: &str =
+            "packets=N, bytes=N, target=MS, interval=MS, qdelay_ref=MS, max_burst=MS (Mahimahi's)";
+        let unknown = || AqmError::UnknownKeyword {
+            kind: self.kind.name(),
+            word: pair.to_owned(),
+            keywords: MAHIMAHI,
+        };
+        let (key, value) = pair.split_once('=').ok_or_else(unknown)?;
+        let (keyword, in_ms) = match key.to_ascii_lowercase().as_str() {
+            "packets" => ("limit", false),
+            "bytes" => ("limit_bytes", false),
+            "target" | "qdelay_ref" => ("target", true),
+            "interval" => ("interval", true),
+            "max_burst" => ("max_burst", true),
+            _ => return Err(unknown()),
+        };
+        if keyword_name(self.kind, keyword).is_none() {
+            return Err(unknown());
+        }
+        let bare = !value.is_empty() && value.chars().all(|c| c.is_ascii_digit() || c == '.');
+        if in_ms && bare {
+            self.set(keyword, &format!("{value}ms"))
+        } else {
+            self.set(keyword, value)
+        }
     }
 
     /// Sets `keyword` (one [`keyword_name`] gave for this kind) from `value`.
@@ -377,7 +414,7 @@ fn time(
     why: &'static str,
 ) -> Result<u64, AqmError> {
     // tc reads a bare number as microseconds and wirebench as seconds: ask for the unit.
-    if value.chars().all(|c| c.is_ascii_digit() || c == '.') {
+    if !value.is_empty() && value.chars().all(|c| c.is_ascii_digit() || c == '.') {
         return Err(bad(
             keyword,
             value,
@@ -733,6 +770,45 @@ mod tests {
             AqmConfig::parse("codel target 500us").unwrap().target_ns,
             500_000
         );
+    }
+
+    #[test]
+    fn mahimahis_queue_arguments_read_too() {
+        for (mahimahi, tc) in [
+            ("droptail packets=100", "droptail limit 100"),
+            ("drophead bytes=30000", "drophead limit_bytes 30000"),
+            (
+                "codel packets=100,target=5,interval=100",
+                "codel limit 100 target 5ms interval 100ms",
+            ),
+            (
+                "pie packets=100,qdelay_ref=20,max_burst=100",
+                "pie limit 100 target 20ms max_burst 100ms",
+            ),
+            ("fq_codel target=2ms ecn", "fq_codel target 2ms ecn"),
+        ] {
+            assert_eq!(
+                AqmConfig::parse(mahimahi).unwrap(),
+                AqmConfig::parse(tc).unwrap(),
+                "{mahimahi}"
+            );
+        }
+        for (text, needle) in [
+            (
+                "codel packets=100,frobs=3",
+                "codel has no parameter \"frobs=3\": it takes packets=N",
+            ),
+            (
+                "droptail target=5",
+                "droptail has no parameter \"target=5\"",
+            ),
+            ("codel packets", "codel has no parameter \"packets\""),
+            ("codel packets=0", "limit \"0\": must be 1 to 1000000"),
+            ("codel target=", "target \"\": expected a duration"),
+        ] {
+            let e = AqmConfig::parse(text).unwrap_err().to_string();
+            assert!(e.contains(needle), "{text:?}: {e}");
+        }
     }
 
     #[test]

@@ -163,7 +163,8 @@ pub struct LinkArgs {
     pub seed: Option<u64>,
     /// The queue's discipline, in tc's syntax: droptail, drophead, codel, fq_codel or pie,
     /// with parameters (e.g. 'fq_codel target 5ms interval 100ms', 'pie target 15ms'). Its
-    /// limit is --queue unless it gives its own. Default: drop-tail.
+    /// limit is --queue unless it gives its own. Mahimahi's queue arguments read too
+    /// ('codel packets=100,target=5,interval=100'). Default: drop-tail.
     #[arg(long, value_name = "QDISC")]
     pub aqm: Option<String>,
     /// Mark ECN-capable packets CE instead of dropping them where the --aqm would drop
