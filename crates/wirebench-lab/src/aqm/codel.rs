@@ -73,6 +73,15 @@ pub(super) struct CodelVars {
 }
 
 impl CodelVars {
+    /// The state of a queue that has never been above target (all zero, as `Default`).
+    pub(super) const IDLE: Self = Self {
+        first_above_ns: 0,
+        drop_next_ns: 0,
+        count: 0,
+        lastcount: 0,
+        dropping: false,
+    };
+
     /// Whether it is in the dropping state.
     #[cfg(test)]
     pub(super) fn dropping(&self) -> bool {

@@ -16,7 +16,9 @@
 use std::collections::VecDeque;
 
 use super::codel::{CodelParams, CodelVars, Source};
-use super::{AqmConfig, AqmCounters, Dequeued, DropCause, Limits, QueuedPacket};
+use super::{
+    AqmConfig, AqmCounters, Dequeued, DropCause, Limits, QueuedPacket, DROP_BATCH, FLOWS, QUANTUM,
+};
 
 /// No slot: the end of a list.
 const NIL: u32 = u32::MAX;
@@ -42,16 +44,60 @@ struct Flow {
     codel: CodelVars,
 }
 
-impl Default for Flow {
-    fn default() -> Self {
+impl Flow {
+    /// A flow that has never had a packet.
+    const EMPTY: Self = Self {
+        head: NIL,
+        tail: NIL,
+        bytes: 0,
+        deficit: 0,
+        list: List::None,
+        codel: CodelVars::IDLE,
+    };
+}
+
+/// Flows per chunk of the flow table.
+const CHUNK: usize = 256;
+
+/// The flow queues, in chunks allocated the first time one of their flows gets a packet:
+/// memory follows the flows the traffic uses, not the `flows` a config asks for (65536
+/// flows would otherwise take 4 MiB per direction of every link at once, 2 GiB for a
+/// scenario's 256 links). Each chunk is allocated once and kept.
+#[derive(Debug, Clone)]
+struct FlowTable {
+    chunks: Vec<Option<Box<[Flow]>>>,
+}
+
+impl FlowTable {
+    fn new(flows: usize) -> Self {
         Self {
-            head: NIL,
-            tail: NIL,
-            bytes: 0,
-            deficit: 0,
-            list: List::None,
-            codel: CodelVars::default(),
+            chunks: (0..flows.div_ceil(CHUNK)).map(|_| None).collect(),
         }
+    }
+
+    /// Chunks allocated so far.
+    fn allocated(&self) -> usize {
+        self.chunks.iter().filter(|c| c.is_some()).count()
+    }
+}
+
+impl std::ops::Index<usize> for FlowTable {
+    type Output = Flow;
+
+    /// A flow of a chunk not yet allocated has never had a packet: it reads as empty.
+    fn index(&self, i: usize) -> &Flow {
+        match self.chunks.get(i / CHUNK) {
+            Some(Some(chunk)) => &chunk[i % CHUNK],
+            _ => &Flow::EMPTY,
+        }
+    }
+}
+
+impl std::ops::IndexMut<usize> for FlowTable {
+    fn index_mut(&mut self, i: usize) -> &mut Flow {
+        let chunk = self.chunks[i / CHUNK]
+            .get_or_insert_with(|| vec![Flow::EMPTY; CHUNK].into_boxed_slice());
+        &mut chunk[i % CHUNK]
     }
 }
 
@@ -136,7 +182,9 @@ impl Source for FlowSource<'_> {
 /// The FQ-CoDel queue.
 #[derive(Debug, Clone)]
 pub(super) struct FqCodel {
-    flows: Vec<Flow>,
+    flows: FlowTable,
+    /// How many flow queues (the config's `flows`).
+    n_flows: u32,
     new_flows: VecDeque<u32>,
     old_flows: VecDeque<u32>,
     slab: Slab,
@@ -151,9 +199,12 @@ pub(super) struct FqCodel {
 
 impl FqCodel {
     pub(super) fn new(cfg: &AqmConfig, limits: Limits) -> Self {
-        let n = cfg.flows.max(1) as usize;
+        // Within the bounds `parse` holds a config to, also for one built by hand: no
+        // flows or no quantum would never send, too many would take memory for nothing.
+        let n = cfg.flows.clamp(*FLOWS.start(), *FLOWS.end()) as usize;
         Self {
-            flows: vec![Flow::default(); n],
+            flows: FlowTable::new(n),
+            n_flows: n as u32,
             new_flows: VecDeque::with_capacity(n),
             old_flows: VecDeque::with_capacity(n),
             slab: Slab {
@@ -162,8 +213,8 @@ impl FqCodel {
             },
             limits,
             params: CodelParams::new(cfg),
-            quantum: i64::from(cfg.quantum),
-            drop_batch: cfg.drop_batch.max(1),
+            quantum: i64::from(cfg.quantum.clamp(*QUANTUM.start(), *QUANTUM.end())),
+            drop_batch: cfg.drop_batch.clamp(*DROP_BATCH.start(), *DROP_BATCH.end()),
             active: 0,
             counters: AqmCounters::default(),
         }
@@ -177,8 +228,10 @@ impl FqCodel {
         self.slab.bytes
     }
 
+    /// Packets it holds without allocating; flow chunks count as one packet each, so that
+    /// a chunk allocated late shows as growth too.
     pub(super) fn capacity(&self) -> usize {
-        self.slab.slots.capacity()
+        self.slab.slots.capacity() + self.flows.allocated()
     }
 
     pub(super) fn enqueue(
@@ -186,7 +239,7 @@ impl FqCodel {
         p: QueuedPacket,
         drop: &mut dyn FnMut(QueuedPacket, DropCause),
     ) {
-        let idx = (p.flow % self.flows.len() as u32) as usize;
+        let idx = (p.flow % self.n_flows) as usize;
         // A packet larger than the byte limit alone could only empty other flows for nothing.
         if self.limits.exceeded(1, u64::from(p.bytes)) {
             self.counters.dropped_overflow += 1;
@@ -511,5 +564,25 @@ mod tests {
             (c.marked, c.dropped_aqm),
             (u64::from(marked[1]), u64::from(dropped[3]))
         );
+    }
+
+    #[test]
+    fn memory_follows_the_flows_used_not_the_flows_asked_for() {
+        let mut q = fq("fq_codel flows 65536", 1000);
+        let Inner::FqCodel(f) = &q.inner else {
+            panic!()
+        };
+        assert_eq!(f.flows.allocated(), 0);
+        // Three flows: at most three chunks of 256 flows, whatever their hashes.
+        for (id, flow) in [7u32, 40_000, 65_535, 7].into_iter().enumerate() {
+            q.enqueue(0, pkt(id as u32, flow, 100), &mut |_, _| panic!());
+        }
+        let Inner::FqCodel(f) = &q.inner else {
+            panic!()
+        };
+        assert_eq!(f.flows.allocated(), 3);
+        assert_eq!(lists(&q), (vec![7, 40_000, 65_535], vec![]));
+        while next(&mut q, 0).is_some() {}
+        assert!(q.is_empty());
     }
 }

@@ -23,7 +23,7 @@
 use std::collections::VecDeque;
 
 use super::fifo::PacketFifo;
-use super::{AqmConfig, AqmCounters, Dequeued, DropCause, Limits, QueuedPacket, Rng};
+use super::{AqmConfig, AqmCounters, Dequeued, DropCause, Limits, QueuedPacket, Rng, TUPDATE_NS};
 
 /// Above this probability PIE drops ECN-capable packets too (RFC 8033 §5.1, Linux).
 const MARK_ECN_THRESHOLD: f64 = 0.1;
@@ -66,7 +66,8 @@ impl Pie {
             marks: VecDeque::new(),
             limits,
             target_ns: cfg.target_ns,
-            tupdate_ns: cfg.tupdate_ns.max(1),
+            // As `parse` bounds it: a shorter period would be work on every packet.
+            tupdate_ns: cfg.tupdate_ns.clamp(*TUPDATE_NS.start(), *TUPDATE_NS.end()),
             alpha: cfg.alpha,
             beta: cfg.beta,
             max_burst_ns: cfg.max_burst_ns,
