@@ -2,6 +2,8 @@
 //! emulated in user space.
 //!
 //! - [`link`]: one direction of a link as a pure, seeded state machine in virtual time.
+//! - [`aqm`]: the link's queue disciplines (drop-tail, drop-head, CoDel, FQ-CoDel, PIE),
+//!   pure and in virtual time too.
 //! - [`emu`]: the I/O loop that moves frames through it, between two packet sockets.
 //! - [`gso`]: where the wire packets of a segmentation-offload frame lie, and how to cut it.
 //! - [`topo`]: namespaces, veth pairs, addresses and routes for a topology; running
@@ -65,6 +67,12 @@ impl Usage for scenario::ScenarioError {
 }
 
 impl Usage for pair::LogIntervalError {
+    fn is_usage(&self) -> bool {
+        true
+    }
+}
+
+impl Usage for aqm::AqmError {
     fn is_usage(&self) -> bool {
         true
     }

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use wirebench_proto::units::{parse_duration, parse_rate, parse_size, Rate, UnitError};
 
+use crate::aqm::{AqmConfig, AqmError};
 use crate::link::{LinkConfig, Loss};
 
 /// A link property that does not make sense; each message names the value.
@@ -28,6 +29,12 @@ pub enum PropsError {
     /// Bursts need a good state to come back to.
     #[error("loss of 100% cannot come in bursts")]
     BurstOfTotalLoss,
+    /// A queue discipline (`aqm`) that cannot be read.
+    #[error("aqm: {0}")]
+    Aqm(#[from] AqmError),
+    /// `ecn` without an `aqm`: the default drop-tail queue never marks.
+    #[error("--ecn marks packets only under an AQM: add --aqm codel, fq_codel or pie")]
+    EcnWithoutAqm,
     /// A value past what a link can emulate; the message gives the bound.
     #[error("{key} {value:?}: {why}")]
     OutOfRange {
@@ -111,6 +118,15 @@ pub struct LinkProps {
     pub overhead: Option<u32>,
     /// Seed of the link's random numbers; default 1.
     pub seed: Option<u64>,
+    /// The queue's discipline in tc's syntax (`fq_codel`, `codel target 5ms ecn`, `pie`);
+    /// default a drop-tail queue of `queue` packets. Left out of documents when not given,
+    /// so that those of links without it read as they always did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aqm: Option<String>,
+    /// Mark ECN-capable packets CE where the AQM would drop them (overrides the `ecn`
+    /// keyword of `aqm`); default off. Left out of documents when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn: Option<bool>,
 }
 
 /// Parses a probability: `0.05` or `5%`.
@@ -201,8 +217,28 @@ impl LinkProps {
             queue,
             queue_bytes,
             overhead,
-            seed
+            seed,
+            aqm,
+            ecn
         )
+    }
+
+    /// The queue discipline, both directions: `aqm` read, with `ecn` applied; None for the
+    /// link's plain drop-tail queue.
+    ///
+    /// # Errors
+    ///
+    /// An `aqm` that cannot be read, or `ecn` on without one.
+    pub fn aqm(&self) -> Result<Option<AqmConfig>, PropsError> {
+        let Some(text) = &self.aqm else {
+            return match self.ecn {
+                Some(true) => Err(PropsError::EcnWithoutAqm),
+                _ => Ok(None),
+            };
+        };
+        let mut cfg = AqmConfig::parse(text)?;
+        cfg.ecn = self.ecn.unwrap_or(cfg.ecn);
+        Ok(Some(cfg))
     }
 
     /// The model's configuration for a → b ("up") and b → a ("down"). The two directions
@@ -212,6 +248,8 @@ impl LinkProps {
     ///
     /// A one-line message naming the bad value.
     pub fn configs(&self) -> Result<(LinkConfig, LinkConfig), PropsError> {
+        // Checked here too, so that a scenario's bad `aqm` stops it before anything runs.
+        self.aqm()?;
         let both = rate("rate", self.rate.as_ref())?;
         let up_rate = self
             .rate_up
@@ -313,6 +351,7 @@ impl LinkProps {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aqm::AqmKind;
 
     #[test]
     fn text_becomes_both_directions() {
@@ -385,6 +424,40 @@ mod tests {
         };
         assert!((p_gb / (p_gb + p_bg) - 0.1).abs() < 1e-12);
         assert!((1.0 / p_bg - 4.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn aqm_and_ecn_read_from_flags_and_scenarios() {
+        let p: LinkProps = toml::from_str("aqm = \"fq_codel target 2ms\"\necn = true").unwrap();
+        let cfg = p.aqm().unwrap().unwrap();
+        assert_eq!(
+            (cfg.kind, cfg.target_ns, cfg.ecn),
+            (AqmKind::FqCodel, 2_000_000, true)
+        );
+        // `ecn = false` wins over the keyword; no `ecn` keeps it.
+        let off = LinkProps {
+            ecn: Some(false),
+            ..LinkProps::default()
+        };
+        let p = LinkProps {
+            aqm: Some("codel ecn".into()),
+            ..LinkProps::default()
+        };
+        assert!(p.aqm().unwrap().unwrap().ecn);
+        assert!(!off.or(&p).aqm().unwrap().unwrap().ecn);
+        assert_eq!(LinkProps::default().aqm(), Ok(None));
+        // A FIFO takes it, and marks nothing.
+        let fifo = LinkProps {
+            aqm: Some("droptail".into()),
+            ecn: Some(true),
+            ..LinkProps::default()
+        };
+        assert!(fifo.aqm().unwrap().unwrap().ecn);
+        // Written back as given.
+        assert_eq!(serde_json::to_value(&p).unwrap()["aqm"], "codel ecn");
+        // An AQM's own limits are bounded as the link's queue is.
+        assert_eq!(crate::aqm::MAX_QUEUE_PACKETS, MAX_QUEUE_PACKETS);
+        assert_eq!(crate::aqm::MAX_QUEUE_BYTES, MAX_QUEUE_BYTES);
     }
 
     #[test]
@@ -467,6 +540,27 @@ mod tests {
                     ..LinkProps::default()
                 },
                 "loss-burst \"10000000\": at most 1000000 packets",
+            ),
+            (
+                LinkProps {
+                    aqm: Some("fq_codel flows 0".into()),
+                    ..LinkProps::default()
+                },
+                "aqm: flows \"0\": must be 1 to 65536",
+            ),
+            (
+                LinkProps {
+                    aqm: Some("red".into()),
+                    ..LinkProps::default()
+                },
+                "aqm: unknown queue discipline \"red\"",
+            ),
+            (
+                LinkProps {
+                    ecn: Some(true),
+                    ..LinkProps::default()
+                },
+                "--ecn marks packets only under an AQM",
             ),
         ] {
             let e = p.configs().unwrap_err().to_string();

@@ -161,6 +161,16 @@ pub struct LinkArgs {
     /// Seed of the link's random loss and jitter (default 1).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// The queue's discipline, in tc's syntax: droptail, drophead, codel, fq_codel or pie,
+    /// with parameters (e.g. 'fq_codel target 5ms interval 100ms', 'pie target 15ms'). Its
+    /// limit is --queue unless it gives its own. Mahimahi's queue arguments read too
+    /// ('codel packets=100,target=5,interval=100'). Default: drop-tail.
+    #[arg(long, value_name = "QDISC")]
+    pub aqm: Option<String>,
+    /// Mark ECN-capable packets CE instead of dropping them where the --aqm would drop
+    /// (PIE: while its drop probability is at most 10%). A full queue still drops.
+    #[arg(long)]
+    pub ecn: bool,
     /// Offloads off on the link's interfaces, so that the emulator reads and writes one
     /// wire packet per frame. By default hosts hand it GSO frames of up to 64 KiB (TSO, UDP
     /// GSO), which it keeps whole while it charges rate, queue and loss per wire packet:
@@ -185,6 +195,8 @@ impl LinkArgs {
             queue_bytes: self.queue_bytes.clone(),
             overhead: self.overhead,
             seed: self.seed,
+            aqm: self.aqm.clone(),
+            ecn: self.ecn.then_some(true),
             ..Default::default()
         }
     }
