@@ -248,8 +248,7 @@ impl LinkProps {
     ///
     /// A one-line message naming the bad value.
     pub fn configs(&self) -> Result<(LinkConfig, LinkConfig), PropsError> {
-        // Checked here too, so that a scenario's bad `aqm` stops it before anything runs.
-        self.aqm()?;
+        let aqm = self.aqm()?;
         let both = rate("rate", self.rate.as_ref())?;
         let up_rate = self
             .rate_up
@@ -328,7 +327,7 @@ impl LinkProps {
             queue_bytes,
             loss: Loss::None,
             seed: 0,
-            aqm: None,
+            aqm,
             netem: crate::netem::NetemConfig::default(),
             trace: None,
         };
