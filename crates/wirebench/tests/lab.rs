@@ -731,8 +731,15 @@ fn bad_lab_input_is_a_one_line_usage_error() {
 #[test]
 fn the_shipped_scenarios_parse() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
-    for name in ["random-loss.toml", "reverse-congestion.toml"] {
-        let text = std::fs::read_to_string(root.join(name)).expect("scenario file");
+    let mut names: Vec<_> = std::fs::read_dir(&root)
+        .expect("scenarios/")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".toml"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 4, "{names:?}");
+    for name in names {
+        let text = std::fs::read_to_string(root.join(&name)).expect("scenario file");
         let s = wirebench_lab_parse(&text);
         assert!(s.is_ok(), "{name}: {s:?}");
     }
