@@ -19,6 +19,7 @@ pub mod emu;
 pub mod gso;
 pub mod link;
 pub mod link_options;
+pub mod netem;
 pub mod netns;
 pub mod pair;
 pub mod rtnl;
