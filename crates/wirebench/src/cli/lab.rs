@@ -133,7 +133,8 @@ pub struct LinkArgs {
     /// One-way propagation delay, each direction (e.g. 50ms).
     #[arg(long)]
     pub delay: Option<String>,
-    /// Extra random delay per packet, up to this, never reordering (e.g. 2ms).
+    /// Extra random delay per packet, up to this, never reordering (e.g. 2ms). With
+    /// --distribution, netem's jitter instead: delay ± this, as netem's `delay 50ms 2ms`.
     #[arg(long)]
     pub jitter: Option<String>,
     /// Random loss, each direction: a probability (0.05) or a percentage (5%).
@@ -161,6 +162,40 @@ pub struct LinkArgs {
     /// Seed of the link's random loss and jitter (default 1).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// netem's delay distribution: uniform, normal, pareto or paretonormal (iproute2's
+    /// tables). Makes --jitter netem's: delay ± jitter (normal: its standard deviation),
+    /// still delivered in order; as netem's `delay 50ms 5ms distribution normal`.
+    #[arg(long, value_name = "NAME")]
+    pub distribution: Option<String>,
+    /// Correlation of each packet's delay with the one before, as netem's `delay 50ms 5ms
+    /// 25%` (needs --distribution; netem's scheme: it also narrows the spread).
+    #[arg(long, value_name = "PERCENT")]
+    pub delay_correlation: Option<String>,
+    /// Probability that a packet is sent at once, overtaking the delayed ones, as netem's
+    /// `reorder 25%` (needs --delay).
+    #[arg(long, value_name = "PERCENT")]
+    pub reorder: Option<String>,
+    /// Correlation of the reorder draws, as netem's `reorder 25% 50%`.
+    #[arg(long, value_name = "PERCENT")]
+    pub reorder_correlation: Option<String>,
+    /// As netem's `reorder 100% gap 5`: N − 1 packets go through delayed before the next
+    /// may be reordered (100%: exactly every Nth is); default 1.
+    #[arg(long, value_name = "N")]
+    pub reorder_gap: Option<u32>,
+    /// Probability that a packet is sent twice, as netem's `duplicate 1%`.
+    #[arg(long, value_name = "PERCENT")]
+    pub duplicate: Option<String>,
+    /// Correlation of the duplicate draws, as netem's `duplicate 1% 25%`.
+    #[arg(long, value_name = "PERCENT")]
+    pub duplicate_correlation: Option<String>,
+    /// Probability that a packet gets one bit of its TCP/UDP payload flipped, as netem's
+    /// `corrupt 0.1%`; the receiving kernel drops it as a checksum error (a UDP test reports
+    /// them as checksum_errors).
+    #[arg(long, value_name = "PERCENT")]
+    pub corrupt: Option<String>,
+    /// Correlation of the corrupt draws, as netem's `corrupt 0.1% 25%`.
+    #[arg(long, value_name = "PERCENT")]
+    pub corrupt_correlation: Option<String>,
     /// Offloads off on the link's interfaces, so that the emulator reads and writes one
     /// wire packet per frame. By default hosts hand it GSO frames of up to 64 KiB (TSO, UDP
     /// GSO), which it keeps whole while it charges rate, queue and loss per wire packet:
@@ -185,6 +220,15 @@ impl LinkArgs {
             queue_bytes: self.queue_bytes.clone(),
             overhead: self.overhead,
             seed: self.seed,
+            distribution: self.distribution.clone(),
+            delay_correlation: self.delay_correlation.clone(),
+            reorder: self.reorder.clone(),
+            reorder_correlation: self.reorder_correlation.clone(),
+            reorder_gap: self.reorder_gap,
+            duplicate: self.duplicate.clone(),
+            duplicate_correlation: self.duplicate_correlation.clone(),
+            corrupt: self.corrupt.clone(),
+            corrupt_correlation: self.corrupt_correlation.clone(),
             ..Default::default()
         }
     }
