@@ -54,7 +54,7 @@ pub enum LabAction {
         scenario: Option<PathBuf>,
         /// The link, without --scenario.
         #[command(flatten)]
-        link: LinkArgs,
+        link: Box<LinkArgs>,
     },
     /// Run a command in a host of a testbed that is up.
     Exec {
