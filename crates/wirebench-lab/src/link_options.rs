@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use wirebench_proto::units::{parse_duration, parse_rate, parse_size, Rate, UnitError};
 
 use crate::link::{LinkConfig, Loss};
-use crate::netem::{Distribution, NetemConfig};
+use crate::netem::{Distribution, NetemConfig, SlotConfig, SlotGap};
 
 /// A link property that does not make sense; each message names the value.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -158,6 +158,10 @@ pub struct LinkProps {
     /// How much each corrupt draw leans on the one before.
     #[serde(default, deserialize_with = "string_or_number")]
     pub corrupt_correlation: Option<String>,
+    /// netem's `slot`, in its words: `"800us 1ms packets 10 bytes 64K"` (a slot opens every
+    /// 0.8 to 1 ms and lets out at most 10 packets and 64,000 bytes) or `"distribution normal 10ms
+    /// 2ms"`; packets leave the delay line only in slots.
+    pub slot: Option<String>,
 }
 
 /// Parses a probability: `0.05` or `5%`.
@@ -257,7 +261,8 @@ impl LinkProps {
             duplicate,
             duplicate_correlation,
             corrupt,
-            corrupt_correlation
+            corrupt_correlation,
+            slot
         )
     }
 
@@ -338,6 +343,7 @@ impl LinkProps {
         }
         // netem's options are checked with the rest, so every caller refuses them alike.
         self.netem()?;
+        self.slot()?;
         let seed = self.seed.unwrap_or(1);
         let base = LinkConfig {
             rate_bps: 0,
@@ -432,6 +438,83 @@ impl LinkProps {
         };
         Ok((cfg, cfg))
     }
+
+    /// netem's `slot`, the same both ways; `None` without one.
+    ///
+    /// # Errors
+    ///
+    /// Text that is not netem's `slot` syntax, or a value past its bound, named.
+    pub fn slot(&self) -> Result<Option<SlotConfig>, PropsError> {
+        self.slot.as_deref().map(parse_slot).transpose()
+    }
+}
+
+/// Parses netem's `slot` words: `MIN [MAX] [packets N] [bytes B]` or `distribution NAME
+/// DELAY JITTER [packets N] [bytes B]`.
+fn parse_slot(text: &str) -> Result<SlotConfig, PropsError> {
+    let bad = |why: &'static str| PropsError::OutOfRange {
+        key: "slot",
+        value: text.to_owned(),
+        why,
+    };
+    const SYNTAX: &str = "as netem's slot: \"800us 1ms packets 10 bytes 64K\" or \
+                          \"distribution normal 10ms 2ms\"";
+    let duration = |w: Option<&str>| -> Result<u64, PropsError> {
+        let w = w.ok_or_else(|| bad(SYNTAX))?;
+        let d = parse_duration(w).map_err(|_| bad(SYNTAX))?;
+        if d > MAX_DELAY {
+            return Err(bad("a slot's times are at most 60s"));
+        }
+        Ok(d.as_nanos() as u64)
+    };
+    let mut words = text.split_whitespace().peekable();
+    let gap = if words.peek() == Some(&"distribution") {
+        words.next();
+        let name = words.next().ok_or_else(|| bad(SYNTAX))?;
+        let distribution = Distribution::parse(name).ok_or(bad(
+            "its distribution is uniform, normal, pareto or paretonormal",
+        ))?;
+        SlotGap::Table {
+            distribution,
+            delay_ns: duration(words.next())?,
+            jitter_ns: duration(words.next())?,
+        }
+    } else {
+        let min_ns = duration(words.next())?;
+        let max_ns = match words.peek() {
+            Some(&w) if w != "packets" && w != "bytes" => duration(words.next())?,
+            _ => min_ns,
+        };
+        if max_ns < min_ns {
+            return Err(bad("its longest gap is shorter than its shortest"));
+        }
+        SlotGap::Uniform { min_ns, max_ns }
+    };
+    let (mut max_packets, mut max_bytes) = (0, 0);
+    while let Some(key) = words.next() {
+        let value = words.next().ok_or_else(|| bad(SYNTAX))?;
+        match key {
+            "packets" => {
+                max_packets = value
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|&n| n <= MAX_QUEUE_PACKETS)
+                    .ok_or(bad("packets is 0 (no limit) to 1000000"))?;
+            }
+            "bytes" => {
+                max_bytes = parse_size(value)
+                    .ok()
+                    .filter(|&b| b <= MAX_QUEUE_BYTES)
+                    .ok_or(bad("bytes is 0 (no limit) to 1Gi"))?;
+            }
+            _ => return Err(bad(SYNTAX)),
+        }
+    }
+    Ok(SlotConfig {
+        gap,
+        max_packets,
+        max_bytes,
+    })
 }
 
 #[cfg(test)]
@@ -730,6 +813,74 @@ mod tests {
         ] {
             let e = p.netem().unwrap_err().to_string();
             assert!(e.contains(needle), "{e}");
+            assert_eq!(p.configs().unwrap_err().to_string(), e);
+        }
+    }
+
+    #[test]
+    fn slot_reads_netems_words() {
+        let slot = |t: &str| {
+            LinkProps {
+                slot: Some(t.into()),
+                ..LinkProps::default()
+            }
+            .slot()
+        };
+        assert_eq!(
+            slot("800us 1ms packets 10 bytes 64K").unwrap(),
+            Some(SlotConfig {
+                gap: SlotGap::Uniform {
+                    min_ns: 800_000,
+                    max_ns: 1_000_000
+                },
+                max_packets: 10,
+                // wirebench's units: K is 1000 (Ki is 1024).
+                max_bytes: 64_000,
+            })
+        );
+        assert_eq!(
+            slot("2ms").unwrap().unwrap().gap,
+            SlotGap::Uniform {
+                min_ns: 2_000_000,
+                max_ns: 2_000_000
+            }
+        );
+        assert_eq!(slot("2ms bytes 1500").unwrap().unwrap().max_bytes, 1500);
+        assert_eq!(
+            slot("distribution pareto 10ms 2ms packets 5").unwrap(),
+            Some(SlotConfig {
+                gap: SlotGap::Table {
+                    distribution: Distribution::Pareto,
+                    delay_ns: 10_000_000,
+                    jitter_ns: 2_000_000
+                },
+                max_packets: 5,
+                max_bytes: 0,
+            })
+        );
+        assert_eq!(LinkProps::default().slot().unwrap(), None);
+        for (t, needle) in [
+            ("", "as netem's slot"),
+            ("soon", "as netem's slot"),
+            ("2ms 1ms", "longest gap is shorter"),
+            ("61s", "at most 60s"),
+            ("1ms packets", "as netem's slot"),
+            ("1ms packets -1", "packets is 0"),
+            ("1ms packets 2000000", "packets is 0"),
+            ("1ms bytes 2G", "bytes is 0"),
+            ("1ms frames 3", "as netem's slot"),
+            ("distribution gamma 1ms 1ms", "uniform, normal"),
+            ("distribution normal 1ms", "as netem's slot"),
+        ] {
+            let e = slot(t).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("slot {t:?}: ")) && e.contains(needle),
+                "{e}"
+            );
+            let p = LinkProps {
+                slot: Some(t.into()),
+                ..LinkProps::default()
+            };
             assert_eq!(p.configs().unwrap_err().to_string(), e);
         }
     }

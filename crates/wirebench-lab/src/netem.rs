@@ -1,7 +1,8 @@
 //! netem's per-packet random decisions, as a pure, seeded state machine: whether a packet is
 //! duplicated or corrupted, whether it is reordered (sent at once, ahead of the packets in
-//! the delay line), and its delay drawn from a distribution with correlation. No clock, no
-//! socket, no allocation per packet: the link asks, the emulator acts.
+//! the delay line), and its delay drawn from a distribution with correlation; and netem's
+//! slots ([`Slot`]): when packets the delay line lets go may leave. No clock, no socket, no
+//! allocation per packet: the link asks, the emulator acts.
 //!
 //! It follows Linux's `net/sched/sch_netem.c` (`netem_enqueue`, `get_crandom`, `tabledist`)
 //! and iproute2's `netem/` table generators (`normal.c`, `pareto.c`, `paretonormal.c`), with
@@ -310,6 +311,122 @@ impl Netem {
         };
         let d = i128::from(mu) + offset;
         u64::try_from(d.max(0)).unwrap_or(u64::MAX)
+    }
+}
+
+/// When slots open, after the one before (netem's `slot MIN MAX` or `slot distribution D
+/// DELAY JITTER`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SlotGap {
+    /// Uniform from `min_ns` to `max_ns` (equal: always that).
+    Uniform {
+        /// Shortest gap, ns.
+        min_ns: u64,
+        /// Longest gap, ns.
+        max_ns: u64,
+    },
+    /// `delay_ns` ± `jitter_ns` from a distribution's table, uncorrelated, at least 0.
+    Table {
+        /// The table's shape.
+        distribution: Distribution,
+        /// Mean gap, ns.
+        delay_ns: u64,
+        /// Its spread, ns.
+        jitter_ns: u64,
+    },
+}
+
+/// netem's `slot`: packets leave the delay line only while a slot is open, as on links that
+/// send in bursts (Wi-Fi aggregation, cellular scheduling).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotConfig {
+    /// The time from one slot to the next.
+    pub gap: SlotGap,
+    /// Most packets a slot lets out; 0: no limit.
+    pub max_packets: u32,
+    /// Most bytes a slot lets out (the packet that crosses the limit still leaves); 0: no
+    /// limit.
+    pub max_bytes: u64,
+}
+
+/// The slots of one direction, in virtual time.
+#[derive(Debug, Clone)]
+pub struct Slot {
+    cfg: SlotConfig,
+    table: Option<&'static [i16; TABLE_SIZE]>,
+    gaps: Stream,
+    /// When the current slot opened, or the next opens.
+    next_ns: u64,
+    packets_left: u64,
+    bytes_left: u64,
+}
+
+impl Slot {
+    /// Slots from time 0, drawn from `seed`.
+    pub fn new(cfg: SlotConfig, seed: u64) -> Self {
+        let table = match cfg.gap {
+            SlotGap::Table { distribution, .. } => distribution.table(),
+            SlotGap::Uniform { .. } => None,
+        };
+        let mut slot = Self {
+            cfg,
+            table,
+            gaps: Stream::new(seed, 5),
+            next_ns: 0,
+            packets_left: 0,
+            bytes_left: 0,
+        };
+        slot.refill();
+        slot
+    }
+
+    /// When a packet of `len` bytes that the delay line lets go at `due_ns` (non-decreasing
+    /// from call to call) leaves: in the slot open then, or the next one. As `netem_dequeue`:
+    /// a slot that opened before the packet was due is not used (the link was idle), so the
+    /// next one opens a gap after `due_ns`; a slot whose packets or bytes run out closes,
+    /// and the next opens a gap after its last packet. Reordered packets bypass slots, as
+    /// they bypass netem's.
+    pub fn release(&mut self, due_ns: u64, len: u64) -> u64 {
+        if self.next_ns < due_ns {
+            self.open(due_ns);
+        }
+        let at = self.next_ns.max(due_ns);
+        self.packets_left = self.packets_left.saturating_sub(1);
+        self.bytes_left = self.bytes_left.saturating_sub(len);
+        if self.packets_left == 0 || self.bytes_left == 0 {
+            self.open(at);
+        }
+        at
+    }
+
+    fn open(&mut self, from_ns: u64) {
+        let gap = match self.cfg.gap {
+            SlotGap::Uniform { min_ns, max_ns } => {
+                let span = u128::from(max_ns.saturating_sub(min_ns));
+                min_ns + ((u128::from(self.gaps.next()) * span) >> 64) as u64
+            }
+            SlotGap::Table {
+                delay_ns,
+                jitter_ns,
+                ..
+            } => {
+                let t = self
+                    .table
+                    .map_or(0, |t| i128::from(t[(self.gaps.next() >> 52) as usize]));
+                let d = i128::from(delay_ns)
+                    + div_round(i128::from(jitter_ns) * t, i128::from(DIST_SCALE));
+                u64::try_from(d.max(0)).unwrap_or(u64::MAX)
+            }
+        };
+        self.next_ns = from_ns.saturating_add(gap);
+        self.refill();
+    }
+
+    fn refill(&mut self) {
+        let or_all = |n: u64| if n == 0 { u64::MAX } else { n };
+        self.packets_left = or_all(u64::from(self.cfg.max_packets));
+        self.bytes_left = or_all(self.cfg.max_bytes);
     }
 }
 
@@ -1142,5 +1259,91 @@ mod tests {
             }
             complete_checksum(p);
         }
+    }
+
+    fn fixed_slots(gap_ns: u64, max_packets: u32, max_bytes: u64) -> Slot {
+        Slot::new(
+            SlotConfig {
+                gap: SlotGap::Uniform {
+                    min_ns: gap_ns,
+                    max_ns: gap_ns,
+                },
+                max_packets,
+                max_bytes,
+            },
+            1,
+        )
+    }
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn slots_gather_packets_into_bursts_as_netems_do() {
+        // A packet due each ms, slots every 10 ms: the first leaves at once (a slot is open
+        // at the start), the next opens 10 ms after the second is due and takes every
+        // packet due by then (11 of them); the one due after it waits for a slot 10 ms on.
+        let mut s = fixed_slots(10 * MS, 0, 0);
+        let out: Vec<u64> = (0..30).map(|i| s.release(i * MS, 1500)).collect();
+        assert_eq!(out[0], 0);
+        assert!(out[1..=11].iter().all(|&t| t == 11 * MS), "{out:?}");
+        assert!(out[12..=22].iter().all(|&t| t == 22 * MS), "{out:?}");
+        assert_eq!(out[23], 33 * MS);
+        assert!(out.windows(2).all(|w| w[0] <= w[1]));
+        // Never before its time.
+        assert!(out.iter().enumerate().all(|(i, &t)| t >= i as u64 * MS));
+    }
+
+    #[test]
+    fn a_slot_closes_when_its_packets_or_bytes_run_out() {
+        // 10 packets due at once, slots every 2 ms of 3 packets: 3 at 0 (the slot open at
+        // the start), then 3 each 2 ms later.
+        let mut s = fixed_slots(2 * MS, 3, 0);
+        let out: Vec<u64> = (0..10).map(|_| s.release(0, 1500)).collect();
+        assert_eq!(out, [0, 0, 0, 2, 2, 2, 4, 4, 4, 6].map(|t| t * MS));
+        // By bytes: 4000 a slot lets 3 packets of 1500 out (the third crosses the limit).
+        let mut s = fixed_slots(2 * MS, 0, 4000);
+        let out: Vec<u64> = (0..6).map(|_| s.release(0, 1500)).collect();
+        assert_eq!(out, [0, 0, 0, 2, 2, 2].map(|t| t * MS));
+    }
+
+    #[test]
+    fn slot_gaps_come_from_their_range_or_distribution() {
+        let gaps = |gap: SlotGap| {
+            let mut s = Slot::new(
+                SlotConfig {
+                    gap,
+                    max_packets: 1,
+                    max_bytes: 0,
+                },
+                3,
+            );
+            // One packet a slot, all due at 0: each leaves a gap after the one before.
+            let mut last = s.release(0, 100);
+            (0..20_000)
+                .map(|_| {
+                    let t = s.release(0, 100);
+                    let gap = (t - last) as f64;
+                    last = t;
+                    gap
+                })
+                .collect::<Vec<f64>>()
+        };
+        let g = gaps(SlotGap::Uniform {
+            min_ns: 800_000,
+            max_ns: 1_000_000,
+        });
+        assert!(g.iter().all(|&x| (800_000.0..1_000_000.0).contains(&x)));
+        let (m, _) = mean_sd(&g);
+        assert!((m - 900_000.0).abs() < 3_000.0, "{m}");
+        let g = gaps(SlotGap::Table {
+            distribution: Distribution::Normal,
+            delay_ns: 10 * MS,
+            jitter_ns: 2 * MS,
+        });
+        let (m, sd) = mean_sd(&g);
+        assert!(
+            (m - 10e6).abs() < 0.05e6 && (sd - 2e6).abs() < 0.05e6,
+            "{m} {sd}"
+        );
     }
 }

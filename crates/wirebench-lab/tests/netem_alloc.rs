@@ -6,7 +6,9 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use wirebench_lab::netem::{corrupt_payload, Delay, Distribution, Netem, NetemConfig};
+use wirebench_lab::netem::{
+    corrupt_payload, Delay, Distribution, Netem, NetemConfig, Slot, SlotConfig, SlotGap,
+};
 
 struct Counting;
 
@@ -75,9 +77,22 @@ fn per_packet_decisions_allocate_nothing() {
             },
             42,
         );
+        let mut slot = Slot::new(
+            SlotConfig {
+                gap: SlotGap::Table {
+                    distribution,
+                    delay_ns: 1_000_000,
+                    jitter_ns: 100_000,
+                },
+                max_packets: 10,
+                max_bytes: 0,
+            },
+            42,
+        );
         let before = allocations();
         let (mut reordered, mut corrupted) = (0, 0);
-        for _ in 0..100_000 {
+        for i in 0..100_000 {
+            slot.release(i * 10_000, 1500);
             netem.duplicate();
             if let Some(r) = netem.corrupt() {
                 corrupted += usize::from(corrupt_payload(&mut packet, r).is_some());

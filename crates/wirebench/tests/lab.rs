@@ -740,6 +740,7 @@ fn bad_lab_input_is_a_one_line_usage_error() {
         ],
         &["lab", "--duplicate", "150%", "--", "run"],
         &["lab", "up", "x", "--corrupt", "often"],
+        &["lab", "--slot", "2ms 1ms", "--", "run"],
     ] {
         let out = wirebench().args(args).output().expect("wirebench");
         let err = String::from_utf8_lossy(&out.stderr);

@@ -196,6 +196,11 @@ pub struct LinkArgs {
     /// Correlation of the corrupt draws, as netem's `corrupt 0.1% 25%`.
     #[arg(long, value_name = "PERCENT")]
     pub corrupt_correlation: Option<String>,
+    /// netem's `slot`, in its words: packets leave only in slots, e.g. '800us 1ms packets 10
+    /// bytes 64K' (a slot every 0.8 to 1 ms, at most 10 packets and 64,000 bytes each) or
+    /// 'distribution normal 10ms 2ms'.
+    #[arg(long, value_name = "SPEC")]
+    pub slot: Option<String>,
     /// Offloads off on the link's interfaces, so that the emulator reads and writes one
     /// wire packet per frame. By default hosts hand it GSO frames of up to 64 KiB (TSO, UDP
     /// GSO), which it keeps whole while it charges rate, queue and loss per wire packet:
@@ -229,6 +234,7 @@ impl LinkArgs {
             duplicate_correlation: self.duplicate_correlation.clone(),
             corrupt: self.corrupt.clone(),
             corrupt_correlation: self.corrupt_correlation.clone(),
+            slot: self.slot.clone(),
             ..Default::default()
         }
     }
