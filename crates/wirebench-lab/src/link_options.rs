@@ -127,40 +127,72 @@ pub struct LinkProps {
     pub overhead: Option<u32>,
     /// Seed of the link's random numbers; default 1.
     pub seed: Option<u64>,
-    // netem's options (docs/lab.md, "netem's options"); both directions alike.
+    // netem's options (docs/lab.md, "netem's options"); both directions alike. Written out
+    // only when given, so that files of links without them keep their keys.
     /// The shape of the jitter, as netem's `distribution`: uniform, normal, pareto or
     /// paretonormal. Given, jitter becomes netem's: the delay varies by ± jitter (normal:
     /// jitter is its standard deviation), still in order. Default none: 0 to jitter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub distribution: Option<String>,
     /// How much each packet's delay draw leans on the one before (netem's `delay D J 25%`).
-    #[serde(default, deserialize_with = "string_or_number")]
+    #[serde(
+        default,
+        deserialize_with = "string_or_number",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub delay_correlation: Option<String>,
     /// Probability that a packet is sent at once, overtaking the delayed ones (netem's
     /// `reorder 25%`); needs a delay.
-    #[serde(default, deserialize_with = "string_or_number")]
+    #[serde(
+        default,
+        deserialize_with = "string_or_number",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub reorder: Option<String>,
     /// How much each reorder draw leans on the one before.
-    #[serde(default, deserialize_with = "string_or_number")]
+    #[serde(
+        default,
+        deserialize_with = "string_or_number",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub reorder_correlation: Option<String>,
     /// netem's `gap N`: only once N − 1 packets went through delayed may the next be
     /// reordered; default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reorder_gap: Option<u32>,
     /// Probability that a packet is sent twice (netem's `duplicate 1%`).
-    #[serde(default, deserialize_with = "string_or_number")]
+    #[serde(
+        default,
+        deserialize_with = "string_or_number",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub duplicate: Option<String>,
     /// How much each duplicate draw leans on the one before.
-    #[serde(default, deserialize_with = "string_or_number")]
+    #[serde(
+        default,
+        deserialize_with = "string_or_number",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub duplicate_correlation: Option<String>,
     /// Probability that a packet gets one bit of its payload flipped (netem's `corrupt
     /// 0.1%`); the receiver's kernel drops it as a checksum error.
-    #[serde(default, deserialize_with = "string_or_number")]
+    #[serde(
+        default,
+        deserialize_with = "string_or_number",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub corrupt: Option<String>,
     /// How much each corrupt draw leans on the one before.
-    #[serde(default, deserialize_with = "string_or_number")]
+    #[serde(
+        default,
+        deserialize_with = "string_or_number",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub corrupt_correlation: Option<String>,
     /// netem's `slot`, in its words: `"800us 1ms packets 10 bytes 64K"` (a slot opens every
     /// 0.8 to 1 ms and lets out at most 10 packets and 64,000 bytes) or `"distribution normal 10ms
     /// 2ms"`; packets leave the delay line only in slots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot: Option<String>,
 }
 
