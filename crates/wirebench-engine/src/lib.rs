@@ -12,6 +12,7 @@ mod auth;
 mod control;
 mod file;
 pub mod iperf3;
+mod kernel_counters;
 mod net;
 pub mod pace;
 mod packet_log_writer;

@@ -287,6 +287,8 @@ impl UdpRx {
             delay: self.delay.summary(),
             interarrival: self.gaps.summary(),
             interarrival_buckets: ns_buckets(&self.gaps),
+            // The host's count, not this stream's: the side adds it once (net/roles.rs).
+            checksum_errors: None,
         };
         let hists = Hists {
             delay: Some(self.delay),

@@ -4,6 +4,8 @@
 //! - [`link`]: one direction of a link as a pure, seeded state machine in virtual time.
 //! - [`aqm`]: the link's queue disciplines (drop-tail, drop-head, CoDel, FQ-CoDel, PIE),
 //!   pure and in virtual time too.
+//! - [`netem`]: netem's per-packet random decisions (delay distributions, reorder, duplicate,
+//!   corrupt), pure and seeded, for the link.
 //! - [`emu`]: the I/O loop that moves frames through it, between two packet sockets.
 //! - [`gso`]: where the wire packets of a segmentation-offload frame lie, and how to cut it.
 //! - [`topo`]: namespaces, veth pairs, addresses and routes for a topology; running

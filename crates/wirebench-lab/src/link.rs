@@ -21,7 +21,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::aqm::{Aqm, AqmConfig, AqmCounters, AqmKind, DropCause, QueuedPacket};
-use crate::netem::{Delay, Netem, NetemConfig};
+use crate::netem::{Delay, Netem, NetemConfig, Slot, SlotConfig};
 use crate::trace::{Trace, TraceLink};
 
 /// How packets are lost before they reach the queue.
@@ -82,6 +82,9 @@ pub struct LinkConfig {
     /// netem's delay distributions, reordering, duplication and corruption.
     #[serde(default)]
     pub netem: NetemConfig,
+    /// netem's `slot`: packets leave the delay line only in slots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<SlotConfig>,
     /// Delivery opportunities of a Mahimahi trace, in place of `rate_bps`.
     #[serde(skip)]
     pub trace: Option<Trace>,
@@ -102,6 +105,7 @@ impl LinkConfig {
             seed: 1,
             aqm: None,
             netem: NetemConfig::default(),
+            slot: None,
             trace: None,
         }
     }
@@ -278,6 +282,8 @@ pub struct Link {
     aqm: Option<Aqm>,
     /// netem's decisions, when any of its options is on.
     netem: Option<Netem>,
+    /// netem's slots, when asked for.
+    slot: Option<Slot>,
     /// The last delivery time given, so jitter never reorders.
     last_delivery_ns: u64,
     counters: LinkCounters,
@@ -302,8 +308,13 @@ impl Link {
                 splitmix(cfg.seed ^ 0xA9),
             )
         });
-        let netem = (cfg.netem != NetemConfig::default())
+        let netem = cfg
+            .netem
+            .is_active()
             .then(|| Netem::new(cfg.netem, splitmix(cfg.seed.wrapping_add(3))));
+        let slot = cfg
+            .slot
+            .map(|s| Slot::new(s, splitmix(cfg.seed.wrapping_add(4))));
         Self {
             // splitmix64 of the seed: a zero seed still gives a useful stream; the other kinds'
             // streams start from the seed's own splitmix outputs, far from the first.
@@ -320,6 +331,7 @@ impl Link {
             queued_bytes: 0,
             aqm,
             netem,
+            slot,
             last_delivery_ns: 0,
             counters: LinkCounters::default(),
         }
@@ -423,9 +435,9 @@ impl Link {
         end
     }
 
-    /// When a packet that left the serializer at `depart` leaves the far end, and whether it
-    /// was sent ahead of the delay line.
-    fn delivery(&mut self, depart: u64) -> (u64, bool) {
+    /// When a packet of `wire` bytes that left the serializer at `depart` leaves the far
+    /// end, and whether it was sent ahead of the delay line.
+    fn delivery(&mut self, depart: u64, wire: u64) -> (u64, bool) {
         let delay = match self.netem.as_mut().map(|n| n.delay(self.cfg.delay_ns)) {
             Some(Delay::Reordered) => {
                 self.counters.reordered += 1;
@@ -439,7 +451,10 @@ impl Link {
         } else {
             0
         };
-        let at = (depart + delay + jitter).max(self.last_delivery_ns);
+        let mut at = (depart + delay + jitter).max(self.last_delivery_ns);
+        if let Some(slot) = self.slot.as_mut() {
+            at = slot.release(at, wire);
+        }
         self.last_delivery_ns = at;
         (at, false)
     }
@@ -494,7 +509,7 @@ impl Link {
             self.queued_bytes += wire;
         }
         let depart = self.serialize(start, wire);
-        let (at, reordered) = self.delivery(depart);
+        let (at, reordered) = self.delivery(depart, wire);
         let waited = start - now_ns;
         self.count_delivery(waited);
         Fate::Deliver {
@@ -579,8 +594,9 @@ impl Link {
                 push_drop(out, counters, q, cause);
             });
             let Some(d) = got else { return };
-            let depart = self.serialize(start, u64::from(d.packet.bytes));
-            let (at, reordered) = self.delivery(depart);
+            let wire = u64::from(d.packet.bytes);
+            let depart = self.serialize(start, wire);
+            let (at, reordered) = self.delivery(depart, wire);
             let waited = start.saturating_sub(d.packet.enqueued_ns);
             self.count_delivery(waited);
             out.push(Event::Deliver {

@@ -7,6 +7,7 @@ use wirebench_proto::units::{parse_duration, parse_rate, parse_size, Rate, UnitE
 
 use crate::aqm::{AqmConfig, AqmError};
 use crate::link::{LinkConfig, Loss};
+use crate::netem::{Distribution, NetemConfig, SlotConfig, SlotGap};
 
 /// A link property that does not make sense; each message names the value.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -45,6 +46,17 @@ pub enum PropsError {
         /// The bound, in words.
         why: &'static str,
     },
+    /// A delay distribution netem does not have.
+    #[error("unknown distribution {0:?}: uniform, normal, pareto or paretonormal")]
+    UnknownDistribution(String),
+    /// A netem option that needs another one set too.
+    #[error("{key} needs {needs}")]
+    Needs {
+        /// The property given (its scenario key; the flag is `--` and the same).
+        key: &'static str,
+        /// What it needs, in words, with an example.
+        needs: &'static str,
+    },
 }
 
 /// The longest delay, and the longest jitter, a link takes. A packet held longer outlives
@@ -63,6 +75,9 @@ pub const MAX_QUEUE_BYTES: u64 = 1 << 30;
 pub const MAX_OVERHEAD_BYTES: u32 = 65_535;
 /// See [`MAX_QUEUE_PACKETS`].
 pub const MAX_LOSS_BURST: f64 = 1e6;
+/// The longest reorder gap, packets: past any test's reordering pattern, and a bound on the
+/// counter the model keeps.
+pub const MAX_REORDER_GAP: u32 = 1_000_000;
 
 /// A scenario's `loss = 0.05` as well as `loss = "5%"`: a bare number is read as its
 /// text, so that the link's properties keep one spelling (and serialize as they always did).
@@ -96,7 +111,8 @@ pub struct LinkProps {
     pub rate_down: Option<String>,
     /// One-way propagation delay, each direction (`50ms`); default 0.
     pub delay: Option<String>,
-    /// Extra random delay per packet, 0 to this, never reordering; default 0.
+    /// Extra random delay per packet, 0 to this, never reordering; default 0. With a
+    /// `distribution`, netem's jitter instead: delay ± this.
     pub jitter: Option<String>,
     /// Random loss, both directions: a probability (`0.05`, also as a bare number) or a
     /// percentage (`5%`).
@@ -127,6 +143,73 @@ pub struct LinkProps {
     /// keyword of `aqm`); default off. Left out of documents when not given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ecn: Option<bool>,
+    // netem's options (docs/lab.md, "netem's options"); both directions alike. Written out
+    // only when given, so that files of links without them keep their keys.
+    /// The shape of the jitter, as netem's `distribution`: uniform, normal, pareto or
+    /// paretonormal. Given, jitter becomes netem's: the delay varies by ± jitter (normal:
+    /// jitter is its standard deviation), still in order. Default none: 0 to jitter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distribution: Option<String>,
+    /// How much each packet's delay draw leans on the one before (netem's `delay D J 25%`).
+    #[serde(
+        default,
+        deserialize_with = "string_or_number",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub delay_correlation: Option<String>,
+    /// Probability that a packet is sent at once, overtaking the delayed ones (netem's
+    /// `reorder 25%`); needs a delay.
+    #[serde(
+        default,
+        deserialize_with = "string_or_number",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reorder: Option<String>,
+    /// How much each reorder draw leans on the one before.
+    #[serde(
+        default,
+        deserialize_with = "string_or_number",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reorder_correlation: Option<String>,
+    /// netem's `gap N`: only once N − 1 packets went through delayed may the next be
+    /// reordered; default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reorder_gap: Option<u32>,
+    /// Probability that a packet is sent twice (netem's `duplicate 1%`).
+    #[serde(
+        default,
+        deserialize_with = "string_or_number",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub duplicate: Option<String>,
+    /// How much each duplicate draw leans on the one before.
+    #[serde(
+        default,
+        deserialize_with = "string_or_number",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub duplicate_correlation: Option<String>,
+    /// Probability that a packet gets one bit of its payload flipped (netem's `corrupt
+    /// 0.1%`); the receiver's kernel drops it as a checksum error.
+    #[serde(
+        default,
+        deserialize_with = "string_or_number",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub corrupt: Option<String>,
+    /// How much each corrupt draw leans on the one before.
+    #[serde(
+        default,
+        deserialize_with = "string_or_number",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub corrupt_correlation: Option<String>,
+    /// netem's `slot`, in its words: `"800us 1ms packets 10 bytes 64K"` (a slot opens every
+    /// 0.8 to 1 ms and lets out at most 10 packets and 64,000 bytes) or `"distribution normal 10ms
+    /// 2ms"`; packets leave the delay line only in slots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<String>,
 }
 
 /// Parses a probability: `0.05` or `5%`.
@@ -219,7 +302,17 @@ impl LinkProps {
             overhead,
             seed,
             aqm,
-            ecn
+            ecn,
+            distribution,
+            delay_correlation,
+            reorder,
+            reorder_correlation,
+            reorder_gap,
+            duplicate,
+            duplicate_correlation,
+            corrupt,
+            corrupt_correlation,
+            slot
         )
     }
 
@@ -317,34 +410,186 @@ impl LinkProps {
                 why: "at most 1Gi (1073741824 bytes)",
             });
         }
+        // netem's options are checked with the rest, so every caller refuses them alike.
+        let (netem_up, netem_down) = self.netem()?;
+        let slot = self.slot()?;
         let seed = self.seed.unwrap_or(1);
         let base = LinkConfig {
             rate_bps: 0,
             overhead_bytes: self.overhead.unwrap_or(0),
             delay_ns: ns("delay", self.delay.as_ref())?,
-            jitter_ns: ns("jitter", self.jitter.as_ref())?,
+            // With a distribution, jitter is netem's (its config's), not the link's 0 to J.
+            jitter_ns: if self.distribution.is_some() {
+                0
+            } else {
+                ns("jitter", self.jitter.as_ref())?
+            },
             queue_packets: self.queue.unwrap_or(DEFAULT_QUEUE_PACKETS),
             queue_bytes,
             loss: Loss::None,
             seed: 0,
             aqm,
-            netem: crate::netem::NetemConfig::default(),
+            netem: NetemConfig::default(),
+            slot,
             trace: None,
         };
         let up = LinkConfig {
             rate_bps: up_rate,
             loss: model(loss(&self.loss_up)?)?,
             seed: seed.wrapping_mul(2),
+            netem: netem_up,
             ..base.clone()
         };
         let down = LinkConfig {
             rate_bps: down_rate,
             loss: model(loss(&self.loss_down)?)?,
             seed: seed.wrapping_mul(2).wrapping_add(1),
+            netem: netem_down,
             ..base
         };
         Ok((up, down))
     }
+
+    /// netem's options for a → b ("up") and b → a ("down"): the same both ways (each
+    /// direction's [`crate::netem::Netem`] draws from its link's seed).
+    ///
+    /// # Errors
+    ///
+    /// A one-line message naming the bad value, or the option another needs: a
+    /// distribution without jitter, delay correlation without a distribution, reordering
+    /// without delay, a gap without reordering.
+    pub fn netem(&self) -> Result<(NetemConfig, NetemConfig), PropsError> {
+        let p = |s: &Option<String>| s.as_deref().map_or(Ok(0.0), parse_probability);
+        let jitter_ns = ns("jitter", self.jitter.as_ref())?;
+        let distribution = match &self.distribution {
+            None => None,
+            Some(s) => Some(
+                Distribution::parse(s).ok_or_else(|| PropsError::UnknownDistribution(s.clone()))?,
+            ),
+        };
+        if distribution.is_some() && jitter_ns == 0 {
+            return Err(PropsError::Needs {
+                key: "distribution",
+                needs: "a jitter to shape (e.g. --jitter 5ms)",
+            });
+        }
+        if distribution.is_none() && self.delay_correlation.is_some() {
+            return Err(PropsError::Needs {
+                key: "delay-correlation",
+                needs: "a distribution (e.g. --distribution uniform, netem's default): \
+                        without one, jitter is 0 to J and uncorrelated",
+            });
+        }
+        let reorder = p(&self.reorder)?;
+        if reorder > 0.0 && ns("delay", self.delay.as_ref())? == 0 {
+            return Err(PropsError::Needs {
+                key: "reorder",
+                needs: "a delay for reordered packets to overtake (e.g. --delay 10ms)",
+            });
+        }
+        if self.reorder_gap.is_some() && reorder == 0.0 {
+            return Err(PropsError::Needs {
+                key: "reorder-gap",
+                needs: "reorder (e.g. --reorder 100% --reorder-gap 5: every 5th packet)",
+            });
+        }
+        at_most(
+            "reorder-gap",
+            self.reorder_gap,
+            MAX_REORDER_GAP,
+            "at most 1000000 packets",
+        )?;
+        let cfg = NetemConfig {
+            jitter_ns: if distribution.is_some() { jitter_ns } else { 0 },
+            distribution: distribution.unwrap_or_default(),
+            delay_correlation: p(&self.delay_correlation)?,
+            reorder,
+            reorder_correlation: p(&self.reorder_correlation)?,
+            reorder_gap: self.reorder_gap.unwrap_or(1),
+            duplicate: p(&self.duplicate)?,
+            duplicate_correlation: p(&self.duplicate_correlation)?,
+            corrupt: p(&self.corrupt)?,
+            corrupt_correlation: p(&self.corrupt_correlation)?,
+        };
+        Ok((cfg, cfg))
+    }
+
+    /// netem's `slot`, the same both ways; `None` without one.
+    ///
+    /// # Errors
+    ///
+    /// Text that is not netem's `slot` syntax, or a value past its bound, named.
+    pub fn slot(&self) -> Result<Option<SlotConfig>, PropsError> {
+        self.slot.as_deref().map(parse_slot).transpose()
+    }
+}
+
+/// Parses netem's `slot` words: `MIN [MAX] [packets N] [bytes B]` or `distribution NAME
+/// DELAY JITTER [packets N] [bytes B]`.
+fn parse_slot(text: &str) -> Result<SlotConfig, PropsError> {
+    let bad = |why: &'static str| PropsError::OutOfRange {
+        key: "slot",
+        value: text.to_owned(),
+        why,
+    };
+    const SYNTAX: &str = "as netem's slot: \"800us 1ms packets 10 bytes 64K\" or \
+                          \"distribution normal 10ms 2ms\"";
+    let duration = |w: Option<&str>| -> Result<u64, PropsError> {
+        let w = w.ok_or_else(|| bad(SYNTAX))?;
+        let d = parse_duration(w).map_err(|_| bad(SYNTAX))?;
+        if d > MAX_DELAY {
+            return Err(bad("a slot's times are at most 60s"));
+        }
+        Ok(d.as_nanos() as u64)
+    };
+    let mut words = text.split_whitespace().peekable();
+    let gap = if words.peek() == Some(&"distribution") {
+        words.next();
+        let name = words.next().ok_or_else(|| bad(SYNTAX))?;
+        let distribution = Distribution::parse(name).ok_or(bad(
+            "its distribution is uniform, normal, pareto or paretonormal",
+        ))?;
+        SlotGap::Table {
+            distribution,
+            delay_ns: duration(words.next())?,
+            jitter_ns: duration(words.next())?,
+        }
+    } else {
+        let min_ns = duration(words.next())?;
+        let max_ns = match words.peek() {
+            Some(&w) if w != "packets" && w != "bytes" => duration(words.next())?,
+            _ => min_ns,
+        };
+        if max_ns < min_ns {
+            return Err(bad("its longest gap is shorter than its shortest"));
+        }
+        SlotGap::Uniform { min_ns, max_ns }
+    };
+    let (mut max_packets, mut max_bytes) = (0, 0);
+    while let Some(key) = words.next() {
+        let value = words.next().ok_or_else(|| bad(SYNTAX))?;
+        match key {
+            "packets" => {
+                max_packets = value
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|&n| n <= MAX_QUEUE_PACKETS)
+                    .ok_or(bad("packets is 0 (no limit) to 1000000"))?;
+            }
+            "bytes" => {
+                max_bytes = parse_size(value)
+                    .ok()
+                    .filter(|&b| b <= MAX_QUEUE_BYTES)
+                    .ok_or(bad("bytes is 0 (no limit) to 1Gi"))?;
+            }
+            _ => return Err(bad(SYNTAX)),
+        }
+    }
+    Ok(SlotConfig {
+        gap,
+        max_packets,
+        max_bytes,
+    })
 }
 
 #[cfg(test)]
@@ -564,6 +809,210 @@ mod tests {
         ] {
             let e = p.configs().unwrap_err().to_string();
             assert!(e.contains(needle), "{e}");
+        }
+    }
+
+    #[test]
+    fn netems_options_become_both_directions() {
+        let p: LinkProps = toml::from_str(
+            r#"
+            delay = "10ms"
+            jitter = "5ms"
+            distribution = "Normal"
+            delay-correlation = "25%"
+            reorder = "25%"
+            reorder-correlation = 0.5
+            reorder-gap = 5
+            duplicate = 0.01
+            corrupt = "0.1%"
+            "#,
+        )
+        .unwrap();
+        let (up, down) = p.netem().unwrap();
+        assert_eq!(up, down);
+        assert_eq!(up.jitter_ns, 5_000_000);
+        assert_eq!(up.distribution, Distribution::Normal);
+        assert_eq!(up.delay_correlation, 0.25);
+        assert_eq!(
+            (up.reorder, up.reorder_correlation, up.reorder_gap),
+            (0.25, 0.5, 5)
+        );
+        assert_eq!(up.duplicate, 0.01);
+        assert!((up.corrupt - 0.001).abs() < 1e-15);
+        // The jitter is netem's now: the link adds none of its own.
+        assert_eq!(p.configs().unwrap().0.jitter_ns, 0);
+        // Without a distribution, jitter stays the link's 0 to J, and netem has none.
+        let plain = LinkProps {
+            jitter: Some("5ms".into()),
+            ..LinkProps::default()
+        };
+        assert_eq!(plain.configs().unwrap().0.jitter_ns, 5_000_000);
+        let (n, _) = plain.netem().unwrap();
+        assert_eq!(
+            n,
+            NetemConfig {
+                reorder_gap: 1,
+                ..NetemConfig::default()
+            }
+        );
+        assert!(!n.is_active());
+        // A scenario's base fills what a link leaves out.
+        let link = LinkProps {
+            duplicate: Some("5%".into()),
+            ..LinkProps::default()
+        };
+        let merged = link.or(&p);
+        assert_eq!(merged.netem().unwrap().0.duplicate, 0.05);
+        assert_eq!(merged.netem().unwrap().0.reorder_gap, 5);
+    }
+
+    #[test]
+    fn netems_options_that_cannot_work_are_refused() {
+        let base = LinkProps {
+            delay: Some("10ms".into()),
+            jitter: Some("5ms".into()),
+            ..LinkProps::default()
+        };
+        for (p, needle) in [
+            (
+                LinkProps {
+                    distribution: Some("gamma".into()),
+                    ..base.clone()
+                },
+                "unknown distribution \"gamma\": uniform, normal, pareto or paretonormal",
+            ),
+            (
+                LinkProps {
+                    distribution: Some("normal".into()),
+                    jitter: None,
+                    ..base.clone()
+                },
+                "distribution needs a jitter",
+            ),
+            (
+                LinkProps {
+                    delay_correlation: Some("25%".into()),
+                    ..base.clone()
+                },
+                "delay-correlation needs a distribution",
+            ),
+            (
+                LinkProps {
+                    reorder: Some("25%".into()),
+                    delay: None,
+                    ..base.clone()
+                },
+                "reorder needs a delay",
+            ),
+            (
+                LinkProps {
+                    reorder_gap: Some(5),
+                    ..base.clone()
+                },
+                "reorder-gap needs reorder",
+            ),
+            (
+                LinkProps {
+                    reorder: Some("1".into()),
+                    reorder_gap: Some(2_000_000),
+                    ..base.clone()
+                },
+                "reorder-gap \"2000000\": at most 1000000 packets",
+            ),
+            (
+                LinkProps {
+                    duplicate: Some("150%".into()),
+                    ..base.clone()
+                },
+                "not between 0 and 1",
+            ),
+            (
+                LinkProps {
+                    corrupt_correlation: Some("often".into()),
+                    ..base.clone()
+                },
+                "invalid probability \"often\"",
+            ),
+            (
+                LinkProps {
+                    distribution: Some("pareto".into()),
+                    jitter: Some("61s".into()),
+                    ..base.clone()
+                },
+                "jitter \"61s\": at most 60s",
+            ),
+        ] {
+            let e = p.netem().unwrap_err().to_string();
+            assert!(e.contains(needle), "{e}");
+            assert_eq!(p.configs().unwrap_err().to_string(), e);
+        }
+    }
+
+    #[test]
+    fn slot_reads_netems_words() {
+        let slot = |t: &str| {
+            LinkProps {
+                slot: Some(t.into()),
+                ..LinkProps::default()
+            }
+            .slot()
+        };
+        assert_eq!(
+            slot("800us 1ms packets 10 bytes 64K").unwrap(),
+            Some(SlotConfig {
+                gap: SlotGap::Uniform {
+                    min_ns: 800_000,
+                    max_ns: 1_000_000
+                },
+                max_packets: 10,
+                // wirebench's units: K is 1000 (Ki is 1024).
+                max_bytes: 64_000,
+            })
+        );
+        assert_eq!(
+            slot("2ms").unwrap().unwrap().gap,
+            SlotGap::Uniform {
+                min_ns: 2_000_000,
+                max_ns: 2_000_000
+            }
+        );
+        assert_eq!(slot("2ms bytes 1500").unwrap().unwrap().max_bytes, 1500);
+        assert_eq!(
+            slot("distribution pareto 10ms 2ms packets 5").unwrap(),
+            Some(SlotConfig {
+                gap: SlotGap::Table {
+                    distribution: Distribution::Pareto,
+                    delay_ns: 10_000_000,
+                    jitter_ns: 2_000_000
+                },
+                max_packets: 5,
+                max_bytes: 0,
+            })
+        );
+        assert_eq!(LinkProps::default().slot().unwrap(), None);
+        for (t, needle) in [
+            ("", "as netem's slot"),
+            ("soon", "as netem's slot"),
+            ("2ms 1ms", "longest gap is shorter"),
+            ("61s", "at most 60s"),
+            ("1ms packets", "as netem's slot"),
+            ("1ms packets -1", "packets is 0"),
+            ("1ms packets 2000000", "packets is 0"),
+            ("1ms bytes 2G", "bytes is 0"),
+            ("1ms frames 3", "as netem's slot"),
+            ("distribution gamma 1ms 1ms", "uniform, normal"),
+            ("distribution normal 1ms", "as netem's slot"),
+        ] {
+            let e = slot(t).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("slot {t:?}: ")) && e.contains(needle),
+                "{e}"
+            );
+            let p = LinkProps {
+                slot: Some(t.into()),
+                ..LinkProps::default()
+            };
+            assert_eq!(p.configs().unwrap_err().to_string(), e);
         }
     }
 }

@@ -60,7 +60,7 @@ pub enum Command {
     Merge(MergeArgs),
     /// Emulate a network in namespaces: run a test or any command over an emulated link,
     /// keep a testbed up, or run a scenario file's trials.
-    Lab(LabArgs),
+    Lab(Box<LabArgs>),
     /// Print the completions of a shell (bash, zsh, fish, elvish, powershell) on stdout,
     /// e.g. `wirebench completions bash > /etc/bash_completion.d/wirebench`.
     Completions {

@@ -720,6 +720,31 @@ fn bad_lab_input_is_a_one_line_usage_error() {
         &["lab", "--", "exec"],
         &["lab", "exec", "no/such", "client", "--", "true"],
         &["lab", "scenario", "/nonexistent.toml"],
+        // netem's options that cannot work, refused before any namespace is made.
+        &["lab", "--reorder", "25%", "--", "run"],
+        &["lab", "--delay", "9ms", "--reorder-gap", "5", "--", "run"],
+        &[
+            "lab",
+            "--jitter",
+            "1ms",
+            "--distribution",
+            "gamma",
+            "--",
+            "run",
+        ],
+        &["lab", "--distribution", "normal", "--", "run"],
+        &[
+            "lab",
+            "--jitter",
+            "1ms",
+            "--delay-correlation",
+            "25%",
+            "--",
+            "run",
+        ],
+        &["lab", "--duplicate", "150%", "--", "run"],
+        &["lab", "up", "x", "--corrupt", "often"],
+        &["lab", "--slot", "2ms 1ms", "--", "run"],
     ] {
         let out = wirebench().args(args).output().expect("wirebench");
         let err = String::from_utf8_lossy(&out.stderr);

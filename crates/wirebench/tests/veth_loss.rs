@@ -373,3 +373,106 @@ fn a_file_over_a_lossy_path_reports_exactly_the_missing_ranges() {
     assert_eq!(std::fs::read_dir(&save).expect("save dir").count(), 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Sends `n` UDP datagrams with a wrong checksum from namespace `ns` (address `from`) to
+/// `to`, port 9: the receiving kernel drops each as a checksum error (`InCsumErrors`),
+/// whichever socket it was for, as it drops a datagram corrupted on the way. A raw socket
+/// sends them whole, checksum as written (no offload completes it).
+#[allow(unsafe_code)]
+fn send_bad_checksums(ns: &str, from: [u8; 4], to: [u8; 4], n: usize) {
+    let path = format!("/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).expect("the namespace's file");
+        use std::os::fd::AsRawFd;
+        // SAFETY: setns takes a descriptor this thread holds open; it moves only this
+        // thread, which ends when the datagrams are sent.
+        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
+        let sock = socket2::Socket::new(
+            socket2::Domain::IPV4,
+            socket2::Type::RAW,
+            Some(socket2::Protocol::UDP),
+        )
+        .expect("a raw UDP socket");
+        let payload = [0x5au8; 64];
+        let len = 8 + payload.len();
+        let mut d = vec![0u8; len];
+        d[0..2].copy_from_slice(&40000u16.to_be_bytes());
+        d[2..4].copy_from_slice(&9u16.to_be_bytes());
+        d[4..6].copy_from_slice(&(len as u16).to_be_bytes());
+        d[8..].copy_from_slice(&payload);
+        // The right checksum (RFC 768), then a different non-zero one.
+        let mut sum: u32 = 17 + len as u32;
+        for w in from.chunks(2).chain(to.chunks(2)).chain(d.chunks(2)) {
+            sum += u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+        }
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        let right = !(sum as u16);
+        let wrong: u16 = if right == 0x1234 { 0x4321 } else { 0x1234 };
+        d[6..8].copy_from_slice(&wrong.to_be_bytes());
+        let to = std::net::SocketAddr::from((to, 0));
+        for _ in 0..n {
+            sock.send_to(&d, &to.into()).expect("send a raw datagram");
+        }
+    })
+    .join()
+    .expect("the sending thread");
+}
+
+#[test]
+#[ignore = "needs root and nftables"]
+fn checksum_errors_count_exactly_the_corrupt_datagrams_the_receiver_host_got() {
+    // Datagrams corrupted on the way never reach the test's socket: the receiver reads its
+    // kernel's InCsumErrors at its start and end. 25 bad datagrams sent into the receiving
+    // namespace while the test runs: exactly 25, both ways, and 0 without them.
+    let pair = Pair::new();
+    let n: u8 = pair
+        .client
+        .rsplit('-')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("pair number");
+    let (client, server) = ([10, 213, n, 1], [10, 213, n, 2]);
+    for (dir, sender_ns, from, to, bad) in [
+        ("", &pair.client, client, server, 25),
+        ("-R", &pair.server, server, client, 25),
+        ("", &pair.client, client, server, 0),
+    ] {
+        let mut child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &pair.client,
+                env!("CARGO_BIN_EXE_wirebench"),
+            ])
+            .args(["run", &pair.server_addr(), "--port", PORT, "--json-stream"])
+            .args(["-u", "-b", "1M", "-t", "3", "-i", "0.2"])
+            .args([dir].into_iter().filter(|d| !d.is_empty()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run the client in its namespace");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+        // Both sides' roles run once an interval is reported; the test has 2.8 s left.
+        for line in lines.by_ref() {
+            if line.expect("a line").contains("\"event\":\"interval\"") {
+                break;
+            }
+        }
+        send_bad_checksums(sender_ns, from, to, bad);
+        let end: Value = lines
+            .map_while(Result::ok)
+            .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
+            .find(|e| e["event"] == "end")
+            .expect("the end event");
+        let _ = child.wait();
+        assert_eq!(
+            end["end"]["udp"]["checksum_errors"].as_u64(),
+            Some(bad as u64),
+            "direction {dir:?}: {end}"
+        );
+    }
+}

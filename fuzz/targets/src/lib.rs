@@ -1,6 +1,7 @@
 //! The bodies of wirebench's fuzz targets: one function per reader of untrusted bytes (the
 //! control frames and data headers a peer sends, and every file wirebench reads back: packet
-//! logs, link logs, results and experiment JSON, scenario TOML).
+//! logs, link logs, results and experiment JSON, scenario TOML), and the lab's readers of
+//! the packets its hosts send through a link.
 //!
 //! They are plain functions so that two drivers share them: `cargo +nightly fuzz run`
 //! (coverage-guided libFuzzer, `fuzz/fuzz_targets/*.rs`, one line each) and the stable smoke
@@ -14,6 +15,7 @@ pub mod mutate;
 use std::path::PathBuf;
 
 use wirebench_engine::iperf3::{admit_anything, decode_everything, UdpHeader};
+use wirebench_lab::netem::{complete_checksum, corrupt_payload};
 use wirebench_lab::scenario::{trial_topology, Scenario};
 use wirebench_lab::summary::{ScenarioSummary, TrialFile};
 use wirebench_proto::control::{encode, FrameDecoder, MAX_FRAME, MAX_HELLO_FRAME};
@@ -39,6 +41,7 @@ pub const TARGETS: &[Target] = &[
     ("scenario_toml", scenario_toml),
     ("iperf3", iperf3),
     ("iperf3_params", iperf3_params),
+    ("lab_packet", lab_packet),
 ];
 
 /// Inputs larger than this are drawn only up to the parse: drawing costs milliseconds a
@@ -206,5 +209,28 @@ pub fn iperf3(data: &[u8]) {
             h.encode(wide, &mut buf).expect("16 bytes hold a header");
             assert_eq!(UdpHeader::decode(wide, &buf), Ok(h));
         }
+    }
+}
+
+/// Arbitrary bytes as an IP packet the lab's link corrupts (netem's `corrupt`): a bit is
+/// flipped only inside the packet, exactly one, past its headers; filling in its transport
+/// checksum first never panics either, whatever the lengths and headers claim.
+pub fn lab_packet(data: &[u8]) {
+    let mut p = data.to_vec();
+    let r = data.iter().fold(0x9E37_79B9_7F4A_7C15u64, |h, &b| {
+        h.rotate_left(5) ^ u64::from(b)
+    });
+    if let Some(at) = corrupt_payload(&mut p, r) {
+        assert!(at < p.len());
+        let flipped: u32 = p.iter().zip(data).map(|(a, b)| (a ^ b).count_ones()).sum();
+        assert_eq!(flipped, 1);
+        assert_ne!(p[at], data[at]);
+    } else {
+        assert_eq!(p, data);
+    }
+    let mut q = data.to_vec();
+    if complete_checksum(&mut q) {
+        // Only the checksum field changed: the packet keeps its length.
+        assert_eq!(q.len(), data.len());
     }
 }

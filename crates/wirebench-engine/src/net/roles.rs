@@ -10,7 +10,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use wirebench_proto::results::{IntervalRecord, Role, SideReport};
-use wirebench_proto::spec::{Direction, TestSpec};
+use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 
 use crate::role::{self, DataSocket, RoleParams};
 use crate::{EngineError, Shared};
@@ -172,6 +172,9 @@ pub(crate) struct Roles {
     /// `SendersDone` is still to be reported (a side with both roles only).
     senders_pending: bool,
     done: bool,
+    /// The host's UDP checksum errors when a side receiving UDP started (read again at its
+    /// end: datagrams corrupted on the way never reach a socket to be counted).
+    checksum_errors_at_start: Option<u64>,
 }
 
 impl Roles {
@@ -208,6 +211,10 @@ impl Roles {
             }
         }
         let both = roles.contains(&Role::Sender) && roles.contains(&Role::Receiver);
+        let checksum_errors_at_start = (spec.protocol == Protocol::Udp
+            && roles.contains(&Role::Receiver))
+        .then(crate::kernel_counters::udp_checksum_errors)
+        .flatten();
         let mut sums = Vec::new();
         for role in [shown, other(shown)] {
             let n = roles.iter().filter(|r| **r == role).count();
@@ -226,6 +233,7 @@ impl Roles {
             side_stop,
             senders_pending: both,
             done: false,
+            checksum_errors_at_start,
         })
     }
 
@@ -337,6 +345,8 @@ impl Roles {
         } else {
             crate::stream_sum::sum_streams(outputs)
         };
+        let mut local = local;
+        self.add_checksum_errors(&mut local);
         self.forward(watch);
         for (role, sum) in &mut self.sums {
             for rec in sum.drain(1) {
@@ -344,6 +354,27 @@ impl Roles {
             }
         }
         local
+    }
+}
+
+impl Roles {
+    /// Gives the receiving half of `local` (its own counts, or with `--bidir` perhaps its
+    /// reverse's) the host's UDP checksum errors over the test.
+    fn add_checksum_errors(&self, local: &mut SideReport) {
+        if self.checksum_errors_at_start.is_none() {
+            return;
+        }
+        let errors = crate::kernel_counters::since(
+            self.checksum_errors_at_start,
+            crate::kernel_counters::udp_checksum_errors(),
+        );
+        let udp = match local.udp.as_mut() {
+            Some(udp) => Some(udp),
+            None => local.reverse.as_mut().and_then(|r| r.udp.as_mut()),
+        };
+        if let Some(udp) = udp {
+            udp.checksum_errors = errors;
+        }
     }
 }
 

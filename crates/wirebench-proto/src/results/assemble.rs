@@ -97,6 +97,7 @@ impl UdpEnd {
             last_in_order_seq,
             first_lost_seq: (one_sequence && lost > 0).then_some(c.in_order_prefix),
             bandwidth_without_loss_bps,
+            checksum_errors: c.checksum_errors,
         }
     }
 }
@@ -545,6 +546,51 @@ mod tests {
         assert_eq!(r.end.sent_bps, Some(160_000.0));
         assert_eq!(r.end.received_bps, Some(56_000.0));
         assert_eq!(r.end.duration_s, 0.5);
+    }
+
+    #[test]
+    fn the_receivers_checksum_errors_reach_end_udp_and_are_absent_when_unread() {
+        let sender = SideReport {
+            role: Some(Role::Sender),
+            messages: 10,
+            ..Default::default()
+        };
+        let receiver = |errors| SideReport {
+            role: Some(Role::Receiver),
+            messages: 7,
+            udp: Some(UdpCounts {
+                sequenced: true,
+                checksum_errors: errors,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        for errors in [Some(0), Some(3)] {
+            let r = Results::assemble(
+                &spec(),
+                "x".into(),
+                Some(&receiver(errors)),
+                Some(&sender),
+                None,
+            );
+            let v = serde_json::to_value(&r).unwrap();
+            assert_eq!(v["end"]["udp"]["checksum_errors"], errors.unwrap());
+        }
+        let r = Results::assemble(
+            &spec(),
+            "x".into(),
+            Some(&receiver(None)),
+            Some(&sender),
+            None,
+        );
+        let v = serde_json::to_value(&r).unwrap();
+        assert!(v["end"]["udp"].get("checksum_errors").is_none());
+        // A report from a peer without the field reads as not measured.
+        let old: UdpCounts = serde_json::from_str(
+            r#"{"sequenced":true,"duplicates":0,"reordered":0,"too_old":0,"jitter_ns":0.0}"#,
+        )
+        .unwrap();
+        assert_eq!(old.checksum_errors, None);
     }
 
     #[test]

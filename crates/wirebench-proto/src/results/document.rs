@@ -370,6 +370,12 @@ pub struct UdpEnd {
     /// the arrival of datagram 0 to the arrival that completed `0..=last_in_order_seq`,
     /// bits/s; null with fewer than two datagrams in order.
     pub bandwidth_without_loss_bps: Option<f64>,
+    /// UDP datagrams the receiving host's kernel dropped for a bad checksum during the test:
+    /// corrupted on the way (a lab's `--corrupt`), so in `lost`, not in the received
+    /// counts. The host's (network namespace's) count over the test, whatever socket they
+    /// were for; absent where the receiver could not read its kernel's counters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum_errors: Option<u64>,
 }
 
 /// The `end` object.

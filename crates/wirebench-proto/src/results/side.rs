@@ -278,6 +278,12 @@ pub struct UdpCounts {
     /// Times between consecutive arrivals in power-of-two buckets.
     #[serde(default, deserialize_with = "wirebench_stats::bounded::list")]
     pub interarrival_buckets: Vec<NsBucket>,
+    /// UDP datagrams the receiving host's kernel dropped for a bad checksum during the test
+    /// (`InCsumErrors` of IPv4 and IPv6, end minus start): corrupted on the way, so never
+    /// counted above. The host's (network namespace's) count, any socket's; absent where
+    /// the kernel's counters could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum_errors: Option<u64>,
 }
 
 /// Everything one side measured.

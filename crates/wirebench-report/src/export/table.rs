@@ -517,6 +517,13 @@ fn udp_notices(r: &Results, u: &UdpEnd, out: &mut dyn Write) -> io::Result<()> {
             u.foreign
         )?;
     }
+    if let Some(n) = u.checksum_errors.filter(|&n| n > 0) {
+        writeln!(
+            out,
+            "udp: the receiving host's kernel dropped {n} UDP datagrams with a bad checksum \
+             during the test (corrupted on the way; counted host-wide, so any UDP traffic's)"
+        )?;
+    }
     Ok(())
 }
 
@@ -837,6 +844,32 @@ mod tests {
         let t = text(&r);
         assert!(
             t.contains("udp: 3 datagrams not of this test reached its socket: dropped"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn checksum_errors_are_mentioned_only_when_some_came() {
+        let mut r = crate::export::csv::tests::sample();
+        let text = |r: &Results| {
+            let mut out = Vec::new();
+            Table.export(r, &mut out).expect("write");
+            String::from_utf8(out).expect("utf-8")
+        };
+        for none in [None, Some(0)] {
+            if let Some(u) = r.end.udp.as_mut() {
+                u.checksum_errors = none;
+            }
+            assert!(!text(&r).contains("bad checksum"), "{none:?}");
+        }
+        if let Some(u) = r.end.udp.as_mut() {
+            u.checksum_errors = Some(12);
+        }
+        let t = text(&r);
+        assert!(
+            t.contains(
+                "udp: the receiving host's kernel dropped 12 UDP datagrams with a bad checksum"
+            ),
             "{t}"
         );
     }

@@ -54,7 +54,7 @@ pub enum LabAction {
         scenario: Option<PathBuf>,
         /// The link, without --scenario.
         #[command(flatten)]
-        link: LinkArgs,
+        link: Box<LinkArgs>,
     },
     /// Run a command in a host of a testbed that is up.
     Exec {
@@ -133,7 +133,8 @@ pub struct LinkArgs {
     /// One-way propagation delay, each direction (e.g. 50ms).
     #[arg(long)]
     pub delay: Option<String>,
-    /// Extra random delay per packet, up to this, never reordering (e.g. 2ms).
+    /// Extra random delay per packet, up to this, never reordering (e.g. 2ms). With
+    /// --distribution, netem's jitter instead: delay ± this, as netem's `delay 50ms 2ms`.
     #[arg(long)]
     pub jitter: Option<String>,
     /// Random loss, each direction: a probability (0.05) or a percentage (5%).
@@ -171,6 +172,45 @@ pub struct LinkArgs {
     /// (PIE: while its drop probability is at most 10%). A full queue still drops.
     #[arg(long)]
     pub ecn: bool,
+    /// netem's delay distribution: uniform, normal, pareto or paretonormal (iproute2's
+    /// tables). Makes --jitter netem's: delay ± jitter (normal: its standard deviation),
+    /// still delivered in order; as netem's `delay 50ms 5ms distribution normal`.
+    #[arg(long, value_name = "NAME")]
+    pub distribution: Option<String>,
+    /// Correlation of each packet's delay with the one before, as netem's `delay 50ms 5ms
+    /// 25%` (needs --distribution; netem's scheme: it also narrows the spread).
+    #[arg(long, value_name = "PERCENT")]
+    pub delay_correlation: Option<String>,
+    /// Probability that a packet is sent at once, overtaking the delayed ones, as netem's
+    /// `reorder 25%` (needs --delay).
+    #[arg(long, value_name = "PERCENT")]
+    pub reorder: Option<String>,
+    /// Correlation of the reorder draws, as netem's `reorder 25% 50%`.
+    #[arg(long, value_name = "PERCENT")]
+    pub reorder_correlation: Option<String>,
+    /// As netem's `reorder 100% gap 5`: N − 1 packets go through delayed before the next
+    /// may be reordered (100%: exactly every Nth is); default 1.
+    #[arg(long, value_name = "N")]
+    pub reorder_gap: Option<u32>,
+    /// Probability that a packet is sent twice, as netem's `duplicate 1%`.
+    #[arg(long, value_name = "PERCENT")]
+    pub duplicate: Option<String>,
+    /// Correlation of the duplicate draws, as netem's `duplicate 1% 25%`.
+    #[arg(long, value_name = "PERCENT")]
+    pub duplicate_correlation: Option<String>,
+    /// Probability that a packet gets one bit of its TCP/UDP payload flipped, as netem's
+    /// `corrupt 0.1%`; the receiving kernel drops it as a checksum error (a UDP test reports
+    /// them as checksum_errors).
+    #[arg(long, value_name = "PERCENT")]
+    pub corrupt: Option<String>,
+    /// Correlation of the corrupt draws, as netem's `corrupt 0.1% 25%`.
+    #[arg(long, value_name = "PERCENT")]
+    pub corrupt_correlation: Option<String>,
+    /// netem's `slot`, in its words: packets leave only in slots, e.g. '800us 1ms packets 10
+    /// bytes 64K' (a slot every 0.8 to 1 ms, at most 10 packets and 64,000 bytes each) or
+    /// 'distribution normal 10ms 2ms'.
+    #[arg(long, value_name = "SPEC")]
+    pub slot: Option<String>,
     /// Offloads off on the link's interfaces, so that the emulator reads and writes one
     /// wire packet per frame. By default hosts hand it GSO frames of up to 64 KiB (TSO, UDP
     /// GSO), which it keeps whole while it charges rate, queue and loss per wire packet:
@@ -197,6 +237,16 @@ impl LinkArgs {
             seed: self.seed,
             aqm: self.aqm.clone(),
             ecn: self.ecn.then_some(true),
+            distribution: self.distribution.clone(),
+            delay_correlation: self.delay_correlation.clone(),
+            reorder: self.reorder.clone(),
+            reorder_correlation: self.reorder_correlation.clone(),
+            reorder_gap: self.reorder_gap,
+            duplicate: self.duplicate.clone(),
+            duplicate_correlation: self.duplicate_correlation.clone(),
+            corrupt: self.corrupt.clone(),
+            corrupt_correlation: self.corrupt_correlation.clone(),
+            slot: self.slot.clone(),
             ..Default::default()
         }
     }
