@@ -848,7 +848,7 @@ impl<'a> Forward<'a> {
             frame.udp_index = self.udp_next;
             self.udp_next += 1;
         }
-        let copy = self.link.duplicate().then(|| {
+        let copy = self.link.duplicate(kind).then(|| {
             let mut c = Frame {
                 slot: self.pool.slot(),
                 big: None,
@@ -862,7 +862,7 @@ impl<'a> Forward<'a> {
             c
         });
         for mut f in std::iter::once(frame).chain(copy) {
-            if let Some(r) = self.link.corrupt() {
+            if let Some(r) = self.link.corrupt(kind) {
                 f.corrupt = corrupt_payload(&mut f.slot[ip.clone()], r).is_some();
             }
             self.offer_packet(f, at, ip_len, kind);

@@ -280,8 +280,12 @@ pub struct Link {
     queued_bytes: u64,
     /// An AQM (or drop-head) that holds the packets themselves; see [`Link::enqueue`].
     aqm: Option<Aqm>,
-    /// netem's decisions, when any of its options is on.
-    netem: Option<Netem>,
+    /// netem's decisions, when any of its options is on: one per kind of traffic, so that a
+    /// seed fixes which datagrams of a UDP test are duplicated, corrupted or reordered
+    /// however many TCP packets (whose count depends on timing) cross between them.
+    netem: Option<Box<[Netem; 3]>>,
+    /// The kind of each packet the queue holds, by handle (grows to the most held).
+    kinds: Vec<Traffic>,
     /// netem's slots, when asked for.
     slot: Option<Slot>,
     /// The last delivery time given, so jitter never reorders.
@@ -308,10 +312,14 @@ impl Link {
                 splitmix(cfg.seed ^ 0xA9),
             )
         });
-        let netem = cfg
-            .netem
-            .is_active()
-            .then(|| Netem::new(cfg.netem, splitmix(cfg.seed.wrapping_add(3))));
+        let netem = cfg.netem.is_active().then(|| {
+            Box::new(std::array::from_fn(|k| {
+                Netem::new(
+                    cfg.netem,
+                    splitmix(cfg.seed.wrapping_add(3 + 16 * k as u64)),
+                )
+            }))
+        });
         let slot = cfg
             .slot
             .map(|s| Slot::new(s, splitmix(cfg.seed.wrapping_add(4))));
@@ -331,6 +339,7 @@ impl Link {
             queued_bytes: 0,
             aqm,
             netem,
+            kinds: Vec::new(),
             slot,
             last_delivery_ns: 0,
             counters: LinkCounters::default(),
@@ -392,16 +401,19 @@ impl Link {
 
     /// Whether an arriving packet is to be duplicated (netem decides this first, before
     /// loss): the caller then offers a copy as a packet of its own.
-    pub fn duplicate(&mut self) -> bool {
-        let dup = self.netem.as_mut().is_some_and(Netem::duplicate);
+    pub fn duplicate(&mut self, kind: Traffic) -> bool {
+        let dup = self
+            .netem
+            .as_mut()
+            .is_some_and(|n| n[kind.index()].duplicate());
         self.counters.duplicated += u64::from(dup);
         dup
     }
 
     /// Whether an arriving packet is to be corrupted; `Some(r)`: a random number that
     /// chooses the bit (see [`crate::netem::corrupt_payload`]).
-    pub fn corrupt(&mut self) -> Option<u64> {
-        let r = self.netem.as_mut().and_then(Netem::corrupt);
+    pub fn corrupt(&mut self, kind: Traffic) -> Option<u64> {
+        let r = self.netem.as_mut().and_then(|n| n[kind.index()].corrupt());
         self.counters.corrupted += u64::from(r.is_some());
         r
     }
@@ -437,8 +449,9 @@ impl Link {
 
     /// When a packet of `wire` bytes that left the serializer at `depart` leaves the far
     /// end, and whether it was sent ahead of the delay line.
-    fn delivery(&mut self, depart: u64, wire: u64) -> (u64, bool) {
-        let delay = match self.netem.as_mut().map(|n| n.delay(self.cfg.delay_ns)) {
+    fn delivery(&mut self, depart: u64, wire: u64, kind: Traffic) -> (u64, bool) {
+        let delay_ns = self.cfg.delay_ns;
+        let delay = match self.netem.as_mut().map(|n| n[kind.index()].delay(delay_ns)) {
             Some(Delay::Reordered) => {
                 self.counters.reordered += 1;
                 return (depart, true);
@@ -480,11 +493,11 @@ impl Link {
             self.counters.dropped_loss += 1;
             return Fate::Lost;
         }
-        self.drop_tail(now_ns, len)
+        self.drop_tail(now_ns, len, kind)
     }
 
     /// A packet of `len` bytes that was not lost meets the drop-tail queue at `now_ns`.
-    fn drop_tail(&mut self, now_ns: u64, len: u64) -> Fate {
+    fn drop_tail(&mut self, now_ns: u64, len: u64, kind: Traffic) -> Fate {
         // Packets whose serialization has begun by now have left the queue.
         while let Some(&(start, bytes)) = self.queue.front() {
             if start > now_ns {
@@ -509,7 +522,7 @@ impl Link {
             self.queued_bytes += wire;
         }
         let depart = self.serialize(start, wire);
-        let (at, reordered) = self.delivery(depart, wire);
+        let (at, reordered) = self.delivery(depart, wire, kind);
         let waited = start - now_ns;
         self.count_delivery(waited);
         Fate::Deliver {
@@ -536,7 +549,7 @@ impl Link {
         }
         let Some(aqm) = self.aqm.as_mut() else {
             // A drop-tail link: its fate is known now.
-            let event = match self.drop_tail(now_ns, p.len) {
+            let event = match self.drop_tail(now_ns, p.len, p.kind) {
                 Fate::Lost => unreachable!("loss was drawn above"),
                 Fate::QueueFull => Event::Dropped {
                     id: p.id,
@@ -558,6 +571,11 @@ impl Link {
             out.push(event);
             return;
         };
+        let slot = p.id as usize;
+        if self.kinds.len() <= slot {
+            self.kinds.resize(slot + 1, Traffic::Other);
+        }
+        self.kinds[slot] = p.kind;
         // The serializer cannot begin a packet before it arrives.
         if aqm.is_empty() {
             self.busy_until_ns = self.busy_until_ns.max(now_ns);
@@ -596,7 +614,12 @@ impl Link {
             let Some(d) = got else { return };
             let wire = u64::from(d.packet.bytes);
             let depart = self.serialize(start, wire);
-            let (at, reordered) = self.delivery(depart, wire);
+            let kind = self
+                .kinds
+                .get(d.packet.id as usize)
+                .copied()
+                .unwrap_or(Traffic::Other);
+            let (at, reordered) = self.delivery(depart, wire, kind);
             let waited = start.saturating_sub(d.packet.enqueued_ns);
             self.count_delivery(waited);
             out.push(Event::Deliver {
