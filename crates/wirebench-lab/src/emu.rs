@@ -92,7 +92,7 @@ impl SpinMargin {
 const HOLD: Duration = Duration::from_micros(50);
 
 /// What one direction of a link did: the model's counters and the I/O loop's own.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct DirectionReport {
     /// The link model's counters (IP packets only).
     #[serde(flatten)]
@@ -168,6 +168,9 @@ pub struct DirectionReport {
     /// `InCsumErrors`).
     #[serde(default)]
     pub udp_corrupt: u64,
+    /// The queue discipline's own counters, when the link has an AQM (or drop-head).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aqm: Option<crate::aqm::AqmCounters>,
 }
 
 /// What one direction did in one interval of a link log (the row type is the link log's
@@ -950,6 +953,7 @@ impl<'a> Forward<'a> {
         let mut report = self.books.report;
         report.unsent_at_stop = (self.pending.len() + self.ahead.len()) as u64;
         report.link = self.link.counters();
+        report.aqm = self.link.aqm_counters();
         report.emulator_drops = sys::packet_drops(self.rx);
         let q = |p: f64| {
             self.books

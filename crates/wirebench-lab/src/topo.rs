@@ -213,7 +213,7 @@ impl Topology {
 }
 
 /// What one link did, both directions.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct LinkReport {
     /// a → b.
     pub up: DirectionReport,

@@ -94,6 +94,8 @@ mod tests {
             delivered: n - 3,
             delivered_bytes: (n - 3) * 1500,
             max_queue_delay_ns: 1_234_567,
+            dropped_aqm: 5,
+            marked: n % 3,
         };
         let log = LinkLog {
             links: vec![LinkTrace {
@@ -108,10 +110,10 @@ mod tests {
         assert_eq!(
             String::from_utf8_lossy(&out),
             "t_s,link,direction,packets_in,bytes_in,dropped_loss,dropped_queue,delivered,\
-             delivered_bytes,delivered_bps,max_queue_delay_ms\n\
-             0.050,client-server,up,10,15000,1,2,7,10500,1680000,1.235\n\
-             0.100,client-server,up,0,0,0,0,0,0,0,0.000\n\
-             0.000,client-server,down,4,6000,1,2,1,1500,240000,1.235\n"
+             delivered_bytes,delivered_bps,max_queue_delay_ms,dropped_aqm,marked\n\
+             0.050,client-server,up,10,15000,1,2,7,10500,1680000,1.235,5,1\n\
+             0.100,client-server,up,0,0,0,0,0,0,0,0.000,0,0\n\
+             0.000,client-server,down,4,6000,1,2,1,1500,240000,1.235,5,1\n"
         );
     }
 }
