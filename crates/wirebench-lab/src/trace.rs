@@ -478,7 +478,11 @@ mod tests {
         let a = Trace::load(&dir.join("alternating-48-6")).expect("loads");
         assert_eq!((a.len(), a.period_ms()), (4500, 2000));
         // 4500 × 1504 bytes in 2 s.
-        assert!((a.mean_bps() - 27_072_000.0).abs() < 1.0, "{}", a.mean_bps());
+        assert!(
+            (a.mean_bps() - 27_072_000.0).abs() < 1.0,
+            "{}",
+            a.mean_bps()
+        );
     }
 
     #[test]
@@ -612,7 +616,10 @@ mod tests {
             ("1\n2\nx3\n", "line 3: \"x3\" is not a time in ms"),
             ("1\n-2\n", "line 2: \"-2\" is not"),
             ("5\n4\n", "line 2: 4 ms is before the line above (5 ms)"),
-            ("1\n99999999999999999999999\n", "line 2: 18446744073709551615 ms is past"),
+            (
+                "1\n99999999999999999999999\n",
+                "line 2: 18446744073709551615 ms is past",
+            ),
             ("1\n4294967296\n", "past the longest trace"),
         ] {
             let e = Trace::parse(text).expect_err(text).to_string();
@@ -671,7 +678,9 @@ mod tests {
         let cap = Capacity::Rate(12_000_000);
         fill_capacity(&mut bins, 100 * MS, &|a, b| cap.bytes_in(a, b));
         assert!(bins.iter().all(|b| b.capacity_bytes == 150_000));
-        fill_capacity(&mut bins, 100 * MS, &|a, b| Capacity::Unlimited.bytes_in(a, b));
+        fill_capacity(&mut bins, 100 * MS, &|a, b| {
+            Capacity::Unlimited.bytes_in(a, b)
+        });
         assert!(bins.iter().all(|b| b.capacity_bytes == 0));
     }
 }

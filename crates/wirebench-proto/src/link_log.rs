@@ -234,7 +234,14 @@ mod tests {
             links: vec![LinkTrace {
                 link: "a-b".into(),
                 interval_ns: 100_000_000,
-                up: vec![idle, LinkInterval { packets_in: 1, ..idle }, idle],
+                up: vec![
+                    idle,
+                    LinkInterval {
+                        packets_in: 1,
+                        ..idle
+                    },
+                    idle,
+                ],
                 down: vec![idle],
             }],
         };
