@@ -499,39 +499,73 @@ pub fn link_log_chart(log: &Path, kind: Kind) -> Result<Chart, PlotError> {
         dir,
         y: col(view.column)?,
     };
-    let mut series = link_log_series(log, lines, &columns, view.scale)?;
+    let mut series = link_log_series(log, lines.clone(), &columns, view.scale)?;
     if series.is_empty() {
         return Err(PlotError::EmptyLinkLog(log.to_path_buf()));
     }
     let quiet = leave_out_quiet(&mut series);
+    // Beside the delivered rate, what each direction could carry (a log from before the
+    // column has none; a direction without a limit logs 0 and has none either).
+    let capacity = match (kind, header.iter().position(|h| *h == "capacity_bps")) {
+        (Kind::Throughput, Some(y)) => {
+            let c = LinkLogColumns { y, ..columns };
+            let mut cap = link_log_series(log, lines, &c, 1.0)?;
+            cap.retain(|(_, pts)| pts.iter().any(|p| p.1 > 0.0));
+            cap
+        }
+        _ => Vec::new(),
+    };
     let mut panel = Panel::new(
         Axis::linear("time since the lab began", Quantity::Seconds),
         Axis::linear(view.y_label, view.quantity),
     );
-    panel.series = series
-        .into_iter()
-        .map(|(label, pts)| Series::new(label, Style::Line, steps(&pts)))
+    // Deliveries keep their colours, and are drawn over the shaded capacities.
+    let palette = Palette::new(
+        series
+            .iter()
+            .map(|(label, _)| label.clone())
+            .chain(capacity.iter().map(|(label, _)| capacity_label(label))),
+    );
+    panel.series = capacity
+        .iter()
+        .map(|(label, pts)| Series::new(capacity_label(label), Style::Area, steps(pts)))
+        .chain(
+            series
+                .into_iter()
+                .map(|(label, pts)| Series::new(label, Style::Line, steps(&pts))),
+        )
         .collect();
     // A burst in one interval is marked at the top rather than setting the axis.
     panel.body = true;
     Ok(Chart {
         title: view.title.into(),
         caption: format!(
-            "From a lab link log ({}): {}, per logging interval (each step one interval).{}",
+            "From a lab link log ({}): {}{}, per logging interval (each step one interval).{}",
             log.file_name()
                 .map(|f| f.to_string_lossy().into_owned())
                 .unwrap_or_default(),
             view.what,
+            if capacity.is_empty() {
+                ""
+            } else {
+                ", over the capacity it had (shaded: wire bytes, as a fixed rate or a \
+                 trace's 1504-byte opportunities count them; delivered counts IP bytes)"
+            },
             if quiet.is_empty() {
                 String::new()
             } else {
                 format!(" Always 0, not drawn: {}.", quiet.join(", "))
             }
         ),
-        palette: Palette::new(panel.series.iter().map(|s| s.label.clone())),
+        palette,
         panels: vec![panel],
         ..Chart::default()
     })
+}
+
+/// The legend's name of a direction's capacity.
+fn capacity_label(direction: &str) -> String {
+    format!("{direction} capacity")
 }
 
 /// What a link log chart of one kind draws, and how it names it.
@@ -573,6 +607,7 @@ impl LinkLogView {
 }
 
 /// Where a link log's columns are, from its header.
+#[derive(Clone, Copy)]
 struct LinkLogColumns {
     t: usize,
     link: usize,

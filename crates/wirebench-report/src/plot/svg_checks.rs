@@ -11,7 +11,7 @@ use wirebench_proto::results::{
     IntervalView, LoadInterval, Percentiles, Probe, ProbeKind, Results, Rrul, UsBucket,
 };
 
-use super::chart::Chart;
+use super::chart::{Chart, Style};
 use super::glyphs::text_width;
 use super::look::{Look, AXIS_PX};
 use super::scale::Quantity;
@@ -451,20 +451,24 @@ fn packet_log() -> PathBuf {
     temp("packets.log", &bytes)
 }
 
-/// A link log of two directions over 10 s, with a 3-second hole in its rows.
+/// A link log of two directions over 10 s, with a 3-second hole in its rows: up through
+/// a trace alternating 48 and 6 Mbit/s each second, down without a limit (capacity 0).
 fn link_log() -> PathBuf {
-    let mut csv = String::from("t_s,link,direction,delivered_bps,max_queue_delay_ms\n");
+    let mut csv =
+        String::from("t_s,link,direction,delivered_bps,max_queue_delay_ms,capacity_bps\n");
     for i in 0..100 {
         if (40..70).contains(&i) {
             continue;
         }
         let t = f64::from(i) * 0.1;
         let burst = if i == 20 { 120e6 } else { 20e6 };
+        let capacity = if (i / 10) % 2 == 0 { 48.128e6 } else { 6.016e6 };
         csv.push_str(&format!(
-            "{t:.1},0,up,{burst},{}\n",
+            "{t:.1},0,up,{},{},{capacity}\n",
+            f64::min(burst, capacity),
             5.0 + f64::from(i % 10)
         ));
-        csv.push_str(&format!("{t:.1},0,down,{},{}\n", 1e6, 0.5));
+        csv.push_str(&format!("{t:.1},0,down,{},{},0\n", 1e6, 0.5));
     }
     temp("link.csv", csv.as_bytes())
 }
@@ -562,6 +566,52 @@ fn every_kind_renders_with_no_text_colliding_and_every_unit_named() {
             assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{name}: a PNG");
         }
     }
+}
+
+#[test]
+fn a_link_log_shades_capacity_under_what_was_delivered() {
+    let chart = link_log_chart(&link_log(), Kind::Throughput).expect("link");
+    let series: Vec<(&str, Style)> = chart.panels[0]
+        .series
+        .iter()
+        .map(|s| (s.label.as_str(), s.style))
+        .collect();
+    // Shaded first, so the deliveries are drawn over it; no capacity for a direction
+    // without a limit.
+    assert_eq!(
+        series,
+        [
+            ("link 0 up capacity", Style::Area),
+            ("link 0 up", Style::Line),
+            ("link 0 down", Style::Line)
+        ]
+    );
+    assert!(chart.caption.contains("capacity"), "{}", chart.caption);
+    let svg = svg_string_with(&chart, &Options::default()).expect("svg");
+    let c = chart.palette.color("link 0 up capacity");
+    let hex = format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2);
+    let doc = roxmltree::Document::parse(&svg).expect("the SVG is XML");
+    let shaded = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("polygon") && n.attribute("fill") == Some(hex.as_str()))
+        .count();
+    // One shape per run of rows (the 3 s hole splits it), each with its edge.
+    assert_eq!(shaded, 2, "{hex}");
+    assert_eq!(lines_in(&svg, c), 2);
+    assert!(svg.contains("link 0 up capacity"));
+    // The latency view, and a log from before the column, draw no capacity.
+    let delay = link_log_chart(&link_log(), Kind::Latency).expect("delay");
+    assert!(delay.panels[0]
+        .series
+        .iter()
+        .all(|s| s.style == Style::Line));
+    let old = temp(
+        "old-link.csv",
+        b"t_s,link,direction,delivered_bps,max_queue_delay_ms\n0.0,0,up,1000,1\n0.1,0,up,2000,1\n",
+    );
+    let old = link_log_chart(&old, Kind::Throughput).expect("old");
+    assert_eq!(old.panels[0].series.len(), 1);
+    assert!(!old.caption.contains("capacity"), "{}", old.caption);
 }
 
 #[test]
