@@ -716,6 +716,17 @@ fn bad_lab_input_is_a_one_line_usage_error() {
         &["lab", "--", "exec"],
         &["lab", "exec", "no/such", "client", "--", "true"],
         &["lab", "scenario", "/nonexistent.toml"],
+        // Traces are read, and refused, before a namespace is made.
+        &["lab", "--trace-up", "/nonexistent.up", "--", "run"],
+        &[
+            "lab",
+            "--rate",
+            "10M",
+            "--trace",
+            "/nonexistent",
+            "--",
+            "run",
+        ],
     ] {
         let out = wirebench().args(args).output().expect("wirebench");
         let err = String::from_utf8_lossy(&out.stderr);
