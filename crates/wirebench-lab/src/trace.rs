@@ -124,7 +124,8 @@ pub enum TraceError {
 }
 
 /// A Mahimahi trace: the delivery opportunities of one period, each a millisecond offset.
-#[derive(Debug, Clone, PartialEq)]
+/// Cloning shares the opportunities; `{:?}` shows their count, not each of them.
+#[derive(Clone, PartialEq)]
 pub struct Trace {
     /// The opportunities' times in one period, ms, in order (repeats: several in that ms).
     ms: Arc<[u32]>,
@@ -284,6 +285,15 @@ impl Trace {
     }
 }
 
+impl std::fmt::Debug for Trace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trace")
+            .field("opportunities", &self.ms.len())
+            .field("period_ms", &self.period_ms)
+            .finish()
+    }
+}
+
 /// The serializer of a trace-driven link: when the bytes of each packet leave.
 ///
 /// Called in time order, per packet: `next_start(max(arrival, when the previous packet
@@ -378,6 +388,16 @@ pub enum Capacity {
 }
 
 impl Capacity {
+    /// A direction's capacity from its configuration: its trace if it has one, else its
+    /// rate (0: no limit).
+    pub fn of(rate_bps: u64, trace: Option<&Trace>) -> Self {
+        match (trace, rate_bps) {
+            (Some(t), _) => Capacity::Trace(t.clone()),
+            (None, 0) => Capacity::Unlimited,
+            (None, bps) => Capacity::Rate(bps),
+        }
+    }
+
     /// Bytes the direction could have carried in [start_ns, end_ns): the trace's
     /// opportunities × [`BYTES_PER_OPPORTUNITY`], rate × time / 8, or 0 for no limit.
     pub fn bytes_in(&self, start_ns: u64, end_ns: u64) -> u64 {
@@ -682,5 +702,15 @@ mod tests {
             Capacity::Unlimited.bytes_in(a, b)
         });
         assert!(bins.iter().all(|b| b.capacity_bytes == 0));
+        let t = trace(&constant_text());
+        assert_eq!(Capacity::of(5_000, Some(&t)), Capacity::Trace(t.clone()));
+        assert_eq!(Capacity::of(5_000, None), Capacity::Rate(5_000));
+        assert_eq!(Capacity::of(0, None), Capacity::Unlimited);
+        // A long trace prints as its size.
+        let long = trace(&alternating_text());
+        assert_eq!(
+            format!("{long:?}"),
+            "Trace { opportunities: 4500, period_ms: 2000 }"
+        );
     }
 }
