@@ -627,6 +627,106 @@ mod tests {
         assert_eq!(left, [MS, 3 * MS]);
     }
 
+    /// Mahimahi's `LinkQueue` (`read_packet`, `rationalize`, `use_a_delivery_opportunity`)
+    /// transcribed line for line, on its whole-ms clock with an unlimited queue: each
+    /// packet's departure, ms.
+    fn mm_link(schedule: &[u64], packets: &[(u64, u64)]) -> Vec<u64> {
+        let period = *schedule.last().expect("a schedule");
+        let (mut next, mut base) = (0usize, 0u64);
+        let mut queue = std::collections::VecDeque::new();
+        let mut in_transit: Option<(usize, u64)> = None;
+        let mut out = vec![0; packets.len()];
+        // Returns how many packets left.
+        let mut rationalize = |now: u64, queue: &mut std::collections::VecDeque<(usize, u64)>| {
+            let mut departed = 0;
+            while schedule[next] + base <= now {
+                let this_delivery_time = schedule[next] + base;
+                let mut bytes_left = BYTES_PER_OPPORTUNITY;
+                next = (next + 1) % schedule.len();
+                if next == 0 {
+                    base += period;
+                }
+                while bytes_left > 0 {
+                    let (id, left) = match in_transit.take() {
+                        Some(p) => p,
+                        None => match queue.pop_front() {
+                            Some(p) => p,
+                            None => break,
+                        },
+                    };
+                    let send = bytes_left.min(left);
+                    bytes_left -= send;
+                    if left - send == 0 {
+                        out[id] = this_delivery_time;
+                        departed += 1;
+                    } else {
+                        in_transit = Some((id, left - send));
+                    }
+                }
+            }
+            departed
+        };
+        let mut departed = 0;
+        for (id, &(arrival_ms, bytes)) in packets.iter().enumerate() {
+            departed += rationalize(arrival_ms, &mut queue);
+            queue.push_back((id, bytes));
+        }
+        // Then time goes on until the last has left.
+        let mut now = packets.last().map_or(0, |p| p.0);
+        while departed < packets.len() {
+            now += 1;
+            departed += rationalize(now, &mut queue);
+        }
+        out
+    }
+
+    #[test]
+    fn departures_are_mm_links_own() {
+        let lte = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../scenarios/traces/TMobile-LTE-driving-30s.down"),
+        )
+        .expect("the excerpt");
+        let mut rng = 0x1234_5678_9ABC_DEF0_u64;
+        let mut next = move || {
+            rng = rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = rng;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        for text in [
+            lte,
+            alternating_text(),
+            "0\n4\n10\n".to_owned(),
+            constant_text(),
+        ] {
+            let t = trace(&text);
+            let schedule: Vec<u64> = text.lines().map(|l| l.trim().parse().unwrap()).collect();
+            // Bursts and gaps, packets of 40 to 1504 bytes (mm-link takes no larger).
+            let (mut ms, mut packets) = (0u64, Vec::new());
+            for _ in 0..20_000 {
+                ms += match next() % 10 {
+                    0 => next() % 200,
+                    1..=3 => next() % 3,
+                    _ => 0,
+                };
+                packets.push((ms, 40 + next() % 1465));
+            }
+            let want = mm_link(&schedule, &packets);
+            // Here, each arrives at some instant within its ms (mm-link's clock shows the
+            // ms), and leaves as the lab asks the link.
+            let mut link = TraceLink::new(t);
+            let mut left = 0;
+            for (i, &(ms, bytes)) in packets.iter().enumerate() {
+                let arrival = ms * MS + 1 + next() % (MS - 1);
+                let start = link.next_start(arrival.max(left));
+                left = link.send(start, bytes);
+                assert_eq!(left, want[i] * MS, "packet {i} of {bytes} bytes at {ms} ms");
+            }
+        }
+    }
+
     #[test]
     fn bad_traces_are_refused_by_line() {
         for (text, needle) in [

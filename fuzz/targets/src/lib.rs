@@ -232,7 +232,10 @@ pub fn trace(data: &[u8]) {
         let start = link.next_start(ready);
         assert!(start >= ready, "started at {start} before ready at {ready}");
         let out = link.send(start, bytes);
-        assert!(out >= start && out >= left, "left at {out}: started {start}, before {left}");
+        assert!(
+            out >= start && out >= left,
+            "left at {out}: started {start}, before {left}"
+        );
         left = out;
     }
     let (a, b) = (arrival / 3, arrival / 3 * 2 + 1);
