@@ -973,7 +973,12 @@ impl<'a> Forward<'a> {
             report.udp_duplicates = self.udp_seen.duplicates();
             report.udp_lost = self.udp_seen.lost(self.udp_next);
         }
-        (report, self.books.log.bins)
+        let capacity = self.link.capacity();
+        let mut bins = self.books.log.bins;
+        crate::trace::fill_capacity(&mut bins, self.books.log.bin_ns, &|a, b| {
+            capacity.bytes_in(a, b)
+        });
+        (report, bins)
     }
 }
 

@@ -12,6 +12,7 @@
 //!   commands inside its nodes.
 //! - [`netns`], [`rtnl`]: unnamed network namespaces and route netlink.
 //! - [`props`], [`scenario`]: links and scenario files as people write them.
+//! - [`trace`]: Mahimahi traces, and the serializer of a link that replays one.
 //! - [`pair`]: one link between a client and a server host, a test or a program over it.
 //! - [`testbed`]: a network kept up between commands (`lab up|exec|down|list`).
 //! - [`run`], [`trial`], [`summary`]: a scenario's trials, their files and their summary.

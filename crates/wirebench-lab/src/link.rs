@@ -361,6 +361,11 @@ impl Link {
         c
     }
 
+    /// What the link can carry: its trace, its rate, or no limit (for the link log).
+    pub fn capacity(&self) -> crate::trace::Capacity {
+        crate::trace::Capacity::of(self.cfg.rate_bps, self.cfg.trace.as_ref())
+    }
+
     /// The AQM's own counters, when the link has one.
     pub fn aqm_counters(&self) -> Option<AqmCounters> {
         self.aqm.as_ref().map(Aqm::counters)

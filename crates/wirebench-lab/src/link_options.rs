@@ -8,6 +8,7 @@ use wirebench_proto::units::{parse_duration, parse_rate, parse_size, Rate, UnitE
 use crate::aqm::{AqmConfig, AqmError};
 use crate::link::{LinkConfig, Loss};
 use crate::netem::{Distribution, NetemConfig, SlotConfig, SlotGap};
+use crate::trace::{Trace, TUN_HEADER_BYTES};
 
 /// A link property that does not make sense; each message names the value.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -56,6 +57,27 @@ pub enum PropsError {
         key: &'static str,
         /// What it needs, in words, with an example.
         needs: &'static str,
+    },
+    /// A trace file that cannot be used; the message names the file and the line.
+    #[error("{key}: {message}")]
+    Trace {
+        /// The property (`trace`, `trace-up` or `trace-down`).
+        key: &'static str,
+        /// What is wrong, naming the file.
+        message: String,
+    },
+    /// A trace and a rate for the same direction: the trace is the rate.
+    #[error(
+        "{trace} and {rate} both set how fast {direction} goes: a trace is its rate; \
+         give the rate to the other direction only (rate-up or rate-down)"
+    )]
+    TraceAndRate {
+        /// The trace's key.
+        trace: &'static str,
+        /// The rate's key.
+        rate: &'static str,
+        /// `up` or `down`.
+        direction: &'static str,
     },
 }
 
@@ -210,6 +232,16 @@ pub struct LinkProps {
     /// 2ms"`; packets leave the delay line only in slots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot: Option<String>,
+    /// A Mahimahi trace for both directions: a file of delivery opportunities, one per
+    /// line (a time in ms; each lets 1504 bytes leave), looped. In place of a rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<std::path::PathBuf>,
+    /// A Mahimahi trace a → b (as `mm-link`'s uplink trace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_up: Option<std::path::PathBuf>,
+    /// A Mahimahi trace b → a (as `mm-link`'s downlink trace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_down: Option<std::path::PathBuf>,
 }
 
 /// Parses a probability: `0.05` or `5%`.
@@ -312,7 +344,10 @@ impl LinkProps {
             duplicate_correlation,
             corrupt,
             corrupt_correlation,
-            slot
+            slot,
+            trace,
+            trace_up,
+            trace_down
         )
     }
 
@@ -414,6 +449,8 @@ impl LinkProps {
         let (netem_up, netem_down) = self.netem()?;
         let slot = self.slot()?;
         let seed = self.seed.unwrap_or(1);
+        let (up_overhead, down_overhead) = self.trace_overheads()?;
+        let (up_trace, down_trace) = self.traces()?;
         let base = LinkConfig {
             rate_bps: 0,
             overhead_bytes: self.overhead.unwrap_or(0),
@@ -435,16 +472,20 @@ impl LinkProps {
         };
         let up = LinkConfig {
             rate_bps: up_rate,
+            overhead_bytes: up_overhead,
             loss: model(loss(&self.loss_up)?)?,
             seed: seed.wrapping_mul(2),
             netem: netem_up,
+            trace: up_trace,
             ..base.clone()
         };
         let down = LinkConfig {
             rate_bps: down_rate,
+            overhead_bytes: down_overhead,
             loss: model(loss(&self.loss_down)?)?,
             seed: seed.wrapping_mul(2).wrapping_add(1),
             netem: netem_down,
+            trace: down_trace,
             ..base
         };
         Ok((up, down))
@@ -592,6 +633,86 @@ fn parse_slot(text: &str) -> Result<SlotConfig, PropsError> {
     })
 }
 
+/// Trace-driven directions: which file each reads, their checks and their loading.
+impl LinkProps {
+    /// The trace file of a → b and of b → a, if any, each with its key.
+    fn trace_paths(&self) -> [Option<(&'static str, &std::path::Path)>; 2] {
+        let both = self.trace.as_deref().map(|p| ("trace", p));
+        [
+            self.trace_up.as_deref().map(|p| ("trace-up", p)).or(both),
+            self.trace_down
+                .as_deref()
+                .map(|p| ("trace-down", p))
+                .or(both),
+        ]
+    }
+
+    /// The overhead of a → b and of b → a: `overhead` if given, else the 4-byte TUN header
+    /// Mahimahi counts in each packet on a direction with a trace (so that a 1500-byte IP
+    /// packet fills one 1504-byte opportunity, as under `mm-link`), else 0. Refuses a trace
+    /// and a rate on the same direction.
+    fn trace_overheads(&self) -> Result<(u32, u32), PropsError> {
+        let [up, down] = self.trace_paths();
+        let rates = [
+            self.rate_up.as_ref().map(|_| "rate-up"),
+            self.rate_down.as_ref().map(|_| "rate-down"),
+        ];
+        let mut overheads = [0u32; 2];
+        for (i, (trace, direction)) in [(up, "up"), (down, "down")].into_iter().enumerate() {
+            let Some((trace, _)) = trace else {
+                overheads[i] = self.overhead.unwrap_or(0);
+                continue;
+            };
+            if let Some(rate) = rates[i].or(self.rate.as_ref().map(|_| "rate")) {
+                return Err(PropsError::TraceAndRate {
+                    trace,
+                    rate,
+                    direction,
+                });
+            }
+            overheads[i] = self.overhead.unwrap_or(TUN_HEADER_BYTES);
+        }
+        Ok((overheads[0], overheads[1]))
+    }
+
+    /// Loads the traces of a → b ("up") and b → a ("down"); `None` for a direction without
+    /// one. A file both directions name is read once.
+    ///
+    /// # Errors
+    ///
+    /// A file that is missing or malformed (one line naming it and the line), or a trace and
+    /// a rate on the same direction.
+    pub fn traces(&self) -> Result<(Option<Trace>, Option<Trace>), PropsError> {
+        self.trace_overheads()?;
+        let load = |(key, path): (&'static str, &std::path::Path)| {
+            Trace::load(path).map_err(|e| PropsError::Trace {
+                key,
+                message: e.to_string(),
+            })
+        };
+        let [up, down] = self.trace_paths();
+        let up_trace = up.map(load).transpose()?;
+        let down_trace = match (up, down, &up_trace) {
+            (Some((_, a)), Some((_, b)), Some(t)) if a == b => Some(t.clone()),
+            _ => down.map(load).transpose()?,
+        };
+        Ok((up_trace, down_trace))
+    }
+
+    /// Makes the trace paths relative to `dir` (a scenario file's directory), as a scenario
+    /// means them; absolute ones are kept.
+    pub fn resolve_traces(&mut self, dir: &std::path::Path) {
+        for p in [&mut self.trace, &mut self.trace_up, &mut self.trace_down]
+            .into_iter()
+            .flatten()
+        {
+            if p.is_relative() {
+                *p = dir.join(&*p);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -702,6 +823,105 @@ mod tests {
         // An AQM's own limits are bounded as the link's queue is.
         assert_eq!(crate::aqm::MAX_QUEUE_PACKETS, MAX_QUEUE_PACKETS);
         assert_eq!(crate::aqm::MAX_QUEUE_BYTES, MAX_QUEUE_BYTES);
+    }
+
+    #[test]
+    fn traces_load_per_direction_and_count_the_tun_header() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/traces");
+        let p = LinkProps {
+            trace: Some(dir.join("const-12mbit")),
+            trace_down: Some(dir.join("alternating-48-6")),
+            rate_up: None,
+            ..LinkProps::default()
+        };
+        let (up, down) = p.traces().expect("both load");
+        assert_eq!(up.map(|t| t.period_ms()), Some(1));
+        assert_eq!(down.map(|t| t.period_ms()), Some(2000));
+        // Mahimahi counts 4 bytes beyond the IP packet: the trace's directions do too,
+        // unless overhead is given.
+        let (up, down) = p.configs().expect("configs");
+        assert_eq!((up.overhead_bytes, down.overhead_bytes), (4, 4));
+        assert_eq!((up.rate_bps, down.rate_bps), (0, 0));
+        let given = LinkProps {
+            overhead: Some(0),
+            ..p.clone()
+        };
+        assert_eq!(given.configs().expect("configs").0.overhead_bytes, 0);
+        // A trace one way, a rate the other.
+        let mixed = LinkProps {
+            trace_up: Some(dir.join("const-12mbit")),
+            rate_down: Some("10M".into()),
+            ..LinkProps::default()
+        };
+        let (up, down) = mixed.configs().expect("configs");
+        assert_eq!((up.overhead_bytes, down.overhead_bytes), (4, 0));
+        assert_eq!(down.rate_bps, 10_000_000);
+        let (up, down) = mixed.traces().expect("loads");
+        assert!(up.is_some() && down.is_none());
+        // No trace: nothing read.
+        assert_eq!(LinkProps::default().traces().expect("none"), (None, None));
+        // Flags on top of a scenario's link: the trace keys are merged as the others.
+        let merged = LinkProps::default().or(&mixed);
+        assert_eq!(merged.trace_up, mixed.trace_up);
+    }
+
+    #[test]
+    fn trace_mistakes_name_the_file_and_line() {
+        let dir = std::env::temp_dir().join(format!("wirebench-props-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let bad = dir.join("bad.down");
+        std::fs::write(&bad, "1\n2\n1\n").expect("write");
+        for (p, needle) in [
+            (
+                LinkProps {
+                    trace_down: Some(bad.clone()),
+                    ..LinkProps::default()
+                },
+                "trace-down: ",
+            ),
+            (
+                LinkProps {
+                    trace: Some(dir.join("missing")),
+                    ..LinkProps::default()
+                },
+                "trace: ",
+            ),
+        ] {
+            let e = p.traces().expect_err("refused").to_string();
+            assert!(e.starts_with(needle), "{e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+        let e = LinkProps {
+            trace_down: Some(bad.clone()),
+            ..LinkProps::default()
+        }
+        .traces()
+        .expect_err("bad")
+        .to_string();
+        assert!(e.contains("bad.down: line 3: 1 ms is before"), "{e}");
+        for (p, needle) in [
+            (
+                LinkProps {
+                    rate: Some("10M".into()),
+                    trace_down: Some(bad.clone()),
+                    ..LinkProps::default()
+                },
+                "trace-down and rate both set how fast down goes",
+            ),
+            (
+                LinkProps {
+                    rate_up: Some("10M".into()),
+                    trace: Some(bad.clone()),
+                    ..LinkProps::default()
+                },
+                "trace and rate-up both set how fast up goes",
+            ),
+        ] {
+            let e = p.configs().expect_err("refused").to_string();
+            assert!(e.contains(needle), "{e}");
+            assert_eq!(p.traces().expect_err("refused").to_string(), e);
+        }
+        std::fs::remove_dir_all(&dir).expect("clean up");
     }
 
     #[test]

@@ -522,7 +522,11 @@ mod tests {
     #[test]
     fn a_scenario_reads_back_from_its_manifest() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios");
-        for name in ["random-loss.toml", "reverse-congestion.toml"] {
+        for name in [
+            "random-loss.toml",
+            "reverse-congestion.toml",
+            "lte-trace.toml",
+        ] {
             let sc = Scenario::load(&Path::new(dir).join(name)).expect("a shipped scenario");
             let m = manifest(&sc, &["x".into()], 7, 0.5);
             let (back, profiles, scale, trials) = plan_of(&m).expect(name).expect(name);

@@ -451,12 +451,19 @@ impl Scenario {
     ///
     /// A one-line message: TOML syntax, an unknown key, or an inconsistency.
     pub fn parse(text: &str) -> Result<Self, ScenarioError> {
+        Self::parse_in(text, None)
+    }
+
+    /// [`Scenario::parse`] of a file in `dir`: the paths it names (trace files) are made
+    /// relative to that directory before it is checked, so that a scenario and its traces
+    /// move together.
+    fn parse_in(text: &str, dir: Option<&std::path::Path>) -> Result<Self, ScenarioError> {
         if text.len() as u64 > MAX_SCENARIO_BYTES {
             return Err(ScenarioError::TooLarge {
                 size: text.len() as u64,
             });
         }
-        let s: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Syntax {
+        let mut s: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Syntax {
             line: e.span().map(|sp| {
                 text.get(..sp.start.min(text.len()))
                     .map_or(0, |t| t.lines().count())
@@ -464,6 +471,11 @@ impl Scenario {
             }),
             message: e.message().to_owned(),
         })?;
+        if let Some(dir) = dir {
+            for l in &mut s.links {
+                l.props.resolve_traces(dir);
+            }
+        }
         s.check()?;
         Ok(s)
     }
@@ -500,7 +512,8 @@ impl Scenario {
                 }),
             });
         }
-        Self::parse(&text).map_err(|e| ScenarioError::InFile {
+        let dir = path.parent().unwrap_or(std::path::Path::new(""));
+        Self::parse_in(&text, Some(dir)).map_err(|e| ScenarioError::InFile {
             path: path.to_owned(),
             source: Box::new(e),
         })
@@ -857,5 +870,47 @@ start-after = "1s"
             assert!(e.contains(needle), "{e}");
             assert!(!e.contains('\n'), "{e}");
         }
+    }
+
+    #[test]
+    fn trace_paths_are_relative_to_the_scenario_file() {
+        let dir = std::env::temp_dir().join(format!("wirebench-scenario-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let file = dir.join("lte.toml");
+        // Loading reads the traces: both exist, one named relative to the file.
+        let absolute = dir.join("elsewhere/lte.down");
+        for t in [dir.join("traces/lte.up"), absolute.clone()] {
+            std::fs::create_dir_all(t.parent().expect("a directory")).expect("trace dir");
+            std::fs::write(&t, "1\n").expect("trace");
+        }
+        let text = DUMBBELL.replace(
+            "rate = \"2M\"",
+            &format!(
+                "trace-up = \"traces/lte.up\"\ntrace-down = \"{}\"",
+                absolute.display()
+            ),
+        );
+        std::fs::write(&file, &text).expect("write");
+        let s = Scenario::load(&file).expect("loads");
+        let props = &s.links[2].props;
+        assert_eq!(
+            props.trace_up.as_deref(),
+            Some(dir.join("traces/lte.up").as_path())
+        );
+        assert_eq!(props.trace_down.as_deref(), Some(absolute.as_path()));
+        // Parsed from text, a path stays as written (and is read from the working
+        // directory: the crate's, under cargo test).
+        let shipped = "../../scenarios/traces/const-12mbit";
+        let from_text = DUMBBELL.replace("rate = \"2M\"", &format!("trace = \"{shipped}\""));
+        let s = Scenario::parse(&from_text).expect("parses");
+        assert_eq!(
+            s.links[2].props.trace.as_deref(),
+            Some(std::path::Path::new(shipped))
+        );
+        // A trace and a rate on one direction: one line naming both.
+        let both = DUMBBELL.replace("rate = \"2M\"", "rate = \"2M\"\ntrace-up = \"x\"");
+        let e = Scenario::parse(&both).expect_err("both").to_string();
+        assert!(e.contains("trace-up and rate both set"), "{e}");
+        std::fs::remove_dir_all(&dir).expect("clean up");
     }
 }

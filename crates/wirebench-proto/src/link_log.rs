@@ -7,7 +7,7 @@ use thiserror::Error;
 
 /// The CSV header of a link log: one row per link, direction and interval.
 pub const HEADER: &str = "t_s,link,direction,packets_in,bytes_in,dropped_loss,\
-dropped_queue,delivered,delivered_bytes,delivered_bps,max_queue_delay_ms,dropped_aqm,marked";
+dropped_queue,delivered,delivered_bytes,delivered_bps,max_queue_delay_ms,dropped_aqm,marked,capacity_bps";
 
 /// What one direction did in one interval: packets are counted in the interval of their
 /// arrival, deliveries in that of their modelled delivery time.
@@ -33,6 +33,10 @@ pub struct LinkInterval {
     /// Packets of the interval's arrivals the AQM marked Congestion Experienced.
     #[serde(default)]
     pub marked: u64,
+    /// Bytes the direction could have carried in the interval (wire bytes: IP length and
+    /// overhead): a trace's opportunities × 1504, or rate × interval / 8; 0 for no limit.
+    #[serde(default)]
+    pub capacity_bytes: u64,
 }
 
 /// One link's log, both directions.
@@ -91,11 +95,30 @@ impl LinkLogRow<'_> {
     pub fn max_queue_delay_ms(&self) -> f64 {
         self.counts.max_queue_delay_ns as f64 / 1e6
     }
+
+    /// The rate the direction could have carried in the interval, bits/s of wire bytes (0:
+    /// no limit).
+    pub fn capacity_bps(&self) -> f64 {
+        self.counts.capacity_bytes as f64 * 8.0 / self.secs()
+    }
+}
+
+impl LinkInterval {
+    /// Whether a packet did anything in it (its capacity aside, which every interval of a
+    /// limited link has).
+    pub fn is_quiet(&self) -> bool {
+        LinkInterval {
+            capacity_bytes: 0,
+            ..*self
+        } == LinkInterval::default()
+    }
 }
 
 impl LinkLog {
     /// Its rows: link by link, `up` then `down`, each from its first interval in which
-    /// anything happened to its last kept, quiet ones between included.
+    /// a packet did anything (capacity alone is not enough, so that the rows a log had
+    /// before it counted capacity stay the same) to its last kept, quiet ones between
+    /// included.
     pub fn rows(&self) -> impl Iterator<Item = LinkLogRow<'_>> + '_ {
         self.links.iter().flat_map(|l| {
             [("up", &l.up), ("down", &l.down)]
@@ -103,7 +126,7 @@ impl LinkLog {
                 .flat_map(move |(direction, bins)| {
                     let first = bins
                         .iter()
-                        .position(|b| *b != LinkInterval::default())
+                        .position(|b| !b.is_quiet())
                         .unwrap_or(bins.len());
                     bins.iter()
                         .enumerate()
@@ -208,11 +231,33 @@ mod tests {
         };
         let rows: Vec<_> = log.rows().map(|r| (r.index, r.direction)).collect();
         assert_eq!(rows, [(1, "up"), (2, "up")]);
+        // Capacity is not activity: a trace-driven link's idle start is still left out.
+        let idle = LinkInterval {
+            capacity_bytes: 150_000,
+            ..LinkInterval::default()
+        };
+        let log = LinkLog {
+            links: vec![LinkTrace {
+                link: "a-b".into(),
+                interval_ns: 100_000_000,
+                up: vec![
+                    idle,
+                    LinkInterval {
+                        packets_in: 1,
+                        ..idle
+                    },
+                    idle,
+                ],
+                down: vec![idle],
+            }],
+        };
+        let rows: Vec<_> = log.rows().map(|r| (r.index, r.capacity_bps())).collect();
+        assert_eq!(rows, [(1, 12e6), (2, 12e6)]);
     }
 
     #[test]
     fn csv_values_no_link_makes_are_refused() {
-        let ok = format!("{HEADER}\n0.1,a-b,up,1,2,0,0,1,2,160,0.5\n");
+        let ok = format!("{HEADER}\n0.1,a-b,up,1,2,0,0,1,2,160,0.5,12000000\n");
         assert_eq!(check_csv(&ok), Ok(()));
         for (bad, column) in [
             ("1e308,a-b,up,1,2,0,0,1,2,160,0.5", "t_s"),
@@ -220,6 +265,7 @@ mod tests {
             ("0.1,a-b,up,1,2,0,0,1,2,160,-1", "max_queue_delay_ms"),
             ("0.1,a-b,up,1,2,0,0,1,2,NaN,0.5", "delivered_bps"),
             ("0.1,a-b,up,1,2,0,0,1,2,160,1e-308", "max_queue_delay_ms"),
+            ("0.1,a-b,up,1,2,0,0,1,2,160,0.5,inf", "capacity_bps"),
         ] {
             let e = check_csv(&format!("{HEADER}\n{bad}\n")).expect_err(bad);
             assert_eq!((e.line, e.column.as_str()), (2, column), "{bad}");

@@ -745,6 +745,17 @@ fn bad_lab_input_is_a_one_line_usage_error() {
         &["lab", "--duplicate", "150%", "--", "run"],
         &["lab", "up", "x", "--corrupt", "often"],
         &["lab", "--slot", "2ms 1ms", "--", "run"],
+        // Traces are read, and refused, before a namespace is made.
+        &["lab", "--trace-up", "/nonexistent.up", "--", "run"],
+        &[
+            "lab",
+            "--rate",
+            "10M",
+            "--trace",
+            "/nonexistent",
+            "--",
+            "run",
+        ],
     ] {
         let out = wirebench().args(args).output().expect("wirebench");
         let err = String::from_utf8_lossy(&out.stderr);

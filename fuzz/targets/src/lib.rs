@@ -1,7 +1,7 @@
 //! The bodies of wirebench's fuzz targets: one function per reader of untrusted bytes (the
 //! control frames and data headers a peer sends, and every file wirebench reads back: packet
-//! logs, link logs, results and experiment JSON, scenario TOML), and the lab's readers of
-//! the packets its hosts send through a link.
+//! logs, link logs, results and experiment JSON, scenario TOML, Mahimahi traces), and the
+//! lab's readers of the packets its hosts send through a link.
 //!
 //! They are plain functions so that two drivers share them: `cargo +nightly fuzz run`
 //! (coverage-guided libFuzzer, `fuzz/fuzz_targets/*.rs`, one line each) and the stable smoke
@@ -42,6 +42,7 @@ pub const TARGETS: &[Target] = &[
     ("iperf3", iperf3),
     ("iperf3_params", iperf3_params),
     ("lab_packet", lab_packet),
+    ("trace", trace),
 ];
 
 /// Inputs larger than this are drawn only up to the parse: drawing costs milliseconds a
@@ -233,4 +234,39 @@ pub fn lab_packet(data: &[u8]) {
         // Only the checksum field changed: the packet keeps its length.
         assert_eq!(q.len(), data.len());
     }
+}
+
+/// Arbitrary bytes as a Mahimahi trace (`lab --trace-up FILE`): parsed, then replayed by a
+/// trace-driven link for packets whose sizes and arrivals come from the same bytes. Every
+/// start is at or after its packet was ready, every packet leaves at or after it starts,
+/// departures never go back, and the capacity of adjacent intervals adds up.
+pub fn trace(data: &[u8]) {
+    use wirebench_lab::trace::{Trace, TraceLink};
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(t) = Trace::parse(text) else {
+        return;
+    };
+    let mut link = TraceLink::new(t.clone());
+    let (mut arrival, mut left) = (0u64, 0u64);
+    for w in data.chunks(3).take(2000) {
+        let gap = u64::from(w[0]) * u64::from(*w.get(1).unwrap_or(&1)) * 37_000;
+        let bytes = 40 + u64::from(*w.get(2).unwrap_or(&0)) * 257;
+        arrival += gap;
+        let ready = arrival.max(left);
+        let start = link.next_start(ready);
+        assert!(start >= ready, "started at {start} before ready at {ready}");
+        let out = link.send(start, bytes);
+        assert!(
+            out >= start && out >= left,
+            "left at {out}: started {start}, before {left}"
+        );
+        left = out;
+    }
+    let (a, b) = (arrival / 3, arrival / 3 * 2 + 1);
+    assert_eq!(
+        t.opportunities_in(0, a) + t.opportunities_in(a, b),
+        t.opportunities_in(0, b)
+    );
 }

@@ -11,8 +11,10 @@ use super::csv::{display, write_rows};
 use super::Exporter;
 
 /// Writes a [`LinkLog`] as CSV: `t_s` is the interval's start since the lab began (s, 3
-/// decimals), `delivered_bps` the interval's delivered IP bytes as a rate, and
-/// `max_queue_delay_ms` the longest wait for the serializer (ms, 3 decimals).
+/// decimals), `delivered_bps` the interval's delivered IP bytes as a rate,
+/// `max_queue_delay_ms` the longest wait for the serializer (ms, 3 decimals), and
+/// `capacity_bps` what the direction could have carried (wire bytes as a rate; 0: no limit).
+/// New columns go at the end: scripts read these by position too.
 pub struct LinkLogCsv;
 
 /// A number written with `D` decimals.
@@ -45,6 +47,8 @@ struct LinkRow<'a> {
     max_queue_delay_ms: Fixed<3>,
     dropped_aqm: u64,
     marked: u64,
+    #[serde(serialize_with = "display")]
+    capacity_bps: Fixed<0>,
 }
 
 impl Exporter<LinkLog> for LinkLogCsv {
@@ -65,6 +69,7 @@ impl Exporter<LinkLog> for LinkLogCsv {
                 max_queue_delay_ms: Fixed(r.max_queue_delay_ms()),
                 dropped_aqm: c.dropped_aqm,
                 marked: c.marked,
+                capacity_bps: Fixed(r.capacity_bps()),
             }
         });
         write_rows(rows, out)?;
@@ -96,6 +101,7 @@ mod tests {
             max_queue_delay_ns: 1_234_567,
             dropped_aqm: 5,
             marked: n % 3,
+            capacity_bytes: 150_000,
         };
         let log = LinkLog {
             links: vec![LinkTrace {
@@ -110,10 +116,10 @@ mod tests {
         assert_eq!(
             String::from_utf8_lossy(&out),
             "t_s,link,direction,packets_in,bytes_in,dropped_loss,dropped_queue,delivered,\
-             delivered_bytes,delivered_bps,max_queue_delay_ms,dropped_aqm,marked\n\
-             0.050,client-server,up,10,15000,1,2,7,10500,1680000,1.235,5,1\n\
-             0.100,client-server,up,0,0,0,0,0,0,0,0.000,0,0\n\
-             0.000,client-server,down,4,6000,1,2,1,1500,240000,1.235,5,1\n"
+             delivered_bytes,delivered_bps,max_queue_delay_ms,dropped_aqm,marked,capacity_bps\n\
+             0.050,client-server,up,10,15000,1,2,7,10500,1680000,1.235,5,1,24000000\n\
+             0.100,client-server,up,0,0,0,0,0,0,0,0.000,0,0,0\n\
+             0.000,client-server,down,4,6000,1,2,1,1500,240000,1.235,5,1,24000000\n"
         );
     }
 }

@@ -76,6 +76,9 @@ pub enum Style {
     Dots,
     /// A box plot's series: a small box in the legend (the boxes are drawn as boxes).
     Box,
+    /// A line with the area under it shaded (a link's capacity, as `mm-link` shades it
+    /// under the delivered rate); a shaded box in the legend.
+    Area,
 }
 
 /// One point, with its error bar (`lo..=hi`; equal to `y` when there is none).

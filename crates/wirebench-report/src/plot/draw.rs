@@ -338,6 +338,9 @@ where
     root.present().map_err(err)
 }
 
+/// How opaque a shaded area is: light enough that the lines over it read as on white.
+const AREA_SHADE: f64 = 0.25;
+
 /// One legend entry per element of `rows`' lists, row by row, left to right.
 fn draw_legend<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
@@ -359,9 +362,14 @@ where
                     area.draw(&Circle::new((x + p(14.0), y), p(4.0) as u32, c.filled()))
                         .map_err(err)?;
                 }
-                Style::Box => {
+                Style::Box | Style::Area => {
                     let r = [(x + p(4.0), y - p(7.0)), (x + p(26.0), y + p(7.0))];
-                    area.draw(&Rectangle::new(r, c.mix(0.35).filled()))
+                    let shade = if *style == Style::Area {
+                        AREA_SHADE
+                    } else {
+                        0.35
+                    };
+                    area.draw(&Rectangle::new(r, c.mix(shade).filled()))
                         .map_err(err)?;
                     area.draw(&Rectangle::new(r, c.stroke_width(p(1.5) as u32)))
                         .map_err(err)?;
@@ -741,6 +749,18 @@ where
                 }
                 Style::Line | Style::Box => {
                     ctx.draw_series(LineSeries::new(pts, c.stroke_width(width)))
+                        .map_err(err)?;
+                }
+                Style::Area => {
+                    // Down to the axis's foot (a rate axis starts at 0), then its edge.
+                    let mut shape = pts.clone();
+                    if let (Some(&(x0, _)), Some(&(x1, _))) = (pts.first(), pts.last()) {
+                        shape.extend([(x1, ys.lo), (x0, ys.lo)]);
+                    }
+                    ctx.plotting_area()
+                        .draw(&Polygon::new(shape, c.mix(AREA_SHADE).filled()))
+                        .map_err(err)?;
+                    ctx.draw_series(LineSeries::new(pts, c.stroke_width(width / 2 + 1)))
                         .map_err(err)?;
                 }
                 Style::LinePoints => {

@@ -499,39 +499,108 @@ pub fn link_log_chart(log: &Path, kind: Kind) -> Result<Chart, PlotError> {
         dir,
         y: col(view.column)?,
     };
-    let mut series = link_log_series(log, lines, &columns, view.scale)?;
+    let mut series = link_log_series(log, lines.clone(), &columns, view.scale)?;
     if series.is_empty() {
         return Err(PlotError::EmptyLinkLog(log.to_path_buf()));
     }
     let quiet = leave_out_quiet(&mut series);
-    let mut panel = Panel::new(
-        Axis::linear("time since the lab began", Quantity::Seconds),
-        Axis::linear(view.y_label, view.quantity),
-    );
-    panel.series = series
-        .into_iter()
-        .map(|(label, pts)| Series::new(label, Style::Line, steps(&pts)))
-        .collect();
-    // A burst in one interval is marked at the top rather than setting the axis.
-    panel.body = true;
+    // Beside the delivered rate, what each direction could carry (a log from before the
+    // column has none; a direction without a limit logs 0 and has none either).
+    let capacity = match (kind, header.iter().position(|h| *h == "capacity_bps")) {
+        (Kind::Throughput, Some(y)) => {
+            let c = LinkLogColumns { y, ..columns };
+            let mut cap = link_log_series(log, lines, &c, 1.0)?;
+            cap.retain(|(_, pts)| pts.iter().any(|p| p.1 > 0.0));
+            cap
+        }
+        _ => Vec::new(),
+    };
+    let has_capacity = !capacity.is_empty();
+    let (panels, palette) = link_log_panels(&view, series, capacity);
     Ok(Chart {
         title: view.title.into(),
         caption: format!(
-            "From a lab link log ({}): {}, per logging interval (each step one interval).{}",
+            "From a lab link log ({}): {}{}, per logging interval (each step one interval).{}",
             log.file_name()
                 .map(|f| f.to_string_lossy().into_owned())
                 .unwrap_or_default(),
             view.what,
+            if has_capacity {
+                ", over the capacity it had (shaded: wire bytes, as a fixed rate or a \
+                 trace's 1504-byte opportunities count them; delivered counts IP bytes)"
+            } else {
+                ""
+            },
             if quiet.is_empty() {
                 String::new()
             } else {
                 format!(" Always 0, not drawn: {}.", quiet.join(", "))
             }
         ),
-        palette: Palette::new(panel.series.iter().map(|s| s.label.clone())),
-        panels: vec![panel],
+        palette,
+        panels,
         ..Chart::default()
     })
+}
+
+/// The most link directions drawn a panel each, with their capacity; more share one.
+const CAPACITY_PANELS: usize = 4;
+
+/// The panels of a link log chart and their palette: one panel of every direction's line;
+/// or, with capacities, a panel per direction with its capacity shaded under what it
+/// delivered, as `mm-link` graphs each direction on its own (more than
+/// [`CAPACITY_PANELS`] directions share one panel, each capacity shaded).
+fn link_log_panels(
+    view: &LinkLogView,
+    series: Vec<LinkSeries>,
+    capacity: Vec<LinkSeries>,
+) -> (Vec<Panel>, Palette) {
+    let x = Axis::linear("time since the lab began", Quantity::Seconds);
+    let panel = |y_label: &str, series: Vec<Series>| {
+        let mut p = Panel::new(x.clone(), Axis::linear(y_label, view.quantity));
+        p.series = series;
+        // A burst in one interval is marked at the top rather than setting the axis.
+        p.body = true;
+        p
+    };
+    let line = |label: String, pts: &[(f64, f64)]| Series::new(label, Style::Line, steps(pts));
+    let area = |label: String, pts: &[(f64, f64)]| Series::new(label, Style::Area, steps(pts));
+    if capacity.is_empty() {
+        let palette = Palette::new(series.iter().map(|(label, _)| label.clone()));
+        let lines = series.iter().map(|(l, pts)| line(l.clone(), pts)).collect();
+        return (vec![panel(view.y_label, lines)], palette);
+    }
+    if series.len() <= CAPACITY_PANELS {
+        let panels = series
+            .iter()
+            .map(|(name, pts)| {
+                let cap = capacity.iter().find(|(c, _)| c == name);
+                let drawn = cap
+                    .map(|(_, c)| area("capacity".into(), c))
+                    .into_iter()
+                    .chain([line("delivered".into(), pts)])
+                    .collect();
+                panel(name, drawn)
+            })
+            .collect();
+        return (panels, Palette::ordered(&["delivered", "capacity"]));
+    }
+    // Deliveries keep the colours they have without capacities; shaded ones drawn first.
+    let mut labels: Vec<String> = series.iter().map(|(l, _)| l.clone()).collect();
+    labels.sort();
+    let mut caps: Vec<String> = capacity
+        .iter()
+        .map(|(l, _)| format!("{l} capacity"))
+        .collect();
+    caps.sort();
+    labels.extend(caps);
+    let palette = Palette::ordered(&labels.iter().map(String::as_str).collect::<Vec<_>>());
+    let drawn = capacity
+        .iter()
+        .map(|(l, pts)| area(format!("{l} capacity"), pts))
+        .chain(series.iter().map(|(l, pts)| line(l.clone(), pts)))
+        .collect();
+    (vec![panel(view.y_label, drawn)], palette)
 }
 
 /// What a link log chart of one kind draws, and how it names it.
@@ -573,6 +642,7 @@ impl LinkLogView {
 }
 
 /// Where a link log's columns are, from its header.
+#[derive(Clone, Copy)]
 struct LinkLogColumns {
     t: usize,
     link: usize,

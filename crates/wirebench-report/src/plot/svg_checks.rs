@@ -11,7 +11,7 @@ use wirebench_proto::results::{
     IntervalView, LoadInterval, Percentiles, Probe, ProbeKind, Results, Rrul, UsBucket,
 };
 
-use super::chart::Chart;
+use super::chart::{Chart, Palette, Style};
 use super::glyphs::text_width;
 use super::look::{Look, AXIS_PX};
 use super::scale::Quantity;
@@ -469,6 +469,30 @@ fn link_log() -> PathBuf {
     temp("link.csv", csv.as_bytes())
 }
 
+/// A link log with capacities, over 10 s with a 3-second hole in its rows: `up` through a
+/// trace alternating 48 and 6 Mbit/s each second, `down` with no limit (capacity 0); with
+/// `links` links of those two directions each.
+fn capacity_log(links: u32) -> PathBuf {
+    let mut csv =
+        String::from("t_s,link,direction,delivered_bps,max_queue_delay_ms,capacity_bps\n");
+    for i in 0..100 {
+        if (40..70).contains(&i) {
+            continue;
+        }
+        let t = f64::from(i) * 0.1;
+        let capacity = if (i / 10) % 2 == 0 { 48.128e6 } else { 6.016e6 };
+        for link in 0..links {
+            csv.push_str(&format!(
+                "{t:.1},{link},up,{},{},{capacity}\n",
+                f64::min(20e6, capacity),
+                5.0 + f64::from(i % 10)
+            ));
+            csv.push_str(&format!("{t:.1},{link},down,{},{},0\n", 1e6, 0.5));
+        }
+    }
+    temp(&format!("capacity-{links}.csv"), csv.as_bytes())
+}
+
 /// Every kind, from the fixtures above.
 fn every_chart() -> Vec<(&'static str, Chart)> {
     let sweep = rate_sweep();
@@ -527,6 +551,20 @@ fn every_chart() -> Vec<(&'static str, Chart)> {
             "link delay",
             ok(link_log_chart(&link, Kind::Latency), "link delay"),
         ),
+        (
+            "link capacity",
+            ok(
+                link_log_chart(&capacity_log(1), Kind::Throughput),
+                "capacity",
+            ),
+        ),
+        (
+            "links' capacity",
+            ok(
+                link_log_chart(&capacity_log(3), Kind::Throughput),
+                "capacities",
+            ),
+        ),
     ]
 }
 
@@ -562,6 +600,80 @@ fn every_kind_renders_with_no_text_colliding_and_every_unit_named() {
             assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{name}: a PNG");
         }
     }
+}
+
+#[test]
+fn a_link_log_shades_capacity_under_what_was_delivered() {
+    let chart = link_log_chart(&capacity_log(1), Kind::Throughput).expect("link");
+    let panels: Vec<(&str, Vec<(&str, Style)>)> = chart
+        .panels
+        .iter()
+        .map(|p| {
+            let series = p
+                .series
+                .iter()
+                .map(|s| (s.label.as_str(), s.style))
+                .collect();
+            (p.y.label.as_str(), series)
+        })
+        .collect();
+    // A panel per direction, as mm-link graphs each on its own; the capacity shaded first
+    // so that the delivered line is drawn over it; none for a direction without a limit.
+    assert_eq!(
+        panels,
+        [
+            (
+                "link 0 up",
+                vec![("capacity", Style::Area), ("delivered", Style::Line)]
+            ),
+            ("link 0 down", vec![("delivered", Style::Line)]),
+        ]
+    );
+    assert!(chart.caption.contains("capacity"), "{}", chart.caption);
+    let svg = svg_string_with(&chart, &Options::default()).expect("svg");
+    let c = chart.palette.color("capacity");
+    assert_ne!(c, chart.palette.color("delivered"));
+    let hex = format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2);
+    let doc = roxmltree::Document::parse(&svg).expect("the SVG is XML");
+    let shaded = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("polygon") && n.attribute("fill") == Some(hex.as_str()))
+        .count();
+    // One shape per run of rows (the 3 s hole splits it), each with its edge.
+    assert_eq!(shaded, 2, "{hex}");
+    assert_eq!(lines_in(&svg, c), 2);
+    // More directions than panels: one panel, a shaded capacity per limited direction.
+    let many = link_log_chart(&capacity_log(3), Kind::Throughput).expect("links");
+    assert_eq!(many.panels.len(), 1);
+    let areas: Vec<&str> = many.panels[0]
+        .series
+        .iter()
+        .filter(|s| s.style == Style::Area)
+        .map(|s| s.label.as_str())
+        .collect();
+    assert_eq!(
+        areas,
+        [
+            "link 0 up capacity",
+            "link 1 up capacity",
+            "link 2 up capacity"
+        ]
+    );
+    // The deliveries keep the colours they have in a log without capacities.
+    let without =
+        Palette::new((0..3).flat_map(|l| [format!("link {l} up"), format!("link {l} down")]));
+    for label in ["link 0 down", "link 1 up", "link 2 up"] {
+        assert_eq!(many.palette.color(label), without.color(label), "{label}");
+    }
+    // The latency view, and a log from before the column, draw no capacity.
+    let delay = link_log_chart(&capacity_log(1), Kind::Latency).expect("delay");
+    assert!(delay.panels[0]
+        .series
+        .iter()
+        .all(|s| s.style == Style::Line));
+    let old = link_log_chart(&link_log(), Kind::Throughput).expect("old");
+    assert_eq!(old.panels.len(), 1);
+    assert!(!old.caption.contains("capacity"), "{}", old.caption);
 }
 
 #[test]

@@ -211,6 +211,17 @@ pub struct LinkArgs {
     /// 'distribution normal 10ms 2ms'.
     #[arg(long, value_name = "SPEC")]
     pub slot: Option<String>,
+    /// A Mahimahi trace for both directions, in place of --rate: one line per delivery
+    /// opportunity (a time in ms; each lets 1504 bytes leave), looped (e.g.
+    /// scenarios/traces/const-12mbit).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// A Mahimahi trace client → server (mm-link's uplink trace).
+    #[arg(long, value_name = "FILE")]
+    pub trace_up: Option<PathBuf>,
+    /// A Mahimahi trace server → client (mm-link's downlink trace).
+    #[arg(long, value_name = "FILE")]
+    pub trace_down: Option<PathBuf>,
     /// Offloads off on the link's interfaces, so that the emulator reads and writes one
     /// wire packet per frame. By default hosts hand it GSO frames of up to 64 KiB (TSO, UDP
     /// GSO), which it keeps whole while it charges rate, queue and loss per wire packet:
@@ -247,6 +258,9 @@ impl LinkArgs {
             corrupt: self.corrupt.clone(),
             corrupt_correlation: self.corrupt_correlation.clone(),
             slot: self.slot.clone(),
+            trace: self.trace.clone(),
+            trace_up: self.trace_up.clone(),
+            trace_down: self.trace_down.clone(),
             ..Default::default()
         }
     }

@@ -97,6 +97,8 @@ fn up(name: &str, scenario: Option<&Path>, link: &LinkArgs) -> Result<(), Failur
 fn pair_run(args: &LabArgs) -> Result<(), Failure> {
     let link = args.link.props();
     link.configs().map_err(fail)?;
+    // A missing or malformed trace file is a usage error, found before a namespace is made.
+    link.traces().map_err(fail)?;
     let (mode, rest) = match args.command.split_first() {
         Some((m, rest)) if m == "run" || m == "exec" => (m.as_str(), rest),
         _ => {
