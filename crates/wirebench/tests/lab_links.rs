@@ -176,6 +176,7 @@ fn a_trace_delivers_its_mean_rate() {
         &["-u", "-b", "20M", "-l", "1472", "-t", "4"],
     );
     let got = f(&v, "/end/received_bps");
+    eprintln!("constant trace: {got} bit/s of payload");
     assert!(
         (got / 11.776e6 - 1.0).abs() <= 0.02,
         "constant trace: {got} bit/s of payload, want 11.776 Mbit/s within 2%"
@@ -187,6 +188,7 @@ fn a_trace_delivers_its_mean_rate() {
         &["-u", "-b", "60M", "-l", "1472", "-t", "4"],
     );
     let got = f(&v, "/end/received_bps");
+    eprintln!("alternating trace: {got} bit/s of payload");
     assert!(
         (got / 26.496e6 - 1.0).abs() <= 0.03,
         "alternating trace: {got} bit/s of payload, want 26.496 Mbit/s within 3%"
