@@ -8,6 +8,7 @@
 //!   corrupt), pure and seeded, for the link.
 //! - [`emu`]: the I/O loop that moves frames through it, between two packet sockets.
 //! - [`gso`]: where the wire packets of a segmentation-offload frame lie, and how to cut it.
+//! - [`headers`]: what the link reads and writes in an IP header (flow, ECN, the CE mark).
 //! - [`topo`]: namespaces, veth pairs, addresses and routes for a topology; running
 //!   commands inside its nodes.
 //! - [`netns`], [`rtnl`]: unnamed network namespaces and route netlink.

@@ -300,11 +300,7 @@ impl Link {
             Some(t) => Serializer::Trace(TraceLink::new(t.clone())),
             None => Serializer::Rate,
         };
-        let aqm = cfg.queues_packets().then(|| {
-            let a = cfg
-                .aqm
-                .clone()
-                .unwrap_or_else(|| unreachable!("queues_packets has one"));
+        let aqm = cfg.aqm.filter(|_| cfg.queues_packets()).map(|a| {
             Aqm::new(
                 &a,
                 cfg.queue_packets,

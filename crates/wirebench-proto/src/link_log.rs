@@ -265,7 +265,8 @@ mod tests {
             ("0.1,a-b,up,1,2,0,0,1,2,160,-1", "max_queue_delay_ms"),
             ("0.1,a-b,up,1,2,0,0,1,2,NaN,0.5", "delivered_bps"),
             ("0.1,a-b,up,1,2,0,0,1,2,160,1e-308", "max_queue_delay_ms"),
-            ("0.1,a-b,up,1,2,0,0,1,2,160,0.5,inf", "capacity_bps"),
+            ("0.1,a-b,up,1,2,0,0,1,2,160,0.5,0,0,inf", "capacity_bps"),
+            ("0.1,a-b,up,1,2,0,0,1,2,160,0.5,-1,0,0", "dropped_aqm"),
         ] {
             let e = check_csv(&format!("{HEADER}\n{bad}\n")).expect_err(bad);
             assert_eq!((e.line, e.column.as_str()), (2, column), "{bad}");

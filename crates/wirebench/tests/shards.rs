@@ -653,8 +653,12 @@ fn a_trial_from_another_experiment_is_measured_again_and_refused_by_merge() {
         forty_hash
     );
     // The warning is kept for the report, with the point and what was wrong.
+    // (Others may be there too: a loaded machine's sender falls short of 40 Mbit/s.)
     let warnings = read_json(&forty.join("warnings.json"));
-    let replaced = &warnings[0];
+    let replaced = warnings
+        .as_array()
+        .and_then(|w| w.iter().find(|w| w["kind"] == "replaced"))
+        .unwrap_or_else(|| panic!("no replaced warning: {warnings}"));
     assert_eq!(
         (&replaced["kind"], &replaced["point"], &replaced["file"]),
         (&"replaced".into(), &1.into(), &file.into()),

@@ -15,6 +15,7 @@ pub mod mutate;
 use std::path::PathBuf;
 
 use wirebench_engine::iperf3::{admit_anything, decode_everything, UdpHeader};
+use wirebench_lab::headers::{ecn, flow_hash, set_ce};
 use wirebench_lab::netem::{complete_checksum, corrupt_payload};
 use wirebench_lab::scenario::{trial_topology, Scenario};
 use wirebench_lab::summary::{ScenarioSummary, TrialFile};
@@ -215,7 +216,9 @@ pub fn iperf3(data: &[u8]) {
 
 /// Arbitrary bytes as an IP packet the lab's link corrupts (netem's `corrupt`): a bit is
 /// flipped only inside the packet, exactly one, past its headers; filling in its transport
-/// checksum first never panics either, whatever the lengths and headers claim.
+/// checksum first never panics either, whatever the lengths and headers claim; nor do the
+/// AQM's flow hash, ECN read and CE mark, which changes only the ECN bits (and IPv4's
+/// checksum).
 pub fn lab_packet(data: &[u8]) {
     let mut p = data.to_vec();
     let r = data.iter().fold(0x9E37_79B9_7F4A_7C15u64, |h, &b| {
@@ -233,6 +236,22 @@ pub fn lab_packet(data: &[u8]) {
     if complete_checksum(&mut q) {
         // Only the checksum field changed: the packet keeps its length.
         assert_eq!(q.len(), data.len());
+    }
+    // What an AQM link reads and writes: the flow, the ECN field, the CE mark (only on an
+    // ECN-capable packet, and nothing else but its IPv4 checksum changes).
+    let _ = flow_hash(data);
+    let mut m = data.to_vec();
+    let capable = ecn(data) != 0;
+    if set_ce(&mut m) {
+        assert!(capable);
+        assert_eq!(ecn(&m), 3);
+        let changed: Vec<usize> = (0..m.len()).filter(|&i| m[i] != data[i]).collect();
+        assert!(
+            changed.iter().all(|&i| [1, 10, 11].contains(&i)),
+            "{changed:?}"
+        );
+    } else {
+        assert_eq!(m, data);
     }
 }
 

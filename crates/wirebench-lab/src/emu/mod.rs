@@ -30,10 +30,11 @@ use wirebench_sys::mmsg::{self, Received, RecvBuf, RecvMeta, Transmit, Wait, BAT
 use wirebench_stats::{SeqTracker, TimeHistogram};
 
 use crate::gso::{Plan, VnetHdr, ETH_HLEN, VNET_HDR_LEN};
-use crate::headers;
-use crate::link::{Dropped, Event, Fate, Link, LinkConfig, LinkCounters, Packet, Traffic};
-use crate::netem::corrupt_payload;
+use crate::link::{Dropped, Event, Fate, Link, LinkConfig, LinkCounters, Traffic};
 use crate::sys;
+
+mod per_packet;
+use per_packet::Books;
 
 /// Largest frame a slot holds: a 1500-byte MTU with its Ethernet and VLAN headers (and a
 /// virtio header), rounded up.
@@ -401,51 +402,6 @@ enum Line {
     Pending,
     /// Frames sent ahead of it.
     Ahead,
-}
-
-/// What a direction writes down about the packets it carries: its report, its log and
-/// the sojourn times.
-struct Books {
-    log: Log,
-    report: DirectionReport,
-    sojourn: TimeHistogram,
-}
-
-impl Books {
-    /// A packet of `ip_len` bytes arrived at `at`.
-    fn arrived(&mut self, at: u64, ip_len: u64) {
-        if let Some(b) = self.log.bin(at) {
-            b.packets_in += 1;
-            b.bytes_in += ip_len;
-        }
-    }
-
-    /// A packet was dropped at `at`.
-    fn dropped(&mut self, at: u64, why: Dropped) {
-        if let Some(b) = self.log.bin(at) {
-            match why {
-                Dropped::Loss => b.dropped_loss += 1,
-                Dropped::Queue => b.dropped_queue += 1,
-                Dropped::Aqm => b.dropped_aqm += 1,
-            }
-        }
-    }
-
-    /// A packet of `ip_len` bytes that left the queue at `now` after `waited_ns` in it is
-    /// delivered at `at_ns`, marked CE or not.
-    fn delivered(&mut self, now: u64, at_ns: u64, waited_ns: u64, ip_len: u64, marked: bool) {
-        self.report.delivered_bytes += ip_len;
-        self.sojourn
-            .record(i64::try_from(waited_ns).unwrap_or(i64::MAX));
-        if let Some(b) = self.log.bin(now) {
-            b.max_queue_delay_ns = b.max_queue_delay_ns.max(waited_ns);
-            b.marked += u64::from(marked);
-        }
-        if let Some(b) = self.log.bin(at_ns) {
-            b.delivered += 1;
-            b.delivered_bytes += ip_len;
-        }
-    }
 }
 
 /// Puts a GSO frame's wire packets, delivered at `times` (`None`: dropped), on `pending`:
@@ -840,112 +796,6 @@ impl<'a> Forward<'a> {
             &mut self.pool,
             &mut books.report,
         );
-    }
-
-    /// Takes one wire packet on a link that treats each apart: a copy of it too if netem
-    /// duplicates it, each copy perhaps corrupted, then offered to the link.
-    fn take_packet(&mut self, mut frame: Frame, at: u64, ip_len: u64, kind: Traffic) {
-        let hdr = if self.offload { VNET_HDR_LEN } else { 0 };
-        let ip = hdr + ETH_HLEN..frame.len.min(SLOT);
-        if kind == Traffic::Udp {
-            frame.udp_index = self.udp_next;
-            self.udp_next += 1;
-        }
-        let copy = self.link.duplicate(kind).then(|| {
-            let mut c = Frame {
-                slot: self.pool.slot(),
-                big: None,
-                len: 0,
-                udp_index: frame.udp_index,
-                corrupt: false,
-            };
-            let (a, b) = frame.parts();
-            c.extend(a, &mut self.pool);
-            c.extend(b, &mut self.pool);
-            c
-        });
-        for mut f in std::iter::once(frame).chain(copy) {
-            if let Some(r) = self.link.corrupt(kind) {
-                f.corrupt = corrupt_payload(&mut f.slot[ip.clone()], r).is_some();
-            }
-            self.offer_packet(f, at, ip_len, kind);
-        }
-    }
-
-    /// Offers one wire packet to a link that treats each apart.
-    fn offer_packet(&mut self, frame: Frame, at: u64, ip_len: u64, kind: Traffic) {
-        self.books.arrived(at, ip_len);
-        let hdr = if self.offload { VNET_HDR_LEN } else { 0 };
-        let ip = &frame.slot[hdr + ETH_HLEN..frame.len.min(SLOT)];
-        let packet = Packet {
-            id: 0,
-            len: ip_len,
-            kind,
-            flow: headers::flow_hash(ip),
-            ect: headers::ecn(ip) != 0,
-        };
-        let id = match self.free.pop() {
-            Some(id) => {
-                self.held[id as usize] = Some(frame);
-                id
-            }
-            None => {
-                self.held.push(Some(frame));
-                (self.held.len() - 1) as u32
-            }
-        };
-        self.link
-            .enqueue(at, Packet { id, ..packet }, &mut self.events);
-        self.settle(at);
-    }
-
-    /// Asks the link for the packets its serializer has reached by now.
-    fn poll_link(&mut self) {
-        if self.link.next_dequeue_ns().is_some() {
-            let now = self.now_ns();
-            self.link.poll(now, &mut self.events);
-            self.settle(now);
-        }
-    }
-
-    /// Moves the frames of the link's latest events, at `now`, to the delay line (marked CE
-    /// if the AQM said so) or back to the pool.
-    fn settle(&mut self, now: u64) {
-        let hdr = if self.offload { VNET_HDR_LEN } else { 0 };
-        for event in self.events.drain(..) {
-            let id = match event {
-                Event::Deliver { id, .. } | Event::Dropped { id, .. } => id,
-            };
-            let Some(mut frame) = self.held.get_mut(id as usize).and_then(Option::take) else {
-                continue;
-            };
-            self.free.push(id);
-            match event {
-                Event::Deliver {
-                    arrived_ns,
-                    at_ns,
-                    waited_ns,
-                    mark_ce,
-                    reordered,
-                    ..
-                } => {
-                    let ip_len = (frame.len - hdr - ETH_HLEN) as u64;
-                    let marked = mark_ce && headers::set_ce(&mut frame.slot[hdr + ETH_HLEN..]);
-                    self.books
-                        .delivered(arrived_ns, at_ns, waited_ns, ip_len, marked);
-                    let line = if reordered {
-                        &mut self.ahead
-                    } else {
-                        &mut self.pending
-                    };
-                    line.push_back((at_ns, frame));
-                }
-                Event::Dropped { why, .. } => {
-                    self.books.dropped(now, why);
-                    self.pool.put(frame);
-                }
-            }
-        }
     }
 
     /// What the direction did, once it stops; frames still held are dropped unsent.
