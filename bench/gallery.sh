@@ -148,6 +148,16 @@ else
     echo "the lab could not start here (it needs root or user namespaces): its plots are left as they were" >&2
 fi
 
+# A trace-driven link: Mahimahi's LTE trace downstream, its capacity under what TCP got.
+cp "$root/scenarios/traces/TMobile-LTE-driving-30s.down" "$work/"
+trace="lab --trace-down TMobile-LTE-driving-30s.down --link-log lte.csv -- run -R -t 20 --drain 5s"
+# shellcheck disable=SC2086
+if run $trace >/dev/null 2>&1; then
+    figure link-trace.png "Lab link log: a Mahimahi trace's capacity and what was delivered" \
+        "A TCP download through Mahimahi's T-Mobile LTE trace (downstream; \`scenarios/traces/\`), as \`mm-link\`'s live graph draws it: each direction's capacity shaded (the trace's 1504-byte opportunities per interval), the delivered rate over it." \
+        "$trace" "lte.csv --kind throughput --full-range"
+fi
+
 # Latency under load: one emulated link, a long against a short queue, cubic beside bbr.
 rrul_made=""
 rrul_rows=""
