@@ -2,6 +2,8 @@
 //! queues), whether it is ECN-capable, and the Congestion Experienced mark an AQM sets.
 //! Each takes the IP packet (no Ethernet header) and never panics on a short one.
 
+use crate::splitmix::mix;
+
 /// ECN's two bits in the IP header: Congestion Experienced.
 const CE: u8 = 0b11;
 
@@ -30,13 +32,6 @@ pub fn flow_hash(ip: &[u8]) -> u32 {
         }
     }
     (h ^ (h >> 32)) as u32
-}
-
-/// splitmix64's output function, as a mixer.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// The packet's ECN field (0: not ECN-capable; 1, 2: ECT; 3: CE).

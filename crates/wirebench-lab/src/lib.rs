@@ -34,6 +34,7 @@ pub mod rtnl;
 pub mod run;
 pub mod scenario;
 pub mod server;
+mod splitmix;
 pub mod summary;
 mod sys;
 pub mod testbed;

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::aqm::{Aqm, AqmConfig, AqmCounters, AqmKind, DropCause, QueuedPacket};
 use crate::netem::{Delay, Netem, NetemConfig, Slot, SlotConfig};
+use crate::splitmix::mix as splitmix;
 use crate::trace::{Trace, TraceLink};
 
 /// How packets are lost before they reach the queue.
@@ -47,13 +48,6 @@ pub enum Loss {
         /// Loss probability in the bad state.
         loss_bad: f64,
     },
-}
-
-/// splitmix64's output function.
-fn splitmix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// One direction's settings.
@@ -369,8 +363,7 @@ impl Link {
 
     /// A uniform number in [0, 1) from stream `k` (splitmix64).
     fn uniform_in(&mut self, k: usize) -> f64 {
-        self.rng[k] = self.rng[k].wrapping_add(0x9E37_79B9_7F4A_7C15);
-        (splitmix(self.rng[k]) >> 11) as f64 / (1u64 << 53) as f64
+        crate::splitmix::uniform(&mut self.rng[k])
     }
 
     /// A uniform number in [0, 1) from the shared stream (jitter).

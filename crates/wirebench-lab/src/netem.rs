@@ -26,6 +26,8 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
+use crate::splitmix::mix as splitmix;
+
 /// The shape of the delay's variation around its mean, as netem's `distribution`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -140,16 +142,8 @@ impl Stream {
     }
 
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        splitmix(self.0)
+        crate::splitmix::next(&mut self.0)
     }
-}
-
-/// splitmix64's output function.
-fn splitmix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// netem's correlated random numbers (`get_crandom`): each draw is the weighted mean of a

@@ -688,13 +688,7 @@ mod tests {
         )
         .expect("the excerpt");
         let mut rng = 0x1234_5678_9ABC_DEF0_u64;
-        let mut next = move || {
-            rng = rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = rng;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        };
+        let mut next = move || crate::splitmix::next(&mut rng);
         for text in [
             lte,
             alternating_text(),

@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::wirebench;
+use common::{lab_run, wirebench};
 use serde_json::Value;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -24,24 +24,6 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// `wirebench lab LINK -- run ARGS --json`: the results, with the `lab` object.
-fn lab_run(link: &[&str], run: &[&str]) -> Value {
-    let out = wirebench()
-        .arg("lab")
-        .args(link)
-        .args(["--", "run"])
-        .args(run)
-        .arg("--json")
-        .output()
-        .expect("run wirebench lab");
-    assert!(
-        out.status.success(),
-        "lab {link:?} -- run {run:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("results JSON")
 }
 
 fn f(v: &Value, ptr: &str) -> f64 {

@@ -11,7 +11,7 @@ mod common;
 
 use std::sync::Mutex;
 
-use common::wirebench;
+use common::{f, lab_run};
 use serde_json::Value;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -20,30 +20,6 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// `wirebench lab LINK -- run ARGS --json`: the results, with the `lab` object.
-fn lab_run(link: &[&str], run: &[&str]) -> Value {
-    let out = wirebench()
-        .arg("lab")
-        .args(link)
-        .args(["--", "run"])
-        .args(run)
-        .arg("--json")
-        .output()
-        .expect("run wirebench lab");
-    assert!(
-        out.status.success(),
-        "lab {link:?} -- run {run:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("results JSON")
-}
-
-fn f(v: &Value, ptr: &str) -> f64 {
-    v.pointer(ptr)
-        .and_then(Value::as_f64)
-        .unwrap_or_else(|| panic!("no number at {ptr} in {v}"))
 }
 
 /// rrul through 20 Mbit/s and 10 ms each way with `link` (an AQM): the loaded UDP probes'
@@ -57,23 +33,23 @@ fn rrul_through(link: &[&str]) -> (f64, f64, Value) {
             "--mode", "rrul", "--cc", "cubic", "-t", "10s", "--idle", "2s",
         ],
     );
-    let idle = f(&v, "/end/rrul/idle_latency_us/p50") / 1e3;
-    let loaded = f(&v, "/end/rrul/loaded_latency_us/p50") / 1e3;
-    let retransmits = f(&v, "/end/rrul/retransmits");
+    let idle = f(&v, "end.rrul.idle_latency_us.p50") / 1e3;
+    let loaded = f(&v, "end.rrul.loaded_latency_us.p50") / 1e3;
+    let retransmits = f(&v, "end.rrul.retransmits");
     let up = v["lab"]["links"][0]["up"].clone();
     eprintln!(
         "{link:?}: idle p50 {idle:.1} ms, loaded p50 {loaded:.1} ms, retransmits {retransmits}, \
          up {:.1} Mbit/s, down {:.1} Mbit/s, up link {up}",
-        f(&v, "/end/rrul/upload_bps") / 1e6,
-        f(&v, "/end/rrul/download_bps") / 1e6,
+        f(&v, "end.rrul.upload_bps") / 1e6,
+        f(&v, "end.rrul.download_bps") / 1e6,
     );
     // The load ran both ways: an AQM that starved it would pass the latency checks.
     assert!(
-        f(&v, "/end/rrul/upload_bps") > 10e6,
+        f(&v, "end.rrul.upload_bps") > 10e6,
         "{link:?}: upload starved"
     );
     assert!(
-        f(&v, "/end/rrul/download_bps") > 10e6,
+        f(&v, "end.rrul.download_bps") > 10e6,
         "{link:?}: download starved"
     );
     (loaded - idle, retransmits, up)
@@ -87,12 +63,12 @@ fn fq_codel_and_codel_keep_latency_under_load_near_idle() {
     let (fq, _, fq_up) = rrul_through(&["--aqm", "fq_codel"]);
     assert!(fq <= 10.0, "fq_codel: loaded p50 {fq:.1} ms above idle");
     assert!(
-        f(&fq_up, "/dropped_aqm") > 0.0,
+        f(&fq_up, "dropped_aqm") > 0.0,
         "fq_codel dropped nothing: the load did not fill the queue"
     );
     let (codel, _, codel_up) = rrul_through(&["--aqm", "codel"]);
     assert!(codel <= 25.0, "codel: loaded p50 {codel:.1} ms above idle");
-    assert!(f(&codel_up, "/dropped_aqm") > 0.0, "codel dropped nothing");
+    assert!(f(&codel_up, "dropped_aqm") > 0.0, "codel dropped nothing");
 }
 
 #[test]
@@ -102,7 +78,7 @@ fn ecn_marks_instead_of_dropping_and_retransmits_fall() {
     common::require_lab();
     let (_, drops_retx, _) = rrul_through(&["--aqm", "codel"]);
     let (_, ecn_retx, up) = rrul_through(&["--aqm", "codel", "--ecn"]);
-    assert!(f(&up, "/marked") > 0.0, "nothing marked: {up}");
+    assert!(f(&up, "marked") > 0.0, "nothing marked: {up}");
     assert!(
         ecn_retx < drops_retx,
         "with ECN {ecn_retx} retransmits, without {drops_retx}"
@@ -137,10 +113,10 @@ fn reorder_duplicate_and_corrupt_are_what_the_receiver_counts() {
     let up = &v["lab"]["links"][0]["up"];
     eprintln!("end.udp {}\nup {up}", v["end"]["udp"]);
     for (receiver, link) in [
-        ("/end/udp/reordered", "/udp_late"),
-        ("/end/udp/duplicates", "/udp_duplicates"),
-        ("/end/udp/lost", "/udp_lost"),
-        ("/end/udp/checksum_errors", "/udp_corrupt"),
+        ("end.udp.reordered", "udp_late"),
+        ("end.udp.duplicates", "udp_duplicates"),
+        ("end.udp.lost", "udp_lost"),
+        ("end.udp.checksum_errors", "udp_corrupt"),
     ] {
         let (r, l) = (f(&v, receiver), f(up, link));
         assert!(l > 0.0, "the link saw no {link}: {up}");
@@ -148,9 +124,9 @@ fn reorder_duplicate_and_corrupt_are_what_the_receiver_counts() {
     }
     // The link saw the client's UDP hello too (one datagram: with this seed the link does
     // nothing to the first of the UDP stream's draws), then every datagram sent.
-    assert_eq!(f(up, "/udp_in"), f(&v, "/end/sent/messages") + 1.0);
+    assert_eq!(f(up, "udp_in"), f(&v, "end.sent.messages") + 1.0);
     // The netem decisions themselves were made, and the offloads were off for them.
-    for k in ["/reordered", "/duplicated", "/corrupted"] {
+    for k in ["reordered", "duplicated", "corrupted"] {
         assert!(f(up, k) > 0.0, "{k}: {up}");
     }
     assert_eq!(up["offload"], Value::Bool(false));
@@ -175,7 +151,7 @@ fn a_trace_delivers_its_mean_rate() {
         &["--trace", &c, "--queue", "50"],
         &["-u", "-b", "20M", "-l", "1472", "-t", "4"],
     );
-    let got = f(&v, "/end/received_bps");
+    let got = f(&v, "end.received_bps");
     eprintln!("constant trace: {got} bit/s of payload");
     assert!(
         (got / 11.776e6 - 1.0).abs() <= 0.02,
@@ -187,7 +163,7 @@ fn a_trace_delivers_its_mean_rate() {
         &["--trace", &a, "--queue", "50"],
         &["-u", "-b", "60M", "-l", "1472", "-t", "4"],
     );
-    let got = f(&v, "/end/received_bps");
+    let got = f(&v, "end.received_bps");
     eprintln!("alternating trace: {got} bit/s of payload");
     assert!(
         (got / 26.496e6 - 1.0).abs() <= 0.03,
@@ -250,7 +226,7 @@ fn a_saturating_flow_uses_every_opportunity_of_mahimahis_lte_trace() {
         "delivered / opportunities = {ratio}"
     );
     assert!(
-        f(&v, "/lab/links/0/up/dropped_queue") > 0.0,
+        f(&v["lab"]["links"][0]["up"], "dropped_queue") > 0.0,
         "the flow did not saturate"
     );
     let _ = std::fs::remove_dir_all(&dir);

@@ -205,6 +205,25 @@ pub fn f(v: &Value, path: &str) -> f64 {
         .unwrap_or_else(|| panic!("{path} is not a number in {v}"))
 }
 
+/// `wirebench lab LINK -- run ARGS --json`, which must succeed: the results, with the `lab`
+/// object.
+pub fn lab_run(link: &[&str], run: &[&str]) -> Value {
+    let out = wirebench()
+        .arg("lab")
+        .args(link)
+        .args(["--", "run"])
+        .args(run)
+        .arg("--json")
+        .output()
+        .expect("run wirebench lab");
+    assert!(
+        out.status.success(),
+        "lab {link:?} -- run {run:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("results JSON")
+}
+
 /// Fails the test, in one line, unless the lab can build a network here (`wirebench lab --
 /// exec -- true`: root, or unprivileged user namespaces). Tests that need it are
 /// `#[ignore = "needs network namespaces"]`, which `.ci/run` runs.
