@@ -23,6 +23,10 @@ pub const VNET_HDR_LEN: usize = 10;
 pub const ETH_HLEN: usize = 14;
 
 /// `VIRTIO_NET_HDR_F_NEEDS_CSUM`: the checksum from `csum_start` on is left to the device.
+/// The most header bytes a frame may have before its payload: Ethernet, IPv4 with options
+/// (or IPv6), TCP with options.
+const MAX_HEADERS: usize = ETH_HLEN + 60 + 60;
+
 const NEEDS_CSUM: u8 = 1;
 /// `VIRTIO_NET_HDR_GSO_*` values.
 const GSO_NONE: u8 = 0;
@@ -247,6 +251,19 @@ impl Plan {
         }
     }
 
+    /// Cuts a frame (its virtio header, then the bytes this plan describes) down to its
+    /// first `n` segments where it lies: rewrites its headers as
+    /// [`write_headers`](Self::write_headers) does for segments `0..n`, whose payload is
+    /// already in place after them, and returns the frame's new length. The bytes past it
+    /// are let go by the caller. No payload byte is copied.
+    pub fn keep_first(&self, frame: &mut [u8], n: usize) -> usize {
+        let mut head = [0u8; MAX_HEADERS];
+        let head = &mut head[..self.payload];
+        head.copy_from_slice(&frame[VNET_HDR_LEN..VNET_HDR_LEN + self.payload]);
+        self.write_headers(head, 0, n, &mut frame[..self.headers_len()]);
+        VNET_HDR_LEN + self.payload_range(0, n).end
+    }
+
     /// The pseudo-header's sum, folded and not inverted: what a checksum field holds for a
     /// device to complete (the kernel's `~tcp_v4_check(len, saddr, daddr, 0)`).
     fn pseudo_sum(&self, f: &[u8], l4_len: usize) -> u16 {
@@ -424,6 +441,21 @@ mod tests {
         // A group's checksum is partial over its own length, as a device completes it
         // before it cuts the group (the kernel's segmentation then adjusts per segment).
         assert!(groups.iter().all(|g| device_checksum_ok(g)));
+    }
+
+    #[test]
+    fn a_frame_cut_to_its_first_segments_where_it_lies_equals_a_copied_cut() {
+        let frame = tcp4_frame(5 * MSS + 300, 0x10 | TCP_PSH | TCP_CWR);
+        let body = &frame[VNET_HDR_LEN..];
+        let plan = Plan::parse(&VnetHdr::read(&frame).expect("h"), body, body.len())
+            .expect("ok")
+            .expect("gso");
+        for n in [1, 2, 5] {
+            let copied = &cut(&frame, &[n, plan.segments() - n])[0];
+            let mut in_place = frame.clone();
+            let len = plan.keep_first(&mut in_place, n);
+            assert_eq!(&in_place[..len], &copied[..], "first {n} segments");
+        }
     }
 
     #[test]

@@ -13,7 +13,9 @@
 //! still meets every wire packet on its own ([`crate::gso`] says where each one lies), so
 //! rates, queues, losses and the link log count wire packets. A frame whose packets the
 //! link treats apart (one lost, or their deliveries spread over more than 50 µs) is cut
-//! into runs of packets, each a frame of its own, as the kernel would cut it.
+//! into runs of packets, each a frame of its own, as the kernel would cut it; the first run
+//! stays in the frame's own buffers (a full drop-tail queue's usual cut, a frame's tail
+//! dropped, copies nothing), the others are copied out.
 
 use std::collections::VecDeque;
 use std::io;
@@ -324,6 +326,11 @@ impl Frame {
         (&a[split], &b[rest])
     }
 
+    /// The frame's first bytes, those its slot holds: all of its headers.
+    fn head_mut(&mut self) -> &mut [u8] {
+        &mut self.slot[..self.len.min(SLOT)]
+    }
+
     /// Appends `bytes`, past the slot into a buffer from `pool`.
     fn extend(&mut self, mut bytes: &[u8], pool: &mut Pool) {
         if self.len < SLOT {
@@ -428,6 +435,11 @@ fn deliver_segments(
         }
     }
     report.split_frames += many;
+    // The first run, when it starts at the frame's first packet, stays in the frame's own
+    // buffers (cut down to it once the other runs are copied out): with a full drop-tail
+    // queue, the usual cut is a frame's tail dropped, and then nothing is copied.
+    let at = pending.len();
+    let mut first_run = None;
     let mut k = 0;
     while k < times.len() {
         let Some(t0) = times[k] else {
@@ -437,6 +449,11 @@ fn deliver_segments(
         let mut j = k + 1;
         while j < times.len() && within(t0, times[j]) {
             j += 1;
+        }
+        if k == 0 {
+            first_run = Some((j, times[j - 1].unwrap_or(t0)));
+            k = j;
+            continue;
         }
         let mut out = Frame {
             slot: pool.slot(),
@@ -458,7 +475,17 @@ fn deliver_segments(
         pending.push_back((times[j - 1].unwrap_or(t0), out));
         k = j;
     }
-    pool.put(frame);
+    match first_run {
+        Some((n, time)) => {
+            let mut frame = frame;
+            frame.len = plan.keep_first(frame.head_mut(), n);
+            if frame.len <= SLOT {
+                pool.bigs.extend(frame.big.take());
+            }
+            pending.insert(at, (time, frame));
+        }
+        None => pool.put(frame),
+    }
 }
 
 fn forward(
@@ -868,6 +895,117 @@ fn send_frames<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const MSS: usize = 100;
+
+    /// A UDP GSO frame as a packet socket hands it over (virtio header, Ethernet, IPv4,
+    /// UDP), of `segments` payloads of [`MSS`] bytes, segment k's bytes all k; and its plan.
+    fn udp_gso_frame(pool: &mut Pool, segments: usize) -> (Plan, Frame) {
+        let mut b = vec![0u8; VNET_HDR_LEN + ETH_HLEN + 28 + segments * MSS];
+        b[0] = 1; // the device completes the checksum
+        b[1] = 5; // UDP segmentation
+        for (at, v) in [(2, 42u16), (4, MSS as u16), (6, 34), (8, 6)] {
+            b[at..at + 2].copy_from_slice(&v.to_ne_bytes());
+        }
+        let l3 = VNET_HDR_LEN + ETH_HLEN;
+        b[l3 - 2..l3].copy_from_slice(&[0x08, 0x00]);
+        b[l3] = 0x45;
+        b[l3 + 9] = 17;
+        for k in 0..segments {
+            b[l3 + 28 + k * MSS..l3 + 28 + (k + 1) * MSS].fill(k as u8);
+        }
+        let vnet = VnetHdr::read(&b).expect("a virtio header");
+        let plan = Plan::parse(&vnet, &b[VNET_HDR_LEN..], b.len() - VNET_HDR_LEN)
+            .expect("well formed")
+            .expect("a GSO frame");
+        let mut frame = Frame {
+            slot: pool.slot(),
+            big: None,
+            len: 0,
+            udp_index: NOT_COUNTED,
+            corrupt: false,
+        };
+        frame.extend(&b, pool);
+        (plan, frame)
+    }
+
+    /// A frame's datagrams: (UDP length from its header, its payload's bytes).
+    fn datagram(f: &Frame) -> (usize, Vec<u8>) {
+        let (a, b) = f.parts();
+        let bytes = [a, b].concat();
+        let udp = VNET_HDR_LEN + ETH_HLEN + 20;
+        let len = usize::from(u16::from_be_bytes([bytes[udp + 4], bytes[udp + 5]]));
+        (len, bytes[udp + 8..].to_vec())
+    }
+
+    fn segments_bytes(ks: &[u8]) -> Vec<u8> {
+        ks.iter().flat_map(|&k| [k; MSS]).collect()
+    }
+
+    #[test]
+    fn a_frame_whose_tail_is_dropped_goes_on_in_its_own_buffers() {
+        let mut pool = Pool::default();
+        let (plan, frame) = udp_gso_frame(&mut pool, 30);
+        assert!(frame.big.is_some(), "the frame is longer than a slot");
+        let slot = frame.slot.as_ptr();
+        let mut times = vec![Some(0), Some(10), Some(20)];
+        times.resize(30, None);
+        let (mut pending, mut report) = (VecDeque::new(), DirectionReport::default());
+        deliver_segments(&plan, frame, &times, &mut pending, &mut pool, &mut report);
+        assert_eq!((report.gso_frames, report.split_frames), (1, 1));
+        assert_eq!(pending.len(), 1);
+        let (at, f) = &pending[0];
+        assert_eq!(*at, 20, "sent with its last packet");
+        assert!(std::ptr::eq(f.slot.as_ptr(), slot), "not copied");
+        assert!(f.big.is_none(), "the rest of its buffers back in the pool");
+        assert_eq!(pool.bigs.len(), 1);
+        assert_eq!(datagram(f), (8 + 3 * MSS, segments_bytes(&[0, 1, 2])));
+    }
+
+    #[test]
+    fn a_frame_cut_in_runs_keeps_the_first_in_place_and_the_order_of_time() {
+        let mut pool = Pool::default();
+        let (plan, frame) = udp_gso_frame(&mut pool, 6);
+        let slot = frame.slot.as_ptr();
+        let hold = HOLD.as_nanos() as u64;
+        // Packet 1 dropped; 2 and 3 together; 4 more than the hold after 2; 5 dropped.
+        let times = [Some(0), None, Some(5), Some(6), Some(5 + hold + 1), None];
+        let (mut pending, mut report) = (VecDeque::new(), DirectionReport::default());
+        pending.push_back((0, udp_gso_frame(&mut pool, 1).1)); // one already waiting
+        deliver_segments(&plan, frame, &times, &mut pending, &mut pool, &mut report);
+        let at: Vec<u64> = pending.iter().map(|p| p.0).collect();
+        assert_eq!(at, [0, 0, 6, 5 + hold + 1]);
+        assert!(
+            std::ptr::eq(pending[1].1.slot.as_ptr(), slot),
+            "first run in place"
+        );
+        let got: Vec<(usize, Vec<u8>)> = pending.iter().skip(1).map(|p| datagram(&p.1)).collect();
+        assert_eq!(
+            got,
+            [
+                (8 + MSS, segments_bytes(&[0])),
+                (8 + 2 * MSS, segments_bytes(&[2, 3])),
+                (8 + MSS, segments_bytes(&[4])),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_frame_without_a_delivered_packet_goes_back_to_the_pool() {
+        let mut pool = Pool::default();
+        let (plan, frame) = udp_gso_frame(&mut pool, 30);
+        let (mut pending, mut report) = (VecDeque::new(), DirectionReport::default());
+        deliver_segments(
+            &plan,
+            frame,
+            &[None; 30],
+            &mut pending,
+            &mut pool,
+            &mut report,
+        );
+        assert!(pending.is_empty());
+        assert_eq!((pool.slots.len(), pool.bigs.len()), (1, 1));
+    }
 
     #[test]
     fn the_spin_margin_widens_at_once_and_narrows_slowly() {
