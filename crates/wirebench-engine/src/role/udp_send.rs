@@ -10,7 +10,7 @@ use super::blocking::is_timeout;
 use super::count::{Count, MsBins, Recorder, Snapshot};
 use super::early_end::{early_stop, RoleError};
 use super::limit::over_counted;
-use super::sender::wait_for;
+use super::sender::{sleep_for, wait_for};
 use super::{payload, report, FilePart, RoleParams, POLL};
 use crate::file::{FileReadError, FileSource};
 use crate::pace::Pacer;
@@ -62,7 +62,15 @@ pub(super) fn udp_send_stream(
         let n = pacer.due(now, size, cap);
         if n < want {
             let due = pacer.due_by_ns(now, size, want);
-            wait_for(sh, now, due);
+            // A batch waits asleep: waking late only makes the next batch larger, so a
+            // spin would buy nothing and take a core from a receiver or an emulator
+            // here. A sender of one datagram at a time spins the last stretch, to keep
+            // its spacing.
+            if want > 1 {
+                sleep_for(now, due);
+            } else {
+                wait_for(sh, now, due);
+            }
             continue;
         }
         let tail_len = if n == left { last_len } else { size };
