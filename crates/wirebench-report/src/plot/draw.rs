@@ -129,6 +129,16 @@ fn y_values(p: &Panel) -> Vec<f64> {
         .collect()
 }
 
+/// The top of the panel's shaded areas (a link's capacity), if it has any.
+fn area_top(p: &Panel) -> Option<f64> {
+    p.series
+        .iter()
+        .filter(|s| s.style == Style::Area)
+        .flat_map(|s| s.points.iter().map(|q| q.y))
+        .filter(|v| v.is_finite())
+        .reduce(f64::max)
+}
+
 /// Every x value of the chart's panels (the x axis is shared).
 fn x_values(chart: &Chart) -> Vec<f64> {
     let mut xv = Vec::new();
@@ -163,7 +173,12 @@ fn row_scale(g: &Grid, row: usize, xv: &[f64], ph: f64, look: &Look) -> Scale {
     let mut top: Option<f64> = None;
     for s in &g.stacks {
         let v = y_values(&s[row]);
-        let t = body_top(&v).or_else(|| v.iter().copied().reduce(f64::max));
+        // A shaded capacity is the link's own, not a spike in the data: the body reaches it.
+        let t = match (body_top(&v), area_top(&s[row])) {
+            (Some(b), Some(a)) => Some(b.max(a)),
+            (b, _) => b,
+        };
+        let t = t.or_else(|| v.iter().copied().reduce(f64::max));
         top = match (top, t) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),

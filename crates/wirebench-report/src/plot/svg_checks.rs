@@ -703,6 +703,35 @@ fn a_series_with_a_gap_is_drawn_as_separate_lines() {
 }
 
 #[test]
+fn a_capacity_peak_is_the_link_not_a_spike_and_stays_on_the_axis() {
+    // A trace's first interval at 54 Mbit/s, then 6 to 10: the delivered rate follows it.
+    let mut csv =
+        String::from("t_s,link,direction,delivered_bps,max_queue_delay_ms,capacity_bps\n");
+    for i in 0..50 {
+        let capacity = if i == 0 {
+            54e6
+        } else {
+            6e6 + f64::from(i % 5) * 1e6
+        };
+        let t = f64::from(i) * 0.1;
+        csv.push_str(&format!("{t:.1},0,up,{},5,{capacity}\n", capacity * 0.9));
+    }
+    let chart = link_log_chart(&temp("capacity-peak.csv", csv.as_bytes()), Kind::Throughput)
+        .expect("chart");
+    let svg = svg_string_with(&chart, &Options::default()).expect("svg");
+    assert!(
+        !svg.contains("▲"),
+        "the peak is drawn, not marked at the edge"
+    );
+    let ticks: Vec<String> = placed(&svg).into_iter().map(|p| p.text).collect();
+    let top = ticks
+        .iter()
+        .filter_map(|t| t.parse::<f64>().ok())
+        .fold(0.0, f64::max);
+    assert!(top >= 54.0, "the axis reaches the peak: {ticks:?}");
+}
+
+#[test]
 fn a_spike_is_marked_at_the_edge_and_full_range_draws_it() {
     let chart = result_chart(Kind::Rrul, &rrul_result(28.0)).expect("rrul");
     let body = svg_string_with(&chart, &Options::default()).expect("svg");
