@@ -311,6 +311,29 @@ struct Frame {
 const NOT_COUNTED: u64 = u64::MAX;
 
 impl Frame {
+    /// A frame of `len` bytes in `slot` and `big`, not counted as a UDP datagram, intact.
+    fn new(slot: Slot, big: Option<Big>, len: usize) -> Self {
+        Self {
+            slot,
+            big,
+            len,
+            udp_index: NOT_COUNTED,
+            corrupt: false,
+        }
+    }
+
+    /// A copy of the frame, in buffers from `pool`, counted as the same datagram.
+    fn copy(&self, pool: &mut Pool) -> Self {
+        let mut c = Self {
+            udp_index: self.udp_index,
+            ..Self::new(pool.slot(), None, 0)
+        };
+        let (a, b) = self.parts();
+        c.extend(a, pool);
+        c.extend(b, pool);
+        c
+    }
+
     /// The frame's bytes, in its slot and past it.
     fn parts(&self) -> (&[u8], &[u8]) {
         let a = self.len.min(SLOT);
@@ -413,7 +436,8 @@ enum Line {
 
 /// Puts a GSO frame's wire packets, delivered at `times` (`None`: dropped), on `pending`:
 /// whole, when all of them are delivered within [`HOLD`]; else cut into runs of delivered
-/// packets that each are, copied into frames of their own.
+/// packets that each are: a run from the first packet in the frame's own buffers, the
+/// others copied into frames of their own.
 fn deliver_segments(
     plan: &Plan,
     frame: Frame,
@@ -455,13 +479,7 @@ fn deliver_segments(
             k = j;
             continue;
         }
-        let mut out = Frame {
-            slot: pool.slot(),
-            big: None,
-            len: plan.headers_len(),
-            udp_index: NOT_COUNTED,
-            corrupt: false,
-        };
+        let mut out = Frame::new(pool.slot(), None, plan.headers_len());
         plan.write_headers(
             &frame.slot[VNET_HDR_LEN..],
             k,
@@ -608,6 +626,15 @@ impl<'a> Forward<'a> {
         self.base.elapsed().as_nanos() as u64
     }
 
+    /// Bytes before a frame's Ethernet header: its virtio header, with offloads.
+    fn hdr(&self) -> usize {
+        if self.offload {
+            VNET_HDR_LEN
+        } else {
+            0
+        }
+    }
+
     /// Sends what is due, in order of time across the delay line and the frames sent ahead
     /// of it, a batch at a time, and takes their buffers back.
     fn send_due(&mut self) {
@@ -743,11 +770,8 @@ impl<'a> Forward<'a> {
     /// Takes frame `i` of the last read, which arrived at `arrival`: passes it on at once
     /// (not IP), offers its wire packets to the link, or drops it (too large to carry).
     fn take(&mut self, i: usize, meta: RecvMeta, arrival: u64) {
-        let (hdr, cap) = if self.offload {
-            (VNET_HDR_LEN, SLOT + BIG)
-        } else {
-            (0, SLOT)
-        };
+        let hdr = self.hdr();
+        let cap = if self.offload { SLOT + BIG } else { SLOT };
         let len = meta.len;
         if meta.truncated || len > cap {
             // Its buffers stay where they are, for the next read.
@@ -756,13 +780,7 @@ impl<'a> Forward<'a> {
         }
         let slot = std::mem::replace(&mut self.rx_slots[i], self.pool.slot());
         let big = (len > SLOT).then(|| std::mem::replace(&mut self.rx_bigs[i], self.pool.big()));
-        let frame = Frame {
-            slot,
-            big,
-            len,
-            udp_index: NOT_COUNTED,
-            corrupt: false,
-        };
+        let frame = Frame::new(slot, big, len);
         let head = &frame.slot[hdr..len.min(SLOT)];
         if !is_ip(head) {
             self.books.report.non_ip += 1;
@@ -918,13 +936,7 @@ mod tests {
         let plan = Plan::parse(&vnet, &b[VNET_HDR_LEN..], b.len() - VNET_HDR_LEN)
             .expect("well formed")
             .expect("a GSO frame");
-        let mut frame = Frame {
-            slot: pool.slot(),
-            big: None,
-            len: 0,
-            udp_index: NOT_COUNTED,
-            corrupt: false,
-        };
+        let mut frame = Frame::new(pool.slot(), None, 0);
         frame.extend(&b, pool);
         (plan, frame)
     }

@@ -4,7 +4,7 @@
 
 use wirebench_stats::TimeHistogram;
 
-use super::{DirectionReport, Forward, Frame, Log, SLOT, VNET_HDR_LEN};
+use super::{DirectionReport, Forward, Frame, Log, SLOT};
 use crate::gso::ETH_HLEN;
 use crate::headers;
 use crate::link::{Dropped, Event, Packet, Traffic};
@@ -66,25 +66,16 @@ impl Forward<'_> {
     /// Takes one wire packet on a link that treats each apart: a copy of it too if netem
     /// duplicates it, each copy perhaps corrupted, then offered to the link.
     pub(super) fn take_packet(&mut self, mut frame: Frame, at: u64, ip_len: u64, kind: Traffic) {
-        let hdr = if self.offload { VNET_HDR_LEN } else { 0 };
+        let hdr = self.hdr();
         let ip = hdr + ETH_HLEN..frame.len.min(SLOT);
         if kind == Traffic::Udp {
             frame.udp_index = self.udp_next;
             self.udp_next += 1;
         }
-        let copy = self.link.duplicate(kind).then(|| {
-            let mut c = Frame {
-                slot: self.pool.slot(),
-                big: None,
-                len: 0,
-                udp_index: frame.udp_index,
-                corrupt: false,
-            };
-            let (a, b) = frame.parts();
-            c.extend(a, &mut self.pool);
-            c.extend(b, &mut self.pool);
-            c
-        });
+        let copy = self
+            .link
+            .duplicate(kind)
+            .then(|| frame.copy(&mut self.pool));
         for mut f in std::iter::once(frame).chain(copy) {
             if let Some(r) = self.link.corrupt(kind) {
                 f.corrupt = corrupt_payload(&mut f.slot[ip.clone()], r).is_some();
@@ -96,7 +87,7 @@ impl Forward<'_> {
     /// Offers one wire packet to a link that treats each apart.
     fn offer_packet(&mut self, frame: Frame, at: u64, ip_len: u64, kind: Traffic) {
         self.books.arrived(at, ip_len);
-        let hdr = if self.offload { VNET_HDR_LEN } else { 0 };
+        let hdr = self.hdr();
         let ip = &frame.slot[hdr + ETH_HLEN..frame.len.min(SLOT)];
         let packet = Packet {
             id: 0,
@@ -132,7 +123,7 @@ impl Forward<'_> {
     /// Moves the frames of the link's latest events, at `now`, to the delay line (marked CE
     /// if the AQM said so) or back to the pool.
     fn settle(&mut self, now: u64) {
-        let hdr = if self.offload { VNET_HDR_LEN } else { 0 };
+        let hdr = self.hdr();
         for event in self.events.drain(..) {
             let id = match event {
                 Event::Deliver { id, .. } | Event::Dropped { id, .. } => id,
