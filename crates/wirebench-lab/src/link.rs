@@ -223,6 +223,36 @@ pub struct LinkCounters {
     /// Packets given a flipped bit (netem's `corrupt`), whatever became of them after.
     #[serde(default)]
     pub corrupted: u64,
+    /// Time the link had nothing to send between its queue's first overflow and its last,
+    /// ns: its queue stood empty and its serializer was free (a trace's opportunities went
+    /// unused). Under a load above the link's rate, the gaps in that load the queue did not
+    /// cover, so the link delivered its rate for all of the load's time but this; 0 when
+    /// it did throughout.
+    #[serde(default)]
+    pub idle_under_load_ns: u64,
+}
+
+/// The link's idle time under a load that overflows its queue ([`LinkCounters::idle_under_load_ns`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct IdleUnderLoad {
+    /// Idle time since the last overflow; `None` before the first.
+    since_overflow: Option<u64>,
+    /// Idle time between overflows.
+    counted: u64,
+}
+
+impl IdleUnderLoad {
+    /// A packet reaches an empty queue at `now_ns`, the serializer free from `free_ns`.
+    fn arrival(&mut self, free_ns: u64, now_ns: u64) {
+        if let Some(idle) = self.since_overflow.as_mut() {
+            *idle += now_ns.saturating_sub(free_ns);
+        }
+    }
+
+    /// The queue overflowed: the idle time since the last overflow was under load.
+    fn overflow(&mut self) {
+        self.counted += self.since_overflow.replace(0).unwrap_or(0);
+    }
 }
 
 /// The kind of a packet, for its loss draw. Each kind draws its losses from a stream of its
@@ -284,6 +314,7 @@ pub struct Link {
     slot: Option<Slot>,
     /// The last delivery time given, so jitter never reorders.
     last_delivery_ns: u64,
+    idle: IdleUnderLoad,
     counters: LinkCounters,
 }
 
@@ -332,6 +363,7 @@ impl Link {
             kinds: Vec::new(),
             slot,
             last_delivery_ns: 0,
+            idle: IdleUnderLoad::default(),
             counters: LinkCounters::default(),
         }
     }
@@ -339,6 +371,7 @@ impl Link {
     /// The counters so far.
     pub fn counters(&self) -> LinkCounters {
         let mut c = self.counters;
+        c.idle_under_load_ns = self.idle.counted;
         if let Some(a) = &self.aqm {
             let AqmCounters {
                 dropped_aqm,
@@ -501,6 +534,7 @@ impl Link {
             self.queued_bytes -= bytes;
         }
         let wire = len + u64::from(self.cfg.overhead_bytes);
+        self.idle.arrival(self.busy_until_ns, now_ns);
         let start = self.next_start(now_ns);
         let waits = start > now_ns;
         if waits {
@@ -509,6 +543,7 @@ impl Link {
             let full_bytes =
                 self.cfg.queue_bytes > 0 && self.queued_bytes + wire > self.cfg.queue_bytes;
             if full_count || full_bytes {
+                self.idle.overflow();
                 self.counters.dropped_queue += 1;
                 return Fate::QueueFull;
             }
@@ -572,6 +607,7 @@ impl Link {
         self.kinds[slot] = p.kind;
         // The serializer cannot begin a packet before it arrives.
         if aqm.is_empty() {
+            self.idle.arrival(self.busy_until_ns, now_ns);
             self.busy_until_ns = self.busy_until_ns.max(now_ns);
         }
         let wire = p.len + u64::from(self.cfg.overhead_bytes);
@@ -582,8 +618,11 @@ impl Link {
             ect: p.ect,
             enqueued_ns: now_ns,
         };
-        let counters = &mut self.counters;
+        let (counters, idle) = (&mut self.counters, &mut self.idle);
         aqm.enqueue(now_ns, queued, &mut |q, cause| {
+            if matches!(cause, DropCause::Overflow) {
+                idle.overflow();
+            }
             push_drop(out, counters, q, cause);
         });
         self.poll(now_ns, out);
@@ -884,6 +923,41 @@ mod tests {
         }
         assert_eq!(got, want);
         assert_eq!(head.counters(), tail.counters());
+    }
+
+    #[test]
+    fn idle_under_load_is_the_idle_time_between_overflows() {
+        // A queue of two packets at a byte per µs (1 ms per packet): one packet at 0, then
+        // a burst of four at 2 ms overflows the queue and keeps the link busy to 5 ms; the
+        // next burst, at 10 ms, overflows it again: the 5 ms between count. Not the idle
+        // time before the first overflow (1 to 2 ms), nor the 37 ms from 13 ms to a packet
+        // at 50 ms with no overflow after it.
+        let first = [(0, 1000)];
+        let burst = |t: u64| [(t, 1000); 4];
+        let arrivals: Vec<(u64, u64)> = first
+            .into_iter()
+            .chain(burst(2_000_000))
+            .chain(burst(10_000_000))
+            .chain([(50_000_000, 1000)])
+            .collect();
+        let limited = LinkConfig {
+            queue_packets: 2,
+            ..cfg()
+        };
+        let mut tail = Link::new(limited.clone());
+        for &(t, len) in &arrivals {
+            tail.offer(t, len);
+        }
+        let mut head = Link::new(LinkConfig {
+            aqm: Some(AqmConfig::parse("drophead").unwrap()),
+            ..limited
+        });
+        through_queue(&mut head, &arrivals);
+        for l in [&tail, &head] {
+            let c = l.counters();
+            assert_eq!(c.dropped_queue, 2);
+            assert_eq!(c.idle_under_load_ns, 10_000_000 - 5_000_000);
+        }
     }
 
     #[test]

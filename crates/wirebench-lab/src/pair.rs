@@ -262,6 +262,11 @@ pub fn report_lines(reports: &[LinkReport]) -> String {
                 n => format!(", {n} frames unsent at stop"),
             };
             let l = &d.link;
+            // Idle time under load: the senders' gaps the queue did not cover.
+            let idle = match l.idle_under_load_ns {
+                0 => String::new(),
+                ns => format!(", idle {:.1} ms under load", ns as f64 / 1e6),
+            };
             let extra: String = [
                 (l.dropped_aqm, "AQM drops"),
                 (l.marked, "ECN marks"),
@@ -275,7 +280,7 @@ pub fn report_lines(reports: &[LinkReport]) -> String {
             .collect();
             s += &format!(
                 "lab link {i} {dir}: {} packets in, {} lost, {} queue drops, {} delivered, \
-                 queue delay mean {mean_q:.3} ms max {:.3} ms, {} emulator drops{extra}{unsent}\n",
+                 queue delay mean {mean_q:.3} ms max {:.3} ms, {} emulator drops{extra}{idle}{unsent}\n",
                 d.link.packets_in,
                 d.link.dropped_loss,
                 d.link.dropped_queue,

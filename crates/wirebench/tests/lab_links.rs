@@ -231,3 +231,78 @@ fn a_saturating_flow_uses_every_opportunity_of_mahimahis_lte_trace() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The arrival times (Unix ns) a receiver's packet log holds, in its order.
+fn arrivals(log: &std::path::Path) -> Vec<u64> {
+    let out = common::wirebench()
+        .arg("packet-log")
+        .arg(log)
+        .output()
+        .expect("wirebench packet-log");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let col = header.iter().position(|h| *h == "arrival_unix_ns");
+    let col = col.expect("an arrival column");
+    lines
+        .filter_map(|l| l.split(',').nth(col)?.parse().ok())
+        .collect()
+}
+
+/// A link's idle time under load is the gap in its load, as the receiver sees it. Two UDP
+/// tests above the link's rate with a pause between them: both overflow the queue, and the
+/// link idles between them from the first test's last datagram to the second's first, which
+/// the receiver sees as the gap between its arrivals (less the 1.2 ms the second's first
+/// datagram takes on the wire, and a few small control packets). Within each test the queue
+/// (240 ms) covers any stall of the sender.
+#[test]
+#[ignore = "needs network namespaces"]
+fn idle_under_load_is_the_gap_the_receiver_sees() {
+    let _l = lock();
+    common::require_lab();
+    let exe = env!("CARGO_BIN_EXE_wirebench");
+    let dir = std::env::temp_dir().join(format!("wb-idle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    let (first, second) = (dir.join("first.log"), dir.join("second.log"));
+    let test = |log: &std::path::Path| {
+        format!(
+            "{exe} run $LAB_SERVER -u -b 20M -t 1 --packet-log {} >/dev/null",
+            log.display()
+        )
+    };
+    // The pause is the load's gap, the thing measured.
+    let script = format!("{} && sleep 0.3 && {}", test(&first), test(&second));
+    let out = common::wirebench()
+        .args(["lab", "--rate", "10M", "--queue", "200", "--no-offload"])
+        .args(["--", "exec", "--", "sh", "-c", &script])
+        .output()
+        .expect("lab");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let up = err
+        .lines()
+        .find(|l| l.starts_with("lab link 0 up"))
+        .unwrap_or_else(|| panic!("no up line: {err}"));
+    let idle_ms: f64 = up
+        .split(", idle ")
+        .nth(1)
+        .and_then(|s| s.split(" ms under load").next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no idle time under load: {up}"));
+    let (a, b) = (arrivals(&first), arrivals(&second));
+    let (Some(last), Some(next)) = (a.iter().max(), b.iter().min()) else {
+        panic!(
+            "a receiver saw nothing: {} and {} arrivals",
+            a.len(),
+            b.len()
+        );
+    };
+    let gap_ms = next.saturating_sub(*last) as f64 / 1e6;
+    eprintln!("link idle under load {idle_ms} ms; the receiver's gap {gap_ms} ms; {up}");
+    assert!(gap_ms >= 300.0, "the receiver's gap {gap_ms} ms");
+    assert!(
+        (idle_ms - (gap_ms - 1.2)).abs() <= 15.0,
+        "idle under load {idle_ms} ms, the receiver's gap {gap_ms} ms"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
