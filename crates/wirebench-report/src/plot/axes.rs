@@ -66,6 +66,34 @@ pub(super) fn body_top(values: &[f64]) -> Option<f64> {
     (inside > 0.0 && v[v.len() - 1] > top).then_some(top)
 }
 
+/// Fewest consecutive points of one series above the body's top, and least share of the
+/// series, that make a stretch of the data rather than a spike: a download's first second
+/// in 100 ms intervals (10 points) is the data's own; a TCP stall or two is not.
+const SUSTAINED_POINTS: usize = 5;
+const SUSTAINED_SHARE: f64 = 0.02;
+
+/// The body's `top` ([`body_top`]) raised over every sustained stretch of `series` (each in
+/// the order of its x) above it: a run of consecutive points above the top, at least
+/// [`SUSTAINED_POINTS`] long and [`SUSTAINED_SHARE`] of its series. With `values`, all that
+/// the axis shows: `None` when that leaves none of them above, and the axis is not cut.
+pub(super) fn sustained_top<'a>(
+    top: f64,
+    series: impl Iterator<Item = &'a [f64]>,
+    values: &[f64],
+) -> Option<f64> {
+    let mut raised = top;
+    for ys in series {
+        let least = SUSTAINED_POINTS.max((ys.len() as f64 * SUSTAINED_SHARE).ceil() as usize);
+        for run in ys.split(|y| !(*y > top)) {
+            if run.len() >= least {
+                let high = run.iter().copied().fold(f64::MIN, f64::max);
+                raised = raised.max(high * BODY_HEADROOM);
+            }
+        }
+    }
+    values.iter().any(|v| *v > raised).then_some(raised)
+}
+
 impl Scale {
     /// The scale of `axis` over `values`; `pad` leaves headroom above the largest (y axes,
     /// so that the top point is not on the frame; an x axis ends at its data); `top`, below
@@ -425,6 +453,32 @@ mod tests {
         rates.push(120e6);
         let top = body_top(&rates).expect("cut");
         assert!(top < 25e6, "{top}");
+    }
+
+    #[test]
+    fn a_sustained_stretch_above_the_body_is_the_data_not_a_spike() {
+        // 300 intervals of ACKs at about 60 kbit/s, the first ten (a download's first
+        // second) at 200 kbit/s: the body's rule alone cuts them; as a stretch, they stay.
+        let mut acks: Vec<f64> = (0..300).map(|i| 60e3 + f64::from(i % 4) * 1e3).collect();
+        acks[..10].fill(200e3);
+        let top = body_top(&acks).expect("the body's rule cuts the stretch");
+        assert!(top < 200e3);
+        assert_eq!(sustained_top(top, [&acks[..]].into_iter(), &acks), None);
+        // Two points high (a stall) are still a spike, and four in a row too.
+        let mut spiky = acks.clone();
+        spiky[..10].fill(60e3);
+        spiky[100..104].fill(200e3);
+        let top = body_top(&spiky).expect("cut");
+        assert_eq!(
+            sustained_top(top, [&spiky[..]].into_iter(), &spiky),
+            Some(top)
+        );
+        // A stretch raises the top over it; a taller spike elsewhere is still cut.
+        let mut both = acks.clone();
+        both[200] = 900e3;
+        let top = body_top(&both).expect("cut");
+        let raised = sustained_top(top, [&both[..]].into_iter(), &both).expect("the spike is cut");
+        assert!((220e3..900e3).contains(&raised), "{raised}");
     }
 
     #[test]

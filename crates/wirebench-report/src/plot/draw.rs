@@ -11,7 +11,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontTransform;
 
-use super::axes::{body_top, Scale, Ticked};
+use super::axes::{body_top, sustained_top, Scale, Ticked};
 use super::chart::{Axis, Chart, Panel, Style, PALETTE, REFERENCE};
 use super::glyphs::text_width;
 use super::look::{
@@ -173,8 +173,15 @@ fn row_scale(g: &Grid, row: usize, xv: &[f64], ph: f64, look: &Look) -> Scale {
     let mut top: Option<f64> = None;
     for s in &g.stacks {
         let v = y_values(&s[row]);
-        // A shaded capacity is the link's own, not a spike in the data: the body reaches it.
-        let t = match (body_top(&v), area_top(&s[row])) {
+        // A stretch of the data above the body is the data's own, not a spike; a shaded
+        // capacity is the link's own: the body reaches both.
+        let ys: Vec<Vec<f64>> = s[row]
+            .series
+            .iter()
+            .map(|l| l.points.iter().map(|q| q.y).collect())
+            .collect();
+        let b = body_top(&v).and_then(|b| sustained_top(b, ys.iter().map(Vec::as_slice), &v));
+        let t = match (b, area_top(&s[row])) {
             (Some(b), Some(a)) => Some(b.max(a)),
             (b, _) => b,
         };
