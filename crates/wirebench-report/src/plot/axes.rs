@@ -84,7 +84,8 @@ pub(super) fn sustained_top<'a>(
     let mut raised = top;
     for ys in series {
         let least = SUSTAINED_POINTS.max((ys.len() as f64 * SUSTAINED_SHARE).ceil() as usize);
-        for run in ys.split(|y| !(*y > top)) {
+        // A NaN (no value) ends a run too.
+        for run in ys.split(|y| y.is_nan() || *y <= top) {
             if run.len() >= least {
                 let high = run.iter().copied().fold(f64::MIN, f64::max);
                 raised = raised.max(high * BODY_HEADROOM);
