@@ -16,9 +16,9 @@ pub struct LookArgs {
     #[arg(long, value_name = "DPI", default_value_t = 300.0)]
     pub dpi: f64,
     /// Draw every axis to its largest value. By default an axis of values over time ends
-    /// at the data's body (Tukey's outer fence + 10%) when a few values lie far above it
-    /// (stalls, bursts); those are marked ▲ on its top edge and the caption says how many
-    /// and how high.
+    /// at the data's body (Tukey's outer fence + 10%, over any stretch of 5 intervals or
+    /// more) when a few values lie far above it (stalls, bursts); those are marked ▲ on its
+    /// top edge and the caption says how many and how high.
     #[arg(long)]
     pub full_range: bool,
     /// y axes: auto (log where the values span more than 30 times), linear or log.

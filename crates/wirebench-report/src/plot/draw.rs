@@ -316,7 +316,8 @@ where
     if !cut.is_empty() {
         caption = format!(
             "{caption} ▲: values above the axis, which ends at the data's body (Tukey's outer \
-             fence + 10%; --full-range draws all): {}.",
+             fence + 10%, over any stretch of 5 intervals or more; --full-range draws all): \
+             {}.",
             cut.join("; ")
         )
         .trim()
