@@ -4,7 +4,8 @@ running `lab --rate RATE -- run ...` in turn (the order alternating between pair
 
 Prints each run's payload received and sent (Gbit/s), the emulator's own drops (frames its
 socket lost before it read them), cut GSO frames, how late it sent packets after their
-modelled delivery time (mean µs, and how many more than 100 µs late), and the CPU-seconds of the whole lab
+modelled delivery time (mean µs, and how many more than 100 µs late), the link's idle time
+under load (ms; 0 from a binary that does not count it), and the CPU-seconds of the whole lab
 (sender, emulator, receiver) per GB received; then, per binary, how many runs reached
 `--want` Gbit/s, and the median of the pair ratios (AFTER / BEFORE received).
 
@@ -41,6 +42,8 @@ def one(binary, rate, seconds, tcp):
         "split_frames": up["split_frames"],
         "late_us_mean": up["late_ns_sum"] / max(up["delivered"], 1) / 1e3,
         "late_over_100us": up["late_over_100us"],
+        # The link's idle time under load: the sender's gaps its queue did not cover.
+        "idle_under_load_ms": up.get("idle_under_load_ns", 0) / 1e6,
         "cpu_s": cpu,
         "cpu_s_per_gb": cpu / (got / 1e9) if got else None,
     }
