@@ -223,11 +223,13 @@ pub struct LinkCounters {
     /// Packets given a flipped bit (netem's `corrupt`), whatever became of them after.
     #[serde(default)]
     pub corrupted: u64,
-    /// Time the link had nothing to send between its queue's first overflow and its last,
-    /// ns: its queue stood empty and its serializer was free (a trace's opportunities went
-    /// unused). Under a load above the link's rate, the gaps in that load the queue did not
-    /// cover, so the link delivered its rate for all of the load's time but this; 0 when
-    /// it did throughout.
+    /// Time a link of a fixed rate had nothing to send between its queue's first overflow
+    /// and its last, ns: its queue stood empty and its serializer was free. Under a load
+    /// above the link's rate, the gaps in that load the queue did not cover, so the link
+    /// delivered its rate for all of the load's time but this. 0 when it did throughout,
+    /// and when the queue overflowed once or never (a load below the rate, an AQM that
+    /// keeps its queue short); always 0 on a trace-driven link, whose outages are not the
+    /// senders' gaps. A pause between two loads that both overflow the queue counts.
     #[serde(default)]
     pub idle_under_load_ns: u64,
 }
@@ -235,6 +237,8 @@ pub struct LinkCounters {
 /// The link's idle time under a load that overflows its queue ([`LinkCounters::idle_under_load_ns`]).
 #[derive(Debug, Clone, Copy, Default)]
 struct IdleUnderLoad {
+    /// The link has a fixed rate: its idle time is counted.
+    counts: bool,
     /// Idle time since the last overflow; `None` before the first.
     since_overflow: Option<u64>,
     /// Idle time between overflows.
@@ -244,6 +248,9 @@ struct IdleUnderLoad {
 impl IdleUnderLoad {
     /// A packet reaches an empty queue at `now_ns`, the serializer free from `free_ns`.
     fn arrival(&mut self, free_ns: u64, now_ns: u64) {
+        if !self.counts {
+            return;
+        }
         if let Some(idle) = self.since_overflow.as_mut() {
             *idle += now_ns.saturating_sub(free_ns);
         }
@@ -321,6 +328,11 @@ pub struct Link {
 impl Link {
     /// A link in its idle state.
     pub fn new(cfg: LinkConfig) -> Self {
+        // A trace's outages are the link's, not the senders' gaps: not counted as idle.
+        let idle = IdleUnderLoad {
+            counts: cfg.trace.is_none(),
+            ..IdleUnderLoad::default()
+        };
         let serializer = match &cfg.trace {
             Some(t) => Serializer::Trace(TraceLink::new(t.clone())),
             None => Serializer::Rate,
@@ -363,7 +375,7 @@ impl Link {
             kinds: Vec::new(),
             slot,
             last_delivery_ns: 0,
-            idle: IdleUnderLoad::default(),
+            idle,
             counters: LinkCounters::default(),
         }
     }
@@ -950,7 +962,7 @@ mod tests {
         }
         let mut head = Link::new(LinkConfig {
             aqm: Some(AqmConfig::parse("drophead").unwrap()),
-            ..limited
+            ..limited.clone()
         });
         through_queue(&mut head, &arrivals);
         for l in [&tail, &head] {
@@ -958,6 +970,47 @@ mod tests {
             assert_eq!(c.dropped_queue, 2);
             assert_eq!(c.idle_under_load_ns, 10_000_000 - 5_000_000);
         }
+        // A packet lost at random never reaches the queue: the link counts the same idle
+        // time as one offered only the packets that were not lost.
+        let mut lossy = Link::new(LinkConfig {
+            loss: Loss::Bernoulli { p: 0.3 },
+            ..limited.clone()
+        });
+        let bigger: Vec<(u64, u64)> = first
+            .into_iter()
+            .chain([(2_000_000, 1000); 12])
+            .chain([(10_000_000, 1000); 12])
+            .chain([(50_000_000, 1000)])
+            .collect();
+        let mut busy_arrivals = Vec::new();
+        for &(t, len) in &bigger {
+            let before = lossy.counters().dropped_loss;
+            lossy.offer(t, len);
+            if lossy.counters().dropped_loss == before {
+                busy_arrivals.push((t, len));
+            }
+        }
+        let mut replay = Link::new(limited.clone());
+        for &(t, len) in &busy_arrivals {
+            replay.offer(t, len);
+        }
+        assert!(lossy.counters().dropped_loss > 0);
+        assert!(replay.counters().idle_under_load_ns > 0);
+        assert_eq!(
+            lossy.counters().idle_under_load_ns,
+            replay.counters().idle_under_load_ns,
+            "the lost packets change nothing"
+        );
+        // A trace's outages are the link's own, not idle time under load.
+        let mut traced = Link::new(LinkConfig {
+            trace: Some(Trace::parse("1\n40\n").expect("a trace")),
+            ..limited
+        });
+        for &(t, len) in &arrivals {
+            traced.offer(t, len);
+        }
+        assert!(traced.counters().dropped_queue >= 2);
+        assert_eq!(traced.counters().idle_under_load_ns, 0);
     }
 
     #[test]

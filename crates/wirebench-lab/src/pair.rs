@@ -265,7 +265,7 @@ pub fn report_lines(reports: &[LinkReport]) -> String {
             // Idle time under load: the senders' gaps the queue did not cover.
             let idle = match l.idle_under_load_ns {
                 0 => String::new(),
-                ns => format!(", idle {:.1} ms under load", ns as f64 / 1e6),
+                ns => format!(", idle {:.3} ms under load", ns as f64 / 1e6),
             };
             let extra: String = [
                 (l.dropped_aqm, "AQM drops"),

@@ -24,12 +24,12 @@ pub(super) type Big = Box<[u8; BIG]>;
 /// span, at the last one's time: no wire packet is held back longer to travel with its
 /// neighbours. Otherwise it is cut into runs that each are. At 5 Gbit/s this is 21 packets
 /// of 1500 bytes; at 1 Gbit/s, 4.
-pub(super) const HOLD: Duration = Duration::from_micros(50);
+const HOLD: Duration = Duration::from_micros(50);
 
 /// A frame the emulator holds: its slot and, for a GSO frame longer than a slot, the rest.
 pub(super) struct Frame {
     pub(super) slot: Slot,
-    pub(super) big: Option<Big>,
+    big: Option<Big>,
     pub(super) len: usize,
     /// Its place among the UDP datagrams that reached the link, when it is one and the link
     /// treats each wire packet apart; [`NOT_COUNTED`] otherwise. A copy keeps its original's.
@@ -73,7 +73,7 @@ impl Frame {
     }
 
     /// Bytes `r` of the frame, in its slot and past it.
-    pub(super) fn range(&self, r: Range<usize>) -> (&[u8], &[u8]) {
+    fn range(&self, r: Range<usize>) -> (&[u8], &[u8]) {
         let (a, b) = self.parts();
         let split = r.start.min(a.len())..r.end.min(a.len());
         let rest = r.start.saturating_sub(a.len())..r.end.saturating_sub(a.len());
@@ -81,12 +81,12 @@ impl Frame {
     }
 
     /// The frame's first bytes, those its slot holds: all of its headers.
-    pub(super) fn head_mut(&mut self) -> &mut [u8] {
+    fn head_mut(&mut self) -> &mut [u8] {
         &mut self.slot[..self.len.min(SLOT)]
     }
 
     /// Appends `bytes`, past the slot into a buffer from `pool`.
-    pub(super) fn extend(&mut self, mut bytes: &[u8], pool: &mut Pool) {
+    fn extend(&mut self, mut bytes: &[u8], pool: &mut Pool) {
         if self.len < SLOT {
             let k = bytes.len().min(SLOT - self.len);
             self.slot[self.len..self.len + k].copy_from_slice(&bytes[..k]);
@@ -106,8 +106,8 @@ impl Frame {
 /// per frame after that.
 #[derive(Default)]
 pub(super) struct Pool {
-    pub(super) slots: Vec<Slot>,
-    pub(super) bigs: Vec<Big>,
+    slots: Vec<Slot>,
+    bigs: Vec<Big>,
 }
 
 impl Pool {
