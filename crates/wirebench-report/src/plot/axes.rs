@@ -66,28 +66,38 @@ pub(super) fn body_top(values: &[f64]) -> Option<f64> {
     (inside > 0.0 && v[v.len() - 1] > top).then_some(top)
 }
 
-/// Fewest consecutive points of one series above the body's top, and least share of the
-/// series, that make a stretch of the data rather than a spike: a download's first second
-/// in 100 ms intervals (10 points) is the data's own; a TCP stall or two is not.
-const SUSTAINED_POINTS: usize = 5;
-const SUSTAINED_SHARE: f64 = 0.02;
+/// Fewest intervals a stretch of one series above the body's top spans to be the data's
+/// own rather than a spike: a download's first second in 100 ms intervals (10) is a
+/// stretch; a TCP stall of an interval or two is not.
+const SUSTAINED_INTERVALS: f64 = 5.0;
 
-/// The body's `top` ([`body_top`]) raised over every sustained stretch of `series` (each in
-/// the order of its x) above it: a run of consecutive points above the top, at least
-/// [`SUSTAINED_POINTS`] long and [`SUSTAINED_SHARE`] of its series. With `values`, all that
-/// the axis shows: `None` when that leaves none of them above, and the axis is not cut.
+/// The body's `top` ([`body_top`]) raised over every sustained stretch of `series` (each a
+/// run of (x, y) in the order of x, as drawn: steps have two points per interval) above it:
+/// consecutive points above the top whose x spans [`SUSTAINED_INTERVALS`] of the series'
+/// own spacing (the median gap between its distinct x) or more. With `values`, all that the
+/// axis shows: `None` when that leaves none of them above, and the axis is not cut.
 pub(super) fn sustained_top<'a>(
     top: f64,
-    series: impl Iterator<Item = &'a [f64]>,
+    series: impl Iterator<Item = &'a [(f64, f64)]>,
     values: &[f64],
 ) -> Option<f64> {
     let mut raised = top;
-    for ys in series {
-        let least = SUSTAINED_POINTS.max((ys.len() as f64 * SUSTAINED_SHARE).ceil() as usize);
-        // A NaN (no value) ends a run too.
-        for run in ys.split(|y| y.is_nan() || *y <= top) {
-            if run.len() >= least {
-                let high = run.iter().copied().fold(f64::MIN, f64::max);
+    for pts in series {
+        let mut xs: Vec<f64> = pts.iter().map(|p| p.0).filter(|x| x.is_finite()).collect();
+        xs.sort_by(f64::total_cmp);
+        xs.dedup();
+        let mut gaps: Vec<f64> = xs.windows(2).map(|w| w[1] - w[0]).collect();
+        gaps.sort_by(f64::total_cmp);
+        let Some(&spacing) = gaps.get(gaps.len() / 2) else {
+            continue;
+        };
+        // A missing value (NaN) ends a run too.
+        for run in pts.split(|p| p.1.is_nan() || p.1 <= top) {
+            let (Some(first), Some(last)) = (run.first(), run.last()) else {
+                continue;
+            };
+            if last.0 - first.0 >= SUSTAINED_INTERVALS * spacing {
+                let high = run.iter().map(|p| p.1).fold(f64::MIN, f64::max);
                 raised = raised.max(high * BODY_HEADROOM);
             }
         }
@@ -458,28 +468,52 @@ mod tests {
 
     #[test]
     fn a_sustained_stretch_above_the_body_is_the_data_not_a_spike() {
-        // 300 intervals of ACKs at about 60 kbit/s, the first ten (a download's first
-        // second) at 200 kbit/s: the body's rule alone cuts them; as a stretch, they stay.
+        // 300 intervals of 100 ms of ACKs at about 60 kbit/s, the first ten (a download's
+        // first second) at 200 kbit/s, drawn as steps (two points an interval): the body's
+        // rule alone cuts them; as a stretch, they stay.
+        let drawn = |ys: &[f64]| -> (Vec<(f64, f64)>, Vec<f64>) {
+            let timed: Vec<(f64, f64)> = ys
+                .iter()
+                .enumerate()
+                .map(|(i, y)| (i as f64 * 0.1, *y))
+                .collect();
+            let pts: Vec<(f64, f64)> = super::super::steps(&timed)
+                .iter()
+                .map(|p| (p.x, p.y))
+                .collect();
+            let values = pts.iter().map(|p| p.1).filter(|y| y.is_finite()).collect();
+            (pts, values)
+        };
         let mut acks: Vec<f64> = (0..300).map(|i| 60e3 + f64::from(i % 4) * 1e3).collect();
         acks[..10].fill(200e3);
-        let top = body_top(&acks).expect("the body's rule cuts the stretch");
+        let (pts, v) = drawn(&acks);
+        let top = body_top(&v).expect("the body's rule cuts the stretch");
         assert!(top < 200e3);
-        assert_eq!(sustained_top(top, [&acks[..]].into_iter(), &acks), None);
-        // Two points high (a stall) are still a spike, and four in a row too.
+        assert_eq!(sustained_top(top, [&pts[..]].into_iter(), &v), None);
+        // Four intervals high in a row (a stall) are still a spike.
         let mut spiky = acks.clone();
         spiky[..10].fill(60e3);
         spiky[100..104].fill(200e3);
-        let top = body_top(&spiky).expect("cut");
-        assert_eq!(
-            sustained_top(top, [&spiky[..]].into_iter(), &spiky),
-            Some(top)
-        );
+        let (pts, v) = drawn(&spiky);
+        let top = body_top(&v).expect("cut");
+        assert_eq!(sustained_top(top, [&pts[..]].into_iter(), &v), Some(top));
+        // Five are a stretch.
+        spiky[104] = 200e3;
+        let (pts, v) = drawn(&spiky);
+        let top = body_top(&v).expect("cut");
+        assert_eq!(sustained_top(top, [&pts[..]].into_iter(), &v), None);
         // A stretch raises the top over it; a taller spike elsewhere is still cut.
         let mut both = acks.clone();
         both[200] = 900e3;
-        let top = body_top(&both).expect("cut");
-        let raised = sustained_top(top, [&both[..]].into_iter(), &both).expect("the spike is cut");
+        let (pts, v) = drawn(&both);
+        let top = body_top(&v).expect("cut");
+        let raised = sustained_top(top, [&pts[..]].into_iter(), &v).expect("the spike is cut");
         assert!((220e3..900e3).contains(&raised), "{raised}");
+        // A series of one point has no spacing: nothing is raised.
+        assert_eq!(
+            sustained_top(top, [&[(0.0, 1e9)][..]].into_iter(), &[1e9]),
+            Some(top)
+        );
     }
 
     #[test]

@@ -175,12 +175,12 @@ fn row_scale(g: &Grid, row: usize, xv: &[f64], ph: f64, look: &Look) -> Scale {
         let v = y_values(&s[row]);
         // A stretch of the data above the body is the data's own, not a spike; a shaded
         // capacity is the link's own: the body reaches both.
-        let ys: Vec<Vec<f64>> = s[row]
+        let xy: Vec<Vec<(f64, f64)>> = s[row]
             .series
             .iter()
-            .map(|l| l.points.iter().map(|q| q.y).collect())
+            .map(|l| l.points.iter().map(|q| (q.x, q.y)).collect())
             .collect();
-        let b = body_top(&v).and_then(|b| sustained_top(b, ys.iter().map(Vec::as_slice), &v));
+        let b = body_top(&v).and_then(|b| sustained_top(b, xy.iter().map(Vec::as_slice), &v));
         let t = match (b, area_top(&s[row])) {
             (Some(b), Some(a)) => Some(b.max(a)),
             (b, _) => b,
