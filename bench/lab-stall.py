@@ -6,9 +6,10 @@ root, each run with or without an injected stall: a process that keeps a core bu
 this VM's own kernel threads (kdamond, rcu_preempt) do now and then for about 3 ms.
 
 For each run it prints the payload received and sent (Gbit/s), the emulator's own drops,
-and, from the link log at 1 ms, what the link did while the load overflowed its queue (from
-the first interval with a queue drop to the last): how long that window was, how much of it
-the link spent serializing what it accepted, and the rest, its idle time. A link that keeps
+the queue's drops, and, from the link log at 1 ms, what the link did while the load
+overflowed its queue (from the first interval with a queue drop to the last): how long that
+window was, how much of it the link spent serializing what it accepted, and the rest, its
+idle time. A link that keeps
 its rate whenever it has something to send is busy for the whole window but for the gaps
 the sender left that the queue did not cover; a queue of Q packets covers a gap of
 Q × 1500 bytes at the rate (1.2 ms for 1000 packets at 10 Gbit/s). Beside it, the link's own
@@ -78,13 +79,16 @@ def one(binary, rate, queue, seconds, tcp):
         "received_gbps": d["end"]["received_bps"] / 1e9,
         "sent_gbps": d["end"]["sent_bps"] / 1e9,
         "emulator_drops": up["emulator_drops"],
+        "dropped_queue": up["dropped_queue"],
         "late_over_100us": up["late_over_100us"],
     }
     if "idle_under_load_ns" in up:
         out["idle_under_load_ms"] = up["idle_under_load_ns"] / 1e6
     # A load that never overflowed the queue (a TCP sender short of the rate) has no window.
     if window_ms:
-        out.update(window_ms=window_ms, busy_ms=busy_ms, idle_ms=window_ms - busy_ms)
+        # The log's 1 ms intervals round the window: a link busy throughout may come out a
+        # microsecond over it.
+        out.update(window_ms=window_ms, busy_ms=busy_ms, idle_ms=max(window_ms - busy_ms, 0.0))
     return out
 
 
