@@ -50,13 +50,13 @@ def rate_bps(text):
 def loaded_window(log_path, rate):
     """From a link log: the up direction's window from its first interval with a queue drop
     to its last, in ms; and of that, the ms the link spent serializing what it accepted."""
-    rows = [r for r in csv.DictReader(open(log_path))
-            if r["direction"] == "up" and int(r["dropped_queue"]) > 0]
+    with open(log_path) as f:
+        up = [r for r in csv.DictReader(f) if r["direction"] == "up"]
+    rows = [r for r in up if int(r["dropped_queue"]) > 0]
     if not rows:
         return None, None
     t0, t1 = float(rows[0]["t_s"]), float(rows[-1]["t_s"])
-    inside = [r for r in csv.DictReader(open(log_path))
-              if r["direction"] == "up" and t0 <= float(r["t_s"]) <= t1]
+    inside = [r for r in up if t0 <= float(r["t_s"]) <= t1]
     busy_s = sum(int(r["delivered_bytes"]) for r in inside) * 8 / rate
     # Each row is one 1 ms interval, stamped at its start.
     return (t1 - t0) * 1e3 + 1, busy_s * 1e3

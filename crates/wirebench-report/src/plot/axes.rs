@@ -86,9 +86,7 @@ pub(super) fn sustained_top<'a>(
         let mut xs: Vec<f64> = pts.iter().map(|p| p.0).filter(|x| x.is_finite()).collect();
         xs.sort_by(f64::total_cmp);
         xs.dedup();
-        let mut gaps: Vec<f64> = xs.windows(2).map(|w| w[1] - w[0]).collect();
-        gaps.sort_by(f64::total_cmp);
-        let Some(&spacing) = gaps.get(gaps.len() / 2) else {
+        let Some(spacing) = super::median_gap(&xs) else {
             continue;
         };
         // A missing value (NaN) ends a run too.

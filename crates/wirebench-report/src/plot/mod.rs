@@ -707,13 +707,20 @@ fn leave_out_quiet(series: &mut Vec<LinkSeries>) -> Vec<String> {
     quiet
 }
 
+/// The median gap between successive values of `xs` (in increasing order): a series' own
+/// interval. None for fewer than two values.
+fn median_gap(xs: &[f64]) -> Option<f64> {
+    let mut gaps: Vec<f64> = xs.windows(2).map(|w| w[1] - w[0]).collect();
+    gaps.sort_by(f64::total_cmp);
+    gaps.get(gaps.len() / 2).copied()
+}
+
 /// Each row held from its time to the next row's, as the rate was counted over the whole
 /// interval: a step per row (the last as wide as the one before it). Rows further apart
 /// than two logging intervals leave a gap: nothing was logged between them.
 fn steps(pts: &[(f64, f64)]) -> Vec<Pt> {
-    let mut gaps: Vec<f64> = pts.windows(2).map(|w| w[1].0 - w[0].0).collect();
-    gaps.sort_by(f64::total_cmp);
-    let interval = gaps.get(gaps.len() / 2).copied().unwrap_or(0.0);
+    let xs: Vec<f64> = pts.iter().map(|p| p.0).collect();
+    let interval = median_gap(&xs).unwrap_or(0.0);
     let mut out = Vec::with_capacity(pts.len() * 2);
     for (i, &(t, y)) in pts.iter().enumerate() {
         let next = pts.get(i + 1).map(|n| n.0 - t);
