@@ -15,11 +15,13 @@ the sender left that the queue did not cover; a queue of Q packets covers a gap 
 Q × 1500 bytes at the rate (1.2 ms for 1000 packets at 10 Gbit/s). Beside it, the link's own
 count of that idle time (`idle_under_load_ns`, where the binary has it).
 
-    bench/lab-stall.py BINARY [--queues 1000 10000] [--rounds N] [--stall 3/30]
-                       [--rate 10G] [--seconds 4] [--want 9.712] [--tcp] [--json OUT]
+    bench/lab-stall.py BINARY [--queues 1000 10000] [--rounds N] [--warmup N]
+                       [--stall 3/30] [--rate 10G] [--seconds 4] [--want 9.712] [--tcp]
+                       [--json OUT]
 
 `--stall 0` runs without the injected stall; `--stall 3/30 --both` runs each queue with and
-without it.
+without it. The rounds follow `--warmup` runs (1 by default) through the first queue, without
+the stall, printed and kept in the JSON but not counted (see bench/lab-ab.py).
 """
 import argparse
 import csv
@@ -97,6 +99,7 @@ def main():
     ap.add_argument("binary")
     ap.add_argument("--queues", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--stall", default="3/30", help="BUSY/PERIOD ms, or 0 for none")
     ap.add_argument("--both", action="store_true", help="each queue with and without the stall")
     ap.add_argument("--rate", default="10G")
@@ -109,6 +112,12 @@ def main():
     stalls = ["0", a.stall] if a.both else [a.stall]
     cases = [(q, s) for s in stalls for q in a.queues]
     runs = {f"queue {q}, stall {s}": [] for q, s in cases}
+    warmup = []
+    for i in range(a.warmup):
+        r = one(a.binary, a.rate, a.queues[0], a.seconds, a.tcp)
+        warmup.append(r)
+        shown = {k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()}
+        print(f"warm-up {i + 1} (not counted): {shown}", flush=True)
     for i in range(a.rounds):
         for q, s in cases[i % len(cases):] + cases[:i % len(cases)]:
             h = None
@@ -135,7 +144,8 @@ def main():
                   f"{statistics.median(idle) if idle else float('nan'):.1f} ms")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"args": vars(a), "load": os.getloadavg(), "runs": runs}, f, indent=1)
+            json.dump({"args": vars(a), "load": os.getloadavg(), "warmup": warmup, "runs": runs},
+                      f, indent=1)
 
 
 if __name__ == "__main__":
