@@ -50,6 +50,9 @@ pub enum Loss {
     },
 }
 
+/// The size of a full packet on an Ethernet path (its MTU).
+const FULL_PACKET_BYTES: u64 = 1500;
+
 /// One direction's settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LinkConfig {
@@ -102,6 +105,27 @@ impl LinkConfig {
             slot: None,
             trace: None,
         }
+    }
+
+    /// The longest `bytes` queued at once take to leave this direction and cross it, ns:
+    /// serialized in 1500-byte packets at its rate (a trace: in its slowest stretch), then
+    /// the delay at its longest (the jitter, and netem's spread four times over).
+    pub fn carry_ns(&self, bytes: u64) -> u64 {
+        let packets = bytes.div_ceil(FULL_PACKET_BYTES);
+        let serialize = match &self.trace {
+            Some(trace) => trace.slowest_ns(packets),
+            None if self.rate_bps == 0 => 0,
+            None => {
+                let wire =
+                    u128::from(bytes) + u128::from(packets) * u128::from(self.overhead_bytes);
+                u64::try_from(wire * 8 * 1_000_000_000 / u128::from(self.rate_bps))
+                    .unwrap_or(u64::MAX)
+            }
+        };
+        serialize
+            .saturating_add(self.delay_ns)
+            .saturating_add(self.jitter_ns)
+            .saturating_add(self.netem.jitter_ns.saturating_mul(4))
     }
 
     /// Whether the queue decides at dequeue time (an AQM, or drop-head), so that packets wait
@@ -717,6 +741,28 @@ mod tests {
             seed: 1,
             ..LinkConfig::new(0, 0)
         }
+    }
+
+    #[test]
+    fn a_batch_takes_its_serialization_and_the_longest_delay() {
+        // 15 packets at a byte per µs, then 10 ms; overhead counts per packet.
+        let c = cfg();
+        assert_eq!(c.carry_ns(22_500), 22_500_000 + 10_000_000);
+        let c = LinkConfig {
+            overhead_bytes: 100,
+            jitter_ns: 1_000_000,
+            ..cfg()
+        };
+        assert_eq!(c.carry_ns(22_500), 24_000_000 + 10_000_000 + 1_000_000);
+        assert_eq!(
+            LinkConfig::new(0, 5_000_000).carry_ns(1 << 30),
+            5_000_000,
+            "no rate"
+        );
+        // netem's spread, four times over.
+        let mut c = LinkConfig::new(0, 5_000_000);
+        c.netem.jitter_ns = 2_000_000;
+        assert_eq!(c.carry_ns(1500), 13_000_000);
     }
 
     fn at(f: Fate) -> u64 {

@@ -256,6 +256,19 @@ impl Trace {
         self.len() as f64 * BYTES_PER_OPPORTUNITY as f64 * 8.0 / (self.period_ms as f64 / 1e3)
     }
 
+    /// The longest the looping trace takes to offer `n` opportunities, from any moment on
+    /// (its slowest stretch of `n`), ns: from just after one opportunity to the `n`th after
+    /// it. One pass over a period.
+    pub fn slowest_ns(&self, n: u64) -> u64 {
+        if n == 0 {
+            return 0;
+        }
+        (0..self.len())
+            .map(|i| self.at_ns(i.saturating_add(n)) - self.at_ns(i))
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Opportunities of the looping trace strictly before `t_ns`: the index of the first at
     /// or after it.
     fn before(&self, t_ns: u64) -> u64 {
@@ -434,6 +447,22 @@ mod tests {
 
     const MS: u64 = NS_PER_MS;
     const S: u64 = 1_000 * MS;
+
+    #[test]
+    fn the_slowest_stretch_is_the_longest_wait_for_n_opportunities() {
+        // Three at the start of a 100 ms period, then one at its end (and the loop).
+        let t = Trace::parse("1\n2\n3\n100\n").unwrap();
+        assert_eq!(t.slowest_ns(0), 0);
+        // From just after the one at 3 ms to the one at 100 ms.
+        assert_eq!(t.slowest_ns(1), 97 * MS);
+        // From just after 1 ms: 2, 3 and 100; from just after 3 ms: 100, 101 and 102.
+        assert_eq!(t.slowest_ns(3), 99 * MS);
+        // Over periods: the 9 after the one at 3 ms are 100, 101, 102, 103, 200, 201, 202,
+        // 203 and 300.
+        assert_eq!(t.slowest_ns(9), 297 * MS);
+        let constant = Trace::parse(&constant_text()).unwrap();
+        assert_eq!(constant.slowest_ns(1000), S);
+    }
 
     /// One opportunity per ms: 12 Mbit/s of 1500-byte packets.
     fn constant_text() -> String {

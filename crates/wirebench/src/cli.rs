@@ -469,7 +469,8 @@ pub struct RunArgs {
     /// table (the default), json, csv (a row per direction) or ndjson (one line).
     #[arg(short = 'f', long, value_name = "UNITS|FORMAT", value_parser = parse_format)]
     pub format: Option<FormatArg>,
-    /// How long the receiver waits for data in flight after the sender is done.
+    /// How long the receiver waits for data in flight after the sender is done (under `lab`,
+    /// a TCP stream test without it waits as long as its send buffers take to cross the link).
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     pub drain: Duration,
     /// Stop-and-wait over UDP: resend a message not acknowledged within this time.

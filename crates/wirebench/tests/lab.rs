@@ -64,6 +64,41 @@ fn a_saturated_link_delivers_near_its_rate() {
     );
 }
 
+/// A TCP test through a slow link: when the sender is done, its send buffer still holds
+/// seconds of data. The lab sizes `--drain` to the link, so the test ends complete, every
+/// byte counted; with the 1 s a test asks by default it would end "incomplete".
+#[test]
+#[ignore = "needs network namespaces"]
+fn a_slow_link_drains_what_the_tcp_sender_buffered() {
+    let _l = lock();
+    common::require_lab();
+    let v = lab_run(&["--rate", "2M"], &["-t", "2"]);
+    let drain = f(&v, "/test/drain_s");
+    let (sent, got) = (f(&v, "/end/sent/bytes"), f(&v, "/end/received/bytes"));
+    let carried = f(&v["lab"]["links"][0]["up"], "/delivered_bytes");
+    eprintln!("drain {drain} s, sent {sent}, received {got}, link carried {carried} bytes");
+    assert!(drain > 1.0, "the lab kept the default drain: {drain} s");
+    assert!(got > 0.0 && got == sent, "received {got} of {sent} bytes");
+    // The link's own count: the payload and its headers crossed it.
+    assert!(
+        carried > got,
+        "the link carried {carried} bytes, the receiver got {got}"
+    );
+    // The same test with the 1 s default is cut short, data still on its way.
+    let out = wirebench()
+        .args([
+            "lab", "--rate", "2M", "--", "run", "-t", "2", "--drain", "1s",
+        ])
+        .output()
+        .expect("run wirebench lab");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("incomplete"),
+        "a 1 s drain: {}; {err}",
+        out.status
+    );
+}
+
 #[test]
 #[ignore = "needs network namespaces"]
 fn loss_and_counters_are_exact_and_seeded() {

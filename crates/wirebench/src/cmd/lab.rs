@@ -132,6 +132,10 @@ fn pair_run(args: &LabArgs) -> Result<(), Failure> {
             ));
         }
     }
+    let rest = match mode {
+        "run" => with_link_drain(rest, &link).map_err(fail)?,
+        _ => rest,
+    };
     let json = mode == "run" && pair::wants_json(&rest);
     let link_log_ns = match &args.link_log {
         None => 0,
@@ -179,6 +183,82 @@ fn pair_run(args: &LabArgs) -> Result<(), Failure> {
         )));
     }
     Ok(())
+}
+
+/// The receiver's wait for data in flight when `run` does not give one (`--drain`, 1 s).
+const DEFAULT_DRAIN_NS: u64 = 1_000_000_000;
+/// The longest `--drain` a test may ask.
+const MAX_DRAIN_NS: u64 = 60_000_000_000;
+/// A TCP socket's largest send buffer where `/proc` does not say (Linux's `tcp_wmem` max).
+const TCP_WMEM_MAX: u64 = 4 << 20;
+
+/// `run`'s arguments, with `--drain` sized to the link when they do not give it, for a TCP
+/// stream test: the longest its senders' buffers take to cross the link, at its rate (its
+/// trace's slowest stretch), delay and jitter included, if that is more than the default
+/// 1 s (60 s at most). A TCP sender's buffer (`-w`, or the kernel's largest, `tcp_wmem`)
+/// holds every byte not yet acknowledged, and its notice that it is done passes them on
+/// the control connection: through a slow link they arrive seconds later, and a drain of
+/// 1 s would end the test "incomplete" with its data still arriving. (UDP's datagrams wait
+/// in the link's queue with that notice behind them: 1 s is enough.) Arguments `run`
+/// cannot read are left as they are, for it to say so.
+fn with_link_drain(
+    args: Vec<String>,
+    link: &wirebench_lab::link_options::LinkProps,
+) -> Result<Vec<String>, wirebench_lab::link_options::PropsError> {
+    use clap::Parser;
+    use wirebench_proto::spec::{Direction, Mechanism, Protocol};
+    if args
+        .iter()
+        .any(|a| a == "--drain" || a.starts_with("--drain="))
+    {
+        return Ok(args);
+    }
+    let argv = ["wirebench", "run", "host"].map(String::from);
+    let Ok(crate::cli::Cli {
+        command: crate::cli::Command::Run(cmd),
+        ..
+    }) = crate::cli::Cli::try_parse_from(argv.iter().chain(&args))
+    else {
+        return Ok(args);
+    };
+    let spec = match cmd.run.mode {
+        crate::cli::ModeArg::Rrul => super::rrul::plan(&cmd.run).map(|p| p.load),
+        _ => cmd.run.spec(),
+    };
+    let Ok(spec) = spec else { return Ok(args) };
+    if spec.mechanism != Mechanism::Stream || spec.protocol != Protocol::Tcp {
+        return Ok(args);
+    }
+    let (mut up, mut down) = link.configs()?;
+    (up.trace, down.trace) = link.traces()?;
+    // The kernel doubles what SO_SNDBUF asks, for its own bookkeeping.
+    let send_buffer = spec
+        .socket_buffer_bytes
+        .map_or_else(tcp_wmem_max, |b| b.saturating_mul(2));
+    let buffers = u64::from(spec.streams).saturating_mul(send_buffer);
+    let on_its_way = |cfg: &wirebench_lab::link::LinkConfig| cfg.carry_ns(buffers);
+    let ns = match spec.direction {
+        Direction::Forward => on_its_way(&up),
+        Direction::Reverse => on_its_way(&down),
+        Direction::Bidir => on_its_way(&up).max(on_its_way(&down)),
+    };
+    if ns <= DEFAULT_DRAIN_NS {
+        return Ok(args);
+    }
+    let ms = ns.min(MAX_DRAIN_NS).div_ceil(1_000_000);
+    Ok(["--drain".to_owned(), format!("{ms}ms")]
+        .into_iter()
+        .chain(args)
+        .collect())
+}
+
+/// The kernel's largest TCP send buffer (the last of `net.ipv4.tcp_wmem`), which the lab's
+/// hosts start from.
+fn tcp_wmem_max() -> u64 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_wmem")
+        .ok()
+        .and_then(|t| t.split_whitespace().nth(2)?.parse().ok())
+        .unwrap_or(TCP_WMEM_MAX)
 }
 
 fn scenario(args: &ScenarioArgs) -> Result<(), Failure> {
@@ -273,5 +353,76 @@ fn print_progress(p: Progress<'_>) {
             "{saved} of {total} trials saved so far: the summary is partial until every shard \
              is done (then: lab scenario FILE --out DIR --resume)"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirebench_lab::link_options::LinkProps;
+
+    fn drain_of(link: &LinkProps, args: &[&str]) -> Vec<String> {
+        let args = args.iter().map(|a| (*a).to_owned()).collect();
+        with_link_drain(args, link).expect("a valid link")
+    }
+
+    fn rate(r: &str) -> LinkProps {
+        LinkProps {
+            rate: Some(r.into()),
+            ..LinkProps::default()
+        }
+    }
+
+    #[test]
+    fn a_tcp_stream_through_a_slow_link_waits_for_its_send_buffer() {
+        // `-w 1M`: the kernel grants 2 MB, 8 s at 2 Mbit/s, and 20 ms of delay.
+        let slow = LinkProps {
+            delay: Some("20ms".into()),
+            ..rate("2M")
+        };
+        assert_eq!(
+            drain_of(&slow, &["-t", "5", "-w", "1M"]),
+            ["--drain", "8020ms", "-t", "5", "-w", "1M"]
+        );
+        // Two streams, two buffers.
+        assert_eq!(drain_of(&slow, &["-w", "1M", "-P", "2"])[1], "16020ms");
+        // At most the 60 s a test may ask.
+        assert_eq!(drain_of(&rate("100k"), &["-w", "1M"])[1], "60000ms");
+    }
+
+    #[test]
+    fn the_drain_follows_the_direction_the_data_takes() {
+        let asymmetric = LinkProps {
+            rate_down: Some("2M".into()),
+            ..rate("1G")
+        };
+        let fast = ["-w", "1M"];
+        assert_eq!(
+            drain_of(&asymmetric, &fast),
+            fast,
+            "up at 1 Gbit/s: 1 s is enough"
+        );
+        assert_eq!(drain_of(&asymmetric, &["-R", "-w", "1M"])[1], "8000ms");
+        assert_eq!(drain_of(&asymmetric, &["--bidir", "-w", "1M"])[1], "8000ms");
+        // rrul's load: 4 streams each way.
+        assert_eq!(
+            drain_of(&asymmetric, &["--mode", "rrul", "-w", "1M"])[1],
+            "32000ms"
+        );
+    }
+
+    #[test]
+    fn a_drain_asked_udp_other_mechanisms_and_bad_arguments_are_left_alone() {
+        let slow = rate("2M");
+        for args in [
+            &["--drain", "2s"][..],
+            &["--drain=2s"],
+            &["-u", "-b", "3M"],
+            &["--mode", "rr"],
+            &["--mode", "stop-and-wait", "-n", "1M"],
+            &["--no-such-flag"],
+        ] {
+            assert_eq!(drain_of(&slow, args), args, "{args:?}");
+        }
     }
 }
