@@ -77,6 +77,60 @@ pub(super) fn samples(rrul: &Rrul, kind: ProbeKind, under_load: bool) -> Vec<f64
         .collect()
 }
 
+/// How many probes of `kind` were sent in a phase (`under_load`; `None`: the whole run) and
+/// how many of them got no answer: the document's counts where it has them (exact past the
+/// probes it lists one by one), else its lists of answered and lost probes.
+fn sent_and_lost(rrul: &Rrul, kind: ProbeKind, under_load: Option<bool>) -> (u64, u64) {
+    if let Some(counts) = &rrul.probe_counts {
+        let c = match kind {
+            ProbeKind::Udp => &counts.udp,
+            ProbeKind::Tcp => &counts.tcp,
+        };
+        let phases = match under_load {
+            Some(true) => vec![c.loaded],
+            Some(false) => vec![c.idle_before, c.idle_after],
+            None => vec![c.idle_before, c.loaded, c.idle_after],
+        };
+        return phases
+            .iter()
+            .fold((0, 0), |(s, l), p| (s + p.sent, l + p.lost));
+    }
+    let in_phase = |t_s: f64| {
+        let loaded = t_s >= rrul.load_start_s && t_s <= rrul.load_end_s;
+        under_load.is_none_or(|u| u == loaded)
+    };
+    let answered = rrul
+        .probes
+        .iter()
+        .filter(|p| p.kind == kind && in_phase(p.t_s))
+        .count() as u64;
+    let lost = rrul
+        .lost_probes
+        .iter()
+        .filter(|p| p.kind == kind && in_phase(p.t_s))
+        .count() as u64;
+    (answered + lost, lost)
+}
+
+/// "n UDP probes of m got no answer (k of them under load). " when any did, else nothing.
+fn unanswered(rrul: &Rrul) -> String {
+    let mut parts = Vec::new();
+    for (kind, name) in [(ProbeKind::Udp, "UDP"), (ProbeKind::Tcp, "TCP")] {
+        let (sent, lost) = sent_and_lost(rrul, kind, None);
+        if lost > 0 {
+            let (_, loaded) = sent_and_lost(rrul, kind, Some(true));
+            parts.push(format!(
+                "{lost} of {sent} {name} probes got no answer ({loaded} of them under load)"
+            ));
+        }
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" {}.", parts.join("; "))
+    }
+}
+
 fn series(label: &str, style: Style, points: Vec<Pt>) -> Option<Series> {
     (!points.is_empty()).then(|| Series::new(label, style, points))
 }
@@ -155,7 +209,7 @@ pub fn rrul_chart(r: &Results) -> Result<Chart, PlotError> {
              before and after the shaded load ({streams} TCP streams each way{cc}). Median \
              round trip idle {}, loaded {}{ratio}; upload {}, download {}. Rates are per \
              {} interval; each probe is drawn when it was sent, and a probe line breaks where \
-             no answer came for more than two intervals.",
+             no answer came for more than two intervals.{}",
             r.server,
             with_unit(Quantity::Seconds, rrul.probe_interval_s),
             with_unit(Quantity::Seconds, rrul.idle_s),
@@ -164,6 +218,7 @@ pub fn rrul_chart(r: &Results) -> Result<Chart, PlotError> {
             rate_or_unknown(rrul.upload_bps),
             rate_or_unknown(rrul.download_bps),
             with_unit(Quantity::Seconds, rrul.probe_interval_s),
+            unanswered(rrul),
         ),
         panels: rrul_panels(r, rrul),
         palette: Palette::ordered(&[DOWNLOAD, UPLOAD, UDP_RTT, TCP_RTT]),
@@ -196,8 +251,14 @@ pub fn rrul_comparison(results: &[(String, Results)]) -> Result<Chart, PlotError
             v.get(v.len() / 2)
                 .map_or("none".to_string(), |m| with_unit(Quantity::Seconds, *m))
         };
+        let (sent, lost) = sent_and_lost(rrul, ProbeKind::Udp, Some(true));
+        let lost = if lost > 0 {
+            format!(" ({lost} of {sent} loaded probes unanswered)")
+        } else {
+            String::new()
+        };
         words.push(format!(
-            "{name}: UDP median idle {}, loaded {}",
+            "{name}: UDP median idle {}, loaded {}{lost}",
             p50(false),
             p50(true)
         ));
@@ -224,13 +285,9 @@ pub fn rrul_latency_chart(r: &Results) -> Result<Chart, PlotError> {
     for (kind, name) in [(ProbeKind::Udp, "UDP"), (ProbeKind::Tcp, "TCP")] {
         for (under, phase) in [(false, "idle"), (true, "loaded")] {
             let v = samples(rrul, kind, under);
-            let sent = rrul
-                .probes
-                .iter()
-                .filter(|p| p.kind == kind && loaded(rrul, p) == under)
-                .count();
+            let (sent, _) = sent_and_lost(rrul, kind, Some(under));
             if let Some(d) = Distribution::of_samples(v) {
-                counts.push(format!("{name} {phase} {} of {sent}", d.count));
+                counts.push(format!("{name} {phase} {} of {sent} answered", d.count));
                 runs.push((format!("{name} {phase}"), d));
             }
         }
@@ -334,6 +391,53 @@ mod tests {
         assert!(chart.panels.iter().all(|p| p.bands.len() == 1));
         assert!(chart.caption.contains("×12.5"), "{}", chart.caption);
         assert!(chart.caption.contains("cubic"));
+    }
+
+    #[test]
+    fn probes_without_an_answer_are_counted_in_every_caption() {
+        let mut r = result();
+        let rrul = r.end.rrul.as_mut().expect("rrul");
+        // Five UDP probes lost under the load, beside its 21 answered (1.0 s to 3.0 s).
+        rrul.lost_probes = (0..5)
+            .map(|i| wirebench_proto::results::LostProbe {
+                t_s: 1.05 + f64::from(i) / 10.0,
+                kind: ProbeKind::Udp,
+            })
+            .collect();
+        let caption = rrul_chart(&r).expect("a chart").caption;
+        assert!(
+            caption.contains("5 of 45 UDP probes got no answer (5 of them under load)"),
+            "{caption}"
+        );
+        assert!(!caption.contains("TCP probes got no answer"), "{caption}");
+        let cdf = rrul_latency_chart(&r).expect("a chart").caption;
+        assert!(cdf.contains("UDP loaded 21 of 26 answered"), "{cdf}");
+        assert!(cdf.contains("UDP idle 19 of 19 answered"), "{cdf}");
+        let both = rrul_comparison(&[("a".into(), r.clone())]).expect("a chart");
+        assert!(
+            both.caption.contains("(5 of 26 loaded probes unanswered)"),
+            "{}",
+            both.caption
+        );
+        // The document's own counts win over its lists.
+        let rrul = r.end.rrul.as_mut().expect("rrul");
+        let mut counts = wirebench_proto::results::RrulProbeCounts::default();
+        counts.udp.loaded = wirebench_proto::results::ProbeCounts {
+            sent: 2_000_021,
+            answered: 21,
+            lost: 2_000_000,
+        };
+        rrul.probe_counts = Some(counts);
+        let caption = rrul_chart(&r).expect("a chart").caption;
+        assert!(
+            caption.contains("2000000 of 2000021 UDP probes got no answer"),
+            "{caption}"
+        );
+        // Without a lost probe, the caption says nothing of them.
+        assert!(!rrul_chart(&result())
+            .expect("a chart")
+            .caption
+            .contains("no answer ("));
     }
 
     #[test]
