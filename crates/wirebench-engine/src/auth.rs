@@ -23,6 +23,15 @@ pub enum PskError {
     /// Fewer than [`MIN_KEY_BYTES`] bytes once trimmed.
     #[error("the pre-shared key must have at least {MIN_KEY_BYTES} bytes (e.g. `head -c 32 /dev/urandom | base64`)")]
     TooShort,
+    /// More than [`MAX_KEY_BYTES`] bytes: not a key file.
+    #[error("the pre-shared key has {0} bytes, more than {MAX_KEY_BYTES}: is it the right file?")]
+    TooLong(u64),
+    /// The key file is a FIFO, a device, a directory or a socket.
+    #[error("{path}: not a regular file, so not a key file")]
+    NotRegular {
+        /// The file, as given.
+        path: String,
+    },
     /// The key file cannot be read.
     #[error("{path}: {source}")]
     Read {
@@ -35,6 +44,8 @@ pub enum PskError {
 
 /// Fewest bytes a key may have.
 const MIN_KEY_BYTES: usize = 16;
+/// Most bytes a key file may hold, whitespace included: a key is a line of text.
+const MAX_KEY_BYTES: u64 = 4096;
 
 /// A pre-shared key.
 #[derive(Clone)]
@@ -51,6 +62,9 @@ impl Psk {
     /// A key from a file's or a variable's contents; surrounding whitespace is not part of
     /// it.
     pub fn new(bytes: &[u8]) -> Result<Self, PskError> {
+        if bytes.len() as u64 > MAX_KEY_BYTES {
+            return Err(PskError::TooLong(bytes.len() as u64));
+        }
         let text = bytes.trim_ascii();
         if text.len() < MIN_KEY_BYTES {
             return Err(PskError::TooShort);
@@ -58,12 +72,34 @@ impl Psk {
         Ok(Self(text.to_vec()))
     }
 
-    /// Reads a key from `path`.
+    /// Reads a key from `path`: a regular file of at most [`MAX_KEY_BYTES`] bytes. Opened
+    /// without blocking (a FIFO's open would wait for a writer) and checked on what was
+    /// opened, so a FIFO, a device or a directory is refused before a byte is read.
     pub fn load(path: &std::path::Path) -> Result<Self, PskError> {
-        let bytes = std::fs::read(path).map_err(|source| PskError::Read {
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        let read = |source| PskError::Read {
             path: path.display().to_string(),
             source,
-        })?;
+        };
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(read)?;
+        let meta = f.metadata().map_err(read)?;
+        if !meta.is_file() {
+            return Err(PskError::NotRegular {
+                path: path.display().to_string(),
+            });
+        }
+        if meta.len() > MAX_KEY_BYTES {
+            return Err(PskError::TooLong(meta.len()));
+        }
+        let mut bytes = Vec::new();
+        f.take(MAX_KEY_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(read)?;
         Self::new(&bytes)
     }
 
@@ -188,5 +224,33 @@ mod tests {
         let n1 = nonce().expect("nonce");
         assert_eq!(n1.len(), 32);
         assert_ne!(n1, nonce().expect("nonce"));
+    }
+
+    #[test]
+    fn only_a_small_regular_file_is_read_as_a_key() {
+        let dir = std::env::temp_dir().join(format!("wirebench-psk-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a directory");
+        let key = dir.join("key");
+        std::fs::write(&key, "0123456789abcdef0123\n").expect("a key file");
+        assert!(Psk::load(&key).is_ok());
+        let big = dir.join("big");
+        std::fs::write(&big, vec![b'k'; 4097]).expect("a file");
+        assert!(matches!(Psk::load(&big), Err(PskError::TooLong(4097))));
+        assert!(matches!(
+            Psk::new(&[b'k'; 5000]),
+            Err(PskError::TooLong(5000))
+        ));
+        // A device, a directory and a FIFO are refused at once, never read (or waited on).
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("run mkfifo");
+        assert!(made.success(), "mkfifo: {made}");
+        for path in [std::path::Path::new("/dev/zero"), &dir, &fifo] {
+            let e = Psk::load(path).expect_err("not a key file");
+            assert!(matches!(e, PskError::NotRegular { .. }), "{path:?}: {e}");
+        }
+        std::fs::remove_dir_all(&dir).expect("cleaned up");
     }
 }
