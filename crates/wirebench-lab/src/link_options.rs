@@ -445,6 +445,17 @@ impl LinkProps {
                 why: "at most 1Gi (1073741824 bytes)",
             });
         }
+        // A drop-tail discipline's own limits (tc's `pfifo limit N`, `bfifo limit B`) are the
+        // link's queue: drop-tail runs on the link's own path, which reads only these.
+        let mut queue_packets = self.queue.unwrap_or(DEFAULT_QUEUE_PACKETS);
+        let mut queue_bytes = queue_bytes;
+        if let Some(a) = aqm
+            .as_ref()
+            .filter(|a| a.kind == crate::aqm::AqmKind::DropTail)
+        {
+            queue_packets = a.limit.unwrap_or(queue_packets);
+            queue_bytes = a.limit_bytes.unwrap_or(queue_bytes);
+        }
         // netem's options are checked with the rest, so every caller refuses them alike.
         let (netem_up, netem_down) = self.netem()?;
         let slot = self.slot()?;
@@ -461,7 +472,7 @@ impl LinkProps {
             } else {
                 ns("jitter", self.jitter.as_ref())?
             },
-            queue_packets: self.queue.unwrap_or(DEFAULT_QUEUE_PACKETS),
+            queue_packets,
             queue_bytes,
             loss: Loss::None,
             seed: 0,
@@ -823,6 +834,33 @@ mod tests {
         // An AQM's own limits are bounded as the link's queue is.
         assert_eq!(crate::aqm::MAX_QUEUE_PACKETS, MAX_QUEUE_PACKETS);
         assert_eq!(crate::aqm::MAX_QUEUE_BYTES, MAX_QUEUE_BYTES);
+    }
+
+    #[test]
+    fn a_drop_tail_disciplines_limits_are_the_links_queue() {
+        // Drop-tail runs on the link's own path, which reads only the link's queue: tc's
+        // and Mahimahi's ways of sizing a FIFO must land there.
+        let queue = |aqm: &str, queue: Option<u32>| {
+            let p = LinkProps {
+                aqm: Some(aqm.into()),
+                queue,
+                ..LinkProps::default()
+            };
+            let (up, down) = p.configs().unwrap();
+            assert_eq!(
+                (up.queue_packets, up.queue_bytes),
+                (down.queue_packets, down.queue_bytes)
+            );
+            (up.queue_packets, up.queue_bytes)
+        };
+        assert_eq!(queue("droptail limit 20", None), (20, 0));
+        assert_eq!(queue("pfifo limit 5000", Some(10)), (5000, 0));
+        assert_eq!(queue("bfifo limit 30000", None), (1000, 30000));
+        assert_eq!(queue("droptail limit_bytes 30000", None), (1000, 30000));
+        assert_eq!(queue("droptail packets=20", None), (20, 0));
+        assert_eq!(queue("droptail", Some(7)), (7, 0), "no limit of its own");
+        // Other disciplines keep their limits to themselves.
+        assert_eq!(queue("codel limit 20", None), (1000, 0));
     }
 
     #[test]
