@@ -130,6 +130,12 @@ pub struct LinkArgs {
     /// Link rate, bits/s, each direction (e.g. 10M; default: no limit).
     #[arg(long)]
     pub rate: Option<String>,
+    /// Link rate client → server, in place of --rate (e.g. 1M, beside a --trace-down).
+    #[arg(long)]
+    pub rate_up: Option<String>,
+    /// Link rate server → client, in place of --rate.
+    #[arg(long)]
+    pub rate_down: Option<String>,
     /// One-way propagation delay, each direction (e.g. 50ms).
     #[arg(long)]
     pub delay: Option<String>,
@@ -236,6 +242,8 @@ impl LinkArgs {
     pub fn props(&self) -> wirebench_lab::link_options::LinkProps {
         wirebench_lab::link_options::LinkProps {
             rate: self.rate.clone(),
+            rate_up: self.rate_up.clone(),
+            rate_down: self.rate_down.clone(),
             delay: self.delay.clone(),
             jitter: self.jitter.clone(),
             loss: self.loss.clone(),
@@ -261,7 +269,6 @@ impl LinkArgs {
             trace: self.trace.clone(),
             trace_up: self.trace_up.clone(),
             trace_down: self.trace_down.clone(),
-            ..Default::default()
         }
     }
 }

@@ -229,8 +229,7 @@ fn with_link_drain(
     if spec.mechanism != Mechanism::Stream || spec.protocol != Protocol::Tcp {
         return Ok(args);
     }
-    let (mut up, mut down) = link.configs()?;
-    (up.trace, down.trace) = link.traces()?;
+    let (up, down) = link.configs()?;
     // The kernel doubles what SO_SNDBUF asks, for its own bookkeeping.
     let send_buffer = spec
         .socket_buffer_bytes
@@ -409,6 +408,29 @@ mod tests {
             drain_of(&asymmetric, &["--mode", "rrul", "-w", "1M"])[1],
             "32000ms"
         );
+    }
+
+    #[test]
+    fn the_rate_of_each_direction_is_a_flag() {
+        use clap::Parser;
+        let argv = [
+            "wirebench",
+            "lab",
+            "--rate-up",
+            "1M",
+            "--rate-down",
+            "5M",
+            "--",
+            "run",
+        ];
+        let crate::cli::Command::Lab(args) = crate::cli::Cli::try_parse_from(argv)
+            .expect("flags")
+            .command
+        else {
+            panic!("not lab");
+        };
+        let (up, down) = args.link.props().configs().expect("a link");
+        assert_eq!((up.rate_bps, down.rate_bps), (1_000_000, 5_000_000));
     }
 
     #[test]
