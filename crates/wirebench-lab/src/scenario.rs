@@ -421,6 +421,19 @@ impl TestDef {
             .unwrap_or_else(|| format!("{}-{}", self.from, self.to))
     }
 
+    /// Whether its args ask for UDP (`-u`, `--udp`, or `-u` among other short flags, as
+    /// `-uR`): a profile's congestion control is not for it.
+    pub fn is_udp(&self) -> bool {
+        self.args.iter().any(|a| {
+            a == "--udp"
+                || a.strip_prefix('-').is_some_and(|shorts| {
+                    !shorts.starts_with('-')
+                        && shorts.contains('u')
+                        && shorts.chars().all(|c| c.is_ascii_alphabetic())
+                })
+        })
+    }
+
     /// Its start delay.
     ///
     /// # Errors
@@ -718,6 +731,30 @@ pub fn trial_topology(topo: &Topology, trial: u32) -> Topology {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_test_asks_for_udp_by_any_spelling() {
+        let test = |args: &[&str]| TestDef {
+            name: None,
+            from: "a".into(),
+            to: "b".into(),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            measured: true,
+            start_after: None,
+        };
+        for udp in [&["-u"][..], &["--udp"], &["-t", "2", "-uR"], &["-Ru"]] {
+            assert!(test(udp).is_udp(), "{udp:?}");
+        }
+        for tcp in [
+            &[][..],
+            &["--tcp"],
+            &["-t", "2"],
+            &["--udp-probe"],
+            &["-l", "1u"],
+        ] {
+            assert!(!test(tcp).is_udp(), "{tcp:?}");
+        }
+    }
 
     const DUMBBELL: &str = r#"
 name = "t"

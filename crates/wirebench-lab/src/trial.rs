@@ -297,9 +297,13 @@ impl TrialNet<'_> {
                 }
             }
         }
-        // The profile's congestion control, per socket too (see Profile::apply).
+        // The profile's congestion control, per socket too (see Profile::apply); a UDP test
+        // has none (as iperf3 ignores -C with -u).
         if let Some(cc) = &self.profile.cc {
-            if self.profile_hosts.contains(&test.from) && !test.args.iter().any(|a| a == "--cc") {
+            if self.profile_hosts.contains(&test.from)
+                && !test.is_udp()
+                && !test.args.iter().any(|a| a == "--cc")
+            {
                 c.args(["--cc", cc]);
             }
         }

@@ -260,8 +260,57 @@ fn tcp_wmem_max() -> u64 {
         .unwrap_or(TCP_WMEM_MAX)
 }
 
+/// A scenario's tests, checked before any trial runs: each one's args are `run`'s (a bad
+/// flag is found now, not once per trial), and a file they write (`--packet-log`, `--save`)
+/// stays under the directory the lab runs in. The lab runs them as root: a scenario from
+/// someone else must not write to `/etc`.
+fn check_tests(sc: &Scenario, file: &Path) -> Result<(), Failure> {
+    use clap::Parser;
+    for (i, test) in sc.tests.iter().enumerate() {
+        let what = || format!("{}: test {} ({})", file.display(), i + 1, test.label());
+        // As a trial runs it: with --json, which the trial reads.
+        let argv = ["wirebench", "run", "host", "--json"].map(String::from);
+        let parsed = crate::cli::Cli::try_parse_from(argv.iter().chain(&test.args));
+        let cmd = match parsed {
+            Ok(crate::cli::Cli {
+                command: crate::cli::Command::Run(cmd),
+                ..
+            }) => cmd,
+            Ok(_) => return Err(Failure::Usage(format!("{}: not a run", what()))),
+            Err(e) => {
+                let why = e.to_string();
+                let why = why
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("error: ");
+                return Err(Failure::Usage(format!("{}: {why}", what())));
+            }
+        };
+        for (flag, path) in [
+            ("--packet-log", &cmd.run.packet_log),
+            ("--save", &cmd.run.save),
+        ] {
+            let Some(path) = path else { continue };
+            let escapes = path.is_absolute()
+                || path
+                    .components()
+                    .any(|c| matches!(c, std::path::Component::ParentDir));
+            if escapes {
+                return Err(Failure::Usage(format!(
+                    "{}: {flag} {}: a scenario's tests write only under the directory the lab runs in (a relative path without '..')",
+                    what(),
+                    path.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn scenario(args: &ScenarioArgs) -> Result<(), Failure> {
     let sc = Scenario::load(&args.file).map_err(fail)?;
+    check_tests(&sc, &args.file)?;
     if args.resume && args.out.is_none() {
         return Err(Failure::Usage(
             "--resume needs --out DIR: the directory of the run to go on with".into(),
@@ -408,6 +457,36 @@ mod tests {
             drain_of(&asymmetric, &["--mode", "rrul", "-w", "1M"])[1],
             "32000ms"
         );
+    }
+
+    fn scenario_with_args(args: &str) -> Scenario {
+        let text = format!(
+            "name = \"s\"\n[[link]]\na = \"h1\"\nb = \"h2\"\n\n[[profile]]\nname = \"p\"\n\n[[test]]\nfrom = \"h1\"\nto = \"h2\"\nargs = {args}\n"
+        );
+        Scenario::parse(&text).expect("a scenario")
+    }
+
+    #[test]
+    fn a_scenarios_tests_are_checked_before_any_trial_runs() {
+        let file = Path::new("s.toml");
+        let check = |args: &str| check_tests(&scenario_with_args(args), file);
+        assert!(check(r#"["-t", "2", "-u", "-b", "10M"]"#).is_ok());
+        assert!(check(r#"["-u", "--packet-log", "logs/p.bin"]"#).is_ok());
+        for (args, says) in [
+            (r#"["--bogus"]"#, "unexpected argument '--bogus'"),
+            (r#"["--json"]"#, "--json"),
+            (
+                r#"["-u", "--packet-log", "/etc/passwd"]"#,
+                "--packet-log /etc/passwd",
+            ),
+            (r#"["-u", "--packet-log", "../up.bin"]"#, "without '..'"),
+        ] {
+            let Err(Failure::Usage(e)) = check(args) else {
+                panic!("{args}: taken");
+            };
+            assert!(e.starts_with("s.toml: test 1 (h1-h2): "), "{e}");
+            assert!(e.contains(says) && !e.contains('\n'), "{args}: {e}");
+        }
     }
 
     #[test]
