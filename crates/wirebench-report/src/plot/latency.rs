@@ -22,20 +22,27 @@ pub struct Distribution {
 impl Distribution {
     /// The pooled distribution of buckets in µs (several runs' buckets may be given at once:
     /// the CDF of the pooled values is the running sum over the sorted bucket tops).
+    ///
+    /// A bucket whose bottom is above its top is no bucket, and left out. Counts add up in
+    /// 128 bits: a crafted document's counts of 2^64 − 1 cannot overflow the sum.
     pub fn of_buckets(buckets: &[UsBucket]) -> Option<Self> {
-        let mut b: Vec<UsBucket> = buckets.iter().copied().filter(|b| b.count > 0).collect();
+        let mut b: Vec<UsBucket> = buckets
+            .iter()
+            .copied()
+            .filter(|b| b.count > 0 && b.min_us <= b.max_us)
+            .collect();
         b.sort_by(|x, y| x.max_us.total_cmp(&y.max_us));
-        let total: u64 = b.iter().map(|x| x.count).sum();
+        let total: u128 = b.iter().map(|x| u128::from(x.count)).sum();
         let first = b.first()?;
         let mut cumulative = vec![(first.min_us * 1e-6, 0.0)];
-        let mut seen = 0u64;
+        let mut seen = 0u128;
         for x in &b {
-            seen += x.count;
+            seen += u128::from(x.count);
             cumulative.push((x.max_us * 1e-6, seen as f64 / total as f64));
         }
         Some(Self {
             cumulative,
-            count: total,
+            count: u64::try_from(total).unwrap_or(u64::MAX),
             buckets: b.len(),
         })
     }
@@ -156,4 +163,34 @@ pub fn latency_panels(chart: &mut Chart, runs: &[(String, Distribution)]) {
          Bottom: the share of transactions slower than x, on a log scale, for the tail.",
         counts.join(" / ")
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crafted_buckets_neither_overflow_nor_run_backwards() {
+        let bucket = |min_us, max_us, count| UsBucket {
+            min_us,
+            max_us,
+            count,
+        };
+        // Two buckets of 2^64 − 1: the sum does not overflow and the curve ends at 1.
+        let d =
+            Distribution::of_buckets(&[bucket(10.0, 20.0, u64::MAX), bucket(20.0, 30.0, u64::MAX)])
+                .expect("a distribution");
+        assert_eq!(d.count, u64::MAX);
+        assert_eq!(d.cumulative.last().map(|p| p.1), Some(1.0));
+        assert!((d.cumulative[1].1 - 0.5).abs() < 1e-12);
+        // A bucket upside down is left out.
+        let d = Distribution::of_buckets(&[bucket(50.0, 10.0, 7), bucket(10.0, 20.0, 3)])
+            .expect("a distribution");
+        assert_eq!((d.count, d.buckets), (3, 1));
+        assert!(d
+            .cumulative
+            .windows(2)
+            .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
+        assert!(Distribution::of_buckets(&[bucket(50.0, 10.0, 7)]).is_none());
+    }
 }
