@@ -155,6 +155,41 @@ fn results_doc() -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(p).expect("seed")).expect("json")
 }
 
+/// A link log is drawn a series per link direction: thousands of names took minutes (a
+/// linear search per row) and a 200 MB name aborted the text layout.
+#[test]
+fn a_link_log_naming_too_many_or_too_long_links_is_refused_at_once() {
+    let d = Dir::new("wide-links");
+    let svg = d.0.join("x.svg");
+    let header = wirebench_proto::link_log::HEADER;
+    let row = |name: &str| format!("0.1,{name},up,1,2,0,0,1,2,160,0.5,0,0,0\n");
+    let wide: String = (0..200_000).map(|i| row(&format!("l{i}"))).collect();
+    let f = d.file("wide.csv", format!("{header}\n{wide}").as_bytes());
+    let started = std::time::Instant::now();
+    refused(
+        &["plot", s(&f), "-o", s(&svg)],
+        "line 1002: more than 1000 link directions",
+    );
+    eprintln!("refused in {:?}", started.elapsed());
+    let long = d.file(
+        "long.csv",
+        format!("{header}\n{}", row(&"x".repeat(300))).as_bytes(),
+    );
+    refused(
+        &["plot", s(&long), "-o", s(&svg)],
+        "line 2: a link's name and direction are at most 200 bytes",
+    );
+    // A thousand directions are still drawn.
+    let ok: String = (0..1000).map(|i| row(&format!("l{i}"))).collect();
+    let f = d.file("ok.csv", format!("{header}\n{ok}").as_bytes());
+    let out = run(&["plot", s(&f), "-o", s(&svg)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn results_with_impossible_values_are_refused_by_key() {
     let d = Dir::new("results");

@@ -138,6 +138,16 @@ pub enum PlotError {
     /// A link log without a row.
     #[error("{}: the link log is empty", .0.display())]
     EmptyLinkLog(PathBuf),
+    /// A link log naming more link directions, or longer names, than a plot can show.
+    #[error("{}: line {line}: {why}", .path.display())]
+    LinkLogTooWide {
+        /// The file.
+        path: PathBuf,
+        /// The line, from 1.
+        line: usize,
+        /// What is too much.
+        why: &'static str,
+    },
     /// An image name that is neither `.svg` nor `.png`.
     #[error("{}: the file must end in .svg or .png", .0.display())]
     Extension(PathBuf),
@@ -651,6 +661,11 @@ struct LinkLogColumns {
     y: usize,
 }
 
+/// Most link directions a link log's plot draws (each a series, with a legend entry).
+const MAX_LINK_SERIES: usize = 1000;
+/// Longest link name and direction, bytes.
+const MAX_LINK_NAME: usize = 200;
+
 /// A link direction's name ("0 up") and its points, (time, value) each.
 type LinkSeries = (String, Vec<(f64, f64)>);
 
@@ -663,6 +678,7 @@ fn link_log_series<'a>(
     scale: f64,
 ) -> Result<Vec<LinkSeries>, PlotError> {
     let mut series: Vec<LinkSeries> = Vec::new();
+    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for (n, line) in rows.enumerate() {
         let f: Vec<&str> = line.split(',').collect();
         let num = |i: usize| -> Result<f64, PlotError> {
@@ -681,11 +697,30 @@ fn link_log_series<'a>(
         } else {
             link.to_string()
         };
-        let name = format!("{link} {}", f.get(c.dir).unwrap_or(&"?"));
+        let dir = f.get(c.dir).unwrap_or(&"?");
+        let too_wide = |why| PlotError::LinkLogTooWide {
+            path: log.to_path_buf(),
+            line: n + 2,
+            why,
+        };
+        if link.len() + dir.len() > MAX_LINK_NAME {
+            return Err(too_wide(
+                "a link's name and direction are at most 200 bytes",
+            ));
+        }
+        let name = format!("{link} {dir}");
         let point = (num(c.t)?, num(c.y)? * scale);
-        match series.iter_mut().find(|(s, _)| *s == name) {
-            Some((_, pts)) => pts.push(point),
-            None => series.push((name, vec![point])),
+        match index.get(&name) {
+            Some(&i) => series[i].1.push(point),
+            None if series.len() >= MAX_LINK_SERIES => {
+                return Err(too_wide(
+                    "more than 1000 link directions: more than a plot can show",
+                ))
+            }
+            None => {
+                index.insert(name.clone(), series.len());
+                series.push((name, vec![point]));
+            }
         }
     }
     Ok(series)
@@ -703,7 +738,8 @@ fn leave_out_quiet(series: &mut Vec<LinkSeries>) -> Vec<String> {
     if quiet.len() == series.len() {
         return Vec::new();
     }
-    series.retain(|(name, _)| !quiet.contains(name));
+    let gone: std::collections::HashSet<&String> = quiet.iter().collect();
+    series.retain(|(name, _)| !gone.contains(name));
     quiet
 }
 
