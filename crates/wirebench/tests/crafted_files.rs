@@ -86,6 +86,34 @@ fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")
 }
 
+/// `wirebench packet-log F | head -1`: the reader closes the pipe, and that is no error.
+#[test]
+fn a_packet_log_printed_into_a_closed_pipe_exits_0() {
+    use std::io::{BufRead, BufReader};
+    let d = Dir::new("closed-pipe");
+    // 100,000 rows of CSV: far more than a pipe's buffer.
+    let records: Vec<Record> = (0..100_000).map(datagram).collect();
+    let f = d.file("many.log", &log(&records));
+    let mut child = common::wirebench()
+        .args(["packet-log", s(&f)])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run wirebench packet-log");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("a line");
+    assert!(first.starts_with("kind,seq"), "{first}");
+    let out = child.wait_with_output().expect("it ends");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn a_packet_log_with_an_impossible_loss_run_is_refused() {
     let d = Dir::new("huge-count");

@@ -137,6 +137,18 @@ pub(super) fn header<T: Serialize + Default>() -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// A row that could not be written, as the I/O error it was when writing failed: a closed
+/// pipe (`wirebench packet-log F | head`) stays a broken pipe, which is not an error.
+fn io_error(e: csv::Error) -> io::Error {
+    if !e.is_io_error() {
+        return io::Error::other(e);
+    }
+    match e.into_kind() {
+        csv::ErrorKind::Io(e) => e,
+        other => io::Error::other(format!("{other:?}")),
+    }
+}
+
 /// Writes `rows` under the header of their type.
 pub(super) fn write_rows<T: Serialize + Default>(
     rows: impl IntoIterator<Item = T>,
@@ -145,7 +157,7 @@ pub(super) fn write_rows<T: Serialize + Default>(
     out.write_all(&header::<T>()?)?;
     let mut w = writer(out);
     for row in rows {
-        w.serialize(row)?;
+        w.serialize(row).map_err(io_error)?;
     }
     w.flush()
 }
@@ -292,7 +304,7 @@ pub fn packet_log(input: impl Read, out: &mut impl Write) -> Result<(), LogError
     let reader = Reader::new(input)?;
     out.write_all(&header::<PacketRow>()?)?;
     let mut w = writer(out);
-    let mut put = |row: PacketRow| -> io::Result<()> { Ok(w.serialize(row)?) };
+    let mut put = |row: PacketRow| -> io::Result<()> { w.serialize(row).map_err(io_error) };
     for rec in reader {
         match rec? {
             Record::Datagram {
