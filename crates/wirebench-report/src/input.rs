@@ -79,6 +79,21 @@ pub enum InputError {
         /// What it is.
         kind: &'static str,
     },
+    /// A trial file named twice in a summary: each trial is one file, counted once.
+    #[error(
+        "{}: {key} = {value:?} names a trial file {first} names already: each trial is counted once; fix or remove the entry",
+        .path.display()
+    )]
+    Repeated {
+        /// The summary.
+        path: PathBuf,
+        /// Where in it, e.g. `points[0].files[2]`.
+        key: String,
+        /// The name as written.
+        value: String,
+        /// Where it was named first.
+        first: String,
+    },
     /// A path, read from a file, that leads out of the experiment's directory.
     #[error(
         "{}: {key} = {value:?} leads outside {} ({why}): only files inside the experiment's \
@@ -290,8 +305,18 @@ pub fn summary(dir: &Path) -> Result<ExperimentSummary, InputError> {
         },
         e => e,
     })?;
+    let mut named: std::collections::HashMap<&str, (usize, usize)> =
+        std::collections::HashMap::new();
     for (i, p) in s.points.iter().enumerate() {
         for (j, f) in p.files.iter().enumerate() {
+            if let Some((a, b)) = named.insert(f.as_str(), (i, j)) {
+                return Err(InputError::Repeated {
+                    path: path.clone(),
+                    key: format!("points[{i}].files[{j}]"),
+                    value: f.clone(),
+                    first: format!("points[{a}].files[{b}]"),
+                });
+            }
             let outside = |why| InputError::Outside {
                 path: path.clone(),
                 key: format!("points[{i}].files[{j}]"),

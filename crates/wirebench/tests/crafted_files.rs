@@ -270,6 +270,23 @@ fn an_experiment_with_impossible_values_is_refused_by_plot_and_report() {
     d.file("summary.json", bad.as_bytes());
     refused(&["report", s(&d.0), "-o", s(&html)], "offered_bps = 1e308");
     refused(&["plot", s(&d.0), "-o", s(&svg)], "offered_bps = 1e308");
+    // A trial file named twice (600,000 times made report allocate 6 GB and abort).
+    let v: serde_json::Value = serde_json::from_str(&summary).expect("json");
+    let first = v["points"][0]["files"][0]
+        .as_str()
+        .expect("a trial file")
+        .to_owned();
+    let mut twice = v.clone();
+    let files = twice["points"][0]["files"].as_array_mut().expect("files");
+    files.push(serde_json::Value::String(first));
+    let n = files.len() - 1;
+    d.file("summary.json", twice.to_string().as_bytes());
+    let says = format!("points[0].files[{n}] = ");
+    refused(&["report", s(&d.0), "-o", s(&html)], &says);
+    refused(
+        &["plot", s(&d.0), "-o", s(&svg)],
+        "names a trial file points[0].files[0] names already",
+    );
 }
 
 /// A scenario file is the command's argument, so its problems are usage errors (exit 2), as
