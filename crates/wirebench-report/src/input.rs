@@ -644,17 +644,28 @@ pub fn link_log_text(path: &Path) -> Result<String, InputError> {
 /// time since the first, and the sequence numbers to mark as lost.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Arrivals {
-    /// `(seq, seconds since the first arrival)` per datagram record, in file order.
+    /// `(seq, seconds since the first arrival)` of one datagram record in `every`, in file
+    /// order: at most [`MAX_ARRIVAL_DOTS`], more than a plot's pixels.
     pub received: Vec<(f64, f64)>,
+    /// Datagram records in the log.
+    pub received_count: u64,
+    /// One record in this many is in `received` (1: every one).
+    pub every: u64,
     /// `(seq, 0)` per lost datagram marked (see [`MAX_LOST_MARKS`]).
     pub lost: Vec<(f64, f64)>,
     /// Every datagram the log counts as lost, marked or not.
     pub lost_count: u64,
 }
 
-/// Reads what an arrival plot needs from packet-log bytes. Memory is bounded by the input's
-/// length (16 bytes a 32-byte record) plus [`MAX_LOST_MARKS`] marks, whatever the records
-/// claim.
+/// Most arrivals an arrival plot keeps: a plot 3.5 inches wide at 300 dpi has about a
+/// thousand columns of pixels, so a log of millions of datagrams is drawn from an even
+/// sample of them.
+pub const MAX_ARRIVAL_DOTS: usize = 200_000;
+
+/// Reads what an arrival plot needs from packet-log bytes: every datagram record while
+/// there are at most [`MAX_ARRIVAL_DOTS`], then one in 2, 4, ... (every other one kept is
+/// dropped each time the limit is passed, so the sample stays even). Memory is bounded by
+/// that, plus [`MAX_LOST_MARKS`] marks, whatever the records claim or the log's length.
 ///
 /// # Errors
 ///
@@ -662,7 +673,10 @@ pub struct Arrivals {
 /// the last sequence number.
 pub fn arrivals_from(input: impl Read) -> Result<Arrivals, LogError> {
     let mut first = None;
-    let mut out = Arrivals::default();
+    let mut out = Arrivals {
+        every: 1,
+        ..Arrivals::default()
+    };
     let mut budget = MAX_LOST_MARKS;
     for rec in Reader::new(input)? {
         match rec? {
@@ -672,8 +686,22 @@ pub fn arrivals_from(input: impl Read) -> Result<Arrivals, LogError> {
                 ..
             } => {
                 let t0 = *first.get_or_insert(arrival_unix_ns);
+                let k = out.received_count;
+                out.received_count += 1;
+                if !k.is_multiple_of(out.every) {
+                    continue;
+                }
                 out.received
                     .push((seq as f64, arrival_unix_ns.saturating_sub(t0) as f64 / 1e9));
+                if out.received.len() > MAX_ARRIVAL_DOTS {
+                    // Keep records 0, 2·every, 4·every, ...: those at even places.
+                    let mut i = 0;
+                    out.received.retain(|_| {
+                        i += 1;
+                        i % 2 == 1
+                    });
+                    out.every *= 2;
+                }
             }
             Record::Lost { first: s, count } => {
                 // The reader guarantees count >= 1 and that the run's last sequence number,
@@ -783,6 +811,39 @@ mod tests {
         let a = arrivals_from(&bytes[..]).expect("a log");
         assert!(a.lost.len() as u64 <= MAX_LOST_MARKS + 2 * 1000);
         assert_eq!(a.received.len(), 1);
+    }
+
+    #[test]
+    fn a_long_log_is_drawn_from_an_even_sample_of_its_arrivals() {
+        let mut bytes = wirebench_proto::packet_log::file_header().to_vec();
+        let n = 500_001u64;
+        for seq in 0..n {
+            let mut b = [0u8; wirebench_proto::packet_log::RECORD_LEN];
+            Record::Datagram {
+                kind: wirebench_proto::packet_log::Arrived::Received,
+                seq,
+                size: 100,
+                send_unix_ns: 1,
+                arrival_unix_ns: 1_000 + seq,
+            }
+            .encode(&mut b);
+            bytes.extend_from_slice(&b);
+        }
+        let a = arrivals_from(&bytes[..]).expect("a log");
+        assert_eq!((a.received_count, a.every), (n, 4));
+        assert!(a.received.len() <= MAX_ARRIVAL_DOTS);
+        // Records 0, 4, 8, ... 500,000: the first and the last among them.
+        assert_eq!(a.received.len() as u64, (n - 1) / 4 + 1);
+        assert!(a
+            .received
+            .iter()
+            .enumerate()
+            .all(|(i, p)| p.0 == (4 * i) as f64));
+        // A short log keeps every record.
+        let short =
+            &bytes[..bytes.len() - (n as usize - 10) * wirebench_proto::packet_log::RECORD_LEN];
+        let a = arrivals_from(short).expect("a log");
+        assert_eq!((a.received_count, a.every, a.received.len()), (10, 1, 10));
     }
 
     #[test]
