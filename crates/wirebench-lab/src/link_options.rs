@@ -25,6 +25,15 @@ pub enum PropsError {
     /// A malformed rate, duration or size.
     #[error(transparent)]
     Unit(#[from] UnitError),
+    /// A duration without a unit: tc reads `10` as 10 µs, a bare number elsewhere in
+    /// wirebench is seconds; a link's delay says which.
+    #[error("{key} {value:?} needs a unit (e.g. {value}ms or {value}s): tc reads a bare number as µs, wirebench as seconds")]
+    BareDuration {
+        /// The key or flag, without dashes.
+        key: &'static str,
+        /// The value as given.
+        value: String,
+    },
     /// A mean loss burst below one packet.
     #[error("loss-burst {0} must be at least 1 packet")]
     BurstTooShort(f64),
@@ -285,6 +294,14 @@ fn rate(key: &'static str, s: Option<&String>) -> Result<u64, PropsError> {
 
 fn ns(key: &'static str, s: Option<&String>) -> Result<u64, PropsError> {
     let Some(s) = s else { return Ok(0) };
+    let t = s.trim();
+    let bare = !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.');
+    if bare && t.chars().any(|c| c != '0' && c != '.') {
+        return Err(PropsError::BareDuration {
+            key,
+            value: t.to_owned(),
+        });
+    }
     let d = parse_duration(s)?;
     if d > MAX_DELAY {
         return Err(PropsError::OutOfRange {
@@ -834,6 +851,30 @@ mod tests {
         // An AQM's own limits are bounded as the link's queue is.
         assert_eq!(crate::aqm::MAX_QUEUE_PACKETS, MAX_QUEUE_PACKETS);
         assert_eq!(crate::aqm::MAX_QUEUE_BYTES, MAX_QUEUE_BYTES);
+    }
+
+    #[test]
+    fn a_delay_without_a_unit_is_refused() {
+        let link = |delay: &str, jitter: Option<&str>| LinkProps {
+            delay: Some(delay.into()),
+            jitter: jitter.map(Into::into),
+            ..LinkProps::default()
+        };
+        for (p, key) in [
+            (link("10", None), "delay"),
+            (link("2.5", None), "delay"),
+            (link("10ms", Some("5")), "jitter"),
+        ] {
+            let e = p.configs().expect_err("a bare number").to_string();
+            assert!(e.starts_with(key) && e.contains("needs a unit"), "{e}");
+        }
+        for ok in [
+            link("0", None),
+            link("10ms", Some("1ms")),
+            link("0.5s", Some("0")),
+        ] {
+            assert!(ok.configs().is_ok(), "{ok:?}");
+        }
     }
 
     #[test]

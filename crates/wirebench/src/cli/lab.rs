@@ -136,7 +136,7 @@ pub struct LinkArgs {
     /// Link rate server → client, in place of --rate.
     #[arg(long)]
     pub rate_down: Option<String>,
-    /// One-way propagation delay, each direction (e.g. 50ms).
+    /// One-way propagation delay, each direction, with a unit (e.g. 50ms).
     #[arg(long)]
     pub delay: Option<String>,
     /// Extra random delay per packet, up to this, never reordering (e.g. 2ms). With
