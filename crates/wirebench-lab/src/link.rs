@@ -156,6 +156,9 @@ pub enum Fate {
     Deliver {
         /// When.
         at_ns: u64,
+        /// When its last bit left the serializer (before the delay): when the link log
+        /// counts it delivered, as `mm-link` counts its departures.
+        left_ns: u64,
         /// How long it waited in the queue for the serializer, ns.
         waited_ns: u64,
         /// Reordered: sent ahead of the packets in the delay line (netem's `reorder`), so
@@ -201,6 +204,8 @@ pub enum Event {
         arrived_ns: u64,
         /// When it leaves the far end.
         at_ns: u64,
+        /// When its last bit left the serializer (before the delay).
+        left_ns: u64,
         /// How long it waited in the queue, ns (its sojourn time).
         waited_ns: u64,
         /// The AQM marked it Congestion Experienced (it was ECN-capable).
@@ -592,6 +597,7 @@ impl Link {
         self.count_delivery(waited);
         Fate::Deliver {
             at_ns: at,
+            left_ns: depart,
             waited_ns: waited,
             reordered,
         }
@@ -622,12 +628,14 @@ impl Link {
                 },
                 Fate::Deliver {
                     at_ns,
+                    left_ns,
                     waited_ns,
                     reordered,
                 } => Event::Deliver {
                     id: p.id,
                     arrived_ns: now_ns,
                     at_ns,
+                    left_ns,
                     waited_ns,
                     mark_ce: false,
                     reordered,
@@ -695,6 +703,7 @@ impl Link {
                 id: d.packet.id,
                 arrived_ns: d.packet.enqueued_ns,
                 at_ns: at,
+                left_ns: depart,
                 waited_ns: waited,
                 mark_ce: d.mark_ce,
                 reordered,

@@ -10,7 +10,8 @@ pub const HEADER: &str = "t_s,link,direction,packets_in,bytes_in,dropped_loss,\
 dropped_queue,delivered,delivered_bytes,delivered_bps,max_queue_delay_ms,dropped_aqm,marked,capacity_bps";
 
 /// What one direction did in one interval: packets are counted in the interval of their
-/// arrival, deliveries in that of their modelled delivery time.
+/// arrival, deliveries in that in which they left the serializer (before the delay, as
+/// `mm-link` counts departures).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LinkInterval {
     /// IP packets offered to the link...

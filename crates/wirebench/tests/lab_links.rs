@@ -186,6 +186,10 @@ fn a_saturating_flow_uses_every_opportunity_of_mahimahis_lte_trace() {
             &lte,
             "--queue",
             "200",
+            // A delay after the serializer: the log counts deliveries when they leave it,
+            // as mm-link does, so no interval delivers more than its capacity.
+            "--delay",
+            "20ms",
             "--link-log",
             log.to_str().unwrap(),
             "--link-log-interval",
@@ -212,6 +216,16 @@ fn a_saturating_flow_uses_every_opportunity_of_mahimahis_lte_trace() {
         .filter(|r| r[col("delivered_bytes")] > 0.0)
         .collect();
     assert!(busy.len() > 40, "{} busy intervals", busy.len());
+    // Each interval: at most its opportunities' bytes (and a packet that began in the one
+    // before).
+    for r in &rows {
+        let (got, cap) = (r[col("delivered_bytes")], r[col("capacity_bps")] / 80.0);
+        assert!(
+            got <= cap * 1500.0 / 1504.0 + 1500.0,
+            "at {} s: delivered {got} B of {cap} B of opportunities",
+            r[col("t_s")]
+        );
+    }
     let steady = &busy[10..busy.len() - 10];
     let delivered: f64 = steady.iter().map(|r| r[col("delivered_bytes")]).sum();
     // capacity_bps of a 100 ms interval, as bytes.

@@ -293,10 +293,11 @@ fn offer(
         Fate::QueueFull => books.dropped(at, Dropped::Queue),
         Fate::Deliver {
             at_ns,
+            left_ns,
             waited_ns,
             reordered,
         } => {
-            books.delivered(at, at_ns, waited_ns, ip_len, false);
+            books.delivered(at, left_ns, waited_ns, ip_len, false);
             return Some((at_ns, reordered));
         }
     }

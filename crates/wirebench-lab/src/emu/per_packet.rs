@@ -38,12 +38,14 @@ impl Books {
         }
     }
 
-    /// A packet of `ip_len` bytes that left the queue at `now` after `waited_ns` in it is
-    /// delivered at `at_ns`, marked CE or not.
+    /// A packet of `ip_len` bytes offered at `now` waited `waited_ns` in the queue and left
+    /// the serializer at `left_ns` (its delivery, in the log, as `mm-link` counts it: before
+    /// the delay, so that no interval delivers more than the link's capacity in it), marked
+    /// CE or not.
     pub(super) fn delivered(
         &mut self,
         now: u64,
-        at_ns: u64,
+        left_ns: u64,
         waited_ns: u64,
         ip_len: u64,
         marked: bool,
@@ -55,7 +57,7 @@ impl Books {
             b.max_queue_delay_ns = b.max_queue_delay_ns.max(waited_ns);
             b.marked += u64::from(marked);
         }
-        if let Some(b) = self.log.bin(at_ns) {
+        if let Some(b) = self.log.bin(left_ns) {
             b.delivered += 1;
             b.delivered_bytes += ip_len;
         }
@@ -136,6 +138,7 @@ impl Forward<'_> {
                 Event::Deliver {
                     arrived_ns,
                     at_ns,
+                    left_ns,
                     waited_ns,
                     mark_ce,
                     reordered,
@@ -144,7 +147,7 @@ impl Forward<'_> {
                     let ip_len = (frame.len - hdr - ETH_HLEN) as u64;
                     let marked = mark_ce && headers::set_ce(&mut frame.slot[hdr + ETH_HLEN..]);
                     self.books
-                        .delivered(arrived_ns, at_ns, waited_ns, ip_len, marked);
+                        .delivered(arrived_ns, left_ns, waited_ns, ip_len, marked);
                     let line = if reordered {
                         &mut self.ahead
                     } else {
