@@ -3,6 +3,7 @@
 //! other, and what the link did.
 
 use std::io::{self, Read};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 
@@ -97,6 +98,9 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> PairError {
 pub struct PairOutcome {
     /// How the client's command ended.
     pub status: ExitStatus,
+    /// The signal (SIGINT, SIGTERM or SIGHUP) that asked the lab to stop while the command
+    /// ran, passed on to the command; `None` when none came.
+    pub interrupted: Option<i32>,
     /// Its stdout, for `run ... --json` (the results document), else empty.
     pub stdout: String,
     /// What each direction of the link did.
@@ -161,6 +165,9 @@ pub fn run_pair(p: &PairRun) -> Result<PairOutcome, PairError> {
     let (mut client, json, what) = match &p.client {
         ClientCommand::Run(args) => {
             let mut c = lab.command(0, &p.exe);
+            // A group of its own, so that a terminal's Ctrl-C reaches it once, from the lab
+            // (an `exec` command stays in the terminal's group: it may read from it).
+            c.process_group(0);
             c.arg("run").arg(SERVER_ADDR);
             if let Some(site) = &site {
                 c.args(site.run_args(p.client_stack));
@@ -193,20 +200,61 @@ pub fn run_pair(p: &PairRun) -> Result<PairOutcome, PairError> {
     let mut child = client
         .spawn()
         .map_err(io_err(format!("starting {what} in the client host")))?;
+    let relay = Relay::start(child.id(), matches!(p.client, ClientCommand::Run(_)))
+        .map_err(io_err("handling signals"))?;
     let mut stdout = String::new();
     if let Some(mut so) = child.stdout.take() {
         so.read_to_string(&mut stdout)
             .map_err(io_err("reading the test's output"))?;
     }
     let status = child.wait().map_err(io_err("waiting for the command"))?;
+    let interrupted = relay.finish();
     drop(server);
     let (reports, log) = lab.stop_logged().map_err(io_err("stopping the emulator"))?;
     Ok(PairOutcome {
         status,
+        interrupted,
         stdout,
         reports,
         log,
     })
+}
+
+/// While the client's command runs, SIGINT, SIGTERM and SIGHUP do not end the lab: it passes
+/// each on to the command, which stops its test cleanly and prints what it measured (a
+/// second one ends it at once, as `run`'s own handling does), and the lab then stops the
+/// link and reports as usual. An `exec` command in the terminal's process group gets a
+/// terminal's SIGINT itself, so only the other two are passed on to it.
+struct Relay {
+    handle: signal_hook::iterator::Handle,
+    thread: std::thread::JoinHandle<Option<i32>>,
+}
+
+impl Relay {
+    fn start(pid: u32, pass_int: bool) -> io::Result<Self> {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+        let handle = signals.handle();
+        let thread = std::thread::Builder::new()
+            .name("lab-signals".into())
+            .spawn(move || {
+                let mut first = None;
+                for sig in signals.forever() {
+                    if sig != SIGINT || pass_int {
+                        let _ = crate::sys::signal(pid, sig);
+                    }
+                    first = first.or(Some(sig));
+                }
+                first
+            })?;
+        Ok(Self { handle, thread })
+    }
+
+    /// Stops relaying; the first signal that came, if one did.
+    fn finish(self) -> Option<i32> {
+        self.handle.close();
+        self.thread.join().ok().flatten()
+    }
 }
 
 /// The `lab` object added to a results document: the link as configured, the two

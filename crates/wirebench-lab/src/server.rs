@@ -2,6 +2,7 @@
 //! program (`lab --serve 'iperf3 -s'`), which is ready once a socket of its host listens.
 
 use std::io::{self, BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -73,7 +74,10 @@ impl LabServer {
             .args(["--max-duration", "24h", "--max-timing", "1h"])
             .args(extra)
             .stdin(Stdio::null())
-            .stdout(Stdio::piped());
+            .stdout(Stdio::piped())
+            // A group of its own: a terminal's Ctrl-C is for the lab, which stops the test
+            // and then the server; the server never sees it mid-test.
+            .process_group(0);
         let child = c.spawn().map_err(|source| ServerError::Spawn {
             program: "wirebench serve".into(),
             source,
@@ -105,7 +109,7 @@ impl LabServer {
     pub fn program(lab: &Lab, node: usize, words: &[&str]) -> Result<Self, ServerError> {
         let (prog, args) = words.split_first().ok_or(ServerError::NotListening)?;
         let mut c = lab.command(node, prog);
-        c.args(args).stdin(Stdio::null());
+        c.args(args).stdin(Stdio::null()).process_group(0);
         let child = c.spawn().map_err(|source| ServerError::Spawn {
             program: (*prog).to_owned(),
             source,

@@ -89,7 +89,10 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
         Err(Failure::Code(code, msg)) => {
-            eprintln!("{msg}");
+            // Empty when the words were said already (a lab's command said it).
+            if !msg.is_empty() {
+                eprintln!("{msg}");
+            }
             ExitCode::from(code)
         }
     }

@@ -290,6 +290,88 @@ fn a_link_log_adds_up_to_the_link_counters_and_plots() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A lab stopped by a signal mid-test still reports: the lab passes the signal on to its
+/// `wirebench run`, which stops cleanly, and the lab then writes the results with its `lab`
+/// object and the link log, and exits 128 + the signal. A terminal's Ctrl-C (SIGINT to the
+/// whole process group) reaches the lab alone: the server is not stopped mid-test.
+#[test]
+#[ignore = "needs network namespaces"]
+fn an_interrupted_lab_still_writes_its_results_and_link_log() {
+    use std::os::unix::process::CommandExt;
+    let _l = lock();
+    common::require_lab();
+    let dir = std::env::temp_dir().join(format!("wb-lab-int-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (signal, group, code) in [("TERM", false, 143), ("INT", true, 130)] {
+        let log = dir.join(format!("{signal}.csv"));
+        let lab = wirebench()
+            .args(["lab", "--rate", "10M", "--link-log"])
+            .arg(&log)
+            .args(["--", "run", "-t", "30", "--json"])
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start lab");
+        let pid = lab.id();
+        // Wait for data to flow: the client host's TCP has sent a thousand segments.
+        let until = Instant::now() + Duration::from_secs(20);
+        loop {
+            let sent: u64 = children(pid)
+                .iter()
+                .filter_map(|k| std::fs::read_to_string(format!("/proc/{k}/net/snmp")).ok())
+                .filter_map(|t| out_segs(&t))
+                .max()
+                .unwrap_or(0);
+            if sent > 1000 {
+                break;
+            }
+            assert!(Instant::now() < until, "no data flowed");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Our own child, by its id (or its group, as a terminal does).
+        let target = if group {
+            format!("-{pid}")
+        } else {
+            pid.to_string()
+        };
+        Command::new("kill")
+            .args([format!("-{signal}"), "--".into(), target])
+            .status()
+            .expect("kill");
+        let out = lab.wait_with_output().expect("the lab ends");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "SIG{signal}: {err}");
+        assert!(
+            !err.contains("shutting down"),
+            "SIG{signal}: the server stopped: {err}"
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).expect("the results document");
+        assert_eq!(v["error_kind"], "interrupted", "SIG{signal}");
+        assert_eq!(v["signal"], format!("SIG{signal}"));
+        let got = f(&v, "/end/received/bytes");
+        let carried = f(&v["lab"]["links"][0]["up"], "/delivered_bytes");
+        assert!(
+            got > 0.0 && carried > got,
+            "SIG{signal}: received {got}, link {carried}"
+        );
+        let rows = std::fs::read_to_string(&log)
+            .expect("the link log")
+            .lines()
+            .count();
+        assert!(rows > 2, "SIG{signal}: the link log has {rows} lines");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `Tcp: ... OutSegs` of a `/proc/PID/net/snmp`.
+fn out_segs(snmp: &str) -> Option<u64> {
+    let mut tcp = snmp.lines().filter(|l| l.starts_with("Tcp:"));
+    let (names, values) = (tcp.next()?, tcp.next()?);
+    let at = names.split_whitespace().position(|n| n == "OutSegs")?;
+    values.split_whitespace().nth(at)?.parse().ok()
+}
+
 /// Processes whose parent is `pid`.
 fn children(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();

@@ -176,6 +176,13 @@ fn pair_run(args: &LabArgs) -> Result<(), Failure> {
     } else {
         eprint!("{}", pair::report_lines(&done.reports));
     }
+    if let Some(sig) = done.interrupted {
+        // The command stopped on the signal the lab passed on: the lab ends as it would
+        // have, 128 + the signal (130 for Ctrl-C), its report and link log written.
+        // `run` said so itself ("interrupted by SIGINT: the partial results are above").
+        let code = u8::try_from(128 + sig).unwrap_or(u8::MAX);
+        return Err(Failure::Code(code, String::new()));
+    }
     if !done.status.success() {
         return Err(Failure::Runtime(anyhow!(
             "the command in the client host failed ({})",
