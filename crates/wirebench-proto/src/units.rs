@@ -17,7 +17,7 @@
 //! | Parser             | Suffixes (all ASCII case-insensitive)                               | Fractions                         |
 //! |--------------------|---------------------------------------------------------------------|-----------------------------------|
 //! | [`parse_size`]     | `K M G T` (x1000), `Ki Mi Gi Ti` (x1024), then an optional `B`      | must give whole bytes, else error |
-//! | [`parse_rate`]     | `k M G T` (x1000), then `bps`, `bit/s`, `bits/s`, `b/s` or `pps`    | bit/s: rounded, pps: whole        |
+//! | [`parse_rate`]     | `k M G T` (x1000), then `bps`, `bit`, `bit/s`, `bits/s`, `b/s` or `pps` | bit/s: rounded, pps: whole |
 //! | [`parse_duration`] | `ns`, `us`/`µs`/`μs`, `ms`, `s` (default), `m` (minutes), `h`       | rounded to the nanosecond         |
 //!
 //! Rounding is to the nearest integer, halves away from zero. A non-zero input that would
@@ -131,7 +131,8 @@ pub fn parse_size(s: &str) -> Result<u64, UnitError> {
 /// Parses a sending rate, e.g. `10M` (10 Mbit/s), `2.5Gbit/s`, `100kpps`, `0` (unlimited).
 ///
 /// The optional SI prefix `k`, `M`, `G`, `T` is a power of 1000 (binary prefixes are not
-/// accepted); the optional unit is `bps`, `bit/s`, `bits/s` or `b/s` (the default) or `pps`.
+/// accepted); the optional unit is `bps`, `bit` (tc's `10mbit`), `bit/s`, `bits/s` or `b/s`
+/// (the default) or `pps`.
 /// Everything is case-insensitive, so `10MBPS` is 10 Mbit/s too.
 ///
 /// A fractional bit rate is rounded to the nearest bit/s, halves up (`1.5` is 2 bit/s,
@@ -421,7 +422,8 @@ fn rate_suffix(suffix: &str) -> Option<(u128, bool)> {
     .find_map(|(prefix, multiplier)| lower.strip_prefix(prefix).map(|unit| (multiplier, unit)))
     .unwrap_or((1, lower.as_str()));
     match unit {
-        "" | "bps" | "bit/s" | "bits/s" | "b/s" => Some((multiplier, false)),
+        // `bit` as tc writes rates (`10mbit`, `100kbit`).
+        "" | "bps" | "bit" | "bit/s" | "bits/s" | "b/s" => Some((multiplier, false)),
         "pps" => Some((multiplier, true)),
         _ => None,
     }
@@ -601,6 +603,10 @@ mod tests {
                 ("1kb/s", Ok(Bps(1000))),
                 ("500bps", Ok(Bps(500))),
                 ("500bit/s", Ok(Bps(500))),
+                // tc's spelling.
+                ("10mbit", Ok(Bps(10_000_000))),
+                ("100kbit", Ok(Bps(100_000))),
+                ("1Gbit", Ok(Bps(1_000_000_000))),
                 ("500b/s", Ok(Bps(500))),
                 ("10 Mbit/s", Ok(Bps(10_000_000))),
                 ("943.21 Mbit/s", Ok(Bps(943_210_000))),
@@ -633,7 +639,7 @@ mod tests {
                 ("pps", Err(Bad)),
                 ("10Q", Err(Bad)),
                 ("10Mb", Err(Bad)),
-                ("10Mbit", Err(Bad)),
+                ("10Mbit", Ok(Bps(10_000_000))),
                 ("10Mi", Err(Bad)),
                 ("10MiB", Err(Bad)),
                 ("1P", Err(Bad)),
