@@ -331,18 +331,37 @@ pub fn load_summary(dir: &Path) -> Result<ExperimentSummary, PlotError> {
     Ok(crate::input::summary(dir)?)
 }
 
+/// Up to the first 16 bytes of a regular file (none of anything else, or of a file that
+/// cannot be read: what reads it next says why).
+fn first_bytes(path: &Path) -> Vec<u8> {
+    let mut head = Vec::new();
+    if let Ok(f) = crate::input::open_regular(path, "file", u64::MAX) {
+        let _ = std::io::Read::read_to_end(&mut std::io::Read::take(f, 16), &mut head);
+    }
+    head
+}
+
 /// The chart of `input` as `kind`, by what `input` is: an experiment directory (default: box
 /// plots for a lab scenario's profiles, else the rate curve), a link log (`.csv`; default
 /// throughput), one result (`.json`; default throughput, or rrul for an rrul run), or else
-/// a packet log (arrival).
+/// a packet log (arrival); a file named otherwise that begins as a link log or a JSON
+/// document is read as one.
 pub fn chart_for(input: &Path, kind: Option<Kind>) -> Result<Chart, PlotError> {
+    let named = |ext: &str| input.extension().is_some_and(|e| e == ext);
+    // A file named otherwise (`links.txt`) is known by its first bytes.
+    let head = if input.is_dir() || named("csv") || named("json") {
+        Vec::new()
+    } else {
+        first_bytes(input)
+    };
+    let head = String::from_utf8_lossy(&head);
     if input.is_dir() {
         let summary = load_summary(input)?;
         let kind = kind.unwrap_or_else(|| default_kind(&summary));
         experiment_chart_in(kind, &summary, Some(input))
-    } else if input.extension().is_some_and(|e| e == "csv") {
+    } else if named("csv") || head.starts_with("t_s,link,") {
         link_log_chart(input, kind.unwrap_or(Kind::Throughput))
-    } else if input.extension().is_some_and(|e| e == "json") {
+    } else if named("json") || head.trim_start().starts_with('{') {
         let r = load_results(input)?;
         // An rrul result is drawn as flent's "all" view unless another kind is asked.
         let fallback = if r.end.rrul.is_some() {
@@ -1242,6 +1261,19 @@ mod tests {
         let seen: std::collections::BTreeSet<(u8, u8, u8)> =
             PALETTE.iter().map(|c| (c.0, c.1, c.2)).collect();
         assert_eq!(seen.len(), PALETTE.len());
+    }
+
+    #[test]
+    fn a_file_named_otherwise_is_known_by_its_first_bytes() {
+        let text = b"t_s,link,direction,delivered_bps,max_queue_delay_ms\n\
+              0.000,a-b,up,1000,1.0\n1.000,a-b,up,2000,2.0\n";
+        let log = temp("links.txt", text);
+        let chart = chart_for(&log, None).expect("read as a link log");
+        assert_eq!(chart.title, "Link throughput");
+        // Anything else is still taken for a packet log, and refused as one.
+        let other = temp("other.txt", b"hello");
+        let e = chart_for(&other, None).expect_err("not a packet log");
+        assert!(e.to_string().contains("packet log"), "{e}");
     }
 
     #[test]

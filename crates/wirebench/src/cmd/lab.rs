@@ -101,7 +101,13 @@ fn pair_run(args: &LabArgs) -> Result<(), Failure> {
     link.traces().map_err(fail)?;
     let (mode, rest) = match args.command.split_first() {
         Some((m, rest)) if m == "run" || m == "exec" => (m.as_str(), rest),
-        _ => {
+        Some((other, _)) => {
+            return Err(Failure::Usage(format!(
+                "lab -- {other}: after -- comes `run [run options]` or `exec -- COMMAND` (e.g. lab -- exec -- {other} ...)",
+                other = wirebench_report::text::printable(other)
+            )))
+        }
+        None => {
             return Err(Failure::Usage(
                 "lab needs a command after --: `run [run options]` or `exec -- COMMAND`".into(),
             ))
