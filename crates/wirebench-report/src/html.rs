@@ -111,7 +111,16 @@ pub fn report(dir: &Path) -> Result<String, ReportError> {
     if drawn == 0 {
         h.push_str("<p>No plot fits this experiment's parameters.</p>\n");
     }
-    h.push_str("<p>Every trial's results are in <code>trials/</code>; the summary in <code>summary.json</code> and <code>summary.csv</code>, the warnings in <code>warnings.json</code>.</p>\n</body></html>\n");
+    // Only the files that are there (a lab scenario's directory has no warnings.json).
+    let warnings_file = if dir.join("warnings.json").is_file() {
+        ", the warnings in <code>warnings.json</code>"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        h,
+        "<p>Every trial's results are in <code>trials/</code>; the summary in <code>summary.json</code> and <code>summary.csv</code>{warnings_file}.</p>\n</body></html>"
+    );
     Ok(h)
 }
 
@@ -323,7 +332,14 @@ fn figure_columns(s: &ExperimentSummary) -> Vec<Column> {
             &format!("{what}, mean ± 95% CI"),
             rate,
             1.0,
-            |f, v| format!("{} ± {}", v(f.mean), v(f.ci95)),
+            // One trial has no interval: "± 0" would claim a certainty it does not have.
+            |f, v| {
+                if f.count < 2 {
+                    format!("{} (one trial)", v(f.mean))
+                } else {
+                    format!("{} ± {}", v(f.mean), v(f.ci95))
+                }
+            },
         ),
         figure_column(s, main, "min", rate, 1.0, |f, v| v(f.min)),
         figure_column(s, main, "max", rate, 1.0, |f, v| v(f.max)),
@@ -632,6 +648,26 @@ mod tests {
         assert_eq!(plot_note(&s, &[]), "");
     }
 
+    #[test]
+    fn one_trial_has_no_confidence_interval() {
+        let mut s = sweep();
+        let table = summary_table(&s, &[]);
+        assert!(
+            table.contains("s ± ") && !table.contains("(one trial)"),
+            "{table}"
+        );
+        for p in &mut s.points {
+            for f in p.figures.values_mut() {
+                f.count = f.count.min(1);
+            }
+        }
+        let table = summary_table(&s, &[]);
+        assert!(
+            table.contains("(one trial)") && !table.contains("s ± "),
+            "{table}"
+        );
+    }
+
     /// A directory with `summary` and `warnings` (as `warnings.json`'s bytes, or none).
     fn experiment_dir(tag: &str, summary: &ExperimentSummary, warnings: Option<&str>) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("wb-html-{}-{tag}", std::process::id()));
@@ -670,10 +706,13 @@ mod tests {
         std::fs::write(dir.join("warnings.json"), "{\"kind\": 1}").expect("write");
         let e = report(&dir).expect_err("not warnings");
         assert!(e.to_string().contains("warnings.json"), "{e}");
-        // No file (a directory saved before it existed): those the summary shows.
+        assert!(html.contains("the warnings in <code>warnings.json</code>"));
+        // No file (a directory saved before it existed): those the summary shows, and the
+        // page does not point to a file that is not there.
         std::fs::remove_file(dir.join("warnings.json")).expect("remove");
         let html = report(&dir).expect("a report");
         assert!(html.contains("⚠ 2 warnings at 1 of 3 points"), "{html}");
+        assert!(!html.contains("<code>warnings.json</code>"), "{html}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

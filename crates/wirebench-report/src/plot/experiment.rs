@@ -463,8 +463,8 @@ fn boxes(s: &ExperimentSummary, dir: Option<&Path>, chart: &mut Chart) {
     } else {
         format!(
             "The {what} of each trial; {n}. Box: first to third quartile; line: median; \
-             whiskers: smallest and largest trial (the trials' files were not read, so no \
-             outlier is told apart).{scale}"
+             whiskers: smallest and largest trial (from the summary: its trials' values \
+             one by one were not at hand, so no outlier is told apart).{scale}"
         )
     };
 }

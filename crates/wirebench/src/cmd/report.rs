@@ -14,6 +14,11 @@ pub fn report(args: &ReportArgs) -> Result<(), Failure> {
     // The error names the file and what to do: no context to add.
     wirebench_report::output::clean_temps(output_dir(&args.output));
     wirebench_report::output::write(&args.output, html.as_bytes()).map_err(anyhow::Error::from)?;
+    // Said, since the default name (report.html, here) is not the experiment's directory.
+    eprintln!(
+        "report: {}",
+        wirebench_report::text::printable(&args.output.display().to_string())
+    );
     Ok(())
 }
 
