@@ -477,10 +477,14 @@ impl Scenario {
             });
         }
         let mut s: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Syntax {
+            // The line the error starts on: one more than the line breaks before it (an
+            // error at the start of a line is on that line, not the one before).
             line: e.span().map(|sp| {
-                text.get(..sp.start.min(text.len()))
-                    .map_or(0, |t| t.lines().count())
-                    .max(1)
+                text.as_bytes()[..sp.start.min(text.len())]
+                    .iter()
+                    .filter(|&&b| b == b'\n')
+                    .count()
+                    + 1
             }),
             message: e.message().to_owned(),
         })?;
@@ -831,6 +835,8 @@ start-after = "1s"
     fn mistakes_are_one_line_errors() {
         for (text, needle) in [
             ("name = 1", "line 1"),
+            // At the start of its line: that line, not the one before.
+            ("name = \"s\"\n\nbogus = 1\n", "line 3"),
             (
                 &DUMBBELL.replace("queue = 8", "queue = 8\ncolour = 1"),
                 "colour",
