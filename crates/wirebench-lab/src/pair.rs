@@ -3,6 +3,7 @@
 //! other, and what the link did.
 
 use std::io::{self, Read};
+use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
@@ -197,11 +198,13 @@ pub fn run_pair(p: &PairRun) -> Result<PairOutcome, PairError> {
     if json {
         client.stdout(Stdio::piped());
     }
+    // Caught from before the command starts, so that no signal ends the lab meanwhile.
+    let relay = Relay::start(matches!(p.client, ClientCommand::Run(_)))
+        .map_err(io_err("handling signals"))?;
     let mut child = client
         .spawn()
         .map_err(io_err(format!("starting {what} in the client host")))?;
-    let relay = Relay::start(child.id(), matches!(p.client, ClientCommand::Run(_)))
-        .map_err(io_err("handling signals"))?;
+    relay.attach(child.id());
     let mut stdout = String::new();
     if let Some(mut so) = child.stdout.take() {
         so.read_to_string(&mut stdout)
@@ -221,41 +224,103 @@ pub fn run_pair(p: &PairRun) -> Result<PairOutcome, PairError> {
 }
 
 /// While the client's command runs, SIGINT, SIGTERM and SIGHUP do not end the lab: it passes
-/// each on to the command, which stops its test cleanly and prints what it measured (a
-/// second one ends it at once, as `run`'s own handling does), and the lab then stops the
-/// link and reports as usual. An `exec` command in the terminal's process group gets a
-/// terminal's SIGINT itself, so only the other two are passed on to it.
+/// each on to the command, which stops its test cleanly and prints what it measured, and the
+/// lab then stops the link and reports as usual. A signal half a second or more after the
+/// first ends the command at once (`run` does so itself; an `exec` command is sent SIGKILL),
+/// as a second Ctrl-C ends `run`. An `exec`
+/// command in the terminal's process group gets a terminal's SIGINT itself, so only the
+/// other two are passed on to it. Signals go through a pidfd: never to another process
+/// that took the command's id after it was reaped.
 struct Relay {
     handle: signal_hook::iterator::Handle,
     thread: std::thread::JoinHandle<Option<i32>>,
+    /// The command, once started.
+    target: std::sync::Arc<std::sync::Mutex<Option<std::os::fd::OwnedFd>>>,
+    /// The first signal that came (0: none yet).
+    first: std::sync::Arc<std::sync::atomic::AtomicI32>,
+    pass_int: bool,
 }
 
 impl Relay {
-    fn start(pid: u32, pass_int: bool) -> io::Result<Self> {
+    fn start(pass_int: bool) -> io::Result<Self> {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        use std::sync::atomic::Ordering;
         let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
         let handle = signals.handle();
+        let target = std::sync::Arc::new(std::sync::Mutex::new(None::<std::os::fd::OwnedFd>));
+        let first = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+        let (to, seen) = (target.clone(), first.clone());
         let thread = std::thread::Builder::new()
             .name("lab-signals".into())
             .spawn(move || {
-                let mut first = None;
+                let mut since: Option<std::time::Instant> = None;
                 for sig in signals.forever() {
-                    if sig != SIGINT || pass_int {
-                        let _ = crate::sys::signal(pid, sig);
+                    let _ = seen.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+                    let again = since.is_some_and(|t| t.elapsed() >= SAME_REQUEST);
+                    since.get_or_insert_with(std::time::Instant::now);
+                    // `run` ends at once on a second signal itself; an exec command that
+                    // ignores them is killed.
+                    let send = if again && !pass_int {
+                        Some(libc::SIGKILL)
+                    } else {
+                        (sig != SIGINT || pass_int).then_some(sig)
+                    };
+                    let target = to.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if let (Some(fd), Some(send)) = (target.as_ref(), send) {
+                        let _ = crate::sys::pidfd_signal(fd.as_fd(), send);
                     }
-                    first = first.or(Some(sig));
                 }
-                first
+                match seen.load(Ordering::SeqCst) {
+                    0 => None,
+                    sig => Some(sig),
+                }
             })?;
-        Ok(Self { handle, thread })
+        Ok(Self {
+            handle,
+            thread,
+            target,
+            first,
+            pass_int,
+        })
     }
 
-    /// Stops relaying; the first signal that came, if one did.
+    /// The command started as process `pid`: signals go to it from now on, and one that
+    /// came while it was starting is passed on now.
+    fn attach(&self, pid: u32) {
+        use std::sync::atomic::Ordering;
+        let Ok(fd) = crate::sys::pidfd_open(pid) else {
+            return;
+        };
+        let mut target = self
+            .target
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let early = self.first.load(Ordering::SeqCst);
+        if early != 0 && (early != signal_hook::consts::SIGINT || self.pass_int) {
+            let _ = crate::sys::pidfd_signal(fd.as_fd(), early);
+        }
+        *target = Some(fd);
+    }
+
+    /// Stops relaying, and gives the three signals their default action again (the lab ends
+    /// on them while it writes its report); the first signal that came, if one did.
     fn finish(self) -> Option<i32> {
         self.handle.close();
-        self.thread.join().ok().flatten()
+        let first = self.thread.join().ok().flatten();
+        for sig in [
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGHUP,
+        ] {
+            let always = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+            let _ = signal_hook::flag::register_conditional_default(sig, always);
+        }
+        first
     }
 }
+
+/// A signal this soon after the first is the first delivered again, not a second.
+const SAME_REQUEST: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The `lab` object added to a results document: the link as configured, the two
 /// addresses and what each direction did.

@@ -286,6 +286,42 @@ pub fn enter_held(pid: u32, net_fd: i32, userns: bool) -> io::Result<()> {
     setns(std::os::fd::AsFd::as_fd(&net), libc::CLONE_NEWNET)
 }
 
+/// A descriptor of process `pid` (`pidfd_open`): a signal sent through it reaches that
+/// process or none, never another that took its id after it was reaped.
+pub fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
+    let pid = libc::pid_t::try_from(pid).map_err(io::Error::other)?;
+    // SAFETY: pidfd_open takes a pid and flags; on success it returns a new descriptor,
+    // which we own from here on.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let fd = libc::c_int::try_from(check_long(fd)?).map_err(io::Error::other)?;
+    // SAFETY: a fresh descriptor the call just returned, owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Sends signal `sig` to the process `fd` refers to (`pidfd_send_signal`).
+pub fn pidfd_signal(fd: BorrowedFd<'_>, sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: a live descriptor, a signal number, no siginfo, no flags.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    check_long(r).map(drop)
+}
+
+/// A `syscall`'s result: the error of errno when negative.
+fn check_long(r: libc::c_long) -> io::Result<libc::c_long> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
 /// Sends signal `sig` to process `pid`.
 pub fn signal(pid: u32, sig: libc::c_int) -> io::Result<()> {
     let pid = libc::pid_t::try_from(pid).map_err(io::Error::other)?;

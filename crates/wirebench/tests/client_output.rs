@@ -217,6 +217,23 @@ fn ctrl_c_prints_the_partial_summary_and_exits_130() {
     assert_eq!(summary_lines(&tail, "sender").len(), 1, "{tail}");
 }
 
+/// The same signal twice at once (a job manager signals every process of a job, and a lab
+/// passes its own signal on too) is one request to stop: the summary is still printed.
+#[test]
+fn a_signal_delivered_twice_at_once_still_prints_the_summary() {
+    let server = Server::start(&[]);
+    let mut child = server.spawn(&["-t", "60", "-i", "1"]);
+    let (_, mut rest) = read_until(&mut child, "[  1]");
+    signal(&child, "-TERM");
+    signal(&child, "-TERM");
+    let mut tail = String::new();
+    rest.read_to_string(&mut tail).expect("read");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(143), "{tail}");
+    assert!(tail.contains("interrupted after"), "{tail}");
+    assert_eq!(summary_lines(&tail, "sender").len(), 1, "{tail}");
+}
+
 #[test]
 fn a_server_that_goes_away_gives_partial_results_not_a_made_up_loss() {
     let server = Server::start(&[]);

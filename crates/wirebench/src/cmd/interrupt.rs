@@ -1,14 +1,20 @@
 //! The signals that stop a client's test: SIGINT (Ctrl-C), and SIGTERM and SIGHUP, which
 //! `timeout`, Slurm, Kubernetes and a closed terminal send. The first of any of them stops
 //! the test cleanly (both sides' figures are exchanged and printed, marked interrupted); a
-//! second one exits at once. The exit code is 128 + the signal's number, as shells report
-//! a process the signal ended, so scripts see the same code whether wirebench printed its
-//! document first or not.
+//! second one, half a second or more later, exits at once. One closer to the first is the
+//! same request delivered twice (a job manager signals every process of a job, and a lab
+//! passes its own signal on to its `run` too), not a second Ctrl-C. The exit code is 128 +
+//! the signal's number, as shells report a process the signal ended, so scripts see the
+//! same code whether wirebench printed its document first or not.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+
+/// A signal this soon after the first is the first one delivered again, not a second.
+const SAME_REQUEST: Duration = Duration::from_millis(500);
 
 /// A signal that interrupts a test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,22 +65,38 @@ pub struct Interrupt {
 }
 
 impl Interrupt {
-    /// Installs the handlers: the first signal only sets the flags; a second one, while
-    /// the flag is set, exits at once with that signal's code.
+    /// Installs the handlers: a signal sets the flags, and a thread exits at once, with
+    /// that signal's code, on one that comes [`SAME_REQUEST`] or more after the first.
     pub fn install() -> Self {
         let any = Arc::new(AtomicBool::new(false));
         let each = [(); 3].map(|()| Arc::new(AtomicBool::new(false)));
         for (sig, flag) in Signal::ALL.iter().zip(&each) {
-            // The conditional exit must be registered first, so the first signal only sets
-            // the flag. A handler that cannot be installed leaves that signal's default
-            // action, which is what wirebench did before it handled it.
-            let _ = signal_hook::flag::register_conditional_shutdown(
-                sig.number(),
-                i32::from(sig.exit_code()),
-                Arc::clone(&any),
-            );
+            // A handler that cannot be installed leaves that signal's default action, which
+            // is what wirebench did before it handled it.
             let _ = signal_hook::flag::register(sig.number(), Arc::clone(flag));
             let _ = signal_hook::flag::register(sig.number(), Arc::clone(&any));
+        }
+        if let Ok(mut signals) =
+            signal_hook::iterator::Signals::new(Signal::ALL.map(Signal::number))
+        {
+            let _ = std::thread::Builder::new()
+                .name("wirebench-signals".into())
+                .spawn(move || {
+                    let mut first: Option<Instant> = None;
+                    for number in signals.forever() {
+                        match first {
+                            None => first = Some(Instant::now()),
+                            Some(t) if t.elapsed() >= SAME_REQUEST => {
+                                let code = Signal::ALL
+                                    .iter()
+                                    .find(|s| s.number() == number)
+                                    .map_or(1, |s| s.exit_code());
+                                std::process::exit(i32::from(code));
+                            }
+                            Some(_) => {}
+                        }
+                    }
+                });
         }
         Self { any, each }
     }
