@@ -292,11 +292,17 @@ fn rate(key: &'static str, s: Option<&String>) -> Result<u64, PropsError> {
     }
 }
 
+/// A non-zero number without a unit (`10`, `2.5`): seconds to wirebench, µs to tc.
+fn bare_number(t: &str) -> bool {
+    !t.is_empty()
+        && t.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && t.chars().any(|c| c != '0' && c != '.')
+}
+
 fn ns(key: &'static str, s: Option<&String>) -> Result<u64, PropsError> {
     let Some(s) = s else { return Ok(0) };
     let t = s.trim();
-    let bare = !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.');
-    if bare && t.chars().any(|c| c != '0' && c != '.') {
+    if bare_number(t) {
         return Err(PropsError::BareDuration {
             key,
             value: t.to_owned(),
@@ -470,7 +476,12 @@ impl LinkProps {
             .as_ref()
             .filter(|a| a.kind == crate::aqm::AqmKind::DropTail)
         {
-            queue_packets = a.limit.unwrap_or(queue_packets);
+            // A limit in bytes alone (`bfifo limit B`, Mahimahi's `bytes=B`) has no cap in
+            // packets, as there, unless --queue gives one.
+            let bytes_only = a.limit.is_none() && a.limit_bytes.is_some() && self.queue.is_none();
+            queue_packets = a
+                .limit
+                .unwrap_or(if bytes_only { 0 } else { queue_packets });
             queue_bytes = a.limit_bytes.unwrap_or(queue_bytes);
         }
         // netem's options are checked with the rest, so every caller refuses them alike.
@@ -605,6 +616,11 @@ fn parse_slot(text: &str) -> Result<SlotConfig, PropsError> {
                           \"distribution normal 10ms 2ms\"";
     let duration = |w: Option<&str>| -> Result<u64, PropsError> {
         let w = w.ok_or_else(|| bad(SYNTAX))?;
+        if bare_number(w) {
+            return Err(bad(
+                "a slot's times need a unit (e.g. 800us): tc reads a bare number as µs",
+            ));
+        }
         let d = parse_duration(w).map_err(|_| bad(SYNTAX))?;
         if d > MAX_DELAY {
             return Err(bad("a slot's times are at most 60s"));
@@ -875,6 +891,13 @@ mod tests {
         ] {
             assert!(ok.configs().is_ok(), "{ok:?}");
         }
+        let slot = |spec: &str| LinkProps {
+            slot: Some(spec.into()),
+            ..LinkProps::default()
+        };
+        let e = slot("1 2").configs().expect_err("bare").to_string();
+        assert!(e.contains("need a unit"), "{e}");
+        assert!(slot("800us 1ms").configs().is_ok());
     }
 
     #[test]
@@ -896,8 +919,22 @@ mod tests {
         };
         assert_eq!(queue("droptail limit 20", None), (20, 0));
         assert_eq!(queue("pfifo limit 5000", Some(10)), (5000, 0));
-        assert_eq!(queue("bfifo limit 30000", None), (1000, 30000));
-        assert_eq!(queue("droptail limit_bytes 30000", None), (1000, 30000));
+        assert_eq!(
+            queue("bfifo limit 30000", None),
+            (0, 30000),
+            "bytes alone, as tc's"
+        );
+        assert_eq!(queue("droptail limit_bytes 30000", None), (0, 30000));
+        assert_eq!(
+            queue("droptail bytes=30000", None),
+            (0, 30000),
+            "as Mahimahi's"
+        );
+        assert_eq!(
+            queue("bfifo limit 30000", Some(50)),
+            (50, 30000),
+            "and --queue"
+        );
         assert_eq!(queue("droptail packets=20", None), (20, 0));
         assert_eq!(queue("droptail", Some(7)), (7, 0), "no limit of its own");
         // Other disciplines keep their limits to themselves.

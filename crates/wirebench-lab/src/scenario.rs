@@ -422,14 +422,16 @@ impl TestDef {
     }
 
     /// Whether its args ask for UDP (`-u`, `--udp`, or `-u` among other short flags, as
-    /// `-uR`): a profile's congestion control is not for it.
+    /// `-uR` or `-ub10M`, before a value): a profile's congestion control is not for it.
     pub fn is_udp(&self) -> bool {
         self.args.iter().any(|a| {
             a == "--udp"
                 || a.strip_prefix('-').is_some_and(|shorts| {
                     !shorts.starts_with('-')
-                        && shorts.contains('u')
-                        && shorts.chars().all(|c| c.is_ascii_alphabetic())
+                        && shorts
+                            .chars()
+                            .take_while(char::is_ascii_alphabetic)
+                            .any(|c| c == 'u')
                 })
         })
     }
@@ -746,7 +748,13 @@ mod tests {
             measured: true,
             start_after: None,
         };
-        for udp in [&["-u"][..], &["--udp"], &["-t", "2", "-uR"], &["-Ru"]] {
+        for udp in [
+            &["-u"][..],
+            &["--udp"],
+            &["-t", "2", "-uR"],
+            &["-Ru"],
+            &["-ub10M"],
+        ] {
             assert!(test(udp).is_udp(), "{udp:?}");
         }
         for tcp in [

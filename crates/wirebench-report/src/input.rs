@@ -305,11 +305,27 @@ pub fn summary(dir: &Path) -> Result<ExperimentSummary, InputError> {
         },
         e => e,
     })?;
-    let mut named: std::collections::HashMap<&str, (usize, usize)> =
+    // A file is the same file however its name is spelled (`./a`, `trials//a`, a link to
+    // it): known by its device and inode where it is there, else by its name's parts.
+    let mut named: std::collections::HashMap<(u64, u64, PathBuf), (usize, usize)> =
         std::collections::HashMap::new();
     for (i, p) in s.points.iter().enumerate() {
         for (j, f) in p.files.iter().enumerate() {
-            if let Some((a, b)) = named.insert(f.as_str(), (i, j)) {
+            let key = match std::fs::metadata(dir.join(f)) {
+                Ok(m) => {
+                    use std::os::unix::fs::MetadataExt;
+                    (m.dev(), m.ino(), PathBuf::new())
+                }
+                Err(_) => (
+                    0,
+                    0,
+                    Path::new(f)
+                        .components()
+                        .filter(|c| !matches!(c, std::path::Component::CurDir))
+                        .collect(),
+                ),
+            };
+            if let Some((a, b)) = named.insert(key, (i, j)) {
                 return Err(InputError::Repeated {
                     path: path.clone(),
                     key: format!("points[{i}].files[{j}]"),

@@ -1202,6 +1202,8 @@ fn a_lab_with_a_minute_of_delay_stops_when_its_command_ends() {
 
 /// A scenario whose measured tests fail for reasons of its own: a flag `run` does not know,
 /// and an output format that is not the JSON the lab reads.
+/// Two tests whose arguments are `run`'s but fail when they run: no server on port 9, and a
+/// file that is not there.
 const FAILING: &str = r#"
 name = "all-fail"
 [[link]]
@@ -1211,13 +1213,48 @@ loss = 0.05
 [[test]]
 from = "h1"
 to = "h2"
-args = ["-t", "1s", "--no-such-flag"]
+args = ["-t", "1s", "-p", "9"]
 [[test]]
-name = "csv"
+name = "file"
 from = "h1"
 to = "h2"
-args = ["-t", "1s", "--format", "csv"]
+args = ["--file", "no-such-file"]
 "#;
+
+/// Arguments `run` cannot take are refused when the scenario loads, before any trial: one
+/// usage line (exit 2) naming the test, not a failure per trial.
+#[test]
+fn a_scenarios_bad_test_arguments_are_refused_before_any_trial() {
+    let dir = scratch("bad-args");
+    for (args, says) in [
+        (
+            r#"["-t", "1s", "--no-such-flag"]"#,
+            "test 1 (h1-h2): unexpected argument '--no-such-flag'",
+        ),
+        (
+            r#"["-t", "1s", "--format", "csv"]"#,
+            "test 1 (h1-h2): the argument '--json' cannot be used with",
+        ),
+    ] {
+        let text = FAILING.replacen(r#"["-t", "1s", "-p", "9"]"#, args, 1);
+        std::fs::write(dir.join("s.toml"), text).expect("scenario");
+        let out = wirebench()
+            .args(["lab", "scenario"])
+            .arg(dir.join("s.toml"))
+            .arg("--out")
+            .arg(dir.join("out"))
+            .output()
+            .expect("lab scenario");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(says) && err.trim().lines().count() == 1,
+            "{err}"
+        );
+        assert!(!dir.join("out").exists(), "something was written");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
 
 /// Regression: every measured test failed, the table said "0 trials",
 /// and the run exited 0. It exits 3 (some trials failed) with a line that counts the
@@ -1247,7 +1284,7 @@ fn a_scenario_whose_tests_all_fail_exits_3_with_a_failure_line() {
         .find(|l| l.starts_with("why: "))
         .unwrap_or_else(|| panic!("no reasons: {table}"));
     assert!(
-        why.contains("--no-such-flag") && why.contains("--format"),
+        why.contains("cannot connect") && why.contains("no-such-file"),
         "{why}"
     );
     assert!(err.contains("2 failure(s) in 1 trials"), "{err}");
@@ -1280,7 +1317,7 @@ fn names_out_of_their_directory_or_with_control_characters_are_refused() {
             "[[profile]]\nname = \"cu\\u001b[2J\"\n[[test]]\nfrom",
             "[[profile]] name \"cu\\u{1b}[2J\"",
         ),
-        ("name = \"csv\"", "name = \"a/b\"", "[[test]] name \"a/b\""),
+        ("name = \"file\"", "name = \"a/b\"", "[[test]] name \"a/b\""),
     ];
     for (from, to, key) in cases {
         let text = FAILING.replacen(from, to, 1);

@@ -91,9 +91,9 @@ fn sent_and_lost(rrul: &Rrul, kind: ProbeKind, under_load: Option<bool>) -> (u64
             Some(false) => vec![c.idle_before, c.idle_after],
             None => vec![c.idle_before, c.loaded, c.idle_after],
         };
-        return phases
-            .iter()
-            .fold((0, 0), |(s, l), p| (s + p.sent, l + p.lost));
+        return phases.iter().fold((0u64, 0u64), |(s, l), p| {
+            (s.saturating_add(p.sent), l.saturating_add(p.lost))
+        });
     }
     let in_phase = |t_s: f64| {
         let loaded = t_s >= rrul.load_start_s && t_s <= rrul.load_end_s;

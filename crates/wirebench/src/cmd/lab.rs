@@ -175,7 +175,10 @@ fn pair_run(args: &LabArgs) -> Result<(), Failure> {
             .finish(|w| LinkLogCsv.export(&done.log, w))
             .map_err(anyhow::Error::from)?;
     }
-    if json {
+    if json && done.interrupted.is_some() && done.stdout.trim().is_empty() {
+        // Ended at once by a second signal: no document to add to; the link's report as text.
+        eprint!("{}", pair::report_lines(&done.reports));
+    } else if json {
         let text = pair::with_lab(&done.stdout, &link, &done.reports)
             .context("reading the test's JSON")?;
         writeln!(std::io::stdout().lock(), "{text}").context("writing JSON")?;
@@ -249,7 +252,9 @@ fn with_link_drain(
         .map_or_else(tcp_wmem_max, |b| b.saturating_mul(2));
     let buffers = u64::from(spec.streams).saturating_mul(send_buffer);
     let on_its_way = |cfg: &wirebench_lab::link::LinkConfig| cfg.carry_ns(buffers);
+    // --both-directions runs the test, then the same reversed: both links carry it.
     let ns = match spec.direction {
+        _ if cmd.run.both_directions => on_its_way(&up).max(on_its_way(&down)),
         Direction::Forward => on_its_way(&up),
         Direction::Reverse => on_its_way(&down),
         Direction::Bidir => on_its_way(&up).max(on_its_way(&down)),
@@ -277,7 +282,7 @@ fn tcp_wmem_max() -> u64 {
 /// flag is found now, not once per trial), and a file they write (`--packet-log`, `--save`)
 /// stays under the directory the lab runs in. The lab runs them as root: a scenario from
 /// someone else must not write to `/etc`.
-fn check_tests(sc: &Scenario, file: &Path) -> Result<(), Failure> {
+fn check_tests(sc: &Scenario, file: &Path, base: &Path) -> Result<(), Failure> {
     use clap::Parser;
     for (i, test) in sc.tests.iter().enumerate() {
         let what = || format!("{}: test {} ({})", file.display(), i + 1, test.label());
@@ -305,13 +310,22 @@ fn check_tests(sc: &Scenario, file: &Path) -> Result<(), Failure> {
             ("--save", &cmd.run.save),
         ] {
             let Some(path) = path else { continue };
+            // Nor through a link already there (`logs -> /etc`, `p.bin -> /etc/passwd`).
+            let through_link = path
+                .ancestors()
+                .filter(|a| !a.as_os_str().is_empty())
+                .any(|a| {
+                    std::fs::symlink_metadata(base.join(a))
+                        .is_ok_and(|m| m.file_type().is_symlink())
+                });
             let escapes = path.is_absolute()
+                || through_link
                 || path
                     .components()
                     .any(|c| matches!(c, std::path::Component::ParentDir));
             if escapes {
                 return Err(Failure::Usage(format!(
-                    "{}: {flag} {}: a scenario's tests write only under the directory the lab runs in (a relative path without '..')",
+                    "{}: {flag} {}: a scenario's tests write only under the directory the lab runs in (a relative path, without '..' or a symbolic link)",
                     what(),
                     path.display()
                 )));
@@ -323,7 +337,8 @@ fn check_tests(sc: &Scenario, file: &Path) -> Result<(), Failure> {
 
 fn scenario(args: &ScenarioArgs) -> Result<(), Failure> {
     let sc = Scenario::load(&args.file).map_err(fail)?;
-    check_tests(&sc, &args.file)?;
+    // Relative paths are the lab's working directory's.
+    check_tests(&sc, &args.file, Path::new(""))?;
     if args.resume && args.out.is_none() {
         return Err(Failure::Usage(
             "--resume needs --out DIR: the directory of the run to go on with".into(),
@@ -465,6 +480,12 @@ mod tests {
         );
         assert_eq!(drain_of(&asymmetric, &["-R", "-w", "1M"])[1], "8000ms");
         assert_eq!(drain_of(&asymmetric, &["--bidir", "-w", "1M"])[1], "8000ms");
+        let both = ["--both-directions", "-w", "1M"];
+        assert_eq!(
+            drain_of(&asymmetric, &both)[1],
+            "8000ms",
+            "its second pass comes down"
+        );
         // rrul's load: 4 streams each way.
         assert_eq!(
             drain_of(&asymmetric, &["--mode", "rrul", "-w", "1M"])[1],
@@ -482,7 +503,7 @@ mod tests {
     #[test]
     fn a_scenarios_tests_are_checked_before_any_trial_runs() {
         let file = Path::new("s.toml");
-        let check = |args: &str| check_tests(&scenario_with_args(args), file);
+        let check = |args: &str| check_tests(&scenario_with_args(args), file, Path::new(""));
         assert!(check(r#"["-t", "2", "-u", "-b", "10M"]"#).is_ok());
         assert!(check(r#"["-u", "--packet-log", "logs/p.bin"]"#).is_ok());
         for (args, says) in [
@@ -500,6 +521,18 @@ mod tests {
             assert!(e.starts_with("s.toml: test 1 (h1-h2): "), "{e}");
             assert!(e.contains(says) && !e.contains('\n'), "{args}: {e}");
         }
+        // Nor through a symbolic link already there.
+        let dir = std::env::temp_dir().join(format!("wb-check-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a directory");
+        let _ = std::fs::remove_file(dir.join("logs"));
+        std::os::unix::fs::symlink("/etc", dir.join("logs")).expect("a link");
+        let sc = scenario_with_args(r#"["-u", "--packet-log", "logs/p.bin"]"#);
+        let got = check_tests(&sc, file, &dir);
+        let _ = std::fs::remove_dir_all(&dir);
+        let Err(Failure::Usage(e)) = got else {
+            panic!("a link: taken");
+        };
+        assert!(e.contains("symbolic link"), "{e}");
     }
 
     #[test]
