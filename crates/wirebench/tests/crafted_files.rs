@@ -278,7 +278,8 @@ fn an_experiment_with_impossible_values_is_refused_by_plot_and_report() {
         .to_owned();
     let mut twice = v.clone();
     let files = twice["points"][0]["files"].as_array_mut().expect("files");
-    files.push(serde_json::Value::String(first));
+    // Spelled otherwise: the same file.
+    files.push(serde_json::Value::String(format!("./{first}")));
     let n = files.len() - 1;
     d.file("summary.json", twice.to_string().as_bytes());
     let says = format!("points[0].files[{n}] = ");
