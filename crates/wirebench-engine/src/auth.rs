@@ -77,25 +77,18 @@ impl Psk {
     /// opened, so a FIFO, a device or a directory is refused before a byte is read.
     pub fn load(path: &std::path::Path) -> Result<Self, PskError> {
         use std::io::Read;
-        use std::os::unix::fs::OpenOptionsExt;
+        use wirebench_sys::input::Refused;
         let read = |source| PskError::Read {
             path: path.display().to_string(),
             source,
         };
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(path)
-            .map_err(read)?;
-        let meta = f.metadata().map_err(read)?;
-        if !meta.is_file() {
-            return Err(PskError::NotRegular {
+        let f = wirebench_sys::input::open_regular(path, MAX_KEY_BYTES).map_err(|e| match e {
+            Refused::Io(source) => read(source),
+            Refused::NotRegular(_) => PskError::NotRegular {
                 path: path.display().to_string(),
-            });
-        }
-        if meta.len() > MAX_KEY_BYTES {
-            return Err(PskError::TooLong(meta.len()));
-        }
+            },
+            Refused::TooLarge(size) => PskError::TooLong(size),
+        })?;
         let mut bytes = Vec::new();
         f.take(MAX_KEY_BYTES + 1)
             .read_to_end(&mut bytes)

@@ -457,33 +457,7 @@ impl LinkProps {
                 })
             }
         };
-        let queue_bytes = match &self.queue_bytes {
-            None => 0,
-            Some(s) => parse_size(s)?,
-        };
-        if queue_bytes > MAX_QUEUE_BYTES {
-            return Err(PropsError::OutOfRange {
-                key: "queue-bytes",
-                value: self.queue_bytes.clone().unwrap_or_default(),
-                why: "at most 1Gi (1073741824 bytes)",
-            });
-        }
-        // A drop-tail discipline's own limits (tc's `pfifo limit N`, `bfifo limit B`) are the
-        // link's queue: drop-tail runs on the link's own path, which reads only these.
-        let mut queue_packets = self.queue.unwrap_or(DEFAULT_QUEUE_PACKETS);
-        let mut queue_bytes = queue_bytes;
-        if let Some(a) = aqm
-            .as_ref()
-            .filter(|a| a.kind == crate::aqm::AqmKind::DropTail)
-        {
-            // A limit in bytes alone (`bfifo limit B`, Mahimahi's `bytes=B`) has no cap in
-            // packets, as there, unless --queue gives one.
-            let bytes_only = a.limit.is_none() && a.limit_bytes.is_some() && self.queue.is_none();
-            queue_packets = a
-                .limit
-                .unwrap_or(if bytes_only { 0 } else { queue_packets });
-            queue_bytes = a.limit_bytes.unwrap_or(queue_bytes);
-        }
+        let (queue_packets, queue_bytes) = self.queue_limits(aqm.as_ref())?;
         // netem's options are checked with the rest, so every caller refuses them alike.
         let (netem_up, netem_down) = self.netem()?;
         let slot = self.slot()?;
@@ -528,6 +502,35 @@ impl LinkProps {
             ..base
         };
         Ok((up, down))
+    }
+
+    /// The queue's limits in packets and bytes (0: no limit by that measure): `queue` and
+    /// `queue-bytes`, or a drop-tail discipline's own (tc's `pfifo limit N`, `bfifo limit
+    /// B`), since drop-tail runs on the link's own path, which reads only these.
+    fn queue_limits(&self, aqm: Option<&AqmConfig>) -> Result<(u32, u64), PropsError> {
+        let queue_bytes = match &self.queue_bytes {
+            None => 0,
+            Some(s) => parse_size(s)?,
+        };
+        if queue_bytes > MAX_QUEUE_BYTES {
+            return Err(PropsError::OutOfRange {
+                key: "queue-bytes",
+                value: self.queue_bytes.clone().unwrap_or_default(),
+                why: "at most 1Gi (1073741824 bytes)",
+            });
+        }
+        let mut queue_packets = self.queue.unwrap_or(DEFAULT_QUEUE_PACKETS);
+        let mut queue_bytes = queue_bytes;
+        if let Some(a) = aqm.filter(|a| a.kind == crate::aqm::AqmKind::DropTail) {
+            // A limit in bytes alone (`bfifo limit B`, Mahimahi's `bytes=B`) has no cap in
+            // packets, as there, unless --queue gives one.
+            let bytes_only = a.limit.is_none() && a.limit_bytes.is_some() && self.queue.is_none();
+            queue_packets = a
+                .limit
+                .unwrap_or(if bytes_only { 0 } else { queue_packets });
+            queue_bytes = a.limit_bytes.unwrap_or(queue_bytes);
+        }
+        Ok((queue_packets, queue_bytes))
     }
 
     /// netem's options for a → b ("up") and b → a ("down"): the same both ways (each

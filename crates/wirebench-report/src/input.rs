@@ -163,24 +163,7 @@ pub enum InputError {
     },
 }
 
-/// What a path names when it is not a regular file, in words.
-fn kind_of(meta: &std::fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    let t = meta.file_type();
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
-    }
-}
+use wirebench_sys::input::kind_of;
 
 /// Opens `path` for reading if it is a regular file of at most `max` bytes: the one way
 /// wirebench opens a file it reads back. Opened `O_NONBLOCK` (a FIFO's open would wait for a
@@ -196,33 +179,24 @@ pub fn open_regular(
     what: &'static str,
     max: u64,
 ) -> Result<std::fs::File, InputError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let read = |source| InputError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(read)?;
-    let meta = f.metadata().map_err(read)?;
-    if !meta.is_file() {
-        return Err(InputError::NotRegular {
+    use wirebench_sys::input::Refused;
+    wirebench_sys::input::open_regular(path, max).map_err(|e| match e {
+        Refused::Io(source) => InputError::Read {
+            path: path.to_path_buf(),
+            source,
+        },
+        Refused::NotRegular(kind) => InputError::NotRegular {
             path: path.to_path_buf(),
             what,
-            kind: kind_of(&meta),
-        });
-    }
-    if meta.len() > max {
-        return Err(InputError::TooLarge {
+            kind,
+        },
+        Refused::TooLarge(size) => InputError::TooLarge {
             path: path.to_path_buf(),
             what,
-            size: meta.len(),
+            size,
             max,
-        });
-    }
-    Ok(f)
+        },
+    })
 }
 
 /// Reads at most `max` bytes of `path` (a file that grows while read is cut, then refused).

@@ -1,5 +1,6 @@
 //! What wirebench asks of the operating system beyond the standard library, in one place
-//! every other crate uses: files written whole or not at all ([`output`]), and batched
+//! every other crate uses: files written whole or not at all ([`output`]), files read back
+//! only if regular and bounded ([`input`]), and batched
 //! datagrams ([`mmsg`]: `sendmmsg`/`recvmmsg` with GSO, GRO and arrival times) over the
 //! control messages of [`cmsg`].
 //!
@@ -9,5 +10,6 @@
 #![deny(unsafe_code)]
 
 pub mod cmsg;
+pub mod input;
 pub mod mmsg;
 pub mod output;
