@@ -285,7 +285,18 @@ pub fn rrul_latency_chart(r: &Results) -> Result<Chart, PlotError> {
     for (kind, name) in [(ProbeKind::Udp, "UDP"), (ProbeKind::Tcp, "TCP")] {
         for (under, phase) in [(false, "idle"), (true, "loaded")] {
             let v = samples(rrul, kind, under);
-            let (sent, _) = sent_and_lost(rrul, kind, Some(under));
+            // Counted as the curves are, from the probes listed one by one and sorted into
+            // phases by their send time (the document's own counts may put a probe at a
+            // phase's edge in the other phase).
+            let lost = rrul
+                .lost_probes
+                .iter()
+                .filter(|p| {
+                    p.kind == kind
+                        && (p.t_s >= rrul.load_start_s && p.t_s <= rrul.load_end_s) == under
+                })
+                .count();
+            let sent = v.len() + lost;
             if let Some(d) = Distribution::of_samples(v) {
                 counts.push(format!("{name} {phase} {} of {sent} answered", d.count));
                 runs.push((format!("{name} {phase}"), d));
