@@ -233,7 +233,7 @@ pub fn run_pair(p: &PairRun) -> Result<PairOutcome, PairError> {
 /// that took the command's id after it was reaped.
 struct Relay {
     handle: signal_hook::iterator::Handle,
-    thread: std::thread::JoinHandle<Option<i32>>,
+    thread: std::thread::JoinHandle<()>,
     /// The command, once started.
     target: std::sync::Arc<std::sync::Mutex<Option<std::os::fd::OwnedFd>>>,
     /// The first signal that came (0: none yet).
@@ -243,9 +243,8 @@ struct Relay {
 
 impl Relay {
     fn start(pass_int: bool) -> io::Result<Self> {
-        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
         use std::sync::atomic::Ordering;
-        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+        let mut signals = signal_hook::iterator::Signals::new(RELAYED)?;
         let handle = signals.handle();
         let target = std::sync::Arc::new(std::sync::Mutex::new(None::<std::os::fd::OwnedFd>));
         let first = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
@@ -263,16 +262,12 @@ impl Relay {
                     let send = if again && !pass_int {
                         Some(libc::SIGKILL)
                     } else {
-                        (sig != SIGINT || pass_int).then_some(sig)
+                        passed_on(sig, pass_int).then_some(sig)
                     };
                     let target = to.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                     if let (Some(fd), Some(send)) = (target.as_ref(), send) {
                         let _ = crate::sys::pidfd_signal(fd.as_fd(), send);
                     }
-                }
-                match seen.load(Ordering::SeqCst) {
-                    0 => None,
-                    sig => Some(sig),
                 }
             })?;
         Ok(Self {
@@ -296,7 +291,7 @@ impl Relay {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let early = self.first.load(Ordering::SeqCst);
-        if early != 0 && (early != signal_hook::consts::SIGINT || self.pass_int) {
+        if early != 0 && passed_on(early, self.pass_int) {
             let _ = crate::sys::pidfd_signal(fd.as_fd(), early);
         }
         *target = Some(fd);
@@ -306,17 +301,29 @@ impl Relay {
     /// on them while it writes its report); the first signal that came, if one did.
     fn finish(self) -> Option<i32> {
         self.handle.close();
-        let first = self.thread.join().ok().flatten();
-        for sig in [
-            signal_hook::consts::SIGINT,
-            signal_hook::consts::SIGTERM,
-            signal_hook::consts::SIGHUP,
-        ] {
+        let _ = self.thread.join();
+        for sig in RELAYED {
             let always = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
             let _ = signal_hook::flag::register_conditional_default(sig, always);
         }
-        first
+        match self.first.load(std::sync::atomic::Ordering::SeqCst) {
+            0 => None,
+            sig => Some(sig),
+        }
     }
+}
+
+/// The signals that stop a lab's command.
+const RELAYED: [i32; 3] = [
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGHUP,
+];
+
+/// Whether `sig` is passed on to the command: all three to a `run`; an `exec` command in
+/// the terminal's group gets a terminal's SIGINT itself.
+fn passed_on(sig: i32, pass_int: bool) -> bool {
+    sig != signal_hook::consts::SIGINT || pass_int
 }
 
 /// A signal this soon after the first is the first delivered again, not a second.

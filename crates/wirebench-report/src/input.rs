@@ -285,12 +285,22 @@ pub fn summary(dir: &Path) -> Result<ExperimentSummary, InputError> {
         std::collections::HashMap::new();
     for (i, p) in s.points.iter().enumerate() {
         for (j, f) in p.files.iter().enumerate() {
-            let key = match std::fs::metadata(dir.join(f)) {
-                Ok(m) => {
+            let outside = |why| InputError::Outside {
+                path: path.clone(),
+                key: format!("points[{i}].files[{j}]"),
+                value: f.clone(),
+                dir: dir.to_path_buf(),
+                why,
+            };
+            relative(f).map_err(outside)?;
+            let full = dir.join(f);
+            let meta = std::fs::metadata(&full).ok();
+            let key = match &meta {
+                Some(m) => {
                     use std::os::unix::fs::MetadataExt;
                     (m.dev(), m.ino(), PathBuf::new())
                 }
-                Err(_) => (
+                None => (
                     0,
                     0,
                     Path::new(f)
@@ -307,17 +317,8 @@ pub fn summary(dir: &Path) -> Result<ExperimentSummary, InputError> {
                     first: format!("points[{a}].files[{b}]"),
                 });
             }
-            let outside = |why| InputError::Outside {
-                path: path.clone(),
-                key: format!("points[{i}].files[{j}]"),
-                value: f.clone(),
-                dir: dir.to_path_buf(),
-                why,
-            };
-            relative(f).map_err(outside)?;
-            let full = dir.join(f);
             // A name that is not there is passed over, as a trial that could not be read.
-            let Ok(meta) = std::fs::metadata(&full) else {
+            let Some(meta) = meta else {
                 continue;
             };
             // A FIFO or a device: refused here, not when a plot reads it.

@@ -62,9 +62,9 @@ fn probes(rrul: &Rrul, kind: ProbeKind) -> Vec<Pt> {
         .collect()
 }
 
-/// When a probe was sent: before, during or after the load.
-fn loaded(rrul: &Rrul, p: &Probe) -> bool {
-    p.t_s >= rrul.load_start_s && p.t_s <= rrul.load_end_s
+/// Whether a probe sent at `t_s` was sent while the load ran (else before or after it).
+fn in_load(rrul: &Rrul, t_s: f64) -> bool {
+    t_s >= rrul.load_start_s && t_s <= rrul.load_end_s
 }
 
 /// The answered round trips of `kind`'s probes sent while the load ran (or, with
@@ -72,7 +72,7 @@ fn loaded(rrul: &Rrul, p: &Probe) -> bool {
 pub(super) fn samples(rrul: &Rrul, kind: ProbeKind, under_load: bool) -> Vec<f64> {
     rrul.probes
         .iter()
-        .filter(|p| p.kind == kind && loaded(rrul, p) == under_load)
+        .filter(|p| p.kind == kind && in_load(rrul, p.t_s) == under_load)
         .filter_map(rtt_s)
         .collect()
 }
@@ -95,10 +95,13 @@ fn sent_and_lost(rrul: &Rrul, kind: ProbeKind, under_load: Option<bool>) -> (u64
             (s.saturating_add(p.sent), l.saturating_add(p.lost))
         });
     }
-    let in_phase = |t_s: f64| {
-        let loaded = t_s >= rrul.load_start_s && t_s <= rrul.load_end_s;
-        under_load.is_none_or(|u| u == loaded)
-    };
+    listed(rrul, kind, under_load)
+}
+
+/// As [`sent_and_lost`], from the probes the document lists one by one (answered and lost),
+/// sorted into phases by their send time, as the curves are.
+fn listed(rrul: &Rrul, kind: ProbeKind, under_load: Option<bool>) -> (u64, u64) {
+    let in_phase = |t_s: f64| under_load.is_none_or(|u| u == in_load(rrul, t_s));
     let answered = rrul
         .probes
         .iter()
@@ -285,18 +288,9 @@ pub fn rrul_latency_chart(r: &Results) -> Result<Chart, PlotError> {
     for (kind, name) in [(ProbeKind::Udp, "UDP"), (ProbeKind::Tcp, "TCP")] {
         for (under, phase) in [(false, "idle"), (true, "loaded")] {
             let v = samples(rrul, kind, under);
-            // Counted as the curves are, from the probes listed one by one and sorted into
-            // phases by their send time (the document's own counts may put a probe at a
+            // Counted as the curves are (the document's own counts may put a probe at a
             // phase's edge in the other phase).
-            let lost = rrul
-                .lost_probes
-                .iter()
-                .filter(|p| {
-                    p.kind == kind
-                        && (p.t_s >= rrul.load_start_s && p.t_s <= rrul.load_end_s) == under
-                })
-                .count();
-            let sent = v.len() + lost;
+            let (sent, _) = listed(rrul, kind, Some(under));
             if let Some(d) = Distribution::of_samples(v) {
                 counts.push(format!("{name} {phase} {} of {sent} answered", d.count));
                 runs.push((format!("{name} {phase}"), d));

@@ -221,7 +221,6 @@ fn with_link_drain(
     args: Vec<String>,
     link: &wirebench_lab::link_options::LinkProps,
 ) -> Result<Vec<String>, wirebench_lab::link_options::PropsError> {
-    use clap::Parser;
     use wirebench_proto::spec::{Direction, Mechanism, Protocol};
     if args
         .iter()
@@ -229,12 +228,7 @@ fn with_link_drain(
     {
         return Ok(args);
     }
-    let argv = ["wirebench", "run", "host"].map(String::from);
-    let Ok(crate::cli::Cli {
-        command: crate::cli::Command::Run(cmd),
-        ..
-    }) = crate::cli::Cli::try_parse_from(argv.iter().chain(&args))
-    else {
+    let Ok(cmd) = parse_run(&[], &args) else {
         return Ok(args);
     };
     let spec = match cmd.run.mode {
@@ -269,6 +263,29 @@ fn with_link_drain(
         .collect())
 }
 
+/// `args` (after `extra`) as `wirebench run HOST` reads them; the first line of what it
+/// says of them if it cannot.
+fn parse_run(extra: &[&str], args: &[String]) -> Result<crate::cli::RunCmd, String> {
+    use clap::Parser;
+    let argv = ["wirebench", "run", "host"]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .map(String::from)
+        .chain(args.iter().cloned());
+    match crate::cli::Cli::try_parse_from(argv) {
+        Ok(crate::cli::Cli {
+            command: crate::cli::Command::Run(cmd),
+            ..
+        }) => Ok(cmd),
+        Ok(_) => Err("not a run".into()),
+        Err(e) => {
+            let why = e.to_string();
+            let line = why.lines().next().unwrap_or("");
+            Err(line.trim_start_matches("error: ").to_owned())
+        }
+    }
+}
+
 /// The kernel's largest TCP send buffer (the last of `net.ipv4.tcp_wmem`), which the lab's
 /// hosts start from.
 fn tcp_wmem_max() -> u64 {
@@ -283,28 +300,11 @@ fn tcp_wmem_max() -> u64 {
 /// stays under the directory the lab runs in. The lab runs them as root: a scenario from
 /// someone else must not write to `/etc`.
 fn check_tests(sc: &Scenario, file: &Path, base: &Path) -> Result<(), Failure> {
-    use clap::Parser;
     for (i, test) in sc.tests.iter().enumerate() {
         let what = || format!("{}: test {} ({})", file.display(), i + 1, test.label());
         // As a trial runs it: with --json, which the trial reads.
-        let argv = ["wirebench", "run", "host", "--json"].map(String::from);
-        let parsed = crate::cli::Cli::try_parse_from(argv.iter().chain(&test.args));
-        let cmd = match parsed {
-            Ok(crate::cli::Cli {
-                command: crate::cli::Command::Run(cmd),
-                ..
-            }) => cmd,
-            Ok(_) => return Err(Failure::Usage(format!("{}: not a run", what()))),
-            Err(e) => {
-                let why = e.to_string();
-                let why = why
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .trim_start_matches("error: ");
-                return Err(Failure::Usage(format!("{}: {why}", what())));
-            }
-        };
+        let cmd = parse_run(&["--json"], &test.args)
+            .map_err(|why| Failure::Usage(format!("{}: {why}", what())))?;
         for (flag, path) in [
             ("--packet-log", &cmd.run.packet_log),
             ("--save", &cmd.run.save),
