@@ -177,7 +177,7 @@ pub struct TestSpec {
     pub live_streams: bool,
 }
 
-fn is_zero(n: &u64) -> bool {
+pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
@@ -630,6 +630,18 @@ impl TestSpec {
             return Err(SpecError::PacketLogStreams);
         }
         Ok(())
+    }
+
+    /// The most interval records one role of this test keeps: one per interval of its time
+    /// bound and drain and a last, partial one (at most [`MAX_INTERVALS`], all a test bounded
+    /// by bytes alone may keep). What the server's memory estimate counts for them.
+    pub fn interval_records(&self) -> u64 {
+        match self.duration_ns {
+            Some(d) => (d.saturating_add(self.drain_ns) / self.interval_ns.max(1))
+                .saturating_add(2)
+                .min(MAX_INTERVALS),
+            None => MAX_INTERVALS,
+        }
     }
 
     fn check_timing(&self) -> Result<(), SpecError> {

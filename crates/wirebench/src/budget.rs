@@ -18,6 +18,12 @@ pub struct BudgetArgs {
     /// refused.
     #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "256MiB")]
     pub max_memory: u64,
+    /// Most server memory one client address (IPv6: its /64) may hold with its running
+    /// tests, estimated as for --max-memory (e.g. 64MiB; 0: no share of its own) [default:
+    /// half of --max-memory, with two test slots or more]: one address cannot take the
+    /// whole budget.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_memory_per_client: Option<u64>,
     /// Highest packet rate accepted, packets/s, over all of a test's streams and both ways
     /// (datagrams; each request and response of rr), e.g. 100k; tests whose rate and message
     /// size imply more are refused, and a test that moves more is ended. Default: none, or
@@ -37,8 +43,13 @@ impl BudgetArgs {
         SaveDir::new(dir, self.save_quota.unwrap_or(DEFAULT_SAVE_QUOTA))
     }
 
-    /// The server's budget these flags describe, under `max_rate_bps` (`--max-rate`).
-    pub fn budget(&self, max_rate_bps: Option<u64>) -> Result<ServerBudget, String> {
+    /// The server's budget these flags describe, under `max_rate_bps` (`--max-rate`), for
+    /// a server of `max_tests` slots (a one-slot server has nothing to share).
+    pub fn budget(
+        &self,
+        max_rate_bps: Option<u64>,
+        max_tests: u32,
+    ) -> Result<ServerBudget, String> {
         // A packet rate: `100k` and `100kpps` say the same here.
         let max_pps = match self.max_pps {
             Some(Rate::BitsPerSecond(0) | Rate::PacketsPerSecond(0)) => None,
@@ -48,6 +59,11 @@ impl BudgetArgs {
         };
         Ok(ServerBudget {
             max_memory: (self.max_memory > 0).then_some(self.max_memory),
+            max_memory_per_client: match self.max_memory_per_client {
+                Some(0) => None,
+                Some(n) => Some(n),
+                None => (self.max_memory > 0 && max_tests >= 2).then_some(self.max_memory / 2),
+            },
             max_pps,
         })
     }

@@ -376,7 +376,7 @@ impl ServeArgs {
             ipv6_only: self.ipv6,
             max_tests: self.max_tests as usize,
             max_duration: self.max_duration,
-            budget: self.budget.budget(max_rate_bps)?,
+            budget: self.budget.budget(max_rate_bps, self.max_tests)?,
             max_rate_bps,
             log: !self.quiet,
             allow_iperf3: self.allow_iperf3,

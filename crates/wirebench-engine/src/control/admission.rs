@@ -135,6 +135,19 @@ pub enum Refusal {
         /// What running tests hold, bytes.
         in_use: u64,
     },
+    /// `--max-memory-per-client`: what the test would hold, with what the same address's
+    /// running tests hold, is over one address's share of the memory.
+    #[error("this test would hold about {} of server memory, over the share one client address may hold, {} (--max-memory-per-client; {} held by {ip}'s running tests): use fewer streams (-P), smaller messages (-l, --response-size) or a smaller --window", format_bytes(*.asked), format_mib(*.max), format_mib(*.in_use))]
+    MemoryPerClient {
+        /// The client's address.
+        ip: IpAddr,
+        /// The test's estimate, bytes.
+        asked: u64,
+        /// The share, bytes.
+        max: u64,
+        /// What the address's running tests hold, bytes.
+        in_use: u64,
+    },
     /// The server's user-space stack (`serve --stack`) cannot carry this test, or carries
     /// another one now.
     #[error("{0}")]
@@ -212,7 +225,7 @@ impl Refusal {
             Refusal::Bytes { .. } | Refusal::Unbounded { .. } => ErrorKind::MaxBytes,
             Refusal::Rate { .. } | Refusal::UnlimitedRate { .. } => ErrorKind::MaxRate,
             Refusal::Pps { .. } | Refusal::UnlimitedPps { .. } => ErrorKind::MaxPps,
-            Refusal::Memory { .. } => ErrorKind::MaxMemory,
+            Refusal::Memory { .. } | Refusal::MemoryPerClient { .. } => ErrorKind::MaxMemory,
             Refusal::Timing { .. } => ErrorKind::MaxTiming,
             Refusal::Busy { .. } => ErrorKind::Busy,
             Refusal::PerClient { .. } => ErrorKind::MaxTestsPerClient,
@@ -239,6 +252,7 @@ impl Refusal {
             Refusal::Pps { .. } => "max_pps",
             Refusal::UnlimitedPps { .. } => "unlimited_pps",
             Refusal::Memory { .. } => "max_memory",
+            Refusal::MemoryPerClient { .. } => "max_memory_per_client",
             Refusal::Timing { .. } => "max_timing",
             Refusal::UserStack(_) => "user_stack",
             Refusal::Busy { .. } => "busy",
@@ -438,6 +452,8 @@ pub(crate) struct Ticket {
 #[derive(Debug, Default)]
 struct ClientUse {
     running: usize,
+    /// What its running tests' tickets hold, bytes.
+    memory: u64,
     starts: VecDeque<Instant>,
 }
 
@@ -458,6 +474,8 @@ pub(crate) struct Admission {
     max_memory: Option<u64>,
     /// What the running tests' tickets hold, bytes.
     memory_in_use: u64,
+    /// `--max-memory-per-client`: the most one address's running tests may hold, bytes.
+    memory_per_client: Option<u64>,
 }
 
 impl Admission {
@@ -479,13 +497,16 @@ impl Admission {
             guesses: KeyGuesses::default(),
             max_memory: None,
             memory_in_use: 0,
+            memory_per_client: None,
         }
     }
 
-    /// The same, keeping running tests together under `max` bytes of server memory.
+    /// The same, keeping running tests together under `max` bytes of server memory, and
+    /// one address's under `per_client`.
     #[must_use]
-    pub(crate) fn with_max_memory(mut self, max: Option<u64>) -> Self {
+    pub(crate) fn with_max_memory(mut self, max: Option<u64>, per_client: Option<u64>) -> Self {
         self.max_memory = max;
+        self.memory_per_client = per_client;
         self
     }
 
@@ -627,7 +648,19 @@ impl Admission {
                 });
             }
         }
+        if let Some(max) = self.memory_per_client {
+            let in_use = u.memory;
+            if memory > max.saturating_sub(in_use) {
+                return Err(Refusal::MemoryPerClient {
+                    ip,
+                    asked: memory,
+                    max,
+                    in_use,
+                });
+            }
+        }
         u.running += 1;
+        u.memory = u.memory.saturating_add(memory);
         u.starts.push_back(now);
         self.running += 1;
         self.memory_in_use = self.memory_in_use.saturating_add(memory);
@@ -639,16 +672,32 @@ impl Admission {
     /// `control::memory::iperf3_test_memory`). Refused as at admission; the ticket then
     /// holds what it held.
     pub(crate) fn hold(&mut self, ticket: &mut Ticket, memory: u64) -> Result<(), Refusal> {
+        let asked = ticket.memory.saturating_add(memory);
         if let Some(max) = self.max_memory {
             let in_use = self.memory_in_use;
             if memory > max.saturating_sub(in_use) {
-                let asked = ticket.memory.saturating_add(memory);
                 let in_use = in_use.saturating_sub(ticket.memory);
                 return Err(Refusal::Memory { asked, max, in_use });
             }
         }
+        let client = self.clients.get_mut(&ticket.ip);
+        let client_in_use = client.as_ref().map_or(ticket.memory, |u| u.memory);
+        if let Some(max) = self.memory_per_client {
+            if memory > max.saturating_sub(client_in_use) {
+                let (ip, in_use) = (ticket.ip, client_in_use.saturating_sub(ticket.memory));
+                return Err(Refusal::MemoryPerClient {
+                    ip,
+                    asked,
+                    max,
+                    in_use,
+                });
+            }
+        }
+        if let Some(u) = client {
+            u.memory = u.memory.saturating_add(memory);
+        }
         self.memory_in_use = self.memory_in_use.saturating_add(memory);
-        ticket.memory = ticket.memory.saturating_add(memory);
+        ticket.memory = asked;
         Ok(())
     }
 
@@ -658,6 +707,7 @@ impl Admission {
         self.memory_in_use = self.memory_in_use.saturating_sub(ticket.memory);
         if let Some(u) = self.clients.get_mut(&ticket.ip) {
             u.running = u.running.saturating_sub(1);
+            u.memory = u.memory.saturating_sub(ticket.memory);
             if u.running == 0 && u.starts.is_empty() {
                 self.clients.remove(&ticket.ip);
             }

@@ -118,7 +118,7 @@ impl Exchange {
                 record,
                 stream,
             };
-            if let Err(e) = wire.send(now, &msg) {
+            if let Err(e) = wire.send_live(now, &msg) {
                 self.error.get_or_insert(e);
                 self.channel_ok = false;
             }
@@ -324,10 +324,12 @@ impl Exchange {
     }
 
     /// This side's roles are all done: send the report, then wait for the peer's.
-    pub(super) fn roles_done(&mut self, now: Instant, wire: &mut Wire, report: SideReport) {
+    pub(super) fn roles_done(&mut self, now: Instant, wire: &mut Wire, mut report: SideReport) {
         if self.local.is_some() {
             return;
         }
+        // No live line is sent after the report: it can say how many the peer missed.
+        report.live_intervals_dropped = wire.live_dropped();
         if self.channel_ok {
             if let Err(e) = wire.send(
                 now,

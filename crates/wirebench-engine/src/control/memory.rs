@@ -13,16 +13,24 @@
 //!   its bookkeeping), capped at `net.core.{r,w}mem_max`; the receive buffer of a stream that
 //!   receives, the send buffer of one that sends. TCP buffers left to autotuning are the
 //!   kernel's own, bounded by `net.ipv4.tcp_mem`, and not counted;
-//! - counts, interval records and histograms ([`PER_STREAM_BYTES`]);
+//! - counts and histograms ([`PER_STREAM_BYTES`]);
+//! - its interval records, allocated once at their bound (`TestSpec::interval_records`: one
+//!   per interval of the test's time and drain, at most `MAX_INTERVALS`);
 //!
 //! and once per test: the session and results ([`PER_TEST_BYTES`]), the client's report as
 //! it arrives ([`REPORT_BYTES`]; not for iperf3 clients, whose results are capped at 64 KiB),
-//! the packet log's queue, a file transfer's buffer.
+//! this side's report and its frame ([`OWN_REPORT_BYTES`]), the control connection's output
+//! ([`OUTPUT_BYTES`], which the session never passes), the packet log's queue, a file
+//! transfer's buffer.
 
-use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
+use wirebench_proto::control::MAX_FRAME;
+use wirebench_proto::results::IntervalRecord;
+use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec, MAX_INTERVALS};
 
-/// Counts, interval records (up to 1024 before they grow), the HDR histograms of delay,
-/// jitter and round trips, and the touched part of the role thread's stack.
+pub(crate) use super::wire::OUTPUT_BYTES;
+
+/// Counts, the HDR histograms of delay, jitter and round trips, and the touched part of the
+/// role thread's stack (interval records are counted apart, by the test's length).
 pub(crate) const PER_STREAM_BYTES: u64 = 1 << 20;
 
 /// The control session, its frames, the two side reports and the results document.
@@ -33,6 +41,13 @@ pub(crate) const PER_TEST_BYTES: u64 = 1 << 20;
 /// `MAX_FRAME_LIST_BYTES`, 8 MiB). Measured: six tests each sending the largest report an
 /// attacker can build took the server 60 MB past its idle size, 10 MB a test.
 pub(crate) const REPORT_BYTES: u64 = 12 << 20;
+
+/// One interval record in memory.
+const RECORD_BYTES: u64 = std::mem::size_of::<IntervalRecord>() as u64;
+
+/// This side's report: the sum of its streams' intervals (at most `MAX_INTERVALS`) and the
+/// frame it is encoded into (at most `MAX_FRAME`), while the frame is copied to the output.
+pub(crate) const OWN_REPORT_BYTES: u64 = MAX_INTERVALS * RECORD_BYTES + MAX_FRAME as u64;
 
 /// What TCP roles allocate beyond one message: large writes of 2 MiB on loopback
 /// (`role/tcp.rs`), reads of up to 512 KiB.
@@ -75,7 +90,8 @@ fn granted(asked: u64, cap: Option<u64>) -> u64 {
 pub fn test_memory(spec: &TestSpec, caps: SocketCaps) -> u64 {
     let streams = u128::from(spec.total_streams().max(1));
     let per_stream = u128::from(stream_memory(spec, caps));
-    let mut once = u128::from(PER_TEST_BYTES + REPORT_BYTES);
+    let mut once =
+        u128::from(PER_TEST_BYTES + REPORT_BYTES + OWN_REPORT_BYTES + OUTPUT_BYTES as u64);
     if server_writes_log(spec) {
         once += u128::from(PACKET_LOG_QUEUE_BYTES);
     }
@@ -119,6 +135,7 @@ fn stream_memory(spec: &TestSpec, caps: SocketCaps) -> u64 {
     buffers
         .saturating_add(sockets)
         .saturating_add(PER_STREAM_BYTES)
+        .saturating_add(spec.interval_records().saturating_mul(RECORD_BYTES))
 }
 
 /// The same bound for an iperf3 client's test, from what its parameters say: `streams`
@@ -137,7 +154,8 @@ pub fn iperf3_test_memory(
     let per_stream = u128::from(
         buffers
             .saturating_add(sockets)
-            .saturating_add(PER_STREAM_BYTES),
+            .saturating_add(PER_STREAM_BYTES)
+            .saturating_add(MAX_INTERVALS * RECORD_BYTES),
     );
     let total = per_stream * u128::from(streams.max(1)) + u128::from(PER_TEST_BYTES);
     u64::try_from(total).unwrap_or(u64::MAX)
@@ -175,6 +193,32 @@ mod tests {
             .size(size)
     }
 
+    /// What every test holds once.
+    const ONCE: u64 = PER_TEST_BYTES + REPORT_BYTES + OWN_REPORT_BYTES + OUTPUT_BYTES as u64;
+
+    /// The records of a stream bounded by bytes alone.
+    const ALL_RECORDS: u64 = MAX_INTERVALS * RECORD_BYTES;
+
+    /// Issue 44: `-P 64 -i 10ms -t 100s` rr kept 10,000 records a stream, grown by
+    /// doubling to 1.9 MiB, where the estimate allowed 1 MiB for everything. Records are
+    /// now allocated once at the test's own bound, and counted at it.
+    #[test]
+    fn interval_records_count_at_the_tests_own_bound() {
+        let long = rr(64, 1, 1)
+            .interval_ns(10_000_000)
+            .duration_ns(100_000_000_000);
+        let mut long = long;
+        long.bytes = None;
+        assert_eq!(long.interval_records(), MAX_INTERVALS);
+        let mut short = long.clone().duration_ns(1_000_000_000);
+        short.drain_ns = 0;
+        assert_eq!(short.interval_records(), 102);
+        assert_eq!(
+            test_memory(&long, CAPS) - test_memory(&short, CAPS),
+            64 * (MAX_INTERVALS - 102) * RECORD_BYTES
+        );
+    }
+
     const CAPS: SocketCaps = SocketCaps {
         receive_max: Some(4 << 20),
         send_max: Some(4 << 20),
@@ -184,13 +228,10 @@ mod tests {
     fn rr_holds_its_request_and_response_buffers_per_stream() {
         let m = test_memory(&rr(64, 16 << 20, 16 << 20), CAPS);
         // 64 streams × (32 MiB of buffers + accounting) + the test's own.
-        assert_eq!(
-            m,
-            64 * ((32 << 20) + PER_STREAM_BYTES) + PER_TEST_BYTES + REPORT_BYTES
-        );
+        assert_eq!(m, 64 * ((32 << 20) + PER_STREAM_BYTES + ALL_RECORDS) + ONCE);
         assert!(m > 2 << 30, "{m}");
         let small = test_memory(&rr(1, 64, 64), CAPS);
-        assert!(small < REPORT_BYTES + (3 << 20), "{small}");
+        assert!(small < ONCE + ALL_RECORDS + (3 << 20), "{small}");
     }
 
     #[test]
@@ -209,7 +250,7 @@ mod tests {
         let tcp = TestSpec::example();
         assert_eq!(
             test_memory(&tcp, CAPS),
-            tcp.size + TCP_CALL_BYTES + PER_STREAM_BYTES + PER_TEST_BYTES + REPORT_BYTES
+            tcp.size + TCP_CALL_BYTES + PER_STREAM_BYTES + ALL_RECORDS + ONCE
         );
     }
 
@@ -255,7 +296,7 @@ mod tests {
         let m = iperf3_test_memory(4, 128 * 1024, 1 << 20, CAPS);
         assert_eq!(
             m,
-            4 * (128 * 1024 + 4 * (1 << 20) + PER_STREAM_BYTES) + PER_TEST_BYTES
+            4 * (128 * 1024 + 4 * (1 << 20) + PER_STREAM_BYTES + ALL_RECORDS) + PER_TEST_BYTES
         );
         assert!(iperf3_test_memory(0, 0, 0, CAPS) > PER_STREAM_BYTES);
     }

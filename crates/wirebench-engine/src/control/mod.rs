@@ -50,7 +50,7 @@ pub(crate) mod exchange;
 pub(crate) mod memory;
 pub(crate) mod server;
 pub(crate) mod throttle;
-mod wire;
+pub(crate) mod wire;
 
 #[cfg(test)]
 mod tests;

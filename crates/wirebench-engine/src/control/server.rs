@@ -159,6 +159,11 @@ enum State {
 /// refused as before.
 const EARLY_MAX: usize = 3;
 
+/// Time the roles get to stop and hand over their report after the whole-test ceiling
+/// stopped them: the session then ends, with its slot, threads and memory, whatever the
+/// client has read.
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(2);
+
 /// The server's session on one connection.
 #[derive(Debug)]
 pub(crate) struct ServerSession {
@@ -173,6 +178,10 @@ pub(crate) struct ServerSession {
     closing: bool,
     /// The server's shutdown was handled.
     shutting_down: bool,
+    /// When the session ends whatever the client reads (set at `begin`): the test's bound,
+    /// drain and grace, and [`STOP_GRACE`] for the roles to stop. Output not yet written
+    /// then (a report the client is too slow to take) is dropped, not waited for.
+    hard_end: Option<Instant>,
     outcome: Outcome,
 }
 
@@ -192,6 +201,7 @@ impl ServerSession {
             server_mac: None,
             closing: false,
             shutting_down: false,
+            hard_end: None,
             outcome: Outcome::default(),
         }
     }
@@ -309,6 +319,13 @@ impl ServerSession {
             x.roles_done(now, &mut self.wire, report);
             self.after_run();
         }
+    }
+
+    /// Bytes the session's output holds for the client now (at most
+    /// [`super::wire::OUTPUT_BYTES`]).
+    #[cfg(test)]
+    pub(crate) fn output_held(&self) -> usize {
+        self.wire.held()
     }
 
     /// The next thing the driver must do.
@@ -556,16 +573,19 @@ impl ServerSession {
         let Some(spec) = self.spec.clone() else {
             return;
         };
-        // The whole-test ceiling: a test with a time bound (its own or the server's) ends
-        // by then, however its peer behaves.
-        let bound = [
-            spec.duration_ns.map(Duration::from_nanos),
-            self.params.limits.max_duration,
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        let ceiling = bound.map(|b| now + b + Duration::from_nanos(spec.drain_ns) + REPORT_GRACE);
+        // The whole-test ceiling: every test (its own time bound, or the server's longest)
+        // ends by then, however its peer behaves; the session by STOP_GRACE later.
+        let longest = self
+            .params
+            .limits
+            .max_duration
+            .unwrap_or(DEFAULT_MAX_DURATION);
+        let bound = spec
+            .duration_ns
+            .map_or(longest, |d| Duration::from_nanos(d).min(longest));
+        let ceiling = now + bound + Duration::from_nanos(spec.drain_ns) + REPORT_GRACE;
+        self.hard_end = Some(ceiling + STOP_GRACE);
+        let ceiling = Some(ceiling);
         let roles = (0..spec.total_streams())
             .map(|i| Self::role_of(&spec, i))
             .collect();
@@ -625,6 +645,33 @@ impl ServerSession {
         self.end(error);
     }
 
+    /// The test's bound, drain, grace and [`STOP_GRACE`] have passed: the session ends now,
+    /// with what it has. Roles still running are stopped (the driver joins them), output
+    /// the client has not read is dropped, and the reason is the session's error (the log
+    /// line says it).
+    fn end_at_bound(&mut self, now: Instant) {
+        let unread = self.wire.transmit().map_or(0, <[u8]>::len);
+        self.wire.discard_output();
+        let e = SessionError::Timeout(if unread > 0 {
+            "the client to read its results by the test's bound, drain and grace"
+        } else {
+            "the test to end within its time bound, drain and grace"
+        });
+        if let State::Running(x) = &mut self.state {
+            x.fail(now, &mut self.wire, e, None, &mut self.run_actions);
+            let (local, peer, error) = x.take();
+            self.outcome.local = local;
+            self.outcome.peer = peer;
+            self.outcome.error = error;
+        } else if unread > 0 {
+            self.outcome.error.get_or_insert(e);
+        }
+        self.wire.discard_output();
+        self.hard_end = None;
+        self.state = State::Done;
+        self.closing = true;
+    }
+
     fn end(&mut self, error: SessionError) {
         self.outcome.error.get_or_insert(error);
         self.state = State::Done;
@@ -676,6 +723,9 @@ impl Session for ServerSession {
 
     /// Deadlines that have passed by `now`.
     fn handle_timeout(&mut self, now: Instant) {
+        if self.hard_end.is_some_and(|t| now >= t) {
+            return self.end_at_bound(now);
+        }
         if self.wire.write_deadline().is_some_and(|t| now >= t) {
             self.wire.discard_output();
             if !self.closing {
@@ -709,7 +759,7 @@ impl Session for ServerSession {
             return None;
         }
         if self.closing {
-            return self.wire.write_deadline();
+            return earliest([self.wire.write_deadline(), self.hard_end]);
         }
         let state = match &self.state {
             State::Hello { deadline }
@@ -719,7 +769,7 @@ impl Session for ServerSession {
             State::Running(x) => x.poll_timeout(),
             State::Admitting | State::Done => None,
         };
-        earliest([self.wire.write_deadline(), state])
+        earliest([self.wire.write_deadline(), state, self.hard_end])
     }
 
     /// How many bytes the driver may read now: while the first frame is not decoded, no

@@ -4,6 +4,7 @@
 
 mod admission;
 mod driver;
+mod hostile;
 mod limits;
 pub(super) mod pair;
 mod peers;

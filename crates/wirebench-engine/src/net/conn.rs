@@ -186,7 +186,7 @@ impl Served<'_> {
         for (role, stream, rec) in closed.closed {
             if let (Some(w), Some(t), None) = (&self.state.cfg.watch, &self.test, stream) {
                 (w.0)(&super::roles::ServerInterval {
-                    test: t.slot.cookie,
+                    test: super::shared::test_id(t.slot.cookie),
                     peer: self.peer,
                     spec: &t.spec,
                     role,
@@ -276,7 +276,8 @@ fn log_test(
     log(
         state,
         format_args!(
-            "client={peer} event=test test={cookie:016x} protocol={} mechanism={} direction={} size={} streams={} sent_bytes={} sent_messages={} received_bytes={} received_messages={} lost={} server_sent_bytes={server_sent} server_received_bytes={server_received} result={}",
+            "client={peer} event=test test={:016x} protocol={} mechanism={} direction={} size={} streams={} sent_bytes={} sent_messages={} received_bytes={} received_messages={} lost={} server_sent_bytes={server_sent} server_received_bytes={server_received} result={}",
+            super::shared::test_id(cookie),
             spec.protocol,
             spec.mechanism,
             spec.direction,

@@ -45,7 +45,7 @@ pub trait Watch {
 /// One interval a server's test closed, as [`ServerWatch`] sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct ServerInterval<'a> {
-    /// The test's id (its cookie, as the server log names it).
+    /// The test's id, as the server log names it (a hash of its secret cookie).
     pub test: u64,
     /// The client's address.
     pub peer: std::net::SocketAddr,

@@ -85,7 +85,7 @@ impl Server {
                     per_client: cfg.max_tests_per_client,
                     per_minute: cfg.max_tests_per_minute,
                 })
-                .with_max_memory(cfg.budget.max_memory),
+                .with_max_memory(cfg.budget.max_memory, cfg.budget.max_memory_per_client),
             ),
             socket_caps: crate::sys::socket_caps(),
             cfg,

@@ -17,6 +17,13 @@ pub use crate::control::admission::{DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING};
 use crate::control::throttle::LogBudget;
 use crate::role::DataSocket;
 
+/// The name a test goes by in the server's log and live lines: a hash of its cookie. The
+/// cookie itself is the test's secret (it attaches data connections and keys datagrams'
+/// sequence numbers), so no log or line shows it, whole or in part.
+pub(crate) fn test_id(cookie: u64) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(&cookie.to_le_bytes())
+}
+
 /// Server limits and address.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -82,6 +89,9 @@ pub struct ServerBudget {
     /// Most server memory all running tests may hold together, bytes; each test's share is
     /// estimated from its spec at admission (`control::memory`) and held while it runs.
     pub max_memory: Option<u64>,
+    /// Most server memory one client address's running tests may hold together (IPv6 by
+    /// /64), bytes: by default half of `max_memory`, so one address leaves others room.
+    pub max_memory_per_client: Option<u64>,
     /// Most messages a second one test may move, over all its streams and both ways:
     /// datagrams, and each request and response of rr.
     pub max_pps: Option<u64>,

@@ -67,19 +67,27 @@ pub(super) struct Recorder {
     last: (u64, u64, u64),
     /// Segments retransmitted when the last interval closed (TCP senders).
     last_retransmits: u64,
+    /// Kept records, allocated once at their bound (`TestSpec::interval_records`, which the
+    /// server's memory estimate counts): later ones go out live but are not kept.
     records: Vec<IntervalRecord>,
+    keep: usize,
+    /// Where the last closed interval ended, ns (kept or not).
+    closed_ns: u64,
     stream: u32,
     tx: Option<Sender<(u32, IntervalRecord)>>,
 }
 
 impl Recorder {
     pub(super) fn of(p: &RoleParams) -> Self {
+        let keep = usize::try_from(p.spec.interval_records()).unwrap_or(MAX_INTERVALS as usize);
         Self {
             interval_ns: p.spec.interval_ns,
             next_ns: p.spec.interval_ns,
             last: (0, 0, 0),
             last_retransmits: 0,
-            records: Vec::with_capacity(1024),
+            records: Vec::with_capacity(keep),
+            keep,
+            closed_ns: 0,
             stream: p.stream,
             tx: p.intervals.clone(),
         }
@@ -98,7 +106,8 @@ impl Recorder {
     }
 
     fn close(&mut self, end_ns: u64, snap: Snapshot) {
-        let start_ns = self.records.last().map_or(0, |r| r.end_ns);
+        let start_ns = self.closed_ns;
+        self.closed_ns = end_ns;
         let udp = snap.udp.unwrap_or_default();
         let rec = IntervalRecord {
             start_ns,
@@ -118,7 +127,7 @@ impl Recorder {
             self.last_retransmits = r;
         }
         self.last = (snap.bytes, snap.messages, udp.lost.max(self.last.2));
-        if self.records.len() < MAX_INTERVALS as usize {
+        if self.records.len() < self.keep {
             self.records.push(rec);
         }
         if let Some(tx) = &self.tx {
@@ -133,8 +142,7 @@ impl Recorder {
         mut snap: impl FnMut() -> Snapshot,
     ) -> Vec<IntervalRecord> {
         self.tick(now_ns, &mut snap);
-        let start = self.records.last().map_or(0, |r| r.end_ns);
-        if now_ns > start {
+        if now_ns > self.closed_ns {
             self.close(now_ns, snap());
         }
         self.records

@@ -159,7 +159,10 @@ impl Results {
                 server: server_report.map(|c| c.datapath.clone()),
             },
             intervals: forward.intervals,
-            end: forward.end,
+            end: End {
+                live_intervals_dropped: server_report.map_or(0, |s| s.live_intervals_dropped),
+                ..forward.end
+            },
             streams: forward.streams,
             reverse,
             error,
@@ -419,6 +422,7 @@ impl End {
             },
             after_omit: None,
             rrul: None,
+            live_intervals_dropped: 0,
         }
     }
 }

@@ -425,6 +425,11 @@ pub struct End {
     /// keys of `end` keep the whole test).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_omit: Option<AfterOmit>,
+    /// Live interval records the server dropped because the client read the control
+    /// connection too slowly: live lines that were not shown (the intervals above are
+    /// complete). Absent when none were.
+    #[serde(default, skip_serializing_if = "crate::spec::is_zero")]
+    pub live_intervals_dropped: u64,
     /// `run --mode rrul`: latency under load (idle and loaded round trips, the load's rates,
     /// the probes' time series).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -360,4 +360,8 @@ pub struct SideReport {
     /// Why the side stopped early, for code (absent from a peer that does not send kinds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_kind: Option<crate::error_kind::ErrorKind>,
+    /// Live interval records this side did not send because its peer read the control
+    /// connection too slowly (the report itself still holds every interval).
+    #[serde(default, skip_serializing_if = "crate::spec::is_zero")]
+    pub live_intervals_dropped: u64,
 }

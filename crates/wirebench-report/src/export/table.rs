@@ -182,6 +182,13 @@ fn results_table(r: &Results, opts: Human, out: &mut dyn Write) -> io::Result<()
         summary::write(r, opts.units, out)?;
     }
     summary::omit_note(r, out)?;
+    if e.live_intervals_dropped > 0 {
+        writeln!(
+            out,
+            "({} live interval lines were not shown: this client read the control connection too slowly; the figures above count every interval)",
+            e.live_intervals_dropped
+        )?;
+    }
     if let Some(u) = &e.udp {
         udp_notices(r, u, out)?;
     }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod attack;
+pub mod logged;
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};

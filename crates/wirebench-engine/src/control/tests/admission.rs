@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::pair::{slots, CLIENT_IP};
 use crate::control::admission::{Admission, Refusal, SlotLimits};
+use wirebench_proto::error_kind::ErrorKind;
 
 #[test]
 fn a_full_pending_stage_drops_its_oldest_connection() {
@@ -125,7 +126,7 @@ const MIB: u64 = 1 << 20;
 
 #[test]
 fn running_tests_together_stay_under_the_memory_budget() {
-    let mut adm = Admission::new(slots(10)).with_max_memory(Some(256 * MIB));
+    let mut adm = Admission::new(slots(10)).with_max_memory(Some(256 * MIB), None);
     let now = std::time::Instant::now();
     let a = adm.admit_holding(now, CLIENT_IP, 200 * MIB).expect("fits");
     assert_eq!(adm.memory_in_use(), 200 * MIB);
@@ -171,7 +172,7 @@ fn extreme_memory_estimates_neither_overflow_nor_panic() {
         Some(u64::from(u32::MAX)),
         Some(u64::MAX),
     ] {
-        let mut adm = Admission::new(slots(100)).with_max_memory(max);
+        let mut adm = Admission::new(slots(100)).with_max_memory(max, None);
         let mut held = Vec::new();
         for asked in [0, 1, u64::from(u32::MAX), u64::MAX, u64::MAX] {
             match adm.admit_holding(now, CLIENT_IP, asked) {
@@ -201,7 +202,7 @@ fn extreme_memory_estimates_neither_overflow_nor_panic() {
 
 #[test]
 fn an_iperf3_test_reserves_its_memory_once_its_parameters_are_known() {
-    let mut adm = Admission::new(slots(4)).with_max_memory(Some(64 * MIB));
+    let mut adm = Admission::new(slots(4)).with_max_memory(Some(64 * MIB), None);
     let now = std::time::Instant::now();
     let mut t = adm.admit(now, CLIENT_IP).expect("a slot");
     let caps = crate::control::memory::SocketCaps::default();
@@ -218,4 +219,42 @@ fn an_iperf3_test_reserves_its_memory_once_its_parameters_are_known() {
     );
     adm.release(t);
     assert_eq!(adm.memory_in_use(), 0);
+}
+
+/// Issue 44: one address held the whole budget with one idle test, and every other
+/// address was refused naming `--max-memory`. It now holds at most its share, at
+/// admission and when an iperf3 test's size becomes known, and others get the rest.
+#[test]
+fn one_address_holds_at_most_its_share_of_the_memory() {
+    let mut adm = Admission::new(slots(10)).with_max_memory(Some(256 * MIB), Some(128 * MIB));
+    let now = std::time::Instant::now();
+    let other: IpAddr = "198.51.100.9".parse().expect("an address");
+    let r = adm.admit_holding(now, CLIENT_IP, 255 * MIB).map(|_| ());
+    let Err(e @ Refusal::MemoryPerClient { .. }) = r else {
+        panic!("not a per-address refusal: {r:?}");
+    };
+    assert_eq!(e.kind(), "max_memory_per_client");
+    assert_eq!(e.error_kind(), ErrorKind::MaxMemory);
+    assert!(e.to_string().contains("--max-memory-per-client"), "{e}");
+    let a = adm
+        .admit_holding(now, CLIENT_IP, 100 * MIB)
+        .expect("its share");
+    let mut b = adm.admit(now, CLIENT_IP).expect("a slot");
+    // An iperf3 test's memory, known later, counts against the same share.
+    assert!(matches!(
+        adm.hold(&mut b, 29 * MIB),
+        Err(Refusal::MemoryPerClient { in_use, .. }) if in_use == 100 * MIB
+    ));
+    adm.hold(&mut b, 28 * MIB).expect("the rest of its share");
+    // Another address still gets the other half.
+    let c = adm
+        .admit_holding(now, other, 128 * MIB)
+        .expect("others get in");
+    assert_eq!(adm.memory_in_use(), 256 * MIB);
+    for t in [a, b, c] {
+        adm.release(t);
+    }
+    assert_eq!(adm.memory_in_use(), 0);
+    let d = adm.admit_holding(now, CLIENT_IP, 128 * MIB).expect("freed");
+    adm.release(d);
 }

@@ -162,7 +162,23 @@ pub(super) struct Pair {
     /// When each session closed.
     pub client_closed_at: Option<Instant>,
     pub server_closed_at: Option<Instant>,
+    /// A client that reads slowly: the bytes it takes in each [`TICK`], a schedule cycled
+    /// (0: a stall). None: it reads everything at once.
+    pub client_read_plan: Option<Vec<usize>>,
+    read_allowance: usize,
+    plan_pos: usize,
+    /// The server's roles close an interval this often while they run: one record per
+    /// stream when the test asked for them (`live_streams`), and their sum.
+    pub server_intervals: Option<Duration>,
+    next_interval: Option<Instant>,
+    next_tick: Instant,
+    /// The most bytes the server's output held after any step.
+    pub max_server_output: usize,
 }
+
+/// The harness's clock step while a client reads slowly or the server's roles close
+/// intervals.
+pub(super) const TICK: Duration = Duration::from_millis(10);
 
 impl Pair {
     pub(super) fn new(client: ClientParams, server: ServerParams, admission: Admission) -> Self {
@@ -198,6 +214,13 @@ impl Pair {
             server_outcome: None,
             client_closed_at: None,
             server_closed_at: None,
+            client_read_plan: None,
+            read_allowance: 0,
+            plan_pos: 0,
+            server_intervals: None,
+            next_interval: None,
+            next_tick: base,
+            max_server_output: 0,
         }
     }
 
@@ -241,6 +264,7 @@ impl Pair {
                 self.client.poll_timeout(),
                 self.server.poll_timeout(),
                 self.role_deadline(),
+                self.tick_due(),
             ]
             .into_iter()
             .flatten()
@@ -248,6 +272,7 @@ impl Pair {
             match next {
                 Some(t) if t <= end => {
                     self.now = self.now.max(t);
+                    self.tick();
                     if self.client.poll_timeout().is_some_and(|t| self.now >= t) {
                         self.client.handle_timeout(self.now);
                     }
@@ -263,6 +288,54 @@ impl Pair {
     /// Runs to the end (at most ten minutes of virtual time).
     pub(super) fn run(&mut self) {
         self.run_for(Duration::from_secs(600));
+    }
+
+    /// When the slow reader or the server's intervals next need the clock.
+    fn tick_due(&self) -> Option<Instant> {
+        let ticking = self.client_read_plan.is_some() || self.server_intervals.is_some();
+        (ticking && self.server_outcome.is_none()).then_some(self.next_tick.max(self.now))
+    }
+
+    /// A tick of the clock: the slow reader's allowance grows; the server's running roles
+    /// close their intervals.
+    fn tick(&mut self) {
+        if self.now < self.next_tick {
+            return;
+        }
+        self.next_tick = self.now + TICK;
+        if let Some(plan) = self.client_read_plan.as_ref().filter(|p| !p.is_empty()) {
+            self.read_allowance += plan[self.plan_pos % plan.len()];
+            self.plan_pos += 1;
+        }
+        let (Some(every), Some(started)) = (self.server_intervals, self.server_roles.started)
+        else {
+            return;
+        };
+        if self.server_roles.done {
+            return;
+        }
+        let due = *self.next_interval.get_or_insert(started + every);
+        if self.now < due {
+            return;
+        }
+        self.next_interval = Some(due + every);
+        let spec = self.server.spec().cloned().expect("a spec");
+        let role = self.server_roles.roles[0];
+        let record = wirebench_proto::results::IntervalRecord {
+            start_ns: u64::try_from((due - every - started).as_nanos()).unwrap_or(0),
+            end_ns: u64::try_from((due - started).as_nanos()).unwrap_or(0),
+            bytes: 125_000,
+            messages: 1000,
+            jitter_ns: Some(1234.5),
+            ..Default::default()
+        };
+        if spec.live_streams && spec.streams > 1 {
+            for stream in 0..spec.total_streams() {
+                self.server
+                    .local_interval(self.now, role, record, Some(stream));
+            }
+        }
+        self.server.local_interval(self.now, role, record, None);
     }
 
     fn role_deadline(&self) -> Option<Instant> {
@@ -295,13 +368,20 @@ impl Pair {
                 progress = true;
             }
         }
-        // Server → client: nothing moves while the client does not read.
+        // Server → client: nothing moves while the client does not read; a slow reader
+        // takes what its plan allows.
         if self.client_reads && !self.client_vanished {
             if let Some(out) = self.server.poll_transmit() {
-                let n = out.len();
-                self.s2c.extend(out);
-                self.server.handle_written(now, n);
-                progress = true;
+                let n = match self.client_read_plan {
+                    Some(_) => out.len().min(self.read_allowance),
+                    None => out.len(),
+                };
+                if n > 0 {
+                    self.read_allowance = self.read_allowance.saturating_sub(n);
+                    self.s2c.extend(&out[..n]);
+                    self.server.handle_written(now, n);
+                    progress = true;
+                }
             }
             if !self.s2c.is_empty() {
                 let bytes: Vec<u8> = self.s2c.drain(..).collect();
@@ -337,6 +417,8 @@ impl Pair {
         }
         progress |= self.roles_step(true);
         progress |= self.roles_step(false);
+        let held = self.server.output_held();
+        self.max_server_output = self.max_server_output.max(held);
         if self.client_outcome.is_none() {
             self.client_outcome = self.client.outcome();
             if self.client_outcome.is_some() {
