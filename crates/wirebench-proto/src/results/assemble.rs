@@ -1,5 +1,6 @@
 //! How the results document is built from both sides' reports: which side sent, the
-//! totals, UDP loss from the sender's count, the intervals side by side.
+//! totals, UDP loss from the sender's count (or, without it, the receiver's gaps), the
+//! intervals side by side; a side that never reported leaves its figures null.
 
 use wirebench_stats::TimeSummary;
 
@@ -132,7 +133,8 @@ fn bps(bytes: u64, seconds: f64) -> f64 {
 
 impl Results {
     /// Builds the document from both sides' reports; a missing report (the peer failed)
-    /// leaves its figures at zero, and `error` says why.
+    /// leaves every figure only that side measured null (unknown, never 0: docs/results.md,
+    /// "Unknown is null"), each direction of `--bidir` on its own, and `error` says why.
     pub fn assemble(
         spec: &TestSpec,
         server: String,
