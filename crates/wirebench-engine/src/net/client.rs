@@ -615,15 +615,9 @@ impl Setup {
             peer.as_ref(),
             error,
         );
+        // Without the server's report, what it measured is null in `results`
+        // (`Results::assemble`), never 0, nor "all lost".
         results.error_cause = cause.or(results.error_cause);
-        if peer.is_none() && self.spec.direction == Direction::Forward {
-            // The server received, and its report never came: what it received is unknown,
-            // not lost. (A made-up 100% loss would be the worst kind of wrong figure.)
-            results.end.udp = None;
-            for s in &mut results.streams {
-                s.udp = None;
-            }
-        }
         Ok(results)
     }
 }

@@ -287,7 +287,7 @@ fn log_test(
             known(r.end.sent.messages),
             known(r.end.received.bytes),
             known(r.end.received.messages),
-            r.end.udp.as_ref().map_or(0, |u| u.lost),
+            r.end.udp.as_ref().map_or_else(|| "0".to_string(), |u| known(u.lost)),
             r.error.as_ref().map_or_else(|| "ok".to_string(), |e| q(&format!("error: {e}")))
         ),
     );

@@ -1,5 +1,6 @@
 //! How the results document is built from both sides' reports: which side sent, the
-//! totals, UDP loss from the sender's count, the intervals side by side.
+//! totals, UDP loss from the sender's count (or, without it, the receiver's gaps), the
+//! intervals side by side; a side that never reported leaves its figures null.
 
 use wirebench_stats::TimeSummary;
 
@@ -9,7 +10,7 @@ use super::document::{
 };
 use super::side::{IntervalRecord, SideReport, UdpCounts};
 use crate::error_kind::ErrorKind;
-use crate::spec::{Direction, Protocol, TestSpec};
+use crate::spec::{Direction, Mechanism, Protocol, TestSpec};
 
 impl SideReport {
     /// Seconds from the side's start to its last message, or to its end if it had none.
@@ -39,17 +40,32 @@ impl SideReport {
 }
 
 impl UdpEnd {
-    /// `merged`: the counts are several streams' sum, so what belongs to one sequence
-    /// (UDPmon's prefix figures) is not given here but per stream.
+    /// `sent_messages`: the sender's count, `None` when it never reported; `received`: the
+    /// receiver's count and sequence accounting, `None` when it never reported. `merged`:
+    /// the counts are several streams' sum, so what belongs to one sequence (UDPmon's
+    /// prefix figures) is not given here but per stream.
     fn new(
         spec: &TestSpec,
-        sent_messages: u64,
-        received_messages: u64,
-        c: &UdpCounts,
+        sent_messages: Option<u64>,
+        received: Option<(u64, &UdpCounts)>,
         merged: bool,
     ) -> Self {
-        let lost = sent_messages.saturating_sub(received_messages);
-        let one_sequence = !spec.headerless() && !merged;
+        let sequenced = !spec.headerless();
+        // The receiver never reported: nothing it counts is known.
+        let Some((received_messages, c)) = received else {
+            return Self {
+                sequenced,
+                ..Self::default()
+            };
+        };
+        // Exact, tail included, from the sender's count; without it, the gaps the receiver
+        // saw below the highest sequence number it got (what its loss runs settled on:
+        // `rx::Receiver::finish`), which short datagrams without a header cannot show.
+        let lost = match sent_messages {
+            Some(sent) => Some(sent.saturating_sub(received_messages)),
+            None => sequenced.then_some(c.loss_runs.lost),
+        };
+        let one_sequence = sequenced && !merged;
         let ms = |s: &TimeSummary| Percentiles::from_ns(s, 1e6);
         let last_in_order_seq = c.in_order_prefix.checked_sub(1).filter(|_| one_sequence);
         let bandwidth_without_loss_bps =
@@ -60,25 +76,29 @@ impl UdpEnd {
                 _ => None,
             };
         Self {
-            sequenced: !spec.headerless(),
+            sequenced,
             lost,
-            duplicates: c.duplicates,
-            reordered: c.reordered,
-            loss_ratio: if sent_messages > 0 {
-                lost as f64 / sent_messages as f64
-            } else {
-                0.0
-            },
-            jitter_ms: c.jitter_ns / 1e6,
-            too_old: c.too_old,
-            foreign: c.foreign,
-            max_reorder_extent: c.max_reorder_extent,
-            clocks: if c.same_clock {
-                "same-host"
-            } else {
-                "unsynchronized"
-            }
-            .into(),
+            duplicates: Some(c.duplicates),
+            reordered: Some(c.reordered),
+            loss_ratio: lost.zip(sent_messages).map(|(lost, sent)| {
+                if sent > 0 {
+                    lost as f64 / sent as f64
+                } else {
+                    0.0
+                }
+            }),
+            jitter_ms: Some(c.jitter_ns / 1e6),
+            too_old: Some(c.too_old),
+            foreign: Some(c.foreign),
+            max_reorder_extent: Some(c.max_reorder_extent),
+            clocks: Some(
+                if c.same_clock {
+                    "same-host"
+                } else {
+                    "unsynchronized"
+                }
+                .into(),
+            ),
             delay_ms: c.delay.as_ref().filter(|_| c.same_clock).map(ms),
             delay_variation_ms: c.delay.as_ref().map(|d| ms(&d.shifted(d.min_ns))),
             interarrival_us: c.interarrival.as_ref().map(|s| Interarrival {
@@ -93,9 +113,10 @@ impl UdpEnd {
                     })
                     .collect(),
             }),
-            loss_runs: c.loss_runs.clone(),
+            loss_runs: Some(c.loss_runs.clone()),
             last_in_order_seq,
-            first_lost_seq: (one_sequence && lost > 0).then_some(c.in_order_prefix),
+            first_lost_seq: (one_sequence && lost.is_some_and(|l| l > 0))
+                .then_some(c.in_order_prefix),
             bandwidth_without_loss_bps,
             checksum_errors: c.checksum_errors,
         }
@@ -112,7 +133,8 @@ fn bps(bytes: u64, seconds: f64) -> f64 {
 
 impl Results {
     /// Builds the document from both sides' reports; a missing report (the peer failed)
-    /// leaves its figures at zero, and `error` says why.
+    /// leaves every figure only that side measured null (unknown, never 0: docs/results.md,
+    /// "Unknown is null"), each direction of `--bidir` on its own, and `error` says why.
     pub fn assemble(
         spec: &TestSpec,
         server: String,
@@ -209,8 +231,9 @@ impl Half {
         let s = sender.unwrap_or(&empty);
         let r = receiver.unwrap_or(&empty);
         let counts = r.udp.clone().unwrap_or_default();
-        let udp = (spec.protocol == Protocol::Udp)
-            .then(|| UdpEnd::new(spec, s.messages, r.messages, &counts, r.streams.len() > 1));
+        let udp = spec.protocol == Protocol::Udp;
+        // A UDP stream receiver's intervals carry jitter when its datagrams carry headers.
+        let jitter = udp && spec.mechanism == Mechanism::Stream && !spec.headerless();
         let n = s.streams.len().max(r.streams.len());
         let streams = if n > 1 {
             (0..n)
@@ -254,8 +277,11 @@ impl Half {
                     received_messages: received.then_some(ri.messages),
                     sent_bps: sent.then(|| bps(si.bytes, secs(si.start_ns, si.end_ns))),
                     received_bps: received.then(|| bps(ri.bytes, secs(ri.start_ns, ri.end_ns))),
-                    lost: udp.as_ref().map(|_| ri.lost),
-                    jitter_ms: ri.jitter_ns.map(|j| j / 1e6),
+                    lost: udp.then(|| received.then_some(ri.lost)),
+                    jitter_ms: match ri.jitter_ns {
+                        Some(j) => Some(Some(j / 1e6)),
+                        None => (jitter && !received).then_some(None),
+                    },
                     latency_p50_us: si.delay_p50_ns.filter(|_| rr).map(us),
                     latency_p99_us: si.delay_p99_ns.filter(|_| rr).map(us),
                     delay_p50_ms: ri.delay_p50_ns.filter(|_| counts.same_clock).map(ms),
@@ -307,9 +333,7 @@ impl AfterOmit {
         };
         let sent = s.map(|s| after(&s.intervals));
         let received = r.map(|r| after(&r.intervals));
-        let lost = received.map_or(0, |r| r.2);
-        let udp = spec.protocol == Protocol::Udp && received.is_some();
-        let total = received.map_or(0, |r| r.1) + lost;
+        let udp = spec.protocol == Protocol::Udp;
         Self {
             omitted_s: spec.omit_ns as f64 / NS_PER_S,
             sent_bytes: sent.map(|s| s.0),
@@ -320,13 +344,20 @@ impl AfterOmit {
             received_messages: received.map(|r| r.1),
             received_duration_s: received.map(|r| r.3),
             received_bps: received.map(|r| bps(r.0, r.3)),
-            lost: udp.then_some(lost),
+            // The receiver's gaps; their ratio stands for the share of what was sent only
+            // when the sender's count settled the tail, as `end.udp.loss_ratio`.
+            lost: udp.then(|| received.map(|r| r.2)),
             loss_ratio: udp.then(|| {
-                if total > 0 {
-                    lost as f64 / total as f64
-                } else {
-                    0.0
-                }
+                received
+                    .filter(|_| sent.is_some())
+                    .map(|(_, messages, lost, _)| {
+                        let total = messages + lost;
+                        if total > 0 {
+                            lost as f64 / total as f64
+                        } else {
+                            0.0
+                        }
+                    })
             }),
         }
     }
@@ -352,10 +383,15 @@ impl End {
         // are unknown, not 0.
         let sent = sender.map(SideReport::totals).unwrap_or_default();
         let received = receiver.map(SideReport::totals).unwrap_or_default();
-        let counts = r.udp.clone().unwrap_or_default();
-        let merged = r.streams.len() > 1;
-        let udp = (spec.protocol == Protocol::Udp)
-            .then(|| UdpEnd::new(spec, s.messages, r.messages, &counts, merged));
+        let no_counts = UdpCounts::default();
+        let udp = (spec.protocol == Protocol::Udp).then(|| {
+            UdpEnd::new(
+                spec,
+                sender.map(|s| s.messages),
+                receiver.map(|r| (r.messages, r.udp.as_ref().unwrap_or(&no_counts))),
+                r.streams.len() > 1,
+            )
+        });
         End {
             // The test's time on the sender's clock, or on the receiver's when the sender
             // never said.
@@ -365,8 +401,8 @@ impl End {
             sent,
             received,
             udp,
-            retransmits: s.retransmits,
-            local_drops: s.local_drops,
+            retransmits: sender.map(|s| s.retransmits),
+            local_drops: sender.map(|s| s.local_drops),
             latency_us: s.latency.as_ref().filter(|_| rr).map(|l| Percentiles {
                 histogram: s
                     .latency_buckets
@@ -431,7 +467,7 @@ impl End {
 mod tests {
     use super::*;
     use crate::results::{Role, UdpCounts};
-    use crate::spec::Mechanism;
+    use wirebench_stats::LossRunsSummary;
 
     /// A reverse UDP test of 10 kB.
     fn spec() -> TestSpec {
@@ -510,11 +546,11 @@ mod tests {
             (a.sent_bytes, a.received_bytes),
             (Some(20_000), Some(18_000))
         );
-        assert_eq!(a.lost, Some(2));
+        assert_eq!(a.lost, Some(Some(2)));
         assert!(a
             .received_bps
             .is_some_and(|b| (b - 18_000.0 * 8.0 / 2.0).abs() < 1e-6));
-        assert!((a.loss_ratio.unwrap_or(0.0) - 2.0 / 20.0).abs() < 1e-9);
+        assert!((a.loss_ratio.flatten().unwrap_or(0.0) - 2.0 / 20.0).abs() < 1e-9);
         assert_eq!(r.end.sent.bytes, Some(30_000));
         let whole = spec.omit_ns(0);
         let none = Results::assemble(&whole, "s".into(), None, None, None);
@@ -545,8 +581,8 @@ mod tests {
         // Reverse: the server sends.
         let r = Results::assemble(&spec(), "x".into(), Some(&receiver), Some(&sender), None);
         let udp = r.end.udp.unwrap();
-        assert_eq!((udp.lost, udp.duplicates), (3, 2));
-        assert!((udp.loss_ratio - 0.3).abs() < 1e-12);
+        assert_eq!((udp.lost, udp.duplicates), (Some(3), Some(2)));
+        assert!((udp.loss_ratio.unwrap_or(0.0) - 0.3).abs() < 1e-12);
         assert_eq!(r.end.sent_bps, Some(160_000.0));
         assert_eq!(r.end.received_bps, Some(56_000.0));
         assert_eq!(r.end.duration_s, 0.5);
@@ -686,5 +722,199 @@ mod tests {
         assert!(json["end"]["sent_bps"].is_null());
         let back: Results = serde_json::from_value(json).expect("read back");
         assert_eq!(back.end.sent.bytes, None);
+    }
+
+    /// A UDP receiver's report of 900 datagrams, with gaps of 100 below the highest
+    /// sequence number it got (its loss runs, settled without the sender's count).
+    fn udp_receiver(role: Role) -> SideReport {
+        let runs = LossRunsSummary {
+            runs: 1,
+            lost: 100,
+            ..LossRunsSummary::default()
+        };
+        SideReport {
+            role: Some(role),
+            bytes: 900_000,
+            messages: 900,
+            last_ns: Some(1_000_000_000),
+            intervals: vec![IntervalRecord {
+                end_ns: 1_000_000_000,
+                bytes: 900_000,
+                messages: 900,
+                lost: 100,
+                jitter_ns: Some(20_000.0),
+                ..IntervalRecord::default()
+            }],
+            udp: Some(UdpCounts {
+                sequenced: true,
+                duplicates: 1,
+                jitter_ns: 20_000.0,
+                loss_runs: runs,
+                in_order_prefix: 400,
+                ..UdpCounts::default()
+            }),
+            ..SideReport::default()
+        }
+    }
+
+    /// A UDP sender's report of 1,000 datagrams.
+    fn udp_sender() -> SideReport {
+        SideReport {
+            role: Some(Role::Sender),
+            bytes: 1_000_000,
+            messages: 1000,
+            last_ns: Some(1_000_000_000),
+            intervals: vec![IntervalRecord {
+                end_ns: 1_000_000_000,
+                bytes: 1_000_000,
+                messages: 1000,
+                ..IntervalRecord::default()
+            }],
+            ..SideReport::default()
+        }
+    }
+
+    /// Every figure only the receiver counts is null when it never reported; the sender's
+    /// stay known. Issue 44: a killed server read "2475 of 2475 lost".
+    fn assert_receiver_unknown(half: &serde_json::Value) {
+        let e = &half["end"];
+        for key in [
+            "bytes",
+            "messages",
+            "duration_s",
+            "transfer_s",
+            "transfer_bps",
+        ] {
+            assert!(e["received"][key].is_null(), "received.{key}: {e}");
+        }
+        assert!(e["received_bps"].is_null(), "{e}");
+        let u = &e["udp"];
+        for key in [
+            "lost",
+            "duplicates",
+            "reordered",
+            "loss_ratio",
+            "jitter_ms",
+            "too_old",
+            "foreign",
+            "max_reorder_extent",
+            "clocks",
+            "loss_runs",
+            "last_in_order_seq",
+            "first_lost_seq",
+            "bandwidth_without_loss_bps",
+        ] {
+            assert!(u.get(key).is_some_and(|v| v.is_null()), "udp.{key}: {u}");
+        }
+        assert_eq!(u["sequenced"], true, "the spec says it");
+        assert_eq!(e["sent"]["messages"], 1000);
+        assert_eq!(e["retransmits"], 0);
+        for i in half["intervals"].as_array().expect("intervals") {
+            for key in [
+                "received_bytes",
+                "received_messages",
+                "received_bps",
+                "lost",
+            ] {
+                assert!(i.get(key).is_some_and(|v| v.is_null()), "{key}: {i}");
+            }
+            assert!(i.get("jitter_ms").is_some_and(|v| v.is_null()), "{i}");
+            assert_eq!(i["sent_messages"], 1000);
+        }
+    }
+
+    /// The receiver saw what arrived; the sender's count is unknown, so `lost` is the gaps
+    /// the receiver saw (as its loss runs) and `loss_ratio` is null.
+    fn assert_sender_unknown(half: &serde_json::Value) {
+        let e = &half["end"];
+        for key in [
+            "bytes",
+            "messages",
+            "duration_s",
+            "transfer_s",
+            "transfer_bps",
+        ] {
+            assert!(e["sent"][key].is_null(), "sent.{key}: {e}");
+        }
+        for key in ["sent_bps", "retransmits", "local_drops"] {
+            assert!(e[key].is_null(), "{key}: {e}");
+        }
+        assert_eq!(e["received"]["messages"], 900);
+        let u = &e["udp"];
+        assert_eq!(u["lost"], 100, "{u}");
+        assert_eq!(u["loss_runs"]["lost"], u["lost"], "{u}");
+        assert!(u["loss_ratio"].is_null(), "{u}");
+        assert_eq!(u["first_lost_seq"], 400);
+        assert_eq!(u["duplicates"], 1);
+        assert_eq!(u["jitter_ms"], 0.02);
+        assert_eq!(u["clocks"], "unsynchronized");
+        for i in half["intervals"].as_array().expect("intervals") {
+            assert!(i["sent_messages"].is_null(), "{i}");
+            assert_eq!(i["lost"], 100, "{i}");
+        }
+    }
+
+    #[test]
+    fn udp_forward_with_the_receiver_gone_is_null_where_it_counted() {
+        let spec = spec().direction(Direction::Forward);
+        let r = Results::assemble(&spec, "s".into(), Some(&udp_sender()), None, None);
+        assert_receiver_unknown(&serde_json::to_value(&r).expect("json"));
+        // -O: the receiver's part of `after_omit` is null too, keys kept.
+        let omit = spec.duration_ns(3_000_000_000).omit_ns(1);
+        let r = Results::assemble(&omit, "s".into(), Some(&udp_sender()), None, None);
+        let a = serde_json::to_value(r.end.after_omit).expect("json");
+        for key in ["received_messages", "lost", "loss_ratio"] {
+            assert!(a.get(key).is_some_and(|v| v.is_null()), "{key}: {a}");
+        }
+    }
+
+    #[test]
+    fn udp_reverse_with_the_sender_gone_counts_the_gaps_it_saw() {
+        let c = udp_receiver(Role::Receiver);
+        let r = Results::assemble(&spec(), "s".into(), Some(&c), None, None);
+        assert_sender_unknown(&serde_json::to_value(&r).expect("json"));
+        // With the sender's count, the tail is in: 1000 - 900.
+        let r = Results::assemble(&spec(), "s".into(), Some(&c), Some(&udp_sender()), None);
+        let u = r.end.udp.expect("udp");
+        assert_eq!((u.lost, u.loss_ratio), (Some(100), Some(0.1)));
+        // Short datagrams carry no sequence number: no gap is seen, loss is unknown.
+        let short = spec().size(8);
+        let r = Results::assemble(&short, "s".into(), Some(&c), None, None);
+        let u = r.end.udp.expect("udp");
+        assert_eq!((u.lost, u.loss_ratio, u.sequenced), (None, None, false));
+    }
+
+    /// `--bidir` with the server gone: client → server lost its receiver, server → client
+    /// its sender; each half says so on its own.
+    #[test]
+    fn udp_bidir_with_the_server_gone_is_unknown_per_direction() {
+        let spec = spec().direction(Direction::Bidir);
+        let client = SideReport {
+            reverse: Some(Box::new(udp_receiver(Role::Receiver))),
+            ..udp_sender()
+        };
+        let r = Results::assemble(&spec, "s".into(), Some(&client), None, None);
+        let v = serde_json::to_value(&r).expect("json");
+        assert_receiver_unknown(&v);
+        assert_sender_unknown(&v["reverse"]);
+    }
+
+    /// What the document says null reads back as null, and older documents (0 there, no
+    /// `foreign`) read as they were written.
+    #[test]
+    fn unknown_figures_read_back() {
+        let r = Results::assemble(&spec(), "s".into(), None, Some(&udp_sender()), None);
+        let back: Results =
+            serde_json::from_value(serde_json::to_value(&r).expect("json")).expect("read");
+        assert_eq!(back, r);
+        assert_eq!(back.intervals[0].lost, Some(None));
+        let old: UdpEnd = serde_json::from_str(
+            r#"{"sequenced":true,"lost":3,"duplicates":0,"reordered":0,"loss_ratio":0.3,
+                "jitter_ms":0.1,"too_old":0,"max_reorder_extent":0,"clocks":"same-host",
+                "loss_runs":{"runs":0,"lost":0,"buckets":[]},"last_in_order_seq":null,
+                "first_lost_seq":null,"bandwidth_without_loss_bps":null}"#,
+        )
+        .expect("an older end.udp");
+        assert_eq!((old.lost, old.foreign), (Some(3), Some(0)));
     }
 }

@@ -15,6 +15,21 @@ pub const SCHEMA: u32 = 1;
 /// Nanoseconds in a second, for the document's seconds.
 pub(super) const NS_PER_S: f64 = 1e9;
 
+/// A count read from a document written before its key existed, when it was 0 there.
+fn zero() -> Option<u64> {
+    Some(0)
+}
+
+/// Reads a key that is absent where it does not apply (`None`) and `null` where it applies
+/// but is unknown (`Some(None)`): serde alone reads both as `None`.
+pub(super) fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
 /// The results document (`run --json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Results {
@@ -206,12 +221,22 @@ pub struct IntervalView {
     /// Receive rate over the interval, bits/s; `null` when the receiver never reported.
     #[serde(default)]
     pub received_bps: Option<f64>,
-    /// UDP: datagrams found missing in the interval.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lost: Option<u64>,
-    /// UDP: RFC 3550 jitter at the interval's end, ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub jitter_ms: Option<f64>,
+    /// UDP: datagrams found missing in the interval; `Some(None)` (`null`) when the
+    /// receiver never reported, `None` (absent) over TCP.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub lost: Option<Option<u64>>,
+    /// UDP streaming: RFC 3550 jitter at the interval's end, ms; `Some(None)` (`null`) when
+    /// the receiver never reported, `None` (absent) where it is not measured.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub jitter_ms: Option<Option<f64>>,
     /// UDP, both ends on one clock: median one-way delay in the interval, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_p50_ms: Option<f64>,
@@ -323,33 +348,39 @@ pub struct UsBucket {
     pub count: u64,
 }
 
-/// UDP totals.
+/// UDP totals. A figure the receiver counts is `None` (`null`) when the receiver never
+/// reported (its process or connection died first): unknown, never 0. `lost` and
+/// `loss_ratio` need the sender's count too; without it, `lost` is the gaps the receiver
+/// saw below the highest sequence number it received (as `loss_runs`), and `loss_ratio`
+/// is `null`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct UdpEnd {
     /// Whether datagrams carried sequence numbers; if not, loss is sent minus received
     /// messages and duplicates and reordering cannot be seen.
     pub sequenced: bool,
-    /// Datagrams sent but never received, including at the tail.
-    pub lost: u64,
+    /// Datagrams sent but never received, including at the tail; with the sender's count
+    /// unknown, the gaps below the highest sequence number received (tail unknown).
+    pub lost: Option<u64>,
     /// Datagrams received more than once.
-    pub duplicates: u64,
+    pub duplicates: Option<u64>,
     /// Datagrams received out of order.
-    pub reordered: u64,
-    /// `lost` / sent messages.
-    pub loss_ratio: f64,
+    pub reordered: Option<u64>,
+    /// `lost` / sent messages; `None` when either is unknown.
+    pub loss_ratio: Option<f64>,
     /// RFC 3550 interarrival jitter, ms.
-    pub jitter_ms: f64,
+    pub jitter_ms: Option<f64>,
     /// Datagrams too far behind to tell late from duplicate (counted as lost).
-    pub too_old: u64,
+    pub too_old: Option<u64>,
     /// Datagrams that arrived on the test's socket but were not the test's (not keyed with
-    /// the stream's secret token): dropped, and counted in nothing else.
-    #[serde(default)]
-    pub foreign: u64,
+    /// the stream's secret token): dropped, and counted in nothing else. 0 in documents
+    /// written before the key.
+    #[serde(default = "zero")]
+    pub foreign: Option<u64>,
     /// Largest distance below the highest sequence number at which a datagram arrived.
-    pub max_reorder_extent: u64,
+    pub max_reorder_extent: Option<u64>,
     /// "same-host" when both ends read one clock (one-way delay is absolute), else
     /// "unsynchronized" (only delay variation is meaningful).
-    pub clocks: String,
+    pub clocks: Option<String>,
     /// One-way delay, ms; only when `clocks` is "same-host".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<Percentiles>,
@@ -360,7 +391,7 @@ pub struct UdpEnd {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interarrival_us: Option<Interarrival>,
     /// Loss runs: how many losses came in runs of 1, 2, 3-4, 5-8, ... datagrams.
-    pub loss_runs: LossRunsSummary,
+    pub loss_runs: Option<LossRunsSummary>,
     /// UDPmon's "last received sequence number without loss": every datagram up to it
     /// arrived; null when datagram 0 was lost.
     pub last_in_order_seq: Option<u64>,
@@ -395,10 +426,12 @@ pub struct End {
     /// UDP loss accounting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpEnd>,
-    /// Messages sent again after an ack timeout (stop-and-wait over UDP).
-    pub retransmits: u64,
-    /// UDP: datagrams dropped by a firewall rule on the sending host (send gave EPERM).
-    pub local_drops: u64,
+    /// Messages sent again after an ack timeout (stop-and-wait over UDP); `None` (null)
+    /// when the sender never reported.
+    pub retransmits: Option<u64>,
+    /// UDP: datagrams dropped by a firewall rule on the sending host (send gave EPERM);
+    /// `None` (null) when the sender never reported.
+    pub local_drops: Option<u64>,
     /// Request/response: round-trip times, µs (from the request's write to the response's
     /// last byte).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -468,12 +501,21 @@ pub struct AfterOmit {
     /// `received_bytes` × 8 / `received_duration_s`.
     #[serde(default)]
     pub received_bps: Option<f64>,
-    /// UDP: datagrams found missing in those intervals.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lost: Option<u64>,
-    /// UDP: `lost` / (`received_messages` + `lost`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub loss_ratio: Option<f64>,
+    /// UDP: datagrams found missing in those intervals; `Some(None)` (`null`) when the
+    /// receiver never reported, `None` (absent) over TCP.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub lost: Option<Option<u64>>,
+    /// UDP: `lost` / (`received_messages` + `lost`); as `lost` when unknown.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub loss_ratio: Option<Option<f64>>,
 }
 
 /// The `end.file` object of a file transfer.

@@ -34,8 +34,9 @@ pub fn figures(r: &Results) -> BTreeMap<&'static str, f64> {
         }
     }
     if let Some(u) = &e.udp {
-        f.insert("loss_ratio", u.loss_ratio);
-        f.insert("jitter_ms", u.jitter_ms);
+        // Unknown (the receiver, or for the ratio the sender, never reported): in no mean.
+        put("loss_ratio", u.loss_ratio);
+        put("jitter_ms", u.jitter_ms);
         if let Some(d) = u.delay_ms.as_ref().or(u.delay_variation_ms.as_ref()) {
             f.insert("delay_p50_ms", d.p50);
             f.insert("delay_p99_ms", d.p99);

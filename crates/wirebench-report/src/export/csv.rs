@@ -92,9 +92,10 @@ impl<'a> ResultsRow<'a> {
             received_bytes: e.received.bytes,
             sent_bps: e.sent_bps,
             received_bps: e.received_bps,
-            lost: udp.map(|u| u.lost),
-            loss_ratio: udp.map(|u| u.loss_ratio),
-            jitter_ms: udp.filter(|u| u.sequenced).map(|u| u.jitter_ms),
+            // Empty over TCP and where unknown (a side never reported).
+            lost: udp.and_then(|u| u.lost),
+            loss_ratio: udp.and_then(|u| u.loss_ratio),
+            jitter_ms: udp.filter(|u| u.sequenced).and_then(|u| u.jitter_ms),
             latency_p50_us: latency.map(|l| l.p50),
             latency_p99_us: latency.map(|l| l.p99),
             error: crate::text::printable_text(r.error.as_deref().unwrap_or("")),

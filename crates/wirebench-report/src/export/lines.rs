@@ -110,8 +110,10 @@ pub struct Figures {
     pub cwnd_bytes: Option<u64>,
     /// UDP, a receiver's line: RFC 3550 jitter, ms.
     pub jitter_ms: Option<f64>,
-    /// UDP, a receiver's line: datagrams lost, and expected (received + lost).
-    pub lost: Option<(u64, u64)>,
+    /// UDP, a receiver's line: datagrams lost, and expected (received + lost); each `None`
+    /// when unknown (without the sender's count the total is, and short datagrams without
+    /// a header show no loss).
+    pub lost: Option<(Option<u64>, Option<u64>)>,
     /// Request/response: transactions per second.
     pub per_s: f64,
     /// Request/response: the round trip's median, µs.
@@ -182,13 +184,17 @@ impl Layout {
                 (format_rate(f.bps, self.units), 13),
                 (opt(f.jitter_ms.map(|j| format!("{j:.3} ms"))), 8),
                 (
-                    opt(f.lost.map(|(lost, total)| {
-                        let ratio = if total > 0 {
-                            lost as f64 / total as f64
-                        } else {
-                            0.0
-                        };
-                        format!("{lost}/{total} ({})", format_percent(ratio))
+                    opt(f.lost.map(|loss| match loss {
+                        (Some(lost), Some(total)) => {
+                            let ratio = if total > 0 {
+                                lost as f64 / total as f64
+                            } else {
+                                0.0
+                            };
+                            format!("{lost}/{total} ({})", format_percent(ratio))
+                        }
+                        (Some(lost), None) => format!("{lost}/unknown"),
+                        (None, _) => "unknown".into(),
                     })),
                     0,
                 ),
@@ -281,7 +287,7 @@ mod tests {
             bytes: 24_280_000,
             bps: 97.12e6,
             jitter_ms: Some(0.038),
-            lost: Some((0, 16494)),
+            lost: Some((Some(0), Some(16494))),
             ..Figures::default()
         };
         let sent = Figures {
@@ -295,7 +301,7 @@ mod tests {
         assert_eq!(r.find("receiver"), t.find("sender"), "{r}\n{t}");
         assert!(r.chars().count() <= 80, "{r}");
         let lossy = Figures {
-            lost: Some((3, 16494)),
+            lost: Some((Some(3), Some(16494))),
             ..recv
         };
         let r = s.line("[SUM]", 0.0, 2.0, &lossy, "receiver");

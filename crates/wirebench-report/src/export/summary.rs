@@ -82,7 +82,10 @@ impl Answer {
                     a.received_bps,
                     a.received_messages,
                 ),
-                lost: a.lost.or(e.udp.as_ref().map(|u| u.lost)),
+                lost: match a.lost {
+                    Some(lost) => lost,
+                    None => e.udp.as_ref().and_then(|u| u.lost),
+                },
             },
             None => Self {
                 from_s: 0.0,
@@ -93,7 +96,7 @@ impl Answer {
                     e.received_bps,
                     e.received.messages,
                 ),
-                lost: e.udp.as_ref().map(|u| u.lost),
+                lost: e.udp.as_ref().and_then(|u| u.lost),
             },
         }
     }
@@ -213,10 +216,12 @@ fn pair(
                 bytes: s.bytes,
                 bps: s.bps,
                 // Datagrams too short for the header carry no send time: no jitter.
-                jitter_ms: udp.filter(|u| u.sequenced).map(|u| u.jitter_ms),
+                jitter_ms: udp.filter(|u| u.sequenced).and_then(|u| u.jitter_ms),
+                // Lost of expected: expected is what was sent, which needs the sender's
+                // report (without it, `lost` is the gaps seen, a total unknown).
                 lost: udp.map(|_| {
-                    let lost = a.lost.unwrap_or(0);
-                    (lost, s.messages + lost)
+                    let total = a.lost.filter(|_| a.sent.is_some());
+                    (a.lost, total.map(|lost| s.messages + lost))
                 }),
                 ..Figures::default()
             };

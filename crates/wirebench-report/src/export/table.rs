@@ -74,7 +74,12 @@ fn seconds(v: Option<f64>) -> String {
 fn table_row(r: &Results, e: &wirebench_proto::results::End, units: RateUnits) -> Vec<String> {
     let ms =
         |s: Option<f64>| s.map_or_else(|| UNKNOWN.to_string(), |s| format!("{:.0}", s * 1000.0));
-    let loss = |lost: u64, ratio: f64| format!("{lost} ({:.3}%)", ratio * 100.0);
+    let loss = |lost: Option<u64>, ratio: Option<f64>| match (lost, ratio) {
+        (Some(lost), Some(ratio)) => format!("{lost} ({:.3}%)", ratio * 100.0),
+        // The sender's count unknown: the gaps seen, of a total unknown.
+        (Some(lost), None) => format!("{lost} (of {UNKNOWN})"),
+        (None, _) => UNKNOWN.to_string(),
+    };
     let (time, sent, received, sent_bps, received_bps, lost) = match &e.after_omit {
         Some(a) => (
             ms(a.sent_duration_s.or(a.received_duration_s)),
@@ -84,7 +89,7 @@ fn table_row(r: &Results, e: &wirebench_proto::results::End, units: RateUnits) -
             a.received_bps,
             e.udp
                 .as_ref()
-                .map(|_| loss(a.lost.unwrap_or(0), a.loss_ratio.unwrap_or(0.0))),
+                .map(|_| loss(a.lost.flatten(), a.loss_ratio.flatten())),
         ),
         None => (
             ms(Some(e.duration_s)),
@@ -193,7 +198,7 @@ fn results_table(r: &Results, opts: Human, out: &mut dyn Write) -> io::Result<()
         udp_notices(r, u, out)?;
     }
     if r.test.mechanism == Mechanism::StopAndWait && r.test.protocol == Protocol::Udp {
-        writeln!(out, "retransmits: {}", e.retransmits)?;
+        writeln!(out, "retransmits: {}", count(e.retransmits))?;
     }
     if let Some(f) = &e.file {
         file_line(f, out)?;
@@ -276,7 +281,7 @@ fn totals(r: &Results, units: RateUnits, out: &mut dyn Write) -> io::Result<()> 
             .end
             .udp
             .as_ref()
-            .map(|u| format!(", {} lost", u.lost))
+            .map(|u| format!(", {} lost", count(u.lost)))
             .unwrap_or_default();
         writeln!(
             out,
@@ -345,7 +350,7 @@ fn stream_lines(r: &Results, units: RateUnits, out: &mut dyn Write) -> io::Resul
         let lost = st
             .udp
             .as_ref()
-            .map(|u| format!(", {} lost", u.lost))
+            .map(|u| format!(", {} lost", count(u.lost)))
             .unwrap_or_default();
         writeln!(
             out,
@@ -517,11 +522,10 @@ fn udp_notices(r: &Results, u: &UdpEnd, out: &mut dyn Write) -> io::Result<()> {
             r.test.size
         )?;
     }
-    if u.foreign > 0 {
+    if let Some(n) = u.foreign.filter(|&n| n > 0) {
         writeln!(
             out,
-            "udp: {} datagrams not of this test reached its socket: dropped, not counted",
-            u.foreign
+            "udp: {n} datagrams not of this test reached its socket: dropped, not counted"
         )?;
     }
     if let Some(n) = u.checksum_errors.filter(|&n| n > 0) {
@@ -539,8 +543,12 @@ fn udp_lines(r: &Results, u: &UdpEnd, units: RateUnits, out: &mut dyn Write) -> 
     if u.sequenced {
         writeln!(
             out,
-            "udp: {} lost, {} duplicates, {} reordered, jitter {:.3} ms (the whole test)",
-            u.lost, u.duplicates, u.reordered, u.jitter_ms
+            "udp: {} lost, {} duplicates, {} reordered, jitter {} (the whole test)",
+            count(u.lost),
+            count(u.duplicates),
+            count(u.reordered),
+            u.jitter_ms
+                .map_or_else(|| UNKNOWN.to_string(), |j| format!("{j:.3} ms"))
         )?;
         if r.test.mechanism == Mechanism::Stream {
             udp_details(u, r.test.size, units, out)?;
@@ -563,16 +571,15 @@ fn udp_details(u: &UdpEnd, size: u64, units: RateUnits, out: &mut dyn Write) -> 
     if let Some(g) = &u.interarrival_us {
         writeln!(out, "interarrival: {}", percentiles(&g.percentiles, 1.0))?;
     }
-    if u.loss_runs.runs > 0 {
-        let runs: Vec<String> = u
-            .loss_runs
+    if let Some(lr) = u.loss_runs.as_ref().filter(|lr| lr.runs > 0) {
+        let runs: Vec<String> = lr
             .buckets
             .iter()
             .map(|b| format!("{}: {}", b.label, b.count))
             .collect();
         writeln!(out, "loss runs (length: count): {}", runs.join(", "))?;
     }
-    if u.last_in_order_seq.is_none() && u.lost == 0 {
+    if u.last_in_order_seq.is_none() && u.lost.unwrap_or(0) == 0 {
         // Several streams: UDPmon's figures are per sequence, in `streams[]`.
         return Ok(());
     }
@@ -846,7 +853,7 @@ mod tests {
         };
         assert!(!text(&r).contains("not the test's"));
         if let Some(u) = r.end.udp.as_mut() {
-            u.foreign = 3;
+            u.foreign = Some(3);
         }
         let t = text(&r);
         assert!(

@@ -249,7 +249,7 @@ fn figures(rec: &IntervalRecord, role: Role, columns: Columns) -> Figures {
         }
         (Columns::Udp, Role::Receiver) => {
             f.jitter_ms = rec.jitter_ns.map(|j| j / 1e6);
-            f.lost = Some((rec.lost, rec.messages + rec.lost));
+            f.lost = Some((Some(rec.lost), Some(rec.messages + rec.lost)));
         }
         (Columns::Rr, _) => {
             f.per_s = per_s(rec.messages);

@@ -304,8 +304,9 @@ fn unknown_received(i: &mut IntervalView) {
     i.received_bytes = None;
     i.received_messages = None;
     i.received_bps = None;
-    i.lost = None;
-    i.jitter_ms = None;
+    // Null where the key applies (UDP), absent where it does not.
+    i.lost = i.lost.map(|_| None);
+    i.jitter_ms = i.jitter_ms.map(|_| None);
 }
 
 /// An interval's figures of a sending iperf3 server: not known.
@@ -319,15 +320,17 @@ fn unknown_sent(i: &mut IntervalView) {
 /// datagrams after the highest sequence number it saw are in neither). What only a
 /// receiver that tracked sequence numbers itself knows is unknown here.
 fn set_lost(end: &mut End, lost: u64) {
-    let sent = end.sent.messages.unwrap_or(0);
+    let sent = end.sent.messages;
     if let Some(u) = end.udp.as_mut() {
         *u = UdpEnd {
-            lost,
-            loss_ratio: if sent > 0 {
-                lost as f64 / sent as f64
-            } else {
-                0.0
-            },
+            lost: Some(lost),
+            loss_ratio: sent.map(|sent| {
+                if sent > 0 {
+                    lost as f64 / sent as f64
+                } else {
+                    0.0
+                }
+            }),
             last_in_order_seq: None,
             first_lost_seq: None,
             bandwidth_without_loss_bps: None,
@@ -339,14 +342,14 @@ fn set_lost(end: &mut End, lost: u64) {
 /// `after_omit`'s loss, `None` when unknown (an iperf3 server before 3.14 does not say
 /// what it had lost by the omit's end).
 fn set_after_omit_loss(a: &mut AfterOmit, lost: Option<u64>) {
-    a.lost = lost;
+    a.lost = lost.map(Some);
     a.loss_ratio = lost.map(|l| {
         let total = a.received_messages.unwrap_or(0).saturating_add(l);
-        if total > 0 {
+        Some(if total > 0 {
             l as f64 / total as f64
         } else {
             0.0
-        }
+        })
     });
 }
 
@@ -465,16 +468,17 @@ mod tests {
         let mut r = assemble(&udp_spec(), &sender, &server);
         ex.settle(&mut r, Direction::Forward, &ids, &[]);
         let u = r.end.udp.expect("udp");
-        assert_eq!(u.lost, 7);
-        assert!((u.loss_ratio - 0.07).abs() < 1e-12);
+        assert_eq!(u.lost, Some(7));
+        assert!((u.loss_ratio.unwrap_or(0.0) - 0.07).abs() < 1e-12);
         assert_eq!(u.first_lost_seq, None);
         assert_eq!(r.end.received.messages, Some(83));
-        assert!((u.jitter_ms - 0.01).abs() < 1e-9);
+        assert!((u.jitter_ms.unwrap_or(0.0) - 0.01).abs() < 1e-9);
         // Per interval the server's side is unknown (iperf3 exchanges none), not 0.
         let i = &r.intervals[0];
         assert_eq!(
             (i.sent_bytes, i.received_bytes, i.lost),
-            (Some(100 * LEN), None, None)
+            (Some(100 * LEN), None, Some(None)),
+            "lost: null, as docs/results.md says of a peer's interval figures"
         );
     }
 
@@ -528,11 +532,11 @@ mod tests {
         let server = ex.side(&ids, false);
         let mut r = assemble(&udp_spec().streams(2), &ours(&ids, 100), &server);
         ex.settle(&mut r, Direction::Forward, &ids, &[]);
-        assert_eq!(r.end.udp.as_ref().map(|u| u.lost), Some(6));
+        assert_eq!(r.end.udp.as_ref().and_then(|u| u.lost), Some(6));
         let per: Vec<u64> = r
             .streams
             .iter()
-            .filter_map(|e| e.udp.as_ref().map(|u| u.lost))
+            .filter_map(|e| e.udp.as_ref().and_then(|u| u.lost))
             .collect();
         assert_eq!(per, [1, 5]);
     }
@@ -565,7 +569,7 @@ mod tests {
         assert_eq!(a.received_bytes, Some(60 * LEN));
         assert_eq!(a.received_messages, Some(60));
         assert_eq!(a.received_duration_s, Some(2.0));
-        assert_eq!(a.lost, Some(6));
+        assert_eq!(a.lost, Some(Some(6)));
         assert_eq!(r.end.received.duration_s, Some(4.0));
         // This side's after the omit: by its count when the omit ended.
         assert_eq!((a.sent_bytes, a.sent_messages), (Some(70 * LEN), Some(70)));
@@ -661,6 +665,6 @@ mod tests {
             (a.received_messages, a.received_duration_s),
             (Some(45), Some(2.0))
         );
-        assert_eq!(a.lost, Some(5));
+        assert_eq!(a.lost, Some(Some(5)));
     }
 }
