@@ -149,12 +149,18 @@ fn rr_of_64_streams_of_16m_messages_is_refused_naming_max_memory() {
     good_test_completes(&s);
 }
 
-/// Six such shapes at once (three 16 MiB rr streams each, about 100 MiB by the estimate):
+/// Six such shapes at once (three 16 MiB rr streams each, about 123 MB by the estimate):
 /// the budget admits two at a time and refuses the rest naming it, and the server's peak
-/// stays under the budget on top of where it started.
+/// stays under the budget on top of where it started. (One address's share of the memory
+/// is lifted here: this is the whole budget's test.)
 #[test]
 fn six_large_rr_tests_at_once_never_take_the_server_past_its_budget() {
-    let s = LoggedServer::start(&["--max-tests-per-client", "6"]);
+    let s = LoggedServer::start(&[
+        "--max-tests-per-client",
+        "6",
+        "--max-memory-per-client",
+        "0",
+    ]);
     let before = s.peak_rss();
     let args = [
         "--mode",
@@ -298,4 +304,49 @@ fn the_packet_log_counts_against_max_bytes_and_in_the_servers_sent_bytes() {
     );
     let _ = std::fs::remove_dir_all(&dir);
     good_test_completes(&s);
+}
+
+/// Issue 44: one idle test from one address (`-P 64 -l 800KiB`, about 255 MiB by the
+/// estimate then) held the whole default budget, and every other address was refused
+/// naming `--max-memory`. One address now holds at most half of it: `-P 48` (about 200 MiB
+/// by today's estimate, within the whole budget) is refused naming
+/// `--max-memory-per-client`, a test half as large is admitted, and while it runs a test
+/// from another address still fits.
+#[test]
+fn one_address_cannot_hold_the_whole_memory_budget() {
+    let s = LoggedServer::start(&[]);
+    let out = s.run_from(ATTACKER, &["-P", "48", "-l", "800KiB", "-t", "1s"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--max-memory-per-client"), "{err}");
+    // Half the default budget's share, held by a slow test from the attacker...
+    let mut held = wirebench()
+        .args(["run", "127.0.0.1", "--port", &s.port.to_string()])
+        .args(["--bind", ATTACKER, "-P", "24", "-l", "800KiB", "-b", "1M"])
+        .args(["-t", "30s", "-i", "0.2", "--json-stream"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the attacker's test");
+    // Admitted once its first interval is out.
+    let mut events = BufReader::new(held.stdout.take().expect("stdout")).lines();
+    assert!(
+        events
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|l| l.contains(r#""event":"interval""#)),
+        "the attacker's test ran"
+    );
+    // ...and another address's test of the same size still gets in.
+    let other = s.run_from(
+        "127.0.0.1",
+        &["-P", "24", "-l", "800KiB", "-t", "1s", "--json"],
+    );
+    assert!(
+        other.status.success(),
+        "{}",
+        String::from_utf8_lossy(&other.stderr)
+    );
+    let _ = held.kill();
+    let _ = held.wait();
 }

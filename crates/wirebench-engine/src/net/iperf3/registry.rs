@@ -36,10 +36,24 @@ impl Registry {
         self.tests.lock()
     }
 
-    pub(super) fn add(&self, cookie: [u8; COOKIE_LEN], w: Waiting) {
-        if let Ok(mut t) = self.tests.lock() {
-            t.insert(cookie, w);
+    /// Registers a test waiting for its streams; false, and nothing changed, when a test
+    /// with the same cookie is already registered (its streams would go to the newcomer).
+    pub(super) fn add(&self, cookie: [u8; COOKIE_LEN], w: Waiting) -> bool {
+        let Ok(mut t) = self.tests.lock() else {
+            return false;
+        };
+        match t.entry(cookie) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(w);
+                true
+            }
         }
+    }
+
+    /// Whether a test with `cookie` waits for its streams.
+    pub(super) fn has(&self, cookie: &[u8; COOKIE_LEN]) -> bool {
+        self.tests.lock().is_ok_and(|t| t.contains_key(cookie))
     }
 
     pub(super) fn remove(&self, cookie: &[u8; COOKIE_LEN]) {

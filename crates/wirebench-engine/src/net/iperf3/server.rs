@@ -277,6 +277,9 @@ struct Test<'a> {
     late_limit: Option<String>,
     /// The streams' bytes both ways at the last look: when they move, the client is alive.
     moved: u64,
+    /// The registry holds this test under its cookie (another test's entry is never ours
+    /// to remove).
+    registered: bool,
 }
 
 /// Runs one iperf3 client's test on its control connection (cookie already read).
@@ -316,6 +319,7 @@ fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) 
         limited: None,
         late_limit: None,
         moved: 0,
+        registered: false,
     };
     let outcome = test.serve();
     test.finish(&outcome);
@@ -418,9 +422,28 @@ impl Test<'_> {
         );
     }
 
+    /// Takes the test out of the registry, if it is there under its cookie.
+    fn unregister(&mut self) {
+        if std::mem::take(&mut self.registered) {
+            self.state.iperf3.remove(&self.cookie);
+        }
+    }
+
+    /// A test with the same cookie waits for its streams: this one is refused, and the
+    /// first keeps its streams (a client reusing a cookie, or a peer that saw it).
+    fn cookie_in_use(&mut self) {
+        self.log_refused("another test already uses this cookie");
+        self.state.metrics.refused("cookie_in_use");
+        self.session.refuse(ie::NEW_TEST, libc::EEXIST);
+    }
+
     /// The cookie came: the key rules and the server's slots decide.
     fn on_cookie(&mut self, now: Instant) -> Option<String> {
         let (state, metrics) = (self.state, &self.state.metrics);
+        if state.iperf3.has(&self.cookie) {
+            self.cookie_in_use();
+            return Some("refused: cookie in use".into());
+        }
         if state.cfg.psk.is_some() && !state.cfg.allow_iperf3 {
             self.log_refused("the server requires a pre-shared key, which iperf3 cannot prove; serve --allow-iperf3 admits iperf3 clients");
             metrics.refused("auth_expected");
@@ -464,7 +487,7 @@ impl Test<'_> {
             }
         }
         let (tx, r) = sync_channel(n as usize);
-        self.state.iperf3.add(
+        let registered = self.state.iperf3.add(
             self.cookie,
             Waiting {
                 peer: self.peer.ip(),
@@ -475,6 +498,10 @@ impl Test<'_> {
                 tx,
             },
         );
+        if !registered {
+            return self.cookie_in_use();
+        }
+        self.registered = true;
         self.rx = Some(r);
         log(self.state, format_args!(
             "{} event=start protocol={} streams={} reverse={} bidir={} len={} time_s={} bytes={} rate_bps={}",
@@ -518,7 +545,9 @@ impl Test<'_> {
             let ends: Vec<_> = socks.iter().filter_map(addresses).collect();
             output::start_section(&ends, self.peer, p, a.options().tos)
         });
-        self.state.iperf3.remove(&self.cookie);
+        if std::mem::take(&mut self.registered) {
+            self.state.iperf3.remove(&self.cookie);
+        }
         let limits = TestLimits {
             max_bytes: self.state.cfg.max_bytes,
             max_rate_bps: self.state.cfg.max_rate_bps,
@@ -628,7 +657,7 @@ impl Test<'_> {
         // The counters and the log first: an operator who scrapes once the client has its
         // answer sees them moved.
         let state = self.state;
-        state.iperf3.remove(&self.cookie);
+        self.unregister();
         if let Some(limit) = self.limited {
             state.metrics.limited(limit);
         }
