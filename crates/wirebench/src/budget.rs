@@ -16,7 +16,7 @@ pub struct BudgetArgs {
     /// test's share is estimated from what it asks (streams, message and response sizes,
     /// socket buffers, packet log) and held while it runs; a test that would go past it is
     /// refused.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "256MiB")]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "512MiB")]
     pub max_memory: u64,
     /// Most server memory one client address (IPv6: its /64) may hold with its running
     /// tests, estimated as for --max-memory (e.g. 64MiB; 0: no share of its own) [default:

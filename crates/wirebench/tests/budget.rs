@@ -118,7 +118,7 @@ fn good_test_completes(s: &LoggedServer) {
 /// server to 1.4–1.9 GB. A server with no flags refuses it before allocating anything.
 #[test]
 fn rr_of_64_streams_of_16m_messages_is_refused_naming_max_memory() {
-    let s = LoggedServer::start(&[]);
+    let s = LoggedServer::start(&["--max-memory", "256MiB"]);
     let before = s.peak_rss();
     let out = s.run_from(
         ATTACKER,
@@ -156,6 +156,8 @@ fn rr_of_64_streams_of_16m_messages_is_refused_naming_max_memory() {
 #[test]
 fn six_large_rr_tests_at_once_never_take_the_server_past_its_budget() {
     let s = LoggedServer::start(&[
+        "--max-memory",
+        "256MiB",
         "--max-tests-per-client",
         "6",
         "--max-memory-per-client",
@@ -349,4 +351,87 @@ fn one_address_cannot_hold_the_whole_memory_budget() {
     );
     let _ = held.kill();
     let _ = held.wait();
+}
+
+/// Issue 44: the estimate was low at the extremes (`--mode rr -P 64 -i 10ms` with live
+/// per-stream lines peaked at 121 MiB on a 77 MiB reservation). Each row runs one test at
+/// an extreme against a fresh server and checks the server's peak resident set over its
+/// idle one against what the test reserved (the log's `reserved_bytes`). Bounded by the
+/// five seconds a row runs: the records of a longer test are counted at its own bound.
+#[test]
+fn the_estimate_covers_what_a_test_holds_at_its_extremes() {
+    let dir = std::env::temp_dir().join(format!("wirebench-estimate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let log = dir.join("packets.wbpl");
+    let log = log.to_str().expect("a UTF-8 path");
+    let rows: [&[&str]; 6] = [
+        // -P at its most, -i at its least, each stream's live line.
+        &["-P", "64", "-i", "10ms", "-t", "5s", "-b", "10M"],
+        &[
+            "--mode",
+            "rr",
+            "-l",
+            "1",
+            "--response-size",
+            "1",
+            "-P",
+            "64",
+            "--gap",
+            "1ms",
+        ],
+        // --bytes without -t: records counted at MAX_INTERVALS.
+        &["-n", "300M", "-i", "10ms"],
+        &[
+            "-u",
+            "-b",
+            "200M",
+            "-l",
+            "1400",
+            "-t",
+            "5s",
+            "--packet-log",
+            log,
+        ],
+        &["-u", "-P", "64", "-b", "2M", "-i", "10ms", "-t", "5s"],
+        &["-R", "-P", "64", "-w", "1M", "-i", "10ms", "-t", "5s"],
+    ];
+    let mut table = Vec::new();
+    for row in rows {
+        let row: Vec<&str> = if row.first() == Some(&"--mode") {
+            [row, &["-i", "10ms", "-t", "5s"]].concat()
+        } else {
+            row.to_vec()
+        };
+        let s = LoggedServer::start(&["--max-memory", "4GiB", "--max-memory-per-client", "0"]);
+        let idle = s.peak_rss();
+        let out = s.run_from("127.0.0.1", &row);
+        assert!(
+            out.status.success(),
+            "{row:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let line = s.log_line("event=test");
+        let reserved: u64 = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("reserved_bytes="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no reserved_bytes in {line}"));
+        let grew = s.peak_rss().saturating_sub(idle);
+        table.push(format!(
+            "{:<70} peak +{:>4} MiB, reserved {:>4} MiB",
+            row.join(" "),
+            grew / MIB,
+            reserved / MIB
+        ));
+        assert!(grew > 0, "{row:?}: the server's peak did not move");
+        assert!(
+            grew <= reserved,
+            "{row:?}: peak +{} MiB over a reservation of {} MiB\n{}",
+            grew / MIB,
+            reserved / MIB,
+            table.join("\n")
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!("{}", table.join("\n"));
 }

@@ -586,6 +586,41 @@ fn finding_10_iperf3_parameters_past_any_bound_are_refused_and_the_server_lives(
     assert!(s.alive());
 }
 
+/// Issue 44: a second iperf3 test registering a cookie already in use replaced the first's
+/// entry, and the first test's streams went to it. Two control connections send the same
+/// cookie before either registers (a connection with a registered cookie is that test's
+/// data stream, as in iperf3): the second to send its parameters is refused with
+/// SERVER_ERROR (errno EEXIST), and the registered test gets its stream and starts.
+#[test]
+fn an_iperf3_cookie_already_in_use_is_refused_not_taken_over() {
+    let s = Server::start(&[]);
+    let cookie = iperf3_cookie(42);
+    let (mut late, answer) = iperf3_hello(s.port, &cookie);
+    assert_eq!(answer, Some(PARAM_EXCHANGE));
+    let (mut first, answer) = iperf3_hello(s.port, &cookie);
+    assert_eq!(answer, Some(PARAM_EXCHANGE));
+    let json = r#"{"tcp":1,"parallel":1,"len":131072,"time":2}"#;
+    assert_eq!(iperf3_params(&mut first, json), Some(CREATE_STREAMS));
+    assert_eq!(
+        iperf3_params(&mut late, json),
+        Some(SERVER_ERROR),
+        "the second registration is refused"
+    );
+    let mut code = [0u8; 8];
+    late.read_exact(&mut code).expect("the error code");
+    assert_eq!(
+        i32::from_be_bytes([code[4], code[5], code[6], code[7]]),
+        libc::EEXIST
+    );
+    // The registered test's stream still reaches it.
+    let mut data = connect_from_attacker(s.port).expect("data connection");
+    data.write_all(&cookie).expect("the stream's cookie");
+    assert_eq!(iperf3_state(&mut first), Some(TEST_START));
+    assert_eq!(iperf3_state(&mut first), Some(TEST_RUNNING));
+    drop((first, late, data));
+    good_test_completes(s.port);
+}
+
 /// iperf3 clients count against --max-tests-per-client as wirebench clients do: a second
 /// iperf3 test from the attacker's address is denied while its first holds the one slot it
 /// may have, and a good test from another address still runs.

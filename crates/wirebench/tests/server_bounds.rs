@@ -18,17 +18,12 @@ const ATTACKER: &str = "127.0.0.2";
 /// Starts a `-t SECS` test of `streams` TCP streams from the attacker, live records of each
 /// stream every 10 ms, every data connection attached and silent, and `begin` sent. The
 /// control connection's receive buffer is small, so what the server queues stays with it.
-fn slow_test(port: u16, streams: u32, secs: u64) -> (TcpStream, Vec<TcpStream>) {
+fn slow_test(port: u16, streams: u32, secs: u64) -> (TcpStream, Vec<TcpStream>, u64) {
     let sock =
         socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
     sock.set_recv_buffer_size(4096).expect("SO_RCVBUF");
-    sock.bind(
-        &"127.0.0.2:0"
-            .parse::<std::net::SocketAddr>()
-            .unwrap()
-            .into(),
-    )
-    .expect("bind 127.0.0.2");
+    let from = std::net::SocketAddr::from(([127, 0, 0, 2], 0));
+    sock.bind(&from.into()).expect("bind 127.0.0.2");
     sock.connect(&std::net::SocketAddr::from(([127, 0, 0, 1], port)).into())
         .expect("connect");
     let mut c: TcpStream = sock.into();
@@ -56,7 +51,7 @@ fn slow_test(port: u16, streams: u32, secs: u64) -> (TcpStream, Vec<TcpStream>) 
         })
         .collect();
     send(&mut c, &Message::Begin);
-    (c, data)
+    (c, data, cookie)
 }
 
 /// Issue 44: a client reading its control connection at 16 KiB/s held a `-t 20s` test's
@@ -67,7 +62,7 @@ fn slow_test(port: u16, streams: u32, secs: u64) -> (TcpStream, Vec<TcpStream>) 
 fn a_client_that_reads_at_a_drip_frees_its_slot_at_the_tests_bound() {
     let mut server = LoggedServer::start(&["--max-tests", "1"]);
     let log = server.stderr_lines();
-    let (c, data) = slow_test(server.port, 64, 3);
+    let (c, data, cookie) = slow_test(server.port, 64, 3);
     let began = Instant::now();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reader = {
@@ -105,6 +100,12 @@ fn a_client_that_reads_at_a_drip_frees_its_slot_at_the_tests_bound() {
     assert!(
         line.contains("result=") && line.contains("error"),
         "the log says why: {line}"
+    );
+    // The test's secret cookie is not in the log, whole or in part.
+    let hex = format!("{cookie:016x}");
+    assert!(
+        line.contains("test=") && !line.contains(&hex[..8]) && !line.contains(&hex[8..]),
+        "{line}"
     );
     // The slot is free: a good test from 127.0.0.1 runs (--max-tests 1).
     let out = common::wirebench()

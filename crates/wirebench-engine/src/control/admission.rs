@@ -448,6 +448,13 @@ pub(crate) struct Ticket {
     memory: u64,
 }
 
+impl Ticket {
+    /// The server memory reserved for the test, bytes.
+    pub(crate) fn memory(&self) -> u64 {
+        self.memory
+    }
+}
+
 /// A client address's use of the server.
 #[derive(Debug, Default)]
 struct ClientUse {

@@ -254,7 +254,8 @@ impl Served<'_> {
             outcome.local.as_ref(),
             outcome.error.map(|e| e.to_string()),
         );
-        log_test(self.state, self.peer, (cookie, spec), &r, moved);
+        let reserved = test.slot.ticket.as_ref().map_or(0, Ticket::memory);
+        log_test(self.state, self.peer, (cookie, spec, reserved), &r, moved);
         drop(test);
         // The test's buffers and histograms are freed: give the memory back.
         crate::sys::release_free_memory();
@@ -262,11 +263,11 @@ impl Served<'_> {
 }
 
 /// Counts a test that ran for `--metrics` and writes its log line; `moved` is what the
-/// server sent and received.
+/// server sent and received, `reserved` the memory the test held against `--max-memory`.
 fn log_test(
     state: &State,
     peer: SocketAddr,
-    (cookie, spec): (u64, &TestSpec),
+    (cookie, spec, reserved): (u64, &TestSpec, u64),
     r: &Results,
     moved: (u64, u64),
 ) {
@@ -276,7 +277,7 @@ fn log_test(
     log(
         state,
         format_args!(
-            "client={peer} event=test test={:016x} protocol={} mechanism={} direction={} size={} streams={} sent_bytes={} sent_messages={} received_bytes={} received_messages={} lost={} server_sent_bytes={server_sent} server_received_bytes={server_received} result={}",
+            "client={peer} event=test test={:016x} protocol={} mechanism={} direction={} size={} streams={} sent_bytes={} sent_messages={} received_bytes={} received_messages={} lost={} server_sent_bytes={server_sent} server_received_bytes={server_received} reserved_bytes={reserved} result={}",
             super::shared::test_id(cookie),
             spec.protocol,
             spec.mechanism,
