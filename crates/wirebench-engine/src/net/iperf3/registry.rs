@@ -17,6 +17,14 @@ pub(super) struct Waiting {
     pub(super) udp: bool,
     /// UDP streams still to come.
     pub(super) udp_left: u32,
+    /// Connect datagrams from the client's address after every stream was taken: its
+    /// streams are then ambiguous (someone else sent from its address), and the test ends.
+    pub(super) udp_extra: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    /// Where the UDP streams taken came from: a connect datagram again from one of them is
+    /// the client resending (its answer was lost), answered again, not counted.
+    pub(super) udp_taken: Vec<std::net::SocketAddr>,
+    /// Answers sent to resent connect datagrams (at most `MAX_EXTRA_REPLIES` a stream).
+    pub(super) udp_resent: u32,
     /// Where the streams go, each with its place in the order the client opened them
     /// (iperf3 tells a stream's direction by that order alone).
     pub(super) tx: SyncSender<(u64, DataSocket)>,

@@ -42,12 +42,34 @@ pub(crate) fn udp_connect(state: &State, bytes: &[u8], src: SocketAddr) -> bool 
     let Ok(mut tests) = state.iperf3.tests() else {
         return true;
     };
+    // A test still waiting for streams from this address first; else one that has all it
+    // asked for, for which this datagram is one too many.
     let Some(w) = tests
         .values_mut()
-        .find(|w| w.udp && w.udp_left > 0 && w.peer == src.ip())
+        .filter(|w| w.udp && w.peer == src.ip())
+        .max_by_key(|w| w.udp_left > 0)
     else {
         return true;
     };
+    if w.udp_taken.contains(&src) {
+        // The client resends a stream's connect datagram: it did not get our answer.
+        let most = MAX_EXTRA_REPLIES.saturating_mul(w.udp_taken.len() as u32);
+        if w.udp_resent < most {
+            w.udp_resent += 1;
+            answer_connect(SocketAddr::new(w.local, w.port), src);
+        }
+        return true;
+    }
+    if w.udp_left == 0 {
+        // Its streams are ambiguous: the test ends (its control thread sees the count).
+        // The sender is answered, a few times a test at most, so that a real iperf3
+        // client waiting on this stream reads the error instead of hanging.
+        let extra = w.udp_extra.fetch_add(1, Ordering::Relaxed) + 1;
+        if extra <= MAX_EXTRA_REPLIES {
+            answer_connect(SocketAddr::new(w.local, w.port), src);
+        }
+        return true;
+    }
     let sock = reuse_port_udp(SocketAddr::new(w.local, w.port), false)
         .and_then(|s| s.connect(&src.into()).map(|()| s));
     if let Ok(sock) = sock {
@@ -61,10 +83,23 @@ pub(crate) fn udp_connect(state: &State, bytes: &[u8], src: SocketAddr) -> bool 
                 .is_ok()
         {
             w.udp_left -= 1;
+            w.udp_taken.push(src);
         }
     }
     true
 }
+
+/// Answers a connect datagram from `src` without taking it as a stream, from a socket
+/// connected to it (an unconnected one on the port would share its datagrams).
+fn answer_connect(local: SocketAddr, src: SocketAddr) {
+    if let Ok(s) = reuse_port_udp(local, false).and_then(|s| s.connect(&src.into()).map(|()| s)) {
+        let _ = s.send(&connect_bytes(UDP_CONNECT_REPLY));
+    }
+}
+
+/// How many connect datagrams past its streams a test answers (each then ends it anyway):
+/// enough for a real client's streams, no reflection worth having.
+const MAX_EXTRA_REPLIES: u32 = 8;
 
 /// What is left of the handshake time of a connection accepted at `accepted` (the
 /// server's one deadline for a connection to say what it is); at least a millisecond, since
@@ -280,6 +315,9 @@ struct Test<'a> {
     /// The registry holds this test under its cookie (another test's entry is never ours
     /// to remove).
     registered: bool,
+    /// UDP connect datagrams from the client's address past its streams (the registry
+    /// counts them; a UDP test stays registered while it runs, so they are seen).
+    udp_extra: Arc<std::sync::atomic::AtomicU32>,
 }
 
 /// Runs one iperf3 client's test on its control connection (cookie already read).
@@ -320,6 +358,7 @@ fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) 
         late_limit: None,
         moved: 0,
         registered: false,
+        udp_extra: Arc::default(),
     };
     let outcome = test.serve();
     test.finish(&outcome);
@@ -343,6 +382,9 @@ impl Test<'_> {
             }
             if let Err(e) = self.collect_streams() {
                 return e;
+            }
+            if let Some(end) = self.ambiguous() {
+                return end;
             }
             if let Some(end) = self.watch() {
                 return end;
@@ -422,6 +464,30 @@ impl Test<'_> {
         );
     }
 
+    /// Issue 44: spoofed connect datagrams from the client's address took an iperf3 UDP
+    /// test's streams, and the real client hung. More connect datagrams than streams make
+    /// the streams ambiguous: the test ends with SERVER_ERROR ("unable to create a new
+    /// test: Address already in use"), which the client prints and exits on.
+    fn ambiguous(&mut self) -> Option<String> {
+        let extra = self.udp_extra.load(Ordering::Relaxed);
+        if extra == 0 {
+            return None;
+        }
+        let streams = self.admitted.as_ref().map_or(0, Admitted::streams);
+        let why = format!(
+            "{extra} more UDP connect datagrams from {} than its {streams} streams: which are the client's is ambiguous (another host may send from its address)",
+            self.peer.ip()
+        );
+        self.log_refused(&why);
+        self.state.metrics.refused("ambiguous_streams");
+        self.session.refuse(ie::NEW_TEST, libc::EADDRINUSE);
+        self.pump.flush(&mut self.session);
+        if let Some(s) = self.streams.as_mut() {
+            s.stop_all();
+        }
+        Some(format!("error: {why}"))
+    }
+
     /// Takes the test out of the registry, if it is there under its cookie.
     fn unregister(&mut self) {
         if std::mem::take(&mut self.registered) {
@@ -495,6 +561,9 @@ impl Test<'_> {
                 port: self.port,
                 udp: p.udp,
                 udp_left: if p.udp { n } else { 0 },
+                udp_extra: Arc::clone(&self.udp_extra),
+                udp_taken: Vec::with_capacity(if p.udp { n as usize } else { 0 }),
+                udp_resent: 0,
                 tx,
             },
         );
@@ -545,7 +614,9 @@ impl Test<'_> {
             let ends: Vec<_> = socks.iter().filter_map(addresses).collect();
             output::start_section(&ends, self.peer, p, a.options().tos)
         });
-        if std::mem::take(&mut self.registered) {
+        // A TCP test's entry goes (a connection with its cookie is no stream of it now); a
+        // UDP test's stays until it ends, so that more connect datagrams are seen.
+        if !p.udp && std::mem::take(&mut self.registered) {
             self.state.iperf3.remove(&self.cookie);
         }
         let limits = TestLimits {
