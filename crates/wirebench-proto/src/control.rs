@@ -20,7 +20,10 @@ use crate::spec::TestSpec;
 /// `start`/`accept` carry the host identity that tells whether the clocks are one.
 /// 3: the UDP header's sequence number and stop-and-wait's acknowledgement are keyed with a
 /// per-stream token drawn from the test's cookie ([`crate::header::SeqToken`]).
-pub const PROTOCOL_VERSION: u32 = 3;
+/// 4: UDP rr's request number (its first 8 bytes, echoed by the response) is keyed the same
+/// way, and the server answers only numbers the client can have sent: a protocol-3 client's
+/// requests would go unanswered, so it is refused with the version message instead.
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The `stream` of an `attach` that opens a packet log connection: the server's receiver
 /// writes its packet log to it (see [`crate::packet_log`]).

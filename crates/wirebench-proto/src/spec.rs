@@ -11,7 +11,8 @@ pub const MAX_UDP_SIZE: u64 = 65_507;
 /// Largest TCP message: a message is the unit of a write, of stop-and-wait and of counting.
 pub const MAX_TCP_SIZE: u64 = 16 * 1024 * 1024;
 /// Request/response over UDP: the bytes of the sequence number at the start of each request
-/// and response.
+/// and response (big-endian, keyed with the stream's token as the UDP header's `seq` is,
+/// since protocol 4; the response echoes the request's).
 pub const RR_SEQ_LEN: u64 = 8;
 /// Most parallel streams of a test (`-P`): each is a connection or socket pair and a thread
 /// on both sides.

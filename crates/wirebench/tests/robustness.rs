@@ -339,7 +339,7 @@ fn a_thousand_silent_connections_then_a_good_test() {
     drop(conns);
     // A client that said start, got its accept and vanished before any data stream.
     let mut c = TcpStream::connect(addr).unwrap();
-    let spec = serde_json::json!({"type": "start", "version": 3, "tool": "test",
+    let spec = serde_json::json!({"type": "start", "version": 4, "tool": "test",
         "spec": {"protocol": "tcp", "mechanism": "stream", "direction": "forward", "size": 1000,
                  "bytes": 1000, "rate_bps": 0, "streams": 1, "interval_ns": 1000000000u64,
                  "drain_ns": 1000000000u64, "ack_timeout_ns": 200000000u64}});

@@ -9,8 +9,9 @@
 //! loop stops, [`recv_loop`] the receive loop every receiving role shares, [`sender`] what a
 //! sender decides before each message, [`blocking`] the blocking calls that keep an eye on
 //! the clock; then one file per role: [`tcp`], [`udp_send`], [`udp_recv`], [`saw`] (UDP
-//! stop-and-wait), [`rr`] (request/response, rr and crr) and [`probe`] (open-loop UDP
-//! request/response: rrul's probes).
+//! stop-and-wait), [`rr`] (request/response, rr and crr), [`rr_key`] (which UDP requests
+//! and responses are the test's) and [`probe`] (open-loop UDP request/response: rrul's
+//! probes).
 
 mod blocking;
 pub(crate) mod count;
@@ -20,6 +21,7 @@ pub(crate) mod limit;
 pub(crate) mod probe;
 mod recv_loop;
 mod rr;
+mod rr_key;
 mod saw;
 mod sender;
 mod tcp;

@@ -15,14 +15,15 @@
 //!
 //! The sequence number on the wire is keyed with the stream's secret token
 //! ([`SeqToken`](wirebench_proto::header::SeqToken)), as UDP data's are, so an answer made
-//! up without seeing the requests decodes to a number never sent. The server's side is
-//! rr.rs's UDP server, which echoes a request's first 8 bytes whatever they say.
+//! up without seeing the requests decodes to a number never sent: counted `foreign`
+//! (`end.udp.foreign`), never a round trip. The server's side is rr.rs's UDP server, which
+//! answers only requests numbered as the client can have numbered them (`rr_key.rs`).
 
 use std::io::ErrorKind;
 use std::net::UdpSocket;
 use std::time::Instant;
 
-use wirebench_proto::results::SideReport;
+use wirebench_proto::results::{SideReport, UdpCounts};
 use wirebench_stats::TimeHistogram;
 
 use super::blocking::{is_timeout, send_datagram};
@@ -82,6 +83,9 @@ pub struct ProbeTally {
     /// Answers whose number was never sent (or that are too short to carry one), or was
     /// sent too long ago to tell: ignored.
     pub unknown: u64,
+    /// Of `unknown`, the answers that cannot be the server's: too short to carry a number,
+    /// or numbered past every request sent (a field not keyed with the stream's token).
+    pub foreign: u64,
     /// Requests beyond [`MAX_RECORDS`]: counted, not recorded.
     pub unrecorded: u64,
 }
@@ -107,8 +111,10 @@ pub enum Answer {
     Duplicate,
     /// A request whose timeout had passed: it stays lost.
     AfterTimeout,
-    /// No request the book knows.
+    /// A request sent so long ago that the book forgot it.
     Unknown,
+    /// A number never sent: not the server's answer (see [`ProbeTally::foreign`]).
+    Foreign,
 }
 
 /// A slot of the ring: the request it follows and whether it is still in flight.
@@ -210,8 +216,8 @@ impl Book {
     pub(crate) fn answer(&mut self, seq: u64, now_ns: u64) -> Answer {
         if seq >= self.next_seq {
             // Never sent: made up, or not the test's.
-            self.tally.unknown += 1;
-            return Answer::Unknown;
+            self.foreign();
+            return Answer::Foreign;
         }
         let timeout_ns = self.timeout_ns;
         let slot = *self.slot(seq);
@@ -242,6 +248,12 @@ impl Book {
             r.fate = ProbeFate::Answered(rtt_ns);
         }
         Answer::Counted(rtt_ns)
+    }
+
+    /// An answer that cannot be the server's arrived: counted, and nothing else.
+    pub(crate) fn foreign(&mut self) {
+        self.tally.unknown += 1;
+        self.tally.foreign += 1;
     }
 
     /// Settles as lost every request whose timeout has passed by `now_ns`.
@@ -316,7 +328,7 @@ impl Wire<'_> {
                         interval.record(i64::try_from(rtt).unwrap_or(i64::MAX));
                     }
                 }
-                Ok(_) => book.tally.unknown += 1,
+                Ok(_) => book.foreign(),
                 Err(e) if is_timeout(&e) => return Ok(()),
                 // An ICMP port unreachable from an earlier send: the server's socket is
                 // gone, which the control connection reports; the requests count lost.
@@ -418,6 +430,11 @@ pub(super) fn udp_probe_client(s: &UdpSocket, p: &RoleParams, sh: &Shared) -> Si
     rep.latency = total.summary();
     rep.timeouts = book.tally().lost;
     rep.local_drops = wire.local_drops;
+    rep.udp = Some(UdpCounts {
+        sequenced: true,
+        foreign: book.tally().foreign,
+        ..UdpCounts::default()
+    });
     sh.keep_hists(Hists {
         latency: Some(total),
         probes: Some(book.into_log(sh.start)),
@@ -513,7 +530,7 @@ mod tests {
         let mut b = book();
         let s0 = b.send(0);
         for forged in [s0 + 1, 1000, u64::MAX] {
-            assert_eq!(b.answer(forged, 10 * MS), Answer::Unknown);
+            assert_eq!(b.answer(forged, 10 * MS), Answer::Foreign);
         }
         // A number so old its slot was reused is not taken for the later request there.
         let mut t = 0;
@@ -526,6 +543,7 @@ mod tests {
         assert_eq!(b.answer(s0, t + 2 * MS), Answer::Unknown);
         let tally = *b.tally();
         assert_eq!(tally.unknown, 4);
+        assert_eq!(tally.foreign, 3, "the three never sent; request 0 was");
         assert_eq!(
             tally.answered, 199,
             "every later request, and not request 0"

@@ -4,7 +4,8 @@
 //!
 //! A transaction costs what sockperf's ping-pong costs: on the client one send, one receive
 //! and two clock reads (before the request, after the response); on the server one receive
-//! and one send, with nothing between them, the clock read for its count after the send.
+//! and one send, with only the check of the request's keyed number between them over UDP
+//! (a subtraction and a compare, [`rr_key`]), the clock read for its count after the send.
 //! The checks of stop, deadline and intervals run on a clock value the loop has anyway; the
 //! slower paths (a partial read, a timeout) are taken only when the first call does not
 //! complete the message. With `--busy-poll` each wait first spins on a receive that does not
@@ -20,14 +21,14 @@ use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use wirebench_proto::results::SideReport;
-use wirebench_proto::spec::RR_SEQ_LEN;
+use wirebench_proto::results::{SideReport, UdpCounts};
 use wirebench_stats::TimeHistogram;
 
 use super::blocking::{is_timeout, read_full, send_datagram, write_full};
 use super::count::{Count, IntervalUdp, Recorder, Snapshot};
 use super::early_end::{early_stop, RoleError};
 use super::recv_loop::{self, Flow, Receive, Until};
+use super::rr_key::{self, Requests, Response};
 use super::sender::{next_len, pace};
 use super::user::Stream;
 use super::{payload, report, RoleParams, POLL};
@@ -172,6 +173,12 @@ pub(super) trait Transact {
 
     /// How the client waited for responses (`--busy-poll`).
     fn spin(&self) -> &Spin;
+
+    /// UDP: datagrams that reached the client's socket and were not the server's answers
+    /// (see [`rr_key`]); `None` over TCP, whose bytes the kernel takes only from the peer.
+    fn foreign(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Request/response over a TCP connection.
@@ -217,13 +224,16 @@ impl<S: Stream> Transact for TcpRr<S> {
     }
 }
 
-/// Request/response over UDP: the request's first 8 bytes are its sequence number, which the
-/// response carries back, so a late answer to an earlier request is not taken for this one.
+/// Request/response over UDP: the request's first 8 bytes are its sequence number keyed with
+/// the stream's token, which the response carries back, so a late answer to an earlier
+/// request is not taken for this one, nor a forged one for any (see [`rr_key`]).
 pub(super) struct UdpRr {
     s: UdpSocket,
     request: Vec<u8>,
     response: Vec<u8>,
     local_drops: u64,
+    /// Datagrams that were not an answer to a request this client sent.
+    foreign: u64,
     spin: Spin,
 }
 
@@ -236,6 +246,7 @@ impl UdpRr {
             request: payload(p.spec.size),
             response: vec![0u8; 65_536],
             local_drops: 0,
+            foreign: 0,
             spin: Spin::of(p),
         }
     }
@@ -253,7 +264,7 @@ impl Transact for UdpRr {
     ) -> Result<bool, RoleError> {
         let req = &mut self.request[..len as usize];
         if let Some(head) = req.get_mut(..8) {
-            head.copy_from_slice(&seq.to_be_bytes());
+            head.copy_from_slice(&p.token.encode(seq).to_be_bytes());
         }
         send_datagram(&self.s, req, sh, &mut self.local_drops)?;
         // The ack timeout runs from the clock reading just before the send: no clock read
@@ -267,8 +278,11 @@ impl Transact for UdpRr {
                 None => self.s.recv(&mut self.response),
             };
             match got {
-                Ok(n) if n >= 8 && self.response[..8] == seq.to_be_bytes() => return Ok(true),
-                Ok(_) => {}
+                Ok(n) => match rr_key::response(p.token, seq, &self.response[..n]) {
+                    Response::Ours => return Ok(true),
+                    Response::Earlier => {}
+                    Response::Foreign => self.foreign += 1,
+                },
                 Err(e) if is_timeout(&e) || e.kind() == ErrorKind::ConnectionRefused => {}
                 Err(e) => return Err(RoleError::Response(e)),
             }
@@ -284,6 +298,10 @@ impl Transact for UdpRr {
 
     fn spin(&self) -> &Spin {
         &self.spin
+    }
+
+    fn foreign(&self) -> Option<u64> {
+        Some(self.foreign)
     }
 }
 
@@ -372,6 +390,12 @@ pub(super) fn rr_client(t: &mut impl Transact, p: &RoleParams, sh: &Shared) -> S
         ..Hists::default()
     });
     rep.timeouts = timeouts;
+    rep.udp = t.foreign().map(|foreign| UdpCounts {
+        sequenced: true,
+        foreign,
+        // No one-way delay is measured: `clocks` stays as it was before these counts.
+        ..UdpCounts::default()
+    });
     t.spin().record(&mut rep, p);
     rep
 }
@@ -450,12 +474,14 @@ pub(super) fn tcp_rr_server<S: Stream>(mut s: S, p: &RoleParams, sh: &Shared) ->
 }
 
 /// Request/response over UDP, the server's side of the receive loop: answer each request
-/// with a response that starts with the request's sequence number.
+/// that is the client's with a response that starts with the request's keyed sequence
+/// number; count any other as foreign, unanswered (see [`rr_key`]).
 struct UdpRrServe {
     s: UdpSocket,
     buf: Vec<u8>,
     response: Vec<u8>,
     count: Count,
+    requests: Requests,
     local_drops: u64,
     /// Response bytes sent: they count against the server's limits.
     sent: u64,
@@ -494,10 +520,13 @@ impl Receive for UdpRrServe {
             Err(e) => return Err(RoleError::ReceiveRequests(e)),
         };
         let request = &self.buf[..n];
-        if n < RR_SEQ_LEN as usize || p.hello.is_some_and(|h| request == h) {
+        if p.hello.is_some_and(|h| request == h) {
             return Ok(Flow::More);
         }
-        self.response[..8].copy_from_slice(&request[..8]);
+        let Some(field) = self.requests.check(request, || sh.now_ns()) else {
+            return Ok(Flow::More);
+        };
+        self.response[..field.len()].copy_from_slice(&field);
         // The answer first: the clock read for the count is then off the round trip.
         let answered = send_datagram(&self.s, &self.response, sh, &mut self.local_drops);
         self.count.add(n as u64, sh.now_ns());
@@ -517,12 +546,18 @@ pub(super) fn udp_rr_server(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideRe
         buf: vec![0u8; 65_536],
         response: payload(spec.response_len()),
         count: Count::default(),
+        requests: Requests::new(spec, p.token),
         local_drops: 0,
         sent: 0,
         spin: Spin::of(p),
     };
     let (intervals, error) = recv_loop::run(&mut r, Until::Counted, p, sh);
     let mut rep = report(&r.count, intervals, error);
+    rep.udp = Some(UdpCounts {
+        sequenced: true,
+        foreign: r.requests.foreign(),
+        ..UdpCounts::default()
+    });
     r.spin.record(&mut rep, p);
     rep
 }

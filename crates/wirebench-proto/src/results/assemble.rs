@@ -90,6 +90,8 @@ impl UdpEnd {
             jitter_ms: Some(c.jitter_ns / 1e6),
             too_old: Some(c.too_old),
             foreign: Some(c.foreign),
+            foreign_requests: None,
+            foreign_responses: None,
             max_reorder_extent: Some(c.max_reorder_extent),
             clocks: Some(
                 if c.same_clock {
@@ -120,6 +122,18 @@ impl UdpEnd {
             bandwidth_without_loss_bps,
             checksum_errors: c.checksum_errors,
         }
+    }
+
+    /// UDP rr: both sides received, so `foreign` counts what reached either socket, the
+    /// server's (`foreign` so far, the receiver's) and the client's (`responses`: absent
+    /// from a client that predates the count).
+    fn rr_foreign(&mut self, responses: Option<u64>) {
+        self.foreign_requests = self.foreign;
+        self.foreign_responses = responses;
+        // The server's count unknown (it never reported): the total is unknown too.
+        self.foreign = self
+            .foreign
+            .map(|f| f.saturating_add(responses.unwrap_or(0)));
     }
 }
 
@@ -384,7 +398,7 @@ impl End {
         let sent = sender.map(SideReport::totals).unwrap_or_default();
         let received = receiver.map(SideReport::totals).unwrap_or_default();
         let no_counts = UdpCounts::default();
-        let udp = (spec.protocol == Protocol::Udp).then(|| {
+        let mut udp = (spec.protocol == Protocol::Udp).then(|| {
             UdpEnd::new(
                 spec,
                 sender.map(|s| s.messages),
@@ -392,6 +406,9 @@ impl End {
                 r.streams.len() > 1,
             )
         });
+        if let Some(u) = udp.as_mut().filter(|_| rr) {
+            u.rr_foreign(sender.and_then(|s| s.udp.as_ref()).map(|c| c.foreign));
+        }
         End {
             // The test's time on the sender's clock, or on the receiver's when the sender
             // never said.
@@ -510,6 +527,43 @@ mod tests {
             Results::assemble(&spec(), "s".into(), Some(&c), None, None).error,
             None
         );
+    }
+
+    #[test]
+    fn udp_rr_counts_foreign_requests_and_responses_apart_and_together() {
+        let rr = spec()
+            .protocol(Protocol::Udp)
+            .mechanism(Mechanism::Rr)
+            .direction(Direction::Forward);
+        let side = |role, messages, foreign: Option<u64>| SideReport {
+            role: Some(role),
+            messages,
+            udp: foreign.map(|foreign| UdpCounts {
+                foreign,
+                ..UdpCounts::default()
+            }),
+            ..SideReport::default()
+        };
+        let client = side(Role::Sender, 10, Some(3));
+        let server = side(Role::Receiver, 10, Some(20_000));
+        let r = Results::assemble(&rr, "s".into(), Some(&client), Some(&server), None);
+        let u = r.end.udp.unwrap_or_default();
+        assert_eq!(
+            (u.foreign, u.foreign_requests, u.foreign_responses, u.lost),
+            (Some(20_003), Some(20_000), Some(3), Some(0))
+        );
+        // A client that predates the count says nothing of responses.
+        let old = side(Role::Sender, 10, None);
+        let r = Results::assemble(&rr, "s".into(), Some(&old), Some(&server), None);
+        let u = r.end.udp.unwrap_or_default();
+        assert_eq!((u.foreign, u.foreign_responses), (Some(20_000), None));
+        // A stream test has neither key: its foreign is the receiver's alone.
+        let stream = spec().direction(Direction::Forward);
+        let r = Results::assemble(&stream, "s".into(), Some(&client), Some(&server), None);
+        let u = r.end.udp.unwrap_or_default();
+        assert_eq!((u.foreign, u.foreign_requests), (Some(20_000), None));
+        let json = serde_json::to_string(&u).unwrap_or_default();
+        assert!(!json.contains("foreign_re"), "{json}");
     }
 
     /// `-O 1s`: `end.after_omit` counts only the intervals from 1 s on; `end` the whole test.

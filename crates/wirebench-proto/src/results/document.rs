@@ -376,6 +376,14 @@ pub struct UdpEnd {
     /// written before the key.
     #[serde(default = "zero")]
     pub foreign: Option<u64>,
+    /// UDP rr: of `foreign`, the requests the server did not take as the client's (never
+    /// answered, not in `received`); absent for other tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign_requests: Option<u64>,
+    /// UDP rr: of `foreign`, the datagrams the client did not take as the server's answers
+    /// (no round trip); absent for other tests, and when the client did not report it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign_responses: Option<u64>,
     /// Largest distance below the highest sequence number at which a datagram arrived.
     pub max_reorder_extent: Option<u64>,
     /// "same-host" when both ends read one clock (one-way delay is absolute), else
