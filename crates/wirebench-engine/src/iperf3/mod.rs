@@ -127,4 +127,6 @@ pub fn decode_everything(bytes: &[u8]) {
 }
 
 #[cfg(test)]
+mod hostile;
+#[cfg(test)]
 mod tests;
