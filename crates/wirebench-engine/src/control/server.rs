@@ -666,7 +666,6 @@ impl ServerSession {
         } else if unread > 0 {
             self.outcome.error.get_or_insert(e);
         }
-        self.wire.discard_output();
         self.hard_end = None;
         self.state = State::Done;
         self.closing = true;

@@ -98,6 +98,11 @@ impl Wire {
     /// then wait: a record the peer is too slow to take is dropped and counted
     /// ([`Self::live_dropped`]). Only live lines are lost; the report carries every interval.
     pub(super) fn send_live(&mut self, now: Instant, msg: &Message) -> Result<(), SessionError> {
+        // Full already: not even encoded.
+        if self.out.len() >= LIVE_OUTPUT_BYTES {
+            self.live_dropped += 1;
+            return Ok(());
+        }
         let frame = encode(msg).map_err(|e| SessionError::Protocol(e.to_string()))?;
         if self.out.len() + frame.len() > LIVE_OUTPUT_BYTES {
             self.live_dropped += 1;
@@ -111,7 +116,8 @@ impl Wire {
         if self.out.is_empty() {
             self.stalled_since = Some(now);
         }
-        // Reserved once at its bound, the buffer never moves or grows past it.
+        // Grown by doubling as a Vec is, but never past OUTPUT_BYTES (a Vec's own doubling
+        // could take a nearly full buffer to twice that).
         if self.out.capacity() < OUTPUT_BYTES && self.out.len() + frame.len() > self.out.capacity()
         {
             let want = (self.out.len() + frame.len())
