@@ -21,7 +21,9 @@ use super::codec::{
     cookie_from, frame_json, stream_id, Params, ResultsDoc, State, StreamResult, COOKIE_LEN,
     MAX_PARAMS_JSON, MAX_PEER_RESULTS_JSON,
 };
-use super::server::{ServerAction, ServerSession, DECLARED_GRACE, DURATION_GRACE, IDLE_LIMIT};
+use super::server::{
+    ServerAction, ServerSession, DECLARED_GRACE, DURATION_GRACE, IDLE_LIMIT, MAX_RESULTS_JSON,
+};
 use super::STEP_TIMEOUT;
 use crate::control::admission::{Refusal, SpecLimits, DEFAULT_MAX_DURATION};
 use crate::control::Session;
@@ -67,13 +69,23 @@ fn our_results(streams: u32) -> ResultsDoc {
     }
 }
 
-/// The bound on the bytes the session holds for its client. The session has no named bound
-/// of its own: by construction it holds [`STATE_BYTES`] and the one results document the
-/// driver hands it, whose size the driver decides (one entry per stream, at most
-/// [`MAX_STREAMS`]; plus the server's whole output with `--get-server-output`, which this
-/// harness does not build and nothing bounds).
+/// The bound on the bytes the session holds for its client: [`STATE_BYTES`] and one results
+/// frame of at most [`MAX_RESULTS_JSON`], whatever the driver hands it.
 fn max_output() -> usize {
-    STATE_BYTES + frame_json(&our_results(MAX_STREAMS)).len()
+    STATE_BYTES + 4 + MAX_RESULTS_JSON
+}
+
+/// The results with the server's output in text, as the driver sends them.
+#[derive(serde::Serialize)]
+struct WithText<'a> {
+    #[serde(flatten)]
+    doc: &'a ResultsDoc,
+    server_output_text: String,
+}
+
+#[test]
+fn the_results_alone_always_fit_in_one_results_document() {
+    assert!(frame_json(&our_results(MAX_STREAMS)).len() <= 4 + MAX_RESULTS_JSON);
 }
 
 /// One thing the client does, in its script's order.
@@ -128,6 +140,9 @@ struct Peer {
     moving_for: Option<Duration>,
     /// `serve --max-duration`.
     max_duration: Option<Duration>,
+    /// With `--get-server-output`: how many bytes of output the driver has for the client,
+    /// up to twice what one results document may hold.
+    server_output: Option<usize>,
 }
 
 fn framed(body: &[u8]) -> Vec<u8> {
@@ -372,9 +387,21 @@ fn peer() -> impl Strategy<Value = Peer> {
         prop::option::weighted(0.9, secs(12)),
         prop::option::of(secs(60)),
         prop::option::of((1u64..=120).prop_map(Duration::from_secs)),
+        prop::option::of(0..=2 * MAX_RESULTS_JSON),
     )
         .prop_map(
-            |(script, writes, reads, end, verdict, over_memory, streams_after, moving_for, max)| {
+            |(
+                script,
+                writes,
+                reads,
+                end,
+                verdict,
+                over_memory,
+                streams_after,
+                moving_for,
+                max,
+                server_output,
+            )| {
                 Peer {
                     script,
                     writes,
@@ -385,6 +412,7 @@ fn peer() -> impl Strategy<Value = Peer> {
                     streams_after,
                     moving_for,
                     max_duration: max,
+                    server_output,
                 }
             },
         )
@@ -509,7 +537,17 @@ impl<'a> Run<'a> {
                         (Some(a), Some(_)) => a.streams(),
                         _ => 0,
                     };
-                    self.s.send_results(now, &our_results(n));
+                    // As the driver does: the results with the server's output, and without
+                    // it when that is too large.
+                    let ours = our_results(n);
+                    let with = self.peer.server_output.map(|len| WithText {
+                        doc: &ours,
+                        server_output_text: "x".repeat(len),
+                    });
+                    let sent = with.map(|w| self.s.send_results(now, &w));
+                    if !matches!(sent, Some(Ok(()))) {
+                        prop_assert_eq!(self.s.send_results(now, &ours), Ok(()));
+                    }
                     (self.due, self.stage) = (now + STEP_TIMEOUT, "IPERF_DONE");
                 }
                 ServerAction::Refused(r) => self.outcome = format!("refused: {r}"),
@@ -782,6 +820,8 @@ fn an_honest_client_runs_to_the_end() {
         streams_after: Some(Duration::from_millis(300)),
         moving_for: None,
         max_duration: None,
+        // Output that does not fit: the results go without it and the test still ends well.
+        server_output: Some(MAX_RESULTS_JSON + 1),
     };
     assert_eq!(check(&peer).expect("within its bounds"), "done");
 }

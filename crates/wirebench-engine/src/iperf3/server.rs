@@ -26,6 +26,18 @@ pub(crate) const DURATION_GRACE: Duration = Duration::from_secs(1);
 /// (whose silence the idle limit cannot tell from a good test's).
 pub(crate) const DECLARED_GRACE: Duration = Duration::from_secs(10);
 
+/// The largest results document the server sends (1 MiB, what wirebench's own iperf3
+/// client reads): the results with the server's output, or without it when that would be
+/// larger.
+pub(crate) const MAX_RESULTS_JSON: usize = super::codec::MAX_JSON;
+
+/// A results document over [`MAX_RESULTS_JSON`], not queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ResultsTooLarge {
+    /// Its length, serialised.
+    pub(crate) bytes: usize,
+}
+
 /// Which time bound ended a running test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TimeUp {
@@ -266,14 +278,27 @@ impl ServerSession {
     }
 
     /// This side's results (a [`ResultsDoc`], with the server's output if the client asked
-    /// for it), then DISPLAY_RESULTS.
-    pub(crate) fn send_results(&mut self, now: Instant, doc: &impl serde::Serialize) {
+    /// for it), then DISPLAY_RESULTS. A document over [`MAX_RESULTS_JSON`] is not queued:
+    /// the session stays where it was and says how long it was, so the driver can send a
+    /// smaller one (the results without the server's output). The session never holds more
+    /// than its state bytes and one results frame of at most that size.
+    pub(crate) fn send_results(
+        &mut self,
+        now: Instant,
+        doc: &impl serde::Serialize,
+    ) -> Result<(), ResultsTooLarge> {
         if self.phase == Phase::Deciding {
-            self.out.extend_from_slice(&frame_json(doc));
+            let frame = frame_json(doc);
+            let body = frame.len() - 4;
+            if body > MAX_RESULTS_JSON {
+                return Err(ResultsTooLarge { bytes: body });
+            }
+            self.out.extend_from_slice(&frame);
             self.out.push(State::DisplayResults.byte());
             self.phase = Phase::Finishing;
             self.deadline = Some(now + STEP_TIMEOUT);
         }
+        Ok(())
     }
 
     /// The parameters: admitted within the server's limits, or refused with the iperf3

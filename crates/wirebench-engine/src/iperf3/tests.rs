@@ -87,7 +87,7 @@ fn a_whole_test_runs_through() {
         s.poll_action(),
         Some(ServerAction::PeerResults(results(10)))
     );
-    s.send_results(t1, &results(9));
+    s.send_results(t1, &results(9)).unwrap();
     pump(t1, &mut c, &mut s);
     assert_eq!(c.poll_action(), Some(ClientAction::PeerResults(results(9))));
     assert_eq!(c.poll_action(), Some(ClientAction::Done));
@@ -235,7 +235,7 @@ fn session_at(t0: Instant, stage: Stage, time: u64) -> ServerSession {
     if stage == Stage::Results {
         return s;
     }
-    s.send_results(t0, &results(1));
+    s.send_results(t0, &results(1)).unwrap();
     s
 }
 

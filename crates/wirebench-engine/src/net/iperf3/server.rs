@@ -22,7 +22,7 @@ use crate::iperf3::admit::{ie, Admitted, SocketOptions};
 use crate::iperf3::codec::{
     check_cookie, connect_bytes, is_connect, COOKIE_LEN, UDP_CONNECT_REPLY,
 };
-use crate::iperf3::server::{ServerAction, ServerSession};
+use crate::iperf3::server::{ResultsTooLarge, ServerAction, ServerSession, MAX_RESULTS_JSON};
 use crate::net::listen::reuse_port_udp;
 use crate::net::roles::Quiet;
 use crate::net::shared::{log, log_refused, q, State};
@@ -438,22 +438,48 @@ impl Test<'_> {
                     }
                     None => Default::default(),
                 };
-                match output {
-                    Some((json, text)) => self.session.send_results(
-                        Instant::now(),
-                        &WithOutput {
-                            doc: &ours,
-                            server_output_json: json,
-                            server_output_text: text,
-                        },
-                    ),
-                    None => self.session.send_results(Instant::now(), &ours),
-                }
+                self.send_results(&ours, output);
             }
             ServerAction::Done => return Some("done".into()),
             ServerAction::Failed(e) => return Some(e.to_string()),
         }
         None
+    }
+
+    /// Sends this side's results, with the server's output when the client asked for it and
+    /// it fits in [`MAX_RESULTS_JSON`]; past that the output is left out (logged), as the
+    /// results alone always fit (one entry per stream, at most `MAX_STREAMS`).
+    fn send_results(
+        &mut self,
+        ours: &crate::iperf3::ResultsDoc,
+        output: Option<(Option<serde_json::Value>, Option<String>)>,
+    ) {
+        let now = Instant::now();
+        if let Some((json, text)) = output {
+            let with = WithOutput {
+                doc: ours,
+                server_output_json: json,
+                server_output_text: text,
+            };
+            match self.session.send_results(now, &with) {
+                Ok(()) => return,
+                Err(ResultsTooLarge { bytes }) => log(
+                    self.state,
+                    format_args!(
+                        "{} event=server_output_left_out bytes={bytes} max_bytes={MAX_RESULTS_JSON}",
+                        self.who
+                    ),
+                ),
+            }
+        }
+        if let Err(ResultsTooLarge { bytes }) = self.session.send_results(now, ours) {
+            // Cannot happen (see above); the client then hears the test ended, not silence.
+            log(
+                self.state,
+                format_args!("{} event=results_too_large bytes={bytes}", self.who),
+            );
+            self.session.terminate();
+        }
     }
 
     fn log_refused(&self, why: &str) {
