@@ -435,3 +435,80 @@ fn the_estimate_covers_what_a_test_holds_at_its_extremes() {
     let _ = std::fs::remove_dir_all(&dir);
     eprintln!("{}", table.join("\n"));
 }
+
+/// Issue 44: a reservation that sits unused locked others out. Two addresses each hold a
+/// test with large buffers that moves a trickle (`-b 8K` of 800 KiB messages: no whole
+/// message in a window); together they hold all but 31 MB of `--max-memory`, and a test
+/// from a third address is refused naming it. Once both have been idle for the window
+/// (`control::reclaim`: fewer than 5 messages a stream in 10 s), the same test is admitted:
+/// the largest idle test is ended with a reason that names the rule, the other runs on.
+#[test]
+fn an_idle_tests_memory_goes_to_a_test_that_waits_for_it() {
+    let s = LoggedServer::start(&["--max-memory", "256MiB"]);
+    let hog = |from: &str| {
+        let mut child = wirebench()
+            .args(["run", "127.0.0.1", "--port", &s.port.to_string()])
+            .args(["--bind", from, "-P", "24", "-l", "800KiB", "-b", "8K"])
+            .args(["-t", "60s", "-i", "0.2", "--json-stream"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start an idle test");
+        let mut events = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        assert!(
+            events
+                .by_ref()
+                .map_while(Result::ok)
+                .any(|l| l.contains(r#""event":"interval""#)),
+            "the idle test from {from} ran"
+        );
+        (child, events)
+    };
+    let (a, _a_events) = hog(ATTACKER);
+    let (b, _b_events) = hog("127.0.0.3");
+    let wanted = ["-P", "8", "-l", "800KiB", "-t", "1s", "--json"];
+    // Before the window has passed, they are in use: the test is refused.
+    let refused = s.run_from("127.0.0.1", &wanted);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{err}");
+    assert!(err.contains("--max-memory "), "{err}");
+    // The server finds both idle...
+    let until = Instant::now() + Duration::from_secs(30);
+    let mut idle = 0;
+    while idle < 2 {
+        let left = until
+            .checked_duration_since(Instant::now())
+            .expect("both tests idle within 30 s");
+        if s.log
+            .recv_timeout(left)
+            .is_ok_and(|l| l.contains("event=idle"))
+        {
+            idle += 1;
+        }
+    }
+    // ...and the waiting test gets one's memory.
+    let ran = s.run_from("127.0.0.1", &wanted);
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let line = s.log_line("event=reclaimed");
+    assert!(line.contains("reserved_bytes="), "{line}");
+    // Of two idle tests of one size, the first admitted is ended, with the rule's words;
+    // the other still runs.
+    let out = a.wait_with_output().expect("its output");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("another test needed the memory it held (--max-memory)"),
+        "{err}"
+    );
+    let mut running = b;
+    assert!(
+        running.try_wait().expect("wait").is_none(),
+        "both idle tests were ended where one freed enough"
+    );
+    let _ = running.kill();
+    let _ = running.wait();
+}

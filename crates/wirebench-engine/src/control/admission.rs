@@ -5,6 +5,8 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wirebench_proto::error_kind::ErrorKind;
@@ -446,6 +448,10 @@ pub(crate) struct Ticket {
     ip: IpAddr,
     /// The server memory reserved for the test, bytes (`--max-memory`).
     memory: u64,
+    /// Its entry in `Admission::tests`.
+    id: u64,
+    /// Set when its memory went to another test (`control::reclaim`): the test must end.
+    reclaim: Arc<AtomicBool>,
 }
 
 impl Ticket {
@@ -453,6 +459,23 @@ impl Ticket {
     pub(crate) fn memory(&self) -> u64 {
         self.memory
     }
+
+    /// Whether the test's memory went to a test that waited for it, as it sat idle
+    /// (`control::reclaim`): its driver ends it.
+    pub(crate) fn reclaimed(&self) -> bool {
+        self.reclaim.load(Ordering::Relaxed)
+    }
+}
+
+/// A running test's reservation, as admission keeps it.
+#[derive(Debug)]
+struct Held {
+    ip: IpAddr,
+    /// Bytes it holds; 0 once reclaimed.
+    memory: u64,
+    /// Its driver says it moved too little in the last window (`control::reclaim`).
+    idle: bool,
+    reclaim: Arc<AtomicBool>,
 }
 
 /// A client address's use of the server.
@@ -483,6 +506,9 @@ pub(crate) struct Admission {
     memory_in_use: u64,
     /// `--max-memory-per-client`: the most one address's running tests may hold, bytes.
     memory_per_client: Option<u64>,
+    /// Running tests' reservations, by ticket.
+    tests: HashMap<u64, Held>,
+    next_ticket: u64,
 }
 
 impl Admission {
@@ -505,6 +531,8 @@ impl Admission {
             max_memory: None,
             memory_in_use: 0,
             memory_per_client: None,
+            tests: HashMap::new(),
+            next_ticket: 0,
         }
     }
 
@@ -645,15 +673,15 @@ impl Admission {
             let (running, max) = (self.running, self.slots.max_tests);
             return Err(Refusal::Busy { running, max });
         }
-        if let Some(max) = self.max_memory {
+        // A test larger than the whole budget is refused as such; an address past its
+        // share never takes memory from others' idle tests.
+        if let Some(max) = self.max_memory.filter(|max| memory > *max) {
             let in_use = self.memory_in_use;
-            if memory > max.saturating_sub(in_use) {
-                return Err(Refusal::Memory {
-                    asked: memory,
-                    max,
-                    in_use,
-                });
-            }
+            return Err(Refusal::Memory {
+                asked: memory,
+                max,
+                in_use,
+            });
         }
         if let Some(max) = self.memory_per_client {
             let in_use = u.memory;
@@ -666,12 +694,77 @@ impl Admission {
                 });
             }
         }
+        if let Some(max) = self.max_memory {
+            let in_use = self.memory_in_use;
+            if !self.make_room(memory) {
+                return Err(Refusal::Memory {
+                    asked: memory,
+                    max,
+                    in_use,
+                });
+            }
+        }
+        let u = self.clients.entry(ip).or_default();
         u.running += 1;
         u.memory = u.memory.saturating_add(memory);
         u.starts.push_back(now);
         self.running += 1;
         self.memory_in_use = self.memory_in_use.saturating_add(memory);
-        Ok(Ticket { ip, memory })
+        let (id, reclaim) = (self.next_ticket, Arc::new(AtomicBool::new(false)));
+        self.next_ticket += 1;
+        let held = Held {
+            ip,
+            memory,
+            idle: false,
+            reclaim: Arc::clone(&reclaim),
+        };
+        self.tests.insert(id, held);
+        Ok(Ticket {
+            ip,
+            memory,
+            id,
+            reclaim,
+        })
+    }
+
+    /// Frees `memory` bytes under `--max-memory` if they are not free: ends idle tests
+    /// (`control::reclaim`), the largest first, when together they free enough. Whether
+    /// the memory is free now.
+    fn make_room(&mut self, memory: u64) -> bool {
+        let Some(max) = self.max_memory else {
+            return true;
+        };
+        let free = max.saturating_sub(self.memory_in_use);
+        if memory <= free {
+            return true;
+        }
+        let idle = self
+            .tests
+            .iter()
+            .filter(|(_, h)| h.idle && h.memory > 0)
+            .map(|(id, h)| (*id, h.memory))
+            .collect();
+        let chosen = super::reclaim::choose(idle, memory - free);
+        for id in &chosen {
+            let Some(h) = self.tests.get_mut(id) else {
+                continue;
+            };
+            h.reclaim.store(true, Ordering::Relaxed);
+            self.memory_in_use = self.memory_in_use.saturating_sub(h.memory);
+            if let Some(u) = self.clients.get_mut(&h.ip) {
+                u.memory = u.memory.saturating_sub(h.memory);
+            }
+            h.memory = 0;
+        }
+        !chosen.is_empty()
+    }
+
+    /// The test `ticket` holds moved too little in the last window (`idle`), or moves
+    /// enough again: only an idle test's memory can go to a test that waits for it.
+    pub(crate) fn set_idle(&mut self, ticket: &Ticket, idle: bool) {
+        if let Some(h) = self.tests.get_mut(&ticket.id) {
+            h.idle = idle;
+        }
     }
 
     /// Reserves `memory` more bytes for the test `ticket` holds, once its size is known (an
@@ -680,15 +773,14 @@ impl Admission {
     /// holds what it held.
     pub(crate) fn hold(&mut self, ticket: &mut Ticket, memory: u64) -> Result<(), Refusal> {
         let asked = ticket.memory.saturating_add(memory);
-        if let Some(max) = self.max_memory {
-            let in_use = self.memory_in_use;
-            if memory > max.saturating_sub(in_use) {
-                let in_use = in_use.saturating_sub(ticket.memory);
-                return Err(Refusal::Memory { asked, max, in_use });
-            }
+        if let Some(max) = self.max_memory.filter(|max| asked > *max) {
+            let in_use = self.memory_in_use.saturating_sub(ticket.memory);
+            return Err(Refusal::Memory { asked, max, in_use });
         }
-        let client = self.clients.get_mut(&ticket.ip);
-        let client_in_use = client.as_ref().map_or(ticket.memory, |u| u.memory);
+        let client_in_use = self
+            .clients
+            .get(&ticket.ip)
+            .map_or(ticket.memory, |u| u.memory);
         if let Some(max) = self.memory_per_client {
             if memory > max.saturating_sub(client_in_use) {
                 let (ip, in_use) = (ticket.ip, client_in_use.saturating_sub(ticket.memory));
@@ -700,8 +792,17 @@ impl Admission {
                 });
             }
         }
-        if let Some(u) = client {
+        if let Some(max) = self.max_memory {
+            let in_use = self.memory_in_use.saturating_sub(ticket.memory);
+            if !self.make_room(memory) {
+                return Err(Refusal::Memory { asked, max, in_use });
+            }
+        }
+        if let Some(u) = self.clients.get_mut(&ticket.ip) {
             u.memory = u.memory.saturating_add(memory);
+        }
+        if let Some(h) = self.tests.get_mut(&ticket.id) {
+            h.memory = h.memory.saturating_add(memory);
         }
         self.memory_in_use = self.memory_in_use.saturating_add(memory);
         ticket.memory = asked;
@@ -710,11 +811,13 @@ impl Admission {
 
     /// A test ended: its slot is free again (its start still counts for the minute).
     pub(crate) fn release(&mut self, ticket: Ticket) {
+        // What it holds now: nothing once its memory went to another test.
+        let memory = self.tests.remove(&ticket.id).map_or(0, |h| h.memory);
         self.running = self.running.saturating_sub(1);
-        self.memory_in_use = self.memory_in_use.saturating_sub(ticket.memory);
+        self.memory_in_use = self.memory_in_use.saturating_sub(memory);
         if let Some(u) = self.clients.get_mut(&ticket.ip) {
             u.running = u.running.saturating_sub(1);
-            u.memory = u.memory.saturating_sub(ticket.memory);
+            u.memory = u.memory.saturating_sub(memory);
             if u.running == 0 && u.starts.is_empty() {
                 self.clients.remove(&ticket.ip);
             }

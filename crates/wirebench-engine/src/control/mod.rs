@@ -48,6 +48,7 @@ pub(crate) mod client;
 mod error;
 pub(crate) mod exchange;
 pub(crate) mod memory;
+pub(crate) mod reclaim;
 pub(crate) mod server;
 pub(crate) mod throttle;
 pub(crate) mod wire;

@@ -89,6 +89,11 @@ pub(crate) enum ServerEvent {
         /// The limit's flag and value, as the role put it.
         reason: String,
     },
+    /// The test sat idle and its memory went to a test that waited for it
+    /// (`control::reclaim`): it ends as at a limit (`--max-memory`), and the session by
+    /// [`REPORT_GRACE`] and [`STOP_GRACE`] from now, whatever its bound: the memory is
+    /// another test's already.
+    Reclaimed,
 }
 
 /// What the server session asks of its driver.
@@ -295,6 +300,19 @@ impl ServerSession {
                     x.end_early(now, &mut self.wire, e, &reason, &mut self.run_actions);
                     self.after_run();
                 }
+            }
+            ServerEvent::Reclaimed => {
+                if let State::Running(x) = &mut self.state {
+                    let reason = reclaimed_reason();
+                    let e = SessionError::Limit {
+                        kind: ErrorKind::MaxMemory,
+                        reason: reason.clone(),
+                    };
+                    x.end_early(now, &mut self.wire, e, &reason, &mut self.run_actions);
+                    self.after_run();
+                }
+                let soon = now + REPORT_GRACE + STOP_GRACE;
+                self.hard_end = Some(self.hard_end.map_or(soon, |t| t.min(soon)));
             }
             // Told once: the driver reports the shutdown on every round until the end.
             ServerEvent::Shutdown if self.shutting_down => {}
@@ -785,4 +803,14 @@ impl Session for ServerSession {
         let len = u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize;
         (4 + len.min(MAX_HELLO_FRAME)).saturating_sub(have)
     }
+}
+
+/// What a test ended for its idle memory hears.
+fn reclaimed_reason() -> String {
+    format!(
+        "the server ended this test: it moved fewer than {} messages a stream in {} s, and \
+         another test needed the memory it held (--max-memory)",
+        super::reclaim::MESSAGES_PER_STREAM,
+        super::reclaim::WINDOW.as_secs()
+    )
 }

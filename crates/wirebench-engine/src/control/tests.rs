@@ -892,3 +892,32 @@ fn a_limit_reaches_the_client_as_its_kind_whatever_its_words() {
     assert_eq!(kind(p.client_outcome.as_ref()), Some(ErrorKind::MaxRate));
     assert_eq!(kind(p.server_outcome.as_ref()), Some(ErrorKind::MaxRate));
 }
+
+#[test]
+fn a_reclaimed_test_ends_its_session_soon_whatever_the_client_reads() {
+    // A 90 s test of 16 streams with live lines every 10 ms: its report after 20 s is far
+    // more than a client taking a byte every tick reads by the test's bound.
+    let mut s = TestSpec::example()
+        .streams(16)
+        .interval_ns(10_000_000)
+        .duration_ns(90_000_000_000);
+    s.bytes = None;
+    s.live_streams = true;
+    let mut p = Pair::with(s);
+    p.run = secs(90);
+    p.server_intervals = Some(Duration::from_millis(10));
+    p.run_for(secs(20));
+    // A client that takes a byte a tick: never stalled long enough for the write deadline.
+    p.client_read_plan = Some(vec![1]);
+    let at = p.now;
+    p.server.handle_event(p.now, ServerEvent::Reclaimed);
+    p.run_for(secs(120));
+    let closed = p.server_closed_at.expect("the session ended");
+    assert!(
+        closed - at <= super::REPORT_GRACE + super::server::STOP_GRACE,
+        "ended {:?} after the reclaim",
+        closed - at
+    );
+    let e = p.server_outcome.as_ref().and_then(|o| o.error.as_ref());
+    assert_eq!(e.map(SessionError::kind), Some(ErrorKind::MaxMemory));
+}

@@ -19,6 +19,7 @@ use super::shared::{log, log_refused, q, Pending, ServerConfig, State};
 use super::user_accept::{self, Waiting};
 use super::{Pump, SETUP_TICK, TICK};
 use crate::control::admission::{PendingId, Refusal, Ticket};
+use crate::control::reclaim::UseWindow;
 use crate::control::server::{ServerAction, ServerEvent, ServerParams, ServerSession};
 use crate::control::{Outcome, RunAction, SETUP_TIMEOUT};
 use crate::file::{FileSink, FileSource};
@@ -70,6 +71,7 @@ pub(super) fn admitted(
         client_host,
         test: None,
         roles: None,
+        usage: None,
     };
     served.on_action(ServerAction::Admit);
     loop {
@@ -104,6 +106,8 @@ struct Served<'a> {
     client_host: String,
     test: Option<Test<'a>>,
     roles: Option<Roles>,
+    /// Whether the running test moves enough to keep its memory (`control::reclaim`).
+    usage: Option<UseWindow>,
 }
 
 impl Served<'_> {
@@ -139,7 +143,10 @@ impl Served<'_> {
                 let Some(t) = &mut self.test else { return };
                 let deadline_ns = self.session.role_deadline_ns();
                 match Roles::start(t.roles(&self.client_host, deadline_ns)) {
-                    Ok(r) => self.roles = Some(r),
+                    Ok(r) => {
+                        self.roles = Some(r);
+                        self.usage = Some(UseWindow::new(now, t.spec.total_streams()));
+                    }
                     Err(e) => {
                         let (reason, kind) = (e.to_string(), e.kind());
                         self.session
@@ -182,6 +189,7 @@ impl Served<'_> {
             ..Collect::default()
         };
         let events = r.poll(&mut closed);
+        self.watch_use(closed.messages);
         // The client shows the receiver's intervals live; the server's watch, its own sums.
         for (role, stream, rec) in closed.closed {
             if let (Some(w), Some(t), None) = (&self.state.cfg.watch, &self.test, stream) {
@@ -210,6 +218,50 @@ impl Served<'_> {
                 }
             };
             self.session.handle_event(Instant::now(), event);
+        }
+    }
+
+    /// Tells admission when the test turns idle or busy; ends it once its memory went to a
+    /// test that waited for it (`control::reclaim`).
+    fn watch_use(&mut self, messages: u64) {
+        let (Some(w), Some(ticket)) = (
+            &mut self.usage,
+            self.test.as_ref().and_then(|t| t.slot.ticket.as_ref()),
+        ) else {
+            return;
+        };
+        let now = Instant::now();
+        if let Some(idle) = w.observe(now, messages) {
+            self.state.admission().set_idle(ticket, idle);
+            if idle {
+                log(
+                    self.state,
+                    format_args!(
+                        "client={} event=idle test={:016x} reserved_bytes={}",
+                        self.peer,
+                        self.test
+                            .as_ref()
+                            .map_or(0, |t| super::shared::test_id(t.slot.cookie)),
+                        ticket.memory()
+                    ),
+                );
+            }
+        }
+        if ticket.reclaimed() {
+            // Told once: the window is gone with it.
+            self.usage = None;
+            log(
+                self.state,
+                format_args!(
+                    "client={} event=reclaimed test={:016x} reserved_bytes={}",
+                    self.peer,
+                    self.test
+                        .as_ref()
+                        .map_or(0, |t| super::shared::test_id(t.slot.cookie)),
+                    ticket.memory()
+                ),
+            );
+            self.session.handle_event(now, ServerEvent::Reclaimed);
         }
     }
 

@@ -81,8 +81,13 @@ pub(crate) struct Collect {
     pub(crate) closed: Vec<(Role, Option<u32>, IntervalRecord)>,
     /// Keep each stream's intervals too.
     pub(crate) streams: bool,
+    /// The side's messages so far (sent and received), as of the last look.
+    pub(crate) messages: u64,
 }
 impl Watch for Collect {
+    fn progress(&mut self, _elapsed: Duration, _bytes: u64, messages: u64) {
+        self.messages = messages;
+    }
     fn interval(&mut self, role: Role, rec: &IntervalRecord) {
         self.closed.push((role, None, *rec));
     }

@@ -3,6 +3,8 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
+use proptest::prelude::*;
+
 use super::pair::{slots, CLIENT_IP};
 use crate::control::admission::{Admission, Refusal, SlotLimits};
 use wirebench_proto::error_kind::ErrorKind;
@@ -257,4 +259,147 @@ fn one_address_holds_at_most_its_share_of_the_memory() {
     assert_eq!(adm.memory_in_use(), 0);
     let d = adm.admit_holding(now, CLIENT_IP, 128 * MIB).expect("freed");
     adm.release(d);
+}
+
+#[test]
+fn an_idle_tests_memory_goes_to_a_test_that_waits_for_it_and_only_then() {
+    let mut adm = Admission::new(slots(10)).with_max_memory(Some(256 * MIB), Some(200 * MIB));
+    let now = std::time::Instant::now();
+    let ip = |i| IpAddr::V4(Ipv4Addr::new(10, 0, 0, i));
+    let a = adm.admit_holding(now, ip(2), 120 * MIB).expect("a");
+    let b = adm.admit_holding(now, ip(3), 100 * MIB).expect("b");
+    // In use: the newcomer is refused and nothing is taken.
+    let r = adm.admit_holding(now, ip(1), 60 * MIB).map(|_| ());
+    assert!(matches!(r, Err(Refusal::Memory { .. })), "{r:?}");
+    assert!(!a.reclaimed() && !b.reclaimed());
+    // `b` idle is not enough for 140 (36 free + 100): refused, `b` keeps its memory.
+    adm.set_idle(&b, true);
+    let r = adm.admit_holding(now, ip(1), 140 * MIB).map(|_| ());
+    assert!(matches!(r, Err(Refusal::Memory { .. })), "{r:?}");
+    assert!(!b.reclaimed());
+    // Both idle: the largest goes, and only it.
+    adm.set_idle(&a, true);
+    let c = adm.admit_holding(now, ip(1), 60 * MIB).expect("room made");
+    assert!(a.reclaimed() && !b.reclaimed());
+    assert_eq!(adm.memory_in_use(), 160 * MIB);
+    // The reclaimed test's release gives back nothing twice.
+    adm.release(a);
+    assert_eq!(adm.memory_in_use(), 160 * MIB);
+    // An address past its share never reclaims: `ip(1)` holds 60 of its 200.
+    let r = adm.admit_holding(now, ip(1), 150 * MIB).map(|_| ());
+    assert!(matches!(r, Err(Refusal::MemoryPerClient { .. })), "{r:?}");
+    assert!(!b.reclaimed());
+    for t in [b, c] {
+        adm.release(t);
+    }
+    assert_eq!(adm.memory_in_use(), 0);
+}
+
+#[test]
+fn an_iperf3_test_whose_size_comes_later_can_take_an_idle_tests_memory() {
+    let mut adm = Admission::new(slots(10)).with_max_memory(Some(100 * MIB), Some(100 * MIB));
+    let now = std::time::Instant::now();
+    let idle = adm
+        .admit_holding(now, CLIENT_IP, 90 * MIB)
+        .expect("the idle test");
+    let other = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 9));
+    let mut late = adm.admit(now, other).expect("a slot");
+    assert!(matches!(
+        adm.hold(&mut late, 20 * MIB),
+        Err(Refusal::Memory { .. })
+    ));
+    adm.set_idle(&idle, true);
+    adm.hold(&mut late, 20 * MIB)
+        .expect("the idle test's memory");
+    assert!(idle.reclaimed());
+    assert_eq!(adm.memory_in_use(), 20 * MIB);
+    adm.release(idle);
+    adm.release(late);
+    assert_eq!(adm.memory_in_use(), 0);
+}
+
+/// One step of a drawn life of the server's tests.
+#[derive(Debug, Clone)]
+enum Op {
+    Admit { ip: u8, mib: u64 },
+    Idle { which: usize, idle: bool },
+    Release { which: usize },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0u8..4, 0u64..=200).prop_map(|(ip, mib)| Op::Admit { ip, mib }),
+        2 => (any::<usize>(), any::<bool>()).prop_map(|(which, idle)| Op::Idle { which, idle }),
+        1 => any::<usize>().prop_map(|which| Op::Release { which }),
+    ]
+}
+
+proptest! {
+    /// Whatever tests come, idle and go: the memory in use is what the tests that were not
+    /// reclaimed hold, never over `--max-memory`; a test in use is never reclaimed; a test
+    /// is reclaimed only for a newcomer that is then admitted; a newcomer is refused for
+    /// `--max-memory` only when ending every idle test would not make room.
+    #[test]
+    fn reclaiming_keeps_the_budget_and_takes_only_idle_memory(
+        ops in prop::collection::vec(op(), 1..200),
+    ) {
+        let max = 512 * MIB;
+        let mut adm = Admission::new(slots(64)).with_max_memory(Some(max), Some(256 * MIB));
+        let now = std::time::Instant::now();
+        // (ticket, memory, idle) of the running tests.
+        let mut running: Vec<(crate::control::admission::Ticket, u64, bool)> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Admit { ip, mib } => {
+                    let before: Vec<bool> = running.iter().map(|r| r.0.reclaimed()).collect();
+                    let idle_mem: u64 = running
+                        .iter()
+                        .filter(|r| r.2 && !r.0.reclaimed())
+                        .map(|r| r.1)
+                        .sum();
+                    let free = max - adm.memory_in_use();
+                    let ip = IpAddr::V4(Ipv4Addr::new(10, 0, 0, ip));
+                    let got = adm.admit_holding(now, ip, mib * MIB);
+                    let newly: Vec<usize> = running
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, r)| r.0.reclaimed() && !before[*i])
+                        .map(|(i, _)| i)
+                        .collect();
+                    for &i in &newly {
+                        prop_assert!(running[i].2, "a test in use was reclaimed");
+                    }
+                    match got {
+                        Ok(t) => running.push((t, mib * MIB, false)),
+                        Err(Refusal::Memory { .. }) => {
+                            prop_assert!(newly.is_empty(), "reclaimed for a refused test");
+                            prop_assert!(mib * MIB > free + idle_mem, "refused with room");
+                        }
+                        Err(_) => prop_assert!(newly.is_empty(), "reclaimed for a refused test"),
+                    }
+                }
+                Op::Idle { which, idle } if !running.is_empty() => {
+                    let i = which % running.len();
+                    adm.set_idle(&running[i].0, idle);
+                    running[i].2 = idle;
+                }
+                Op::Release { which } if !running.is_empty() => {
+                    let (t, ..) = running.remove(which % running.len());
+                    adm.release(t);
+                }
+                _ => {}
+            }
+            let held: u64 = running
+                .iter()
+                .filter(|r| !r.0.reclaimed())
+                .map(|r| r.1)
+                .sum();
+            prop_assert_eq!(adm.memory_in_use(), held);
+            prop_assert!(held <= max);
+        }
+        for (t, ..) in running {
+            adm.release(t);
+        }
+        prop_assert_eq!(adm.memory_in_use(), 0);
+    }
 }

@@ -16,6 +16,7 @@ use super::registry::Waiting;
 use super::{budget, congestion_of, round, set_udp_window, set_window, Streams};
 use crate::control::admission::{PendingId, Ticket};
 use crate::control::memory::iperf3_test_memory;
+use crate::control::reclaim::UseWindow;
 use crate::control::Session;
 use crate::control::SETUP_TIMEOUT;
 use crate::iperf3::admit::{ie, Admitted, SocketOptions};
@@ -312,6 +313,8 @@ struct Test<'a> {
     late_limit: Option<String>,
     /// The streams' bytes both ways at the last look: when they move, the client is alive.
     moved: u64,
+    /// Whether the running test moves enough to keep its memory (`control::reclaim`).
+    usage: Option<UseWindow>,
     /// The registry holds this test under its cookie (another test's entry is never ours
     /// to remove).
     registered: bool,
@@ -357,6 +360,7 @@ fn control(conn: TcpStream, cookie: [u8; COOKIE_LEN], state: &State, port: u16) 
         limited: None,
         late_limit: None,
         moved: 0,
+        usage: None,
         registered: false,
         udp_extra: Arc::default(),
     };
@@ -682,6 +686,7 @@ impl Test<'_> {
             streams.output = Some(output::ServerOutput::new(start, streams.senders.len()));
         }
         self.streams = Some(streams);
+        self.usage = Some(UseWindow::new(Instant::now(), a.streams()));
         self.state.metrics.tests_started.inc();
         Ok(())
     }
@@ -701,6 +706,11 @@ impl Test<'_> {
             self.note_late_limit();
             return None;
         }
+        if self.reclaimed(moved) {
+            let text = "it sat idle and another test needed the memory it held (--max-memory)";
+            return Some(self.stop(text.into(), Some(ErrorKind::MaxMemory)));
+        }
+        let s = self.streams.as_ref()?;
         if s.limited() {
             // The client hears why in iperf3's words (a rate over the limit has its own
             // code), the log in ours.
@@ -714,6 +724,30 @@ impl Test<'_> {
             return Some(self.stop("shutting down".into(), None));
         }
         None
+    }
+
+    /// Tells admission when the test turns idle or busy (its blocks moved both ways,
+    /// `moved` bytes in all); whether its memory went to a test that waited for it
+    /// (`control::reclaim`).
+    fn reclaimed(&mut self, moved: u64) -> bool {
+        let (Some(w), Some(ticket), Some(a)) = (&mut self.usage, &self.ticket, &self.admitted)
+        else {
+            return false;
+        };
+        let blocks = moved / (a.block_len().max(1) as u64);
+        if let Some(idle) = w.observe(Instant::now(), blocks) {
+            self.state.admission().set_idle(ticket, idle);
+        }
+        if !ticket.reclaimed() {
+            return false;
+        }
+        let reserved = ticket.memory();
+        self.usage = None;
+        log(
+            self.state,
+            format_args!("{} event=reclaimed reserved_bytes={reserved}", self.who),
+        );
+        true
     }
 
     /// A limit a stream met once the test was no longer running: counted and logged, as
