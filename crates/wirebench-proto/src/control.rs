@@ -33,6 +33,13 @@ pub const PACKET_LOG_STREAM: u32 = u32::MAX;
 /// follows the frame, the response comes back, and the connection closes.
 pub const CRR_STREAM: u32 = u32::MAX - 1;
 
+/// The `stream` of an `attach` that fetches a finished test's results on a new connection:
+/// the server answers with the frames it ended the test with (an `error` if it ended early,
+/// then its `done`) and closes, or closes at once when it has none for this test and
+/// address. A client whose control connection is stuck behind its own test's traffic opens
+/// one; a server that predates it closes the connection, and the client waits on as before.
+pub const RESULTS_STREAM: u32 = u32::MAX - 2;
+
 /// Cap for the first frame of a connection, before the peer is known to be a wirebench.
 pub const MAX_HELLO_FRAME: usize = 64 * 1024;
 

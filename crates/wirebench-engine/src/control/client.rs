@@ -2,7 +2,7 @@
 //! by one, `begin`, then the running test and the exchange of reports.
 
 use std::collections::VecDeque;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use wirebench_proto::control::{Message, PACKET_LOG_STREAM, PROTOCOL_VERSION};
 use wirebench_proto::results::{Role, SideReport};
@@ -142,6 +142,11 @@ pub(crate) struct ClientSession {
     closing: bool,
     outcome: Outcome,
 }
+
+/// How long past its due time the client waits for the server's report before it fetches it
+/// on a new connection too: a clear path has delivered it by then, a flooded one may keep it
+/// in retransmission backoff for a minute.
+pub(crate) const FETCH_AFTER: Duration = Duration::from_secs(2);
 
 impl ClientSession {
     /// A session that has just connected: its `start` is queued.
@@ -429,6 +434,38 @@ impl ClientSession {
             hello_at: Some(now + HELLO_EVERY),
         };
         self.actions.push_back(ClientAction::SendHello { stream });
+    }
+
+    /// When to fetch the server's last words on a new connection (`RESULTS_STREAM`): once
+    /// this side's report is out and the server's is [`FETCH_AFTER`] past due; none
+    /// otherwise, or when the server cannot have them (it has no test yet).
+    pub(crate) fn fetch_due(&self) -> Option<Instant> {
+        match &self.state {
+            State::Running(x) => x.peer_report_due().map(|t| t + FETCH_AFTER),
+            _ => None,
+        }
+    }
+
+    /// The server's last words, fetched on a new connection: taken as if they came on this
+    /// one (a report that arrives here too afterwards changes nothing, the session is over).
+    /// Bytes that are not whole frames of its messages are ignored: the wait goes on.
+    pub(crate) fn fetched(&mut self, now: Instant, mut frames: &[u8]) {
+        let mut msgs = Vec::new();
+        while let Ok(Some((msg, n))) =
+            wirebench_proto::control::decode(frames, wirebench_proto::control::MAX_FRAME)
+        {
+            frames = &frames[n..];
+            msgs.push(msg);
+        }
+        if !msgs.iter().any(|m| matches!(m, Message::Done { .. })) {
+            return;
+        }
+        for msg in msgs {
+            if let State::Running(x) = &mut self.state {
+                x.on_message(now, &mut self.wire, msg, &mut self.run_actions);
+            }
+        }
+        self.after_run();
     }
 
     fn after_run(&mut self) {

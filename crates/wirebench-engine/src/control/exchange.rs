@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use wirebench_proto::control::Message;
+use wirebench_proto::control::{encode, Message};
 use wirebench_proto::results::{IntervalRecord, Role, SideReport};
 use wirebench_proto::spec::{Direction, TestSpec};
 
@@ -39,6 +39,8 @@ pub(super) struct Exchange {
     error: Option<SessionError>,
     /// Until when this side, done, waits for the peer's report.
     report_deadline: Option<Instant>,
+    /// When this side's report was made.
+    local_at: Option<Instant>,
     /// When this side stops its roles whatever happens (the server's whole-test ceiling).
     ceiling: Option<Instant>,
     finished: bool,
@@ -72,6 +74,7 @@ impl Exchange {
             peer: None,
             error: None,
             report_deadline: None,
+            local_at: None,
             ceiling,
             finished: false,
             ending: false,
@@ -92,6 +95,36 @@ impl Exchange {
             None
         };
         earliest([ceiling, self.report_deadline])
+    }
+
+    /// This side's last words for the peer once its report is made: the reason the test
+    /// ended early if it did, then the report, encoded as the wire sends them; none before.
+    /// What the server keeps for a client that fetches them on a new connection
+    /// (`control::shelf`).
+    pub(super) fn last_words(&self) -> Option<Vec<u8>> {
+        let report = self.local.as_ref()?;
+        let mut frames = Vec::new();
+        if let Some(e) = &self.error {
+            let error = Message::Error {
+                reason: e.to_string(),
+                error_kind: Some(e.kind()),
+            };
+            frames.extend(encode(&error).ok()?);
+        }
+        let done = Message::Done {
+            report: Box::new(report.clone()),
+        };
+        frames.extend(encode(&done).ok()?);
+        Some(frames)
+    }
+
+    /// While this side's report is out and the peer's has not come: when the peer's was due
+    /// at the latest had the channel been clear (this side's report and the drain).
+    pub(super) fn peer_report_due(&self) -> Option<Instant> {
+        match (self.finished, &self.local, &self.peer, self.local_at) {
+            (false, Some(_), None, Some(at)) => Some(at + Duration::from_nanos(self.spec.drain_ns)),
+            _ => None,
+        }
     }
 
     /// What the session ends with: local report, peer report, error.
@@ -330,6 +363,7 @@ impl Exchange {
         }
         // No live line is sent after the report: it can say how many the peer missed.
         report.live_intervals_dropped = wire.live_dropped();
+        self.local_at = Some(now);
         if self.channel_ok {
             if let Err(e) = wire.send(
                 now,

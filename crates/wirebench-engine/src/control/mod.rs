@@ -50,6 +50,7 @@ pub(crate) mod exchange;
 pub(crate) mod memory;
 pub(crate) mod reclaim;
 pub(crate) mod server;
+pub(crate) mod shelf;
 pub(crate) mod throttle;
 pub(crate) mod wire;
 

@@ -187,6 +187,8 @@ pub(crate) struct ServerSession {
     /// drain and grace, and [`STOP_GRACE`] for the roles to stop. Output not yet written
     /// then (a report the client is too slow to take) is dropped, not waited for.
     hard_end: Option<Instant>,
+    /// See [`ServerSession::take_last_words`].
+    last_words: Option<Vec<u8>>,
     outcome: Outcome,
 }
 
@@ -207,6 +209,7 @@ impl ServerSession {
             closing: false,
             shutting_down: false,
             hard_end: None,
+            last_words: None,
             outcome: Outcome::default(),
         }
     }
@@ -335,8 +338,16 @@ impl ServerSession {
     fn roles_done(&mut self, now: Instant, report: SideReport) {
         if let State::Running(x) = &mut self.state {
             x.roles_done(now, &mut self.wire, report);
+            self.last_words = x.last_words();
             self.after_run();
         }
+    }
+
+    /// This side's last words once its report is made (the reason the test ended early,
+    /// then the report, encoded), taken once: what the driver keeps for a client that
+    /// fetches them on a new connection (`control::shelf`).
+    pub(crate) fn take_last_words(&mut self) -> Option<Vec<u8>> {
+        self.last_words.take()
     }
 
     /// Bytes the session's output holds for the client now (at most

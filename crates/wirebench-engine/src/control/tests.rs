@@ -921,3 +921,43 @@ fn a_reclaimed_test_ends_its_session_soon_whatever_the_client_reads() {
     let e = p.server_outcome.as_ref().and_then(|o| o.error.as_ref());
     assert_eq!(e.map(SessionError::kind), Some(ErrorKind::MaxMemory));
 }
+
+/// What the server keeps for a client that fetches its results (`control::shelf`): its
+/// report as sent, after the reason when the test ended early; the client takes them as if
+/// they had come on the control connection, and bytes that are not whole frames change
+/// nothing.
+#[test]
+fn the_servers_last_words_are_its_report_after_its_reason() {
+    let decode_all = |mut b: &[u8]| {
+        let mut names = Vec::new();
+        while let Ok(Some((m, n))) =
+            wirebench_proto::control::decode(b, wirebench_proto::control::MAX_FRAME)
+        {
+            names.push(m.name());
+            b = &b[n..];
+        }
+        names
+    };
+    let mut p = Pair::with(spec());
+    p.run();
+    let words = p.server.take_last_words().expect("the report was made");
+    assert_eq!(decode_all(&words), ["done"]);
+    assert_eq!(p.server.take_last_words(), None, "taken once");
+
+    let mut s = spec();
+    s.bytes = None;
+    s.duration_ns = Some(30_000_000_000);
+    let mut p = Pair::with(s);
+    p.run = secs(30);
+    p.run_for(secs(2));
+    p.server.handle_event(
+        p.now,
+        ServerEvent::Limit {
+            kind: ErrorKind::MaxBytes,
+            reason: "over --max-bytes".into(),
+        },
+    );
+    p.run();
+    let words = p.server.take_last_words().expect("the report was made");
+    assert_eq!(decode_all(&words), ["error", "done"]);
+}

@@ -430,6 +430,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
         packet_log: cfg.packet_log.is_some(),
     };
     let mut session = ClientSession::new(Instant::now(), params);
+    let mut fetcher: Option<Fetcher> = None;
     loop {
         while let Some(action) = session.poll_action() {
             setup.on_action(action, &mut session, &mut pump);
@@ -450,6 +451,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
                 session.handle_event(Instant::now(), event);
             }
         }
+        fetch(&mut fetcher, &setup, &mut session);
         // After this side's own intervals: an interval the server closed was closed here
         // first, so a watch that joins both (the receiver's line with the sender's TCP
         // window) finds this side's part already in.
@@ -463,6 +465,92 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
     drop(setup.roles.take());
     let outcome = session.outcome().unwrap_or_default();
     setup.results(addr, outcome)
+}
+
+/// The server's report is late: fetch it on a new connection too, and take it when it comes
+/// (`control::shelf` on the server).
+fn fetch(fetcher: &mut Option<Fetcher>, setup: &Setup, session: &mut ClientSession) {
+    let now = Instant::now();
+    match fetcher {
+        None if session.fetch_due().is_some_and(|t| now >= t) => {
+            *fetcher = Some(Fetcher::start(setup.addr, setup.bind, setup.cookie));
+        }
+        Some(f) => {
+            if let Ok(frames) = f.rx.try_recv() {
+                session.fetched(now, &frames);
+            }
+        }
+        None => {}
+    }
+}
+
+/// A thread that asks the server for a finished test's last frames (`attach` to
+/// `RESULTS_STREAM`) once a second until it has them or is dropped.
+struct Fetcher {
+    rx: std::sync::mpsc::Receiver<Vec<u8>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// How often the fetch is tried again while the server has nothing (its report not yet
+/// made) or the connection fails.
+const FETCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl Fetcher {
+    fn start(addr: SocketAddr, bind: Option<IpAddr>, cookie: u64) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stopped = std::sync::Arc::clone(&stop);
+        // No thread, no fetch: the session waits for its report as before.
+        let _ = std::thread::Builder::new()
+            .name("wirebench-fetch".into())
+            .spawn(move || {
+                while !stopped.load(Ordering::Relaxed) {
+                    let tried = Instant::now();
+                    if let Some(frames) = fetch_once(addr, bind, cookie, &stopped) {
+                        let _ = tx.send(frames);
+                        return;
+                    }
+                    let left = FETCH_EVERY.saturating_sub(tried.elapsed());
+                    std::thread::park_timeout(left);
+                }
+            });
+        Self { rx, stop }
+    }
+}
+
+impl Drop for Fetcher {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// One fetch: the frames the server kept for the test, or none (it has none, or the
+/// connection failed). Read within the control write timeout, at most two frames' worth.
+fn fetch_once(
+    addr: SocketAddr,
+    bind: Option<IpAddr>,
+    cookie: u64,
+    stopped: &std::sync::atomic::AtomicBool,
+) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut conn = connect(addr, bind, &mut || {
+        stopped.load(std::sync::atomic::Ordering::Relaxed)
+    })
+    .ok()?;
+    let frame = encode(&Message::Attach {
+        version: PROTOCOL_VERSION,
+        cookie,
+        stream: wirebench_proto::control::RESULTS_STREAM,
+    })
+    .ok()?;
+    conn.write_all(&frame).ok()?;
+    conn.set_read_timeout(Some(crate::control::WRITE_TIMEOUT))
+        .ok()?;
+    let mut frames = Vec::new();
+    let cap = 2 * wirebench_proto::control::MAX_FRAME as u64 + 8;
+    conn.take(cap).read_to_end(&mut frames).ok()?;
+    (!frames.is_empty()).then_some(frames)
 }
 
 impl Setup {

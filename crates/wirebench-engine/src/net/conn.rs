@@ -219,6 +219,11 @@ impl Served<'_> {
             };
             self.session.handle_event(Instant::now(), event);
         }
+        if let (Some(frames), Some(t)) = (self.session.take_last_words(), &self.test) {
+            if let Ok(mut shelf) = self.state.shelf.lock() {
+                shelf.put(Instant::now(), t.slot.cookie, self.peer.ip(), frames);
+            }
+        }
     }
 
     /// Tells admission when the test turns idle or busy; ends it once its memory went to a

@@ -98,6 +98,7 @@ impl Server {
             crr: Mutex::new(HashMap::new()),
             iperf3: Default::default(),
             log_budget: Mutex::default(),
+            shelf: Mutex::default(),
         });
         let metrics = match state.cfg.metrics {
             Some(at) => {

@@ -9,7 +9,7 @@ use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use wirebench_proto::control::{CRR_STREAM, PACKET_LOG_STREAM};
+use wirebench_proto::control::{CRR_STREAM, PACKET_LOG_STREAM, RESULTS_STREAM};
 use wirebench_proto::spec::Protocol;
 
 use crate::control::admission::{Admission, PendingId, SpecLimits, Ticket};
@@ -139,6 +139,8 @@ pub(crate) struct State {
     pub(crate) iperf3: super::iperf3::registry::Registry,
     /// How many lines each address's refused connections may still log.
     pub(super) log_budget: Mutex<LogBudget>,
+    /// Finished tests' last frames, for clients that fetch them (`control::shelf`).
+    pub(super) shelf: Mutex<crate::control::shelf::Shelf>,
 }
 
 /// The server log: one line per event, `key=value` pairs with values quoted where they have
@@ -281,6 +283,9 @@ pub(super) fn attach(
             _ => Err("unknown test or wrong address"),
         };
     }
+    if stream == RESULTS_STREAM {
+        return fetch(conn, state, cookie, peer);
+    }
     let pending = state.pending.lock().map_err(|_| "server state poisoned")?;
     match pending.get(&cookie) {
         Some(p)
@@ -302,4 +307,40 @@ pub(super) fn attach(
         Some(p) if p.peer == peer && p.user_stack => Err("the test's data connection goes to the server's user-space stack, on the port its accept named (tcp_port): this client ignored it; upgrade the client"),
         _ => Err("unknown test, wrong stream or wrong address"),
     }
+}
+
+/// A client fetches its finished test's results on a new connection (`control::shelf`):
+/// the frames are written from a thread of their own, within the control write timeout,
+/// and the connection closes. One fetch per test: the shelf gives them once.
+fn fetch(conn: TcpStream, state: &State, cookie: u64, peer: IpAddr) -> Result<(), &'static str> {
+    let frames = state
+        .shelf
+        .lock()
+        .map_err(|_| "server state poisoned")?
+        .take(Instant::now(), cookie, peer)
+        .ok_or("no results kept for this test and address")?;
+    log(
+        state,
+        format_args!(
+            "client={peer} event=results_fetched test={:016x} bytes={}",
+            test_id(cookie),
+            frames.len()
+        ),
+    );
+    std::thread::Builder::new()
+        .name("wirebench-fetch".into())
+        .spawn(move || {
+            use std::io::Write;
+            let mut conn = conn;
+            if conn.set_nonblocking(false).is_ok()
+                && conn
+                    .set_write_timeout(Some(crate::control::WRITE_TIMEOUT))
+                    .is_ok()
+            {
+                let _ = conn.write_all(&frames);
+            }
+            let _ = conn.shutdown(std::net::Shutdown::Both);
+        })
+        .map(|_| ())
+        .map_err(|_| "no thread for the fetch")
 }
