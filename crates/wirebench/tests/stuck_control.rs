@@ -25,7 +25,9 @@ struct Proxy {
 }
 
 impl Proxy {
-    fn start(server_port: u16) -> Self {
+    /// A proxy to `server_port`; with `close`, the server's close of the control connection
+    /// still reaches the client (it overtakes the dropped report), else it is dropped too.
+    fn start(server_port: u16, close: bool) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
         let port = listener.local_addr().expect("its address").port();
         let dropped = Arc::new(AtomicU64::new(0));
@@ -41,7 +43,7 @@ impl Proxy {
                     // The data connection came: the control connection goes dark.
                     dark.store(true, Ordering::SeqCst);
                 }
-                let dark = (n == 0).then(|| (Arc::clone(&dark), Arc::clone(&counted)));
+                let dark = (n == 0).then(|| (Arc::clone(&dark), Arc::clone(&counted), close));
                 pipe(
                     client.try_clone().expect("clone"),
                     server.try_clone().expect("clone"),
@@ -56,7 +58,11 @@ impl Proxy {
 
 /// Copies `from` to `to` on a thread; with `dark`, drops (and counts) what comes once it is
 /// set.
-fn pipe(mut from: TcpStream, mut to: TcpStream, dark: Option<(Arc<AtomicBool>, Arc<AtomicU64>)>) {
+fn pipe(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    dark: Option<(Arc<AtomicBool>, Arc<AtomicU64>, bool)>,
+) {
     thread::spawn(move || {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
@@ -64,7 +70,7 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, dark: Option<(Arc<AtomicBool>, A
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
-            if let Some((dark, dropped)) = &dark {
+            if let Some((dark, dropped, _)) = &dark {
                 if dark.load(Ordering::SeqCst) {
                     dropped.fetch_add(n as u64, Ordering::SeqCst);
                     continue;
@@ -77,7 +83,7 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, dark: Option<(Arc<AtomicBool>, A
         match dark {
             // A dark path does not deliver the close either: the client's end stays open
             // (for as long as the test process runs) and it must fetch.
-            Some((dark, _)) if dark.load(Ordering::SeqCst) => std::mem::forget(to),
+            Some((dark, _, false)) if dark.load(Ordering::SeqCst) => std::mem::forget(to),
             _ => {
                 let _ = to.shutdown(Shutdown::Write);
             }
@@ -85,11 +91,13 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, dark: Option<(Arc<AtomicBool>, A
     });
 }
 
-#[test]
-fn a_report_stuck_on_the_control_connection_is_fetched_on_a_new_one() {
+/// Runs a `-R` test through a proxy that drops the server's control bytes once the data
+/// connection came; checks it ended with both sides' counts, fetched. Returns the client's
+/// error output.
+fn through_a_dark_control_connection(close: bool) {
     let mut server = LoggedServer::start(&[]);
     let log = server.stderr_lines();
-    let proxy = Proxy::start(server.port);
+    let proxy = Proxy::start(server.port, close);
     let out = wirebench()
         .args(["run", "127.0.0.1", "--port", &proxy.port.to_string()])
         .args(["-R", "-b", "20M", "-t", "2s", "--json"])
@@ -114,6 +122,7 @@ fn a_report_stuck_on_the_control_connection_is_fetched_on_a_new_one() {
     assert!(sent > 0 && received > 0, "{end}");
     assert_eq!(sent, received, "TCP delivers what was sent");
     assert!(doc["error"].is_null(), "{}", doc["error"]);
+    assert_eq!(doc["server_report_fetched"], true);
     drop(server);
     let lines: Vec<String> = log.iter().collect();
     assert!(
@@ -126,4 +135,16 @@ fn a_report_stuck_on_the_control_connection_is_fetched_on_a_new_one() {
             .any(|l| l.contains("event=test") && l.contains("result=ok")),
         "{lines:#?}"
     );
+}
+
+#[test]
+fn a_report_stuck_on_the_control_connection_is_fetched_on_a_new_one() {
+    through_a_dark_control_connection(false);
+}
+
+/// The server's close overtakes its report (before: "the server closed the connection
+/// after 2.1 s", the results lost): the client fetches at once.
+#[test]
+fn a_close_that_overtakes_the_report_still_gets_it_fetched() {
+    through_a_dark_control_connection(true);
 }

@@ -148,6 +148,10 @@ pub(crate) struct ClientSession {
 /// in retransmission backoff for a minute.
 pub(crate) const FETCH_AFTER: Duration = Duration::from_secs(2);
 
+/// How long the client tries to fetch the server's report when the server closed the
+/// control connection before it came (a close that queued behind the test's own flood).
+pub(crate) const FETCH_AFTER_CLOSE: Duration = Duration::from_secs(5);
+
 impl ClientSession {
     /// A session that has just connected: its `start` is queued.
     pub(crate) fn new(now: Instant, params: ClientParams) -> Self {
@@ -399,7 +403,7 @@ impl ClientSession {
                 return self.fail(now, e, None);
             }
             let roles = (0..total).map(|i| self.role_of(i)).collect();
-            let x = Exchange::new(self.params.spec.clone(), roles, None);
+            let x = Exchange::new(self.params.spec.clone(), roles, None).begun_at(now);
             self.state = State::Running(Box::new(x));
             self.outcome.began = Some(now);
             self.actions.push_back(ClientAction::StartRoles);
@@ -437,11 +441,12 @@ impl ClientSession {
     }
 
     /// When to fetch the server's last words on a new connection (`RESULTS_STREAM`): once
-    /// this side's report is out and the server's is [`FETCH_AFTER`] past due; none
-    /// otherwise, or when the server cannot have them (it has no test yet).
+    /// this side's report is out and the server's is [`FETCH_AFTER`] past due, or at once
+    /// when the server closed the connection before it came; none otherwise, or when the
+    /// server cannot have them (it has no test yet).
     pub(crate) fn fetch_due(&self) -> Option<Instant> {
         match &self.state {
-            State::Running(x) => x.peer_report_due().map(|t| t + FETCH_AFTER),
+            State::Running(x) => x.fetch_from(FETCH_AFTER),
             _ => None,
         }
     }
@@ -464,6 +469,17 @@ impl ClientSession {
             if let State::Running(x) = &mut self.state {
                 x.on_message(now, &mut self.wire, msg, &mut self.run_actions);
             }
+        }
+        self.outcome.report_fetched = true;
+        self.after_run();
+    }
+
+    /// The server's port refused the fetch's connection: nobody is there to send its report.
+    /// A wait that goes on only for a fetch (the server closed the control connection) ends
+    /// now; a control connection still open is waited on as before.
+    pub(crate) fn fetch_refused(&mut self, now: Instant) {
+        if let State::Running(x) = &mut self.state {
+            x.give_up_fetch(now, &mut self.run_actions);
         }
         self.after_run();
     }
@@ -566,7 +582,10 @@ impl Session for ClientSession {
             return;
         }
         if let State::Running(x) = &mut self.state {
-            x.on_closed(now, &mut self.wire, &mut self.run_actions);
+            // Closed before the server's report came: it may still be fetched.
+            if !x.on_closed_awaiting(now, &mut self.wire, FETCH_AFTER_CLOSE) {
+                x.on_closed(now, &mut self.wire, &mut self.run_actions);
+            }
             return self.after_run();
         }
         self.wire.discard_output();

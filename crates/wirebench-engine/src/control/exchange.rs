@@ -41,6 +41,10 @@ pub(super) struct Exchange {
     report_deadline: Option<Instant>,
     /// When this side's report was made.
     local_at: Option<Instant>,
+    /// When the peer closed the connection while this side waited for its report.
+    closed_at: Option<Instant>,
+    /// When a timed test's data ends, as this side began it (set by the client).
+    bound_end: Option<Instant>,
     /// When this side stops its roles whatever happens (the server's whole-test ceiling).
     ceiling: Option<Instant>,
     finished: bool,
@@ -75,11 +79,22 @@ impl Exchange {
             error: None,
             report_deadline: None,
             local_at: None,
+            closed_at: None,
+            bound_end: None,
             ceiling,
             finished: false,
             ending: false,
             peer_intervals: VecDeque::new(),
         }
+    }
+
+    /// The test began at `now` on this side: a timed test's peer report is due by its
+    /// length and drain even while this side's receivers still wait for the peer's counts
+    /// (which the report carries).
+    #[must_use]
+    pub(super) fn begun_at(mut self, now: Instant) -> Self {
+        self.bound_end = self.spec.duration_ns.map(|d| now + Duration::from_nanos(d));
+        self
     }
 
     /// Whether the exchange is over (the session closes once its output is written).
@@ -118,13 +133,28 @@ impl Exchange {
         Some(frames)
     }
 
-    /// While this side's report is out and the peer's has not come: when the peer's was due
-    /// at the latest had the channel been clear (this side's report and the drain).
+    /// While the peer's report has not come: when it was due at the latest had the channel
+    /// been clear: the drain after this side's report, or after a timed test's length
+    /// (whichever is first); none before either is known.
     pub(super) fn peer_report_due(&self) -> Option<Instant> {
-        match (self.finished, &self.local, &self.peer, self.local_at) {
-            (false, Some(_), None, Some(at)) => Some(at + Duration::from_nanos(self.spec.drain_ns)),
-            _ => None,
+        if self.finished || self.peer.is_some() {
+            return None;
         }
+        let drain = Duration::from_nanos(self.spec.drain_ns);
+        let by_local = self.local_at.map(|t| t + drain);
+        let by_bound = self.bound_end.map(|t| t + drain);
+        match (by_local, by_bound) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Whether this side's part is over and only the peer's report is awaited: its report
+    /// is out, or a timed test is past its length.
+    fn awaiting_peer(&self, now: Instant) -> bool {
+        !self.finished
+            && self.peer.is_none()
+            && (self.local.is_some() || self.bound_end.is_some_and(|t| now >= t))
     }
 
     /// What the session ends with: local report, peer report, error.
@@ -385,9 +415,55 @@ impl Exchange {
         }
         if self.peer.is_some() || !self.channel_ok {
             self.finished = true;
-        } else {
+        } else if self.closed_at.is_none() {
             let drain = Duration::from_nanos(self.spec.drain_ns);
             self.report_deadline = Some(now + drain + REPORT_GRACE);
+        }
+    }
+
+    /// The peer closed the connection while this side waits for its report, which may be
+    /// fetched on a new connection (`control::shelf`, the client): the wait goes on for
+    /// `grace`, and ends as the close if nothing came. Whether it does (else as
+    /// [`Exchange::on_closed`]).
+    pub(super) fn on_closed_awaiting(
+        &mut self,
+        now: Instant,
+        wire: &mut Wire,
+        grace: Duration,
+    ) -> bool {
+        if self.closed_at.is_some() {
+            return true;
+        }
+        // A close after the peer said why it ends (its error, then no report) is its end,
+        // not a stuck channel: in order, its report would have come before the close.
+        let told = matches!(self.error, Some(SessionError::Peer { .. }));
+        if !self.channel_ok || told || !self.awaiting_peer(now) {
+            return false;
+        }
+        // Nothing more goes out; what comes, comes from the fetch (the channel stays "ok"
+        // for that: the messages are the peer's, taken as they would have been here).
+        wire.discard_output();
+        self.closed_at = Some(now);
+        let until = now + grace;
+        // This side's receivers may still wait for the peer's counts: they stop with it.
+        self.report_deadline = Some(self.report_deadline.map_or(until, |t| t.min(until)));
+        true
+    }
+
+    /// When the peer's report is worth fetching on a new connection: `after` past its due
+    /// time, or at once when the peer closed the connection before it came; none when it is
+    /// not awaited.
+    pub(super) fn fetch_from(&self, after: Duration) -> Option<Instant> {
+        let due = self.peer_report_due()?;
+        Some(self.closed_at.unwrap_or(due + after))
+    }
+
+    /// The fetch cannot succeed (nobody listens): a wait that goes on only for it (the peer
+    /// closed) ends now, as the close.
+    pub(super) fn give_up_fetch(&mut self, now: Instant, actions: &mut VecDeque<RunAction>) {
+        if self.closed_at.is_some() && self.report_deadline.is_some() {
+            self.report_deadline = Some(now);
+            self.on_timeout(now, actions);
         }
     }
 
@@ -408,9 +484,18 @@ impl Exchange {
     pub(super) fn on_timeout(&mut self, now: Instant, actions: &mut VecDeque<RunAction>) {
         if self.report_deadline.is_some_and(|t| now >= t) {
             self.report_deadline = None;
-            self.error
-                .get_or_insert(SessionError::Timeout("the peer's report"));
-            self.finished = true;
+            if self.closed_at.is_some() {
+                // Nothing was fetched: the close ends it, as it would have at once. Roles
+                // still waiting for the peer's counts stop and report first.
+                self.error.get_or_insert(SessionError::PeerClosed);
+                self.channel_ok = false;
+                self.stop(actions);
+                self.finished = self.local.is_some();
+            } else {
+                self.error
+                    .get_or_insert(SessionError::Timeout("the peer's report"));
+                self.finished = true;
+            }
         }
         if self.local.is_none() && !self.stop_sent && self.ceiling.is_some_and(|t| now >= t) {
             self.error.get_or_insert(SessionError::Timeout(

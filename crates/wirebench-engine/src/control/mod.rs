@@ -120,6 +120,8 @@ pub(crate) struct Outcome {
     pub interrupted: bool,
     /// Set on the server when it refused the test, with the limit it was.
     pub refusal: Option<admission::Refusal>,
+    /// Set on the client when the server's report came on a new connection.
+    pub report_fetched: bool,
 }
 
 impl Outcome {

@@ -475,19 +475,21 @@ fn fetch(fetcher: &mut Option<Fetcher>, setup: &Setup, session: &mut ClientSessi
         None if session.fetch_due().is_some_and(|t| now >= t) => {
             *fetcher = Some(Fetcher::start(setup.addr, setup.bind, setup.cookie));
         }
-        Some(f) => {
-            if let Ok(frames) = f.rx.try_recv() {
-                session.fetched(now, &frames);
-            }
-        }
+        Some(f) => match f.rx.try_recv() {
+            Ok(Some(frames)) => session.fetched(now, &frames),
+            // Nobody listens on the server's port: its report will not come.
+            Ok(None) => session.fetch_refused(now),
+            Err(_) => {}
+        },
         None => {}
     }
 }
 
 /// A thread that asks the server for a finished test's last frames (`attach` to
-/// `RESULTS_STREAM`) once a second until it has them or is dropped.
+/// `RESULTS_STREAM`) once a second until it has them (sent as `Some`), the server's port
+/// refuses the connection (`None`: the server is gone), or it is dropped.
 struct Fetcher {
-    rx: std::sync::mpsc::Receiver<Vec<u8>>,
+    rx: std::sync::mpsc::Receiver<Option<Vec<u8>>>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -507,9 +509,16 @@ impl Fetcher {
             .spawn(move || {
                 while !stopped.load(Ordering::Relaxed) {
                     let tried = Instant::now();
-                    if let Some(frames) = fetch_once(addr, bind, cookie, &stopped) {
-                        let _ = tx.send(frames);
-                        return;
+                    match fetch_once(addr, bind, cookie, &stopped) {
+                        Ok(Some(frames)) => {
+                            let _ = tx.send(Some(frames));
+                            return;
+                        }
+                        Err(()) => {
+                            let _ = tx.send(None);
+                            return;
+                        }
+                        Ok(None) => {}
                     }
                     let left = FETCH_EVERY.saturating_sub(tried.elapsed());
                     std::thread::park_timeout(left);
@@ -526,18 +535,32 @@ impl Drop for Fetcher {
 }
 
 /// One fetch: the frames the server kept for the test, or none (it has none, or the
-/// connection failed). Read within the control write timeout, at most two frames' worth.
+/// connection failed); `Err` when the server's port refused the connection. Read within the
+/// control write timeout, at most two frames' worth.
 fn fetch_once(
     addr: SocketAddr,
     bind: Option<IpAddr>,
     cookie: u64,
     stopped: &std::sync::atomic::AtomicBool,
-) -> Option<Vec<u8>> {
-    use std::io::Read;
-    let mut conn = connect(addr, bind, &mut || {
+) -> Result<Option<Vec<u8>>, ()> {
+    let conn = connect(addr, bind, &mut || {
         stopped.load(std::sync::atomic::Ordering::Relaxed)
-    })
-    .ok()?;
+    });
+    let mut conn = match conn {
+        Ok(c) => c,
+        Err(EngineError::Connect { source, .. })
+            if source.kind() == std::io::ErrorKind::ConnectionRefused =>
+        {
+            return Err(())
+        }
+        Err(_) => return Ok(None),
+    };
+    Ok(read_results(&mut conn, cookie))
+}
+
+/// Asks for test `cookie`'s results on `conn` and reads them.
+fn read_results(conn: &mut TcpStream, cookie: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
     let frame = encode(&Message::Attach {
         version: PROTOCOL_VERSION,
         cookie,
@@ -706,6 +729,7 @@ impl Setup {
         // Without the server's report, what it measured is null in `results`
         // (`Results::assemble`), never 0, nor "all lost".
         results.error_cause = cause.or(results.error_cause);
+        results.server_report_fetched = outcome.report_fetched;
         Ok(results)
     }
 }

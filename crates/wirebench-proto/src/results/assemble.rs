@@ -204,6 +204,7 @@ impl Results {
             error,
             error_cause,
             peer: None,
+            server_report_fetched: false,
         }
     }
 }

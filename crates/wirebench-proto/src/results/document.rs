@@ -65,6 +65,10 @@ pub struct Results {
     /// reported rather than wirebench measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer: Option<PeerTool>,
+    /// Set when the server's report came on a new connection: the control connection was
+    /// stuck behind the test's own traffic (or closed before it came).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub server_report_fetched: bool,
 }
 
 /// The other tool at the far end of a test, and the figures taken from its own report.
