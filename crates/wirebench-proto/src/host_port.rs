@@ -27,6 +27,16 @@ pub enum HostPortError {
     /// `[` without `]`, or something other than `:PORT` after `]`.
     #[error("{0}: an IPv6 address with a port is written [ADDRESS]:PORT")]
     Brackets(String),
+    /// An IPv6 address and a port without brackets (`::1:25301`).
+    #[error("{input} is no address: an IPv6 address with a port is written [{addr}]:{port}")]
+    Unbracketed {
+        /// What the user gave.
+        input: String,
+        /// The address part.
+        addr: String,
+        /// The port part.
+        port: String,
+    },
     /// The port is no number from 1 to 65535.
     #[error("{input}: {port:?} is not a port number (1 to 65535)")]
     BadPort {
@@ -80,6 +90,18 @@ impl FromStr for HostPort {
                 host: addr.to_string(),
                 port,
             });
+        }
+        // `::1:25301`, no address, is `::1` and a port written as iperf3 users may: say how.
+        if s.parse::<IpAddr>().is_err() {
+            if let Some((addr, p)) = s.rsplit_once(':') {
+                if addr.parse::<std::net::Ipv6Addr>().is_ok() && p.parse::<u16>().is_ok() {
+                    return Err(HostPortError::Unbracketed {
+                        input: s.to_string(),
+                        addr: addr.to_string(),
+                        port: p.to_string(),
+                    });
+                }
+            }
         }
         // A bare IPv6 address (or one with a zone, `fe80::1%eth0`): its colons are no port.
         if s.parse::<IpAddr>().is_ok() || s.matches(':').count() > 1 {
@@ -142,6 +164,11 @@ mod tests {
         assert!(matches!(hp("[::1"), Err(HostPortError::Brackets(_))));
         assert!(matches!(hp("[::1]x"), Err(HostPortError::Brackets(_))));
         assert!(matches!(hp("[]:1"), Err(HostPortError::Brackets(_))));
+        let e = hp("::1:25301").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "::1:25301 is no address: an IPv6 address with a port is written [::1]:25301"
+        );
         for bad in ["host:port", "host:", "host:0", "host:65536", "[::1]:x"] {
             assert!(
                 matches!(hp(bad), Err(HostPortError::BadPort { .. })),

@@ -71,6 +71,12 @@ pub enum UnitError {
          e.g. 1.5kpps but not 1.5pps"
     )]
     RateNotWhole(String),
+    /// iperf3's `RATE/BURST` form, e.g. `1G/100`.
+    #[error(
+        "'{0}' is iperf3's RATE/BURST form: wirebench has no bursts of N packets (a paced \
+         stream sends what falls due in 50 us at once); give the rate alone, e.g. -b {1}"
+    )]
+    Burst(String, String),
     /// A non-zero bit rate that would round to 0 bit/s (which would mean unlimited).
     #[error("invalid rate '{0}': use at least 1 bit/s, or 0 for unlimited")]
     RateTooSmall(String),
@@ -146,6 +152,11 @@ pub fn parse_size(s: &str) -> Result<u64, UnitError> {
 /// to 0, and [`UnitError::RateTooLarge`] above `u64::MAX`.
 pub fn parse_rate(s: &str) -> Result<Rate, UnitError> {
     let t = s.trim();
+    if let Some((rate, burst)) = t.rsplit_once('/') {
+        if !burst.is_empty() && burst.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(UnitError::Burst(t.to_owned(), rate.to_owned()));
+        }
+    }
     let invalid = || UnitError::InvalidRate(t.to_owned());
     let too_large = || UnitError::RateTooLarge(t.to_owned());
     let (number, suffix) = split_number(t).ok_or_else(invalid)?;
@@ -571,6 +582,17 @@ mod tests {
                 ("340282366920938463463374607431768211456", Err(Big)),
                 ("340282366920938463463374607431768211455Ti", Err(Big)),
             ],
+        );
+    }
+
+    #[test]
+    fn iperf3s_burst_form_is_named() {
+        let e = parse_rate("1G/100").unwrap_err();
+        assert_eq!(e, UnitError::Burst("1G/100".into(), "1G".into()));
+        assert!(e.to_string().contains("-b 1G"), "{e}");
+        assert_eq!(
+            parse_rate("2.5Gbit/s"),
+            Ok(Rate::BitsPerSecond(2_500_000_000))
         );
     }
 

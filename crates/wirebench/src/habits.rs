@@ -52,6 +52,25 @@ const RUN: &[(&[&str], &str)] = &[
         "wirebench's UDP sequence numbers are 64-bit already: leave --udp-counters-64bit out",
     ),
     (
+        &["--connect-timeout"],
+        "iperf3's --connect-timeout: wirebench gives a connection 10 s to set up, then says \
+         which step failed; for less, wrap it: timeout 3 wirebench run HOST",
+    ),
+    (
+        &["-v"],
+        "iperf3's -v is wirebench --version (run -V is the verbose output, as iperf3's -V)",
+    ),
+    (
+        &["--repeating-payload"],
+        "iperf3's --repeating-payload: wirebench's payload is already a fixed pattern \
+         after each message's header, never random; leave the flag out",
+    ),
+    (
+        &["--dont-fragment"],
+        "iperf3's --dont-fragment: wirebench's UDP datagrams go with the kernel's path MTU \
+         discovery (DF set up to the route's MTU); keep -l under the path MTU (1472 on Ethernet)",
+    ),
+    (
         &["-1", "--one-off", "-D", "--daemon"],
         "that is a server flag of iperf3: `wirebench serve` takes -1 (one test, then exit); \
          run it as a service to keep it in the background",

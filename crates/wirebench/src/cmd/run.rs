@@ -249,6 +249,21 @@ pub(super) fn target(host: &str, port: u16, client: &ClientArgs) -> Result<(Stri
     }
 }
 
+/// The port of an iperf3 server: `-p` when given (it is not wirebench's default), as iperf3's
+/// own `-p`, else 5201; refused when `HOST:PORT` names another.
+fn iperf3_port(target: &str, p: u16) -> Result<u16, String> {
+    let default = wirebench_engine::iperf3::DEFAULT_PORT;
+    if p == crate::cli::DEFAULT_PORT {
+        return Ok(default);
+    }
+    match target.parse::<HostPort>().ok().and_then(|h| h.port) {
+        Some(q) if q != p => Err(format!(
+            "--iperf3 {target} names port {q} and -p {p} another: give one of them"
+        )),
+        _ => Ok(p),
+    }
+}
+
 /// `HOST`, `HOST:PORT`, `[V6ADDR]:PORT` or a bare IPv6 address; `port` when none is given.
 pub fn split_host_port(host: &str, port: u16) -> Result<(String, u16), String> {
     host.parse::<HostPort>()
@@ -589,9 +604,11 @@ fn iperf3(
     spec: TestSpec,
     client: &ClientArgs,
 ) -> Result<(), Failure> {
-    // -4, -6 and -B pick the address family as for a wirebench server.
-    let (host, port) = self::target(target, wirebench_engine::iperf3::DEFAULT_PORT, client)
-        .map_err(|e| Failure::Usage(format!("--iperf3 {e}")))?;
+    // -4, -6 and -B pick the address family as for a wirebench server; -p names the port
+    // as iperf3's does, when HOST:PORT does not.
+    let port = iperf3_port(target, args.port).map_err(Failure::Usage)?;
+    let (host, port) =
+        self::target(target, port, client).map_err(|e| Failure::Usage(format!("--iperf3 {e}")))?;
     let cfg = wirebench_engine::Iperf3Config {
         host,
         port,
@@ -746,5 +763,17 @@ mod tests {
         assert_eq!(ok("::1"), Some(("::1".into(), 5300)));
         assert_eq!(ok("[::1]:5201"), Some(("::1".into(), 5201)));
         assert!(split_host_port("host:port", 1).is_err());
+    }
+
+    #[test]
+    fn an_iperf3_server_takes_its_port_from_p_as_iperf3_does() {
+        let wb = crate::cli::DEFAULT_PORT;
+        assert_eq!(iperf3_port("h", wb), Ok(5201));
+        assert_eq!(iperf3_port("h", 25302), Ok(25302));
+        assert_eq!(iperf3_port("h:25302", 25302), Ok(25302));
+        assert_eq!(iperf3_port("h:25302", wb), Ok(5201), "HOST:PORT wins later");
+        assert!(iperf3_port("h:1", 2)
+            .unwrap_err()
+            .contains("give one of them"));
     }
 }
