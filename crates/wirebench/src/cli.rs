@@ -91,16 +91,19 @@ pub struct PlotArgs {
     /// An experiment directory (from sweep), a results JSON file, a packet log, or a link
     /// log (.csv, from lab --link-log).
     pub input: PathBuf,
-    /// More directories: shards of the same sweep, merged (as `wirebench merge`) first. Or
-    /// more `run --mode rrul` results (.json): all drawn side by side, each under its file's
-    /// name, on shared scales (one unit and range per row of panels).
+    /// More directories: shards of the same sweep, merged (as `wirebench merge`) first.
+    ///
+    /// Or more `run --mode rrul` results (.json): all drawn side by side, each under its
+    /// file's name, on shared scales (one unit and range per row of panels).
     #[arg(value_name = "MORE")]
     pub more: Vec<PathBuf>,
     /// rate, received, time, box (experiments); throughput, latency (one result or a link
-    /// log); rrul (a `run --mode rrul` result); arrival (a packet log). Default: rate for an
-    /// experiment, throughput for a result or a link log (rrul for an rrul result), arrival
-    /// for a packet log. `latency` of an rrul result draws its probes' round-trip CDFs, idle
-    /// against loaded; `box` of an rrul sweep, its loaded UDP round trips per point.
+    /// log); rrul (a `run --mode rrul` result); arrival (a packet log).
+    ///
+    /// Default: rate for an experiment, throughput for a result or a link log (rrul for an
+    /// rrul result), arrival for a packet log. `latency` of an rrul result draws its
+    /// probes' round-trip CDFs, idle against loaded; `box` of an rrul sweep, its loaded UDP
+    /// round trips per point.
     #[arg(long)]
     pub kind: Option<String>,
     /// The image to write: .svg or .png.
@@ -155,8 +158,9 @@ pub struct SweepArgs {
     #[arg(long, value_parser = parse_duration, default_value = "0s")]
     pub pause: Duration,
     /// On a rerun with the same --out, measure a trial that failed again, until it has been
-    /// tried N + 1 times in all (0: keep failed trials as they are). A failed trial never
-    /// counts in the summary's figures.
+    /// tried N + 1 times in all (0: keep failed trials as they are).
+    ///
+    /// A failed trial never counts in the summary's figures.
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub retry_failed: u32,
     /// Where to save the experiment (default: ./wirebench-results/DATE-TIME).
@@ -174,20 +178,26 @@ pub struct SweepArgs {
     /// Run only shard I of N of the trials (0 <= I < N; trial k = point·repeat + repeat
     /// index goes to shard k mod N), into an --out every shard shares; `auto` reads a Slurm
     /// job array's SLURM_ARRAY_TASK_ID/COUNT or a Kubernetes Indexed Job's
-    /// JOB_COMPLETION_INDEX with WIREBENCH_SHARD_COUNT. Trials already saved there are
-    /// skipped; `wirebench merge DIR` makes the summary once every shard is done.
+    /// JOB_COMPLETION_INDEX with WIREBENCH_SHARD_COUNT.
+    ///
+    /// Trials already saved there are skipped; `wirebench merge DIR` makes the summary once
+    /// every shard is done.
     #[arg(long, value_name = "I/N|auto")]
     pub shard: Option<String>,
-    /// Servers to measure, HOST[:PORT] separated by commas: a grid parameter `server`
-    /// (each point says which). With --shard over a multiple of their count, shard I
-    /// measures server I mod (their count) only, so that one job array measures a mesh.
+    /// Servers to measure, HOST[:PORT] separated by commas: a grid parameter `server` (each
+    /// point says which).
+    ///
+    /// With --shard over a multiple of their count, shard I measures server I mod (their
+    /// count) only, so that one job array measures a mesh.
     #[arg(long, value_name = "HOSTS", value_delimiter = ',')]
     pub targets: Vec<String>,
     /// All-to-all: every host measures every other, HOST[:PORT] separated by commas (each
-    /// runs `wirebench serve`). The grid gets `client` and `server` parameters, less the
-    /// pairs of a host with itself; with --shard over a multiple of the hosts' count, shard
-    /// I runs as client I mod (their count), so it must run on that host (its shard record
-    /// and trials.csv name the host it ran on).
+    /// runs `wirebench serve`).
+    ///
+    /// The grid gets `client` and `server` parameters, less the pairs of a host with
+    /// itself; with --shard over a multiple of the hosts' count, shard I runs as client I
+    /// mod (their count), so it must run on that host (its shard record and trials.csv name
+    /// the host it ran on).
     #[arg(long, value_name = "HOSTS", value_delimiter = ',')]
     pub mesh: Vec<String>,
     /// The test each point varies (the flags of `run`).
@@ -205,8 +215,9 @@ pub struct PacketLogArgs {
 /// `wirebench serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Address to listen on (as iperf3's -B). Default: every address, IPv6 and IPv4 (one
-    /// dual-stack socket, `[::]`).
+    /// Address to listen on (as iperf3's -B).
+    ///
+    /// Default: every address, IPv6 and IPv4 (one dual-stack socket, `[::]`).
     #[arg(short = 'B', long, value_name = "ADDRESS")]
     pub bind: Option<IpAddr>,
     /// Listen on IPv4 only (0.0.0.0 unless --bind).
@@ -284,7 +295,9 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub stack: StackArgs,
     /// --stack smoltcp: the TCP port the stack takes data connections on (the server names
-    /// it to each client; the host forwards it to the stack's address). Default: --port + 1.
+    /// it to each client; the host forwards it to the stack's address).
+    ///
+    /// Default: --port + 1.
     #[arg(long, value_name = "PORT")]
     pub stack_port: Option<u16>,
     /// Also answer iperf3 clients on this port (TCP and UDP), e.g. 5201; they are answered
@@ -424,8 +437,10 @@ pub struct RunArgs {
     /// How messages are sent (rr and crr: --size is the request, --response-size the answer).
     #[arg(long, value_enum, default_value = "stream")]
     pub mode: ModeArg,
-    /// Message size in bytes (TCP: 1 to 16Mi, default 128Ki; UDP: 1 to 65507, default 1472;
-    /// --mode rr: the request, default 64).
+    /// Message size in bytes.
+    ///
+    /// TCP: 1 to 16Mi, default 128Ki; UDP: 1 to 65507, default 1472; --mode rr: the
+    /// request, default 64.
     #[arg(short = 'l', long, alias = "length", value_parser = parse_size)]
     pub size: Option<u64>,
     /// Amount of data to send (e.g. 100M, 1GiB); the last message may be shorter.
@@ -439,14 +454,17 @@ pub struct RunArgs {
     #[arg(short = 't', long, value_parser = parse_duration)]
     pub time: Option<Duration>,
     /// Sending rate: bits/s (10M, 2.5G) or packets/s (100kpps); 0 is unlimited.
+    ///
     /// Default: unlimited for TCP, 1G for UDP.
     #[arg(short = 'b', long, aliases = ["bitrate", "bandwidth"], value_parser = parse_rate)]
     pub rate: Option<Rate>,
     /// Pause after each message (e.g. 1ms), to send more gently than the rate alone would.
     #[arg(long, value_parser = parse_duration)]
     pub gap: Option<Duration>,
-    /// Parallel streams: connections (TCP) or socket pairs (UDP), each on a thread of its own
-    /// on both sides; the results add them up and list each.
+    /// Parallel streams (as iperf3's -P).
+    ///
+    /// Connections (TCP) or socket pairs (UDP), each on a thread of its own on both sides;
+    /// the results add them up and list each.
     #[arg(short = 'P', long, default_value_t = 1)]
     pub parallel: u32,
     /// Reverse: the server sends, the client receives.
@@ -455,18 +473,24 @@ pub struct RunArgs {
     /// Both directions at once: -P streams each way; the results give each direction.
     #[arg(long)]
     pub bidir: bool,
-    /// Interval of the live lines and of the recorded intervals (e.g. 1s, 500ms; default 1s).
+    /// Interval of the live lines and of the recorded intervals (e.g. 1s, 500ms; default
+    /// 1s).
+    ///
     /// Live lines are printed with the table whatever stdout is (a pipe too); `-i 0` turns
     /// them off. Intervals are always in --json.
     #[arg(short = 'i', long, value_parser = parse_duration)]
     pub interval: Option<Duration>,
-    /// Print the results document as JSON on stdout (the same as --format json); a test
-    /// that fails still prints one document, with `error`, `error_kind` and `exit_code`.
+    /// Print the results document as JSON on stdout (as --format json).
+    ///
+    /// A test that fails still prints one document, with `error`, `error_kind` and
+    /// `exit_code`.
     #[arg(short = 'J', long, conflicts_with = "format")]
     pub json: bool,
-    /// Rate units of the live lines and summary, as iperf3's -f: k, m, g (bits/s), K, M, G
-    /// (bytes/s) or a (automatic, the default); or how to print the results document:
-    /// table (the default), json, csv (a row per direction) or ndjson (one line).
+    /// Rate units (as iperf3's -f), or the results document's format.
+    ///
+    /// Units of the live lines and summary: k, m, g (bits/s), K, M, G (bytes/s) or a
+    /// (automatic, the default); or how to print the results document: table (the
+    /// default), json, csv (a row per direction) or ndjson (one line).
     #[arg(short = 'f', long, value_name = "UNITS|FORMAT", value_parser = parse_format)]
     pub format: Option<FormatArg>,
     /// How long the receiver waits for data in flight after the sender is done (under `lab`,
@@ -476,8 +500,10 @@ pub struct RunArgs {
     /// Stop-and-wait over UDP: resend a message not acknowledged within this time.
     #[arg(long, value_parser = parse_duration, default_value = "200ms")]
     pub ack_timeout: Duration,
-    /// UDP streaming: write a binary record per datagram received and per loss run to FILE
-    /// (`wirebench packet-log FILE` prints it as CSV). Either side may be the receiver.
+    /// UDP streaming: write a record per datagram received to FILE.
+    ///
+    /// Binary, a record per datagram and per loss run (`wirebench packet-log FILE` prints
+    /// it as CSV). Either side may be the receiver.
     #[arg(long, value_name = "FILE")]
     pub packet_log: Option<PathBuf>,
     /// UDP: one datagram per system call on both sides (plain send/recv: no sendmmsg or
@@ -494,7 +520,9 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_size)]
     pub response_size: Option<u64>,
     /// TCP congestion control for the data connection, on both sides (e.g. cubic, reno,
-    /// bbr); default: each host's own. What was used is in the results' datapath.
+    /// bbr); default: each host's own.
+    ///
+    /// What was used is in the results' datapath.
     #[arg(short = 'C', long, alias = "congestion", value_name = "ALGO")]
     pub cc: Option<String>,
     /// TCP: send with MSG_ZEROCOPY; the results say whether the kernel really skipped the
@@ -503,17 +531,21 @@ pub struct RunArgs {
     pub zerocopy: bool,
     /// --mode rr and crr: both sides spin on the non-blocking socket for up to DURATION
     /// (default 50us, the kernel's suggested busy_read) before each blocking wait, and ask
-    /// for SO_BUSY_POLL: lower round trips for a core kept busy. The results' datapath says
-    /// what was used.
+    /// for SO_BUSY_POLL: lower round trips for a core kept busy.
+    ///
+    /// The results' datapath says what was used.
     #[arg(long, value_name = "DURATION", num_args = 0..=1, require_equals = true,
           default_missing_value = "50us", value_parser = parse_duration)]
     pub busy_poll: Option<Duration>,
-    /// Send this file's contents (the amount is its size; a server with --save-dir saves it).
+    /// Send this file's contents (the amount is its size; a server with --save-dir saves
+    /// it).
+    ///
     /// With -R: the NAME of a file in the server's --files-dir, which the server sends.
     #[arg(short = 'F', long, value_name = "PATH", conflicts_with_all = ["bytes", "time", "blockcount"])]
     pub file: Option<PathBuf>,
-    /// Authenticate with the pre-shared key in FILE (or the WIREBENCH_PSK variable), for a
-    /// server started with one.
+    /// Authenticate with the pre-shared key in FILE.
+    ///
+    /// Or in the WIREBENCH_PSK variable; for a server started with one.
     #[arg(long, value_name = "FILE")]
     pub psk_file: Option<PathBuf>,
     /// Run the test, then the same reversed (with --file: the server sends the file of that
@@ -523,19 +555,22 @@ pub struct RunArgs {
     /// With -R --file: save the server's file here (without it, it is only checked).
     #[arg(long, value_name = "PATH", requires = "file")]
     pub save: Option<PathBuf>,
-    /// Measure against an iperf3 server (HOST or HOST:PORT, port 5201 by default) instead of
-    /// a wirebench one: TCP or UDP streams, with -O, -k, -B, and -M and --fq-rate for it alone.
+    /// Measure against an iperf3 server (port 5201 unless HOST:PORT or -p says).
+    ///
+    /// Instead of a wirebench one: TCP or UDP streams, with -O, -k, -B, and -M and
+    /// --fq-rate for it alone.
     #[arg(long, value_name = "HOST[:PORT]", conflicts_with_all = ["host", "file", "both_directions", "psk_file"])]
     pub iperf3: Option<String>,
-    /// Socket buffer (SO_SNDBUF and SO_RCVBUF) of the data sockets on both sides, as
-    /// iperf3's -w, e.g. 4M (1K to 1G). TCP's autotuning is then off; the kernel caps the
-    /// size (net.core.wmem_max, rmem_max), and the results' datapath says what it granted.
+    /// Socket buffer of the data sockets on both sides (as iperf3's -w, e.g. 4M).
+    ///
+    /// SO_SNDBUF and SO_RCVBUF, 1K to 1G. TCP's autotuning is then off; the kernel caps the size (net.core.wmem_max,
+    /// rmem_max), and the results' datapath says what it granted.
     #[arg(short = 'w', long, value_name = "SIZE", value_parser = parse_size)]
     pub window: Option<u64>,
-    /// Leave the first DURATION out of the figures after omission (as iperf3's -O, e.g. 2s:
-    /// TCP's slow start, queues filling); the test runs that much longer than -t. Live lines
-    /// mark those intervals (omitted); the summary and the document's `end.after_omit` start
-    /// after them, while `end` keeps the whole test.
+    /// Leave the first DURATION out of the summary (as iperf3's -O, e.g. 2s).
+    ///
+    /// TCP's slow start, queues filling: the test runs that much longer than -t. Live lines mark those intervals (omitted); the summary and the document's
+    /// `end.after_omit` start after them, while `end` keeps the whole test.
     #[arg(short = 'O', long, value_name = "DURATION", value_parser = parse_duration)]
     pub omit: Option<Duration>,
 }
@@ -556,13 +591,16 @@ pub struct RunCmd {
 /// Flags of `run` that only the client's own output and connection use (not sweeps).
 #[derive(Debug, Clone, Args)]
 pub struct ClientArgs {
-    /// Write the test as it goes as NDJSON on stdout: a `start` event, an `interval` event
-    /// per interval of either side, then `end` (the results document, as --json prints it)
-    /// or `error`.
+    /// Write the test as it goes as NDJSON on stdout.
+    ///
+    /// A `start` event, an `interval` event per interval of either side, then `end` (the
+    /// results document, as --json prints it) or `error`.
     #[arg(long, conflicts_with_all = ["json", "format"])]
     pub json_stream: bool,
-    /// Print every figure after the summary (as iperf3's -V): the totals table, delay and
-    /// interarrival percentiles, pacing, CPU and memory cost, the data path.
+    /// Print every figure after the summary (as iperf3's -V).
+    ///
+    /// The totals table, delay and interarrival percentiles, pacing, CPU and memory cost,
+    /// the data path.
     #[arg(short = 'V', long)]
     pub verbose: bool,
     /// Print the version.
@@ -579,8 +617,9 @@ pub struct ClientArgs {
     /// Connect over IPv6 only.
     #[arg(short = '6', long = "ipv6", alias = "version6")]
     pub ipv6: bool,
-    /// The local address of the control and data sockets (as iperf3's -B on a client), e.g.
-    /// to pick the interface of a multi-homed host (not with --mode crr).
+    /// The local address of the control and data sockets (as iperf3's -B).
+    ///
+    /// E.g. to pick the interface of a multi-homed host (not with --mode crr).
     #[arg(short = 'B', long = "bind", value_name = "ADDRESS")]
     pub bind: Option<IpAddr>,
     /// iperf3's options only an iperf3 server takes.
@@ -610,10 +649,11 @@ pub struct Iperf3Habits {
 /// `--stack` and its settings, for `run` and `serve`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StackArgs {
-    /// The TCP/IP stack that carries the TCP data connection: the kernel's, or smoltcp (in
-    /// user space, on a TUN device: `wirebench lab --stack smoltcp` prepares one for the
-    /// client's host, `--server-stack smoltcp` for the server's). The control connection
-    /// stays on the kernel's stack.
+    /// The TCP/IP stack that carries the TCP data connection: kernel or smoltcp.
+    ///
+    /// smoltcp runs in user space, on a TUN device: `wirebench lab --stack smoltcp`
+    /// prepares one for the client's host, `--server-stack smoltcp` for the server's. The
+    /// control connection stays on the kernel's stack.
     #[arg(long, value_enum, default_value = "kernel")]
     pub stack: StackArg,
     /// --stack smoltcp: the TUN device (made, up and routed beforehand).

@@ -746,3 +746,28 @@ fn ipv4_clients_of_a_dual_stack_server_are_capped_each_by_its_address() {
     let err = String::from_utf8_lossy(&same.stderr);
     assert!(err.contains("127.0.0.1 already runs 1 tests"), "{err}");
 }
+
+/// Issue 46: `run -h` was 150 rows and `--help` broke words at 80 columns. Help wraps to
+/// the terminal (COLUMNS here), and `-h` is the summary: the rare flags and the exit codes
+/// are in `--help`.
+#[test]
+fn help_wraps_to_the_terminal_and_dash_h_is_a_summary() {
+    let help = |flag: &str| {
+        let out = wirebench()
+            .args(["run", flag])
+            .env("COLUMNS", "80")
+            .output()
+            .expect("help");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).expect("UTF-8")
+    };
+    let (short, long) = (help("-h"), help("--help"));
+    for text in [&short, &long] {
+        let widest = text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+        assert!(widest <= 80, "a line of {widest} columns");
+    }
+    assert!(short.lines().count() < 80, "{short}");
+    assert!(!short.contains("--busy-poll") && long.contains("--busy-poll"));
+    assert!(!short.contains("Exit codes") && long.contains("Exit codes"));
+    assert!(short.contains("see more with '--help'"));
+}

@@ -560,3 +560,35 @@ fn busy_polling_request_response_is_exact_and_recorded_on_both_sides() {
         );
     }
 }
+
+/// Issue 46: 35 Gbit/s on a laptop read like a network. A run without a host says first
+/// what it measures; a run against a host does not.
+#[test]
+fn a_run_without_a_host_says_it_measured_this_machine() {
+    let out = common::wirebench()
+        .args(["run", "-n", "1M"])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let first = stdout.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with(
+            "No host: measuring this machine's loopback against a server in this process"
+        ),
+        "{stdout}"
+    );
+    let s = Server::start(&[]);
+    let out = common::wirebench()
+        .args([
+            "run",
+            "127.0.0.1",
+            "--port",
+            &s.port.to_string(),
+            "-n",
+            "1M",
+        ])
+        .output()
+        .expect("run");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("No host"));
+}

@@ -112,9 +112,10 @@ pub struct ScenarioArgs {
     #[arg(long)]
     pub resume: bool,
     /// Run only shard I of N of the trials (trial t of profile p, of T trials each, is
-    /// number p·T + t and goes to shard (p·T + t) mod N), into an --out every shard shares; `auto`
-    /// reads a Slurm job array or a Kubernetes Indexed Job, as `sweep --shard auto`. A
-    /// sharded run resumes by itself; once every shard is done, `lab scenario FILE --out
+    /// number p·T + t and goes to shard (p·T + t) mod N), into an --out every shard shares;
+    /// `auto` reads a Slurm job array or a Kubernetes Indexed Job, as `sweep --shard auto`.
+    ///
+    /// A sharded run resumes by itself; once every shard is done, `lab scenario FILE --out
     /// DIR --resume` (no shard) writes the whole summary without running anything.
     #[arg(long, value_name = "I/N|auto")]
     pub shard: Option<String>,
@@ -139,8 +140,10 @@ pub struct LinkArgs {
     /// One-way propagation delay, each direction, with a unit (e.g. 50ms).
     #[arg(long)]
     pub delay: Option<String>,
-    /// Extra random delay per packet, up to this, never reordering (e.g. 2ms). With
-    /// --distribution, netem's jitter instead: delay ± this, as netem's `delay 50ms 2ms`.
+    /// Extra random delay per packet, up to this, never reordering (e.g. 2ms).
+    ///
+    /// With --distribution, netem's jitter instead: delay ± this, as netem's `delay 50ms
+    /// 2ms`.
     #[arg(long)]
     pub jitter: Option<String>,
     /// Random loss, each direction: a probability (0.05) or a percentage (5%).
@@ -169,18 +172,23 @@ pub struct LinkArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     /// The queue's discipline, in tc's syntax: droptail, drophead, codel, fq_codel or pie,
-    /// with parameters (e.g. 'fq_codel target 5ms interval 100ms', 'pie target 15ms'). Its
-    /// limit is --queue unless it gives its own. Mahimahi's queue arguments read too
+    /// with parameters (e.g. 'fq_codel target 5ms interval 100ms', 'pie target 15ms').
+    ///
+    /// Its limit is --queue unless it gives its own. Mahimahi's queue arguments read too
     /// ('codel packets=100,target=5,interval=100'). Default: drop-tail.
     #[arg(long, value_name = "QDISC")]
     pub aqm: Option<String>,
     /// Mark ECN-capable packets CE instead of dropping them where the --aqm would drop
-    /// (PIE: while its drop probability is at most 10%). A full queue still drops.
+    /// (PIE: while its drop probability is at most 10%).
+    ///
+    /// A full queue still drops.
     #[arg(long)]
     pub ecn: bool,
     /// netem's delay distribution: uniform, normal, pareto or paretonormal (iproute2's
-    /// tables). Makes --jitter netem's: delay ± jitter (normal: its standard deviation),
-    /// still delivered in order; as netem's `delay 50ms 5ms distribution normal`.
+    /// tables).
+    ///
+    /// Makes --jitter netem's: delay ± jitter (normal: its standard deviation), still
+    /// delivered in order; as netem's `delay 50ms 5ms distribution normal`.
     #[arg(long, value_name = "NAME")]
     pub distribution: Option<String>,
     /// Correlation of each packet's delay with the one before, as netem's `delay 50ms 5ms
@@ -229,10 +237,11 @@ pub struct LinkArgs {
     #[arg(long, value_name = "FILE")]
     pub trace_down: Option<PathBuf>,
     /// Offloads off on the link's interfaces, so that the emulator reads and writes one
-    /// wire packet per frame. By default hosts hand it GSO frames of up to 64 KiB (TSO, UDP
-    /// GSO), which it keeps whole while it charges rate, queue and loss per wire packet:
-    /// the same link, at a fraction of the emulator's CPU. A scenario's links always run
-    /// with offloads off.
+    /// wire packet per frame.
+    ///
+    /// By default hosts hand it GSO frames of up to 64 KiB (TSO, UDP GSO), which it keeps
+    /// whole while it charges rate, queue and loss per wire packet: the same link, at a
+    /// fraction of the emulator's CPU. A scenario's links always run with offloads off.
     #[arg(long)]
     pub no_offload: bool,
 }

@@ -147,12 +147,48 @@ fn in_groups(
             let at = ids.iter().position(|id| *id == arg.get_id().as_str())?;
             Some((*heading, at))
         });
+        let short = !LONG_HELP_ONLY.contains(&arg.get_id().as_str());
         match place {
             Some((heading, at)) => arg.help_heading(heading).display_order(at),
             None => arg.help_heading(rest),
         }
+        .hide_short_help(!short)
     })
+    // The exit codes are in --help; -h is the summary (clap's convention).
+    .after_help(None::<&str>)
+    .after_long_help(crate::EXIT_CODES)
 }
+
+/// Flags that `-h`'s summary leaves to `--help` (clap's convention: `-h` short, `--help`
+/// whole): the rarely needed ones, each named under its heading there.
+const LONG_HELP_ONLY: &[&str] = &[
+    "tcp",
+    "blockcount",
+    "gap",
+    "drain",
+    "no_offload",
+    "ack_timeout",
+    "idle",
+    "probe_interval",
+    "busy_poll",
+    "zerocopy",
+    "both_directions",
+    "save",
+    "set_mss",
+    "fq_rate",
+    "forceflush",
+    "get_server_output",
+    "stack_device",
+    "stack_addr",
+    "stack_buffer",
+    "stack_port",
+    "save_quota",
+    "files_dir",
+    "max_timing",
+    "max_size",
+    "allow_iperf3",
+    "iperf3_json",
+];
 
 /// A flag's value may start with `-` when it is a number: a negative one is refused by its
 /// parser, in words, rather than taken for an unknown flag.

@@ -31,6 +31,11 @@ enum Output {
     Stream,
 }
 
+/// What a run without a host measures, said before its figures: they read like a network's.
+const IN_PROCESS: &str = "No host: measuring this machine's loopback against a server in \
+this process (CPU and memory, not a network). On a network: `wirebench serve` there, then \
+`wirebench run HOST` here.";
+
 /// Runs the test the flags describe and prints its results.
 pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     let (args, client) = (&cmd.run, &cmd.client);
@@ -94,6 +99,9 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     };
     let interrupt = Interrupt::install();
     if output == Output::Document(Format::Table) {
+        if args.host.is_none() {
+            println!("{IN_PROCESS}");
+        }
         connecting(&cfg.host, cfg.port, &cfg.spec);
     }
     // The one place another kind of peer (e.g. an iperf3 server) would branch off.
