@@ -129,13 +129,19 @@ fn state_dir() -> PathBuf {
     if let Ok(d) = std::env::var("WIREBENCH_LAB_DIR") {
         return PathBuf::from(d);
     }
-    if std::fs::create_dir_all("/run/wirebench-lab").is_ok() {
-        return PathBuf::from("/run/wirebench-lab");
+    let run = PathBuf::from("/run/wirebench-lab");
+    if writable(&run) {
+        return run;
     }
-    // Rootless: /run is root's. Say where the testbeds are kept instead, once a process.
+    // Rootless, or /run/wirebench-lab is root's (made by an earlier root run): say where the
+    // testbeds are kept instead, once a process. The fallback is this user's own.
     let dir = match std::env::var("XDG_RUNTIME_DIR") {
         Ok(d) => PathBuf::from(d).join("wirebench-lab"),
-        Err(_) => std::env::temp_dir().join("wirebench-lab"),
+        Err(_) => {
+            use std::os::unix::fs::MetadataExt;
+            let uid = std::fs::metadata("/proc/self").map_or(0, |m| m.uid());
+            std::env::temp_dir().join(format!("wirebench-lab-{uid}"))
+        }
     };
     static SAID: std::sync::Once = std::sync::Once::new();
     SAID.call_once(|| {
@@ -146,6 +152,27 @@ fn state_dir() -> PathBuf {
     });
     dir
 }
+
+/// Whether this process can make files in `dir` (making it if need be): a directory that
+/// is there but root's is not.
+fn writable(dir: &Path) -> bool {
+    if std::fs::create_dir_all(dir).is_err() {
+        return false;
+    }
+    let probe = dir.join(format!(".probe-{}", std::process::id()));
+    let made = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .is_ok();
+    if made {
+        let _ = std::fs::remove_file(&probe);
+    }
+    made
+}
+
+/// The hint every failure to keep a testbed's state carries.
+const STATE_HINT: &str = "set WIREBENCH_LAB_DIR to a directory you can write";
 
 fn check_name(name: &str) -> Result<(), TestbedError> {
     let ok = !name.is_empty()
@@ -202,6 +229,9 @@ pub fn up(name: &str, topo: &Topology, exe: &Path) -> Result<TestbedInfo, Testbe
         return Err(TestbedError::AlreadyUp(name.to_owned()));
     }
     let mut child = Command::new(exe)
+        // Where this user keeps testbeds, found here: the holder runs in a user namespace
+        // (when not root), where it is uid 0 and cannot tell.
+        .env("WIREBENCH_LAB_DIR", state_dir())
         .args(["lab", HOLD_COMMAND, name])
         .arg(serde_json::to_string(topo).map_err(json_err("topology"))?)
         .stdin(Stdio::null())
@@ -276,12 +306,13 @@ fn hold_inner(name: &str, topology: &str) -> Result<(), TestbedError> {
             .collect(),
     };
     let dir = state_dir();
-    std::fs::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
+    std::fs::create_dir_all(&dir)
+        .map_err(io_err(format!("creating {} ({STATE_HINT})", dir.display())))?;
     let path = state_path(name);
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, serde_json::to_vec(&state).map_err(json_err("state"))?)
         .and_then(|()| std::fs::rename(&tmp, &path))
-        .map_err(io_err(format!("writing {}", path.display())))?;
+        .map_err(io_err(format!("writing {} ({STATE_HINT})", path.display())))?;
     let mut out = io::stdout().lock();
     writeln!(out, "ready")
         .and_then(|()| out.flush())

@@ -1422,3 +1422,46 @@ fn loss_as_a_bare_number_is_a_probability() {
         "{bad:?}"
     );
 }
+
+/// Issue 46: once root had made /run/wirebench-lab, `lab up` as another user failed with
+/// "Permission denied" (its holder, uid 0 in its user namespace, could not tell). It keeps
+/// that user's testbeds in a directory of its own and says where; up, list, exec and down
+/// all find them.
+#[test]
+#[ignore = "needs root (to act as another user), setpriv and unprivileged user namespaces"]
+fn a_user_keeps_testbeds_of_its_own_when_root_owns_the_lab_directory() {
+    let _l = lock();
+    common::require_lab();
+    std::fs::create_dir_all("/run/wirebench-lab").expect("root's lab directory");
+    let name = format!("u{}", std::process::id());
+    let exe = env!("CARGO_BIN_EXE_wirebench");
+    let as_nobody = |args: &[&str]| {
+        std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .args([
+                "env",
+                "-u",
+                "XDG_RUNTIME_DIR",
+                "-u",
+                "WIREBENCH_LAB_DIR",
+                exe,
+            ])
+            .args(args)
+            .current_dir("/tmp")
+            .output()
+            .expect("setpriv (util-linux)")
+    };
+    let up = as_nobody(&["lab", "up", &name, "--rate", "10M"]);
+    let err = String::from_utf8_lossy(&up.stderr);
+    assert!(up.status.success(), "{err}");
+    assert!(err.contains("set WIREBENCH_LAB_DIR to choose"), "{err}");
+    let list = as_nobody(&["lab", "list"]);
+    assert!(
+        String::from_utf8_lossy(&list.stdout).contains(&name),
+        "{list:?}"
+    );
+    let exec = as_nobody(&["lab", "exec", &name, "client", "--", "true"]);
+    assert!(exec.status.success(), "{exec:?}");
+    let down = as_nobody(&["lab", "down", &name]);
+    assert!(down.status.success(), "{down:?}");
+}
