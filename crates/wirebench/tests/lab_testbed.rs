@@ -208,17 +208,47 @@ fn a_testbeds_traces_deliver_their_opportunities_as_the_one_shot_lab() {
         );
         assert!(links[0]["queue drops"] > 0.0, "{what}: not saturated");
     }
-    // 48 and 6 Mbit/s a second each down: over 4 s, whatever the phase, its mean.
+    // 48 and 6 Mbit/s a second each down. A testbed's trace began when it came up, so the
+    // test meets it at any phase: what the receiver got is between the fewest and the most
+    // opportunities any stretch of its time holds (one datagram each), to within a packet.
     let run = ["-u", "-R", "-b", "60M", "-l", "1472", "-t", "4"];
     let down = both("down", &link, &run);
-    for (what, v) in [("one-shot", &down.shot), ("testbed", &down.bed)] {
-        let got = f(v, "end.received_bps");
-        assert!(
-            close(got, 26.496e6, 0.03),
-            "{what}: {got} bit/s down, the trace's 26.496 Mbit/s within 3%"
+    let text = std::fs::read_to_string(shipped("traces/alternating-48-6")).expect("the trace");
+    let lines: Vec<u64> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+    for (what, v, links) in [
+        ("one-shot", &down.shot, &down.shot_links),
+        ("testbed", &down.bed, &down.bed_links),
+    ] {
+        let window_ms = (f(v, "end.received.duration_s") * 1e3) as u64;
+        let (fewest, most) = (sparsest(&lines, window_ms), densest(&lines, window_ms + 1));
+        let got = f(v, "end.received.messages");
+        eprintln!(
+            "{what}: {got} datagrams down in {window_ms} ms: {fewest} to {most} opportunities"
         );
+        // At most what the trace offered; at least most of it (the sender, a debug build
+        // at 60 Mbit/s on a shared machine, may leave the queue empty for moments).
+        assert!(
+            got >= fewest as f64 * 0.9 && got <= most as f64 + 1.0,
+            "{what}: {got} datagrams down in {window_ms} ms, the trace offers {fewest} to {most}"
+        );
+        assert!(links[1]["queue drops"] > 0.0, "{what}: not saturated");
     }
-    assert!(down.bed_links[1]["queue drops"] > 0.0, "not saturated");
+}
+
+/// The fewest opportunities a looping trace (lines of ms) offers in any `window_ms`.
+fn sparsest(lines: &[u64], window_ms: u64) -> u64 {
+    let period = *lines.last().expect("a trace");
+    let times: Vec<u64> = (0..=window_ms / period + 2)
+        .flat_map(|k| lines.iter().map(move |m| k * period + m))
+        .collect();
+    // Windows [a, a + w) starting just after each opportunity hold the fewest.
+    (0..lines.len())
+        .map(|i| {
+            let (a, z) = (times[i], times[i] + window_ms);
+            (times.partition_point(|&t| t < z) - times.partition_point(|&t| t <= a)) as u64
+        })
+        .min()
+        .unwrap_or(0)
 }
 
 /// The most opportunities a looping trace (lines of ms) offers in any `window_ms`.
