@@ -82,8 +82,10 @@ pub struct LinkConfig {
     /// netem's `slot`: packets leave the delay line only in slots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot: Option<SlotConfig>,
-    /// Delivery opportunities of a Mahimahi trace, in place of `rate_bps`.
-    #[serde(skip)]
+    /// Delivery opportunities of a Mahimahi trace, in place of `rate_bps`. Serialized as its
+    /// file, which the reader loads again (`lab up`'s holder): a testbed replays the trace
+    /// it was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<Trace>,
 }
 

@@ -984,6 +984,60 @@ mod tests {
         assert_eq!(merged.trace_up, mixed.trace_up);
     }
 
+    /// Issue 45: `lab up` passes its link to the holder process as JSON, where the trace
+    /// was skipped (a testbed without its rate limit). Every option, set at once, comes
+    /// back as it went: the holder builds the link `lab -- run` builds.
+    #[test]
+    fn every_link_option_crosses_to_a_testbed_holder_unchanged() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/traces");
+        let p = LinkProps {
+            trace_up: Some(dir.join("const-12mbit")),
+            trace_down: Some(dir.join("alternating-48-6")),
+            delay: Some("5ms".into()),
+            jitter: Some("1ms".into()),
+            distribution: Some("pareto".into()),
+            delay_correlation: Some("10%".into()),
+            loss: Some("1%".into()),
+            loss_down: Some("2%".into()),
+            loss_burst: Some(3.0),
+            queue_bytes: Some("64K".into()),
+            overhead: Some(24),
+            seed: Some(11),
+            aqm: Some("fq_codel target 5ms".into()),
+            ecn: Some(true),
+            reorder: Some("5%".into()),
+            reorder_correlation: Some("25%".into()),
+            reorder_gap: Some(3),
+            duplicate: Some("1%".into()),
+            corrupt: Some("0.5%".into()),
+            slot: Some("800us 1ms packets 10".into()),
+            ..LinkProps::default()
+        };
+        let (up, down) = p.configs().expect("a link");
+        assert!(up.trace.is_some() && down.trace.is_some());
+        let topo = crate::topo::Topology::pair(up, down);
+        let json = serde_json::to_string(&topo).expect("serializes");
+        let back: crate::topo::Topology = serde_json::from_str(&json).expect("reads back");
+        assert_eq!(back, topo);
+        // Shared with the first reading, not read again.
+        let (a, b) = (&topo.links[0].up.trace, &back.links[0].up.trace);
+        assert_eq!(
+            a.as_ref().map(|t| t.heap_bytes()),
+            b.as_ref().map(|t| t.heap_bytes())
+        );
+        // And the rates the other options leave: a rate crosses as a rate.
+        let rated = LinkProps {
+            rate_up: Some("2M".into()),
+            rate_down: Some("10M".into()),
+            ..LinkProps::default()
+        };
+        let (up, down) = rated.configs().expect("a link");
+        let topo = crate::topo::Topology::pair(up, down);
+        let back: crate::topo::Topology =
+            serde_json::from_str(&serde_json::to_string(&topo).expect("json")).expect("back");
+        assert_eq!(back, topo);
+    }
+
     #[test]
     fn trace_mistakes_name_the_file_and_line() {
         let dir = std::env::temp_dir().join(format!("wirebench-props-{}", std::process::id()));

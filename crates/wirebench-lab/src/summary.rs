@@ -103,6 +103,13 @@ pub fn trial_file(trial: u32, profile: &str) -> String {
 /// Data still in flight or in the sender's socket buffer when the time is up (a drain that
 /// can take longer than the test on a lossy path) does not count. A test set by size rather
 /// than time has no window: its whole transfer counts (`end.received_bps`).
+///
+/// The window is the receiver's own: its intervals' bounds (`received_start_s`,
+/// `received_end_s`), not the sender's, which end earlier (issue 45: the receiver's last
+/// interval, running on through the drain, was counted as if it had ended with the
+/// sender's, and two 200 ms tests on a 10 Mbit/s link read 12.5 Mbit/s). So no more is
+/// counted than the link delivered in the test's time. Documents written before those keys
+/// fall back to the sender's bounds.
 pub fn goodput_bps(r: &Results) -> f64 {
     let Some(t) = r.test.duration_s.filter(|t| *t > 0.0) else {
         // A receiver that never reported counts as nothing received here, as its interval
@@ -112,7 +119,10 @@ pub fn goodput_bps(r: &Results) -> f64 {
     let mut bytes = 0.0;
     for i in &r.intervals {
         let b = i.received_bytes.unwrap_or(0) as f64;
-        let (start, end) = (i.start_s, i.end_s);
+        let (start, end) = match (i.received_start_s, i.received_end_s) {
+            (Some(a), Some(z)) => (a, z),
+            _ => (i.start_s, i.end_s),
+        };
         if end <= t + 1e-6 {
             bytes += b;
         } else if start < t && end > start {
@@ -149,7 +159,8 @@ pub struct ProfileRow {
     pub stack_buffer_memory_bytes: Option<Summary>,
     /// The sysctls the profile sets, `net.ipv4.tcp_sack` = "0".
     pub settings: BTreeMap<String, String>,
-    /// Measured tests with results.
+    /// Trials with results (at least one measured test's): each is one value of each
+    /// figure, the mean over its measured tests.
     pub trials: u64,
 }
 
@@ -169,32 +180,54 @@ pub struct ScenarioSummary {
     pub scenario: String,
 }
 
-/// Summarizes the trials: `done` holds each trial's file with the index of its profile in
-/// `profiles`.
-pub fn summarize(
-    sc: &Scenario,
-    profiles: &[Profile],
-    done: &[(usize, TrialFile)],
-) -> ScenarioSummary {
-    let mut rows = Vec::new();
-    let mut runs = Vec::new();
-    let mut extra = Vec::new();
-    for (pi, p) in profiles.iter().enumerate() {
-        let mut here: Vec<&TrialFile> = done
-            .iter()
-            .filter(|(i, _)| *i == pi)
-            .map(|(_, t)| t)
-            .collect();
-        here.sort_by_key(|t| t.trial());
-        let (mut failed, mut incomplete) = (0u64, 0u64);
-        let mut results = Vec::new();
-        let (mut goodput, mut received, mut retransmits) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut rss, mut stack_memory) = (Vec::new(), Vec::new());
-        for t in &here {
+/// Figures a profile's row has that are not a point's (the point's are a sweep's, plus
+/// `goodput_bps` and `retransmits`).
+const ROW_ONLY: [&str; 2] = ["client_max_rss_kib", "stack_buffer_memory_bytes"];
+
+/// Every figure of one measured test's results, by name.
+fn test_figures(r: &Results) -> BTreeMap<String, f64> {
+    let mut f: BTreeMap<String, f64> = experiment::figures(r)
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    f.insert("goodput_bps".into(), goodput_bps(r));
+    if let Some(tcp) = &r.end.tcp {
+        f.insert("retransmits".into(), tcp.retransmits as f64);
+    }
+    if let Some(c) = &r.end.resources.client {
+        f.insert(ROW_ONLY[0].into(), c.max_rss_kib as f64);
+    }
+    let sides = [&r.datapath.client, &r.datapath.server];
+    if let Some(st) = sides.into_iter().flatten().find_map(|d| d.stack.as_ref()) {
+        f.insert(ROW_ONLY[1].into(), st.buffer_memory_bytes as f64);
+    }
+    f
+}
+
+/// One profile's trials as the summary counts them: each trial that has results is one
+/// value of each figure, the mean over its measured tests (issue 45: a scenario of two
+/// tests counted each trial twice, and its SD and CI were over tests).
+#[derive(Default)]
+struct ProfileTrials {
+    /// Trials that did not run, and measured tests without results.
+    failed: u64,
+    /// Measured tests that ended incomplete but have results.
+    incomplete: u64,
+    /// Per trial with results: each figure's mean over its measured tests.
+    trials: Vec<BTreeMap<String, f64>>,
+    /// Every measured test's results, with its trial's file.
+    results: Vec<(String, Results)>,
+}
+
+impl ProfileTrials {
+    fn of(here: &[&TrialFile], profile: &str) -> Self {
+        let mut out = Self::default();
+        for t in here {
             let TrialFile::Done(doc) = t else {
-                failed += 1;
+                out.failed += 1;
                 continue;
             };
+            let mut sums: BTreeMap<String, (f64, u32)> = BTreeMap::new();
             for test in doc.tests.iter().filter(|t| t.measured) {
                 let r = test
                     .result
@@ -202,73 +235,99 @@ pub fn summarize(
                     .filter(|r| r.is_object())
                     .and_then(|r| serde_json::from_value::<Results>(r.clone()).ok());
                 let Some(r) = r else {
-                    failed += 1;
+                    out.failed += 1;
                     continue;
                 };
-                goodput.push(goodput_bps(&r));
-                // An unknown rate (the receiver never reported) counts in no mean.
-                received.extend(r.end.received_bps);
-                if let Some(tcp) = &r.end.tcp {
-                    retransmits.push(tcp.retransmits as f64);
-                }
-                if let Some(c) = &r.end.resources.client {
-                    rss.push(c.max_rss_kib as f64);
-                }
-                let sides = [&r.datapath.client, &r.datapath.server];
-                if let Some(st) = sides.into_iter().flatten().find_map(|d| d.stack.as_ref()) {
-                    stack_memory.push(st.buffer_memory_bytes as f64);
+                // A figure a test lacks (a side never reported) counts in no mean.
+                for (k, v) in test_figures(&r) {
+                    let e = sums.entry(k).or_insert((0.0, 0));
+                    *e = (e.0 + v, e.1 + 1);
                 }
                 if test.error.is_some() {
-                    incomplete += 1;
+                    out.incomplete += 1;
                 }
-                results.push((trial_file(doc.trial, &p.name), r));
+                out.results.push((trial_file(doc.trial, profile), r));
+            }
+            if !sums.is_empty() {
+                let means = sums
+                    .into_iter()
+                    .map(|(k, (sum, n))| (k, sum / f64::from(n)))
+                    .collect();
+                out.trials.push(means);
             }
         }
-        let per = |v: &[f64], d: f64| {
-            wirebench_stats::summarize(&v.iter().map(|x| x / d).collect::<Vec<_>>())
-        };
+        out
+    }
+
+    /// The statistics of `figure` over the trials, each value divided by `scale`.
+    fn summary(&self, figure: &str, scale: f64) -> Option<Summary> {
+        let values: Vec<f64> = self
+            .trials
+            .iter()
+            .filter_map(|t| t.get(figure).map(|v| v / scale))
+            .collect();
+        wirebench_stats::summarize(&values)
+    }
+}
+
+/// Summarizes the trials: `done` holds each trial's file with the index of its profile in
+/// `profiles`. Each trial is one value of each figure (the mean over its measured tests):
+/// `trials`, the SD and the CI are over trials.
+pub fn summarize(
+    sc: &Scenario,
+    profiles: &[Profile],
+    done: &[(usize, TrialFile)],
+) -> ScenarioSummary {
+    let mut rows = Vec::new();
+    let mut all = Vec::new();
+    for (pi, p) in profiles.iter().enumerate() {
+        let mut here: Vec<&TrialFile> = done
+            .iter()
+            .filter(|(i, _)| *i == pi)
+            .map(|(_, t)| t)
+            .collect();
+        here.sort_by_key(|t| t.trial());
+        let trials = ProfileTrials::of(&here, &p.name);
         rows.push(ProfileRow {
-            failed,
-            goodput_kbps: per(&goodput, 1e3),
-            incomplete,
+            failed: trials.failed,
+            goodput_kbps: trials.summary("goodput_bps", 1e3),
+            incomplete: trials.incomplete,
             profile: p.name.clone(),
-            received_kbps: per(&received, 1e3),
-            retransmits: per(&retransmits, 1.0),
-            client_max_rss_kib: per(&rss, 1.0),
-            stack_buffer_memory_bytes: per(&stack_memory, 1.0),
+            received_kbps: trials.summary("received_bps", 1e3),
+            retransmits: trials.summary("retransmits", 1.0),
+            client_max_rss_kib: trials.summary(ROW_ONLY[0], 1.0),
+            stack_buffer_memory_bytes: trials.summary(ROW_ONLY[1], 1.0),
             settings: p
                 .sysctls()
                 .into_iter()
                 .map(|(k, v)| (k.replace('/', "."), v))
                 .collect(),
-            trials: goodput.len() as u64,
+            trials: trials.trials.len() as u64,
         });
-        extra.push((
-            here.len() as u64,
-            here.iter()
-                .map(|t| trial_file(t.trial(), &p.name))
-                .collect::<Vec<_>>(),
-            [("goodput_bps", goodput), ("retransmits", retransmits)],
-        ));
-        runs.push(results);
+        let files: Vec<String> = here
+            .iter()
+            .map(|t| trial_file(t.trial(), &p.name))
+            .collect();
+        all.push((files, trials));
     }
-    // The report crate's experiment summary, one point per profile (no swept parameter);
-    // then what only a scenario has: the profile's name, goodput and retransmits, and its
-    // trial files (failed ones too).
+    // The report crate's experiment summary, one point per profile (no swept parameter),
+    // for its offered rate; then the figures over trials, the profile's name and its trial
+    // files (failed ones too).
+    let runs: Vec<Vec<(String, Results)>> = all.iter().map(|(_, t)| t.results.clone()).collect();
     let mut experiment = experiment::summarize_experiment(&vec![Vec::new(); profiles.len()], &runs);
-    for ((point, p), (trials, files, figures)) in
-        experiment.points.iter_mut().zip(profiles).zip(extra)
-    {
+    for ((point, p), (files, trials)) in experiment.points.iter_mut().zip(profiles).zip(all) {
         point.point = BTreeMap::from([("profile".to_owned(), p.name.clone())]);
         point.offered_bps = None;
-        point.failed = trials.saturating_sub(point.trials);
-        point.trials = trials;
+        point.trials = files.len() as u64;
+        point.failed = point.trials.saturating_sub(trials.trials.len() as u64);
         point.files = files;
-        for (name, values) in figures {
-            if let Some(s) = wirebench_stats::summarize(&values) {
-                point.figures.insert(name.to_owned(), s);
-            }
-        }
+        let names: std::collections::BTreeSet<&String> =
+            trials.trials.iter().flat_map(|t| t.keys()).collect();
+        point.figures = names
+            .into_iter()
+            .filter(|k| !ROW_ONLY.contains(&k.as_str()))
+            .filter_map(|k| Some((k.clone(), trials.summary(k, 1.0)?)))
+            .collect();
     }
     ScenarioSummary {
         description: sc.description.clone(),
@@ -723,6 +782,78 @@ args = ["-t", "2s"]
         assert_eq!(r(2.5, &full[..3]), 2500.0 * 8.0 / 2.5);
         // A test by size has no window: the whole transfer's rate.
         assert_eq!(r(0.0, &full[..1]), 8000.0);
+    }
+
+    /// Issue 45: `-t 4500ms` over 2 Mbit/s. The sender's last interval is 4.0–4.787 s; the
+    /// receiver's, holding the same bytes, 4.0–5.0 s. Counted on the sender's bounds the
+    /// goodput read 1,986 kbit/s, over the 1,931 a 2 Mbit/s link carries of TCP payload.
+    #[test]
+    fn goodput_is_counted_on_the_receivers_own_clock() {
+        let sender = [
+            (0.0, 1.0, 241_440),
+            (1.0, 2.0, 241_816),
+            (2.0, 3.0, 240_368),
+            (3.0, 4.0, 241_816),
+            (4.0, 4.787, 238_920),
+        ];
+        let mut v = result(4.5, &sender, 0);
+        let old: Results = serde_json::from_value(v.clone()).expect("a document");
+        assert!(goodput_bps(&old) > 1.98e6, "{}", goodput_bps(&old));
+        for (i, iv) in v["intervals"]
+            .as_array_mut()
+            .expect("intervals")
+            .iter_mut()
+            .enumerate()
+        {
+            iv["received_start_s"] = json!(i as f64);
+            iv["received_end_s"] = json!(i as f64 + 1.0);
+        }
+        let r: Results = serde_json::from_value(v).expect("a document");
+        let got = goodput_bps(&r);
+        let want = (965_440.0 + 238_920.0 / 2.0) * 8.0 / 4.5;
+        assert!((got - want).abs() < 1e-6, "{got} against {want}");
+        assert!(got <= 2e6 * 1448.0 / 1500.0, "{got}");
+    }
+
+    /// Issue 45: two measured tests in one trial are one trial, whose figures are their
+    /// mean; the SD is over trials; `points[].trials` agrees with the row.
+    #[test]
+    fn two_tests_of_one_trial_are_one_trial() {
+        let text = SCENARIO.replace(
+            "[[test]]\nname = \"cross\"",
+            "[[test]]\nname = \"second\"\nfrom = \"h1\"\nto = \"h2\"\n[[test]]\nname = \"cross\"",
+        );
+        let sc = Scenario::parse(&text).expect("scenario");
+        let p = Profile {
+            name: "p".into(),
+            ..Profile::default()
+        };
+        let two = |trial: u32, a: u64, b: u64| {
+            let t = |n: &str, bytes: u64| {
+                let r = result(1.0, &[(0.0, 1.0, bytes)], 2);
+                test(n, true, Some(r), None)
+            };
+            let TrialFile::Done(mut d) = doc("p", trial, t("measured", a)) else {
+                unreachable!()
+            };
+            d.tests.push(t("second", b));
+            (0, TrialFile::Done(d))
+        };
+        let s = summarize(&sc, std::slice::from_ref(&p), &[two(0, 1000, 3000)]);
+        let row = &s.profiles[0];
+        assert_eq!(row.trials, 1);
+        let g = row.goodput_kbps.as_ref().expect("goodput");
+        assert_eq!((g.count, g.mean, g.stddev), (1, 16.0, 0.0));
+        let point = &s.experiment.points[0];
+        assert_eq!((point.trials, point.failed), (1, 0));
+        assert_eq!(point.figures["goodput_bps"].count, 1);
+        // Two trials: the SD of their means (16 and 32 kbit/s), not of four tests.
+        let s = summarize(&sc, &[p], &[two(0, 1000, 3000), two(1, 3000, 5000)]);
+        let g = s.profiles[0].goodput_kbps.as_ref().expect("goodput");
+        assert_eq!((s.profiles[0].trials, g.count, g.mean), (2, 2, 24.0));
+        let sd = g.stddev;
+        assert!((sd - 8.0 * 2f64.sqrt()).abs() < 1e-9, "{sd}");
+        assert_eq!(s.experiment.points[0].trials, 2);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Testbeds that outlive the command that made them (`lab up|exec|down|list`).
 //!
-//! [`up`] starts a holder process (`wirebench lab __hold NAME TOPOLOGY`, which calls
-//! [`hold`]) in a process group of its own. It builds the network, writes a state file (its
+//! [`up`] starts a holder process (`wirebench lab __hold NAME -`, which calls [`hold`]; the
+//! topology, traces named by their files, on its stdin) in a process group of its own. It builds the network, writes a state file (its
 //! pid, and for each host the descriptor number of the host's namespace in the holder),
 //! says "ready" and waits for SIGTERM. [`exec`] enters a host's namespace through
 //! `/proc/PID/fd/N` (and the holder's user namespace, when it has one) and becomes the
@@ -23,6 +23,12 @@ use crate::topo::{Lab, Topology};
 
 /// The hidden subcommand the holder runs as: `wirebench lab __hold NAME TOPOLOGY`.
 pub const HOLD_COMMAND: &str = "__hold";
+
+/// The holder's TOPOLOGY argument that says the topology comes on its stdin.
+const TOPOLOGY_ON_STDIN: &str = "-";
+
+/// The most topology JSON a holder reads (256 links with every option are under 1 MiB).
+const MAX_TOPOLOGY_BYTES: u64 = 16 << 20;
 
 /// How long `down` waits for the holder to end.
 const HOLDER_DEADLINE: Duration = Duration::from_secs(10);
@@ -228,18 +234,26 @@ pub fn up(name: &str, topo: &Topology, exe: &Path) -> Result<TestbedInfo, Testbe
     if read_state(name)?.is_some() {
         return Err(TestbedError::AlreadyUp(name.to_owned()));
     }
+    // A report a holder killed outright left behind is not this testbed's.
+    let _ = std::fs::remove_file(report_path(name));
+    // On the holder's stdin, not its command line: an argument is at most 128 KiB, which a
+    // topology of many links with all their options passes.
+    let topology = serde_json::to_vec(topo).map_err(json_err("topology"))?;
     let mut child = Command::new(exe)
         // Where this user keeps testbeds, found here: the holder runs in a user namespace
         // (when not root), where it is uid 0 and cannot tell.
         .env("WIREBENCH_LAB_DIR", state_dir())
-        .args(["lab", HOLD_COMMAND, name])
-        .arg(serde_json::to_string(topo).map_err(json_err("topology"))?)
-        .stdin(Stdio::null())
+        .args(["lab", HOLD_COMMAND, name, TOPOLOGY_ON_STDIN])
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .process_group(0)
         .spawn()
         .map_err(io_err("starting the testbed holder"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A holder that died at once shows in its readiness line below.
+        let _ = stdin.write_all(&topology);
+    }
     let mut line = String::new();
     let stdout = child
         .stdout
@@ -284,8 +298,18 @@ pub fn hold(name: &str, topology: &str) -> Result<(), TestbedError> {
 
 fn hold_inner(name: &str, topology: &str) -> Result<(), TestbedError> {
     check_name(name)?;
-    let topo: Topology =
-        serde_json::from_str(topology).map_err(json_err("reading the topology"))?;
+    let topo: Topology = if topology == TOPOLOGY_ON_STDIN {
+        let mut text = Vec::new();
+        io::Read::read_to_end(
+            &mut io::Read::take(io::stdin().lock(), MAX_TOPOLOGY_BYTES),
+            &mut text,
+        )
+        .map_err(io_err("reading the topology"))?;
+        serde_json::from_slice(&text)
+    } else {
+        serde_json::from_str(topology)
+    }
+    .map_err(json_err("reading the topology"))?;
     crate::ensure_privilege().map_err(io_err("entering a user namespace"))?;
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
@@ -322,9 +346,35 @@ fn hold_inner(name: &str, topology: &str) -> Result<(), TestbedError> {
     drop(io::stdout());
     // Blocks until one of the signals arrives.
     let _ = signals.forever().next();
+    let stopped = lab.stop();
+    // What the links did, for `down` to print, written before the state file goes (`down`
+    // reads it once this process has ended).
+    if let Ok(reports) = &stopped {
+        let report = report_path(name);
+        let tmp = report.with_extension("report-tmp");
+        let _ = serde_json::to_vec(reports)
+            .map_err(io::Error::from)
+            .and_then(|bytes| std::fs::write(&tmp, bytes))
+            .and_then(|()| std::fs::rename(&tmp, &report));
+    }
     let _ = std::fs::remove_file(&path);
-    lab.stop().map_err(io_err("stopping the emulator"))?;
+    stopped.map_err(io_err("stopping the emulator"))?;
     Ok(())
+}
+
+/// Where the holder leaves its links' reports as it stops.
+fn report_path(name: &str) -> PathBuf {
+    state_dir().join(format!("{name}.report"))
+}
+
+/// What `down` did: the programs it ended, and what each link of the testbed did over its
+/// life (as `lab -- run` reports its link; empty if the holder could not say).
+#[derive(Debug)]
+pub struct Down {
+    /// Programs still running in the hosts, ended.
+    pub ended: usize,
+    /// Each link's report, in the topology's order.
+    pub links: Vec<crate::topo::LinkReport>,
 }
 
 /// Becomes `command` in host `host` of testbed `name`, with `LAB_<HOST>` set to each host's
@@ -384,12 +434,12 @@ fn exec_inner(
 }
 
 /// Takes testbed `name` down and ends what still ran in its hosts; returns how many
-/// programs that was.
+/// programs that was, and what its links did.
 ///
 /// # Errors
 ///
 /// It is not up, or its holder does not end.
-pub fn down(name: &str) -> Result<usize, TestbedError> {
+pub fn down(name: &str) -> Result<Down, TestbedError> {
     check_name(name)?;
     let st = read_state(name)?.ok_or_else(|| TestbedError::NotUp(name.to_owned()))?;
     // The hosts' namespaces, known while the holder still holds them, so that what a
@@ -411,7 +461,16 @@ pub fn down(name: &str) -> Result<usize, TestbedError> {
         std::thread::sleep(Duration::from_millis(20));
     }
     let _ = std::fs::remove_file(state_path(name));
-    Ok(crate::netns::end_processes_in(&ids, Duration::from_secs(2)))
+    let report = report_path(name);
+    let links = std::fs::read(&report)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let _ = std::fs::remove_file(&report);
+    Ok(Down {
+        ended: crate::netns::end_processes_in(&ids, Duration::from_secs(2)),
+        links,
+    })
 }
 
 /// The testbeds that are up, by name.

@@ -292,6 +292,8 @@ impl Half {
                     received_messages: received.then_some(ri.messages),
                     sent_bps: sent.then(|| bps(si.bytes, secs(si.start_ns, si.end_ns))),
                     received_bps: received.then(|| bps(ri.bytes, secs(ri.start_ns, ri.end_ns))),
+                    received_start_s: received.then(|| ri.start_ns as f64 / NS_PER_S),
+                    received_end_s: received.then(|| ri.end_ns as f64 / NS_PER_S),
                     lost: udp.then(|| received.then_some(ri.lost)),
                     jitter_ms: match ri.jitter_ns {
                         Some(j) => Some(Some(j / 1e6)),

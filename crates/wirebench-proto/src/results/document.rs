@@ -225,6 +225,15 @@ pub struct IntervalView {
     /// Receive rate over the interval, bits/s; `null` when the receiver never reported.
     #[serde(default)]
     pub received_bps: Option<f64>,
+    /// The receiver's own interval: its start and end, s since the receiver started (the
+    /// interval's `start_s` and `end_s` are the sender's). Goodput is counted on this
+    /// clock: the receiver's last interval runs on past the sender's through the drain.
+    /// Absent when the receiver never reported, and in documents written before it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_start_s: Option<f64>,
+    /// See `received_start_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_end_s: Option<f64>,
     /// UDP: datagrams found missing in the interval; `Some(None)` (`null`) when the
     /// receiver never reported, `None` (absent) over TCP.
     #[serde(

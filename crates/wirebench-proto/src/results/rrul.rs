@@ -282,6 +282,8 @@ mod tests {
             received_messages: Some(0),
             sent_bps: Some(bps),
             received_bps: Some(bps),
+            received_start_s: None,
+            received_end_s: None,
             lost: None,
             jitter_ms: None,
             delay_p50_ms: None,

@@ -47,10 +47,13 @@ pub fn lab(args: &LabArgs) -> Result<(), Failure> {
             command,
         }) => Err(fail(testbed::exec(name, host, command))),
         Some(LabAction::Down { name }) => {
-            match testbed::down(name).map_err(fail)? {
+            let down = testbed::down(name).map_err(fail)?;
+            match down.ended {
                 0 => println!("testbed {name} is down"),
                 n => println!("testbed {name} is down (ended {n} program(s) still running in it)"),
             }
+            // What its links did while it was up, as `lab -- run` says of its link.
+            eprint!("{}", pair::report_lines(&down.links));
             Ok(())
         }
         Some(LabAction::List) => {

@@ -44,6 +44,11 @@ use std::sync::Arc;
 
 use wirebench_proto::link_log::LinkInterval;
 
+use times::{Times, TimesBuilder};
+
+pub mod file;
+mod times;
+
 /// Bytes one opportunity lets leave: Mahimahi's `PACKET_SIZE` (a 1500-byte MTU and the
 /// 4-byte TUN header).
 pub const BYTES_PER_OPPORTUNITY: u64 = 1504;
@@ -124,13 +129,92 @@ pub enum TraceError {
 }
 
 /// A Mahimahi trace: the delivery opportunities of one period, each a millisecond offset.
-/// Cloning shares the opportunities; `{:?}` shows their count, not each of them.
-#[derive(Clone, PartialEq)]
+/// Cloning shares the opportunities (a file is loaded once however many links replay it:
+/// [`Trace::load`]); `{:?}` shows their count, not each of them. It crosses a process
+/// boundary (a testbed's holder) as its file, which the other side reads again
+/// ([`file`]).
+#[derive(Clone)]
 pub struct Trace {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     /// The opportunities' times in one period, ms, in order (repeats: several in that ms).
-    ms: Arc<[u32]>,
+    times: Times,
     /// The last line's time: the trace loops after it.
     period_ms: u64,
+    /// The file it was read from (absolute), if it was.
+    file: Option<PathBuf>,
+}
+
+impl PartialEq for Trace {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+            || (self.inner.period_ms == other.inner.period_ms
+                && self.inner.times == other.inner.times)
+    }
+}
+
+/// Reads a trace line by line, as `mm-link` does, checking each line as it comes.
+#[derive(Default)]
+struct Parser {
+    times: TimesBuilder,
+    before: u64,
+    line: usize,
+}
+
+impl Parser {
+    /// The next line (without its line end).
+    fn line(&mut self, line: &str) -> Result<(), TraceError> {
+        self.line += 1;
+        let line_no = self.line;
+        let t = line.trim();
+        if t.is_empty() {
+            return Err(TraceError::EmptyLine { line: line_no });
+        }
+        let v = if t.bytes().all(|b| b.is_ascii_digit()) {
+            // All digits: only too many of them fails, and that is past the longest.
+            t.parse::<u64>().unwrap_or(u64::MAX)
+        } else {
+            return Err(TraceError::NotANumber {
+                line: line_no,
+                text: t.chars().take(40).collect(),
+            });
+        };
+        let Ok(ms) = u32::try_from(v) else {
+            return Err(TraceError::TooLong {
+                line: line_no,
+                ms: v,
+            });
+        };
+        if v < self.before {
+            return Err(TraceError::Decreasing {
+                line: line_no,
+                ms: v,
+                before: self.before,
+            });
+        }
+        self.before = v;
+        self.times.push(ms);
+        Ok(())
+    }
+
+    /// The trace, once every line is in.
+    fn finish(self, file: Option<PathBuf>) -> Result<Trace, TraceError> {
+        if self.line == 0 {
+            return Err(TraceError::Empty);
+        }
+        if self.before == 0 {
+            return Err(TraceError::ZeroPeriod);
+        }
+        Ok(Trace {
+            inner: Arc::new(Inner {
+                times: self.times.finish(),
+                period_ms: self.before,
+                file,
+            }),
+        })
+    }
 }
 
 impl Trace {
@@ -141,106 +225,36 @@ impl Trace {
     ///
     /// The first bad line, by number; or a trace that is empty or lasts 0 ms.
     pub fn parse(text: &str) -> Result<Trace, TraceError> {
-        let mut ms = Vec::with_capacity(text.lines().count());
-        let mut before = 0u64;
-        for (i, line) in text.lines().enumerate() {
-            let line_no = i + 1;
-            let t = line.trim();
-            if t.is_empty() {
-                return Err(TraceError::EmptyLine { line: line_no });
-            }
-            let v = if t.bytes().all(|b| b.is_ascii_digit()) {
-                // All digits: only too many of them fails, and that is past the longest.
-                t.parse::<u64>().unwrap_or(u64::MAX)
-            } else {
-                return Err(TraceError::NotANumber {
-                    line: line_no,
-                    text: t.chars().take(40).collect(),
-                });
-            };
-            if v > MAX_TRACE_MS {
-                return Err(TraceError::TooLong {
-                    line: line_no,
-                    ms: v,
-                });
-            }
-            if v < before {
-                return Err(TraceError::Decreasing {
-                    line: line_no,
-                    ms: v,
-                    before,
-                });
-            }
-            before = v;
-            ms.push(v as u32);
+        let mut p = Parser::default();
+        for line in text.lines() {
+            p.line(line)?;
         }
-        let Some(&last) = ms.last() else {
-            return Err(TraceError::Empty);
-        };
-        if last == 0 {
-            return Err(TraceError::ZeroPeriod);
-        }
-        Ok(Trace {
-            ms: ms.into(),
-            period_ms: u64::from(last),
-        })
+        p.finish(None)
     }
 
-    /// Reads and parses a trace file; its size is checked ([`MAX_TRACE_BYTES`]) before a
-    /// byte of it is read, and errors name the file.
-    ///
-    /// # Errors
-    ///
-    /// The file cannot be read, is not a regular file, is too large, or
-    /// [`Trace::parse`] refuses it.
-    pub fn load(path: &Path) -> Result<Trace, TraceError> {
-        let f = wirebench_report::input::open_regular(path, "trace", MAX_TRACE_BYTES)
-            .map_err(|e| TraceError::Read(Box::new(e)))?;
-        let mut bytes = Vec::new();
-        let read = std::io::Read::read_to_end(
-            &mut std::io::Read::take(f, MAX_TRACE_BYTES + 1),
-            &mut bytes,
-        );
-        let in_file = |source| TraceError::InFile {
-            path: path.to_owned(),
-            source: Box::new(source),
-        };
-        if let Err(source) = read {
-            return Err(TraceError::Read(Box::new(
-                wirebench_report::input::InputError::Read {
-                    path: path.to_owned(),
-                    source,
-                },
-            )));
-        }
-        if bytes.len() as u64 > MAX_TRACE_BYTES {
-            // It grew while it was read.
-            return Err(TraceError::Read(Box::new(
-                wirebench_report::input::InputError::TooLarge {
-                    path: path.to_owned(),
-                    what: "trace",
-                    size: bytes.len() as u64,
-                    max: MAX_TRACE_BYTES,
-                },
-            )));
-        }
-        let text = std::str::from_utf8(&bytes).map_err(|_| in_file(TraceError::NotText))?;
-        Trace::parse(text).map_err(in_file)
+    /// The file it was read from, absolute; `None` for a trace parsed from text.
+    pub fn file(&self) -> Option<&Path> {
+        self.inner.file.as_deref()
+    }
+
+    /// The heap its opportunities take, bytes (shared by every clone).
+    pub fn heap_bytes(&self) -> usize {
+        self.inner.times.heap_bytes()
     }
 
     /// The trace's period, ms: the last line's time.
     pub fn period_ms(&self) -> u64 {
-        self.period_ms
+        self.inner.period_ms
     }
 
     /// Opportunities in one period.
     pub fn len(&self) -> u64 {
-        self.ms.len() as u64
+        self.inner.times.len() as u64
     }
 
     /// Always false: a trace has at least one opportunity.
     pub fn is_empty(&self) -> bool {
-        self.ms.is_empty()
+        self.inner.times.len() == 0
     }
 
     /// Opportunities in [start_ns, end_ns) of the looping trace (for capacity per interval).
@@ -253,7 +267,7 @@ impl Trace {
 
     /// Mean capacity, bits/s (opportunities × bytes per opportunity × 8 / period).
     pub fn mean_bps(&self) -> f64 {
-        self.len() as f64 * BYTES_PER_OPPORTUNITY as f64 * 8.0 / (self.period_ms as f64 / 1e3)
+        self.len() as f64 * BYTES_PER_OPPORTUNITY as f64 * 8.0 / (self.period_ms() as f64 / 1e3)
     }
 
     /// The longest the looping trace takes to offer `n` opportunities, from any moment on
@@ -274,16 +288,17 @@ impl Trace {
     fn before(&self, t_ns: u64) -> u64 {
         // Opportunity at m ms is before t_ns when m < ⌈t_ns / 1 ms⌉.
         let c = t_ns.div_ceil(NS_PER_MS);
-        let (q, r) = (c / self.period_ms, c % self.period_ms);
+        let period_ms = self.period_ms();
+        let (q, r) = (c / period_ms, c % period_ms);
         // Pass k holds times k·P + m: the passes before q − 1 fall wholly before c; pass
         // q − 1 all but its lines at P when r = 0; pass q the lines before r.
-        let below = |y: u64| self.ms.partition_point(|&m| u64::from(m) < y) as u64;
+        let below = |y: u64| self.inner.times.below(y) as u64;
         if q == 0 {
             below(r)
         } else {
             (q - 1)
                 .saturating_mul(self.len())
-                .saturating_add(below(self.period_ms + r))
+                .saturating_add(below(period_ms + r))
                 .saturating_add(below(r))
         }
     }
@@ -291,8 +306,11 @@ impl Trace {
     /// The time of the opportunity of index `n` in the looping trace, ns.
     fn at_ns(&self, n: u64) -> u64 {
         let (pass, i) = (n / self.len(), n % self.len());
-        let m = self.ms.get(i as usize).copied().map_or(0, u64::from);
-        pass.saturating_mul(self.period_ms)
+        let m = usize::try_from(i)
+            .ok()
+            .and_then(|i| self.inner.times.get(i))
+            .map_or(0, u64::from);
+        pass.saturating_mul(self.period_ms())
             .saturating_add(m)
             .saturating_mul(NS_PER_MS)
     }
@@ -301,8 +319,8 @@ impl Trace {
 impl std::fmt::Debug for Trace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Trace")
-            .field("opportunities", &self.ms.len())
-            .field("period_ms", &self.period_ms)
+            .field("opportunities", &self.len())
+            .field("period_ms", &self.period_ms())
             .finish()
     }
 }
