@@ -464,6 +464,10 @@ pub struct RunArgs {
     /// that fails still prints one document, with `error`, `error_kind` and `exit_code`.
     #[arg(short = 'J', long, conflicts_with = "format")]
     pub json: bool,
+    /// Print the results in iperf3's -J schema (start, intervals, end), for tools written for
+    /// iperf3's JSON; what wirebench does not measure is null (docs/results.md).
+    #[arg(long, conflicts_with_all = ["json", "format", "json_stream", "both_directions"])]
+    pub iperf3_json: bool,
     /// Rate units of the live lines and summary, as iperf3's -f: k, m, g (bits/s), K, M, G
     /// (bytes/s) or a (automatic, the default); or how to print the results document:
     /// table (the default), json, csv (a row per direction) or ndjson (one line).
