@@ -466,7 +466,7 @@ pub struct RunArgs {
     pub json: bool,
     /// Print the results in iperf3's -J schema (start, intervals, end), for tools written for
     /// iperf3's JSON; what wirebench does not measure is null (docs/results.md).
-    #[arg(long, conflicts_with_all = ["json", "format", "json_stream", "both_directions"])]
+    #[arg(long, conflicts_with_all = ["json", "format", "both_directions"])]
     pub iperf3_json: bool,
     /// Rate units of the live lines and summary, as iperf3's -f: k, m, g (bits/s), K, M, G
     /// (bytes/s) or a (automatic, the default); or how to print the results document:
@@ -563,7 +563,7 @@ pub struct ClientArgs {
     /// Write the test as it goes as NDJSON on stdout: a `start` event, an `interval` event
     /// per interval of either side, then `end` (the results document, as --json prints it)
     /// or `error`.
-    #[arg(long, conflicts_with_all = ["json", "format"])]
+    #[arg(long, conflicts_with_all = ["json", "format", "iperf3_json"])]
     pub json_stream: bool,
     /// Print every figure after the summary (as iperf3's -V): the totals table, delay and
     /// interarrival percentiles, pacing, CPU and memory cost, the data path.
