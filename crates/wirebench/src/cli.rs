@@ -486,6 +486,12 @@ pub struct RunArgs {
     /// `exit_code`.
     #[arg(short = 'J', long, conflicts_with = "format")]
     pub json: bool,
+    /// Print the results in iperf3's -J schema, for tools written for iperf3's JSON.
+    ///
+    /// Its start, intervals and end; what wirebench does not measure is null
+    /// (docs/results.md).
+    #[arg(long, conflicts_with_all = ["json", "format", "both_directions"])]
+    pub iperf3_json: bool,
     /// Rate units (as iperf3's -f), or the results document's format.
     ///
     /// Units of the live lines and summary: k, m, g (bits/s), K, M, G (bytes/s) or a
@@ -595,7 +601,7 @@ pub struct ClientArgs {
     ///
     /// A `start` event, an `interval` event per interval of either side, then `end` (the
     /// results document, as --json prints it) or `error`.
-    #[arg(long, conflicts_with_all = ["json", "format"])]
+    #[arg(long, conflicts_with_all = ["json", "format", "iperf3_json"])]
     pub json_stream: bool,
     /// Print every figure after the summary (as iperf3's -V).
     ///

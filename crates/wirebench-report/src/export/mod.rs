@@ -9,9 +9,13 @@
 //! | [`Csv`] | a row per direction | two rows | a row each | `summary.csv` |
 //! | [`Ndjson`] | one line | two lines | a line each | a line per point |
 //!
+//! [`iperf3::Iperf3Json`] writes a results document in iperf3's `-J` schema (`run
+//! --iperf3-json`); it is not a `--format`, as it writes results only.
+//!
 //! A packet log is streamed from its file, not held whole: [`csv::packet_log`] writes it.
 
 pub mod csv;
+pub mod iperf3;
 pub mod json;
 pub mod lines;
 pub mod link_log;
@@ -25,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use wirebench_proto::results::Results;
 
 pub use csv::Csv;
+pub use iperf3::{Iperf3Json, Iperf3Start};
 pub use json::Json;
 pub use lines::RateUnits;
 pub use ndjson::Ndjson;

@@ -54,7 +54,14 @@ const RUN_GROUPS: &[(&str, &[&str])] = &[
     ),
     (
         "Output",
-        &["interval", "json", "json_stream", "format", "verbose"],
+        &[
+            "interval",
+            "json",
+            "json_stream",
+            "iperf3_json",
+            "format",
+            "verbose",
+        ],
     ),
     ("UDP", &["drain", "no_offload", "packet_log"]),
     (

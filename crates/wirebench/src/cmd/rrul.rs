@@ -50,6 +50,7 @@ pub(super) fn plan(args: &RunArgs) -> Result<RrulPlan, String> {
 /// its document.
 pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     let (args, client) = (&cmd.run, &cmd.client);
+    super::run::check_iperf3_json(args)?;
     if client.stack.stack != crate::cli::StackArg::Kernel {
         return Err(Failure::Usage(
             "--mode rrul runs several streams and UDP probes; --stack smoltcp carries one TCP connection: drop --stack".into(),

@@ -13,6 +13,7 @@ use wirebench_engine::{ClientConfig, EngineError, ErrorKind, SessionError};
 use wirebench_proto::host_port::HostPort;
 use wirebench_proto::results::{Results, TestView};
 use wirebench_proto::spec::{Direction, TestSpec};
+use wirebench_report::export::{Iperf3Json, Iperf3Start};
 use wirebench_report::{BothDirections, Exporter, Format, Human};
 
 use super::interrupt::{Interrupt, Signal};
@@ -29,6 +30,64 @@ const TOOL: &str = concat!("wirebench ", env!("CARGO_PKG_VERSION"));
 enum Output {
     Document(Format),
     Stream,
+    /// `--iperf3-json`: the document in iperf3's `-J` schema.
+    Iperf3,
+}
+
+/// How the flags ask the results to leave.
+fn output_of(args: &RunArgs, client: &ClientArgs) -> Output {
+    if client.json_stream {
+        Output::Stream
+    } else if args.iperf3_json {
+        Output::Iperf3
+    } else {
+        Output::Document(args.output_format())
+    }
+}
+
+/// `--iperf3-json` asks for iperf3's schema, which holds streaming tests only.
+pub(super) fn check_iperf3_json(args: &RunArgs) -> Result<(), Failure> {
+    let mode = match args.mode {
+        cli::ModeArg::Stream => return Ok(()),
+        cli::ModeArg::StopAndWait => "stop-and-wait",
+        cli::ModeArg::Rr => "rr",
+        cli::ModeArg::Crr => "crr",
+        cli::ModeArg::Rrul => "rrul",
+    };
+    if !args.iperf3_json {
+        return Ok(());
+    }
+    Err(Failure::Usage(format!(
+        "--iperf3-json: iperf3's schema has streaming tests only, not --mode {mode}: use --json"
+    )))
+}
+
+/// Where and when a test began, for `--iperf3-json`'s `start`.
+#[derive(Clone, Copy)]
+struct Begun<'a> {
+    host: &'a str,
+    port: u16,
+    unix_s: u64,
+}
+
+impl<'a> Begun<'a> {
+    /// Now, against `host:port`.
+    fn now(host: &'a str, port: u16) -> Self {
+        let unix_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        Self { host, port, unix_s }
+    }
+
+    fn start(self) -> Iperf3Start {
+        Iperf3Start {
+            unix_s: self.unix_s,
+            host: self.host.to_string(),
+            port: self.port,
+            system_info: wirebench_report::export::iperf3::system_info(),
+        }
+    }
 }
 
 /// What a run without a host measures, said before its figures: they read like a network's.
@@ -43,6 +102,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     // A line per stream: the server's too (a UDP receiver's) when it receives.
     spec.live_streams = spec.streams > 1 && lines_shown(args, client);
     let stack = super::stack::connector(args, client, &spec).map_err(Failure::Usage)?;
+    check_iperf3_json(args)?;
     if let Some(target) = &args.iperf3 {
         return iperf3(args, target, spec, client);
     }
@@ -92,11 +152,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         bind: client.bind,
         stack,
     };
-    let output = if client.json_stream {
-        Output::Stream
-    } else {
-        Output::Document(args.output_format())
-    };
+    let output = output_of(args, client);
     let interrupt = Interrupt::install();
     if output == Output::Document(Format::Table) {
         if args.host.is_none() {
@@ -119,6 +175,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         });
     }
     let mut live = live_view(args, &cfg.spec, output, interrupt.flag());
+    let begun = Begun::now(&cfg.host, cfg.port);
     let mut results = match wirebench_engine::run(&cfg, &mut live) {
         Ok(r) => r,
         Err(e) => match interrupt.signal() {
@@ -145,7 +202,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         )
     });
     live.finish();
-    let printed = print_results(&results, output, interrupted, args, client);
+    let printed = print_results(&results, output, interrupted, args, client, begun);
     if let (Some(n), Output::Document(Format::Table)) = (note, output) {
         println!("{n}");
     }
@@ -300,6 +357,7 @@ fn print_results(
     interrupted: Option<Signal>,
     args: &RunArgs,
     client: &ClientArgs,
+    begun: Begun<'_>,
 ) -> Result<(), Failure> {
     let outcome = Ending::of(results.error.as_deref(), results.error_cause, interrupted);
     let mut out = io::stdout().lock();
@@ -326,6 +384,12 @@ fn print_results(
                 .and_then(|()| writeln!(out))
                 .context("writing the results")?;
         }
+        Output::Iperf3 => {
+            Iperf3Json(begun.start())
+                .export(results, &mut out)
+                .and_then(|()| out.flush())
+                .context("writing the results")?;
+        }
         Output::Document(Format::Table) => {
             human(args, client)
                 .export(results, &mut out)
@@ -345,6 +409,7 @@ fn print_results(
 /// Whether the flags ask for live lines: the table's, unless `-i 0`.
 fn lines_shown(args: &RunArgs, client: &ClientArgs) -> bool {
     !client.json_stream
+        && !args.iperf3_json
         && args.output_format() == Format::Table
         && !args.interval.is_some_and(|d| d.is_zero())
 }
@@ -544,6 +609,12 @@ fn print_error_doc(doc: &ErrorDoc<'_>, output: Output) {
             let _ = serde_json::to_writer_pretty(&mut out, doc);
             let _ = writeln!(out);
         }
+        Output::Iperf3 => {
+            let mut out = io::stdout().lock();
+            let failure = wirebench_report::export::iperf3::failure(doc.error);
+            let _ = serde_json::to_writer_pretty(&mut out, &failure);
+            let _ = writeln!(out);
+        }
         Output::Document(_) => {}
     }
 }
@@ -629,11 +700,7 @@ fn iperf3(
     };
     // What an iperf3 server cannot run is a usage error, found before connecting.
     cfg.check().map_err(|e| Failure::Usage(e.to_string()))?;
-    let output = if client.json_stream {
-        Output::Stream
-    } else {
-        Output::Document(args.output_format())
-    };
+    let output = output_of(args, client);
     let interrupt = Interrupt::install();
     if output == Output::Document(Format::Table) {
         connecting(&cfg.host, cfg.port, &cfg.spec);
@@ -647,6 +714,7 @@ fn iperf3(
         });
     }
     let mut live = live_view(args, &cfg.spec, output, interrupt.flag());
+    let begun = Begun::now(&cfg.host, cfg.port);
     let results = match wirebench_engine::run_iperf3(&cfg, &mut live) {
         Ok(r) => r,
         Err(_) if interrupt.is_set() => {
@@ -671,7 +739,7 @@ fn iperf3(
     };
     let interrupted = interrupt.signal();
     live.finish();
-    print_results(&results, output, interrupted, args, client)
+    print_results(&results, output, interrupted, args, client, begun)
 }
 
 /// `--both-directions`: the test as given (this side sends), then reversed (this side
@@ -689,7 +757,7 @@ fn both_directions(
         // A signal during the first test: its document, marked interrupted, and no second
         // test.
         eprintln!("interrupted by {}: the way back was not run", sig.name());
-        return print_results(&send, output, Some(sig), args, client);
+        return print_results(&send, output, Some(sig), args, client, Begun::now("", 0));
     }
     let mut back = cfg;
     back.spec.direction = Direction::Reverse;
@@ -704,7 +772,8 @@ fn both_directions(
     let both = BothDirections { send, receive };
     let format = match output {
         Output::Document(f) => f,
-        Output::Stream => Format::Json,
+        // --iperf3-json conflicts with --both-directions.
+        Output::Stream | Output::Iperf3 => Format::Json,
     };
     let mut out = io::stdout().lock();
     let exporter: &dyn Exporter<BothDirections> = match format {

@@ -61,6 +61,9 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
     let usage = |e: experiment::PlanError| Failure::Usage(e.to_string());
     experiment::refuse(&[
         (base.json, "--json"),
+        // Its trials directory is read back (merge, report, a rerun) as wirebench's
+        // documents, and iperf3's schema has no place for a point's parameters.
+        (base.iperf3_json, "--iperf3-json"),
         (base.format.is_some(), "--format"),
         (base.packet_log.is_some(), "--packet-log"),
         (base.both_directions, "--both-directions"),
