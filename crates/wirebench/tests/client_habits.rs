@@ -641,7 +641,9 @@ fn a_file_that_cannot_come_back_is_refused_before_it_is_sent() {
     let file = std::env::temp_dir().join(format!("wb-habits-back-{}.bin", std::process::id()));
     std::fs::write(&file, vec![7u8; 5_000_000]).expect("write the file");
     let path = file.to_string_lossy().into_owned();
-    let (mut server, _, port, log) = serve_as(&["--bind", "127.0.0.1"]);
+    let mut server = common::logged::LoggedServer::start(&[]);
+    let log = server.stderr_lines();
+    let port = server.port.to_string();
     let out = wirebench()
         .args([
             "run",
@@ -667,13 +669,22 @@ fn a_file_that_cannot_come_back_is_refused_before_it_is_sent() {
         stdout.lines().all(|l| l.starts_with("Connecting to host")),
         "{out:?}"
     );
-    let _ = server.kill();
-    let _ = server.wait();
-    // The server refused the test: no test ran, no byte was received.
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
-    let _ = std::fs::remove_file(&log);
-    assert!(text.contains("event=refused"), "{text}");
-    assert!(!text.contains("event=test"), "{text}");
+    // The server refused the test: no test ran, no byte was received. Its line comes once
+    // the session is over, which may be after the client has its answer.
+    let mut seen = Vec::new();
+    while let Ok(line) = log.recv_timeout(std::time::Duration::from_secs(10)) {
+        let refused = line.contains("event=refused");
+        seen.push(line);
+        if refused {
+            break;
+        }
+    }
+    drop(server);
+    assert!(
+        seen.iter().any(|l| l.contains("event=refused")),
+        "{seen:#?}"
+    );
+    assert!(!seen.iter().any(|l| l.contains("event=test")), "{seen:#?}");
 }
 
 /// `run --help` in groups, the common flags first, and no file of the repository named.
