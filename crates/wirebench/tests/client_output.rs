@@ -883,3 +883,43 @@ fn request_response_lines_are_in_transactions_and_round_trips() {
         );
     }
 }
+
+/// Issue 46: `run -b 100 -t 3` printed `0.00-0.00 s  131.07 KB  867.75 Mbit/s  sender`, and
+/// `-u -b 100 -t 3` 21.45 Mbit/s for one datagram. The summary lines and the JSON's headline
+/// rates are over the test's own time, as iperf3's (here -t 1); an amount's over the time
+/// it took; the old figure stays as `active_bps`.
+#[test]
+fn headline_rates_are_over_the_tests_own_time() {
+    let s = Server::start(&[]);
+    for (args, bytes, shown) in [
+        (&["-b", "100", "-t", "1"][..], 131_072u64, "1.05 Mbit/s"),
+        (&["-u", "-b", "100", "-t", "1"][..], 1472, "11.78 kbit/s"),
+    ] {
+        let v = s.run_json(args);
+        let end = &v["end"];
+        let secs = end["duration_s"].as_f64().expect("duration_s");
+        assert!((1.0..1.05).contains(&secs), "{args:?}: {end}");
+        for side in ["sent", "received"] {
+            assert_eq!(end[side]["bytes"], bytes, "{args:?}: {end}");
+            let rate = end[format!("{side}_bps")].as_f64().expect("rate");
+            let over_the_test = bytes as f64 * 8.0 / end[side]["duration_s"].as_f64().expect("s");
+            assert!((rate - over_the_test).abs() < 1e-6, "{args:?}: {end}");
+            assert!(rate < 1.1e6, "{args:?}: {side} at {rate} bit/s");
+            // The message's own moment is kept, under its own name.
+            assert!(end[side]["active_bps"].as_f64().expect("active") > rate);
+        }
+        let out = s.run(&[args, &["-i", "0"]].concat());
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        for role in ["sender", "receiver"] {
+            let line = summary_lines(&text, role).pop().expect("a summary line");
+            assert!(line.contains("0.00-1.00 s") && line.contains(shown), "{line}");
+        }
+    }
+    // An amount: its time is the time it took, on each side.
+    let v = s.run_json(&["-n", "50M"]);
+    let end = &v["end"];
+    let secs = end["sent"]["duration_s"].as_f64().expect("s");
+    assert!(secs > 0.0 && secs < 5.0, "{end}");
+    assert_eq!(end["sent"]["duration_s"], end["sent"]["active_s"], "{end}");
+}

@@ -26,13 +26,28 @@ impl SideReport {
         }
     }
 
-    /// This side's totals.
-    fn totals(&self) -> Totals {
+    /// A sender's time of the test, s: from its start to the end of its time bound (the
+    /// test's `-t`, or sooner if it ended early), or to its last message when that is later
+    /// or the test is an amount. What iperf3 divides by: a test that sent one message in
+    /// 3 s moved its bytes in 3 s, not in the microsecond its message took.
+    fn sender_test_s(&self, spec: &TestSpec) -> f64 {
+        let active = self.active_s();
+        match spec.duration_ns {
+            Some(d) => active.max(self.elapsed_ns.min(d) as f64 / NS_PER_S),
+            None => active,
+        }
+    }
+
+    /// This side's totals over `test_s`, its time of the test.
+    fn totals(&self, test_s: f64) -> Totals {
         let transfer_s = self.first_to_last_s();
+        let active_s = self.active_s();
         Totals {
             bytes: Some(self.bytes),
             messages: Some(self.messages),
-            duration_s: Some(self.active_s()),
+            duration_s: Some(test_s),
+            active_s: Some(active_s),
+            active_bps: Some(bps(self.bytes, active_s)),
             transfer_s: Some(transfer_s),
             transfer_bps: Some(bps(self.bytes, transfer_s)),
         }
@@ -398,8 +413,20 @@ impl End {
         let rr = spec.mechanism.is_rr();
         // A side that never reported (its process or connection died first): its figures
         // are unknown, not 0.
-        let sent = sender.map(SideReport::totals).unwrap_or_default();
-        let received = receiver.map(SideReport::totals).unwrap_or_default();
+        // Each side's time of the test: the sender's to its bound; the receiver's to its
+        // last message, or to the sender's end when that is later (what it did not get in
+        // that time it did not get). A receiver's never ends before its last message: on a
+        // slow link it receives after the sender stopped, and its rate stays the link's.
+        let sent_s = sender.map(|s| s.sender_test_s(spec));
+        let received_s = receiver.map(|r| r.active_s().max(sent_s.unwrap_or(0.0)));
+        let sent = sender
+            .zip(sent_s)
+            .map(|(s, t)| s.totals(t))
+            .unwrap_or_default();
+        let received = receiver
+            .zip(received_s)
+            .map(|(r, t)| r.totals(t))
+            .unwrap_or_default();
         let no_counts = UdpCounts::default();
         let mut udp = (spec.protocol == Protocol::Udp).then(|| {
             UdpEnd::new(
@@ -416,8 +443,8 @@ impl End {
             // The test's time on the sender's clock, or on the receiver's when the sender
             // never said.
             duration_s: sent.duration_s.or(received.duration_s).unwrap_or(0.0),
-            sent_bps: sender.map(|s| bps(s.bytes, s.active_s())),
-            received_bps: receiver.map(|r| bps(r.bytes, r.active_s())),
+            sent_bps: sender.zip(sent_s).map(|(s, t)| bps(s.bytes, t)),
+            received_bps: receiver.zip(received_s).map(|(r, t)| bps(r.bytes, t)),
             sent,
             received,
             udp,
@@ -643,6 +670,69 @@ mod tests {
         assert_eq!(r.end.sent_bps, Some(160_000.0));
         assert_eq!(r.end.received_bps, Some(56_000.0));
         assert_eq!(r.end.duration_s, 0.5);
+    }
+
+    /// Issue 46: `run -b 100 -t 3` printed `0.00-0.00 s ... 867.75 Mbit/s`: its one message
+    /// over the microsecond it took. The headline is over the test's time, as iperf3's; the
+    /// old figure stays as `active_s`/`active_bps`. A receiver that gets data after the
+    /// sender's end (a slow link's queue) counts to its last message, so its rate is never
+    /// above what arrived per second.
+    #[test]
+    fn headline_rates_are_over_the_tests_own_time() {
+        let timed = TestSpec::example().duration_ns(3_000_000_000);
+        let sender = |last_ms: u64| SideReport {
+            role: Some(Role::Sender),
+            bytes: 131_072,
+            messages: 1,
+            first_ns: Some(0),
+            last_ns: Some(last_ms * 1_000_000),
+            elapsed_ns: 3_050_000_000,
+            ..Default::default()
+        };
+        let receiver = |last_ms: u64| SideReport {
+            role: Some(Role::Receiver),
+            bytes: 131_072,
+            messages: 1,
+            first_ns: Some(1_000_000),
+            last_ns: Some(last_ms * 1_000_000),
+            elapsed_ns: 4_000_000_000,
+            ..Default::default()
+        };
+        let r = Results::assemble(
+            &timed,
+            "x".into(),
+            Some(&sender(1)),
+            Some(&receiver(2)),
+            None,
+        );
+        assert_eq!(r.end.duration_s, 3.0);
+        assert_eq!(r.end.sent.duration_s, Some(3.0));
+        assert_eq!(r.end.received.duration_s, Some(3.0));
+        assert_eq!(r.end.sent_bps, Some(131_072.0 * 8.0 / 3.0));
+        assert_eq!(r.end.received_bps, Some(131_072.0 * 8.0 / 3.0));
+        assert_eq!(r.end.sent.active_s, Some(0.001));
+        assert_eq!(r.end.sent.active_bps, Some(131_072.0 * 8.0 / 0.001));
+        // The last byte came at 5 s, 2 s after the sender's bound.
+        let r = Results::assemble(
+            &timed,
+            "x".into(),
+            Some(&sender(1)),
+            Some(&receiver(5000)),
+            None,
+        );
+        assert_eq!(r.end.received.duration_s, Some(5.0));
+        assert_eq!(r.end.received_bps, Some(131_072.0 * 8.0 / 5.0));
+        // An amount: the sender's time is its last message's.
+        let amount = TestSpec::example().bytes(131_072);
+        let r = Results::assemble(
+            &amount,
+            "x".into(),
+            Some(&sender(40)),
+            Some(&receiver(41)),
+            None,
+        );
+        assert_eq!(r.end.sent.duration_s, Some(0.04));
+        assert_eq!(r.end.received.duration_s, Some(0.041));
     }
 
     #[test]

@@ -285,8 +285,16 @@ pub struct Totals {
     pub bytes: Option<u64>,
     /// Messages.
     pub messages: Option<u64>,
-    /// From the side's start to its last message, s.
+    /// The side's time of the test, s: the sender's from its start to the end of its time
+    /// bound (or its last message, when later or for an amount); the receiver's to its last
+    /// message or the sender's end, whichever is later. The headline rates divide by it.
     pub duration_s: Option<f64>,
+    /// From the side's start to its last message, s (before this version, `duration_s`).
+    #[serde(default)]
+    pub active_s: Option<f64>,
+    /// Bytes × 8 / `active_s` (before this version, the headline rate).
+    #[serde(default)]
+    pub active_bps: Option<f64>,
     /// From the side's first message to its last, s: the send (or receive) time of a transfer.
     #[serde(default)]
     pub transfer_s: Option<f64>,
