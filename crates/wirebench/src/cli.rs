@@ -437,13 +437,16 @@ pub struct RunArgs {
     /// How messages are sent (rr and crr: --size is the request, --response-size the answer).
     #[arg(long, value_enum, default_value = "stream")]
     pub mode: ModeArg,
-    /// Message size in bytes.
+    /// Message size in bytes (128K is 128,000; 128Ki is iperf3's 128K).
     ///
     /// TCP: 1 to 16Mi, default 128Ki; UDP: 1 to 65507, default 1472; --mode rr: the
     /// request, default 64.
     #[arg(short = 'l', long, alias = "length", value_parser = parse_size)]
     pub size: Option<u64>,
-    /// Amount of data to send (e.g. 100M, 1GiB); the last message may be shorter.
+    /// Amount of data to send, bytes: 5M is 5,000,000 (5Mi is iperf3's 5M).
+    ///
+    /// Sizes are SI, as rates: K, M, G are powers of 1000, Ki, Mi, Gi of 1024 (e.g. 100M,
+    /// 1GiB). The last message may be shorter.
     #[arg(short = 'n', long, value_parser = parse_size, conflicts_with = "time")]
     pub bytes: Option<u64>,
     /// Send N messages of --size (as iperf3's -k/--blockcount; e.g. 1000, 1K): -n N × size.
