@@ -913,7 +913,10 @@ fn headline_rates_are_over_the_tests_own_time() {
         let text = String::from_utf8_lossy(&out.stdout);
         for role in ["sender", "receiver"] {
             let line = summary_lines(&text, role).pop().expect("a summary line");
-            assert!(line.contains("0.00-1.00 s") && line.contains(shown), "{line}");
+            assert!(
+                line.contains("0.00-1.00 s") && line.contains(shown),
+                "{line}"
+            );
         }
     }
     // An amount: its time is the time it took, on each side.
