@@ -1,163 +1,32 @@
-//! Pre-shared-key authentication of a test (`--psk-file`): a challenge-response over the
-//! control channel with HMAC-SHA256 (RFC 2104) and a fresh nonce from each side, so that a
-//! recorded exchange cannot be replayed, and the server proves the key too.
-//!
-//! ```text
-//! client → start   { nonce: Nc, spec, ... }
-//! server → challenge { nonce: Ns }                      (only when the server has a key)
-//! client → auth    { mac: HMAC(K, "wirebench-client-1" | Nc | Ns | spec as JSON) }
-//! server → accept  { server_mac: HMAC(K, "wirebench-server-1" | Ns | Nc), ... }
-//! ```
-//!
-//! The client's MAC covers the spec, so the test that runs is the test the key holder asked
-//! for. The server compares in constant time (`Mac::verify_slice`).
+//! The key and the randomness behind pre-shared-key authentication that touch the system:
+//! reading a key file, drawing nonces. The key itself and the MACs are sans-IO, in
+//! `wirebench_control::psk`.
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use wirebench_control::psk::{hex, MAX_KEY_BYTES};
+pub use wirebench_control::psk::{Psk, PskError};
 
-type HmacSha256 = Hmac<Sha256>;
-
-/// Why a key cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum PskError {
-    /// Fewer than [`MIN_KEY_BYTES`] bytes once trimmed.
-    #[error("the pre-shared key must have at least {MIN_KEY_BYTES} bytes (e.g. `head -c 32 /dev/urandom | base64`)")]
-    TooShort,
-    /// More than [`MAX_KEY_BYTES`] bytes: not a key file.
-    #[error("the pre-shared key has {0} bytes, more than {MAX_KEY_BYTES}: is it the right file?")]
-    TooLong(u64),
-    /// The key file is a FIFO, a device, a directory or a socket.
-    #[error("{path}: not a regular file, so not a key file")]
-    NotRegular {
-        /// The file, as given.
-        path: String,
-    },
-    /// The key file cannot be read.
-    #[error("{path}: {source}")]
-    Read {
-        /// The file, as given.
-        path: String,
-        /// Why it cannot be read.
-        source: std::io::Error,
-    },
-}
-
-/// Fewest bytes a key may have.
-const MIN_KEY_BYTES: usize = 16;
-/// Most bytes a key file may hold, whitespace included: a key is a line of text.
-const MAX_KEY_BYTES: u64 = 4096;
-
-/// A pre-shared key.
-#[derive(Clone)]
-pub struct Psk(Vec<u8>);
-
-impl std::fmt::Debug for Psk {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never print the key.
-        f.write_str("Psk(..)")
-    }
-}
-
-impl Psk {
-    /// A key from a file's or a variable's contents; surrounding whitespace is not part of
-    /// it.
-    pub fn new(bytes: &[u8]) -> Result<Self, PskError> {
-        if bytes.len() as u64 > MAX_KEY_BYTES {
-            return Err(PskError::TooLong(bytes.len() as u64));
-        }
-        let text = bytes.trim_ascii();
-        if text.len() < MIN_KEY_BYTES {
-            return Err(PskError::TooShort);
-        }
-        Ok(Self(text.to_vec()))
-    }
-
-    /// Reads a key from `path`: a regular file of at most [`MAX_KEY_BYTES`] bytes. Opened
-    /// without blocking (a FIFO's open would wait for a writer) and checked on what was
-    /// opened, so a FIFO, a device or a directory is refused before a byte is read.
-    pub fn load(path: &std::path::Path) -> Result<Self, PskError> {
-        use std::io::Read;
-        use wirebench_sys::input::Refused;
-        let read = |source| PskError::Read {
+/// Reads a key from `path`: a regular file of at most [`MAX_KEY_BYTES`] bytes. Opened
+/// without blocking (a FIFO's open would wait for a writer) and checked on what was
+/// opened, so a FIFO, a device or a directory is refused before a byte is read.
+pub fn load_psk(path: &std::path::Path) -> Result<Psk, PskError> {
+    use std::io::Read;
+    use wirebench_sys::input::Refused;
+    let read = |source| PskError::Read {
+        path: path.display().to_string(),
+        source,
+    };
+    let f = wirebench_sys::input::open_regular(path, MAX_KEY_BYTES).map_err(|e| match e {
+        Refused::Io(source) => read(source),
+        Refused::NotRegular(_) => PskError::NotRegular {
             path: path.display().to_string(),
-            source,
-        };
-        let f = wirebench_sys::input::open_regular(path, MAX_KEY_BYTES).map_err(|e| match e {
-            Refused::Io(source) => read(source),
-            Refused::NotRegular(_) => PskError::NotRegular {
-                path: path.display().to_string(),
-            },
-            Refused::TooLarge(size) => PskError::TooLong(size),
-        })?;
-        let mut bytes = Vec::new();
-        f.take(MAX_KEY_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(read)?;
-        Self::new(&bytes)
-    }
-
-    fn mac(&self, parts: &[&[u8]]) -> HmacSha256 {
-        // HMAC takes a key of any length.
-        let mut m =
-            <HmacSha256 as Mac>::new_from_slice(&self.0).expect("HMAC takes keys of any length");
-        for (i, p) in parts.iter().enumerate() {
-            if i > 0 {
-                m.update(b"\n");
-            }
-            m.update(p);
-        }
-        m
-    }
-
-    /// The client's answer to the server's challenge.
-    pub fn client_mac(&self, cn: &str, sn: &str, spec: &str) -> String {
-        hex(&self
-            .mac(&[
-                b"wirebench-client-1",
-                cn.as_bytes(),
-                sn.as_bytes(),
-                spec.as_bytes(),
-            ])
-            .finalize()
-            .into_bytes())
-    }
-
-    /// Whether `mac_hex` is the right answer, compared in constant time.
-    pub fn verify_client(&self, cn: &str, sn: &str, spec: &str, mac_hex: &str) -> bool {
-        let Some(mac) = unhex(mac_hex) else {
-            return false;
-        };
-        self.mac(&[
-            b"wirebench-client-1",
-            cn.as_bytes(),
-            sn.as_bytes(),
-            spec.as_bytes(),
-        ])
-        .verify_slice(&mac)
-        .is_ok()
-    }
-
-    /// The server's proof that it holds the key too.
-    pub fn server_mac(&self, server_nonce: &str, client_nonce: &str) -> String {
-        hex(&self
-            .mac(&[
-                b"wirebench-server-1",
-                server_nonce.as_bytes(),
-                client_nonce.as_bytes(),
-            ])
-            .finalize()
-            .into_bytes())
-    }
-
-    /// Whether the server's proof is right, compared in constant time.
-    pub fn verify_server(&self, sn: &str, cn: &str, mac_hex: &str) -> bool {
-        let Some(mac) = unhex(mac_hex) else {
-            return false;
-        };
-        self.mac(&[b"wirebench-server-1", sn.as_bytes(), cn.as_bytes()])
-            .verify_slice(&mac)
-            .is_ok()
-    }
+        },
+        Refused::TooLarge(size) => PskError::TooLong(size),
+    })?;
+    let mut bytes = Vec::new();
+    f.take(MAX_KEY_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read)?;
+    Psk::new(&bytes)
 }
 
 /// The system gave no randomness for a nonce.
@@ -172,48 +41,12 @@ pub fn nonce() -> Result<String, NonceError> {
     Ok(hex(&b))
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) || s.len() > 128 {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn the_right_key_passes_and_anything_else_fails() {
-        let k = Psk::new(b"  0123456789abcdef0123\n").expect("key");
-        let wrong = Psk::new(b"0123456789abcdef0124").expect("key");
-        let mac = k.client_mac("cn", "sn", "{\"spec\":1}");
-        assert!(k.verify_client("cn", "sn", "{\"spec\":1}", &mac));
-        assert!(!wrong.verify_client("cn", "sn", "{\"spec\":1}", &mac));
-        // a replay against a new server nonce, or another spec, fails
-        assert!(!k.verify_client("cn", "sn2", "{\"spec\":1}", &mac));
-        assert!(!k.verify_client("cn", "sn", "{\"spec\":2}", &mac));
-        for junk in ["", "zz", "abc", &"0".repeat(64), &"f".repeat(1000)] {
-            assert!(!k.verify_client("cn", "sn", "{\"spec\":1}", junk), "{junk}");
-        }
-        let proof = k.server_mac("sn", "cn");
-        assert!(k.verify_server("sn", "cn", &proof));
-        assert!(!wrong.verify_server("sn", "cn", &proof));
-        assert!(!k.verify_server("sn", "cn", &mac));
-        assert_eq!(format!("{k:?}"), "Psk(..)");
-    }
-
-    #[test]
-    fn short_keys_are_refused() {
-        assert!(Psk::new(b"short").is_err());
-        assert!(Psk::new(b"   \n").is_err());
+    fn nonces_are_fresh() {
         let n1 = nonce().expect("nonce");
         assert_eq!(n1.len(), 32);
         assert_ne!(n1, nonce().expect("nonce"));
@@ -225,10 +58,10 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("a directory");
         let key = dir.join("key");
         std::fs::write(&key, "0123456789abcdef0123\n").expect("a key file");
-        assert!(Psk::load(&key).is_ok());
+        assert!(load_psk(&key).is_ok());
         let big = dir.join("big");
         std::fs::write(&big, vec![b'k'; 4097]).expect("a file");
-        assert!(matches!(Psk::load(&big), Err(PskError::TooLong(4097))));
+        assert!(matches!(load_psk(&big), Err(PskError::TooLong(4097))));
         assert!(matches!(
             Psk::new(&[b'k'; 5000]),
             Err(PskError::TooLong(5000))
@@ -241,7 +74,7 @@ mod tests {
             .expect("run mkfifo");
         assert!(made.success(), "mkfifo: {made}");
         for path in [std::path::Path::new("/dev/zero"), &dir, &fifo] {
-            let e = Psk::load(path).expect_err("not a key file");
+            let e = load_psk(path).expect_err("not a key file");
             assert!(matches!(e, PskError::NotRegular { .. }), "{path:?}: {e}");
         }
         std::fs::remove_dir_all(&dir).expect("cleaned up");

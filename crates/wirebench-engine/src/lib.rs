@@ -9,9 +9,7 @@
 #![deny(unsafe_code)]
 
 mod auth;
-mod control;
 mod file;
-pub mod iperf3;
 mod kernel_counters;
 mod net;
 pub mod pace;
@@ -28,7 +26,7 @@ use std::time::Instant;
 
 use wirebench_stats::{LossRuns, TimeHistogram};
 
-pub use auth::{Psk, PskError};
+pub use auth::{load_psk, Psk, PskError};
 pub use file::{SaveDir, DEFAULT_SAVE_QUOTA};
 pub use net::client::{run, ClientConfig};
 pub use net::iperf3::client::{run_iperf3, split_target, Iperf3Config};
@@ -38,6 +36,10 @@ pub use net::server::{
 };
 pub use role::probe::{ProbeFate, ProbeLog, ProbeRecord, ProbeTally};
 pub use role::user::{UserAccept, UserConnector, UserListener, UserStream};
+/// The protocols the engine drives, sans-IO (`wirebench-control`): `crate::control` here.
+pub(crate) use wirebench_control as control;
+/// iperf3's protocol: its codec, parameters and sessions (`wirebench_control::iperf3`).
+pub use wirebench_control::iperf3;
 
 use thiserror::Error;
 

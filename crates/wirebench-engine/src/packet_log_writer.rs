@@ -25,6 +25,8 @@ const POOL: usize = 32;
 /// The most a log's queue holds, the batch being filled among them (the server's memory
 /// budget counts it, `control::memory`).
 pub(crate) const QUEUE_BYTES: u64 = (POOL * BATCH_BYTES) as u64;
+// The budget's figure is the queue's (the control crate cannot see this one).
+const _: () = assert!(QUEUE_BYTES == crate::control::memory::PACKET_LOG_QUEUE_BYTES);
 
 /// How long the receiver waits for the writer to free a batch before giving the log up.
 const STALL: Duration = Duration::from_secs(if cfg!(test) { 1 } else { 10 });

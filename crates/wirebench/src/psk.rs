@@ -5,7 +5,7 @@ use wirebench_engine::Psk;
 /// The pre-shared key from `--psk-file`, else from WIREBENCH_PSK, else none.
 pub fn load_psk(file: Option<&std::path::Path>) -> Result<Option<Psk>, String> {
     match file {
-        Some(path) => Psk::load(path)
+        Some(path) => wirebench_engine::load_psk(path)
             .map(Some)
             .map_err(|e| format!("--psk-file {e}")),
         None => match std::env::var_os("WIREBENCH_PSK") {

@@ -204,7 +204,7 @@ pub fn iperf3_params(data: &[u8]) {
 /// codes, parameters and results documents, cookies, connect datagrams, both control
 /// sessions), and as a UDP header of either width, which must encode again to itself.
 pub fn iperf3(data: &[u8]) {
-    decode_everything(data);
+    decode_everything(data, std::time::Instant::now());
     for wide in [false, true] {
         if let Ok(h) = UdpHeader::decode(wide, data) {
             let mut buf = [0u8; 16];

@@ -15,12 +15,12 @@ use super::admission::{Refusal, SpecLimits, DEFAULT_MAX_DURATION};
 use super::exchange::{Exchange, RunAction};
 use super::wire::{earliest, Wire};
 use super::{Outcome, Session, SessionError, REPORT_GRACE, SETUP_TIMEOUT};
-use crate::auth::Psk;
+use crate::psk::Psk;
 use wirebench_proto::error_kind::ErrorKind;
 
 /// What the server session knows of its server.
 #[derive(Debug, Clone)]
-pub(crate) struct ServerParams {
+pub struct ServerParams {
     /// The limits on what a test may ask; `max_duration` also bounds every test.
     pub limits: SpecLimits,
     /// The key clients must prove, if any.
@@ -37,7 +37,7 @@ pub(crate) struct ServerParams {
 
 /// What the server driver reports.
 #[derive(Debug)]
-pub(crate) enum ServerEvent {
+pub enum ServerEvent {
     /// [`ServerAction::Admit`] found a slot: the test's cookie, and for a file transfer
     /// its amount in bytes (the server's file sets it for a reverse one).
     Admitted {
@@ -98,7 +98,7 @@ pub(crate) enum ServerEvent {
 
 /// What the server session asks of its driver.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum ServerAction {
+pub enum ServerAction {
     /// The first frame was a `start`: the connection leaves the pending stage.
     Identified {
         /// The client's tool and version, for the log.
@@ -167,11 +167,11 @@ const EARLY_MAX: usize = 3;
 /// Time the roles get to stop and hand over their report after the whole-test ceiling
 /// stopped them: the session then ends, with its slot, threads and memory, whatever the
 /// client has read.
-pub(crate) const STOP_GRACE: Duration = Duration::from_secs(2);
+pub const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// The server's session on one connection.
 #[derive(Debug)]
-pub(crate) struct ServerSession {
+pub struct ServerSession {
     params: ServerParams,
     wire: Wire,
     state: State,
@@ -194,7 +194,7 @@ pub(crate) struct ServerSession {
 
 impl ServerSession {
     /// A connection just accepted.
-    pub(crate) fn new(now: Instant, params: ServerParams) -> Self {
+    pub fn new(now: Instant, params: ServerParams) -> Self {
         Self {
             params,
             wire: Wire::new(MAX_HELLO_FRAME),
@@ -216,12 +216,12 @@ impl ServerSession {
 
     /// The test asked for (once the `start` came; a reverse file transfer's amount is set
     /// by the Admitted event).
-    pub(crate) fn spec(&self) -> Option<&TestSpec> {
+    pub fn spec(&self) -> Option<&TestSpec> {
         self.spec.as_ref()
     }
 
     /// This side's role on `stream` of `spec`.
-    pub(crate) fn role_of(spec: &TestSpec, stream: u32) -> Role {
+    pub fn role_of(spec: &TestSpec, stream: u32) -> Role {
         match spec.stream_direction(stream) {
             Direction::Reverse => Role::Sender,
             Direction::Forward | Direction::Bidir => Role::Receiver,
@@ -231,7 +231,7 @@ impl ServerSession {
     /// When the roles stop by themselves, in nanoseconds from their start: at the server's
     /// longest test (`--max-duration`, or the documented ceiling) and the test's drain,
     /// whatever the client does or asked for.
-    pub(crate) fn role_deadline_ns(&self) -> u64 {
+    pub fn role_deadline_ns(&self) -> u64 {
         let longest = self
             .params
             .limits
@@ -244,13 +244,13 @@ impl ServerSession {
     }
 
     /// Whether the server writes the test's packet log (and so waits for its connection).
-    pub(crate) fn writes_log(spec: &TestSpec) -> bool {
+    pub fn writes_log(spec: &TestSpec) -> bool {
         super::memory::server_writes_log(spec)
     }
 
     /// An interval this side's roles closed (of `stream`, or their sum): sent to the client
     /// for its live lines.
-    pub(crate) fn local_interval(
+    pub fn local_interval(
         &mut self,
         now: Instant,
         role: Role,
@@ -263,7 +263,7 @@ impl ServerSession {
     }
 
     /// Something the driver reports.
-    pub(crate) fn handle_event(&mut self, now: Instant, event: ServerEvent) {
+    pub fn handle_event(&mut self, now: Instant, event: ServerEvent) {
         if self.closing {
             return;
         }
@@ -346,36 +346,36 @@ impl ServerSession {
     /// This side's last words once its report is made (the reason the test ended early,
     /// then the report, encoded), taken once: what the driver keeps for a client that
     /// fetches them on a new connection (`control::shelf`).
-    pub(crate) fn take_last_words(&mut self) -> Option<Vec<u8>> {
+    pub fn take_last_words(&mut self) -> Option<Vec<u8>> {
         self.last_words.take()
     }
 
     /// Bytes the session's output holds for the client now (at most
     /// [`super::wire::OUTPUT_BYTES`]).
     #[cfg(test)]
-    pub(crate) fn output_held(&self) -> usize {
+    pub fn output_held(&self) -> usize {
         self.wire.held()
     }
 
     /// The next thing the driver must do.
-    pub(crate) fn poll_action(&mut self) -> Option<ServerAction> {
+    pub fn poll_action(&mut self) -> Option<ServerAction> {
         self.actions
             .pop_front()
             .or_else(|| self.run_actions.pop_front().map(ServerAction::Run))
     }
 
     /// Whether the driver should look for arriving streams often (set-up is on).
-    pub(crate) fn awaits_streams(&self) -> bool {
+    pub fn awaits_streams(&self) -> bool {
         matches!(self.state, State::Streams { .. })
     }
 
     /// The session is over and its output written.
-    pub(crate) fn is_closed(&self) -> bool {
+    pub fn is_closed(&self) -> bool {
         self.closing && self.wire.transmit().is_none()
     }
 
     /// How it ended, once closed (taken once).
-    pub(crate) fn outcome(&mut self) -> Option<Outcome> {
+    pub fn outcome(&mut self) -> Option<Outcome> {
         self.is_closed().then(|| std::mem::take(&mut self.outcome))
     }
 

@@ -8,10 +8,10 @@ use wirebench_proto::error_kind::ErrorKind;
 
 use super::pair::{client_params, server_params, slots, spec, Pair};
 use super::secs;
-use crate::control::admission::{Admission, SpecLimits, DEFAULT_MAX_DURATION};
-use crate::control::client::{ClientAction, ClientEvent};
-use crate::control::server::{ServerAction, ServerEvent};
-use crate::control::RunAction;
+use crate::admission::{Admission, SpecLimits, DEFAULT_MAX_DURATION};
+use crate::client::{ClientAction, ClientEvent};
+use crate::server::{ServerAction, ServerEvent};
+use crate::RunAction;
 
 /// The driver says "shutting down" on every round until the end: the session acts once.
 #[test]

@@ -27,27 +27,27 @@ use wirebench_proto::control::MAX_FRAME;
 use wirebench_proto::results::IntervalRecord;
 use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec, MAX_INTERVALS};
 
-pub(crate) use super::wire::OUTPUT_BYTES;
+pub use super::wire::OUTPUT_BYTES;
 
 /// Counts, the HDR histograms of delay, jitter and round trips, and the touched part of the
 /// role thread's stack (interval records are counted apart, by the test's length).
-pub(crate) const PER_STREAM_BYTES: u64 = 1 << 20;
+pub const PER_STREAM_BYTES: u64 = 1 << 20;
 
 /// The control session, its frames, the two side reports and the results document.
-pub(crate) const PER_TEST_BYTES: u64 = 1 << 20;
+pub const PER_TEST_BYTES: u64 = 1 << 20;
 
 /// The client's report at the end of a test, as it arrives: its frame (at most
 /// `MAX_FRAME`, 4 MiB) and what the frame's lists decode to (at most
 /// `MAX_FRAME_LIST_BYTES`, 8 MiB). Measured: six tests each sending the largest report an
 /// attacker can build took the server 60 MB past its idle size, 10 MB a test.
-pub(crate) const REPORT_BYTES: u64 = 12 << 20;
+pub const REPORT_BYTES: u64 = 12 << 20;
 
 /// One interval record in memory.
 const RECORD_BYTES: u64 = std::mem::size_of::<IntervalRecord>() as u64;
 
 /// This side's report: the sum of its streams' intervals (at most `MAX_INTERVALS`) and the
 /// frame it is encoded into (at most `MAX_FRAME`), while the frame is copied to the output.
-pub(crate) const OWN_REPORT_BYTES: u64 = MAX_INTERVALS * RECORD_BYTES + MAX_FRAME as u64;
+pub const OWN_REPORT_BYTES: u64 = MAX_INTERVALS * RECORD_BYTES + MAX_FRAME as u64;
 
 /// What TCP roles allocate beyond one message: large writes of 2 MiB on loopback
 /// (`role/tcp.rs`), reads of up to 512 KiB.
@@ -65,7 +65,8 @@ const DATAGRAM_BYTES: u64 = 65_536;
 const UDP_DEFAULT_SOCKET_BYTES: u64 = 4 << 20;
 
 /// The packet log's queue between the receiver and its writer (`log.rs`).
-pub(crate) const PACKET_LOG_QUEUE_BYTES: u64 = crate::packet_log_writer::QUEUE_BYTES;
+/// 32 batches of 8192 records (the engine's `packet_log_writer` sizes its queue by it).
+pub const PACKET_LOG_QUEUE_BYTES: u64 = 32 * 8192 * wirebench_proto::packet_log::RECORD_LEN as u64;
 
 /// A file transfer's buffer (a 1 MiB reader, or the saved copy's write buffer).
 const FILE_BUFFER_BYTES: u64 = 1 << 20;
@@ -163,12 +164,12 @@ pub fn iperf3_test_memory(
 
 /// Whether the server writes the test's packet log and streams it to the client: when its
 /// first stream receives (`ServerSession::writes_log`, which admission cannot import).
-pub(crate) fn server_writes_log(spec: &TestSpec) -> bool {
+pub fn server_writes_log(spec: &TestSpec) -> bool {
     spec.packet_log && spec.stream_direction(0) != Direction::Reverse
 }
 
 /// Bytes as people read a memory budget: MiB, or GiB from 10 GiB up.
-pub(crate) fn format_mib(bytes: u64) -> String {
+pub fn format_mib(bytes: u64) -> String {
     const MIB: f64 = 1024.0 * 1024.0;
     let mib = bytes as f64 / MIB;
     if mib >= 10.0 * 1024.0 {

@@ -15,7 +15,7 @@ use super::REPORT_GRACE;
 
 /// What a running session asks of the roles.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum RunAction {
+pub enum RunAction {
     /// The peer's senders are done: `(stream, messages sent)` for this side's receivers of
     /// those streams, so they know what to wait for.
     PeerCounts(Vec<(u32, u64)>),
@@ -58,7 +58,7 @@ pub(super) struct Exchange {
 
 /// One of the peer's live intervals: its role, its stream (`None`: the sum of the role's
 /// streams) and its counters.
-pub(crate) type PeerInterval = (Role, Option<u32>, IntervalRecord);
+pub type PeerInterval = (Role, Option<u32>, IntervalRecord);
 
 /// How many of the peer's live intervals wait for the driver at most: one interval of
 /// every stream and their sums, both ways.
@@ -513,7 +513,7 @@ impl Exchange {
 
 /// Text from the peer made safe to print: control characters (escape sequences, new
 /// lines that would forge output) are shown escaped, and it is cut at 1,000 characters.
-pub(crate) fn printable(text: &str) -> String {
+pub fn printable(text: &str) -> String {
     let mut out = String::with_capacity(text.len().min(1000));
     for c in text.chars().take(1000) {
         if c.is_control() {

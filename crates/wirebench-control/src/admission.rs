@@ -15,14 +15,14 @@ use wirebench_proto::spec::{Direction, Mechanism, TestSpec};
 use wirebench_proto::units::{format_bytes, format_duration, format_rate_bps};
 
 use super::memory::{format_mib, server_writes_log};
-pub(crate) use super::throttle::client_key;
+pub use super::throttle::client_key;
 use super::throttle::KeyGuesses;
 
 /// Most connections that have not yet sent their first frame.
-pub(crate) const MAX_PENDING: usize = 256;
+pub const MAX_PENDING: usize = 256;
 
 /// Most such connections from one address: one address cannot take the whole stage.
-pub(crate) const MAX_PENDING_PER_ADDR: usize = 64;
+pub const MAX_PENDING_PER_ADDR: usize = 64;
 
 /// The longest test a server started without `--max-duration` runs: a client asking for
 /// `-t 1000h` cannot hold a slot for ever.
@@ -270,7 +270,7 @@ impl Refusal {
 
 /// The limits on what one test may ask (`serve --max-*`).
 #[derive(Debug, Clone)]
-pub(crate) struct SpecLimits {
+pub struct SpecLimits {
     /// `--max-duration`.
     pub max_duration: Option<Duration>,
     /// `--max-rate`, bits/s over all streams.
@@ -358,7 +358,7 @@ fn packets_per_stream(spec: &TestSpec) -> Option<u64> {
 
 impl SpecLimits {
     /// Why the server will not run `spec`, if it will not.
-    pub(crate) fn check(&self, spec: &TestSpec) -> Result<(), Refusal> {
+    pub fn check(&self, spec: &TestSpec) -> Result<(), Refusal> {
         spec.validate()
             .map_err(|e| Refusal::Invalid(e.to_string()))?;
         if let (Some(max), Some(d)) = (self.max_duration, spec.duration_ns) {
@@ -429,7 +429,7 @@ impl SpecLimits {
 
 /// The slot limits (`serve --max-tests*`).
 #[derive(Debug, Clone)]
-pub(crate) struct SlotLimits {
+pub struct SlotLimits {
     /// `--max-tests`.
     pub max_tests: usize,
     /// `--max-tests-per-client`.
@@ -439,12 +439,12 @@ pub(crate) struct SlotLimits {
 }
 
 /// A connection in the pending stage, by the order it came in.
-pub(crate) type PendingId = u64;
+pub type PendingId = u64;
 
 /// A test slot held; give it back with [`Admission::release`].
 #[derive(Debug)]
 #[must_use = "a ticket holds a slot until it is released"]
-pub(crate) struct Ticket {
+pub struct Ticket {
     ip: IpAddr,
     /// The server memory reserved for the test, bytes (`--max-memory`).
     memory: u64,
@@ -456,13 +456,13 @@ pub(crate) struct Ticket {
 
 impl Ticket {
     /// The server memory reserved for the test, bytes.
-    pub(crate) fn memory(&self) -> u64 {
+    pub fn memory(&self) -> u64 {
         self.memory
     }
 
     /// Whether the test's memory went to a test that waited for it, as it sat idle
     /// (`control::reclaim`): its driver ends it.
-    pub(crate) fn reclaimed(&self) -> bool {
+    pub fn reclaimed(&self) -> bool {
         self.reclaim.load(Ordering::Relaxed)
     }
 }
@@ -489,7 +489,7 @@ struct ClientUse {
 
 /// The server's admission state.
 #[derive(Debug)]
-pub(crate) struct Admission {
+pub struct Admission {
     slots: SlotLimits,
     max_pending: usize,
     max_pending_per_addr: usize,
@@ -513,12 +513,12 @@ pub(crate) struct Admission {
 
 impl Admission {
     /// Admission with these slot limits and the default pending caps.
-    pub(crate) fn new(slots: SlotLimits) -> Self {
+    pub fn new(slots: SlotLimits) -> Self {
         Self::with_pending_caps(slots, MAX_PENDING, MAX_PENDING_PER_ADDR)
     }
 
     /// Admission with these pending caps (tests use small ones).
-    pub(crate) fn with_pending_caps(slots: SlotLimits, overall: usize, per_addr: usize) -> Self {
+    pub fn with_pending_caps(slots: SlotLimits, overall: usize, per_addr: usize) -> Self {
         Self {
             slots,
             max_pending: overall.max(1),
@@ -539,14 +539,14 @@ impl Admission {
     /// The same, keeping running tests together under `max` bytes of server memory, and
     /// one address's under `per_client`.
     #[must_use]
-    pub(crate) fn with_max_memory(mut self, max: Option<u64>, per_client: Option<u64>) -> Self {
+    pub fn with_max_memory(mut self, max: Option<u64>, per_client: Option<u64>) -> Self {
         self.max_memory = max;
         self.memory_per_client = per_client;
         self
     }
 
     /// What running tests hold now, bytes.
-    pub(crate) fn memory_in_use(&self) -> u64 {
+    pub fn memory_in_use(&self) -> u64 {
         self.memory_in_use
     }
 
@@ -556,7 +556,7 @@ impl Admission {
     /// flood of silent connections then ages out instead of locking newcomers out, and one
     /// that floods from a few addresses pushes out only its own: a client with a connection
     /// or two, however slow its round trips, keeps its place.
-    pub(crate) fn pending_open(&mut self, ip: IpAddr) -> (PendingId, Option<PendingId>) {
+    pub fn pending_open(&mut self, ip: IpAddr) -> (PendingId, Option<PendingId>) {
         let ip = client_key(ip);
         let id = self.next_pending;
         self.next_pending += 1;
@@ -597,7 +597,7 @@ impl Admission {
     }
 
     /// Why `ip` may not try a key now, if it has to wait (it sent too many wrong ones).
-    pub(crate) fn key_wait(&self, now: Instant, ip: IpAddr) -> Result<(), Refusal> {
+    pub fn key_wait(&self, now: Instant, ip: IpAddr) -> Result<(), Refusal> {
         match self.guesses.wait(now, ip) {
             Some(wait) => Err(Refusal::KeyGuesses { wait }),
             None => Ok(()),
@@ -605,40 +605,40 @@ impl Admission {
     }
 
     /// `ip` sent a wrong key at `now`.
-    pub(crate) fn key_failed(&mut self, now: Instant, ip: IpAddr) {
+    pub fn key_failed(&mut self, now: Instant, ip: IpAddr) {
         self.guesses.failed(now, ip);
     }
 
     /// `ip` proved the key: its wrong ones are forgotten.
-    pub(crate) fn key_proven(&mut self, ip: IpAddr) {
+    pub fn key_proven(&mut self, ip: IpAddr) {
         self.guesses.proven(ip);
     }
 
     /// The connection said what it is (or ended): it leaves the pending stage.
-    pub(crate) fn pending_close(&mut self, id: PendingId) {
+    pub fn pending_close(&mut self, id: PendingId) {
         self.pending.remove(&id);
     }
 
     /// Connections in the pending stage now.
-    pub(crate) fn pending(&self) -> usize {
+    pub fn pending(&self) -> usize {
         self.pending.len()
     }
 
     /// Tests running now.
-    pub(crate) fn running(&self) -> usize {
+    pub fn running(&self) -> usize {
         self.running
     }
 
     /// A test slot for `ip`, or the limit it would break. Only admitted starts count
     /// towards the per-minute limit: a refused attempt costs the client nothing.
-    pub(crate) fn admit(&mut self, now: Instant, ip: IpAddr) -> Result<Ticket, Refusal> {
+    pub fn admit(&mut self, now: Instant, ip: IpAddr) -> Result<Ticket, Refusal> {
         self.admit_holding(now, ip, 0)
     }
 
     /// [`admit`](Self::admit) for a test that will hold `memory` bytes of server memory
     /// (`control::memory::test_memory`): refused when running tests and it together would
     /// pass `--max-memory`; else reserved until the ticket is released.
-    pub(crate) fn admit_holding(
+    pub fn admit_holding(
         &mut self,
         now: Instant,
         ip: IpAddr,
@@ -761,7 +761,7 @@ impl Admission {
 
     /// The test `ticket` holds moved too little in the last window (`idle`), or moves
     /// enough again: only an idle test's memory can go to a test that waits for it.
-    pub(crate) fn set_idle(&mut self, ticket: &Ticket, idle: bool) {
+    pub fn set_idle(&mut self, ticket: &Ticket, idle: bool) {
         if let Some(h) = self.tests.get_mut(&ticket.id) {
             h.idle = idle;
         }
@@ -771,7 +771,7 @@ impl Admission {
     /// iperf3 client says its streams after it was let in:
     /// `control::memory::iperf3_test_memory`). Refused as at admission; the ticket then
     /// holds what it held.
-    pub(crate) fn hold(&mut self, ticket: &mut Ticket, memory: u64) -> Result<(), Refusal> {
+    pub fn hold(&mut self, ticket: &mut Ticket, memory: u64) -> Result<(), Refusal> {
         let asked = ticket.memory.saturating_add(memory);
         if let Some(max) = self.max_memory.filter(|max| asked > *max) {
             let in_use = self.memory_in_use.saturating_sub(ticket.memory);
@@ -810,7 +810,7 @@ impl Admission {
     }
 
     /// A test ended: its slot is free again (its start still counts for the minute).
-    pub(crate) fn release(&mut self, ticket: Ticket) {
+    pub fn release(&mut self, ticket: Ticket) {
         // What it holds now: nothing once its memory went to another test.
         let memory = self.tests.remove(&ticket.id).map_or(0, |h| h.memory);
         self.running = self.running.saturating_sub(1);

@@ -10,12 +10,27 @@
 //! sends TEST_END; the server answers EXCHANGE_RESULTS, the client sends its results and the
 //! server its own; the server sends DISPLAY_RESULTS and the client IPERF_DONE.
 
-pub mod admit;
-pub(crate) mod client;
-pub mod codec;
-pub(crate) mod server;
+/// The system error numbers iperf3 sends after SERVER_ERROR (Linux's, which iperf3 clients
+/// print with `strerror`): the protocol's values, not this host's calls.
+pub mod errno {
+    /// Operation not permitted.
+    pub const EPERM: i32 = 1;
+    /// Out of memory.
+    pub const ENOMEM: i32 = 12;
+    /// Invalid argument.
+    pub const EINVAL: i32 = 22;
+    /// Result too large.
+    pub const ERANGE: i32 = 34;
+    /// No buffer space available.
+    pub const ENOBUFS: i32 = 105;
+}
 
-use crate::control::Session;
+pub mod admit;
+pub mod client;
+pub mod codec;
+pub mod server;
+
+use crate::Session;
 use thiserror::Error;
 use wirebench_proto::error_kind::ErrorKind;
 
@@ -24,7 +39,7 @@ pub use codec::{DecodeError, Params, ResultsDoc, StreamResult, UdpHeader, DEFAUL
 
 /// How long each step of the set-up and of the results exchange may take: iperf3's own
 /// servers wait as long for the cookie and parameters (`rcv_timeout` defaults aside).
-pub(crate) const STEP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+pub const STEP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Why an iperf3 session ended early, in one line each.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -82,9 +97,9 @@ impl From<DecodeError> for Iperf3Error {
     }
 }
 
-/// Feeds `bytes` to every iperf3 decoder and to both control sessions, for the fuzz target
-/// and the random-bytes unit test: whatever the bytes, nothing may panic.
-pub fn decode_everything(bytes: &[u8]) {
+/// Feeds `bytes` to every iperf3 decoder and to both control sessions at `now`, for the fuzz
+/// target and the random-bytes unit test: whatever the bytes, nothing may panic.
+pub fn decode_everything(bytes: &[u8], now: std::time::Instant) {
     use codec::{Expect, Reader};
     for expect in [Expect::State, Expect::Json(codec::MAX_JSON), Expect::Error] {
         let mut r = Reader::default();
@@ -101,12 +116,11 @@ pub fn decode_everything(bytes: &[u8]) {
     let _ = client::counts_omitted(bytes, 1);
     let _ = codec::check_cookie(bytes);
     let _ = codec::is_connect(bytes);
-    let now = std::time::Instant::now();
     let cookie = codec::cookie_from(&[0; 36]);
     let mut c = client::ClientSession::new(now, cookie, Params::default(), None);
     c.handle_bytes(now, bytes);
     while c.poll_action().is_some() {}
-    let mut s = server::ServerSession::new(now, crate::control::admission::SpecLimits::default());
+    let mut s = server::ServerSession::new(now, crate::admission::SpecLimits::default());
     // As the driver does: read no more than the session's limit, and say yes to each step.
     let mut rest = bytes;
     while !rest.is_empty() {

@@ -13,12 +13,12 @@ use wirebench_proto::header::UdpHello;
 use wirebench_proto::results::{Role, SideReport};
 use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 
-use crate::auth::Psk;
-use crate::control::admission::{Admission, SlotLimits, SpecLimits, Ticket};
-use crate::control::client::{ClientAction, ClientEvent, ClientParams, ClientSession};
-use crate::control::server::{ServerAction, ServerEvent, ServerParams, ServerSession};
-use crate::control::Session;
-use crate::control::{Outcome, RunAction};
+use crate::admission::{Admission, SlotLimits, SpecLimits, Ticket};
+use crate::client::{ClientAction, ClientEvent, ClientParams, ClientSession};
+use crate::psk::Psk;
+use crate::server::{ServerAction, ServerEvent, ServerParams, ServerSession};
+use crate::Session;
+use crate::{Outcome, RunAction};
 
 /// The client's address as the server sees it.
 pub(super) const CLIENT_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7));
@@ -27,7 +27,7 @@ pub(super) const CLIENT_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7));
 pub(super) const SENT: u64 = 1000;
 
 /// A one-stream TCP test of 1 MB.
-pub(crate) fn spec() -> TestSpec {
+pub fn spec() -> TestSpec {
     TestSpec::example()
 }
 
@@ -520,7 +520,7 @@ impl Pair {
             | ServerAction::StreamsReady => {}
             ServerAction::Admit => {
                 let event = if self.shutting_down {
-                    ServerEvent::Refused(crate::control::admission::Refusal::ShuttingDown)
+                    ServerEvent::Refused(crate::admission::Refusal::ShuttingDown)
                 } else {
                     match self.admission.admit(now, CLIENT_IP) {
                         Ok(t) => {

@@ -25,8 +25,8 @@ use super::server::{
     ServerAction, ServerSession, DECLARED_GRACE, DURATION_GRACE, IDLE_LIMIT, MAX_RESULTS_JSON,
 };
 use super::STEP_TIMEOUT;
-use crate::control::admission::{Refusal, SpecLimits, DEFAULT_MAX_DURATION};
-use crate::control::Session;
+use crate::admission::{Refusal, SpecLimits, DEFAULT_MAX_DURATION};
+use crate::Session;
 
 /// The harness's tick: the client writes and reads once a tick.
 const TICK: Duration = Duration::from_millis(10);

@@ -11,9 +11,9 @@ use proptest::prelude::*;
 use wirebench_proto::spec::{Direction, Mechanism, TestSpec};
 
 use super::pair::Pair;
-use crate::control::server::STOP_GRACE;
-use crate::control::wire::OUTPUT_BYTES;
-use crate::control::{REPORT_GRACE, SETUP_TIMEOUT, WRITE_TIMEOUT};
+use crate::server::STOP_GRACE;
+use crate::wire::OUTPUT_BYTES;
+use crate::{REPORT_GRACE, SETUP_TIMEOUT, WRITE_TIMEOUT};
 
 /// One drawn client.
 #[derive(Debug, Clone)]

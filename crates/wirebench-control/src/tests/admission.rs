@@ -6,7 +6,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::pair::{slots, CLIENT_IP};
-use crate::control::admission::{Admission, Refusal, SlotLimits};
+use crate::admission::{Admission, Refusal, SlotLimits};
 use wirebench_proto::error_kind::ErrorKind;
 
 #[test]
@@ -207,11 +207,11 @@ fn an_iperf3_test_reserves_its_memory_once_its_parameters_are_known() {
     let mut adm = Admission::new(slots(4)).with_max_memory(Some(64 * MIB), None);
     let now = std::time::Instant::now();
     let mut t = adm.admit(now, CLIENT_IP).expect("a slot");
-    let caps = crate::control::memory::SocketCaps::default();
-    let small = crate::control::memory::iperf3_test_memory(2, 128 * 1024, 0, caps);
+    let caps = crate::memory::SocketCaps::default();
+    let small = crate::memory::iperf3_test_memory(2, 128 * 1024, 0, caps);
     adm.hold(&mut t, small).expect("fits");
     assert_eq!(adm.memory_in_use(), small);
-    let big = crate::control::memory::iperf3_test_memory(128, 1 << 20, 4 << 20, caps);
+    let big = crate::memory::iperf3_test_memory(128, 1 << 20, 4 << 20, caps);
     let e = adm.hold(&mut t, big).map_err(|e| e.to_string());
     assert!(e.is_err_and(|e| e.contains("--max-memory 64 MiB")));
     assert_eq!(
@@ -347,7 +347,7 @@ proptest! {
         let mut adm = Admission::new(slots(64)).with_max_memory(Some(max), Some(256 * MIB));
         let now = std::time::Instant::now();
         // (ticket, memory, idle) of the running tests.
-        let mut running: Vec<(crate::control::admission::Ticket, u64, bool)> = Vec::new();
+        let mut running: Vec<(crate::admission::Ticket, u64, bool)> = Vec::new();
         for op in ops {
             match op {
                 Op::Admit { ip, mib } => {

@@ -22,10 +22,10 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// How far back a test's use is looked at.
-pub(crate) const WINDOW: Duration = Duration::from_secs(10);
+pub const WINDOW: Duration = Duration::from_secs(10);
 
 /// The messages a stream must move in [`WINDOW`] for its test to be in use.
-pub(crate) const MESSAGES_PER_STREAM: u64 = 5;
+pub const MESSAGES_PER_STREAM: u64 = 5;
 
 /// How often a count is kept: the window is judged to within this.
 const MARK_EVERY: Duration = Duration::from_secs(1);
@@ -35,7 +35,7 @@ const MARKS: usize = (WINDOW.as_secs() / MARK_EVERY.as_secs()) as usize + 2;
 
 /// A running test's use, judged over the last [`WINDOW`].
 #[derive(Debug)]
-pub(crate) struct UseWindow {
+pub struct UseWindow {
     /// The messages the test must move in the window to be in use.
     need: u64,
     /// `(when, messages moved by then)`, oldest first; allocated once.
@@ -45,7 +45,7 @@ pub(crate) struct UseWindow {
 
 impl UseWindow {
     /// The window of a test of `streams` streams that starts at `now`.
-    pub(crate) fn new(now: Instant, streams: u32) -> Self {
+    pub fn new(now: Instant, streams: u32) -> Self {
         let mut marks = VecDeque::with_capacity(MARKS);
         marks.push_back((now, 0));
         Self {
@@ -57,7 +57,7 @@ impl UseWindow {
 
     /// The test had moved `messages` (in all, since its start) by `now`. Returns its new
     /// state when it changed: `Some(true)` when it turned idle, `Some(false)` busy again.
-    pub(crate) fn observe(&mut self, now: Instant, messages: u64) -> Option<bool> {
+    pub fn observe(&mut self, now: Instant, messages: u64) -> Option<bool> {
         let newest = self.marks.back().map_or(now, |m| m.0);
         if now.saturating_duration_since(newest) >= MARK_EVERY {
             if self.marks.len() == MARKS {
@@ -84,7 +84,7 @@ impl UseWindow {
 
 /// Which idle tests to end so that `short` more bytes are free: the largest first, as few as
 /// that takes; none when all of them would not free enough. `idle` is `(id, bytes held)`.
-pub(crate) fn choose(mut idle: Vec<(u64, u64)>, short: u64) -> Vec<u64> {
+pub fn choose(mut idle: Vec<(u64, u64)>, short: u64) -> Vec<u64> {
     idle.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let mut freed = 0u64;
     let mut chosen = Vec::new();

@@ -1,5 +1,5 @@
 //! Why a control session ended: the sessions' own error, so that they import nothing from
-//! the drivers (the drivers turn it into [`crate::EngineError`]).
+//! the drivers (the engine turns it into its `EngineError`).
 
 use thiserror::Error;
 use wirebench_proto::error_kind::ErrorKind;

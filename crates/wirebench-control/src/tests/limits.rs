@@ -10,8 +10,8 @@ use wirebench_proto::spec::{Direction, Mechanism, Protocol};
 
 use super::pair::{key, server_params, slots, spec, Lone};
 use super::start_frame;
-use crate::control::admission::{client_key, Admission, Refusal, SpecLimits};
-use crate::control::SETUP_TIMEOUT;
+use crate::admission::{client_key, Admission, Refusal, SpecLimits};
+use crate::SETUP_TIMEOUT;
 
 #[test]
 fn the_whole_handshake_shares_one_deadline_from_the_connection() {
@@ -282,10 +282,7 @@ fn extreme_specs_against_every_limit_never_panic() {
                     for l in &all {
                         let _ = l.check(&s);
                     }
-                    let _ = crate::control::memory::test_memory(
-                        &s,
-                        crate::control::memory::SocketCaps::default(),
-                    );
+                    let _ = crate::memory::test_memory(&s, crate::memory::SocketCaps::default());
                 }
             }
         }

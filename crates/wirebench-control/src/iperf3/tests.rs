@@ -6,8 +6,8 @@ use super::client::{ClientAction, ClientSession, Progress};
 use super::codec::{cookie_from, Params, ResultsDoc, State, StreamResult};
 use super::server::{ServerAction, ServerSession, TimeUp, DECLARED_GRACE, IDLE_LIMIT};
 use super::{Iperf3Error, STEP_TIMEOUT};
-use crate::control::admission::{Refusal, SpecLimits};
-use crate::control::Session;
+use crate::admission::{Refusal, SpecLimits};
+use crate::Session;
 
 /// Moves every byte each side has for the other.
 fn pump(now: Instant, c: &mut ClientSession, s: &mut ServerSession) {
@@ -618,12 +618,12 @@ fn options_are_read_and_refused_with_the_code_that_says_why() {
     let base = r#""tcp":true,"time":1,"parallel":1,"len":1000"#;
     for (extra, code, errno) in [
         (r#""sctp":true"#, 18i32, 0i32),
-        (r#""server_affinity":1"#, 132, libc::EPERM),
+        (r#""server_affinity":1"#, 132, super::errno::EPERM),
         (r#""burst":1001"#, 15, 0),
         (r#""TOS":256"#, 21, 0),
         (r#""MSS":100000"#, 10, 0),
         (r#""omit":601"#, 12, 0),
-        (r#""window":1099511627776"#, 124, libc::ENOBUFS),
+        (r#""window":1099511627776"#, 124, super::errno::ENOBUFS),
     ] {
         let (s, a, out) = answer_to(t0, &format!("{{{base},{extra}}}"));
         assert!(

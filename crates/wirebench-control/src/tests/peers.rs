@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::pair::{spec, Pair};
-use crate::control::Session;
-use crate::control::FIRST_BYTES_TIMEOUT;
+use crate::Session;
+use crate::FIRST_BYTES_TIMEOUT;
 
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)

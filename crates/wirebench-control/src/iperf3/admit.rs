@@ -9,7 +9,7 @@ use std::time::Duration;
 use wirebench_proto::spec::MAX_STREAMS;
 
 use super::codec::{DecodeError, Params, UdpHeader};
-use crate::control::admission::{Refusal, SpecLimits, DEFAULT_MAX_DURATION};
+use crate::admission::{Refusal, SpecLimits, DEFAULT_MAX_DURATION};
 
 /// iperf3's largest TCP block (`MAX_BLOCKSIZE` in `iperf.h`, 1 MiB): its own clients never
 /// ask for more, and the server allocates one block per sending stream.
@@ -49,31 +49,32 @@ pub const MAX_MSS: u64 = 9 * 1024;
 /// iperf3's error codes (`iperf_api.h`, the same in every 3.x release) that a server sends
 /// in SERVER_ERROR; an iperf3 client prints the code's text (`iperf_error.c`), and after
 /// some of them `strerror` of the errno sent with it.
-pub(crate) mod ie {
-    pub(crate) const DURATION: i32 = 5;
-    pub(crate) const NUM_STREAMS: i32 = 6;
-    pub(crate) const BLOCK_SIZE: i32 = 7;
-    pub(crate) const MSS: i32 = 10;
-    pub(crate) const OMIT: i32 = 12;
-    pub(crate) const BURST: i32 = 15;
-    pub(crate) const NO_SCTP: i32 = 18;
-    pub(crate) const UDP_BLOCK_SIZE: i32 = 20;
-    pub(crate) const BAD_TOS: i32 = 21;
-    pub(crate) const TOTAL_RATE: i32 = 27;
-    pub(crate) const NEW_TEST: i32 = 100;
-    pub(crate) const SET_BUF: i32 = 124;
-    pub(crate) const AFFINITY: i32 = 132;
-    pub(crate) const SET_CONGESTION: i32 = 134;
-    pub(crate) const AUTH_TEST: i32 = 142;
+#[allow(missing_docs)] // iperf3's own names (IEDURATION, IENUMSTREAMS, ...)
+pub mod ie {
+    pub const DURATION: i32 = 5;
+    pub const NUM_STREAMS: i32 = 6;
+    pub const BLOCK_SIZE: i32 = 7;
+    pub const MSS: i32 = 10;
+    pub const OMIT: i32 = 12;
+    pub const BURST: i32 = 15;
+    pub const NO_SCTP: i32 = 18;
+    pub const UDP_BLOCK_SIZE: i32 = 20;
+    pub const BAD_TOS: i32 = 21;
+    pub const TOTAL_RATE: i32 = 27;
+    pub const NEW_TEST: i32 = 100;
+    pub const SET_BUF: i32 = 124;
+    pub const AFFINITY: i32 = 132;
+    pub const SET_CONGESTION: i32 = 134;
+    pub const AUTH_TEST: i32 = 142;
 }
 
 /// What a refused iperf3 client hears: iperf3's error code and the errno after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ErrorCode {
+pub struct ErrorCode {
     /// iperf3's `i_errno`.
-    pub(crate) code: i32,
+    pub code: i32,
     /// The system error the client prints after the texts of some codes (0: none).
-    pub(crate) errno: i32,
+    pub errno: i32,
 }
 
 impl ErrorCode {
@@ -83,17 +84,19 @@ impl ErrorCode {
 
     /// The code for a refusal of the server's own limits: the nearest of iperf3's words,
     /// so that the client prints the reason (the server's log has the numbers).
-    pub(crate) fn of(r: &Refusal, udp: bool) -> Self {
+    pub fn of(r: &Refusal, udp: bool) -> Self {
         match r {
             Refusal::Duration { .. } => Self::new(ie::DURATION, 0),
             Refusal::Streams { .. } => Self::new(ie::NUM_STREAMS, 0),
             Refusal::Size { .. } if udp => Self::new(ie::UDP_BLOCK_SIZE, 0),
             Refusal::Size { .. } => Self::new(ie::BLOCK_SIZE, 0),
             Refusal::Rate { .. } | Refusal::UnlimitedRate { .. } => Self::new(ie::TOTAL_RATE, 0),
-            Refusal::Memory { .. } => Self::new(ie::NEW_TEST, libc::ENOMEM),
-            Refusal::Bytes { .. } | Refusal::Pps { .. } => Self::new(ie::NEW_TEST, libc::ERANGE),
+            Refusal::Memory { .. } => Self::new(ie::NEW_TEST, super::errno::ENOMEM),
+            Refusal::Bytes { .. } | Refusal::Pps { .. } => {
+                Self::new(ie::NEW_TEST, super::errno::ERANGE)
+            }
             Refusal::AuthFailed | Refusal::AuthExpected(_) => Self::new(ie::AUTH_TEST, 0),
-            _ => Self::new(ie::NEW_TEST, libc::EINVAL),
+            _ => Self::new(ie::NEW_TEST, super::errno::EINVAL),
         }
     }
 }
@@ -161,7 +164,7 @@ impl SocketOptions {
     }
 
     /// Within iperf3's own bounds, and nothing this server does not do.
-    pub(crate) fn check(&self) -> Result<(), (Refusal, ErrorCode)> {
+    pub fn check(&self) -> Result<(), (Refusal, ErrorCode)> {
         let no = |why: &str, code: i32, errno: i32| {
             Err((invalid(why.into()), ErrorCode::new(code, errno)))
         };
@@ -172,7 +175,7 @@ impl SocketOptions {
             return no(
                 "-A's server CPU is not supported by this server: it serves many clients",
                 ie::AFFINITY,
-                libc::EPERM,
+                super::errno::EPERM,
             );
         }
         if self.burst > MAX_BURST {
@@ -188,7 +191,7 @@ impl SocketOptions {
             return no(
                 &format!("--fq-rate over {MAX_COUNT}"),
                 ie::NEW_TEST,
-                libc::ERANGE,
+                super::errno::ERANGE,
             );
         }
         Ok(())
@@ -241,7 +244,7 @@ fn invalid(why: String) -> Refusal {
 
 /// [`admit_with`] without socket options, the refusal alone: the tests' shorthand.
 #[cfg(test)]
-pub(crate) fn admit(p: Params, limits: &SpecLimits) -> Result<Admitted, Refusal> {
+pub fn admit(p: Params, limits: &SpecLimits) -> Result<Admitted, Refusal> {
     admit_with(p, SocketOptions::default(), limits).map_err(|(r, _)| r)
 }
 
@@ -250,7 +253,7 @@ pub(crate) fn admit(p: Params, limits: &SpecLimits) -> Result<Admitted, Refusal>
 /// `--max-duration`, [`DEFAULT_MAX_DURATION`]), refusing with the iperf3 error code the
 /// client hears. What they say they will move is checked here, what they do move is
 /// counted by the roles.
-pub(crate) fn admit_with(
+pub fn admit_with(
     p: Params,
     options: SocketOptions,
     limits: &SpecLimits,
@@ -295,7 +298,7 @@ fn check_shape(p: &Params) -> Result<(), (Refusal, ErrorCode)> {
         return no(
             "a test is TCP or UDP, not both".into(),
             ie::NEW_TEST,
-            libc::EINVAL,
+            super::errno::EINVAL,
         );
     }
     if p.omit > MAX_OMIT_S {
@@ -308,7 +311,7 @@ fn check_shape(p: &Params) -> Result<(), (Refusal, ErrorCode)> {
                 p.window
             ),
             ie::SET_BUF,
-            libc::ENOBUFS,
+            super::errno::ENOBUFS,
         );
     }
     if p.pacing_timer > MAX_PACING_TIMER_US {
@@ -318,7 +321,7 @@ fn check_shape(p: &Params) -> Result<(), (Refusal, ErrorCode)> {
                 p.pacing_timer
             ),
             ie::NEW_TEST,
-            libc::EINVAL,
+            super::errno::EINVAL,
         );
     }
     if p.num > MAX_COUNT || p.bandwidth > MAX_COUNT || p.blockcount > MAX_COUNT {
@@ -328,7 +331,7 @@ fn check_shape(p: &Params) -> Result<(), (Refusal, ErrorCode)> {
                 p.num, p.blockcount, p.bandwidth
             ),
             ie::NEW_TEST,
-            libc::ERANGE,
+            super::errno::ERANGE,
         );
     }
     if let Some(cc) = &p.congestion {
@@ -337,7 +340,7 @@ fn check_shape(p: &Params) -> Result<(), (Refusal, ErrorCode)> {
             return no(
                 format!("-C takes a congestion control name of 1 to {MAX_CONGESTION_LEN} letters"),
                 ie::SET_CONGESTION,
-                libc::EINVAL,
+                super::errno::EINVAL,
             );
         }
     }
@@ -348,7 +351,7 @@ fn check_shape(p: &Params) -> Result<(), (Refusal, ErrorCode)> {
         return no(
             format!("a client version of over {MAX_VERSION_LEN} bytes"),
             ie::NEW_TEST,
-            libc::EINVAL,
+            super::errno::EINVAL,
         );
     }
     Ok(())

@@ -7,11 +7,11 @@ use super::codec::{
     frame_json, Expect, Item, Params, Reader, ResultsDoc, State, COOKIE_LEN, MAX_JSON,
 };
 use super::{Iperf3Error, STEP_TIMEOUT};
-use crate::control::Session;
+use crate::Session;
 
 /// What the driver must do next.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum ClientAction {
+pub enum ClientAction {
     /// Open the data streams now (CREATE_STREAMS).
     CreateStreams,
     /// Start moving data (TEST_RUNNING).
@@ -43,7 +43,7 @@ enum Phase {
 
 /// What this side's streams have moved so far, as the driver sees it once a tick.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Progress {
+pub struct Progress {
     /// Every sending stream has sent its share of the amount.
     pub senders_finished: bool,
     /// Bytes the receiving streams took, all together.
@@ -52,7 +52,7 @@ pub(crate) struct Progress {
 
 /// The session.
 #[derive(Debug)]
-pub(crate) struct ClientSession {
+pub struct ClientSession {
     out: Vec<u8>,
     reader: Reader,
     params: Params,
@@ -70,7 +70,7 @@ pub(crate) struct ClientSession {
 impl ClientSession {
     /// A session that starts by sending `cookie`, for a test of `params` that this side
     /// ends after `length` once it runs (a timed test), or once its amount moved (`num`).
-    pub(crate) fn new(
+    pub fn new(
         now: Instant,
         cookie: [u8; COOKIE_LEN],
         params: Params,
@@ -91,18 +91,18 @@ impl ClientSession {
 
     /// Whether the server's results (once [`ClientAction::PeerResults`] came) gave each
     /// stream's counts at the end of the omitted seconds; servers before iperf3 3.14 do not.
-    pub(crate) fn peer_counts_omitted(&self) -> bool {
+    pub fn peer_counts_omitted(&self) -> bool {
         self.peer_counts_omitted
     }
 
     /// The next action.
-    pub(crate) fn poll_action(&mut self) -> Option<ClientAction> {
+    pub fn poll_action(&mut self) -> Option<ClientAction> {
         self.actions.pop_front()
     }
 
     /// Whether the session has ended (done or failed).
     #[cfg(test)]
-    pub(crate) fn is_over(&self) -> bool {
+    pub fn is_over(&self) -> bool {
         self.phase == Phase::Over
     }
 
@@ -117,7 +117,7 @@ impl ClientSession {
     /// What the running test's streams moved: a test of an amount ends once every
     /// direction this side takes part in has moved it (its senders their shares, its
     /// receivers the whole).
-    pub(crate) fn handle_progress(&mut self, now: Instant, moved: Progress) {
+    pub fn handle_progress(&mut self, now: Instant, moved: Progress) {
         let p = &self.params;
         if !self.running || p.num == 0 {
             return;
@@ -140,7 +140,7 @@ impl ClientSession {
     }
 
     /// This side's results, asked for by [`ClientAction::SendResults`].
-    pub(crate) fn send_results(&mut self, now: Instant, doc: &ResultsDoc) {
+    pub fn send_results(&mut self, now: Instant, doc: &ResultsDoc) {
         if self.phase == Phase::States {
             self.out.extend_from_slice(&frame_json(doc));
             self.phase = Phase::PeerResults;
@@ -199,7 +199,7 @@ impl ClientSession {
 
 /// Whether each of a results document's `streams` (there are `n`) carries
 /// `omitted_packets` and `omitted_errors`: a missing key is "not said", not 0.
-pub(crate) fn counts_omitted(doc: &[u8], n: usize) -> bool {
+pub fn counts_omitted(doc: &[u8], n: usize) -> bool {
     use serde::de::IgnoredAny;
     #[derive(serde::Deserialize)]
     struct Stream {

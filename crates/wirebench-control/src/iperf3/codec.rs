@@ -8,28 +8,28 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// The cookie: 36 characters from iperf3's alphabet and a NUL (`COOKIE_SIZE`).
-pub(crate) const COOKIE_LEN: usize = 37;
+pub const COOKIE_LEN: usize = 37;
 
 /// The characters iperf3's `make_cookie` draws from.
 const COOKIE_CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz234567";
 
 /// The largest JSON document a client accepts from an iperf3 server (results with
 /// `--get-server-output` carry the server's whole output).
-pub(crate) const MAX_JSON: usize = 1 << 20;
+pub const MAX_JSON: usize = 1 << 20;
 
 /// The largest parameters document a server accepts: iperf3's own cap
 /// (`MAX_PARAMS_JSON_STRING`).
-pub(crate) const MAX_PARAMS_JSON: usize = 8 * 1024;
+pub const MAX_PARAMS_JSON: usize = 8 * 1024;
 
 /// The largest results document a server accepts from a client: a few hundred bytes a
 /// stream, for the most streams a test may have, both ways.
-pub(crate) const MAX_PEER_RESULTS_JSON: usize = 64 * 1024;
+pub const MAX_PEER_RESULTS_JSON: usize = 64 * 1024;
 
 /// The UDP stream's connect datagram, written by iperf3 in host order without `htonl`
 /// (`UDP_CONNECT_MSG` 0x36373839): on little-endian hosts the bytes read "9876".
-pub(crate) const UDP_CONNECT_MSG: u32 = 0x3637_3839;
+pub const UDP_CONNECT_MSG: u32 = 0x3637_3839;
 /// The server's answer to it (`UDP_CONNECT_REPLY`).
-pub(crate) const UDP_CONNECT_REPLY: u32 = 0x3938_3736;
+pub const UDP_CONNECT_REPLY: u32 = 0x3938_3736;
 /// What iperf3 before 3.1 sent and answered (decimal 123456789 and 987654321).
 const LEGACY_CONNECT: [u32; 2] = [123_456_789, 987_654_321];
 
@@ -38,7 +38,8 @@ pub const DEFAULT_PORT: u16 = 5201;
 
 /// The control channel's states (`iperf_api.h`); each travels as one signed byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum State {
+#[allow(missing_docs)] // iperf3's own names, TEST_START and the rest, in its order
+pub enum State {
     TestStart,
     TestRunning,
     TestEnd,
@@ -56,7 +57,7 @@ pub(crate) enum State {
 
 impl State {
     /// The state a byte names; `None` for bytes iperf3 never sends (or only defines).
-    pub(crate) fn from_byte(b: u8) -> Option<Self> {
+    pub fn from_byte(b: u8) -> Option<Self> {
         Some(match b as i8 {
             1 => Self::TestStart,
             2 => Self::TestRunning,
@@ -76,7 +77,7 @@ impl State {
     }
 
     /// The byte on the wire.
-    pub(crate) fn byte(self) -> u8 {
+    pub fn byte(self) -> u8 {
         let v: i8 = match self {
             Self::TestStart => 1,
             Self::TestRunning => 2,
@@ -122,7 +123,7 @@ pub enum DecodeError {
 }
 
 /// A fresh cookie from 36 random bytes (the caller's entropy: this module reads no source).
-pub(crate) fn cookie_from(random: &[u8; COOKIE_LEN - 1]) -> [u8; COOKIE_LEN] {
+pub fn cookie_from(random: &[u8; COOKIE_LEN - 1]) -> [u8; COOKIE_LEN] {
     let mut c = [0u8; COOKIE_LEN];
     for (out, r) in c.iter_mut().zip(random) {
         *out = COOKIE_CHARS[(*r as usize) % COOKIE_CHARS.len()];
@@ -131,7 +132,7 @@ pub(crate) fn cookie_from(random: &[u8; COOKIE_LEN - 1]) -> [u8; COOKIE_LEN] {
 }
 
 /// Whether `bytes` is a cookie as iperf3 makes them: 36 characters of its alphabet and NUL.
-pub(crate) fn check_cookie(bytes: &[u8]) -> Result<[u8; COOKIE_LEN], DecodeError> {
+pub fn check_cookie(bytes: &[u8]) -> Result<[u8; COOKIE_LEN], DecodeError> {
     let c: [u8; COOKIE_LEN] = bytes.try_into().map_err(|_| DecodeError::Cookie)?;
     let ok = c[..COOKIE_LEN - 1].iter().all(|b| COOKIE_CHARS.contains(b)) && c[36] == 0;
     if ok {
@@ -148,7 +149,7 @@ pub fn is_cookie_start(first: u8) -> bool {
 }
 
 /// A JSON document behind its 4-byte big-endian length.
-pub(crate) fn frame_json<T: Serialize>(doc: &T) -> Vec<u8> {
+pub fn frame_json<T: Serialize>(doc: &T) -> Vec<u8> {
     // Serialising our own plain structs cannot fail; an empty object keeps the peer parsing.
     let body = serde_json::to_vec(doc).unwrap_or_else(|_| b"{}".to_vec());
     let mut out = Vec::with_capacity(4 + body.len());
@@ -159,48 +160,55 @@ pub(crate) fn frame_json<T: Serialize>(doc: &T) -> Vec<u8> {
 
 /// One step of the control stream: a state byte, or a whole JSON document.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Item {
+pub enum Item {
     /// A state byte.
     State(State),
     /// A JSON document's bytes.
     Json(Vec<u8>),
     /// The 8 bytes after a `SERVER_ERROR`: iperf3's error code and the system errno.
-    Error { code: i32, errno: i32 },
+    Error {
+        /// iperf3's error code (`i_errno`).
+        code: i32,
+        /// The system error number sent with it.
+        errno: i32,
+    },
 }
 
 /// What the reader expects next: the protocol decides, the bytes cannot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Expect {
+pub enum Expect {
+    /// A state byte.
     State,
     /// A JSON document of at most this many bytes.
     Json(usize),
+    /// SERVER_ERROR's code and errno.
     Error,
 }
 
 /// Accumulates control bytes and cuts them into items as the session expects them.
 #[derive(Debug, Default)]
-pub(crate) struct Reader {
+pub struct Reader {
     buf: Vec<u8>,
 }
 
 impl Reader {
     /// Adds bytes read from the connection.
-    pub(crate) fn push(&mut self, bytes: &[u8]) {
+    pub fn push(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
     }
 
     /// Bytes held and not yet cut.
-    pub(crate) fn held(&self) -> usize {
+    pub fn held(&self) -> usize {
         self.buf.len()
     }
 
     /// Takes exactly `n` raw bytes (the cookie), if they are there.
-    pub(crate) fn take_raw(&mut self, n: usize) -> Option<Vec<u8>> {
+    pub fn take_raw(&mut self, n: usize) -> Option<Vec<u8>> {
         (self.buf.len() >= n).then(|| self.buf.drain(..n).collect())
     }
 
     /// The next item of the kind expected, `Ok(None)` until it is complete.
-    pub(crate) fn next(&mut self, expect: Expect) -> Result<Option<Item>, DecodeError> {
+    pub fn next(&mut self, expect: Expect) -> Result<Option<Item>, DecodeError> {
         match expect {
             Expect::State => {
                 let Some(&b) = self.buf.first() else {
@@ -240,13 +248,13 @@ impl Reader {
 }
 
 /// The 4 bytes a UDP stream's connect datagram or its reply carry, in iperf3's host order.
-pub(crate) fn connect_bytes(v: u32) -> [u8; 4] {
+pub fn connect_bytes(v: u32) -> [u8; 4] {
     v.to_ne_bytes()
 }
 
 /// Whether a 4-byte datagram is a connect message or reply of any iperf3 version, in either
 /// byte order (older servers answer with the legacy value).
-pub(crate) fn is_connect(bytes: &[u8]) -> bool {
+pub fn is_connect(bytes: &[u8]) -> bool {
     let Ok(b): Result<[u8; 4], _> = bytes.try_into() else {
         return false;
     };
@@ -495,7 +503,7 @@ impl ResultsDoc {
 
 /// iperf3's stream ids in creation order: 1, 3, 4, 5, ... (`iperf_add_stream` starts
 /// counting at 2 and adds one per stream already there).
-pub(crate) fn stream_id(index: usize) -> i64 {
+pub fn stream_id(index: usize) -> i64 {
     if index == 0 {
         1
     } else {
@@ -505,7 +513,7 @@ pub(crate) fn stream_id(index: usize) -> i64 {
 
 /// The message for an iperf3 error code (`iperf_api.h`, 3.x numbering; codes vary between
 /// versions, so only a few stable ones are named and the number is always given).
-pub(crate) fn error_text(code: i32, errno: i32) -> String {
+pub fn error_text(code: i32, errno: i32) -> String {
     // The codes an iperf3 server sends in SERVER_ERROR (esnet/iperf `src/iperf_api.h`),
     // worded as `iperf_error.c` words them.
     let what = match code {
@@ -546,10 +554,10 @@ pub(crate) fn error_text(code: i32, errno: i32) -> String {
 }
 
 /// iperf3's `IETOTALRATE`: the client asked for more than the server's rate limit.
-pub(crate) const IE_TOTAL_RATE: i32 = 27;
+pub const IE_TOTAL_RATE: i32 = 27;
 /// iperf3's `IENEWTEST`: the server cannot run the test (a perror code: the client prints
 /// `strerror(errno)` after it).
-pub(crate) const IE_NEW_TEST: i32 = 100;
+pub const IE_NEW_TEST: i32 = 100;
 
 #[cfg(test)]
 mod tests {
@@ -667,7 +675,7 @@ mod tests {
             let _ = ResultsDoc::parse(&bytes);
             let _ = check_cookie(&bytes);
             let _ = is_connect(&bytes);
-            super::super::decode_everything(&bytes);
+            super::super::decode_everything(&bytes, std::time::Instant::now());
         }
     }
 }

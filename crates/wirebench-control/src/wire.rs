@@ -17,11 +17,11 @@ use super::WRITE_TIMEOUT;
 
 /// Most bytes of live interval records a control connection's output holds: about 250
 /// records, a second of 64 streams' sums at `-i 250ms`. Past it a record is dropped.
-pub(crate) const LIVE_OUTPUT_BYTES: usize = 64 * 1024;
+pub const LIVE_OUTPUT_BYTES: usize = 64 * 1024;
 
 /// Most bytes a control connection's output ever holds: the largest frame (a report) with
 /// room for the live records before it and the small frames around it.
-pub(crate) const OUTPUT_BYTES: usize = MAX_FRAME + 4 * LIVE_OUTPUT_BYTES;
+pub const OUTPUT_BYTES: usize = MAX_FRAME + 4 * LIVE_OUTPUT_BYTES;
 
 /// Decoder and output buffer of one control connection.
 #[derive(Debug)]

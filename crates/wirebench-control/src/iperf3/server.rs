@@ -9,38 +9,38 @@ use super::codec::{
     MAX_PARAMS_JSON, MAX_PEER_RESULTS_JSON,
 };
 use super::{Iperf3Error, STEP_TIMEOUT};
-use crate::control::admission::{Refusal, SpecLimits, DEFAULT_MAX_DURATION};
-use crate::control::Session;
+use crate::admission::{Refusal, SpecLimits, DEFAULT_MAX_DURATION};
+use crate::Session;
 
 /// How long a running test may go without a byte from the client, on its control
 /// connection or its streams (received, or sent and taken by its socket), as wirebench's
 /// own tests: a stuck client frees its slot, whatever `-t` it declared.
-pub(crate) const IDLE_LIMIT: Duration = Duration::from_secs(30);
+pub const IDLE_LIMIT: Duration = Duration::from_secs(30);
 
 /// How long past the server's longest test an iperf3 client may take to end it before the
 /// server ends it (the client's clock starts when TEST_RUNNING reaches it, after ours).
-pub(crate) const DURATION_GRACE: Duration = Duration::from_secs(1);
+pub const DURATION_GRACE: Duration = Duration::from_secs(1);
 
 /// How long past its own `-t` a timed test may run before the server ends it: the client
 /// sends TEST_END at its end, so this bounds a client that receives UDP and says nothing
 /// (whose silence the idle limit cannot tell from a good test's).
-pub(crate) const DECLARED_GRACE: Duration = Duration::from_secs(10);
+pub const DECLARED_GRACE: Duration = Duration::from_secs(10);
 
 /// The largest results document the server sends (1 MiB, what wirebench's own iperf3
 /// client reads): the results with the server's output, or without it when that would be
 /// larger.
-pub(crate) const MAX_RESULTS_JSON: usize = super::codec::MAX_JSON;
+pub const MAX_RESULTS_JSON: usize = super::codec::MAX_JSON;
 
 /// A results document over [`MAX_RESULTS_JSON`], not queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ResultsTooLarge {
+pub struct ResultsTooLarge {
     /// Its length, serialised.
-    pub(crate) bytes: usize,
+    pub bytes: usize,
 }
 
 /// Which time bound ended a running test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TimeUp {
+pub enum TimeUp {
     /// The server's longest test (`--max-duration`, or its default) and its grace.
     MaxDuration,
     /// The client's own `-t` and [`DECLARED_GRACE`], without its TEST_END.
@@ -52,7 +52,7 @@ pub(crate) enum TimeUp {
 
 impl TimeUp {
     /// The server limit it is, as `--metrics` counts it: none for the client's own time.
-    pub(crate) fn limit(self) -> Option<wirebench_proto::error_kind::ErrorKind> {
+    pub fn limit(self) -> Option<wirebench_proto::error_kind::ErrorKind> {
         match self {
             Self::MaxDuration => Some(wirebench_proto::error_kind::ErrorKind::MaxDuration),
             Self::Declared { .. } => None,
@@ -77,7 +77,7 @@ impl std::fmt::Display for TimeUp {
 
 /// What the driver must do next.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum ServerAction {
+pub enum ServerAction {
     /// The cookie arrived: admit the test ([`ServerSession::welcome`]) or deny it.
     Cookie([u8; COOKIE_LEN]),
     /// The parameters arrived and are within the server's limits: set the streams up and
@@ -116,7 +116,7 @@ enum Phase {
 
 /// The session.
 #[derive(Debug)]
-pub(crate) struct ServerSession {
+pub struct ServerSession {
     out: Vec<u8>,
     reader: Reader,
     phase: Phase,
@@ -133,7 +133,7 @@ pub(crate) struct ServerSession {
 
 impl ServerSession {
     /// A session on a new control connection of a server with these `limits`.
-    pub(crate) fn new(now: Instant, limits: SpecLimits) -> Self {
+    pub fn new(now: Instant, limits: SpecLimits) -> Self {
         Self {
             out: Vec::new(),
             reader: Reader::default(),
@@ -148,17 +148,17 @@ impl ServerSession {
     }
 
     /// The next action.
-    pub(crate) fn poll_action(&mut self) -> Option<ServerAction> {
+    pub fn poll_action(&mut self) -> Option<ServerAction> {
         self.actions.pop_front()
     }
 
     /// Whether the session has ended.
-    pub(crate) fn is_over(&self) -> bool {
+    pub fn is_over(&self) -> bool {
         self.phase == Phase::Over
     }
 
     /// Whether the test runs: from TEST_RUNNING to the client's TEST_END or a time bound.
-    pub(crate) fn is_running(&self) -> bool {
+    pub fn is_running(&self) -> bool {
         self.phase == Phase::Running
     }
 
@@ -186,7 +186,7 @@ impl ServerSession {
 
     /// Data moved on the test's streams (or a stream arrived): the client is alive. The
     /// driver calls this when it sees the streams' counts move, once a tick, not per packet.
-    pub(crate) fn handle_activity(&mut self, now: Instant) {
+    pub fn handle_activity(&mut self, now: Instant) {
         if self.phase == Phase::Running {
             self.idle_by = Some(now + IDLE_LIMIT);
             self.set_running_deadline();
@@ -202,7 +202,7 @@ impl ServerSession {
     }
 
     /// Admits the test: PARAM_EXCHANGE.
-    pub(crate) fn welcome(&mut self, now: Instant) {
+    pub fn welcome(&mut self, now: Instant) {
         if self.phase == Phase::Deciding {
             self.out.push(State::ParamExchange.byte());
             self.phase = Phase::Params;
@@ -211,7 +211,7 @@ impl ServerSession {
     }
 
     /// Refuses the test as iperf3 does when busy: ACCESS_DENIED, then the end.
-    pub(crate) fn deny(&mut self) {
+    pub fn deny(&mut self) {
         self.out.push(State::AccessDenied.byte());
         self.phase = Phase::Over;
         self.deadline = None;
@@ -219,7 +219,7 @@ impl ServerSession {
 
     /// Refuses, or ends a running test, with SERVER_ERROR: iperf3's error `code` and an
     /// `errno` (iperf3 clients print `strerror(errno)` after the texts of some codes).
-    pub(crate) fn refuse(&mut self, code: i32, errno: i32) {
+    pub fn refuse(&mut self, code: i32, errno: i32) {
         self.out.push(State::ServerError.byte());
         self.out.extend_from_slice(&code.to_be_bytes());
         self.out.extend_from_slice(&errno.to_be_bytes());
@@ -229,7 +229,7 @@ impl ServerSession {
 
     /// Ends a running test from this side (a server limit, a shutdown): SERVER_TERMINATE,
     /// which iperf3 clients report as "the server has terminated" after their summary.
-    pub(crate) fn terminate(&mut self) {
+    pub fn terminate(&mut self) {
         if self.phase != Phase::Over {
             self.out.push(State::ServerTerminate.byte());
             self.phase = Phase::Over;
@@ -238,7 +238,7 @@ impl ServerSession {
     }
 
     /// Accepts the parameters: CREATE_STREAMS; streams must arrive within the step time.
-    pub(crate) fn accept(&mut self, now: Instant) {
+    pub fn accept(&mut self, now: Instant) {
         if self.phase == Phase::Deciding {
             self.out.push(State::CreateStreams.byte());
             self.phase = Phase::States;
@@ -249,7 +249,7 @@ impl ServerSession {
     /// Every stream is there: TEST_START and TEST_RUNNING. The test ends at the server's
     /// longest test (with [`DURATION_GRACE`]), at its own `-t` (with [`DECLARED_GRACE`]) if
     /// it is timed, and after [`IDLE_LIMIT`] without a byte from the client.
-    pub(crate) fn run(&mut self, now: Instant) {
+    pub fn run(&mut self, now: Instant) {
         if self.phase == Phase::States {
             self.out.push(State::TestStart.byte());
             self.out.push(State::TestRunning.byte());
@@ -269,7 +269,7 @@ impl ServerSession {
     }
 
     /// Sending stopped after TEST_END: EXCHANGE_RESULTS; the client's results come next.
-    pub(crate) fn exchange(&mut self, now: Instant) {
+    pub fn exchange(&mut self, now: Instant) {
         if self.phase == Phase::Deciding {
             self.out.push(State::ExchangeResults.byte());
             self.phase = Phase::PeerResults;
@@ -282,7 +282,7 @@ impl ServerSession {
     /// the session stays where it was and says how long it was, so the driver can send a
     /// smaller one (the results without the server's output). The session never holds more
     /// than its state bytes and one results frame of at most that size.
-    pub(crate) fn send_results(
+    pub fn send_results(
         &mut self,
         now: Instant,
         doc: &impl serde::Serialize,
@@ -320,7 +320,7 @@ impl ServerSession {
 
     /// Refuses the parameters for `r` in iperf3's words, and tells the driver why: when the
     /// driver decides, after the parameters passed (the server's memory budget).
-    pub(crate) fn refuse_for(&mut self, r: Refusal, udp: bool) {
+    pub fn refuse_for(&mut self, r: Refusal, udp: bool) {
         let code = ErrorCode::of(&r, udp);
         self.refuse(code.code, code.errno);
         self.actions.push_back(ServerAction::Refused(r));

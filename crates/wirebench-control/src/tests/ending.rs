@@ -7,8 +7,8 @@ use wirebench_proto::error_kind::ErrorKind;
 use wirebench_proto::spec::TestSpec;
 
 use super::pair::{spec, Pair};
-use crate::control::server::ServerEvent;
-use crate::control::SessionError;
+use crate::server::ServerEvent;
+use crate::SessionError;
 
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
@@ -35,7 +35,7 @@ fn a_reclaimed_test_ends_its_session_soon_whatever_the_client_reads() {
     p.run_for(secs(120));
     let closed = p.server_closed_at.expect("the session ended");
     assert!(
-        closed - at <= crate::control::REPORT_GRACE + crate::control::server::STOP_GRACE,
+        closed - at <= crate::REPORT_GRACE + crate::server::STOP_GRACE,
         "ended {:?} after the reclaim",
         closed - at
     );

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 /// The address that per-address caps count under: an IPv4 address as it is (an IPv4-mapped
 /// IPv6 one as IPv4), an IPv6 address by its /64, since one host commonly holds a whole /64
 /// and could otherwise take a fresh address for every connection.
-pub(crate) fn client_key(ip: IpAddr) -> IpAddr {
+pub fn client_key(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V4(_) => ip,
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
@@ -25,16 +25,16 @@ pub(crate) fn client_key(ip: IpAddr) -> IpAddr {
 
 /// Most addresses remembered at once; past it, the one not heard from longest is forgotten
 /// (an attacker with many addresses then meets the same first waits on each, no more).
-pub(crate) const MAX_ADDRESSES: usize = 4096;
+pub const MAX_ADDRESSES: usize = 4096;
 
 /// Wrong keys an address may send before it has to wait.
-pub(crate) const FREE_GUESSES: u32 = 3;
+pub const FREE_GUESSES: u32 = 3;
 
 /// The first wait, after [`FREE_GUESSES`] wrong keys; each further wrong key doubles it.
-pub(crate) const FIRST_WAIT: Duration = Duration::from_secs(1);
+pub const FIRST_WAIT: Duration = Duration::from_secs(1);
 
 /// The longest wait between two tries: about 60 guesses an hour from one address.
-pub(crate) const MAX_WAIT: Duration = Duration::from_secs(60);
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
 
 /// An address forgotten after this long without a wrong key (its count starts again).
 const FORGET_AFTER: Duration = Duration::from_secs(600);
@@ -85,24 +85,24 @@ impl<T> PerAddress<T> {
 /// [`FIRST_WAIT`], then twice that after each further wrong key, up to [`MAX_WAIT`], before
 /// the server looks at another of its keys. A right key clears its count.
 #[derive(Debug, Default)]
-pub(crate) struct KeyGuesses {
+pub struct KeyGuesses {
     failures: PerAddress<u32>,
 }
 
 impl KeyGuesses {
     /// `ip` sent a wrong key at `now`.
-    pub(crate) fn failed(&mut self, now: Instant, ip: IpAddr) {
+    pub fn failed(&mut self, now: Instant, ip: IpAddr) {
         let n = self.failures.entry(now, ip, || 0);
         *n = n.saturating_add(1);
     }
 
     /// `ip` proved the key: its count starts again.
-    pub(crate) fn proven(&mut self, ip: IpAddr) {
+    pub fn proven(&mut self, ip: IpAddr) {
         self.failures.remove(ip);
     }
 
     /// How long `ip` must still wait before it may try a key, if it must.
-    pub(crate) fn wait(&self, now: Instant, ip: IpAddr) -> Option<Duration> {
+    pub fn wait(&self, now: Instant, ip: IpAddr) -> Option<Duration> {
         let (failures, last) = self.failures.get(ip)?;
         let over = failures.checked_sub(FREE_GUESSES).filter(|n| *n > 0)?;
         if now.saturating_duration_since(*last) >= FORGET_AFTER {
@@ -117,10 +117,10 @@ impl KeyGuesses {
 }
 
 /// Log lines of refusals an address may write at once.
-pub(crate) const LOG_BURST: u32 = 5;
+pub const LOG_BURST: u32 = 5;
 
 /// How often an address earns another log line once it used its burst.
-pub(crate) const LOG_EVERY: Duration = Duration::from_secs(10);
+pub const LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// One address's log budget: tokens, when they were last counted, lines left out since the
 /// last one written.
@@ -134,14 +134,14 @@ struct Bucket {
 /// Log lines for refused connections, by address: [`LOG_BURST`] at once, then one every
 /// [`LOG_EVERY`]; the next line written says how many were left out meanwhile.
 #[derive(Debug, Default)]
-pub(crate) struct LogBudget {
+pub struct LogBudget {
     buckets: PerAddress<Bucket>,
 }
 
 impl LogBudget {
     /// Whether a refusal of `ip` at `now` may be logged: `Some(left_out)` with the lines of
     /// this address left out since its last one, or `None` to leave this one out too.
-    pub(crate) fn allow(&mut self, now: Instant, ip: IpAddr) -> Option<u64> {
+    pub fn allow(&mut self, now: Instant, ip: IpAddr) -> Option<u64> {
         let b = self.buckets.entry(now, ip, || Bucket {
             tokens: LOG_BURST,
             refilled: now,

@@ -18,10 +18,10 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 /// The most the shelf holds, bytes: a few large reports, or thousands of ordinary ones.
-pub(crate) const SHELF_BYTES: usize = 16 << 20;
+pub const SHELF_BYTES: usize = 16 << 20;
 
 /// How long a test's results stay after its session made them.
-pub(crate) const SHELF_TIME: Duration = Duration::from_secs(60);
+pub const SHELF_TIME: Duration = Duration::from_secs(60);
 
 #[derive(Debug)]
 struct Entry {
@@ -33,14 +33,14 @@ struct Entry {
 
 /// Finished tests' last frames, oldest first.
 #[derive(Debug, Default)]
-pub(crate) struct Shelf {
+pub struct Shelf {
     entries: VecDeque<Entry>,
     bytes: usize,
 }
 
 impl Shelf {
     /// Keeps `frames` for the test `cookie` whose client is `ip`, from `now`.
-    pub(crate) fn put(&mut self, now: Instant, cookie: u64, ip: IpAddr, frames: Vec<u8>) {
+    pub fn put(&mut self, now: Instant, cookie: u64, ip: IpAddr, frames: Vec<u8>) {
         self.expire(now);
         if frames.len() > SHELF_BYTES {
             return;
@@ -62,7 +62,7 @@ impl Shelf {
 
     /// The frames of test `cookie`, for a connection from `ip`: taken (a second fetch gets
     /// nothing), or none when there are none, they expired, or `ip` is not its client's.
-    pub(crate) fn take(&mut self, now: Instant, cookie: u64, ip: IpAddr) -> Option<Vec<u8>> {
+    pub fn take(&mut self, now: Instant, cookie: u64, ip: IpAddr) -> Option<Vec<u8>> {
         self.expire(now);
         let i = self
             .entries
@@ -75,7 +75,7 @@ impl Shelf {
 
     /// Bytes held now.
     #[cfg(test)]
-    pub(crate) fn bytes(&self) -> usize {
+    pub fn bytes(&self) -> usize {
         self.bytes
     }
 

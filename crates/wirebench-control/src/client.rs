@@ -11,12 +11,12 @@ use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 use super::exchange::{printable, Exchange, RunAction};
 use super::wire::{earliest, Wire};
 use super::{Outcome, Session, SessionError, FIRST_BYTES_TIMEOUT, HELLO_EVERY, SETUP_TIMEOUT};
-use crate::auth::Psk;
+use crate::psk::Psk;
 use wirebench_proto::error_kind::ErrorKind;
 
 /// What the client session needs to know of its test and of itself.
 #[derive(Debug, Clone)]
-pub(crate) struct ClientParams {
+pub struct ClientParams {
     /// The test asked for.
     pub spec: TestSpec,
     /// The key to prove, if any.
@@ -35,7 +35,7 @@ pub(crate) struct ClientParams {
 
 /// What the client driver reports.
 #[derive(Debug)]
-pub(crate) enum ClientEvent {
+pub enum ClientEvent {
     /// The connection or socket of `stream` (or the packet log, `PACKET_LOG_STREAM`) is
     /// open, as [`ClientAction::OpenStream`] or [`ClientAction::OpenLog`] asked.
     Opened {
@@ -71,7 +71,7 @@ pub(crate) enum ClientEvent {
 
 /// What the client session asks of its driver.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum ClientAction {
+pub enum ClientAction {
     /// The server accepted: the test's cookie, where UDP streams go, its host identity.
     /// [`ClientSession::spec`] is now the test as it will run.
     Accepted {
@@ -125,7 +125,7 @@ enum State {
 
 /// The client's control session.
 #[derive(Debug)]
-pub(crate) struct ClientSession {
+pub struct ClientSession {
     params: ClientParams,
     spec_json: String,
     wire: Wire,
@@ -146,15 +146,15 @@ pub(crate) struct ClientSession {
 /// How long past its due time the client waits for the server's report before it fetches it
 /// on a new connection too: a clear path has delivered it by then, a flooded one may keep it
 /// in retransmission backoff for a minute.
-pub(crate) const FETCH_AFTER: Duration = Duration::from_secs(2);
+pub const FETCH_AFTER: Duration = Duration::from_secs(2);
 
 /// How long the client tries to fetch the server's report when the server closed the
 /// control connection before it came (a close that queued behind the test's own flood).
-pub(crate) const FETCH_AFTER_CLOSE: Duration = Duration::from_secs(5);
+pub const FETCH_AFTER_CLOSE: Duration = Duration::from_secs(5);
 
 impl ClientSession {
     /// A session that has just connected: its `start` is queued.
-    pub(crate) fn new(now: Instant, params: ClientParams) -> Self {
+    pub fn new(now: Instant, params: ClientParams) -> Self {
         let spec_json = serde_json::to_string(&params.spec).unwrap_or_default();
         let mut s = Self {
             spec_json,
@@ -186,12 +186,12 @@ impl ClientSession {
     }
 
     /// The test as it runs (a reverse file transfer takes its amount from the server).
-    pub(crate) fn spec(&self) -> &TestSpec {
+    pub fn spec(&self) -> &TestSpec {
         &self.params.spec
     }
 
     /// This side's role on `stream`.
-    pub(crate) fn role_of(&self, stream: u32) -> Role {
+    pub fn role_of(&self, stream: u32) -> Role {
         match self.params.spec.stream_direction(stream) {
             Direction::Reverse => Role::Receiver,
             Direction::Forward | Direction::Bidir => Role::Sender,
@@ -199,12 +199,12 @@ impl ClientSession {
     }
 
     /// Whether this side writes the packet log itself (it receives) rather than the server.
-    pub(crate) fn logs_locally(&self) -> bool {
+    pub fn logs_locally(&self) -> bool {
         self.role_of(0) == Role::Receiver
     }
 
     /// Something the driver reports.
-    pub(crate) fn handle_event(&mut self, now: Instant, event: ClientEvent) {
+    pub fn handle_event(&mut self, now: Instant, event: ClientEvent) {
         if self.closing {
             return;
         }
@@ -249,24 +249,24 @@ impl ClientSession {
 
     /// The server's next live interval (its view of the test: for a receiver, what arrived),
     /// to show as it comes.
-    pub(crate) fn poll_peer_interval(&mut self) -> Option<super::exchange::PeerInterval> {
+    pub fn poll_peer_interval(&mut self) -> Option<super::exchange::PeerInterval> {
         self.peer_intervals.pop_front()
     }
 
     /// The next thing the driver must do.
-    pub(crate) fn poll_action(&mut self) -> Option<ClientAction> {
+    pub fn poll_action(&mut self) -> Option<ClientAction> {
         self.actions
             .pop_front()
             .or_else(|| self.run_actions.pop_front().map(ClientAction::Run))
     }
 
     /// The session is over and its output written.
-    pub(crate) fn is_closed(&self) -> bool {
+    pub fn is_closed(&self) -> bool {
         self.closing && self.wire.transmit().is_none()
     }
 
     /// How it ended, once closed (taken once).
-    pub(crate) fn outcome(&mut self) -> Option<Outcome> {
+    pub fn outcome(&mut self) -> Option<Outcome> {
         self.is_closed().then(|| std::mem::take(&mut self.outcome))
     }
 
@@ -444,7 +444,7 @@ impl ClientSession {
     /// this side's report is out and the server's is [`FETCH_AFTER`] past due, or at once
     /// when the server closed the connection before it came; none otherwise, or when the
     /// server cannot have them (it has no test yet).
-    pub(crate) fn fetch_due(&self) -> Option<Instant> {
+    pub fn fetch_due(&self) -> Option<Instant> {
         match &self.state {
             State::Running(x) => x.fetch_from(FETCH_AFTER),
             _ => None,
@@ -454,7 +454,7 @@ impl ClientSession {
     /// The server's last words, fetched on a new connection: taken as if they came on this
     /// one (a report that arrives here too afterwards changes nothing, the session is over).
     /// Bytes that are not whole frames of its messages are ignored: the wait goes on.
-    pub(crate) fn fetched(&mut self, now: Instant, mut frames: &[u8]) {
+    pub fn fetched(&mut self, now: Instant, mut frames: &[u8]) {
         let mut msgs = Vec::new();
         while let Ok(Some((msg, n))) =
             wirebench_proto::control::decode(frames, wirebench_proto::control::MAX_FRAME)
@@ -477,7 +477,7 @@ impl ClientSession {
     /// The server's port refused the fetch's connection: nobody is there to send its report.
     /// A wait that goes on only for a fetch (the server closed the control connection) ends
     /// now; a control connection still open is waited on as before.
-    pub(crate) fn fetch_refused(&mut self, now: Instant) {
+    pub fn fetch_refused(&mut self, now: Instant) {
         if let State::Running(x) = &mut self.state {
             x.give_up_fetch(now, &mut self.run_actions);
         }

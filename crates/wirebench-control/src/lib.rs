@@ -1,3 +1,10 @@
+//! wirebench's protocols as sans-IO state machines: its control protocol (this module's
+//! sessions, admission, memory estimates, throttles, wire framing, the results shelf), the
+//! pre-shared key's MACs (`psk`) and iperf3's protocol (`iperf3`: its codec, its parameters'
+//! bounds and its sessions). The crate has no socket, thread, file or clock dependency: its
+//! lints (`clippy.toml` beside its manifest) refuse `std::net`'s sockets, `std::thread`,
+//! `std::fs` and reading the clock outside its tests. The engine drives it.
+//!
 //! The control protocol as sans-IO state machines, in the manner of quinn-proto's
 //! `Connection`: bytes, driver events and the current time go in; bytes to write, actions for
 //! the driver and the next deadline come out. Nothing here opens a socket, starts a thread,
@@ -43,16 +50,20 @@
 //! reading) ends the session. Anything malformed, oversized or out of order gets an `error`
 //! to the peer, and the session closes; the server keeps serving everyone else.
 
-pub(crate) mod admission;
-pub(crate) mod client;
+#![cfg_attr(test, allow(clippy::disallowed_methods, clippy::disallowed_types))]
+
+pub mod admission;
+pub mod client;
 mod error;
-pub(crate) mod exchange;
-pub(crate) mod memory;
-pub(crate) mod reclaim;
-pub(crate) mod server;
-pub(crate) mod shelf;
-pub(crate) mod throttle;
-pub(crate) mod wire;
+pub mod exchange;
+pub mod iperf3;
+pub mod memory;
+pub mod psk;
+pub mod reclaim;
+pub mod server;
+pub mod shelf;
+pub mod throttle;
+pub mod wire;
 
 #[cfg(test)]
 mod tests;
@@ -62,30 +73,30 @@ use std::time::{Duration, Instant};
 use wirebench_proto::results::SideReport;
 
 pub use error::SessionError;
-pub(crate) use exchange::RunAction;
+pub use exchange::RunAction;
 
 /// How long each set-up step may take: the first frame, the answer to the challenge, the
 /// server's answer, the data streams, the `begin`.
-pub(crate) const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+pub const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// After the first bytes from a server, how long they may take to make a control frame
 /// before the client says the peer is no wirebench server (instead of waiting the whole
 /// SETUP_TIMEOUT).
-pub(crate) const FIRST_BYTES_TIMEOUT: Duration = Duration::from_secs(2);
+pub const FIRST_BYTES_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How often a UDP hello is sent until the server confirms it.
-pub(crate) const HELLO_EVERY: Duration = Duration::from_millis(100);
+pub const HELLO_EVERY: Duration = Duration::from_millis(100);
 
 /// Extra time a side waits for its peer's report beyond the drain time.
-pub(crate) const REPORT_GRACE: Duration = Duration::from_secs(10);
+pub const REPORT_GRACE: Duration = Duration::from_secs(10);
 
 /// How long a control write may make no progress before the peer counts as gone.
-pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What every sans-IO session (this protocol's, and iperf3's in [`crate::iperf3`]) offers
 /// the driver's one I/O loop (`net::Pump`): bytes out and in, the close, its next deadline.
 /// The sessions implement it directly, so the loop is written once for all four.
-pub(crate) trait Session {
+pub trait Session {
     /// Bytes to write.
     fn poll_transmit(&self) -> Option<&[u8]>;
     /// `n` of them were written.
@@ -106,7 +117,7 @@ pub(crate) trait Session {
 
 /// How a closed session ended.
 #[derive(Debug, Default)]
-pub(crate) struct Outcome {
+pub struct Outcome {
     /// This side's report, once its roles ran.
     pub local: Option<SideReport>,
     /// The peer's report, if it arrived.
