@@ -134,7 +134,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
                 } else {
                     FilesDir::new()?
                 };
-                let hp = in_process_server(args.psk_file.as_deref(), &dir.path)?;
+                let hp = super::serve::in_process_server(psk.as_ref(), Some(&dir.path))?;
                 files_dir = Some(dir);
                 hp
             }
@@ -242,47 +242,6 @@ impl Drop for FilesDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
     }
-}
-
-/// A server in this process on loopback that sends files from `files_dir` and saves the
-/// files it receives there, configured as `serve` would be with these flags (so its defaults
-/// stay those of `serve`).
-fn in_process_server(
-    psk_file: Option<&std::path::Path>,
-    files_dir: &std::path::Path,
-) -> Result<(String, u16), Failure> {
-    use clap::Parser;
-    /// `serve`'s flags alone.
-    #[derive(Parser)]
-    struct Serve {
-        #[command(flatten)]
-        args: cli::ServeArgs,
-    }
-    let mut flags: Vec<std::ffi::OsString> = ["serve", "--bind", "127.0.0.1", "--port", "0"]
-        .iter()
-        .map(Into::into)
-        .collect();
-    // The client shows the test: the server in this process keeps quiet.
-    flags.extend(["--quiet".into(), "--live".into(), "never".into()]);
-    flags.extend(["--max-tests".into(), "8".into()]);
-    flags.extend(["--files-dir".into(), files_dir.as_os_str().to_owned()]);
-    flags.extend(["--save-dir".into(), files_dir.as_os_str().to_owned()]);
-    if let Some(p) = psk_file {
-        flags.extend(["--psk-file".into(), p.as_os_str().to_owned()]);
-    }
-    let serve = Serve::try_parse_from(flags).map_err(|e| Failure::Usage(e.to_string()))?;
-    let config = serve.args.config().map_err(Failure::Usage)?;
-    let server =
-        wirebench_engine::Server::bind(config).context("starting the in-process server")?;
-    let port = server
-        .local_addr()
-        .context("reading the server address")?
-        .port();
-    std::thread::Builder::new()
-        .name("wirebench-local-server".into())
-        .spawn(move || server.run())
-        .context("starting the in-process server")?;
-    Ok(("127.0.0.1".to_string(), port))
 }
 
 /// `HOST`, `HOST:PORT`, `[V6ADDR]:PORT` or a bare IPv6 address, resolved as `-4`/`-6` ask.

@@ -153,6 +153,18 @@ pub fn server_for(
             .map(|h| h.or_port(port))
             .map_err(|e| Failure::Usage(e.to_string()));
     }
+    in_process_server(psk, None)
+}
+
+/// The one server this process starts for its own tests (`run` or `sweep` without a host),
+/// on loopback, with one set of limits: room for a sweep's next trial while the last one's
+/// session winds down, a year for a test, the client's own bounds on the timing flags, no
+/// budget but the host's; with `files`, the directory it saves `--file` copies in and sends
+/// `--both-directions` files from.
+pub fn in_process_server(
+    psk: Option<&Psk>,
+    files: Option<&std::path::Path>,
+) -> Result<(String, u16), Failure> {
     let server = Server::bind(ServerConfig {
         bind: "127.0.0.1:0".parse().context("loopback address")?,
         ipv6_only: false,
@@ -163,8 +175,10 @@ pub fn server_for(
         // It serves this process's own test: no budget but the host's.
         budget: Default::default(),
         log: false,
-        save_dir: None,
-        files_dir: None,
+        save_dir: files.map(|d| {
+            wirebench_engine::SaveDir::new(d.to_path_buf(), wirebench_engine::DEFAULT_SAVE_QUOTA)
+        }),
+        files_dir: files.map(std::path::Path::to_path_buf),
         stats_every: None,
         max_bytes: None,
         max_streams: None,
