@@ -98,4 +98,12 @@ fn datagrams_above_the_mtu_fall_back_from_gso() {
     let features = v["datapath"]["client"]["features"].to_string();
     assert!(features.contains("udp_gso_refused"), "{v}");
     assert!(!features.contains("\"udp_gso\""), "{v}");
+    // Said once, with the kernel's reason.
+    let fallbacks = v["datapath"]["client"]["fallbacks"]
+        .as_array()
+        .expect("fallbacks");
+    assert_eq!(fallbacks.len(), 1, "{v}");
+    assert_eq!(fallbacks[0]["feature"], "udp_gso", "{v}");
+    let reason = fallbacks[0]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("a send with GSO failed ("), "{reason}");
 }

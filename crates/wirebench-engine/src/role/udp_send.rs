@@ -132,9 +132,18 @@ pub(super) fn udp_send_stream(
     rep.ms_bytes = bins.finish();
     rep.datapath = p.datapath.clone();
     if p.offloads.gso && !io.offloads().gso {
-        // The device refused GSO (EIO) and the sender went on without it.
+        // The device refused GSO (EIO) and the sender went on without it: said once, why.
         rep.datapath.features.retain(|f| f != "udp_gso");
         rep.datapath.features.push("udp_gso_refused".into());
+        let why = io
+            .gso_refused()
+            .map_or_else(String::new, |e| format!(" ({e})"));
+        rep.datapath
+            .fallbacks
+            .push(wirebench_proto::results::Fallback {
+                feature: "udp_gso".into(),
+                reason: format!("a send with GSO failed{why}: one datagram a message from then on"),
+            });
     }
     rep
 }

@@ -25,7 +25,7 @@ use std::net::UdpSocket;
 use std::os::fd::AsFd;
 
 use socket2::SockRef;
-use wirebench_proto::results::Datapath;
+use wirebench_proto::results::{Datapath, Fallback};
 use wirebench_proto::spec::{Mechanism, TestSpec};
 use wirebench_sys::mmsg::{self, Received, RecvBuf, RecvMeta, Transmit, Wait};
 
@@ -112,7 +112,8 @@ pub fn udp_datapath(
             usize::try_from(b).unwrap_or(usize::MAX)
         });
     let (snd, rcv) = size_buffers(SockRef::from(s), size);
-    let off = enable(s, spec.mechanism == Mechanism::Stream && !spec.no_offload);
+    let wanted = spec.mechanism == Mechanism::Stream && !spec.no_offload;
+    let (off, fallbacks) = enable_saying_why(s, wanted);
     features.extend(off.features());
     let dp = Datapath {
         io: off.io().into(),
@@ -130,22 +131,44 @@ pub fn udp_datapath(
         tcp_congestion: None,
         zerocopy: None,
         busy_poll: super::busy_poll_setup(s, spec),
+        fallbacks,
         ..Datapath::default()
     };
     (dp, off)
 }
 
-/// Probes and turns on what the kernel offers on `sock`; nothing when `wanted` is false.
-pub fn enable(sock: &UdpSocket, wanted: bool) -> Offloads {
+/// As [`enable`], and for each offload the kernel refused, why (`datapath.fallbacks`).
+fn enable_saying_why(sock: &UdpSocket, wanted: bool) -> (Offloads, Vec<Fallback>) {
     if !wanted {
-        return Offloads::default();
+        return (Offloads::default(), Vec::new());
     }
-    Offloads {
+    let mut why = Vec::new();
+    let gso = sockopt::get::<libc::c_int>(sock, libc::SOL_UDP, libc::UDP_SEGMENT);
+    if let Err(e) = &gso {
+        why.push(Fallback {
+            feature: "udp_gso".into(),
+            reason: format!("the kernel refused UDP_SEGMENT ({e}): one datagram a message"),
+        });
+    }
+    let gro = sockopt::set(sock, libc::SOL_UDP, libc::UDP_GRO, &1);
+    if let Err(e) = &gro {
+        why.push(Fallback {
+            feature: "udp_gro".into(),
+            reason: format!("the kernel refused UDP_GRO ({e}): one datagram a receive slot"),
+        });
+    }
+    let off = Offloads {
         batch: true,
-        // A kernel without UDP GSO (before 4.18) does not know the option.
-        gso: sockopt::get::<libc::c_int>(sock, libc::SOL_UDP, libc::UDP_SEGMENT).is_ok(),
-        gro: sockopt::set(sock, libc::SOL_UDP, libc::UDP_GRO, &1).is_ok(),
-    }
+        gso: gso.is_ok(),
+        gro: gro.is_ok(),
+    };
+    (off, why)
+}
+
+/// Probes and turns on what the kernel offers on `sock`; nothing when `wanted` is false.
+#[cfg(test)]
+pub fn enable(sock: &UdpSocket, wanted: bool) -> Offloads {
+    enable_saying_why(sock, wanted).0
 }
 
 /// Sends batches of equal-size datagrams.
@@ -157,6 +180,8 @@ pub struct BatchSend {
     /// Messages per call.
     messages: usize,
     off: Offloads,
+    /// Why GSO was given up mid-test.
+    gso_refused: Option<io::Error>,
 }
 
 impl BatchSend {
@@ -178,6 +203,7 @@ impl BatchSend {
             segs,
             messages,
             off,
+            gso_refused: None,
         }
     }
 
@@ -207,9 +233,15 @@ impl BatchSend {
         &mut self.buf[start..end]
     }
 
+    /// Why GSO was given up mid-test, if it was: the kernel's error.
+    pub fn gso_refused(&self) -> Option<&io::Error> {
+        self.gso_refused.as_ref()
+    }
+
     /// Stops using GSO (the device refused it: EIO). The datagrams already in the buffer
     /// become one message each: at most [`BATCH`] of them per call.
-    fn disable_gso(&mut self) {
+    fn disable_gso(&mut self, why: io::Error) {
+        self.gso_refused.get_or_insert(why);
         self.off.gso = false;
         self.messages = (self.messages * self.segs).min(BATCH);
         self.segs = 1;
@@ -241,7 +273,7 @@ impl BatchSend {
                             Some(libc::EIO | libc::EMSGSIZE | libc::EINVAL)
                         ) =>
                 {
-                    self.disable_gso();
+                    self.disable_gso(e);
                 }
                 other => return other,
             }

@@ -55,6 +55,23 @@ pub struct Datapath {
     /// Request/response with `--busy-poll`: how this side waited; absent when it blocked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busy_poll: Option<BusyPoll>,
+    /// Offloads this side wanted and went without, once each, with the kernel's reason:
+    /// UDP GSO or GRO the kernel does not offer, or GSO a device refused mid-test.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "wirebench_stats::bounded::list"
+    )]
+    pub fallbacks: Vec<Fallback>,
+}
+
+/// An offload a side went without (`datapath.fallbacks`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fallback {
+    /// The feature, as `datapath.features` names it (`udp_gso`, `udp_gro`).
+    pub feature: String,
+    /// Why, in the kernel's words.
+    pub reason: String,
 }
 
 /// How a request/response side busy-polled (`--busy-poll`).
