@@ -449,9 +449,10 @@ mod tests {
         for round in 0..4 {
             if round == 2 {
                 // what send does when the device answers EIO
-                tx.disable_gso();
+                tx.disable_gso(std::io::Error::from_raw_os_error(libc::EIO));
                 assert_eq!(tx.segments(), 1);
                 assert!(!tx.offloads().gso);
+                assert!(tx.gso_refused().is_some());
             }
             let k = tx.capacity().min(100);
             for i in 0..k {
