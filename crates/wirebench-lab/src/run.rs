@@ -17,7 +17,7 @@ use crate::topo::Topology;
 use crate::trial::{run_trial, TrialSetup};
 use serde::Deserialize as _;
 use wirebench_report::experiment::shard::{write_atomic, Manifest, ShardError};
-use wirebench_report::experiment::Shard;
+use wirebench_report::experiment::{DirLock, RunKind, Shard};
 
 /// A scenario run that cannot start or finish.
 #[derive(Debug, thiserror::Error)]
@@ -273,8 +273,10 @@ pub fn run_scenario(
     let trials = run.trials.unwrap_or(sc.trials);
     let parallel = run.parallel.unwrap_or(sc.parallel).max(1);
     let out = &run.out;
-    std::fs::create_dir_all(out.join("trials"))
-        .map_err(io_err(format!("creating {}", out.display())))?;
+    wirebench_report::rundir::make_dirs(out, &["trials", "shards"]).map_err(ShardError::from)?;
+    // Held to the end: another run of this directory (another scenario run, a sweep, a
+    // shard of another count, `merge`) is refused before anything is read or written.
+    let _lock = DirLock::acquire(out, RunKind::LabScenario, run.shard)?;
     if run.shard.count > 1 {
         // Shards of one run share the scenario, the profiles, the trial count and the
         // time scale; a directory of another run is refused before any trial.

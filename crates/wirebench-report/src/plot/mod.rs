@@ -818,7 +818,8 @@ pub fn write_with(chart: &Chart, out: &Path, opts: &Options) -> Result<(), PlotE
         Some("png") => png_bytes(chart, opts)?,
         _ => return Err(PlotError::Extension(out.to_path_buf())),
     };
-    crate::output::write(out, &bytes)?;
+    // As every output: a link there is replaced, never written through.
+    crate::rundir::write(out, &bytes)?;
     Ok(())
 }
 
