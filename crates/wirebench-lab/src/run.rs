@@ -37,6 +37,18 @@ pub enum RunError {
     /// The shared directory: another scenario's manifest, or a file not written.
     #[error(transparent)]
     Shard(#[from] ShardError),
+    /// The directory's trials were measured under another scenario (see [`crate::bind`]).
+    #[error(
+        "{}: the trials there were measured with another scenario: {what}; give another \
+         --out, or run without --resume to measure every trial again",
+        .path.display()
+    )]
+    Changed {
+        /// The directory's manifest.
+        path: PathBuf,
+        /// What changed, in words.
+        what: String,
+    },
     /// A saved trial file that is not a regular file or is too large.
     #[error(transparent)]
     Saved(Box<wirebench_report::input::InputError>),
@@ -81,6 +93,9 @@ pub struct ScenarioRun {
     pub out: PathBuf,
     /// Read the trials already saved in `out` instead of running them again.
     pub resume: bool,
+    /// With `resume`: the scenario may have `[[profile]]`s the saved run did not (each
+    /// other profile, link and test as before); see [`crate::bind`].
+    pub add_profiles: bool,
     /// This process's share of the trials: trial `t` of profile `p` (of `T` trials each)
     /// is number `p·T + t`, as a sweep's point-major numbering, and shard `I` of `N` runs the numbers `k` with `k mod N = I` (see
     /// `wirebench_report::experiment::shard`). A sharded run always resumes, and reads
@@ -245,13 +260,37 @@ fn drop_nulls(v: &mut serde_json::Value) {
     }
 }
 
-/// The trial `trial` of profile `p` saved in `out`, if it is there and done. Bounded and
+/// The trial `trial` of profile `p` saved in the run's directory, if it is there, done,
+/// and that trial: one whose own record names another scenario, profile, trial, time
+/// scale or tests (a copy, or a link to a sibling) is run again and replaced. Bounded and
 /// never blocking: a FIFO or a device as a trial file is refused, not run over.
-fn read_saved(out: &Path, trial: u32, p: &Profile) -> Result<Option<TrialFile>, RunError> {
-    let path = out.join(trial_file(trial, &p.name));
+fn read_saved(run: &ScenarioRun, trial: u32, p: &Profile) -> Result<Option<TrialFile>, RunError> {
+    let path = run.out.join(trial_file(trial, &p.name));
     let saved = wirebench_report::input::saved::<TrialFile>(&path)
         .map_err(|e| RunError::Saved(Box::new(e)))?;
-    Ok(saved.filter(|t| matches!(t, TrialFile::Done(_))))
+    Ok(saved.filter(|t| match t {
+        TrialFile::Done(doc) => is_this_trial(doc, run, trial, p),
+        TrialFile::Failed(_) => false,
+    }))
+}
+
+/// Whether a saved trial's own record is trial `trial` of profile `p` of this run.
+fn is_this_trial(
+    doc: &crate::summary::TrialDoc,
+    run: &ScenarioRun,
+    trial: u32,
+    p: &Profile,
+) -> bool {
+    let sc = &run.scenario;
+    let tests_match = doc.tests.len() == sc.tests.len()
+        && doc.tests.iter().zip(&sc.tests).all(|(saved, def)| {
+            saved.name == def.label() && saved.from == def.from && saved.to == def.to
+        });
+    doc.scenario == sc.name
+        && doc.profile == p.name
+        && doc.trial == trial
+        && doc.time_scale == run.time_scale
+        && tests_match
 }
 
 /// Runs a scenario and writes its directory.
@@ -277,11 +316,16 @@ pub fn run_scenario(
     // Held to the end: another run of this directory (another scenario run, a sweep, a
     // shard of another count, `merge`) is refused before anything is read or written.
     let _lock = DirLock::acquire(out, RunKind::LabScenario, run.shard)?;
-    if run.shard.count > 1 {
-        // Shards of one run share the scenario, the profiles, the trial count and the
-        // time scale; a directory of another run is refused before any trial.
-        manifest(sc, &run.profiles, trials, run.time_scale).write_once(out)?;
-    }
+    // Shards of one run share the scenario, the profiles, the trial count and the time
+    // scale; a resumed run, the scenario's links, tests and profiles. A directory of
+    // another run is refused before any trial, naming what changed.
+    crate::bind::bind(
+        out,
+        &manifest(sc, &run.profiles, trials, run.time_scale),
+        run.resume,
+        run.shard.count > 1,
+        run.add_profiles,
+    )?;
     // What an earlier run killed mid-write left behind (its files are whole or absent).
     wirebench_report::output::clean_experiment_temps(out);
     let (done, jobs) = plan_trials(run, &profiles, trials)?;
@@ -350,7 +394,7 @@ fn plan_trials(
     let sharded = run.shard.count > 1;
     let mut done = Vec::<Done>::new();
     let mut jobs: Vec<Job> = Vec::new();
-    let read_saved = |trial: u32, p: &Profile| read_saved(&run.out, trial, p);
+    let read_saved = |trial: u32, p: &Profile| read_saved(run, trial, p);
     // Trials interleave the profiles, so drift over time spreads over all of them.
     for trial in 0..trials {
         for (profile, p) in profiles.iter().enumerate() {
@@ -371,7 +415,13 @@ fn plan_trials(
             };
             match kept {
                 Some(t) => done.push((profile, t)),
-                None => jobs.push(Job { profile, trial }),
+                None => {
+                    // A FIFO or a directory where its file goes is refused before any
+                    // trial runs, not after this one.
+                    let path = run.out.join(trial_file(trial, &p.name));
+                    wirebench_report::rundir::refuse_special(&path).map_err(ShardError::from)?;
+                    jobs.push(Job { profile, trial });
+                }
             }
         }
     }

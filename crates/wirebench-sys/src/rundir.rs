@@ -164,9 +164,13 @@ fn not_followed(path: &Path, e: io::Error) -> io::Error {
     }
 }
 
-/// Refuses, before any temporary file is made, a name that is not a regular file or a
-/// link (a link is replaced).
-fn refuse_special(path: &Path) -> Result<(), WriteError> {
+/// Refuses a name that is not a regular file or a link (a link is replaced): what a run
+/// checks of its outputs before its long work, and every write before it begins.
+///
+/// # Errors
+///
+/// A FIFO, a device, a socket or a directory at `path`.
+pub fn refuse_special(path: &Path) -> Result<(), WriteError> {
     match std::fs::symlink_metadata(path) {
         Ok(m) if !m.is_file() && !m.file_type().is_symlink() => Err(WriteError {
             path: path.to_path_buf(),

@@ -149,12 +149,12 @@ impl DirLock {
         crate::rundir::make_dirs(dir, &["shards"])?;
         let _gate = gate(dir)?;
         let me = Holder::this(kind, shard);
-        for (path, held) in holders(dir) {
+        for (_, held) in holders(dir) {
             let shares = match &held {
                 Ok(h) => h.is_this_process() || h.may_share(&me),
                 Err(_) => false,
             };
-            if !shares && path != Self::path(dir, kind, shard) {
+            if !shares {
                 return Err(in_use(dir, kind, &held));
             }
         }

@@ -360,6 +360,7 @@ fn scenario(args: &ScenarioArgs) -> Result<(), Failure> {
         time_scale: args.time_scale,
         out,
         resume: args.resume,
+        add_profiles: args.add_profiles,
         shard: match args.shard.as_deref() {
             None => wirebench_report::experiment::Shard::WHOLE,
             Some(s) => wirebench_report::experiment::Shard::parse(s)

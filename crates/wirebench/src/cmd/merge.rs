@@ -132,6 +132,7 @@ fn merge_lab(
         time_scale,
         out: out.to_path_buf(),
         resume: true,
+        add_profiles: false,
         shard: Shard::WHOLE,
         link_log_ns: 0,
         exe: std::env::current_exe().context("finding the wirebench executable")?,
