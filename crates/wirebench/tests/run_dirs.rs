@@ -427,3 +427,84 @@ fn two_lab_scenarios_on_one_out_started_at_once_never_run_together() {
         &["is in use by `lab scenario` (pid"],
     );
 }
+
+// --- a run bound to its plan or file ------------------------------------------------------
+
+#[test]
+fn a_sweep_trial_whose_own_test_is_another_points_is_measured_again_and_refused_by_merge() {
+    let d = Dir::new("retag");
+    let exp = d.path("exp");
+    let args = [
+        "sweep",
+        "-u",
+        "-n",
+        "100K",
+        "--vary",
+        "rate=10M,20M",
+        "--out",
+        s(&exp),
+    ];
+    ok(&args);
+    // The 10M trial, re-tagged as the 20M point's.
+    let p1 = exp.join("trials/p001-r001.json");
+    let p2 = exp.join("trials/p002-r001.json");
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&p1).expect("p1")).expect("json");
+    doc["trial"]["point"] = 2.into();
+    std::fs::write(&p2, serde_json::to_vec(&doc).expect("json")).expect("p2");
+    let out = run(&["merge", s(&exp)]);
+    refused(
+        &out,
+        "merge",
+        &[
+            "p002-r001.json",
+            "its own test is another one (rate_bps 10000000)",
+        ],
+    );
+    let out = run(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("its own test is another one"), "{err}");
+    let again: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&p2).expect("p2")).expect("json");
+    assert_eq!(again["test"]["rate_bps"], 20_000_000);
+}
+
+#[test]
+#[ignore = "needs network namespaces"]
+fn lab_resume_refuses_an_edited_scenario_naming_the_change_and_takes_declared_profiles() {
+    common::require_lab();
+    let d = Dir::new("bound");
+    let sc = scenario(&d, "200ms", 1);
+    let out = d.path("out");
+    let resume = ["lab", "scenario", s(&sc), "--out", s(&out), "--resume"];
+    ok(&["lab", "scenario", s(&sc), "--out", s(&out)]);
+    let text = std::fs::read_to_string(&sc).expect("scenario");
+    std::fs::write(&sc, text.replace("rate = \"10M\"", "rate = \"20M\"")).expect("edit");
+    refused(
+        &run(&resume),
+        "a changed link",
+        &[
+            "another scenario",
+            "link h1-h2 changed (rate \"10M\" → \"20M\")",
+        ],
+    );
+    std::fs::write(&sc, text.replace("\"200ms\"", "\"300ms\"")).expect("edit");
+    refused(&run(&resume), "a changed test", &["test m changed (args"]);
+    let added = text.replace(
+        "[[profile]]\nname = \"p\"\n",
+        "[[profile]]\nname = \"p\"\n[[profile]]\nname = \"q\"\n",
+    );
+    std::fs::write(&sc, &added).expect("edit");
+    refused(
+        &run(&resume),
+        "an undeclared profile",
+        &["profile q added (declare it with --add-profiles)"],
+    );
+    let mut declared = resume.to_vec();
+    declared.push("--add-profiles");
+    ok(&declared);
+    assert!(out.join("trials/0000-q.json").is_file());
+    // The manifest is the new file's now: a plain resume goes on.
+    ok(&resume);
+}

@@ -656,6 +656,15 @@ mod tests {
             .map(|e| e.file_name())
             .collect();
         assert_eq!(left.len(), 1, "{left:?}");
+        // Edited by hand, its recorded hash kept: the content's hash is told, not the
+        // same hash twice.
+        let path = dir.join("manifest.json");
+        let text = std::fs::read_to_string(&path).expect("read");
+        std::fs::write(&path, text.replace("\"repeat\": 2", "\"repeat\": 5")).expect("edit");
+        let e = m(2).write_once(&dir).expect_err("edited").to_string();
+        assert!(e.contains("edited since it was written"), "{e}");
+        let hash = m(2).hash;
+        assert_eq!(e.matches(&hash).count(), 1, "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
