@@ -508,3 +508,53 @@ fn lab_resume_refuses_an_edited_scenario_naming_the_change_and_takes_declared_pr
     // The manifest is the new file's now: a plain resume goes on.
     ok(&resume);
 }
+
+// --- report and plot refuse a bad trial file ----------------------------------------------
+
+#[test]
+fn report_and_box_plots_refuse_a_bad_trial_file_naming_it() {
+    let d = Dir::new("bad-trial");
+    let exp = d.path("exp");
+    ok(&sweep_args(&exp, &[]));
+    let trial = exp.join("trials/p001-r002.json");
+    let good = std::fs::read_to_string(&trial).expect("trial");
+    let first = |key: &str, to: &str| -> String {
+        let at = good.find(&format!("\"{key}\": ")).expect("key") + key.len() + 4;
+        let end = at + good[at..].find([',', '\n']).expect("end");
+        format!("{}{to}{}", &good[..at], &good[end..])
+    };
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("1e308", first("bytes", "1e308"), "= 1e308: out of range"),
+        ("NaN", first("sent_bps", "NaN"), "expected value"),
+        (
+            "negative",
+            first("messages", "-5"),
+            "= -5: cannot be negative",
+        ),
+        ("1e400", first("sent_bps", "1e400"), "a number out of range"),
+        ("2 GB", String::new(), "is too large"),
+    ];
+    let html = d.path("r.html");
+    for (what, text, needle) in cases {
+        std::fs::write(&trial, &text).expect("write");
+        if what == "2 GB" {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&trial)
+                .expect("open");
+            f.set_len(2 << 30).expect("sparse 2 GB");
+        }
+        for args in [
+            vec!["report", s(&exp), "-o", s(&html)],
+            vec!["plot", s(&exp), "--kind", "box", "-o", s(&d.path("b.svg"))],
+        ] {
+            let out = run(&args);
+            refused(
+                &out,
+                &format!("{} {what}", args[0]),
+                &["p001-r002.json", needle, "remove it"],
+            );
+        }
+    }
+    assert!(!html.exists(), "a report was written");
+}

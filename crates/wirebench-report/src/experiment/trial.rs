@@ -136,6 +136,30 @@ fn test_differs(own: &Option<serde_json::Value>, planned: &serde_json::Value) ->
     None
 }
 
+/// Checks every completed trial file `files` (relative to `dir`) names, as `report` and
+/// `plot` read them: regular, within the size cap, JSON, and every value one a
+/// measurement makes (see [`crate::input::check_json`]). A file that is not there is
+/// passed over (the summary's own check names one that leads elsewhere).
+///
+/// # Errors
+///
+/// The first bad file, in one line naming it and its first bad value.
+pub fn check_files<'a>(
+    dir: &Path,
+    files: impl IntoIterator<Item = &'a String>,
+) -> Result<(), InputError> {
+    for f in files {
+        let path = dir.join(f);
+        match crate::input::json::<serde::de::IgnoredAny>(&path) {
+            Err(InputError::Read { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(InputError::BadTrial(Box::new(e))),
+            Ok(_) => {}
+        }
+    }
+    Ok(())
+}
+
 /// The first key of a trial file: whether it has a tag and results.
 #[derive(Deserialize)]
 struct Head {
