@@ -310,6 +310,7 @@ pub fn run_scenario(
     let profiles = chosen_profiles(sc, &run.profiles)?;
     let topo = sc.topology()?;
     let trials = run.trials.unwrap_or(sc.trials);
+    crate::scenario::check_trials_in_all(trials, profiles.len())?;
     let parallel = run.parallel.unwrap_or(sc.parallel).max(1);
     let out = &run.out;
     wirebench_report::rundir::make_dirs(out, &["trials", "shards"]).map_err(ShardError::from)?;

@@ -558,3 +558,26 @@ fn report_and_box_plots_refuse_a_bad_trial_file_naming_it() {
     }
     assert!(!html.exists(), "a report was written");
 }
+
+// --- names on the terminal ----------------------------------------------------------------
+
+#[test]
+#[ignore = "needs network namespaces"]
+fn names_from_a_scenario_reach_the_terminal_escaped() {
+    common::require_lab();
+    let d = Dir::new("names");
+    let sc = scenario(&d, "100ms", 1);
+    let text = std::fs::read_to_string(&sc).expect("scenario");
+    let text = text
+        .replace("name = \"mini\"", "name = \"mi\u{202e}ni\u{2066}\"")
+        .replace("name = \"p\"", "name = \"p\u{202d}q\"");
+    std::fs::write(&sc, text).expect("scenario");
+    let out = run(&["lab", "scenario", s(&sc), "--out", s(&d.path("out"))]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for raw in ['\u{202e}', '\u{2066}', '\u{202d}'] {
+        assert!(!err.contains(raw), "{raw:?} reached the terminal: {err}");
+    }
+    assert!(err.contains("scenario mi\\u{202e}ni\\u{2066}:"), "{err}");
+    assert!(err.contains("(p\\u{202d}q #0)"), "{err}");
+}

@@ -399,6 +399,8 @@ fn scenario(args: &ScenarioArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+use wirebench_report::text::printable;
+
 fn print_progress(p: Progress<'_>) {
     match p {
         Progress::Start {
@@ -413,10 +415,13 @@ fn print_progress(p: Progress<'_>) {
                 0 => String::new(),
                 n => format!(" ({n} already there)"),
             };
+            // Names from the file reach the terminal escaped (control characters, bidi
+            // overrides): a name cannot rewrite the line it is shown in.
             eprintln!(
-                "scenario {scenario}: {profiles} profiles × {trials} trials, {parallel} at once, \
+                "scenario {}: {profiles} profiles × {trials} trials, {parallel} at once, \
                  into {}{resumed}",
-                out.display()
+                printable(scenario),
+                printable(&out.display().to_string())
             );
         }
         Progress::TrialDone {
@@ -424,8 +429,14 @@ fn print_progress(p: Progress<'_>) {
             total,
             profile,
             trial,
-        } => eprintln!("trial {done}/{total} done ({profile} #{trial})"),
-        Progress::WriteFailed { path, error } => eprintln!("writing {}: {error}", path.display()),
+        } => eprintln!(
+            "trial {done}/{total} done ({} #{trial})",
+            printable(profile)
+        ),
+        Progress::WriteFailed { path, error } => eprintln!(
+            "writing {}: {error}",
+            printable(&path.display().to_string())
+        ),
         Progress::Incomplete { saved, total } => eprintln!(
             "{saved} of {total} trials saved so far: the summary is partial until every shard \
              is done (then: lab scenario FILE --out DIR --resume)"
