@@ -26,11 +26,57 @@ use std::path::Path;
 use serde_json::Value;
 use wirebench_report::experiment::shard::{Manifest, ShardError};
 
-use crate::run::RunError;
+use crate::scenario::Scenario;
 
 /// `s` escaped for a terminal (control characters, bidi overrides).
 fn printable(s: &str) -> String {
     wirebench_report::text::printable(s).into_owned()
+}
+
+/// The manifest every shard of a scenario run shares: the scenario (in JSON without its
+/// unset keys, which reads back as the file did), the profiles asked for, and the time
+/// scale, as its tests;
+/// the trials per profile as its repeat; no varies (which tells it from a sweep's).
+pub fn manifest(sc: &Scenario, profiles: &[String], trials: u32, time_scale: f64) -> Manifest {
+    let mut scenario = serde_json::to_value(sc).unwrap_or_default();
+    drop_nulls(&mut scenario);
+    Manifest::new(
+        format!("wirebench {}", env!("CARGO_PKG_VERSION")),
+        Vec::new(),
+        trials,
+        true,
+        None,
+        vec![
+            scenario,
+            serde_json::Value::from(profiles.to_vec()),
+            serde_json::Value::from(time_scale),
+        ],
+    )
+}
+
+/// The directory's trials were measured under another scenario: what changed, in words.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{}: the trials there were measured with another scenario: {what}; give another \
+     --out, or run without --resume to measure every trial again",
+    .path.display()
+)]
+pub struct Changed {
+    /// The directory's manifest.
+    pub path: std::path::PathBuf,
+    /// What changed, in words.
+    pub what: String,
+}
+
+/// Why a run cannot be bound to its directory.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    /// Another scenario's trials.
+    #[error(transparent)]
+    Changed(#[from] Changed),
+    /// The manifest: edited, unreadable or not written.
+    #[error(transparent)]
+    Shard(#[from] ShardError),
 }
 
 /// Binds the run with manifest `ours` to the directory `out`: writes the manifest, or
@@ -39,7 +85,7 @@ fn printable(s: &str) -> String {
 ///
 /// # Errors
 ///
-/// The directory's trials were measured under another scenario ([`RunError::Changed`]),
+/// The directory's trials were measured under another scenario ([`BindError::Changed`]),
 /// its manifest was edited, or the manifest cannot be read or written.
 pub fn bind(
     out: &Path,
@@ -47,7 +93,7 @@ pub fn bind(
     resume: bool,
     sharded: bool,
     add_profiles: bool,
-) -> Result<(), RunError> {
+) -> Result<(), BindError> {
     let path = out.join("manifest.json");
     let bytes = manifest_bytes(ours);
     if !resume && !sharded {
@@ -74,14 +120,27 @@ pub fn bind(
     let diff = differences(&theirs, ours, sharded);
     let refused = !diff.changed.is_empty() || (!diff.added.is_empty() && !add_profiles);
     if refused || sharded {
-        return Err(RunError::Changed {
+        return Err(Changed {
             path,
             what: diff.describe(add_profiles),
-        });
+        }
+        .into());
     }
     // Only what a resume may change: the manifest becomes this run's.
     wirebench_report::rundir::write(&path, &bytes).map_err(ShardError::from)?;
     Ok(())
+}
+
+/// Removes the keys set to null (TOML has no null: an unset key is an absent one).
+fn drop_nulls(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            m.retain(|_, x| !x.is_null());
+            m.values_mut().for_each(drop_nulls);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
 }
 
 fn manifest_bytes(m: &Manifest) -> Vec<u8> {
@@ -281,7 +340,7 @@ mod tests {
     }
 
     fn manifest(sc: &Scenario, trials: u32, scale: f64) -> Manifest {
-        crate::run::manifest(sc, &[], trials, scale)
+        super::manifest(sc, &[], trials, scale)
     }
 
     #[test]

@@ -38,17 +38,8 @@ pub enum RunError {
     #[error(transparent)]
     Shard(#[from] ShardError),
     /// The directory's trials were measured under another scenario (see [`crate::bind`]).
-    #[error(
-        "{}: the trials there were measured with another scenario: {what}; give another \
-         --out, or run without --resume to measure every trial again",
-        .path.display()
-    )]
-    Changed {
-        /// The directory's manifest.
-        path: PathBuf,
-        /// What changed, in words.
-        what: String,
-    },
+    #[error(transparent)]
+    Changed(#[from] crate::bind::Changed),
     /// A saved trial file that is not a regular file or is too large.
     #[error(transparent)]
     Saved(Box<wirebench_report::input::InputError>),
@@ -190,26 +181,7 @@ struct Job {
 /// A trial done (run, or read from its file), with its profile's index.
 type Done = (usize, TrialFile);
 
-/// The manifest every shard of a scenario run shares: the scenario (in JSON without its
-/// unset keys, which reads back as the file did), the profiles asked for, and the time
-/// scale, as its tests;
-/// the trials per profile as its repeat; no varies (which tells it from a sweep's).
-pub fn manifest(sc: &Scenario, profiles: &[String], trials: u32, time_scale: f64) -> Manifest {
-    let mut scenario = serde_json::to_value(sc).unwrap_or_default();
-    drop_nulls(&mut scenario);
-    Manifest::new(
-        format!("wirebench {}", env!("CARGO_PKG_VERSION")),
-        Vec::new(),
-        trials,
-        true,
-        None,
-        vec![
-            scenario,
-            serde_json::Value::from(profiles.to_vec()),
-            serde_json::Value::from(time_scale),
-        ],
-    )
-}
+pub use crate::bind::manifest;
 
 /// What a scenario run's manifest fixes: the scenario, the profiles asked for (none: all),
 /// the time scale and the trials per profile.
@@ -246,18 +218,6 @@ pub fn plan_of(m: &Manifest) -> Result<Option<Plan>, ScenarioError> {
         .as_f64()
         .ok_or_else(|| bad("the time scale is not a number".into()))?;
     Ok(Some((scenario, profiles, scale, m.repeat)))
-}
-
-/// Removes the keys set to null (TOML has no null: an unset key is an absent one).
-fn drop_nulls(v: &mut serde_json::Value) {
-    match v {
-        serde_json::Value::Object(m) => {
-            m.retain(|_, x| !x.is_null());
-            m.values_mut().for_each(drop_nulls);
-        }
-        serde_json::Value::Array(a) => a.iter_mut().for_each(drop_nulls),
-        _ => {}
-    }
 }
 
 /// The trial `trial` of profile `p` saved in the run's directory, if it is there, done,
@@ -326,7 +286,11 @@ pub fn run_scenario(
         run.resume,
         run.shard.count > 1,
         run.add_profiles,
-    )?;
+    )
+    .map_err(|e| match e {
+        crate::bind::BindError::Changed(c) => RunError::Changed(c),
+        crate::bind::BindError::Shard(s) => RunError::Shard(s),
+    })?;
     // What an earlier run killed mid-write left behind (its files are whole or absent).
     wirebench_report::output::clean_experiment_temps(out);
     let (done, jobs) = plan_trials(run, &profiles, trials)?;
