@@ -774,8 +774,11 @@ mod tests {
         assert_eq!(b.why, "not a finite number");
         let b = bad(r#"{"x": 2e15}"#);
         assert!(b.why.contains("1e15"));
-        // serde_json itself refuses numbers that overflow to infinity.
-        assert_eq!(bad(r#"{"x": 1e400}"#).why, "not JSON");
+        // serde_json itself refuses numbers that overflow to infinity: said so, with
+        // where (issue 45: it read `  = : not JSON`).
+        let b = bad(r#"{"x": 1e400}"#);
+        assert_eq!((b.key.as_str(), b.why), ("x", "a number out of range"));
+        assert!(b.value.contains("line 1 column"), "{b:?}");
     }
 
     /// fuzz-smoke's find: `results_json` hang 840165f8d739b3d1, `end.latency_us.p999 =
