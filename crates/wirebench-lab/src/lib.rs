@@ -22,6 +22,7 @@
 #![deny(unsafe_code)]
 
 pub mod aqm;
+pub mod bind;
 pub mod emu;
 pub mod gso;
 pub mod headers;

@@ -350,9 +350,15 @@ pub fn with_lab(
     reports: &[LinkReport],
 ) -> serde_json::Result<String> {
     let mut v: serde_json::Value = serde_json::from_str(results)?;
+    // The discipline as it ran, every parameter spelled out (docs/lab.md): `codel` is
+    // recorded `codel target 5ms interval 100ms ...`, which `--aqm` reads back.
+    let mut link = link.clone();
+    if let Ok(Some(cfg)) = link.aqm() {
+        link.aqm = Some(cfg.to_string());
+    }
     if let Some(obj) = v.as_object_mut() {
         let lab = LabObject {
-            link,
+            link: &link,
             client: CLIENT_ADDR,
             server: SERVER_ADDR,
             links: reports,
@@ -435,4 +441,28 @@ pub enum LogIntervalError {
     /// Too short to be useful (and too many intervals to keep).
     #[error("--link-log-interval must be at least 1ms")]
     TooShort,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_aqm_is_recorded_spelled_out_as_it_ran() {
+        let link = LinkProps {
+            aqm: Some("codel".into()),
+            ..LinkProps::default()
+        };
+        let text = with_lab("{}", &link, &[]).expect("JSON");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        let aqm = v["lab"]["link"]["aqm"].as_str().expect("aqm").to_string();
+        assert!(aqm.starts_with("codel target 5ms interval 100ms"), "{aqm}");
+        // What is recorded reads back as the same discipline.
+        let again = LinkProps {
+            aqm: Some(aqm.clone()),
+            ..LinkProps::default()
+        };
+        let cfg = again.aqm().expect("reads back").expect("some");
+        assert_eq!(cfg.to_string(), aqm);
+    }
 }

@@ -17,7 +17,7 @@ use crate::topo::Topology;
 use crate::trial::{run_trial, TrialSetup};
 use serde::Deserialize as _;
 use wirebench_report::experiment::shard::{write_atomic, Manifest, ShardError};
-use wirebench_report::experiment::Shard;
+use wirebench_report::experiment::{DirLock, RunKind, Shard};
 
 /// A scenario run that cannot start or finish.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +37,9 @@ pub enum RunError {
     /// The shared directory: another scenario's manifest, or a file not written.
     #[error(transparent)]
     Shard(#[from] ShardError),
+    /// The directory's trials were measured under another scenario (see [`crate::bind`]).
+    #[error(transparent)]
+    Changed(#[from] crate::bind::Changed),
     /// A saved trial file that is not a regular file or is too large.
     #[error(transparent)]
     Saved(Box<wirebench_report::input::InputError>),
@@ -81,6 +84,9 @@ pub struct ScenarioRun {
     pub out: PathBuf,
     /// Read the trials already saved in `out` instead of running them again.
     pub resume: bool,
+    /// With `resume`: the scenario may have `[[profile]]`s the saved run did not (each
+    /// other profile, link and test as before); see [`crate::bind`].
+    pub add_profiles: bool,
     /// This process's share of the trials: trial `t` of profile `p` (of `T` trials each)
     /// is number `p·T + t`, as a sweep's point-major numbering, and shard `I` of `N` runs the numbers `k` with `k mod N = I` (see
     /// `wirebench_report::experiment::shard`). A sharded run always resumes, and reads
@@ -175,26 +181,7 @@ struct Job {
 /// A trial done (run, or read from its file), with its profile's index.
 type Done = (usize, TrialFile);
 
-/// The manifest every shard of a scenario run shares: the scenario (in JSON without its
-/// unset keys, which reads back as the file did), the profiles asked for, and the time
-/// scale, as its tests;
-/// the trials per profile as its repeat; no varies (which tells it from a sweep's).
-pub fn manifest(sc: &Scenario, profiles: &[String], trials: u32, time_scale: f64) -> Manifest {
-    let mut scenario = serde_json::to_value(sc).unwrap_or_default();
-    drop_nulls(&mut scenario);
-    Manifest::new(
-        format!("wirebench {}", env!("CARGO_PKG_VERSION")),
-        Vec::new(),
-        trials,
-        true,
-        None,
-        vec![
-            scenario,
-            serde_json::Value::from(profiles.to_vec()),
-            serde_json::Value::from(time_scale),
-        ],
-    )
-}
+pub use crate::bind::manifest;
 
 /// What a scenario run's manifest fixes: the scenario, the profiles asked for (none: all),
 /// the time scale and the trials per profile.
@@ -233,25 +220,37 @@ pub fn plan_of(m: &Manifest) -> Result<Option<Plan>, ScenarioError> {
     Ok(Some((scenario, profiles, scale, m.repeat)))
 }
 
-/// Removes the keys set to null (TOML has no null: an unset key is an absent one).
-fn drop_nulls(v: &mut serde_json::Value) {
-    match v {
-        serde_json::Value::Object(m) => {
-            m.retain(|_, x| !x.is_null());
-            m.values_mut().for_each(drop_nulls);
-        }
-        serde_json::Value::Array(a) => a.iter_mut().for_each(drop_nulls),
-        _ => {}
-    }
-}
-
-/// The trial `trial` of profile `p` saved in `out`, if it is there and done. Bounded and
+/// The trial `trial` of profile `p` saved in the run's directory, if it is there, done,
+/// and that trial: one whose own record names another scenario, profile, trial, time
+/// scale or tests (a copy, or a link to a sibling) is run again and replaced. Bounded and
 /// never blocking: a FIFO or a device as a trial file is refused, not run over.
-fn read_saved(out: &Path, trial: u32, p: &Profile) -> Result<Option<TrialFile>, RunError> {
-    let path = out.join(trial_file(trial, &p.name));
+fn read_saved(run: &ScenarioRun, trial: u32, p: &Profile) -> Result<Option<TrialFile>, RunError> {
+    let path = run.out.join(trial_file(trial, &p.name));
     let saved = wirebench_report::input::saved::<TrialFile>(&path)
         .map_err(|e| RunError::Saved(Box::new(e)))?;
-    Ok(saved.filter(|t| matches!(t, TrialFile::Done(_))))
+    Ok(saved.filter(|t| match t {
+        TrialFile::Done(doc) => is_this_trial(doc, run, trial, p),
+        TrialFile::Failed(_) => false,
+    }))
+}
+
+/// Whether a saved trial's own record is trial `trial` of profile `p` of this run.
+fn is_this_trial(
+    doc: &crate::summary::TrialDoc,
+    run: &ScenarioRun,
+    trial: u32,
+    p: &Profile,
+) -> bool {
+    let sc = &run.scenario;
+    let tests_match = doc.tests.len() == sc.tests.len()
+        && doc.tests.iter().zip(&sc.tests).all(|(saved, def)| {
+            saved.name == def.label() && saved.from == def.from && saved.to == def.to
+        });
+    doc.scenario == sc.name
+        && doc.profile == p.name
+        && doc.trial == trial
+        && doc.time_scale == run.time_scale
+        && tests_match
 }
 
 /// Runs a scenario and writes its directory.
@@ -271,15 +270,27 @@ pub fn run_scenario(
     let profiles = chosen_profiles(sc, &run.profiles)?;
     let topo = sc.topology()?;
     let trials = run.trials.unwrap_or(sc.trials);
+    crate::scenario::check_trials_in_all(trials, profiles.len())?;
     let parallel = run.parallel.unwrap_or(sc.parallel).max(1);
     let out = &run.out;
-    std::fs::create_dir_all(out.join("trials"))
-        .map_err(io_err(format!("creating {}", out.display())))?;
-    if run.shard.count > 1 {
-        // Shards of one run share the scenario, the profiles, the trial count and the
-        // time scale; a directory of another run is refused before any trial.
-        manifest(sc, &run.profiles, trials, run.time_scale).write_once(out)?;
-    }
+    wirebench_report::rundir::make_dirs(out, &["trials", "shards"]).map_err(ShardError::from)?;
+    // Held to the end: another run of this directory (another scenario run, a sweep, a
+    // shard of another count, `merge`) is refused before anything is read or written.
+    let _lock = DirLock::acquire(out, RunKind::LabScenario, run.shard)?;
+    // Shards of one run share the scenario, the profiles, the trial count and the time
+    // scale; a resumed run, the scenario's links, tests and profiles. A directory of
+    // another run is refused before any trial, naming what changed.
+    crate::bind::bind(
+        out,
+        &manifest(sc, &run.profiles, trials, run.time_scale),
+        run.resume,
+        run.shard.count > 1,
+        run.add_profiles,
+    )
+    .map_err(|e| match e {
+        crate::bind::BindError::Changed(c) => RunError::Changed(c),
+        crate::bind::BindError::Shard(s) => RunError::Shard(s),
+    })?;
     // What an earlier run killed mid-write left behind (its files are whole or absent).
     wirebench_report::output::clean_experiment_temps(out);
     let (done, jobs) = plan_trials(run, &profiles, trials)?;
@@ -348,7 +359,7 @@ fn plan_trials(
     let sharded = run.shard.count > 1;
     let mut done = Vec::<Done>::new();
     let mut jobs: Vec<Job> = Vec::new();
-    let read_saved = |trial: u32, p: &Profile| read_saved(&run.out, trial, p);
+    let read_saved = |trial: u32, p: &Profile| read_saved(run, trial, p);
     // Trials interleave the profiles, so drift over time spreads over all of them.
     for trial in 0..trials {
         for (profile, p) in profiles.iter().enumerate() {
@@ -369,7 +380,13 @@ fn plan_trials(
             };
             match kept {
                 Some(t) => done.push((profile, t)),
-                None => jobs.push(Job { profile, trial }),
+                None => {
+                    // A FIFO or a directory where its file goes is refused before any
+                    // trial runs, not after this one.
+                    let path = run.out.join(trial_file(trial, &p.name));
+                    wirebench_report::rundir::refuse_special(&path).map_err(ShardError::from)?;
+                    jobs.push(Job { profile, trial });
+                }
             }
         }
     }

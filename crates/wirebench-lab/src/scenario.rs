@@ -136,6 +136,12 @@ pub enum ScenarioError {
     /// Two profiles of one name.
     #[error("profile {0:?} is defined twice")]
     ProfileTwice(String),
+    /// Two tests of one name (a test's name defaults to `FROM-TO`).
+    #[error(
+        "test {0:?} is defined twice: each test is told apart by its name in the results; \
+         give one of them another name = \"...\""
+    )]
+    TestTwice(String),
     /// A profile for a node no link joins.
     #[error("profile {profile}: no node {node:?}")]
     ProfileNode {
@@ -222,6 +228,28 @@ pub const SCENARIO_LIMITS: [(&str, usize); 5] = [
     ("trials", 100_000),
     ("arguments of a test", 256),
 ];
+
+/// The most trials one scenario run makes in all, its profiles' trials together: 64
+/// profiles × 100,000 trials (6.4 M runs of every test) is a crafted file, not an
+/// experiment.
+pub const MAX_TRIALS_IN_ALL: usize = 100_000;
+
+/// Refuses `trials` per profile of `profiles` profiles past [`MAX_TRIALS_IN_ALL`].
+///
+/// # Errors
+///
+/// [`ScenarioError::TooMany`], naming the limit.
+pub fn check_trials_in_all(trials: u32, profiles: usize) -> Result<(), ScenarioError> {
+    let count = trials as usize * profiles.max(1);
+    if count > MAX_TRIALS_IN_ALL {
+        return Err(ScenarioError::TooMany {
+            what: "trials in all (trials × profiles)",
+            count,
+            max: MAX_TRIALS_IN_ALL,
+        });
+    }
+    Ok(())
+}
 
 /// A scenario file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -563,7 +591,12 @@ impl Scenario {
         if self.trials == 0 || !(1..=64).contains(&self.parallel) {
             return Err(ScenarioError::Counts);
         }
+        check_trials_in_all(self.trials, self.profiles.len())?;
         self.check_names()?;
+        let mut tests = std::collections::HashSet::new();
+        if let Some(t) = self.tests.iter().find(|t| !tests.insert(t.label())) {
+            return Err(ScenarioError::TestTwice(t.label()));
+        }
         let topo = self.topology()?;
         let known = |n: &str| topo.node(n).is_some();
         for t in &self.tests {
@@ -883,6 +916,21 @@ start-after = "1s"
                 "4000000000 trials is too many",
             ),
             (&"#".repeat(2 << 20), "too large for a scenario file"),
+            (
+                &DUMBBELL.replace(
+                    "from = \"h4\"\nto = \"h3\"",
+                    "name = \"h1-h2\"\nfrom = \"h4\"\nto = \"h3\"",
+                ),
+                "test \"h1-h2\" is defined twice",
+            ),
+            (
+                &format!(
+                    "{}{}",
+                    DUMBBELL.replace("trials = 3", "trials = 100000"),
+                    "[[profile]]\nname = \"b\"\n"
+                ),
+                "200000 trials in all (trials × profiles) is too many (at most 100000)",
+            ),
             (
                 &DUMBBELL.replace("\"1s\"", "\"2h\""),
                 "start-after \"2h\": at most 1h",

@@ -383,6 +383,6 @@ fn test_outcome(test: &TestDef, out: &io::Result<std::process::Output>) -> TestO
 /// The file cannot be made or written.
 pub fn write_link_log(path: &Path, log: &LinkLog) -> Result<(), TrialError> {
     // Whole or not at all (see `wirebench_report::output`).
-    wirebench_report::output::write_with(path, |w| LinkLogCsv.export(log, w))
+    wirebench_report::rundir::write_with(path, |w| LinkLogCsv.export(log, w))
         .map_err(|e| io_err(format!("writing {}", path.display()))(e.source))
 }

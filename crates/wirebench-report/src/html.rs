@@ -70,6 +70,9 @@ tr.wr ul{margin:0;padding-left:1.2em}";
 pub fn report(dir: &Path) -> Result<String, ReportError> {
     // Checked: sizes, then serde, then the values (see `crate::input`).
     let summary: ExperimentSummary = crate::input::summary(dir)?;
+    // The plots read the trials' own files: a bad one stops the report, named, rather
+    // than leaving its point out of a plot without a word.
+    crate::experiment::trial::check_files(dir, summary.points.iter().flat_map(|p| &p.files))?;
     let meta: ExperimentMeta = crate::input::json(&dir.join("experiment.json"))?;
     let warnings = read_warnings(dir, &summary)?;
     let mut h = String::new();

@@ -145,6 +145,12 @@ pub enum InputError {
         /// What it should be.
         why: &'static str,
     },
+    /// A completed trial's file that no run writes (`report`, `plot --kind box`).
+    #[error(
+        "{0}; a trial file no wirebench run writes: remove it (a rerun with the same --out \
+         measures the trial again) and make the report again"
+    )]
+    BadTrial(Box<InputError>),
     /// A link log with a value no link makes.
     #[error("{}: {source}", .path.display())]
     LinkLog {
@@ -457,13 +463,18 @@ pub fn check_json(bytes: &[u8]) -> Result<(), BadValue> {
     match (bad, r) {
         (Some(b), _) => Err(b),
         (None, Ok(())) => Ok(()),
+        // Where the walk stopped, and why: `1e400` is JSON serde cannot hold as a number.
         (None, Err(e)) => Err(BadValue {
-            key: String::new(),
-            value: String::new(),
-            why: if e.is_syntax() || e.is_eof() {
-                "not JSON"
+            key: if key.is_empty() {
+                "(the document)".into()
             } else {
-                "not a document"
+                key
+            },
+            value: format!("(at line {} column {})", e.line(), e.column()),
+            why: match e.to_string() {
+                m if m.contains("number out of range") => "a number out of range",
+                _ if e.is_syntax() || e.is_eof() => "not JSON",
+                _ => "not a document",
             },
         }),
     }
@@ -763,8 +774,11 @@ mod tests {
         assert_eq!(b.why, "not a finite number");
         let b = bad(r#"{"x": 2e15}"#);
         assert!(b.why.contains("1e15"));
-        // serde_json itself refuses numbers that overflow to infinity.
-        assert_eq!(bad(r#"{"x": 1e400}"#).why, "not JSON");
+        // serde_json itself refuses numbers that overflow to infinity: said so, with
+        // where (issue 45: it read `  = : not JSON`).
+        let b = bad(r#"{"x": 1e400}"#);
+        assert_eq!((b.key.as_str(), b.why), ("x", "a number out of range"));
+        assert!(b.value.contains("line 1 column"), "{b:?}");
     }
 
     /// fuzz-smoke's find: `results_json` hang 840165f8d739b3d1, `end.latency_us.p999 =

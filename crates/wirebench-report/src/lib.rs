@@ -15,6 +15,7 @@ pub mod input;
 pub mod meta;
 /// Files written whole or not at all (kept here under its old path for the callers).
 pub use wirebench_sys::output;
+pub use wirebench_sys::rundir;
 pub mod plot;
 pub mod text;
 

@@ -13,3 +13,4 @@ pub mod cmsg;
 pub mod input;
 pub mod mmsg;
 pub mod output;
+pub mod rundir;

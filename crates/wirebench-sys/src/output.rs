@@ -26,14 +26,48 @@ pub const STALE_TEMP: Duration = Duration::from_secs(3600);
 #[derive(Debug, thiserror::Error)]
 #[error(
     "writing {}: {source}; nothing was replaced (any earlier file of that name is as it was): \
-     free space or fix the directory's permissions and run again",
-    .path.display()
+     {}",
+    .path.display(),
+    hint(.source)
 )]
 pub struct WriteError {
     /// The file that was to be written.
     pub path: PathBuf,
     /// Why it could not be.
     pub source: io::Error,
+}
+
+/// What to do about a write that failed with `source`.
+fn hint(source: &io::Error) -> &'static str {
+    if source.get_ref().is_some_and(|e| e.is::<NotRegular>()) {
+        "move it away (wirebench never writes into a FIFO, a device or a directory, nor \
+         opens a lock file through a link) and run again"
+    } else {
+        "free space or fix the directory's permissions and run again"
+    }
+}
+
+/// What is at a name where a file was to be written or a lock taken, when it is not a
+/// regular file wirebench may replace or open.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}, not {wanted}")]
+pub struct NotRegular {
+    /// What it is, in words (`a FIFO`, `a directory`, `a symbolic link`).
+    pub what: &'static str,
+    /// What it should be (`a regular file`, `a directory`).
+    pub wanted: &'static str,
+}
+
+impl NotRegular {
+    /// As an I/O error (for [`WriteError::source`]): `what` where a regular file should be.
+    pub fn err(what: &'static str) -> io::Error {
+        Self::instead_of(what, "a regular file")
+    }
+
+    /// As an I/O error: `what` where `wanted` should be.
+    pub fn instead_of(what: &'static str, wanted: &'static str) -> io::Error {
+        io::Error::new(io::ErrorKind::InvalidInput, Self { what, wanted })
+    }
 }
 
 /// The name of a temporary file beside `path`, unique to this host, process and call, so
@@ -144,9 +178,10 @@ impl Pending {
             .as_ref()
             .is_some_and(|m| !m.is_file() && !m.file_type().is_symlink())
         {
-            return Err(fail(io::Error::other(
-                "not a regular file (a FIFO, a device or a directory is never replaced)",
-            )));
+            let what = old
+                .as_ref()
+                .map_or("not a regular file", crate::input::kind_of);
+            return Err(fail(NotRegular::err(what)));
         }
         let tmp = temp_path(path);
         // Readable too: a copy written out of order is hashed by reading it back.
@@ -469,7 +504,7 @@ mod tests {
         let fifo = d.join("fifo");
         mkfifo(&fifo);
         let e = Pending::create(&fifo).expect_err("a FIFO");
-        assert!(e.to_string().contains("not a regular file"), "{e}");
+        assert!(e.to_string().contains("a FIFO, not a regular file"), "{e}");
         assert!(Pending::create_exact(&d).is_err());
         assert!(std::fs::symlink_metadata(&fifo)
             .expect("kept")

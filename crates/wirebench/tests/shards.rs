@@ -769,7 +769,8 @@ fn a_second_process_on_a_running_shard_is_refused() {
     poll(
         "the first process's lock",
         std::time::Duration::from_secs(30),
-        || std::fs::read_to_string(&lock).is_ok_and(|s| s.starts_with("pid ")),
+        // The record names its holder (issue 45: JSON, with the kind of run).
+        || std::fs::read_to_string(&lock).is_ok_and(|s| s.contains("\"pid\":")),
     );
     let second = shard().output().expect("the second");
     let err = String::from_utf8_lossy(&second.stderr);

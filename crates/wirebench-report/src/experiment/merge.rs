@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::lock::DirLock;
 use super::plan::{grid, Point};
-use super::resume::ShardLock;
 use super::shard::{copy_saved, is_there, shard_of, trial_path, Manifest, ShardError, ShardRecord};
 use super::summary::{
     offered_of_test, summarize_points, ExperimentSummary, FailedTrial, PointTrials, RetriedTrial,
@@ -57,15 +57,12 @@ pub enum MergeError {
         /// The other.
         second: PathBuf,
     },
-    /// A shard still being run.
-    #[error(
-        "shard {shard} of {} is still running (its lock is held): merge once it has ended",
-        .dir.display()
-    )]
+    /// A directory a run still writes.
+    #[error("{} is in use by {holder}: merge once it has ended", .dir.display())]
     Running {
-        /// The shard, `I-of-N`.
-        shard: String,
-        /// Its directory.
+        /// Who holds it, in words.
+        holder: String,
+        /// The directory.
         dir: PathBuf,
     },
     /// Trials no directory holds.
@@ -148,26 +145,38 @@ impl Merged {
     /// no directory holds (all named).
     pub fn read(dirs: &[PathBuf]) -> Result<Self, MergeError> {
         let first = dirs.first().cloned().unwrap_or_else(|| PathBuf::from("."));
+        // A directory a run still writes is not read at all (not even its manifest).
+        for d in dirs {
+            if let Some(holder) = DirLock::holder(d) {
+                return Err(MergeError::Running {
+                    holder,
+                    dir: d.clone(),
+                });
+            }
+        }
         let manifest = Manifest::read(&first)?;
         let mut shards: Vec<ShardRecord> = Vec::new();
         let mut notes = Vec::new();
         for d in dirs {
             let m = Manifest::read(d)?;
-            if m.hash != manifest.hash || m.content_hash() != manifest.hash {
+            let content = m.content_hash();
+            if m.hash != manifest.hash || content != manifest.hash {
+                // An edited manifest keeps the hash it records: the content's is told.
+                let found = match m.hash == manifest.hash {
+                    true => format!(
+                        "{} as recorded, but its content hashes to {content}",
+                        m.hash
+                    ),
+                    false => m.hash,
+                };
                 return Err(MergeError::Mismatch {
                     dir: d.clone(),
-                    found: m.hash,
+                    found,
                     first: first.clone(),
                     ours: manifest.hash,
                 });
             }
             for r in ShardRecord::read_all(d)? {
-                if ShardLock::held(d, r.shard) {
-                    return Err(MergeError::Running {
-                        shard: r.shard.label(),
-                        dir: d.clone(),
-                    });
-                }
                 match shards.iter().find(|s| s.shard == r.shard) {
                     Some(s) if *s != r => notes.push(format!(
                         "shard {} was run more than once (its record is in {} too): its \
@@ -306,17 +315,7 @@ impl Merged {
     ///
     /// A file that cannot be copied.
     pub fn gather_into(&self, dirs: &[PathBuf], out: &Path) -> Result<(), ShardError> {
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| ShardError::Io {
-                what: "writing",
-                path,
-                source,
-            }
-        };
-        for sub in ["trials", "shards"] {
-            std::fs::create_dir_all(out.join(sub)).map_err(io(&out.join(sub)))?;
-        }
+        crate::rundir::make_dirs(out, &["trials", "shards"])?;
         self.manifest.write_once(out)?;
         let records = self.shards.iter().filter_map(|s| {
             let file = ShardRecord::path(s.shard);

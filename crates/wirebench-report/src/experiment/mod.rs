@@ -3,6 +3,7 @@
 //! `resume`), and the summary of its trials (statistics per point, the knee of a rate
 //! sweep; `summary`), and what it warns of (`warnings`). No socket: the binary passes in how one trial runs.
 
+pub mod lock;
 pub mod merge;
 pub mod plan;
 pub mod resume;
@@ -12,9 +13,10 @@ pub mod sweep;
 pub mod trial;
 pub mod warnings;
 
+pub use lock::{DirLock, Holder, RunKind};
 pub use merge::{MergeError, Merged};
 pub use plan::*;
-pub use resume::{resume, sweep_manifest, Resume, ShardLock, Todo};
+pub use resume::{resume, sweep_manifest, Resume, Todo};
 pub use shard::{Manifest, ReplacedTrial, Shard, ShardError, ShardRecord};
 pub use summary::*;
 pub use trial::{NotThisTrial, TrialFile, TrialTag, Unmeasured};

@@ -1,17 +1,13 @@
-//! What a sweep (or one shard of it) still has to measure in its directory, and the lock
-//! that keeps two processes off one shard.
+//! What a sweep (or one shard of it) still has to measure in its directory.
 //!
 //! A rerun with the same `--out` keeps every completed trial that belongs there, measures
 //! again a failed one (up to `--retry-failed` more attempts) and one that does not belong
 //! (another experiment's, another trial's, untagged or unreadable), and measures the rest.
 
-use std::io::{Read, Seek, Write};
-use std::path::{Path, PathBuf};
-
-use nix::fcntl::{Flock, FlockArg};
+use std::path::Path;
 
 use super::plan::{Point, Vary};
-use super::shard::{shard_of, trial_path, Manifest, Shard, ShardError};
+use super::shard::{shard_of, trial_path, Manifest, Shard};
 use super::trial::{NotThisTrial, TrialFile};
 use crate::input::InputError;
 
@@ -153,81 +149,11 @@ fn shuffle<T>(v: &mut [T], mut seed: u64) {
     }
 }
 
-/// An exclusive lock on one shard of an experiment directory (`flock` on
-/// `shards/I-of-N.lock`), held while a process runs that shard: a second process on the
-/// same shard would measure under the first one's load, and the last rename would win.
-/// The kernel drops the lock when the process ends, however it ends.
-#[derive(Debug)]
-pub struct ShardLock {
-    _file: Flock<std::fs::File>,
-}
-
-impl ShardLock {
-    /// The lock file of `shard` in `dir`.
-    pub fn path(dir: &Path, shard: Shard) -> PathBuf {
-        dir.join("shards").join(format!("{}.lock", shard.label()))
-    }
-
-    /// Takes the lock without waiting, and writes who holds it into the file (for the
-    /// message another process gets).
-    ///
-    /// # Errors
-    ///
-    /// Another process holds it ([`ShardError::Locked`], naming it), or the file cannot
-    /// be opened.
-    pub fn acquire(dir: &Path, shard: Shard) -> Result<Self, ShardError> {
-        let path = Self::path(dir, shard);
-        let io = |source| ShardError::Io {
-            what: "locking",
-            path: path.clone(),
-            source,
-        };
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io)?;
-        let mut locked = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(l) => l,
-            Err((mut f, nix::errno::Errno::EWOULDBLOCK)) => {
-                let mut holder = String::new();
-                let _ = Read::by_ref(&mut f).take(256).read_to_string(&mut holder);
-                return Err(ShardError::Locked {
-                    shard: format!("{}/{}", shard.index, shard.count),
-                    dir: dir.to_path_buf(),
-                    holder: holder.trim().to_string(),
-                });
-            }
-            Err((_, errno)) => return Err(io(errno.into())),
-        };
-        let holder = format!("pid {} on {}", std::process::id(), super::shard::hostname());
-        locked
-            .set_len(0)
-            .and_then(|()| locked.rewind())
-            .and_then(|()| locked.write_all(holder.as_bytes()))
-            .map_err(io)?;
-        Ok(Self { _file: locked })
-    }
-
-    /// Whether some process holds `shard`'s lock in `dir` now. Opens the lock file only to
-    /// read it (a directory read from elsewhere is not written to); no file is no lock.
-    pub fn held(dir: &Path, shard: Shard) -> bool {
-        let Ok(file) = std::fs::File::open(Self::path(dir, shard)) else {
-            return false;
-        };
-        matches!(
-            Flock::lock(file, FlockArg::LockSharedNonblock),
-            Err((_, nix::errno::Errno::EWOULDBLOCK))
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::experiment::{grid, parse_vary};
+    use std::path::PathBuf;
 
     fn tempdir(tag: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("wb-resume-{}-{tag}", std::process::id()));
@@ -294,26 +220,6 @@ mod tests {
         // --retry-failed 0 keeps both failures as they are.
         let none = resume(&dir, &m, &points, Shard::WHOLE, 0).expect("reads");
         assert_eq!(none.kept_failed.len(), 2);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn a_shard_is_locked_once_and_free_again_when_dropped() {
-        let dir = tempdir("lock");
-        let shard = Shard { index: 1, count: 2 };
-        let held = ShardLock::acquire(&dir, shard).expect("first");
-        let e = ShardLock::acquire(&dir, shard).expect_err("second");
-        let text = e.to_string();
-        assert!(text.contains("shard 1/2"), "{text}");
-        assert!(
-            text.contains(&format!("pid {}", std::process::id())),
-            "{text}"
-        );
-        assert!(ShardLock::held(&dir, shard));
-        // Another shard of the same directory is free.
-        assert!(ShardLock::acquire(&dir, Shard::WHOLE).is_ok());
-        drop(held);
-        assert!(ShardLock::acquire(&dir, shard).is_ok());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

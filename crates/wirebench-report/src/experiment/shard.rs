@@ -20,7 +20,7 @@
 //! checks that it is byte for byte its own, and stops with an error naming both hashes
 //! when it is not (two different experiments pointed at one directory).
 
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -67,6 +67,20 @@ pub enum ShardError {
         /// This run's hash.
         ours: String,
     },
+    /// The directory's manifest was edited after it was written: its content no longer
+    /// has the hash it records.
+    #[error(
+        "{path}: edited since it was written (it records hash {recorded}, its content \
+         hashes to {content}): restore it, or use another --out"
+    )]
+    ManifestEdited {
+        /// The manifest file.
+        path: PathBuf,
+        /// The hash it records (this run's too).
+        recorded: String,
+        /// The hash of what it holds.
+        content: String,
+    },
     /// Another process runs this shard in this directory now.
     #[error(
         "shard {shard} of {} is being run by another process ({holder}): wait for it to \
@@ -80,6 +94,16 @@ pub enum ShardError {
         dir: PathBuf,
         /// Who holds the lock, as it wrote in the lock file.
         holder: String,
+    },
+    /// Another run holds the directory, and may not share it with this one.
+    #[error("{} is in use by {holder}: {hint}", .dir.display())]
+    InUse {
+        /// The experiment's directory.
+        dir: PathBuf,
+        /// Who holds it, in words.
+        holder: String,
+        /// What to do.
+        hint: &'static str,
     },
     /// A file that cannot be read or written.
     #[error("{what} {path}: {source}")]
@@ -316,9 +340,17 @@ impl Manifest {
             why: e.to_string(),
         })?;
         bytes.push(b'\n');
-        if !write_new(&path, &bytes)? {
+        if !wirebench_sys::rundir::write_new(&path, &bytes)? {
             let found = Self::read(dir)?;
-            if found.hash != self.hash || found.content_hash() != self.hash {
+            let content = found.content_hash();
+            if found.hash == self.hash && content != self.hash {
+                return Err(ShardError::ManifestEdited {
+                    path,
+                    recorded: found.hash,
+                    content,
+                });
+            }
+            if found.hash != self.hash || content != self.hash {
                 return Err(ShardError::ManifestDiffers {
                     path,
                     found: found.hash,
@@ -441,32 +473,15 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, Shard
     })
 }
 
-fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, ShardError> {
-    let tmp = crate::output::temp_path(path);
-    let io = |source| ShardError::Io {
-        what: "writing",
-        path: tmp.clone(),
-        source,
-    };
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)
-        .map_err(io)?;
-    if let Err(e) = f.write_all(bytes).and_then(|()| f.sync_all()) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io(e));
-    }
-    Ok(tmp)
-}
-
-/// Writes `bytes` to `path` whole or not at all (see [`crate::output::write`]).
+/// Writes `bytes` to `path` in an experiment directory whole or not at all, replacing a
+/// link there rather than writing through it (see [`wirebench_sys::rundir`]).
 ///
 /// # Errors
 ///
-/// The file cannot be written; `path` is left as it was.
+/// The file cannot be written, or a FIFO, a device or a directory is at `path`; `path`
+/// is left as it was.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ShardError> {
-    Ok(crate::output::write(path, bytes)?)
+    Ok(wirebench_sys::rundir::write(path, bytes)?)
 }
 
 /// Copies a saved file (a trial, a shard record) of an experiment to `to`, streamed and
@@ -485,7 +500,7 @@ pub fn copy_saved(from: &Path, to: &Path) -> Result<(), ShardError> {
         },
         e => ShardError::Input(Box::new(e)),
     })?;
-    crate::output::write_with(to, |w| {
+    wirebench_sys::rundir::write_with(to, |w| {
         // Cut at the cap: a file that grows while copied fails instead of copying on.
         let n = io::copy(&mut io::Read::take(f, max + 1), w)?;
         if n > max {
@@ -504,24 +519,6 @@ pub fn copy_saved(from: &Path, to: &Path) -> Result<(), ShardError> {
 /// as missing.
 pub fn is_there(path: &Path) -> bool {
     path.symlink_metadata().is_ok()
-}
-
-/// Writes `bytes` to `path` whole, unless a file is there already: `Ok(false)` then, and
-/// the file is left as it was. A hard link does what a rename cannot (fail when the name
-/// exists), on local file systems and on NFS alike.
-fn write_new(path: &Path, bytes: &[u8]) -> Result<bool, ShardError> {
-    let tmp = write_temp(path, bytes)?;
-    let linked = std::fs::hard_link(&tmp, path);
-    let _ = std::fs::remove_file(&tmp);
-    match linked {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-        Err(source) => Err(ShardError::Io {
-            what: "writing",
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
 }
 
 /// FNV-1a, 64 bits: a stable hash with no dependency, for a manifest's identity (not for
@@ -659,6 +656,15 @@ mod tests {
             .map(|e| e.file_name())
             .collect();
         assert_eq!(left.len(), 1, "{left:?}");
+        // Edited by hand, its recorded hash kept: the content's hash is told, not the
+        // same hash twice.
+        let path = dir.join("manifest.json");
+        let text = std::fs::read_to_string(&path).expect("read");
+        std::fs::write(&path, text.replace("\"repeat\": 2", "\"repeat\": 5")).expect("edit");
+        let e = m(2).write_once(&dir).expect_err("edited").to_string();
+        assert!(e.contains("edited since it was written"), "{e}");
+        let hash = m(2).hash;
+        assert_eq!(e.matches(&hash).count(), 1, "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -13,8 +13,9 @@ use serde::Serialize;
 use wirebench_proto::host_port::{HostPort, HostPortError};
 use wirebench_proto::results::Results;
 
+use super::lock::{DirLock, RunKind};
 use super::plan::{grid, parse_vary, Param, Point, Preset, Vary, VaryError};
-use super::resume::{resume, sweep_manifest, Resume, ShardLock, Todo};
+use super::resume::{resume, sweep_manifest, Resume, Todo};
 use super::shard::{trial_path, Manifest, Shard, ShardError};
 use super::trial::{write_trial, TrialFile, Unmeasured};
 
@@ -328,7 +329,7 @@ pub struct Opened {
     pub manifest: Manifest,
     /// Held until this shard's trials and record are saved: a second process on the same
     /// shard is refused rather than measuring under this one's load.
-    pub lock: ShardLock,
+    pub lock: DirLock,
     /// What the directory holds of this shard, and what is left.
     pub resume: Resume,
 }
@@ -363,14 +364,9 @@ pub fn open<T: Serialize>(
     exp: &Experiment<'_, T>,
     retry_failed: u32,
 ) -> Result<Opened, ShardError> {
-    for sub in ["trials", "shards"] {
-        let path = dir.join(sub);
-        std::fs::create_dir_all(&path).map_err(|source| ShardError::Io {
-            what: "creating",
-            path,
-            source,
-        })?;
-    }
+    crate::rundir::make_dirs(dir, &["trials", "shards"])?;
+    // Before anything is written: another run of this directory is refused untouched.
+    let lock = DirLock::acquire(dir, RunKind::Sweep, shard)?;
     // What an earlier run killed mid-write left behind (its files are whole or absent).
     crate::output::clean_experiment_temps(dir);
     let tests = exp
@@ -390,7 +386,6 @@ pub fn open<T: Serialize>(
         tests,
     );
     manifest.write_once(dir)?;
-    let lock = ShardLock::acquire(dir, shard)?;
     let resume = resume(dir, &manifest, exp.points, shard, retry_failed)
         .map_err(|e| ShardError::Input(Box::new(e)))?;
     Ok(Opened {

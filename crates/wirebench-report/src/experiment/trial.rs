@@ -106,6 +106,60 @@ impl From<&NotThisTrial> for super::shard::ReplacedTrial {
     }
 }
 
+/// How a trial's own `test` (the results document's, in seconds) differs from the test
+/// the manifest plans for its point (the engine's spec, in ns): the first key that both
+/// have, or that one has in seconds and the other in ns, with another value. A trial
+/// re-tagged to another point (its tag edited, or another trial's file copied in) is so
+/// refused although its tag matches.
+fn test_differs(own: &Option<serde_json::Value>, planned: &serde_json::Value) -> Option<String> {
+    let (Some(own), Some(planned)) = (
+        own.as_ref().and_then(|v| v.as_object()),
+        planned.as_object(),
+    ) else {
+        return None;
+    };
+    for (k, v) in own {
+        let same = match (planned.get(k), k.strip_suffix("_s")) {
+            (Some(p), _) => p == v || p.as_f64().zip(v.as_f64()).is_some_and(|(a, b)| a == b),
+            (None, Some(stem)) => match (planned.get(&format!("{stem}_ns")), v.as_f64()) {
+                (Some(ns), Some(s)) => ns
+                    .as_f64()
+                    .is_some_and(|ns| (ns / 1e9 - s).abs() <= 1e-9 * s.abs().max(1.0)),
+                _ => true,
+            },
+            (None, None) => true,
+        };
+        if !same {
+            return Some(format!("{k} {v}"));
+        }
+    }
+    None
+}
+
+/// Checks every completed trial file `files` (relative to `dir`) names, as `report` and
+/// `plot` read them: regular, within the size cap, JSON, and every value one a
+/// measurement makes (see [`crate::input::check_json`]). A file that is not there is
+/// passed over (the summary's own check names one that leads elsewhere).
+///
+/// # Errors
+///
+/// The first bad file, in one line naming it and its first bad value.
+pub fn check_files<'a>(
+    dir: &Path,
+    files: impl IntoIterator<Item = &'a String>,
+) -> Result<(), InputError> {
+    for f in files {
+        let path = dir.join(f);
+        match crate::input::json::<serde::de::IgnoredAny>(&path) {
+            Err(InputError::Read { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(InputError::BadTrial(Box::new(e))),
+            Ok(_) => {}
+        }
+    }
+    Ok(())
+}
+
 /// The first key of a trial file: whether it has a tag and results.
 #[derive(Deserialize)]
 struct Head {
@@ -241,6 +295,16 @@ impl TrialFile {
         }
         if !t.failed && self.results.is_none() {
             return no("says it completed but holds no results".into());
+        }
+        let planned = manifest.tests.get(point);
+        if let (Some(r), Some(planned)) = (&self.results, planned) {
+            if let Some(why) = test_differs(&serde_json::to_value(&r.test).ok(), planned) {
+                return no(format!(
+                    "is tagged point {} repeat {} but its own test is another one ({why})",
+                    point + 1,
+                    repeat + 1
+                ));
+            }
         }
         Ok(())
     }

@@ -358,6 +358,12 @@ pub fn chart_for(input: &Path, kind: Option<Kind>) -> Result<Chart, PlotError> {
     if input.is_dir() {
         let summary = load_summary(input)?;
         let kind = kind.unwrap_or_else(|| default_kind(&summary));
+        if matches!(kind, Kind::Box | Kind::Latency) {
+            // Drawn from the trials' own files: a bad one stops the plot, named, rather
+            // than leaving its point's box out.
+            let files = summary.points.iter().flat_map(|p| &p.files);
+            crate::experiment::trial::check_files(input, files)?;
+        }
         experiment_chart_in(kind, &summary, Some(input))
     } else if named("csv") || head.starts_with("t_s,link,") {
         link_log_chart(input, kind.unwrap_or(Kind::Throughput))
@@ -818,7 +824,8 @@ pub fn write_with(chart: &Chart, out: &Path, opts: &Options) -> Result<(), PlotE
         Some("png") => png_bytes(chart, opts)?,
         _ => return Err(PlotError::Extension(out.to_path_buf())),
     };
-    crate::output::write(out, &bytes)?;
+    // As every output: a link there is replaced, never written through.
+    crate::rundir::write(out, &bytes)?;
     Ok(())
 }
 

@@ -111,6 +111,11 @@ pub struct ScenarioArgs {
     /// (all saved: only the summary is made again).
     #[arg(long)]
     pub resume: bool,
+    /// With --resume: the scenario file has new [[profile]]s, declared so; their trials
+    /// are run and the others kept (every other profile, link and test as before; any
+    /// other change to the file is refused, naming it).
+    #[arg(long, requires = "resume")]
+    pub add_profiles: bool,
     /// Run only shard I of N of the trials (trial t of profile p, of T trials each, is
     /// number p·T + t and goes to shard (p·T + t) mod N), into an --out every shard shares;
     /// `auto` reads a Slurm job array or a Kubernetes Indexed Job, as `sweep --shard auto`.

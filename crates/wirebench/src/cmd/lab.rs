@@ -363,6 +363,7 @@ fn scenario(args: &ScenarioArgs) -> Result<(), Failure> {
         time_scale: args.time_scale,
         out,
         resume: args.resume,
+        add_profiles: args.add_profiles,
         shard: match args.shard.as_deref() {
             None => wirebench_report::experiment::Shard::WHOLE,
             Some(s) => wirebench_report::experiment::Shard::parse(s)
@@ -401,6 +402,8 @@ fn scenario(args: &ScenarioArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+use wirebench_report::text::printable;
+
 fn print_progress(p: Progress<'_>) {
     match p {
         Progress::Start {
@@ -415,10 +418,13 @@ fn print_progress(p: Progress<'_>) {
                 0 => String::new(),
                 n => format!(" ({n} already there)"),
             };
+            // Names from the file reach the terminal escaped (control characters, bidi
+            // overrides): a name cannot rewrite the line it is shown in.
             eprintln!(
-                "scenario {scenario}: {profiles} profiles × {trials} trials, {parallel} at once, \
+                "scenario {}: {profiles} profiles × {trials} trials, {parallel} at once, \
                  into {}{resumed}",
-                out.display()
+                printable(scenario),
+                printable(&out.display().to_string())
             );
         }
         Progress::TrialDone {
@@ -426,8 +432,14 @@ fn print_progress(p: Progress<'_>) {
             total,
             profile,
             trial,
-        } => eprintln!("trial {done}/{total} done ({profile} #{trial})"),
-        Progress::WriteFailed { path, error } => eprintln!("writing {}: {error}", path.display()),
+        } => eprintln!(
+            "trial {done}/{total} done ({} #{trial})",
+            printable(profile)
+        ),
+        Progress::WriteFailed { path, error } => eprintln!(
+            "writing {}: {error}",
+            printable(&path.display().to_string())
+        ),
         Progress::Incomplete { saved, total } => eprintln!(
             "{saved} of {total} trials saved so far: the summary is partial until every shard \
              is done (then: lab scenario FILE --out DIR --resume)"

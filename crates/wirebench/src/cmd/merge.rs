@@ -11,7 +11,9 @@ use wirebench_lab::run::{run_scenario, ScenarioRun};
 use wirebench_lab::scenario::Scenario;
 use wirebench_lab::summary::trial_file;
 use wirebench_report::experiment::shard::{copy_saved, is_there, write_atomic};
-use wirebench_report::experiment::{ExperimentSummary, Manifest, Merged, Shard, Warning};
+use wirebench_report::experiment::{
+    DirLock, ExperimentSummary, Manifest, Merged, RunKind, Shard, ShardError, Warning,
+};
 use wirebench_report::{Csv, Exporter, Json, Table};
 
 use crate::cli::MergeArgs;
@@ -28,6 +30,7 @@ pub fn merge(args: &MergeArgs) -> Result<(), Failure> {
             ))
         }
     };
+    let _locks = lock_dirs(&args.dirs, &out)?;
     let manifest = Manifest::read(&args.dirs[0]).map_err(|e| Failure::Runtime(e.into()))?;
     // A scenario that fails its file's checks (a name out of the directory) is refused.
     let plan = wirebench_lab::run::plan_of(&manifest).map_err(|e| Failure::Usage(e.to_string()))?;
@@ -35,6 +38,42 @@ pub fn merge(args: &MergeArgs) -> Result<(), Failure> {
         Some(plan) => merge_lab(&args.dirs, &out, plan),
         None => finish(&args.dirs, &out),
     }
+}
+
+/// Locks the directory written (`out`) and each directory read, for as long as `merge`
+/// runs: a shard or a scenario run still writing one is refused, and so is one that starts
+/// while `merge` reads. A directory read that cannot be written (a read-only copy) is
+/// only looked at: no run can write it either.
+fn lock_dirs(dirs: &[PathBuf], out: &Path) -> Result<Vec<DirLock>, Failure> {
+    let whole = wirebench_report::experiment::Shard::WHOLE;
+    let mut locks = vec![DirLock::acquire(out, RunKind::Merge, whole).map_err(runtime)?];
+    let mut seen = vec![out.canonicalize().unwrap_or_else(|_| out.to_path_buf())];
+    for d in dirs {
+        let canonical = d.canonicalize().unwrap_or_else(|_| d.clone());
+        if seen.contains(&canonical) {
+            continue;
+        }
+        seen.push(canonical);
+        match DirLock::acquire(d, RunKind::Merge, whole) {
+            Ok(l) => locks.push(l),
+            Err(e @ (ShardError::InUse { .. } | ShardError::Locked { .. })) => {
+                return Err(runtime(e))
+            }
+            Err(_) => {
+                if let Some(holder) = DirLock::holder(d) {
+                    return Err(Failure::Runtime(anyhow::anyhow!(
+                        "{} is in use by {holder}: merge once it has ended",
+                        d.display()
+                    )));
+                }
+            }
+        }
+    }
+    Ok(locks)
+}
+
+fn runtime(e: ShardError) -> Failure {
+    Failure::Runtime(e.into())
 }
 
 /// A lab scenario's shards: every trial file gathered into `out`, then the scenario's own
@@ -50,8 +89,7 @@ fn merge_lab(
         .map(|p| p.name)
         .filter(|n| profiles.is_empty() || profiles.contains(n))
         .collect();
-    std::fs::create_dir_all(out.join("trials"))
-        .with_context(|| format!("creating {}", out.display()))?;
+    wirebench_report::rundir::make_dirs(out, &["trials", "shards"]).map_err(anyhow::Error::from)?;
     wirebench_report::output::clean_experiment_temps(out);
     let mut missing = Vec::new();
     let copy = |file: &str| -> anyhow::Result<bool> {
@@ -94,6 +132,7 @@ fn merge_lab(
         time_scale,
         out: out.to_path_buf(),
         resume: true,
+        add_profiles: false,
         shard: Shard::WHOLE,
         link_log_ns: 0,
         exe: std::env::current_exe().context("finding the wirebench executable")?,

@@ -10,10 +10,12 @@ pub fn report(args: &ReportArgs) -> Result<(), Failure> {
     // The error names the file that could not be read: no context to add.
     wirebench_report::output::clean_experiment_temps(&dir);
     let html = wirebench_report::html::report(&dir).map_err(anyhow::Error::from)?;
-    // Whole or not at all: an interrupted or failed write leaves an earlier report intact.
+    // Whole or not at all: an interrupted or failed write leaves an earlier report intact;
+    // a link there is replaced, never written through, and a FIFO is refused (the report
+    // is often written into the experiment's directory, which runs fill).
     // The error names the file and what to do: no context to add.
     wirebench_report::output::clean_temps(output_dir(&args.output));
-    wirebench_report::output::write(&args.output, html.as_bytes()).map_err(anyhow::Error::from)?;
+    wirebench_report::rundir::write(&args.output, html.as_bytes()).map_err(anyhow::Error::from)?;
     // Said, since the default name (report.html, here) is not the experiment's directory.
     eprintln!(
         "report: {}",
