@@ -132,20 +132,20 @@ pub(super) fn udp_send_stream(
     rep.ms_bytes = bins.finish();
     rep.datapath = p.datapath.clone();
     if p.offloads.gso && !io.offloads().gso {
-        // The device refused GSO (EIO) and the sender went on without it: said once, why.
-        rep.datapath.features.retain(|f| f != "udp_gso");
-        rep.datapath.features.push("udp_gso_refused".into());
-        let why = io
-            .gso_refused()
-            .map_or_else(String::new, |e| format!(" ({e})"));
-        rep.datapath
-            .fallbacks
-            .push(wirebench_proto::results::Fallback {
-                feature: "udp_gso".into(),
-                reason: format!("a send with GSO failed{why}: one datagram a message from then on"),
-            });
+        gso_refused(&mut rep.datapath, io.gso_refused());
     }
     rep
+}
+
+/// The device refused GSO (EIO) and the sender went on without it: said once, and why.
+fn gso_refused(dp: &mut wirebench_proto::results::Datapath, why: Option<&std::io::Error>) {
+    dp.features.retain(|f| f != "udp_gso");
+    dp.features.push("udp_gso_refused".into());
+    let why = why.map_or_else(String::new, |e| format!(" ({e})"));
+    dp.fallbacks.push(wirebench_proto::results::Fallback {
+        feature: "udp_gso".into(),
+        reason: format!("a send with GSO failed{why}: one datagram a message from then on"),
+    });
 }
 
 /// Datagrams of `size` bytes left to send, and the length of the last one: a `bytes` test
