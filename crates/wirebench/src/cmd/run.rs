@@ -8,10 +8,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::Context;
-use serde::Serialize;
 use wirebench_engine::{ClientConfig, EngineError, ErrorKind, SessionError};
 use wirebench_proto::host_port::HostPort;
-use wirebench_proto::results::{Results, TestView};
+use wirebench_proto::results::{FailureDocument, Results, ResultsWithExit, TestView};
 use wirebench_proto::spec::{Direction, TestSpec};
 use wirebench_report::export::{Iperf3Json, Iperf3Start};
 use wirebench_report::{BothDirections, Exporter, Format, Human};
@@ -322,7 +321,7 @@ fn print_results(
     let mut out = io::stdout().lock();
     match output {
         Output::Stream => {
-            let doc = WithExit {
+            let doc = ResultsWithExit {
                 results,
                 error_kind: outcome.kind(),
                 signal: outcome.signal(),
@@ -332,7 +331,7 @@ fn print_results(
             emit(&EndEvent { event, doc: &doc });
         }
         Output::Document(Format::Json) if outcome.code() != 0 => {
-            let doc = WithExit {
+            let doc = ResultsWithExit {
                 results,
                 error_kind: outcome.kind(),
                 signal: outcome.signal(),
@@ -441,37 +440,6 @@ impl<'a> Ending<'a> {
     }
 }
 
-/// The results document with how the test ended, for `--json` and `--json-stream` when it
-/// did not complete.
-#[derive(Serialize)]
-struct WithExit<'a> {
-    #[serde(flatten)]
-    results: &'a Results,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error_kind: Option<&'static str>,
-    /// The signal that interrupted the test (`SIGINT`, `SIGTERM`, `SIGHUP`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    signal: Option<&'static str>,
-    exit_code: u8,
-}
-
-/// The document of a test that never began: the test asked for and the error.
-#[derive(Serialize)]
-struct ErrorDoc<'a> {
-    schema: u32,
-    wirebench: &'static str,
-    server: String,
-    test: TestView,
-    error: &'a str,
-    error_kind: &'static str,
-    /// The error's kind as the engine gave it (docs/results.md lists them).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error_cause: Option<ErrorKind>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    signal: Option<&'static str>,
-    exit_code: u8,
-}
-
 /// A failure before any data moved: one line that says what to do, and with `--json` or
 /// `--json-stream` a document with the error.
 fn failed_before_start(cfg: &ClientConfig, output: Output, e: &EngineError) -> Failure {
@@ -516,7 +484,7 @@ fn failed_to_start(
         Some(h) => format!("{e}; {h}"),
         None => e.to_string(),
     };
-    let doc = ErrorDoc {
+    let doc = FailureDocument {
         schema: wirebench_proto::results::SCHEMA,
         wirebench: TOOL,
         server: format!("{host}:{port}"),
@@ -541,7 +509,7 @@ fn interrupted_before_start(
     sig: Signal,
 ) -> Failure {
     let message = format!("interrupted by {} before the test began", sig.name());
-    let doc = ErrorDoc {
+    let doc = FailureDocument {
         schema: wirebench_proto::results::SCHEMA,
         wirebench: TOOL,
         server: format!("{host}:{port}"),
@@ -557,7 +525,7 @@ fn interrupted_before_start(
 }
 
 /// The document of a test that never began, if the output is JSON.
-fn print_error_doc(doc: &ErrorDoc<'_>, output: Output) {
+fn print_error_doc(doc: &FailureDocument<'_>, output: Output) {
     match output {
         Output::Stream => emit(&EndEvent {
             event: "error",
