@@ -65,14 +65,16 @@ fn a_saturated_link_delivers_near_its_rate() {
 }
 
 /// A TCP test through a slow link: when the sender is done, its send buffer still holds
-/// seconds of data. The lab sizes `--drain` to the link, so the test ends complete, every
+/// seconds of data (-w 1M: 4 s of it). The lab sizes `--drain` to the link, so the test ends complete, every
 /// byte counted; with the 1 s a test asks by default it would end "incomplete".
 #[test]
 #[ignore = "needs network namespaces"]
 fn a_slow_link_drains_what_the_tcp_sender_buffered() {
     let _l = lock();
     common::require_lab();
-    let v = lab_run(&["--rate", "2M"], &["-t", "2"]);
+    // A 1 MiB send buffer (-w) holds 4 s of the link whatever autotuning would have
+    // grown to on a loaded machine (it once grew to less than the 1 s drain below).
+    let v = lab_run(&["--rate", "2M"], &["-t", "2", "-w", "1M"]);
     let drain = f(&v, "/test/drain_s");
     let (sent, got) = (f(&v, "/end/sent/bytes"), f(&v, "/end/received/bytes"));
     let carried = f(&v["lab"]["links"][0]["up"], "/delivered_bytes");
@@ -87,7 +89,7 @@ fn a_slow_link_drains_what_the_tcp_sender_buffered() {
     // The same test with the 1 s default is cut short, data still on its way.
     let out = wirebench()
         .args([
-            "lab", "--rate", "2M", "--", "run", "-t", "2", "--drain", "1s",
+            "lab", "--rate", "2M", "--", "run", "-t", "2", "-w", "1M", "--drain", "1s",
         ])
         .output()
         .expect("run wirebench lab");
