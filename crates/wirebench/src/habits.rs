@@ -52,6 +52,66 @@ const RUN: &[(&[&str], &str)] = &[
         "wirebench's UDP sequence numbers are 64-bit already: leave --udp-counters-64bit out",
     ),
     (
+        &["--extra-data"],
+        "iperf3's --extra-data: wirebench's documents carry no string of yours; add it after, \
+         e.g. wirebench run HOST --json | jq '. + {extra_data: \"...\"}'",
+    ),
+    (
+        &["--pacing-timer"],
+        "iperf3's --pacing-timer: wirebench paces in 50 us quanta, with no timer to set; \
+         leave it out",
+    ),
+    (
+        &["--sctp", "--nstreams", "-X", "--xbind"],
+        "that is iperf3's SCTP: wirebench measures TCP (the default) and UDP (-u)",
+    ),
+    (
+        &["-L", "--flowlabel"],
+        "iperf3's -L/--flowlabel: wirebench does not set IPv6 flow labels",
+    ),
+    (
+        &["--snd-timeout"],
+        "iperf3's --snd-timeout: wirebench sets no TCP_USER_TIMEOUT; a stalled test ends at \
+         its time bound and --drain, and says which side stopped",
+    ),
+    (
+        &["--rcv-timeout"],
+        "iperf3's --rcv-timeout: the receiver waits --drain for data in flight once the \
+         sender is done (e.g. --drain 5s)",
+    ),
+    (
+        &["--cntl-ka"],
+        "iperf3's --cntl-ka: wirebench's control connection needs no keepalive from you: \
+         every wait on it has a deadline; leave it out",
+    ),
+    (
+        &["--gsro"],
+        "iperf3's --gsro: wirebench uses UDP GSO and GRO wherever the kernel has them (the \
+         results' datapath says which); --no-offload turns them off",
+    ),
+    (
+        &["--skip-rx-copy"],
+        "iperf3's --skip-rx-copy: wirebench's receiver reads every byte it counts; leave it out",
+    ),
+    (
+        &["-m", "--mptcp"],
+        "iperf3's -m/--mptcp: wirebench measures plain TCP and UDP, not MPTCP",
+    ),
+    (
+        &["--no-fq-socket-pacing"],
+        "iperf3's --no-fq-socket-pacing: wirebench uses fq pacing only with --fq-rate (against \
+         an iperf3 server); leave it out",
+    ),
+    (
+        &["--time-skew-threshold", "--use-pkcs1-padding"],
+        "wirebench authenticates with a pre-shared key: --psk-file FILE (or WIREBENCH_PSK)",
+    ),
+    (
+        &["--json-stream-full-output"],
+        "iperf3's --json-stream-full-output: --json-stream writes each event and then the whole \
+         document as its `end` event",
+    ),
+    (
         &["--connect-timeout"],
         "iperf3's --connect-timeout: wirebench gives a connection 10 s to set up, then says \
          which step failed; for less, wrap it: timeout 3 wirebench run HOST",
@@ -98,6 +158,11 @@ const SERVE: &[(&[&str], &str)] = &[
         &["-J", "--json"],
         "iperf3's -s -J: the server logs one logfmt line per test on stderr (--metrics for \
          Prometheus); the client's --json prints the whole document, both sides",
+    ),
+    (
+        &["--idle-timeout"],
+        "iperf3's --idle-timeout: `wirebench serve` ends a test 30 s after its client's last \
+         byte and a handshake after 10 s, whatever the client does",
     ),
     (
         &["--server-bitrate-limit"],
