@@ -131,7 +131,14 @@ pub struct TestbedInfo {
     pub hosts: Vec<(String, Option<String>)>,
 }
 
+/// Where this process keeps testbeds' state: chosen once (the choice probes the directory),
+/// and said once when it is not `/run/wirebench-lab`.
 fn state_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(choose_state_dir).clone()
+}
+
+fn choose_state_dir() -> PathBuf {
     if let Ok(d) = std::env::var("WIREBENCH_LAB_DIR") {
         return PathBuf::from(d);
     }
@@ -140,7 +147,7 @@ fn state_dir() -> PathBuf {
         return run;
     }
     // Rootless, or /run/wirebench-lab is root's (made by an earlier root run): say where the
-    // testbeds are kept instead, once a process. The fallback is this user's own.
+    // testbeds are kept instead. The fallback is this user's own.
     let dir = match std::env::var("XDG_RUNTIME_DIR") {
         Ok(d) => PathBuf::from(d).join("wirebench-lab"),
         Err(_) => {
@@ -149,13 +156,10 @@ fn state_dir() -> PathBuf {
             std::env::temp_dir().join(format!("wirebench-lab-{uid}"))
         }
     };
-    static SAID: std::sync::Once = std::sync::Once::new();
-    SAID.call_once(|| {
-        eprintln!(
-            "note: /run/wirebench-lab is not writable: keeping testbeds in {} (set WIREBENCH_LAB_DIR to choose)",
-            dir.display()
-        );
-    });
+    eprintln!(
+        "note: /run/wirebench-lab is not writable: keeping testbeds in {} (set WIREBENCH_LAB_DIR to choose)",
+        dir.display()
+    );
     dir
 }
 
