@@ -18,6 +18,17 @@ use std::thread;
 use common::logged::LoggedServer;
 use common::wirebench;
 
+/// What reaches the client of the server's close of its control connection.
+#[derive(Clone, Copy)]
+enum Close {
+    /// Dropped with the rest: the client must fetch.
+    Dropped,
+    /// Forwarded: it overtakes the dropped report.
+    Forwarded,
+    /// Forwarded once the server (this process id) is killed: a fetch finds nobody.
+    AfterKilling(u32),
+}
+
 /// The proxy: what it dropped of the server's control bytes.
 struct Proxy {
     port: u16,
@@ -25,9 +36,9 @@ struct Proxy {
 }
 
 impl Proxy {
-    /// A proxy to `server_port`; with `close`, the server's close of the control connection
-    /// still reaches the client (it overtakes the dropped report), else it is dropped too.
-    fn start(server_port: u16, close: bool) -> Self {
+    /// A proxy to `server_port`; `close` says what becomes of the server's close of the
+    /// control connection. It stops taking connections once the server refuses one.
+    fn start(server_port: u16, close: Close) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
         let port = listener.local_addr().expect("its address").port();
         let dropped = Arc::new(AtomicU64::new(0));
@@ -61,7 +72,7 @@ impl Proxy {
 fn pipe(
     mut from: TcpStream,
     mut to: TcpStream,
-    dark: Option<(Arc<AtomicBool>, Arc<AtomicU64>, bool)>,
+    dark: Option<(Arc<AtomicBool>, Arc<AtomicU64>, Close)>,
 ) {
     thread::spawn(move || {
         let mut buf = vec![0u8; 64 * 1024];
@@ -83,7 +94,14 @@ fn pipe(
         match dark {
             // A dark path does not deliver the close either: the client's end stays open
             // (for as long as the test process runs) and it must fetch.
-            Some((dark, _, false)) if dark.load(Ordering::SeqCst) => std::mem::forget(to),
+            Some((dark, _, Close::Dropped)) if dark.load(Ordering::SeqCst) => std::mem::forget(to),
+            Some((_, _, Close::AfterKilling(pid))) => {
+                // The server dies; then its close arrives.
+                let _ = std::process::Command::new("kill")
+                    .args(["-9", &pid.to_string()])
+                    .status();
+                let _ = to.shutdown(Shutdown::Write);
+            }
             _ => {
                 let _ = to.shutdown(Shutdown::Write);
             }
@@ -94,7 +112,7 @@ fn pipe(
 /// Runs a `-R` test through a proxy that drops the server's control bytes once the data
 /// connection came; checks it ended with both sides' counts, fetched. Returns the client's
 /// error output.
-fn through_a_dark_control_connection(close: bool) {
+fn through_a_dark_control_connection(close: Close) {
     let mut server = LoggedServer::start(&[]);
     let log = server.stderr_lines();
     let proxy = Proxy::start(server.port, close);
@@ -139,12 +157,33 @@ fn through_a_dark_control_connection(close: bool) {
 
 #[test]
 fn a_report_stuck_on_the_control_connection_is_fetched_on_a_new_one() {
-    through_a_dark_control_connection(false);
+    through_a_dark_control_connection(Close::Dropped);
 }
 
 /// The server's close overtakes its report (before: "the server closed the connection
 /// after 2.1 s", the results lost): the client fetches at once.
 #[test]
 fn a_close_that_overtakes_the_report_still_gets_it_fetched() {
-    through_a_dark_control_connection(true);
+    through_a_dark_control_connection(Close::Forwarded);
+}
+
+/// One step to the side: the server dies, and its close reaches the client before its
+/// report. The fetch finds nobody (the port refuses), and the test ends as a close does:
+/// an error saying so, what the server measured unknown, never a hang or a made-up count.
+#[test]
+fn a_close_from_a_server_that_died_ends_the_test_as_a_close() {
+    let server = LoggedServer::start(&[]);
+    let proxy = Proxy::start(server.port, Close::AfterKilling(server.pid()));
+    let out = wirebench()
+        .args(["run", "127.0.0.1", "--port", &proxy.port.to_string()])
+        .args(["-R", "-b", "20M", "-t", "2", "--json"])
+        .output()
+        .expect("run wirebench");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("results JSON");
+    let error = doc["error"].as_str().unwrap_or_default();
+    assert!(error.contains("the server closed the connection"), "{doc}");
+    assert!(doc["end"]["sent"]["bytes"].is_null(), "{doc}");
+    assert!(doc["server_report_fetched"].is_null(), "{doc}");
+    drop(server);
 }

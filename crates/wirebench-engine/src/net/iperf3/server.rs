@@ -737,6 +737,13 @@ impl Test<'_> {
         let blocks = moved / (a.block_len().max(1) as u64);
         if let Some(idle) = w.observe(Instant::now(), blocks) {
             self.state.admission().set_idle(ticket, idle);
+            if idle {
+                let reserved = ticket.memory();
+                log(
+                    self.state,
+                    format_args!("{} event=idle reserved_bytes={reserved}", self.who),
+                );
+            }
         }
         if !ticket.reclaimed() {
             return false;
