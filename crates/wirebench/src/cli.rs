@@ -491,7 +491,8 @@ pub struct RunArgs {
     pub json: bool,
     /// Print the results in iperf3's -J schema, for tools written for iperf3's JSON.
     ///
-    /// Its start, intervals and end; what wirebench does not measure is null.
+    /// Its start, intervals and end; what wirebench does not measure is null. In `sweep`,
+    /// each trial is also written so, to iperf3/ beside trials/ in --out.
     #[arg(long, conflicts_with_all = ["json", "format", "both_directions"])]
     pub iperf3_json: bool,
     /// Rate units (as iperf3's -f), or the results document's format.

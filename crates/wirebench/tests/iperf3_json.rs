@@ -29,13 +29,6 @@ const CASES: &[(&str, &[&str])] = &[
 /// measurement for them.
 const NULL: &[(&str, &str)] = &[
     (
-        "start.connected[].local_host",
-        "the data connections' addresses are not in the results",
-    ),
-    ("start.connected[].local_port", "as local_host"),
-    ("start.connected[].remote_host", "as local_host"),
-    ("start.connected[].remote_port", "as local_host"),
-    (
         "start.cookie",
         "wirebench's cookie keys the UDP sequence numbers: a secret",
     ),
@@ -54,21 +47,10 @@ const NULL: &[(&str, &str)] = &[
     ("end.streams[].sender.min_rtt", "as max_rtt"),
     ("end.streams[].sender.mean_rtt", "as max_rtt"),
     (
-        "end.streams[].sender.max_snd_cwnd",
-        "with -P > 1: windows are recorded per interval summed over the streams",
-    ),
-    (
         "end.sum_sent.jitter_ms",
         "UDP: the sender measures no jitter (iperf3 prints 0)",
     ),
 ];
-
-/// Keys of iperf3's document that ours leaves out, in the cases named.
-const ABSENT: &[(&str, &str, &str)] = &[(
-    "parallel",
-    "intervals[].streams[]",
-    "with -P > 1 wirebench records intervals summed over the streams: intervals[].streams is empty",
-)];
 
 /// Every key path of `v` (array elements as `[]`) and the JSON types found there.
 fn paths(v: &Value, at: &str, out: &mut BTreeMap<String, BTreeSet<&'static str>>) {
@@ -100,20 +82,15 @@ fn paths(v: &Value, at: &str, out: &mut BTreeMap<String, BTreeSet<&'static str>>
 
 /// Where iperf3's document and ours differ: keys missing from ours, or of another type,
 /// that no exception explains.
-fn differences(case: &str, theirs: &Value, ours: &Value) -> Vec<String> {
+fn differences(theirs: &Value, ours: &Value) -> Vec<String> {
     let (mut t, mut o) = (BTreeMap::new(), BTreeMap::new());
     paths(theirs, "", &mut t);
     paths(ours, "", &mut o);
     let mut wrong = Vec::new();
     for (path, kinds) in &t {
-        let absent_ok = ABSENT
-            .iter()
-            .any(|(c, p, _)| *c == case && path.starts_with(p));
         let null_ok = NULL.iter().any(|(p, _)| p == path);
         let Some(ours) = o.get(path) else {
-            if !absent_ok {
-                wrong.push(format!("{path}: missing (iperf3: {kinds:?})"));
-            }
+            wrong.push(format!("{path}: missing (iperf3: {kinds:?})"));
             continue;
         };
         let allowed: BTreeSet<&str> = match null_ok {
@@ -177,7 +154,7 @@ fn every_key_of_iperf3s_document_is_in_ours_with_its_type() {
         let theirs = iperf3_document(args);
         let ours = our_document(&server, args);
         assert!(ours.get("error").is_none(), "{case}: {ours}");
-        for d in differences(case, &theirs, &ours) {
+        for d in differences(&theirs, &ours) {
             wrong.push(format!("{case}: {d}"));
         }
     }
@@ -190,15 +167,58 @@ fn a_stray_key_or_type_is_found_and_an_exception_is_not() {
         "intervals": [{"streams": [{"bytes": 1}]}], "end": {"sum": {"bytes": 2}}});
     let ours = serde_json::json!({"start": {"cookie": null, "version": 3},
         "intervals": [{"streams": []}], "end": {}});
-    let d = differences("parallel", &theirs, &ours);
+    let d = differences(&theirs, &ours);
     assert_eq!(
         d,
         [
             "end.sum: missing (iperf3: {\"object\"})",
             "end.sum.bytes: missing (iperf3: {\"number\"})",
+            "intervals[].streams[]: missing (iperf3: {\"object\"})",
+            "intervals[].streams[].bytes: missing (iperf3: {\"number\"})",
             "start.version: {\"number\"}, iperf3: {\"string\"}",
         ]
     );
+}
+
+/// With `-P 2` (and `--bidir`, each way), each interval has an entry per stream, the
+/// client's own record of it, and the entries add up to the interval's sum; every stream's
+/// connection is named with this side's and the server's address.
+#[test]
+fn each_streams_intervals_add_up_to_the_sum_and_its_connection_is_named() {
+    let server = Server::start(&[]);
+    for args in [
+        &["-P", "2"][..],
+        &["-P", "2", "-R"],
+        &["-P", "2", "--bidir"],
+    ] {
+        let ours = our_document(&server, args);
+        let ways = if args.contains(&"--bidir") { 2 } else { 1 };
+        let connected = ours["start"]["connected"].as_array().expect("connected");
+        assert_eq!(connected.len(), 2 * ways, "{args:?}: {connected:?}");
+        for (i, c) in connected.iter().enumerate() {
+            assert_eq!(c["socket"], i as u64 + 1, "{args:?}");
+            assert_eq!(c["remote_host"], "127.0.0.1", "{args:?}");
+            assert_eq!(c["remote_port"], server.port, "{args:?}");
+            assert!(c["local_port"].as_u64().is_some_and(|p| p > 0), "{c}");
+        }
+        let intervals = ours["intervals"].as_array().expect("intervals");
+        assert!(!intervals.is_empty(), "{args:?}");
+        let mut moved = 0;
+        for iv in intervals {
+            let streams = iv["streams"].as_array().expect("streams");
+            assert_eq!(streams.len(), 2 * ways, "{args:?}: {iv}");
+            for (key, way) in [("sum", 0), ("sum_bidir_reverse", 1)].iter().take(ways) {
+                let own = &streams[2 * way..2 * way + 2];
+                let bytes: u64 = own
+                    .iter()
+                    .map(|s| s["bytes"].as_u64().expect("bytes"))
+                    .sum();
+                assert_eq!(iv[key]["bytes"], bytes, "{args:?} {key}: {iv}");
+                moved += bytes;
+            }
+        }
+        assert!(moved > 0, "{args:?}: nothing moved");
+    }
 }
 
 /// The iperf3 Python package's interpreter: the virtual environment `.ci/run` makes.

@@ -795,3 +795,71 @@ fn a_second_process_on_a_running_shard_is_refused() {
     assert!(first.wait().expect("first ends").success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `sweep --iperf3-json` writes each trial in iperf3's schema too (`iperf3/`, named as the
+/// trial's file), its totals the trial's own; `merge` gathers the shards' copies with their
+/// trials; a point iperf3's schema cannot hold is refused before anything runs.
+#[test]
+fn iperf3_json_trials_are_written_beside_the_trials_and_merged() {
+    let server = Server::start(&[]);
+    let dir = tempdir("iperf3-json");
+    let port = server.port.to_string();
+    let grid = |out: &Path, shard: &str| {
+        let mut c = wirebench();
+        c.args([
+            "sweep",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "-t",
+            "0.5",
+            "--iperf3-json",
+        ])
+        .args(["--vary", "parallel=1,2", "--shard", shard, "--out"])
+        .arg(out);
+        c
+    };
+    let (a, b, out) = (dir.join("a"), dir.join("b"), dir.join("ab"));
+    ok(&mut grid(&a, "0/2"));
+    ok(&mut grid(&b, "1/2"));
+    ok(wirebench().arg("merge").arg(&a).arg(&b).arg("-o").arg(&out));
+    let mut seen = 0;
+    for point in 1..=2 {
+        for repeat in 1..=3 {
+            let name = format!("p{point:03}-r{repeat:03}.json");
+            let trial = read_json(&out.join("trials").join(&name));
+            let theirs = read_json(&out.join("iperf3").join(&name));
+            let sent = &trial["end"]["sent"]["bytes"];
+            assert!(sent.as_u64().is_some_and(|b| b > 0), "{name}: {trial}");
+            assert_eq!(&theirs["end"]["sum_sent"]["bytes"], sent, "{name}");
+            assert_eq!(
+                theirs["start"]["test_start"]["num_streams"], point,
+                "{name}"
+            );
+            let streams = theirs["intervals"][0]["streams"]
+                .as_array()
+                .expect("streams");
+            assert_eq!(streams.len(), point as usize, "{name}");
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 6);
+    let refused = wirebench()
+        .args([
+            "sweep",
+            "--vary",
+            "mode=stream,rr",
+            "--iperf3-json",
+            "-t",
+            "1",
+        ])
+        .output()
+        .expect("sweep");
+    assert_eq!(refused.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("point mode=rr") && err.contains("--json"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -15,7 +15,7 @@ use wirebench_proto::spec::{Direction, Mechanism, Protocol, TestSpec};
 use wirebench_sys::output::Pending;
 
 use super::roles::{RoleEvent, Roles, Watch};
-use super::{Pump, TICK};
+use super::{data_ends, Pump, TICK};
 use crate::control::client::{ClientAction, ClientEvent, ClientParams, ClientSession};
 use crate::control::exchange::printable;
 use crate::control::{Outcome, RunAction, SETUP_TIMEOUT};
@@ -293,6 +293,8 @@ struct Setup {
     stack: Option<std::sync::Arc<dyn UserConnector>>,
     /// The roles, once started.
     roles: Option<Roles>,
+    /// Data connections opened since the watch last heard: stream, local and peer address.
+    connected: Vec<(u32, SocketAddr, SocketAddr)>,
 }
 
 impl Setup {
@@ -361,6 +363,9 @@ impl Setup {
                 }
             }
         };
+        if let Some((local, remote)) = data_ends(&opened.sock) {
+            self.connected.push((stream, local, remote));
+        }
         if let Some(slot) = self.streams.get_mut(stream as usize) {
             *slot = Some(opened);
         }
@@ -434,6 +439,9 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
     loop {
         while let Some(action) = session.poll_action() {
             setup.on_action(action, &mut session, &mut pump);
+        }
+        for (stream, local, remote) in setup.connected.drain(..) {
+            watch.connected(stream, local, remote);
         }
         if session.is_closed() {
             break;
@@ -614,6 +622,7 @@ impl Setup {
             file,
             stack: cfg.stack.clone(),
             roles: None,
+            connected: Vec::new(),
         })
     }
 

@@ -42,6 +42,18 @@ pub(crate) fn ends(conn: &TcpStream) -> std::io::Result<(SocketAddr, SocketAddr)
     Ok((canonical(conn.peer_addr()?), canonical(conn.local_addr()?)))
 }
 
+/// A client's data socket's own end and its peer's, each [`canonical`] (for
+/// [`roles::Watch::connected`]); `None` for a user-space stack's connection, whose ends are
+/// the stack's.
+pub(crate) fn data_ends(sock: &crate::role::DataSocket) -> Option<(SocketAddr, SocketAddr)> {
+    let (local, peer) = match sock {
+        crate::role::DataSocket::Tcp(s) => (s.local_addr(), s.peer_addr()),
+        crate::role::DataSocket::Udp(s) => (s.local_addr(), s.peer_addr()),
+        crate::role::DataSocket::User(_) => return None,
+    };
+    Some((canonical(local.ok()?), canonical(peer.ok()?)))
+}
+
 /// A control connection under a session.
 pub(crate) struct Pump {
     sock: TcpStream,

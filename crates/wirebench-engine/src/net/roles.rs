@@ -3,6 +3,7 @@
 //! the peer's counts when the session says so. What the roles' completion means for the
 //! protocol is the session's business ([`crate::control`]).
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
@@ -19,6 +20,10 @@ use crate::{EngineError, Shared};
 pub trait Watch {
     /// Called about every 50 ms with the side's live byte and message totals.
     fn progress(&mut self, _elapsed: Duration, _bytes: u64, _messages: u64) {}
+    /// Called once for each data connection (or UDP data socket) this side opened, as it
+    /// opens: its stream's index (as [`Watch::stream_interval`] numbers them), its local
+    /// address and the peer's. Not called for a user-space stack's connections.
+    fn connected(&mut self, _stream: u32, _local: SocketAddr, _remote: SocketAddr) {}
     /// Called for each interval the data threads closed, summed over the streams of `role`.
     fn interval(&mut self, _role: Role, _rec: &IntervalRecord) {}
     /// Called for each interval one stream's data thread closed (`stream`: its index among

@@ -309,7 +309,9 @@ impl Merged {
     }
 
     /// Copies the trials, the manifest and the shards' records into `out` (those not
-    /// already there), so that `out` is a whole experiment directory.
+    /// already there), so that `out` is a whole experiment directory; with each trial, its
+    /// copy in iperf3's schema where the shard wrote one (`sweep --iperf3-json`:
+    /// `iperf3/` beside `trials/`).
     ///
     /// # Errors
     ///
@@ -322,7 +324,23 @@ impl Merged {
             let from = dirs.iter().map(|d| d.join(&file)).find(|f| f.is_file())?;
             Some((file, from))
         });
-        let files: Vec<(String, PathBuf)> = self.sources.iter().cloned().chain(records).collect();
+        let iperf3 = self.sources.iter().filter_map(|(file, from)| {
+            let name = Path::new(file).file_name()?;
+            let from = from.parent()?.parent()?.join(IPERF3_DIR).join(name);
+            from.is_file()
+                .then(|| (format!("{IPERF3_DIR}/{}", name.to_string_lossy()), from))
+        });
+        let iperf3: Vec<(String, PathBuf)> = iperf3.collect();
+        if !iperf3.is_empty() {
+            crate::rundir::make_dirs(out, &[IPERF3_DIR])?;
+        }
+        let files: Vec<(String, PathBuf)> = self
+            .sources
+            .iter()
+            .cloned()
+            .chain(records)
+            .chain(iperf3)
+            .collect();
         for (file, from) in files {
             let to = out.join(&file);
             // The copy kept may be another directory's than the one `out` already holds.
@@ -338,6 +356,10 @@ impl Merged {
         Ok(())
     }
 }
+
+/// Where `sweep --iperf3-json` writes each trial in iperf3's schema, under the trial's own
+/// file name, in the experiment's directory.
+pub const IPERF3_DIR: &str = "iperf3";
 
 /// The copy of trial `file` (point `p`, repeat `r`) to keep among `dirs`: each copy must be
 /// this experiment's trial; a completed copy wins over failed ones; two completed copies

@@ -11,17 +11,19 @@
 //! receives.
 
 use std::io::{self, Write};
+use std::net::SocketAddr;
 
 use serde_json::{json, Map, Value};
-use wirebench_proto::results::{End, IntervalView, Resources, Results};
+use wirebench_proto::results::{End, IntervalRecord, IntervalView, Resources, Results};
 use wirebench_proto::spec::{Direction, Protocol};
 
 use super::Exporter;
 
 /// What the document needs that the results document does not hold: when and where to the
-/// client started the test, and the machine it ran on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Iperf3Start {
+/// client started the test, the machine it ran on, its data connections and, with several
+/// streams, each stream's own intervals.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Iperf3Client {
     /// The test's start on the client's clock, s since the Unix epoch.
     pub unix_s: u64,
     /// The server as the user named it (`start.connecting_to.host`).
@@ -30,10 +32,27 @@ pub struct Iperf3Start {
     pub port: u16,
     /// The client's machine as `uname -a` names it (iperf3's `system_info`).
     pub system_info: String,
+    /// The data connections the client opened (`start.connected`).
+    pub connected: Vec<Connected>,
+    /// Each stream's intervals as the client closed them, by stream index (the forward
+    /// streams, then `--bidir`'s reverse ones): `intervals[].streams` with `-P` above 1,
+    /// where the results document holds the streams' sums only.
+    pub stream_intervals: Vec<Vec<IntervalRecord>>,
+}
+
+/// One data connection (or UDP data socket) as the client opened it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Connected {
+    /// Its stream's index: the forward streams, then `--bidir`'s reverse ones.
+    pub stream: u32,
+    /// The client's end.
+    pub local: SocketAddr,
+    /// The server's end.
+    pub remote: SocketAddr,
 }
 
 /// Writes a results document in iperf3's schema, pretty-printed, with a final newline.
-pub struct Iperf3Json(pub Iperf3Start);
+pub struct Iperf3Json(pub Iperf3Client);
 
 impl Exporter<Results> for Iperf3Json {
     fn export(&self, doc: &Results, out: &mut dyn Write) -> io::Result<()> {
@@ -118,12 +137,12 @@ fn halves(r: &Results) -> Vec<Half<'_>> {
 }
 
 /// The results document `r` in iperf3's `-J` schema.
-pub fn document(r: &Results, start: &Iperf3Start) -> Value {
+pub fn document(r: &Results, client: &Iperf3Client) -> Value {
     let halves = halves(r);
     let mut doc = Map::new();
-    doc.insert("start".into(), start_section(r, &halves, start));
-    doc.insert("intervals".into(), intervals(r, &halves));
-    doc.insert("end".into(), end_section(r, &halves));
+    doc.insert("start".into(), start_section(r, &halves, client));
+    doc.insert("intervals".into(), intervals(r, &halves, client));
+    doc.insert("end".into(), end_section(r, &halves, client));
     if let Some(e) = &r.error {
         doc.insert("error".into(), e.as_str().into());
     }
@@ -140,18 +159,22 @@ fn num(v: f64) -> Value {
 }
 
 /// `start`: the streams, the tool, the machine, the time, the server and the test as asked.
-fn start_section(r: &Results, halves: &[Half<'_>], start: &Iperf3Start) -> Value {
+fn start_section(r: &Results, halves: &[Half<'_>], start: &Iperf3Client) -> Value {
     let connected: Vec<Value> = halves
         .iter()
         .flat_map(|h| (0..h.streams.len() as u64).map(move |i| h.first_socket + i))
         .map(|socket| {
-            // The data connections' addresses are not in the results document.
+            // Unknown (null) only for a user-space stack's connections.
+            let c = start
+                .connected
+                .iter()
+                .find(|c| u64::from(c.stream) + 1 == socket);
             json!({
                 "socket": socket,
-                "local_host": null,
-                "local_port": null,
-                "remote_host": null,
-                "remote_port": null,
+                "local_host": c.map(|c| c.local.ip().to_string()),
+                "local_port": c.map(|c| c.local.port()),
+                "remote_host": c.map(|c| c.remote.ip().to_string()),
+                "remote_port": c.map(|c| c.remote.port()),
             })
         })
         .collect();
@@ -250,9 +273,9 @@ fn percent(lost: Option<u64>, packets: Option<u64>) -> Value {
     }
 }
 
-/// `intervals`: each interval's streams (one entry per direction when it has one stream:
-/// wirebench records intervals per direction, summed over `-P` streams) and sums.
-fn intervals(r: &Results, halves: &[Half<'_>]) -> Value {
+/// `intervals`: each interval's streams (a direction's one stream is its sum; several are
+/// the client's own records of each) and sums.
+fn intervals(r: &Results, halves: &[Half<'_>], client: &Iperf3Client) -> Value {
     let udp = r.test.protocol == Protocol::Udp;
     let omit_s = r.test.omit_s.unwrap_or(0.0);
     let out: Vec<Value> = (0..halves[0].intervals.len())
@@ -266,6 +289,20 @@ fn intervals(r: &Results, halves: &[Half<'_>]) -> Value {
                 if h.streams.len() == 1 {
                     let socket = Some(h.first_socket);
                     streams.push(interval_entry(iv, h, udp, omit_s, socket));
+                } else {
+                    // A stream that had ended (or began late) moved nothing in this
+                    // interval: its entry says 0 over the interval, as iperf3's does.
+                    let (from, to) = client_span(iv, h.client_sends);
+                    let idle = IntervalRecord {
+                        start_ns: (from * 1e9) as u64,
+                        end_ns: (to * 1e9) as u64,
+                        ..IntervalRecord::default()
+                    };
+                    for socket in h.first_socket..h.first_socket + h.streams.len() as u64 {
+                        let own = client.stream_intervals.get(socket as usize - 1);
+                        let rec = own.and_then(|v| v.get(i)).unwrap_or(&idle);
+                        streams.push(stream_entry(rec, h, udp, omit_s, socket));
+                    }
                 }
                 sums.push(interval_entry(iv, h, udp, omit_s, None));
             }
@@ -280,6 +317,15 @@ fn intervals(r: &Results, halves: &[Half<'_>]) -> Value {
         })
         .collect();
     out.into()
+}
+
+/// An interval's start and end on the client's clock: a receiver's own (as its rate is
+/// counted, and as its streams' records are), else the sender's.
+fn client_span(iv: &IntervalView, client_sends: bool) -> (f64, f64) {
+    match (client_sends, iv.received_start_s, iv.received_end_s) {
+        (false, Some(a), Some(b)) => (a, b),
+        _ => (iv.start_s, iv.end_s),
+    }
 }
 
 /// One interval of one direction, the client's figures: a stream's entry (`socket` given)
@@ -297,7 +343,8 @@ fn interval_entry(
     } else {
         iv.received_bytes
     };
-    let mut m = span(socket, iv.start_s, Some(iv.end_s), bytes);
+    let (from, to) = client_span(iv, sends);
+    let mut m = span(socket, from, Some(to), bytes);
     let bps = if sends { iv.sent_bps } else { iv.received_bps };
     m.insert("bits_per_second".into(), json!(bps));
     match (udp, sends) {
@@ -324,13 +371,49 @@ fn interval_entry(
             m.insert("lost_percent".into(), percent(lost, packets));
         }
     }
-    m.insert("omitted".into(), (iv.end_s <= omit_s).into());
+    m.insert("omitted".into(), (to <= omit_s).into());
     m.insert("sender".into(), sends.into());
     Value::Object(m)
 }
 
+/// One stream's interval as the client closed it (`-P` above 1): its own figures, as
+/// [`interval_entry`] gives a direction's.
+fn stream_entry(rec: &IntervalRecord, h: &Half<'_>, udp: bool, omit_s: f64, socket: u64) -> Value {
+    let (from, to) = (rec.start_ns as f64 / 1e9, rec.end_ns as f64 / 1e9);
+    let secs = to - from;
+    let mut m = span(Some(socket), from, Some(to), Some(rec.bytes));
+    let bps = (secs > 0.0).then(|| rec.bytes as f64 * 8.0 / secs);
+    m.insert("bits_per_second".into(), json!(bps.unwrap_or(0.0)));
+    match (udp, h.client_sends) {
+        (false, true) => {
+            m.insert("retransmits".into(), json!(rec.retransmits));
+            m.insert("snd_cwnd".into(), json!(rec.cwnd_bytes));
+            for k in ["snd_wnd", "rtt", "rttvar", "pmtu"] {
+                m.insert(k.into(), Value::Null);
+            }
+        }
+        (false, false) => {}
+        (true, true) => {
+            m.insert("packets".into(), json!(rec.messages));
+        }
+        (true, false) => {
+            let packets = rec.messages + rec.lost;
+            m.insert("jitter_ms".into(), json!(rec.jitter_ns.map(|j| j / 1e6)));
+            m.insert("lost_packets".into(), json!(rec.lost));
+            m.insert("packets".into(), json!(packets));
+            m.insert(
+                "lost_percent".into(),
+                percent(Some(rec.lost), Some(packets)),
+            );
+        }
+    }
+    m.insert("omitted".into(), (to <= omit_s).into());
+    m.insert("sender".into(), h.client_sends.into());
+    Value::Object(m)
+}
+
 /// `end`: each stream's totals, the sums per direction, CPU, congestion control.
-fn end_section(r: &Results, halves: &[Half<'_>]) -> Value {
+fn end_section(r: &Results, halves: &[Half<'_>], client: &Iperf3Client) -> Value {
     let udp = r.test.protocol == Protocol::Udp;
     let mut streams = Vec::new();
     for h in halves {
@@ -340,8 +423,8 @@ fn end_section(r: &Results, halves: &[Half<'_>]) -> Value {
                 json!({ "udp": udp_entry(e, h, Some(socket), true) })
             } else {
                 json!({
-                    "sender": tcp_total(e, h, true, Some(socket)),
-                    "receiver": tcp_total(e, h, false, Some(socket)),
+                    "sender": tcp_total(e, h, true, Some(socket), client),
+                    "receiver": tcp_total(e, h, false, Some(socket), client),
                 })
             });
         }
@@ -354,11 +437,12 @@ fn end_section(r: &Results, halves: &[Half<'_>]) -> Value {
             m.insert(format!("sum_sent{suffix}"), udp_side(h, true));
             m.insert(format!("sum_received{suffix}"), udp_side(h, false));
         } else {
-            m.insert(format!("sum_sent{suffix}"), tcp_total(h.end, h, true, None));
-            m.insert(
-                format!("sum_received{suffix}"),
-                tcp_total(h.end, h, false, None),
+            let (sent, received) = (
+                tcp_total(h.end, h, true, None, client),
+                tcp_total(h.end, h, false, None, client),
             );
+            m.insert(format!("sum_sent{suffix}"), sent);
+            m.insert(format!("sum_received{suffix}"), received);
         }
     }
     m.insert(
@@ -370,7 +454,13 @@ fn end_section(r: &Results, halves: &[Half<'_>]) -> Value {
 }
 
 /// A TCP direction's (or stream's) sender or receiver totals.
-fn tcp_total(e: &End, h: &Half<'_>, sent: bool, socket: Option<u64>) -> Value {
+fn tcp_total(
+    e: &End,
+    h: &Half<'_>,
+    sent: bool,
+    socket: Option<u64>,
+    client: &Iperf3Client,
+) -> Value {
     let (t, bps) = if sent {
         (&e.sent, e.sent_bps)
     } else {
@@ -381,11 +471,15 @@ fn tcp_total(e: &End, h: &Half<'_>, sent: bool, socket: Option<u64>) -> Value {
     if sent {
         m.insert("retransmits".into(), json!(retransmits(e, h, socket)));
     }
-    if sent && socket.is_some() {
-        // The largest window of the intervals: the direction's, so one stream's only.
-        let max_cwnd = (h.streams.len() == 1)
-            .then(|| h.intervals.iter().filter_map(|i| i.cwnd_bytes).max())
-            .flatten();
+    if let (true, Some(socket)) = (sent, socket) {
+        // The largest window of the stream's intervals: the direction's for one stream,
+        // each stream's own records for several.
+        let max_cwnd = if h.streams.len() == 1 {
+            h.intervals.iter().filter_map(|i| i.cwnd_bytes).max()
+        } else {
+            let own = client.stream_intervals.get(socket as usize - 1);
+            own.and_then(|v| v.iter().filter_map(|i| i.cwnd_bytes).max())
+        };
         m.insert("max_snd_cwnd".into(), json!(max_cwnd));
         // Only the smoothed round trip at the end is measured (`end.tcp.rtt_us`).
         for k in ["max_snd_wnd", "max_rtt", "min_rtt", "mean_rtt"] {

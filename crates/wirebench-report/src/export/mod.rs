@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use wirebench_proto::results::Results;
 
 pub use csv::Csv;
-pub use iperf3::{Iperf3Json, Iperf3Start};
+pub use iperf3::{Connected, Iperf3Client, Iperf3Json};
 pub use json::Json;
 pub use lines::RateUnits;
 pub use ndjson::Ndjson;

@@ -9,14 +9,18 @@
 //! live; this side's sender lines only if it sends none).
 
 use std::io::{self, Write};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde::Serialize;
 use wirebench_engine::Watch;
+
+use super::iperf3_record::Iperf3Record;
 use wirebench_proto::results::{IntervalRecord, Role, TestView};
 use wirebench_proto::spec::{Direction, Protocol, TestSpec};
 use wirebench_report::export::lines::{self, Columns, Figures, Layout, RateUnits, RULE};
+use wirebench_report::export::Iperf3Client;
 
 /// How `run` shows a test as it goes.
 pub struct Live {
@@ -47,6 +51,8 @@ pub struct Live {
     waiting: Vec<(Role, u32, IntervalRecord, bool)>,
     /// Ctrl-C was pressed (set by the signal handler).
     interrupt: Arc<AtomicBool>,
+    /// `--iperf3-json`: what iperf3's schema needs that the results do not hold.
+    iperf3: Option<Iperf3Record>,
 }
 
 impl Live {
@@ -79,7 +85,21 @@ impl Live {
             held: Vec::new(),
             waiting: Vec::new(),
             interrupt,
+            iperf3: None,
         }
+    }
+
+    /// Records what `--iperf3-json` needs as the test runs, into `record`.
+    pub fn record_iperf3(&mut self, record: Iperf3Record) {
+        self.iperf3 = Some(record);
+    }
+
+    /// What was recorded for `--iperf3-json` (empty when nothing was asked).
+    pub fn iperf3_client(&mut self) -> Iperf3Client {
+        self.iperf3
+            .take()
+            .map(Iperf3Record::finish)
+            .unwrap_or_default()
     }
 
     /// Whether a line per interval is printed.
@@ -277,7 +297,16 @@ impl Watch for Live {
         }
     }
 
+    fn connected(&mut self, stream: u32, local: SocketAddr, remote: SocketAddr) {
+        if let Some(r) = &mut self.iperf3 {
+            r.connected(stream, local, remote);
+        }
+    }
+
     fn stream_interval(&mut self, role: Role, stream: u32, rec: &IntervalRecord) {
+        if let Some(r) = &mut self.iperf3 {
+            r.stream_interval(role, stream, rec);
+        }
         if self.local_shown(role) {
             self.wait(role, stream, rec, true);
         }

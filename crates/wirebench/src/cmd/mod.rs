@@ -2,6 +2,7 @@
 
 pub mod completions;
 pub mod interrupt;
+pub mod iperf3_record;
 pub mod lab;
 pub mod live;
 pub mod merge;

@@ -50,7 +50,7 @@ pub(super) fn plan(args: &RunArgs) -> Result<RrulPlan, String> {
 /// its document.
 pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     let (args, client) = (&cmd.run, &cmd.client);
-    super::run::check_iperf3_json(args)?;
+    super::run::check_iperf3_json(args).map_err(Failure::Usage)?;
     if client.stack.stack != crate::cli::StackArg::Kernel {
         return Err(Failure::Usage(
             "--mode rrul runs several streams and UDP probes; --stack smoltcp carries one TCP connection: drop --stack".into(),

@@ -12,7 +12,9 @@ use wirebench_engine::{ClientConfig, EngineError, ErrorKind, SessionError};
 use wirebench_proto::host_port::HostPort;
 use wirebench_proto::results::{FailureDocument, Results, ResultsWithExit, TestView};
 use wirebench_proto::spec::{Direction, TestSpec};
-use wirebench_report::export::{Iperf3Json, Iperf3Start};
+use wirebench_report::export::{Iperf3Client, Iperf3Json};
+
+use super::iperf3_record::Iperf3Record;
 use wirebench_report::{BothDirections, Exporter, Format, Human};
 
 use super::interrupt::{Interrupt, Signal};
@@ -45,7 +47,7 @@ fn output_of(args: &RunArgs, client: &ClientArgs) -> Output {
 }
 
 /// `--iperf3-json` asks for iperf3's schema, which holds streaming tests only.
-pub(super) fn check_iperf3_json(args: &RunArgs) -> Result<(), Failure> {
+pub(super) fn check_iperf3_json(args: &RunArgs) -> Result<(), String> {
     let mode = match args.mode {
         cli::ModeArg::Stream => return Ok(()),
         cli::ModeArg::StopAndWait => "stop-and-wait",
@@ -56,37 +58,9 @@ pub(super) fn check_iperf3_json(args: &RunArgs) -> Result<(), Failure> {
     if !args.iperf3_json {
         return Ok(());
     }
-    Err(Failure::Usage(format!(
+    Err(format!(
         "--iperf3-json: iperf3's schema has streaming tests only, not --mode {mode}: use --json"
-    )))
-}
-
-/// Where and when a test began, for `--iperf3-json`'s `start`.
-#[derive(Clone, Copy)]
-struct Begun<'a> {
-    host: &'a str,
-    port: u16,
-    unix_s: u64,
-}
-
-impl<'a> Begun<'a> {
-    /// Now, against `host:port`.
-    fn now(host: &'a str, port: u16) -> Self {
-        let unix_s = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        Self { host, port, unix_s }
-    }
-
-    fn start(self) -> Iperf3Start {
-        Iperf3Start {
-            unix_s: self.unix_s,
-            host: self.host.to_string(),
-            port: self.port,
-            system_info: wirebench_report::export::iperf3::system_info(),
-        }
-    }
+    ))
 }
 
 /// What a run without a host measures, said before its figures: they read like a network's.
@@ -101,7 +75,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     // A line per stream: the server's too (a UDP receiver's) when it receives.
     spec.live_streams = spec.streams > 1 && lines_shown(args, client);
     let stack = super::stack::connector(args, client, &spec).map_err(Failure::Usage)?;
-    check_iperf3_json(args)?;
+    check_iperf3_json(args).map_err(Failure::Usage)?;
     if let Some(target) = &args.iperf3 {
         return iperf3(args, target, spec, client);
     }
@@ -174,7 +148,9 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         });
     }
     let mut live = live_view(args, &cfg.spec, output, interrupt.flag());
-    let begun = Begun::now(&cfg.host, cfg.port);
+    if output == Output::Iperf3 {
+        live.record_iperf3(Iperf3Record::begin(&cfg.host, cfg.port, &cfg.spec));
+    }
     let mut results = match wirebench_engine::run(&cfg, &mut live) {
         Ok(r) => r,
         Err(e) => match interrupt.signal() {
@@ -201,7 +177,8 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         )
     });
     live.finish();
-    let printed = print_results(&results, output, interrupted, args, client, begun);
+    let recorded = live.iperf3_client();
+    let printed = print_results(&results, output, interrupted, args, client, recorded);
     if let (Some(n), Output::Document(Format::Table)) = (note, output) {
         println!("{n}");
     }
@@ -315,7 +292,7 @@ fn print_results(
     interrupted: Option<Signal>,
     args: &RunArgs,
     client: &ClientArgs,
-    begun: Begun<'_>,
+    recorded: Iperf3Client,
 ) -> Result<(), Failure> {
     let outcome = Ending::of(results.error.as_deref(), results.error_cause, interrupted);
     let mut out = io::stdout().lock();
@@ -343,7 +320,7 @@ fn print_results(
                 .context("writing the results")?;
         }
         Output::Iperf3 => {
-            Iperf3Json(begun.start())
+            Iperf3Json(recorded)
                 .export(results, &mut out)
                 .and_then(|()| out.flush())
                 .context("writing the results")?;
@@ -641,7 +618,9 @@ fn iperf3(
         });
     }
     let mut live = live_view(args, &cfg.spec, output, interrupt.flag());
-    let begun = Begun::now(&cfg.host, cfg.port);
+    if output == Output::Iperf3 {
+        live.record_iperf3(Iperf3Record::begin(&cfg.host, cfg.port, &cfg.spec));
+    }
     let results = match wirebench_engine::run_iperf3(&cfg, &mut live) {
         Ok(r) => r,
         Err(_) if interrupt.is_set() => {
@@ -666,7 +645,8 @@ fn iperf3(
     };
     let interrupted = interrupt.signal();
     live.finish();
-    print_results(&results, output, interrupted, args, client, begun)
+    let recorded = live.iperf3_client();
+    print_results(&results, output, interrupted, args, client, recorded)
 }
 
 /// `--both-directions`: the test as given (this side sends), then reversed (this side
@@ -684,7 +664,14 @@ fn both_directions(
         // A signal during the first test: its document, marked interrupted, and no second
         // test.
         eprintln!("interrupted by {}: the way back was not run", sig.name());
-        return print_results(&send, output, Some(sig), args, client, Begun::now("", 0));
+        return print_results(
+            &send,
+            output,
+            Some(sig),
+            args,
+            client,
+            Iperf3Client::default(),
+        );
     }
     let mut back = cfg;
     back.spec.direction = Direction::Reverse;

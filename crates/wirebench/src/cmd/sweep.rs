@@ -16,15 +16,17 @@ use wirebench_proto::error_kind::ErrorKind;
 use wirebench_proto::results::Results;
 use wirebench_proto::spec::TestSpec;
 use wirebench_proto::units::{parse_duration, parse_rate, parse_size};
-use wirebench_report::experiment::merge::point_label;
+use wirebench_report::experiment::merge::{point_label, IPERF3_DIR};
 use wirebench_report::experiment::shard::hostname;
 use wirebench_report::experiment::sweep::{
     self as experiment, Amount, Experiment, Progress, SweepFlags, BUSY_ATTEMPTS, BUSY_RETRY,
 };
 use wirebench_report::experiment::{Param, Point, ReplacedTrial, ShardRecord, Todo, Unmeasured};
+use wirebench_report::export::{iperf3, Iperf3Client};
 use wirebench_report::meta::Machine;
 use wirebench_report::Json;
 
+use super::iperf3_record::Iperf3Record;
 use super::merge::save;
 
 use super::serve::server_for;
@@ -61,9 +63,6 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
     let usage = |e: experiment::PlanError| Failure::Usage(e.to_string());
     experiment::refuse(&[
         (base.json, "--json"),
-        // Its trials directory is read back (merge, report, a rerun) as wirebench's
-        // documents, and iperf3's schema has no place for a point's parameters.
-        (base.iperf3_json, "--iperf3-json"),
         (base.format.is_some(), "--format"),
         (base.packet_log.is_some(), "--packet-log"),
         (base.both_directions, "--both-directions"),
@@ -101,6 +100,10 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
     };
     let runtime = |e: wirebench_report::experiment::ShardError| Failure::Runtime(e.into());
     let opened = experiment::open(&dir, shard, &exp, args.retry_failed).map_err(runtime)?;
+    if base.iperf3_json {
+        wirebench_report::rundir::make_dirs(&dir, &[IPERF3_DIR])
+            .map_err(|e| Failure::Runtime(e.into()))?;
+    }
     let todo = &opened.resume;
     for not in &todo.foreign {
         eprintln!("warning: {not}: measured again");
@@ -108,7 +111,25 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
     let mut bar = Bar::new(todo.todo.len(), planned.points.len());
     let trial = |t: Todo| {
         let (host, port) = servers[t.point].clone();
-        one_trial(&planned.tests[t.point], host, port, psk.as_ref())
+        if !base.iperf3_json {
+            return one_trial(
+                &planned.tests[t.point],
+                host,
+                port,
+                psk.as_ref(),
+                &mut |_, _| Box::new(Silent),
+            )
+            .0;
+        }
+        let (results, record) = one_trial(
+            &planned.tests[t.point],
+            host,
+            port,
+            psk.as_ref(),
+            &mut |h, spec| Box::new(Iperf3Record::begin(h, port, spec)),
+        );
+        save_iperf3(&dir, t, &results, record)?;
+        results
     };
     let failed_now = experiment::measure_all(
         &dir,
@@ -166,6 +187,7 @@ fn point_test(base: &RunArgs, amount: Amount, point: &Point) -> Result<PointTest
         base.time = None;
     }
     let a = apply(&base, point)?;
+    super::run::check_iperf3_json(&a).map_err(|e| format!("point {}: {e}", point_label(point)))?;
     let test = match a.mode {
         ModeArg::Rrul => super::rrul::plan(&a).map(|p| PointTest::Rrul(Box::new(p))),
         _ => a.spec().map(PointTest::Test),
@@ -173,15 +195,58 @@ fn point_test(base: &RunArgs, amount: Amount, point: &Point) -> Result<PointTest
     test.map_err(|e| format!("point {}: {e}", point_label(point)))
 }
 
-/// One trial of `test` against `host:port`, a busy server asked again a few times. A test
-/// that made no results says why, with its kind (a limit that refused it, say), which the
+/// Writes trial `t` in iperf3's schema (`--iperf3-json`): its document, or iperf3's empty one
+/// with the error when it made no results. Written before the trial's own file, so a trial
+/// saved has its iperf3 file too.
+fn save_iperf3(
+    dir: &std::path::Path,
+    t: Todo,
+    results: &Result<Results, Unmeasured>,
+    record: Option<Iperf3Client>,
+) -> Result<(), Unmeasured> {
+    let doc = match results {
+        Ok(r) => iperf3::document(r, &record.unwrap_or_default()),
+        Err(e) => iperf3::failure(&e.reason),
+    };
+    let trial = wirebench_report::experiment::shard::trial_path(t.point, t.repeat);
+    let name = std::path::Path::new(&trial).file_name().unwrap_or_default();
+    let path = dir.join(IPERF3_DIR).join(name);
+    let mut bytes = serde_json::to_vec_pretty(&doc).unwrap_or_default();
+    bytes.push(b'\n');
+    wirebench_report::rundir::write(&path, &bytes).map_err(|e| Unmeasured {
+        reason: format!("writing {}: {e}", path.display()),
+        cause: None,
+    })
+}
+
+/// Makes the watch of one attempt at a trial, for the host and test it runs.
+type WatchFor<'a> = dyn FnMut(&str, &TestSpec) -> Box<dyn TrialWatch> + 'a;
+
+/// A trial's watch: shows nothing, and may keep what `--iperf3-json` needs.
+trait TrialWatch: Watch {
+    /// What it kept for iperf3's schema, if it kept anything.
+    fn iperf3(self: Box<Self>) -> Option<Iperf3Client> {
+        None
+    }
+}
+impl TrialWatch for Silent {}
+impl TrialWatch for Iperf3Record {
+    fn iperf3(self: Box<Self>) -> Option<Iperf3Client> {
+        Some(self.finish())
+    }
+}
+
+/// One trial of `test` against `host:port`, a busy server asked again a few times, each
+/// attempt watched by a new `watch`; with what the last attempt's watch kept. A test that
+/// made no results says why, with its kind (a limit that refused it, say), which the
 /// experiment's warnings name.
 fn one_trial(
     test: &PointTest,
     host: String,
     port: u16,
     psk: Option<&Psk>,
-) -> Result<Results, Unmeasured> {
+    watch: &mut WatchFor<'_>,
+) -> (Result<Results, Unmeasured>, Option<Iperf3Client>) {
     let cfg = |spec: &TestSpec| ClientConfig {
         host: host.clone(),
         port,
@@ -196,22 +261,29 @@ fn one_trial(
     match test {
         PointTest::Test(spec) => {
             let cfg = cfg(spec);
-            experiment::retry(
+            let mut last = None;
+            let results = experiment::retry(
                 BUSY_ATTEMPTS,
                 BUSY_RETRY,
-                || wirebench_engine::run(&cfg, &mut Silent),
+                || {
+                    let mut w = watch(&cfg.host, spec);
+                    let r = wirebench_engine::run(&cfg, &mut *w);
+                    last = Some(w);
+                    r
+                },
                 worth_retrying,
             )
             .map_err(|e| Unmeasured {
                 reason: e.to_string(),
                 cause: Some(e.kind()),
-            })
+            });
+            (results, last.and_then(TrialWatch::iperf3))
         }
         PointTest::Rrul(plan) => {
             // A sweep is not stopped part way: a signal ends the process.
             let never = Arc::new(AtomicBool::new(false));
             let cfg = cfg(&plan.load);
-            experiment::retry(
+            let results = experiment::retry(
                 BUSY_ATTEMPTS,
                 BUSY_RETRY,
                 || run_rrul(&cfg, plan, &never),
@@ -227,7 +299,8 @@ fn one_trial(
             .map_err(|e| Unmeasured {
                 reason: e.to_string(),
                 cause: e.engine().map(EngineError::kind),
-            })
+            });
+            (results, None)
         }
     }
 }

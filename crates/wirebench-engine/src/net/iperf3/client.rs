@@ -316,8 +316,12 @@ pub fn run_iperf3(cfg: &Iperf3Config, watch: &mut dyn Watch) -> Result<Results, 
         while let Some(action) = session.poll_action() {
             match action {
                 ClientAction::CreateStreams => {
-                    for _ in 0..senders.len() {
-                        socks.push(open_stream(addr, &cookie, cfg)?);
+                    for k in 0..senders.len() as u32 {
+                        let s = open_stream(addr, &cookie, cfg)?;
+                        if let Some((local, remote)) = crate::net::data_ends(&s) {
+                            watch.connected(k, local, remote);
+                        }
+                        socks.push(s);
                     }
                     if let Some(DataSocket::Tcp(s)) = socks.first() {
                         congestion = congestion_of(s);
