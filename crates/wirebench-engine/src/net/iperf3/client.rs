@@ -336,6 +336,7 @@ pub fn run_iperf3(cfg: &Iperf3Config, watch: &mut dyn Watch) -> Result<Results, 
                 }
                 ClientAction::StopSending => {
                     if let Some(s) = streams.as_mut() {
+                        s.mark_ended();
                         s.stop_senders();
                         s.watch(watch, true);
                     }

@@ -71,6 +71,10 @@ struct Streams {
     omitted: Vec<Omitted>,
     /// How long the omitted seconds were (zero without `-O`).
     omitted_for: Duration,
+    /// When the test ended on this side, from the start: TEST_END sent (the client) or
+    /// read (the server). iperf3's streams end there, so a stream's time is the test's,
+    /// not its first to last byte (a 3.21 client ends an `-n` test on its next second).
+    ended: Option<Duration>,
     /// The server's output, when the iperf3 client asked for it.
     output: Option<output::ServerOutput>,
 }
@@ -128,6 +132,7 @@ impl Streams {
             omit_until: None,
             omitted: vec![Omitted::default(); n],
             omitted_for: Duration::ZERO,
+            ended: None,
             output: None,
         })
     }
@@ -281,6 +286,12 @@ impl Streams {
         self.stop_where(|_| true);
     }
 
+    /// Notes that the test ended now (TEST_END sent or read), once.
+    fn mark_ended(&mut self) {
+        let now = self.start.elapsed();
+        self.ended.get_or_insert(now);
+    }
+
     /// Stops the sending streams and waits for them.
     fn stop_senders(&mut self) {
         self.stop_where(|s| s);
@@ -378,7 +389,10 @@ impl Streams {
         let o = self.omitted.get(i).copied().unwrap_or_default();
         let id = stream_id(i);
         let sender = self.senders[i];
-        let end_ns = e.last_ns.unwrap_or(0);
+        // The test's end, or the stream's last byte when that came later (a receiver drains
+        // to the sender's count).
+        let ended = self.ended.map_or(0, |d| d.as_nanos() as u64);
+        let end_ns = e.last_ns.unwrap_or(0).max(ended);
         let mut r = StreamResult {
             id,
             bytes: e.bytes.saturating_sub(o.bytes),

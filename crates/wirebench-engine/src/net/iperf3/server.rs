@@ -418,6 +418,7 @@ impl Test<'_> {
                 // The client counts no more: the senders stop at once (iperf3's server
                 // sends until it reads TEST_END, whatever -n or -k said).
                 if let Some(s) = self.streams.as_mut() {
+                    s.mark_ended();
                     s.quit_senders();
                 }
                 self.session.exchange(now);
