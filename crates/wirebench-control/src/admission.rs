@@ -162,6 +162,10 @@ pub enum Refusal {
         /// The limit.
         max: usize,
     },
+    /// The test asked to run alone (`run --exclusive`, as a mesh's throughput tests do)
+    /// and another such test runs now.
+    #[error("server busy: another test that asked to run alone (--exclusive) is running")]
+    Exclusive,
     /// `--max-tests-per-client`.
     #[error(
         "{ip} already runs {running} tests, the limit per client is {max} (--max-tests-per-client)"
@@ -229,7 +233,7 @@ impl Refusal {
             Refusal::Pps { .. } | Refusal::UnlimitedPps { .. } => ErrorKind::MaxPps,
             Refusal::Memory { .. } | Refusal::MemoryPerClient { .. } => ErrorKind::MaxMemory,
             Refusal::Timing { .. } => ErrorKind::MaxTiming,
-            Refusal::Busy { .. } => ErrorKind::Busy,
+            Refusal::Busy { .. } | Refusal::Exclusive => ErrorKind::Busy,
             Refusal::PerClient { .. } => ErrorKind::MaxTestsPerClient,
             Refusal::PerMinute { .. } => ErrorKind::MaxTestsPerMinute,
             Refusal::ShuttingDown => ErrorKind::Shutdown,
@@ -258,6 +262,7 @@ impl Refusal {
             Refusal::Timing { .. } => "max_timing",
             Refusal::UserStack(_) => "user_stack",
             Refusal::Busy { .. } => "busy",
+            Refusal::Exclusive => "exclusive",
             Refusal::PerClient { .. } => "per_client",
             Refusal::PerMinute { .. } => "per_minute",
             Refusal::KeyGuesses { .. } => "auth_throttled",
@@ -509,6 +514,8 @@ pub struct Admission {
     /// Running tests' reservations, by ticket.
     tests: HashMap<u64, Held>,
     next_ticket: u64,
+    /// The running test that asked to run alone (`--exclusive`), by ticket.
+    exclusive: Option<u64>,
 }
 
 impl Admission {
@@ -533,6 +540,7 @@ impl Admission {
             memory_per_client: None,
             tests: HashMap::new(),
             next_ticket: 0,
+            exclusive: None,
         }
     }
 
@@ -644,6 +652,22 @@ impl Admission {
         ip: IpAddr,
         memory: u64,
     ) -> Result<Ticket, Refusal> {
+        self.admit_test(now, ip, memory, false)
+    }
+
+    /// [`admit_holding`](Self::admit_holding) for a test that may ask to run alone
+    /// (`exclusive`): refused as busy while another test that asked so runs; tests that did
+    /// not ask run beside it (a mesh's latency tests beside its throughput tests).
+    pub fn admit_test(
+        &mut self,
+        now: Instant,
+        ip: IpAddr,
+        memory: u64,
+        exclusive: bool,
+    ) -> Result<Ticket, Refusal> {
+        if exclusive && self.exclusive.is_some() {
+            return Err(Refusal::Exclusive);
+        }
         let ip = client_key(ip);
         // Forget the starts older than a minute, and the addresses with nothing left.
         self.clients.retain(|_, u| {
@@ -719,6 +743,9 @@ impl Admission {
             reclaim: Arc::clone(&reclaim),
         };
         self.tests.insert(id, held);
+        if exclusive {
+            self.exclusive = Some(id);
+        }
         Ok(Ticket {
             ip,
             memory,
@@ -813,6 +840,9 @@ impl Admission {
     pub fn release(&mut self, ticket: Ticket) {
         // What it holds now: nothing once its memory went to another test.
         let memory = self.tests.remove(&ticket.id).map_or(0, |h| h.memory);
+        if self.exclusive == Some(ticket.id) {
+            self.exclusive = None;
+        }
         self.running = self.running.saturating_sub(1);
         self.memory_in_use = self.memory_in_use.saturating_sub(memory);
         if let Some(u) = self.clients.get_mut(&ticket.ip) {

@@ -176,6 +176,11 @@ pub struct TestSpec {
     /// a client that predates it would show each stream's interval as a sum.
     #[serde(default, skip_serializing_if = "is_false")]
     pub live_streams: bool,
+    /// The test asks to run alone among tests that ask so (`run --exclusive`; a mesh's
+    /// throughput tests): the server refuses it as busy while another such test runs, and
+    /// runs the others beside it. Left out of the message when off.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub exclusive: bool,
 }
 
 pub(crate) fn is_zero(n: &u64) -> bool {
@@ -333,6 +338,7 @@ impl Default for TestSpec {
             busy_poll_ns: None,
             open_loop_interval_ns: None,
             live_streams: false,
+            exclusive: false,
         }
     }
 }

@@ -538,6 +538,10 @@ pub struct RunArgs {
     /// copy (it does not on loopback).
     #[arg(short = 'Z', long)]
     pub zerocopy: bool,
+    /// Ask the server to run this test alone among tests that ask so: refused (error kind
+    /// `busy`, exit 1) while another runs; tests that do not ask run beside it.
+    #[arg(long)]
+    pub exclusive: bool,
     /// --mode rr and crr: both sides spin on the non-blocking socket for up to DURATION
     /// (default 50us, the kernel's suggested busy_read) before each blocking wait, and ask
     /// for SO_BUSY_POLL: lower round trips for a core kept busy.
@@ -817,6 +821,7 @@ impl RunArgs {
             busy_poll_ns: self.busy_poll.map(ns).filter(|&n| n > 0),
             open_loop_interval_ns: None,
             live_streams: false,
+            exclusive: self.exclusive,
         };
         let mut spec = spec;
         if let Some(path) = &self.file {

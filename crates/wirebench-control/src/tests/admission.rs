@@ -403,3 +403,36 @@ proptest! {
         prop_assert_eq!(adm.memory_in_use(), 0);
     }
 }
+
+/// Admits, exclusive or not, and releases drawn at random: at most one running test asked
+/// to run alone at any step; one that asked is refused (as busy) exactly when another that
+/// asked runs; tests that did not ask are never refused for it.
+#[test]
+fn at_most_one_exclusive_test_runs_and_the_others_run_beside_it() {
+    let step = (any::<bool>(), any::<bool>(), 0usize..8);
+    proptest!(|(steps in proptest::collection::vec(step, 1..200))| {
+        // Room for every step's test: only running alone refuses here.
+        let mut adm = Admission::new(slots(256));
+        let now = std::time::Instant::now();
+        let mut running: Vec<(crate::admission::Ticket, bool)> = Vec::new();
+        for (admit, exclusive, k) in steps {
+            if admit || running.is_empty() {
+                let alone_now = running.iter().any(|(_, x)| *x);
+                match adm.admit_test(now, CLIENT_IP, 0, exclusive) {
+                    Ok(t) => {
+                        prop_assert!(!(exclusive && alone_now));
+                        running.push((t, exclusive));
+                    }
+                    Err(r) => {
+                        prop_assert!(exclusive && alone_now, "refused: {r}");
+                        prop_assert_eq!(r.error_kind(), ErrorKind::Busy);
+                    }
+                }
+            } else {
+                let (t, _) = running.swap_remove(k % running.len());
+                adm.release(t);
+            }
+            prop_assert!(running.iter().filter(|(_, x)| *x).count() <= 1);
+        }
+    });
+}

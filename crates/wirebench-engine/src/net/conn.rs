@@ -507,7 +507,7 @@ fn admit<'a>(
     let memory = crate::control::memory::test_memory(&spec, state.socket_caps);
     let ticket = state
         .admission()
-        .admit_holding(Instant::now(), peer.ip(), memory)?;
+        .admit_test(Instant::now(), peer.ip(), memory, spec.exclusive)?;
     let slot = Slot {
         state,
         ticket: Some(ticket),

@@ -172,6 +172,10 @@ pub struct TestView {
     /// answers (several in flight, matched by sequence number); absent: closed loop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_loop_interval_s: Option<f64>,
+    /// The test asked the server to run it alone among tests that ask so (`--exclusive`);
+    /// absent when it did not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exclusive: bool,
 }
 
 impl From<&TestSpec> for TestView {
@@ -196,6 +200,7 @@ impl From<&TestSpec> for TestView {
             socket_buffer_bytes: s.socket_buffer_bytes,
             omit_s: (s.omit_ns > 0).then(|| secs(s.omit_ns)),
             open_loop_interval_s: s.open_loop_interval_ns.map(secs),
+            exclusive: s.exclusive,
         }
     }
 }
