@@ -8,6 +8,7 @@
 //! built from the same interval records that end up in the document).
 #![deny(unsafe_code)]
 
+pub mod archive;
 pub mod experiment;
 pub mod export;
 pub mod html;

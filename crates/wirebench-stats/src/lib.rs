@@ -13,6 +13,8 @@
 //!   gaps) with p50/p90/p99/p99.9 ([`TimeSummary`]).
 //! - [`summarize`]: count, min, max, mean, sample standard deviation and median
 //!   of a slice of `f64` ([`Summary`]).
+//! - [`steps::steps`]: where a series stepped to worse (a rank test over rolling windows),
+//!   for the mesh's archive.
 
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
@@ -22,6 +24,7 @@ mod hist;
 mod jitter;
 mod loss_runs;
 mod seq;
+pub mod steps;
 mod summary;
 
 pub use hist::{TimeHistogram, TimeSummary};

@@ -13,9 +13,11 @@ use wirebench_report::export::{Format, UnknownFormat};
 
 mod lab;
 mod layout;
+mod mesh;
 
 pub use lab::{LabAction, LabArgs, LinkArgs, ScenarioArgs};
 pub use layout::{command, parse_from};
+pub use mesh::{ArchiveAction, ArchiveArgs, MeshArgs, QueryArgs};
 
 /// The port wirebench listens on unless told otherwise.
 pub const DEFAULT_PORT: u16 = 5300;
@@ -61,6 +63,11 @@ pub enum Command {
     /// Emulate a network in namespaces: run a test or any command over an emulated link,
     /// keep a testbed up, or run a scenario file's trials.
     Lab(Box<LabArgs>),
+    /// Run a mesh of tests on a schedule (a long-running agent), keeping every run in an
+    /// archive.
+    Mesh(MeshArgs),
+    /// Read a mesh's archive: its runs, and the steps to worse in each path's series.
+    Archive(ArchiveArgs),
     /// Print the completions of a shell (bash, zsh, fish, elvish, powershell) on stdout,
     /// e.g. `wirebench completions bash > /etc/bash_completion.d/wirebench`.
     Completions {

@@ -72,6 +72,8 @@ fn main() -> ExitCode {
         Command::Report(args) => cmd::report::report(&args),
         Command::Merge(args) => cmd::merge::merge(&args),
         Command::Lab(args) => cmd::lab::lab(&args),
+        Command::Mesh(args) => cmd::mesh::mesh(&args),
+        Command::Archive(args) => cmd::archive::archive(&args),
         Command::Completions { shell } => cmd::completions::completions(shell),
         Command::Man(args) => cmd::completions::man(&args),
     };

@@ -1,0 +1,350 @@
+//! `wirebench mesh` and `wirebench archive` through the binary: a mesh on loopback (servers
+//! on 127.0.0.1, .2 and .3, and a fourth host that is down) for 20 s. Every scheduled run is
+//! a row (done, or failed with its reason), no two throughput runs that share a host
+//! overlap (from the rows' own times), the agent's count is the archive's, and a restarted
+//! agent adds to the archive. Also `run --exclusive` (what the mesh's throughput tests ask
+//! of a server), and bad mesh files and archives, each a one-line error.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use common::{wait_for_line, wirebench};
+use serde_json::Value;
+
+fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("wirebench-mesh-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+/// `wirebench serve` on `ip` and a free port, killed when dropped.
+struct Serve(Child, u16);
+
+impl Serve {
+    fn on(ip: &str) -> Self {
+        let mut child = wirebench()
+            .args(["serve", "--bind", ip, "--port", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("banner");
+        let port = line
+            .split_whitespace()
+            .find_map(|w| w.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        Self(child, port)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A port nothing listens on, on 127.0.0.4.
+fn closed_port() -> u16 {
+    TcpListener::bind("127.0.0.4:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a port")
+}
+
+fn query(archive: &Path) -> Vec<Value> {
+    let out = wirebench()
+        .args(["archive", "query", "--json"])
+        .arg(archive)
+        .output()
+        .expect("query");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    v.as_array().expect("rows").clone()
+}
+
+/// The agent's own count: "mesh: N runs: D done, F failed; ...".
+fn agent_count(stderr: &[u8]) -> u64 {
+    let text = String::from_utf8_lossy(stderr);
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("mesh: ")?
+                .split_once(" runs:")?
+                .0
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no count in {text}"))
+}
+
+#[test]
+fn a_loopback_mesh_archives_every_run_and_never_overlaps_throughput_on_a_host() {
+    let dir = tempdir("loopback");
+    let servers: Vec<Serve> = (1..=3)
+        .map(|i| Serve::on(&format!("127.0.0.{i}")))
+        .collect();
+    let file = dir.join("mesh.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+[hosts]
+one = "127.0.0.1:{}"
+two = "127.0.0.2:{}"
+three = "127.0.0.3:{}"
+four = "127.0.0.4:{}"
+
+[groups.three]
+mesh = ["one", "two", "three"]
+
+[groups.probe]
+sources = ["one"]
+destinations = ["two", "four"]
+
+[tests.throughput]
+group = "three"
+run = ["-t", "0.5"]
+every = "4s"
+slip = "2s"
+
+[tests.latency]
+group = "probe"
+run = ["--mode", "rr", "-t", "0.3"]
+every = "2s"
+slip = "500ms"
+"#,
+            servers[0].1,
+            servers[1].1,
+            servers[2].1,
+            closed_port()
+        ),
+    )
+    .expect("mesh file");
+    let archive = dir.join("archive.sqlite");
+    let agent = |secs: &str| {
+        wirebench()
+            .arg("mesh")
+            .arg(&file)
+            .arg("--archive")
+            .arg(&archive)
+            .args(["--for", secs, "--as", "one", "--as", "two", "--as", "three"])
+            .output()
+            .expect("mesh")
+    };
+    let first = agent("20s");
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let rows = query(&archive);
+    assert_eq!(
+        rows.len() as u64,
+        agent_count(&first.stderr),
+        "every run a row"
+    );
+    // 6 throughput paths every 4 s, 2 latency paths every 2 s, over 20 s: rounds the
+    // schedule made, give or take the first one's phase and the last one under way.
+    let count = |test: &str, src: &str, dst: &str| {
+        rows.iter()
+            .filter(|r| r["test"] == test && r["source"] == src && r["destination"] == dst)
+            .count()
+    };
+    for (s, d) in [("one", "two"), ("two", "three"), ("three", "one")] {
+        let n = count("throughput", s, d);
+        assert!((3..=6).contains(&n), "throughput {s} -> {d}: {n} rows");
+    }
+    let n = count("latency", "one", "two");
+    assert!((8..=11).contains(&n), "latency one -> two: {n} rows");
+    // The host that is down: every run a failed row with its reason.
+    let down: Vec<&Value> = rows.iter().filter(|r| r["destination"] == "four").collect();
+    assert!(
+        down.len() >= 8,
+        "{} rows for the host that is down",
+        down.len()
+    );
+    for r in &down {
+        assert_eq!(r["outcome"], "failed", "{r}");
+        assert!(r["reason"].as_str().is_some_and(|s| !s.is_empty()), "{r}");
+        assert!(r["error_kind"].is_string(), "{r}");
+    }
+    // Done runs carry their figure; failed ones their reason.
+    for r in &rows {
+        match r["outcome"].as_str() {
+            Some("done") if r["test"] == "throughput" => {
+                assert!(r["throughput_bps"].as_f64().is_some_and(|b| b > 0.0), "{r}")
+            }
+            Some("done") => assert!(r["latency_us"].as_f64().is_some_and(|u| u > 0.0), "{r}"),
+            _ => assert!(r["reason"].is_string(), "{r}"),
+        }
+    }
+    // No two throughput runs that share a host overlap.
+    let runs: Vec<(i64, i64, String, String)> = rows
+        .iter()
+        .filter(|r| r["test"] == "throughput" && r["outcome"] == "done")
+        .map(|r| {
+            (
+                r["started_unix_ms"].as_i64().expect("start"),
+                r["ended_unix_ms"].as_i64().expect("end"),
+                r["source"].as_str().expect("source").to_string(),
+                r["destination"].as_str().expect("destination").to_string(),
+            )
+        })
+        .collect();
+    assert!(runs.len() >= 12, "{} throughput runs done", runs.len());
+    for (i, a) in runs.iter().enumerate() {
+        for b in &runs[i + 1..] {
+            let shared = [&a.2, &a.3].iter().any(|h| **h == b.2 || **h == b.3);
+            assert!(
+                !shared || a.1 <= b.0 || b.1 <= a.0,
+                "throughput runs overlap on a host: {a:?} and {b:?}"
+            );
+        }
+    }
+    // A restarted agent resumes its schedule and adds to the archive.
+    let second = agent("6s");
+    assert!(
+        second.status.success(),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let more = query(&archive);
+    assert_eq!(
+        more.len() as u64,
+        rows.len() as u64 + agent_count(&second.stderr)
+    );
+    assert!(more.len() > rows.len());
+    // The CSV and the table read the same archive.
+    let csv = wirebench()
+        .args(["archive", "query", "--csv", "--test", "latency"])
+        .arg(&archive)
+        .output()
+        .expect("csv");
+    let text = String::from_utf8_lossy(&csv.stdout);
+    assert!(text.starts_with("started,started_unix_ms,"), "{text}");
+    assert!(
+        text.lines().skip(1).all(|l| l.contains(",latency,")),
+        "{text}"
+    );
+    drop(servers);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What a mesh's throughput test asks of a server: to run alone among tests that ask so. A
+/// second one is refused as busy; a test that does not ask runs beside it.
+#[test]
+fn an_exclusive_test_is_refused_beside_another_and_others_run() {
+    let server = common::Server::start(&[]);
+    let mut first = server.spawn(&["--exclusive", "-t", "4", "-i", "0.1"]);
+    wait_for_line(&mut first, "0.00-0.10");
+    let second = server.run(&["--exclusive", "-t", "0.3", "--json"]);
+    assert_eq!(second.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&second.stdout).expect("JSON");
+    assert_eq!(doc["error_cause"], "busy", "{doc}");
+    assert_eq!(doc["test"]["exclusive"], true, "{doc}");
+    assert!(
+        doc["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("--exclusive")),
+        "{doc}"
+    );
+    let beside = server.run(&["--mode", "rr", "-t", "0.3"]);
+    assert!(
+        beside.status.success(),
+        "{}",
+        String::from_utf8_lossy(&beside.stderr)
+    );
+    assert!(first.wait().expect("first").success());
+}
+
+#[test]
+fn bad_mesh_files_and_archives_are_one_line_naming_the_place() {
+    let dir = tempdir("bad");
+    let file = dir.join("bad.toml");
+    let cases = [
+        ("[hosts]\none = \"127.0.0.1\"\n[tests.t]\ngroup = \"g\"\nevery = \"1s\"\n", "tests.t.group"),
+        ("[hosts]\none = \"127.0.0.1\"\n[groups.g]\nmesh = [\"one\", \"two\"]\n[tests.t]\ngroup = \"g\"\nevery = \"1s\"\n", "groups.g.mesh"),
+        ("[hosts\n", "line 1"),
+        ("[hosts]\none = \"127.0.0.1\"\ntwo = \"127.0.0.2\"\n[groups.g]\nmesh = [\"one\", \"two\"]\n[tests.t]\ngroup = \"g\"\nevery = \"5s\"\nrun = [\"--bogus\"]\n", "tests.t.run"),
+    ];
+    for (text, place) in cases {
+        std::fs::write(&file, text).expect("write");
+        let out = wirebench()
+            .arg("mesh")
+            .arg(&file)
+            .arg("--archive")
+            .arg(dir.join("a.sqlite"))
+            .args(["--for", "1s"])
+            .output()
+            .expect("mesh");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{place}: {err}");
+        assert!(
+            err.contains(place) && err.trim().lines().count() == 1,
+            "{place}: {err}"
+        );
+    }
+    let not = dir.join("not.sqlite");
+    std::fs::write(&not, vec![b'x'; 4096]).expect("write");
+    let out = wirebench()
+        .args(["archive", "query"])
+        .arg(&not)
+        .output()
+        .expect("query");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("not a wirebench archive") && err.trim().lines().count() == 1,
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The shipped loopback mesh parses (its hosts are this machine's) and names its tests.
+#[test]
+fn the_shipped_loopback_mesh_is_a_mesh() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/mesh/loopback.toml");
+    let text = std::fs::read_to_string(&file).expect("loopback.toml");
+    let mesh = wirebench_mesh_check(&text);
+    assert!(
+        mesh.contains("throughput") && mesh.contains("latency"),
+        "{mesh}"
+    );
+}
+
+/// Runs the agent on `text` for no time against an archive in a temporary directory: its
+/// first line names the paths it would run.
+fn wirebench_mesh_check(text: &str) -> String {
+    let dir = tempdir("shipped");
+    let file = dir.join("m.toml");
+    std::fs::write(&file, text).expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_wirebench"))
+        .arg("mesh")
+        .arg(&file)
+        .arg("--archive")
+        .arg(dir.join("a.sqlite"))
+        .args(["--for", "0s"])
+        .output()
+        .expect("mesh");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(err.contains("12 paths from 3 of 3 hosts"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+    text.to_string()
+}
