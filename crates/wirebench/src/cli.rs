@@ -17,7 +17,7 @@ mod mesh;
 
 pub use lab::{LabAction, LabArgs, LinkArgs, ScenarioArgs};
 pub use layout::{command, parse_from};
-pub use mesh::{ArchiveAction, ArchiveArgs, MeshArgs, QueryArgs};
+pub use mesh::{ArchiveAction, ArchiveArgs, ArchiveReportArgs, MeshArgs, QueryArgs};
 
 /// The port wirebench listens on unless told otherwise.
 pub const DEFAULT_PORT: u16 = 5300;

@@ -348,3 +348,89 @@ fn wirebench_mesh_check(text: &str) -> String {
     let _ = std::fs::remove_dir_all(&dir);
     text.to_string()
 }
+
+/// `archive report` of a short loopback mesh (one path up, one down), drawn by headless
+/// Chromium: the screenshot and the page are kept in `target/test-artifacts/`
+/// (`archive-report.png`, `archive-report.html`), and the page has a plot and a row per path.
+#[test]
+#[ignore = "needs chromium"]
+fn the_archive_report_opens_in_chromium() {
+    let chromium = common::require_chromium();
+    let dir = tempdir("report");
+    let server = Serve::on("127.0.0.1");
+    let file = dir.join("mesh.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[hosts]\none = \"127.0.0.1:{}\"\ntwo = \"127.0.0.2:{}\"\n\
+             [groups.g]\nsources = [\"two\"]\ndestinations = [\"one\"]\n\
+             [groups.down]\nsources = [\"one\"]\ndestinations = [\"two\"]\n\
+             [tests.throughput]\ngroup = \"g\"\nrun = [\"-t\", \"0.3\"]\nevery = \"1s\"\nslip = \"200ms\"\n\
+             [tests.latency]\ngroup = \"down\"\nrun = [\"--mode\", \"rr\", \"-t\", \"0.2\"]\nevery = \"1s\"\n",
+            server.1,
+            closed_port()
+        ),
+    )
+    .expect("mesh file");
+    let archive = dir.join("a.sqlite");
+    let out = wirebench()
+        .arg("mesh")
+        .arg(&file)
+        .arg("--archive")
+        .arg(&archive)
+        .args(["--for", "6s", "--as", "one", "--as", "two"])
+        .output()
+        .expect("mesh");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let artifacts = tmp.parent().unwrap_or(tmp).join("test-artifacts");
+    std::fs::create_dir_all(&artifacts).expect("artifacts");
+    let html = artifacts.join("archive-report.html");
+    let out = wirebench()
+        .args(["archive", "report"])
+        .arg(&archive)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .expect("report");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(&html).expect("html");
+    assert!(page.contains("<svg") && page.contains("two → one") && page.contains("one → two"));
+    let shot = artifacts.join("archive-report.png");
+    let _ = std::fs::remove_file(&shot);
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--hide-scrollbars",
+            "--window-size=1200,1400",
+        ])
+        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .expect("chromium");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let png = std::fs::read(&shot).expect("screenshot");
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(png.len() > 20_000, "{} bytes: a blank page?", png.len());
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!("screenshot: {}", shot.display());
+}

@@ -17,6 +17,7 @@ use serde::Serialize;
 use wirebench_proto::results::Results;
 
 pub mod query;
+pub mod report;
 
 /// The archive's schema, as `meta.schema` records it.
 pub const SCHEMA: u32 = 1;

@@ -46,6 +46,23 @@ pub enum ArchiveAction {
     /// Print the archive's runs, oldest first, with the steps to worse found in each
     /// path's series.
     Query(QueryArgs),
+    /// Write a self-contained HTML report of the archive: a time series per path and
+    /// test, the steps to worse, each path's runs and failures.
+    Report(ArchiveReportArgs),
+}
+
+/// `wirebench archive report`.
+#[derive(Debug, Args)]
+pub struct ArchiveReportArgs {
+    /// The archive (an agent's --archive).
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+    /// The HTML file to write.
+    #[arg(short, long, default_value = "archive.html")]
+    pub output: PathBuf,
+    /// Only runs that started within this long before now (e.g. 7d, 12h).
+    #[arg(long, value_name = "AGE", value_parser = age)]
+    pub since: Option<std::time::Duration>,
 }
 
 /// `wirebench archive query`.
