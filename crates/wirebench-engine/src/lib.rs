@@ -30,7 +30,9 @@ pub use auth::{load_psk, Psk, PskError};
 pub use file::{SaveDir, DEFAULT_SAVE_QUOTA};
 pub use net::client::{run, ClientConfig};
 pub use net::iperf3::client::{run_iperf3, split_target, Iperf3Config};
+pub use net::metrics::Format as MetricsFormat;
 pub use net::roles::{ServerInterval, ServerWatch, Watch};
+pub use net::serve_metrics;
 pub use net::server::{
     Server, ServerBudget, ServerConfig, ServerHandle, DEFAULT_MAX_DURATION, DEFAULT_MAX_TIMING,
 };

@@ -434,3 +434,109 @@ fn the_archive_report_opens_in_chromium() {
     let _ = std::fs::remove_dir_all(&dir);
     eprintln!("screenshot: {}", shot.display());
 }
+
+/// One HTTP GET of `/metrics` at `addr` asking for `accept`: the body.
+fn scrape(addr: &str, accept: &str) -> String {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).expect("metrics port");
+    c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .expect("timeout");
+    write!(
+        c,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: {accept}\r\n\r\n"
+    )
+    .expect("request");
+    let mut raw = String::new();
+    c.read_to_string(&mut raw).expect("answer");
+    raw.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+/// The agent's `--metrics`: once a run is archived (its line printed), its path's latest
+/// figure and its count are in the metrics, in both formats; promtool accepts them.
+#[test]
+#[ignore = "needs promtool"]
+fn the_agents_metrics_have_each_paths_latest_figures_and_promtool_accepts_them() {
+    common::require("promtool");
+    let dir = tempdir("metrics");
+    let server = Serve::on("127.0.0.1");
+    let file = dir.join("mesh.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[hosts]\none = \"127.0.0.1:{}\"\ntwo = \"127.0.0.2:1\"\n\
+             [groups.g]\nsources = [\"two\"]\ndestinations = [\"one\"]\n\
+             [tests.throughput]\ngroup = \"g\"\nrun = [\"-t\", \"0.3\"]\nevery = \"1s\"\n",
+            server.1
+        ),
+    )
+    .expect("mesh file");
+    let mut agent = wirebench()
+        .arg("mesh")
+        .arg(&file)
+        .arg("--archive")
+        .arg(dir.join("a.sqlite"))
+        .args(["--for", "30s", "--as", "two", "--metrics", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mesh");
+    let mut err = BufReader::new(agent.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        assert!(
+            err.read_line(&mut line).expect("stderr") > 0,
+            "no metrics line"
+        );
+        if let Some(a) = line.split("http://").nth(1) {
+            break a.trim().trim_end_matches("/metrics").to_string();
+        }
+    };
+    // The first run's line: it is archived, and counted, before it is printed.
+    let mut out = BufReader::new(agent.stdout.take().expect("stdout"));
+    line.clear();
+    out.read_line(&mut line).expect("a run");
+    assert!(line.contains("two -> one throughput"), "{line}");
+    let om = scrape(&addr, "application/openmetrics-text; version=1.0.0");
+    let text = scrape(&addr, "text/plain");
+    let _ = agent.kill();
+    let _ = agent.wait();
+    let labels = "{test=\"throughput\",source=\"two\",destination=\"one\"}";
+    let gauge = format!("wirebench_mesh_throughput_bytes_per_second{labels} ");
+    let value = om
+        .lines()
+        .find_map(|l| l.strip_prefix(&gauge))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert!(value.is_some_and(|v| v > 0.0), "{om}");
+    assert!(om.contains("wirebench_mesh_runs_total{test=\"throughput\",source=\"two\",destination=\"one\",outcome=\"done\"} 1"), "{om}");
+    assert!(om.trim_end().ends_with("# EOF"), "{om}");
+    // promtool reads Prometheus' text format (the OpenMetrics answer is checked above).
+    for body in [&text] {
+        let mut p = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("promtool");
+        {
+            use std::io::Write;
+            p.stdin
+                .take()
+                .expect("stdin")
+                .write_all(body.as_bytes())
+                .expect("write");
+        }
+        let o = p.wait_with_output().expect("promtool");
+        assert!(
+            o.status.success(),
+            "promtool: {}{}\n{body}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

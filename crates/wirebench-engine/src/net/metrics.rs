@@ -122,7 +122,7 @@ fn limit_label(kind: ErrorKind) -> Option<&'static str> {
 
 /// The exposition format of a scrape's answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Format {
+pub enum Format {
     /// OpenMetrics 1.0 text: counter families named without `_total`, ends with `# EOF`.
     OpenMetrics,
     /// The Prometheus text format 0.0.4: what a scraper gets unless it asks for OpenMetrics.

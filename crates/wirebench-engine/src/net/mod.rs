@@ -8,7 +8,7 @@ mod conn;
 mod handshake;
 pub(crate) mod iperf3;
 mod listen;
-mod metrics;
+pub(crate) mod metrics;
 mod metrics_http;
 pub(crate) mod roles;
 pub(crate) mod server;
@@ -35,6 +35,19 @@ pub(crate) const SETUP_TICK: Duration = Duration::from_millis(2);
 /// host whichever socket family carried them.
 pub(crate) fn canonical(addr: SocketAddr) -> SocketAddr {
     SocketAddr::new(addr.ip().to_canonical(), addr.port())
+}
+
+/// Serves what `render` makes at `http://ADDR/metrics` from a thread of its own, with the
+/// bounds of `serve --metrics` (a mesh agent's `--metrics` too): the address bound.
+///
+/// # Errors
+///
+/// `addr` cannot be bound.
+pub fn serve_metrics(
+    addr: SocketAddr,
+    render: impl Fn(metrics::Format) -> String + Send + Sync + 'static,
+) -> Result<SocketAddr, crate::EngineError> {
+    metrics_http::start(addr, render)
 }
 
 /// The two ends of an accepted connection, each [`canonical`].

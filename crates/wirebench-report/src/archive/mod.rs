@@ -16,6 +16,7 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use serde::Serialize;
 use wirebench_proto::results::Results;
 
+pub mod metrics;
 pub mod query;
 pub mod report;
 

@@ -27,6 +27,10 @@ pub struct MeshArgs {
     /// The pre-shared key of the servers, from this file (as run's --psk-file).
     #[arg(long, value_name = "FILE")]
     pub psk_file: Option<PathBuf>,
+    /// Serve each path's latest figures for Prometheus at http://ADDR/metrics (OpenMetrics
+    /// or Prometheus' text format, as the scraper asks), e.g. 127.0.0.1:9300.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
     /// The seed of the random slips (default: random).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,

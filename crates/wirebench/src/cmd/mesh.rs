@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, ToSocketAddrs, UdpSocket};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use wirebench_engine::{ClientConfig, EngineError, Psk, Watch};
@@ -15,6 +15,7 @@ use wirebench_mesh::{Ended, Kind, Mesh, Missed, Path, Schedule, Start};
 use wirebench_proto::error_kind::ErrorKind;
 use wirebench_proto::results::Results;
 use wirebench_proto::spec::TestSpec;
+use wirebench_report::archive::metrics::MeshMetrics;
 use wirebench_report::archive::{figures, Archive, NextRound, Outcome, Row};
 
 use super::interrupt::Interrupt;
@@ -177,7 +178,17 @@ pub fn mesh(args: &MeshArgs) -> Result<(), Failure> {
     let seed = args.seed.unwrap_or_else(random_seed);
     let sched = Schedule::new(&mesh, &paths, 0, seed, &resume);
     let (tx, rx) = mpsc::channel::<Done>();
+    let metrics = Arc::new(MeshMetrics::default());
+    if let Some(addr) = args.metrics {
+        let m = Arc::clone(&metrics);
+        let bound = wirebench_engine::serve_metrics(addr, move |f| {
+            m.render(f == wirebench_engine::MetricsFormat::OpenMetrics)
+        })
+        .map_err(|e| Failure::Runtime(e.into()))?;
+        eprintln!("mesh: metrics at http://{bound}/metrics");
+    }
     let mut agent = Agent {
+        metrics,
         order: sched.paths().collect(),
         mesh: &mesh,
         tests: &tests,
@@ -246,6 +257,8 @@ fn path_key(mesh: &Mesh, p: &Path) -> (String, String, String) {
 
 /// The agent at work: its schedule, its runs under way and its archive.
 struct Agent<'a> {
+    /// What `--metrics` serves.
+    metrics: Arc<MeshMetrics>,
     mesh: &'a Mesh,
     tests: &'a [Ready],
     /// The schedule's paths, as its indices name them.
@@ -304,6 +317,7 @@ impl Agent<'_> {
     fn keep(&mut self, row: &Row, path: usize) -> Result<(), Failure> {
         let next = next_of(&self.sched, &self.order, path, self.mesh, self.wall0);
         write(&mut self.archive, row, next)?;
+        self.metrics.record(row);
         if row.outcome == Outcome::Done {
             self.counts.0 += 1;
         } else {
