@@ -540,3 +540,89 @@ fn the_agents_metrics_have_each_paths_latest_figures_and_promtool_accepts_them()
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The shipped Grafana dashboard asks only for series the agent exports: every metric name
+/// in its queries is in the agent's metrics (rendered here from archived runs of each kind).
+#[test]
+fn the_grafana_dashboard_queries_only_what_the_agent_exports() {
+    use wirebench_report::archive::metrics::MeshMetrics;
+    use wirebench_report::archive::{Outcome, Row};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let text = std::fs::read_to_string(root.join("deploy/mesh/grafana-dashboard.json"))
+        .expect("dashboard");
+    let dash: Value = serde_json::from_str(&text).expect("dashboard JSON");
+    let m = MeshMetrics::default();
+    let row = |test: &str, bps: Option<f64>, us: Option<f64>, outcome| Row {
+        started_unix_ms: 0,
+        ended_unix_ms: 1,
+        source: "a".into(),
+        destination: "b".into(),
+        test: test.into(),
+        kind: test.into(),
+        outcome,
+        error_kind: None,
+        reason: None,
+        throughput_bps: bps,
+        latency_us: us,
+        loss_ratio: bps.map(|_| 0.0),
+        results: None,
+    };
+    m.record(&row("throughput", Some(1e9), None, Outcome::Done));
+    m.record(&row("latency", None, Some(20.0), Outcome::Done));
+    m.record(&row("latency", None, None, Outcome::Failed));
+    let exported = m.render(false);
+    let mut queried = 0;
+    let mut ids = std::collections::BTreeSet::new();
+    for panel in dash["panels"].as_array().expect("panels") {
+        assert!(
+            ids.insert(panel["id"].as_u64().expect("id")),
+            "a panel id twice"
+        );
+        for t in panel["targets"].as_array().expect("targets") {
+            let expr = t["expr"].as_str().expect("expr");
+            for name in expr
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| w.starts_with("wirebench_"))
+            {
+                queried += 1;
+                assert!(
+                    exported
+                        .lines()
+                        .any(|l| l.starts_with(&format!("{name}{{"))),
+                    "the dashboard asks for {name}, which the agent does not export:\n{exported}"
+                );
+            }
+        }
+    }
+    assert!(queried >= 6, "{queried} metrics queried");
+}
+
+/// The shipped systemd unit is one systemd accepts (`systemd-analyze verify`, with the
+/// binary under test in place of /usr/local/bin/wirebench).
+#[test]
+#[ignore = "needs systemd-analyze"]
+fn the_systemd_unit_verifies() {
+    common::require("systemd-analyze");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let unit =
+        std::fs::read_to_string(root.join("deploy/mesh/wirebench-mesh.service")).expect("unit");
+    let dir = tempdir("unit");
+    let path = dir.join("wirebench-mesh.service");
+    std::fs::write(
+        &path,
+        unit.replace("/usr/local/bin/wirebench", env!("CARGO_BIN_EXE_wirebench")),
+    )
+    .expect("write");
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&path)
+        .output()
+        .expect("systemd-analyze");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let ours: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("wirebench-mesh"))
+        .collect();
+    assert!(out.status.success() && ours.is_empty(), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
