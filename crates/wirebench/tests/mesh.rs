@@ -738,3 +738,62 @@ fn a_thousand_runs_leave_the_agents_memory_flat_and_every_run_a_row() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An archive on a file system that fills up (a 320 KiB tmpfs, in a mount namespace of the
+/// test's own): the agent stops with one line naming the archive, exit 1, and every row it
+/// wrote before is still there and readable.
+#[test]
+#[ignore = "needs root"]
+fn a_full_disk_stops_the_agent_in_one_line_and_loses_nothing_written() {
+    common::require_root();
+    let dir = tempdir("full");
+    let server = Serve::on("127.0.0.1");
+    let file = dir.join("mesh.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[hosts]\none = \"127.0.0.1:{}\"\ntwo = \"127.0.0.2\"\n\
+             [groups.g]\nsources = [\"two\"]\ndestinations = [\"one\"]\n\
+             [tests.a]\ngroup = \"g\"\nrun = [\"--mode\", \"rr\", \"-t\", \"0.05\", \"-i\", \"10ms\"]\nevery = \"1s\"\nslip = \"100ms\"\n\
+             [tests.b]\ngroup = \"g\"\nrun = [\"--mode\", \"rr\", \"-t\", \"0.05\", \"-i\", \"10ms\"]\nevery = \"1s\"\nslip = \"100ms\"\n",
+            server.1
+        ),
+    )
+    .expect("mesh file");
+    let small = dir.join("small");
+    std::fs::create_dir_all(&small).expect("dir");
+    let bin = env!("CARGO_BIN_EXE_wirebench");
+    let script = format!(
+        "mount -t tmpfs -o size=320k tmpfs {small} && \
+         {bin} mesh {file} --archive {small}/a.sqlite --as two --for 120s >{dir}/out 2>{dir}/err; \
+         echo $? > {dir}/code; cp {small}/a.sqlite* {dir}/ 2>/dev/null; true",
+        small = small.display(),
+        file = file.display(),
+        dir = dir.display()
+    );
+    let out = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .expect("unshare");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let code = std::fs::read_to_string(dir.join("code")).expect("code");
+    let err = std::fs::read_to_string(dir.join("err")).expect("err");
+    assert_eq!(code.trim(), "1", "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.contains("a.sqlite") && last.contains("full"), "{err}");
+    // Every run it said it archived (a line each, printed once written) is there.
+    let said = std::fs::read_to_string(dir.join("out"))
+        .expect("out")
+        .lines()
+        .count();
+    let rows = query(&dir.join("a.sqlite"));
+    assert!(said >= 3, "{said} runs archived before the disk was full");
+    assert_eq!(rows.len(), said, "{err}");
+    assert!(rows.iter().all(|r| r["outcome"] == "done"), "{rows:?}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
