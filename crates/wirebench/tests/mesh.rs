@@ -513,7 +513,8 @@ fn the_agents_metrics_have_each_paths_latest_figures_and_promtool_accepts_them()
     assert!(om.contains("wirebench_mesh_runs_total{test=\"throughput\",source=\"two\",destination=\"one\",outcome=\"done\"} 1"), "{om}");
     assert!(om.trim_end().ends_with("# EOF"), "{om}");
     // promtool reads Prometheus' text format (the OpenMetrics answer is checked above).
-    for body in [&text] {
+    {
+        let body = &text;
         let mut p = Command::new("promtool")
             .args(["check", "metrics"])
             .stdin(Stdio::piped())
@@ -796,4 +797,186 @@ fn a_full_disk_stops_the_agent_in_one_line_and_loses_nothing_written() {
     assert!(rows.iter().all(|r| r["outcome"] == "done"), "{rows:?}");
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A PostgreSQL server of the test's own (Debian's binaries, as user postgres, on a free
+/// port of 127.0.0.1, trusting local connections), stopped when dropped.
+struct Postgres {
+    child: Child,
+    dir: PathBuf,
+    url: String,
+}
+
+impl Postgres {
+    fn start(dir: &Path) -> Self {
+        common::require_root();
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()
+            .and_then(|d| {
+                d.flatten()
+                    .map(|e| e.path().join("bin"))
+                    .find(|b| b.join("initdb").exists())
+            })
+            .expect(
+                "this test needs PostgreSQL's server (apt-get install postgresql, as .ci/run does)",
+            );
+        let data = dir.join("pg");
+        std::fs::create_dir_all(&data).expect("dir");
+        let chown = Command::new("chown")
+            .args(["-R", "postgres"])
+            .arg(dir)
+            .status();
+        assert!(chown.is_ok_and(|s| s.success()), "chown to postgres");
+        let init = Command::new("runuser")
+            .args(["-u", "postgres", "--"])
+            .arg(bin.join("initdb"))
+            .args(["-A", "trust", "-U", "wirebench", "-D"])
+            .arg(data.join("data"))
+            .output()
+            .expect("initdb");
+        assert!(
+            init.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&init.stderr)
+        );
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("port");
+        let child = Command::new("runuser")
+            .args(["-u", "postgres", "--"])
+            .arg(bin.join("postgres"))
+            .arg("-D")
+            .arg(data.join("data"))
+            .arg("-k")
+            .arg(&data)
+            .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("postgres");
+        // Ready when pg_isready says so (bounded: a server that does not come up fails).
+        let ready = (0..200).any(|_| {
+            let ok = Command::new(bin.join("pg_isready"))
+                .args(["-q", "-h", "127.0.0.1", "-p", &port.to_string()])
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            ok
+        });
+        assert!(ready, "PostgreSQL did not come up");
+        Self {
+            child,
+            dir: data,
+            url: format!("postgres://wirebench@127.0.0.1:{port}/postgres"),
+        }
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        // SIGTERM: PostgreSQL's smart shutdown (runuser passes it on).
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Two agents (two sites) write to one PostgreSQL archive at once; `archive query` and
+/// `archive report` read it as they read a file; an unreachable server is one line.
+#[test]
+#[ignore = "needs root and PostgreSQL"]
+fn two_agents_share_a_postgresql_archive() {
+    let dir = tempdir("pg");
+    let pg = Postgres::start(&dir);
+    let servers: Vec<Serve> = (1..=2)
+        .map(|i| Serve::on(&format!("127.0.0.{i}")))
+        .collect();
+    let file = dir.join("mesh.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[hosts]\none = \"127.0.0.1:{}\"\ntwo = \"127.0.0.2:{}\"\n\
+             [groups.g]\nmesh = [\"one\", \"two\"]\n\
+             [tests.latency]\ngroup = \"g\"\nrun = [\"--mode\", \"rr\", \"-t\", \"0.2\"]\nevery = \"1s\"\nslip = \"200ms\"\n",
+            servers[0].1, servers[1].1
+        ),
+    )
+    .expect("mesh file");
+    let agent = |host: &str| {
+        wirebench()
+            .arg("mesh")
+            .arg(&file)
+            .args(["--archive", &pg.url, "--for", "6s", "--as", host])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("mesh")
+    };
+    let (a, b) = (agent("one"), agent("two"));
+    let (a, b) = (
+        a.wait_with_output().expect("a"),
+        b.wait_with_output().expect("b"),
+    );
+    assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
+    assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
+    let rows = query(Path::new(&pg.url));
+    assert_eq!(
+        rows.len() as u64,
+        agent_count(&a.stderr) + agent_count(&b.stderr)
+    );
+    for (s, d) in [("one", "two"), ("two", "one")] {
+        let n = rows
+            .iter()
+            .filter(|r| r["source"] == s && r["destination"] == d && r["outcome"] == "done")
+            .count();
+        assert!(n >= 4, "{s} -> {d}: {n} done");
+    }
+    let html = dir.join("r.html");
+    let out = wirebench()
+        .args(["archive", "report", &pg.url, "-o"])
+        .arg(&html)
+        .output()
+        .expect("report");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(std::fs::read_to_string(&html)
+        .expect("html")
+        .contains("one → two"));
+    // A server that is not there: one line naming the archive (without a password).
+    let gone = format!(
+        "postgres://wirebench:secret@127.0.0.1:{}/postgres",
+        closed_port_on("127.0.0.1")
+    );
+    let out = wirebench()
+        .arg("mesh")
+        .arg(&file)
+        .args(["--archive", &gone, "--for", "1s", "--as", "one"])
+        .output()
+        .expect("mesh");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("archive postgres://wirebench@127.0.0.1") && !err.contains("secret"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    drop(servers);
+    drop(pg);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A port nothing listens on, on `ip`.
+fn closed_port_on(ip: &str) -> u16 {
+    TcpListener::bind((ip, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a port")
 }

@@ -1,8 +1,9 @@
-//! The mesh's archive: an SQLite file with a row for every scheduled run, done or failed
-//! with its typed reason (never a gap), and each path's next round, so that an agent that
-//! restarts resumes its schedule. A run's row and its path's next round are written in one
-//! transaction: a crash or a full disk loses nothing already written and never leaves half
-//! a row (SQLite's write-ahead log, synchronous writes).
+//! The mesh's archive: a row for every scheduled run, done or failed with its typed reason
+//! (never a gap), and each path's next round, so that an agent that restarts resumes its
+//! schedule. In an SQLite file (`sqlite.rs`, the default) or, for many agents sharing one,
+//! a PostgreSQL database (`pg.rs`, `--archive postgres://...`): the same tables, the same
+//! reads. A run's row and its path's next round are written in one transaction: a crash or
+//! a full disk loses nothing already written and never leaves half a row.
 //!
 //! `runs` holds, per row: `started_unix_ms`, `ended_unix_ms`, `source`, `destination`,
 //! `test`, `kind` (`throughput`/`latency`), `outcome` (`done`/`failed`), `error_kind` and
@@ -12,45 +13,17 @@
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use serde::Serialize;
 use wirebench_proto::results::Results;
 
 pub mod metrics;
+mod pg;
 pub mod query;
 pub mod report;
+mod sqlite;
 
 /// The archive's schema, as `meta.schema` records it.
 pub const SCHEMA: u32 = 1;
-
-const CREATE: &str = "
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS runs (
-    id INTEGER PRIMARY KEY,
-    started_unix_ms INTEGER NOT NULL,
-    ended_unix_ms INTEGER NOT NULL,
-    source TEXT NOT NULL,
-    destination TEXT NOT NULL,
-    test TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    outcome TEXT NOT NULL CHECK (outcome IN ('done', 'failed')),
-    error_kind TEXT,
-    reason TEXT,
-    throughput_bps REAL,
-    latency_us REAL,
-    loss_ratio REAL,
-    results TEXT
-);
-CREATE INDEX IF NOT EXISTS runs_by_time ON runs (started_unix_ms);
-CREATE INDEX IF NOT EXISTS runs_by_path ON runs (source, destination, test, started_unix_ms);
-CREATE TABLE IF NOT EXISTS rounds (
-    test TEXT NOT NULL,
-    source TEXT NOT NULL,
-    destination TEXT NOT NULL,
-    next_unix_ms INTEGER NOT NULL,
-    PRIMARY KEY (test, source, destination)
-);
-";
 
 /// What went wrong with an archive, and which.
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +36,14 @@ pub enum ArchiveError {
         /// SQLite's error.
         source: rusqlite::Error,
     },
+    /// The PostgreSQL server refused, or cannot be reached.
+    #[error("archive {url}: {}", first_line(.source))]
+    Postgres {
+        /// The database's URL, without its password.
+        url: String,
+        /// The client's error.
+        source: postgres::Error,
+    },
     /// A database that is not a wirebench archive, or of a newer schema.
     #[error("archive {path}: {why}")]
     NotAnArchive {
@@ -71,6 +52,12 @@ pub enum ArchiveError {
         /// What was found.
         why: String,
     },
+}
+
+/// An error's first line (a server's error may add lines of detail).
+fn first_line(e: &dyn std::fmt::Display) -> String {
+    let text = e.to_string();
+    text.lines().next().unwrap_or_default().to_string()
 }
 
 /// How a run ended.
@@ -84,7 +71,8 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    fn as_str(self) -> &'static str {
+    /// The word the tables keep: `done` or `failed`.
+    pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Done => "done",
             Outcome::Failed => "failed",
@@ -164,313 +152,96 @@ pub struct Filter {
     pub since_unix_ms: Option<i64>,
 }
 
-/// An open archive.
+/// Whether `target` names a PostgreSQL database rather than a file.
+pub fn is_postgres(target: &Path) -> bool {
+    target
+        .to_str()
+        .is_some_and(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
+}
+
+/// An open archive: an SQLite file or a PostgreSQL database.
 #[derive(Debug)]
-pub struct Archive {
-    conn: Connection,
-    path: PathBuf,
+pub struct Archive(Store);
+
+#[derive(Debug)]
+enum Store {
+    Sqlite(sqlite::Sqlite),
+    Postgres(Box<pg::Pg>),
 }
 
 impl Archive {
-    fn err(&self, source: rusqlite::Error) -> ArchiveError {
-        ArchiveError::Sqlite {
-            path: self.path.clone(),
-            source,
-        }
-    }
-
-    /// Opens the archive at `path` to write, making it if there is none.
+    /// Opens the archive `target` (a file, or a `postgres://` URL) to write, making its
+    /// tables if there are none.
     ///
     /// # Errors
     ///
-    /// It cannot be opened or made, or it is not a wirebench archive.
-    pub fn create(path: &Path) -> Result<Self, ArchiveError> {
-        let conn = Connection::open(path).map_err(|source| ArchiveError::Sqlite {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let a = Self {
-            conn,
-            path: path.to_path_buf(),
-        };
-        // Every committed run on disk before the next begins.
-        a.conn
-            .pragma_update(None, "journal_mode", "WAL")
-            .and_then(|()| a.conn.pragma_update(None, "synchronous", "FULL"))
-            .and_then(|()| a.conn.execute_batch(CREATE))
-            .map_err(|e| a.err(e))?;
-        a.conn
-            .execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?1)",
-                params![SCHEMA.to_string()],
-            )
-            .map_err(|e| a.err(e))?;
-        a.check_schema()?;
-        Ok(a)
+    /// It cannot be opened, reached or made, or it is not a wirebench archive.
+    pub fn create(target: &Path) -> Result<Self, ArchiveError> {
+        Ok(Self(match target.to_str() {
+            Some(url) if is_postgres(target) => Store::Postgres(Box::new(pg::Pg::open(url, true)?)),
+            _ => Store::Sqlite(sqlite::Sqlite::create(target)?),
+        }))
     }
 
-    /// Opens an existing archive to read.
+    /// Opens an existing archive (a file, or a `postgres://` URL) to read.
     ///
     /// # Errors
     ///
-    /// There is none at `path`, or it is not a wirebench archive.
-    pub fn open(path: &Path) -> Result<Self, ArchiveError> {
-        if !path.is_file() {
-            return Err(ArchiveError::NotAnArchive {
-                path: path.to_path_buf(),
-                why: "no such file (an agent makes it: wirebench mesh FILE --archive PATH)".into(),
-            });
-        }
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn =
-            Connection::open_with_flags(path, flags).map_err(|source| ArchiveError::Sqlite {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        let a = Self {
-            conn,
-            path: path.to_path_buf(),
-        };
-        a.check_schema()?;
-        Ok(a)
-    }
-
-    /// Refuses a database that is not an archive of this schema.
-    fn check_schema(&self) -> Result<(), ArchiveError> {
-        let not = |why: String| ArchiveError::NotAnArchive {
-            path: self.path.clone(),
-            why,
-        };
-        let v: Option<String> = self
-            .conn
-            .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
-                r.get(0)
-            })
-            .optional()
-            .map_err(|e| not(format!("not a wirebench archive ({e})")))?;
-        match v.as_deref().map(str::parse::<u32>) {
-            Some(Ok(SCHEMA)) => Ok(()),
-            Some(Ok(n)) => Err(not(format!(
-                "schema {n}, this wirebench reads {SCHEMA}: use the wirebench that wrote it"
-            ))),
-            _ => Err(not("not a wirebench archive (no schema in meta)".into())),
-        }
+    /// There is none there, or it is not a wirebench archive.
+    pub fn open(target: &Path) -> Result<Self, ArchiveError> {
+        Ok(Self(match target.to_str() {
+            Some(url) if is_postgres(target) => {
+                Store::Postgres(Box::new(pg::Pg::open(url, false)?))
+            }
+            _ => Store::Sqlite(sqlite::Sqlite::open(target)?),
+        }))
     }
 
     /// Writes `row`, and its path's next round when given, in one transaction.
     ///
     /// # Errors
     ///
-    /// SQLite could not write it (a full disk): nothing of it is in the archive.
+    /// The database could not write it (a full disk, a server gone): nothing of it is in
+    /// the archive.
     pub fn insert(&mut self, row: &Row, next: Option<&NextRound>) -> Result<(), ArchiveError> {
-        let path = self.path.clone();
-        let err = |source| ArchiveError::Sqlite {
-            path: path.clone(),
-            source,
-        };
-        let tx = self.conn.transaction().map_err(err)?;
-        tx.execute(
-            "INSERT INTO runs (started_unix_ms, ended_unix_ms, source, destination, test, kind,
-                 outcome, error_kind, reason, throughput_bps, latency_us, loss_ratio, results)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-            params![
-                row.started_unix_ms,
-                row.ended_unix_ms,
-                row.source,
-                row.destination,
-                row.test,
-                row.kind,
-                row.outcome.as_str(),
-                row.error_kind,
-                row.reason,
-                row.throughput_bps,
-                row.latency_us,
-                row.loss_ratio,
-                row.results,
-            ],
-        )
-        .map_err(err)?;
-        if let Some(n) = next {
-            tx.execute(
-                "INSERT INTO rounds (test, source, destination, next_unix_ms) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (test, source, destination) DO UPDATE SET next_unix_ms = ?4",
-                params![n.test, n.source, n.destination, n.next_unix_ms],
-            )
-            .map_err(err)?;
+        match &mut self.0 {
+            Store::Sqlite(s) => s.insert(row, next),
+            Store::Postgres(p) => p.insert(row, next),
         }
-        tx.commit().map_err(err)
     }
 
     /// Every path's next round as the last agent left it.
     ///
     /// # Errors
     ///
-    /// SQLite could not read them.
-    pub fn next_rounds(&self) -> Result<Vec<NextRound>, ArchiveError> {
-        let mut st = self
-            .conn
-            .prepare("SELECT test, source, destination, next_unix_ms FROM rounds")
-            .map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map([], |r| {
-                Ok(NextRound {
-                    test: r.get(0)?,
-                    source: r.get(1)?,
-                    destination: r.get(2)?,
-                    next_unix_ms: r.get(3)?,
-                })
-            })
-            .map_err(|e| self.err(e))?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
+    /// The database could not read them.
+    pub fn next_rounds(&mut self) -> Result<Vec<NextRound>, ArchiveError> {
+        match &mut self.0 {
+            Store::Sqlite(s) => s.next_rounds(),
+            Store::Postgres(p) => p.next_rounds(),
+        }
     }
 
     /// The runs `filter` wants, oldest first (without their results documents).
     ///
     /// # Errors
     ///
-    /// SQLite could not read them.
-    pub fn query(&self, filter: &Filter) -> Result<Vec<Row>, ArchiveError> {
-        let mut st = self
-            .conn
-            .prepare(
-                "SELECT started_unix_ms, ended_unix_ms, source, destination, test, kind, outcome,
-                        error_kind, reason, throughput_bps, latency_us, loss_ratio
-                 FROM runs
-                 WHERE (?1 IS NULL OR source = ?1) AND (?2 IS NULL OR destination = ?2)
-                   AND (?3 IS NULL OR test = ?3) AND (?4 IS NULL OR started_unix_ms >= ?4)
-                 ORDER BY started_unix_ms, id",
-            )
-            .map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map(
-                params![
-                    filter.source,
-                    filter.destination,
-                    filter.test,
-                    filter.since_unix_ms
-                ],
-                |r| {
-                    let outcome: String = r.get(6)?;
-                    Ok(Row {
-                        started_unix_ms: r.get(0)?,
-                        ended_unix_ms: r.get(1)?,
-                        source: r.get(2)?,
-                        destination: r.get(3)?,
-                        test: r.get(4)?,
-                        kind: r.get(5)?,
-                        outcome: if outcome == "done" {
-                            Outcome::Done
-                        } else {
-                            Outcome::Failed
-                        },
-                        error_kind: r.get(7)?,
-                        reason: r.get(8)?,
-                        throughput_bps: r.get(9)?,
-                        latency_us: r.get(10)?,
-                        loss_ratio: r.get(11)?,
-                        results: None,
-                    })
-                },
-            )
-            .map_err(|e| self.err(e))?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
+    /// The database could not read them.
+    pub fn query(&mut self, filter: &Filter) -> Result<Vec<Row>, ArchiveError> {
+        match &mut self.0 {
+            Store::Sqlite(s) => s.query(filter),
+            Store::Postgres(p) => p.query(filter),
+        }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn temp(tag: &str) -> PathBuf {
-        let p = std::env::temp_dir().join(format!(
-            "wirebench-archive-{}-{tag}.sqlite",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_file(&p);
-        p
-    }
-
-    fn row(t: i64, src: &str, outcome: Outcome) -> Row {
-        Row {
-            started_unix_ms: t,
-            ended_unix_ms: t + 100,
-            source: src.into(),
-            destination: "b".into(),
-            test: "throughput".into(),
-            kind: "throughput".into(),
-            outcome,
-            error_kind: (outcome == Outcome::Failed).then(|| "connect".into()),
-            reason: (outcome == Outcome::Failed).then(|| "refused".into()),
-            throughput_bps: (outcome == Outcome::Done).then_some(1e9),
-            latency_us: None,
-            loss_ratio: None,
-            results: Some("{}".into()),
+impl Outcome {
+    /// The word the tables keep.
+    fn from_word(w: &str) -> Self {
+        if w == "done" {
+            Outcome::Done
+        } else {
+            Outcome::Failed
         }
-    }
-
-    #[test]
-    fn rows_and_rounds_survive_a_reopen_and_filters_select() {
-        let p = temp("reopen");
-        {
-            let mut a = Archive::create(&p).expect("create");
-            let next = NextRound {
-                test: "throughput".into(),
-                source: "a".into(),
-                destination: "b".into(),
-                next_unix_ms: 5000,
-            };
-            a.insert(&row(1000, "a", Outcome::Done), Some(&next))
-                .expect("insert");
-            a.insert(&row(2000, "c", Outcome::Failed), None)
-                .expect("insert");
-            let next = NextRound {
-                next_unix_ms: 9000,
-                ..next
-            };
-            a.insert(&row(3000, "a", Outcome::Done), Some(&next))
-                .expect("insert");
-        }
-        let a = Archive::open(&p).expect("open");
-        assert_eq!(a.query(&Filter::default()).expect("all").len(), 3);
-        let from_a = Filter {
-            source: Some("a".into()),
-            since_unix_ms: Some(1500),
-            ..Filter::default()
-        };
-        let rows = a.query(&from_a).expect("a");
-        assert_eq!(rows.len(), 1);
-        assert_eq!(rows[0].started_unix_ms, 3000);
-        let failed = &a
-            .query(&Filter {
-                source: Some("c".into()),
-                ..Filter::default()
-            })
-            .expect("c")[0];
-        assert_eq!(failed.outcome, Outcome::Failed);
-        assert_eq!(failed.reason.as_deref(), Some("refused"));
-        let rounds = a.next_rounds().expect("rounds");
-        assert_eq!(rounds.len(), 1);
-        assert_eq!(rounds[0].next_unix_ms, 9000);
-        let _ = std::fs::remove_file(&p);
-    }
-
-    #[test]
-    fn a_file_that_is_not_an_archive_is_refused_in_one_line() {
-        let p = temp("not");
-        std::fs::write(
-            &p,
-            b"hello, not a database at all, not even close to one....",
-        )
-        .expect("write");
-        let e = Archive::open(&p).expect_err("not an archive").to_string();
-        assert!(
-            e.contains("not a wirebench archive") && !e.contains('\n'),
-            "{e}"
-        );
-        let e = Archive::open(&temp("missing"))
-            .expect_err("missing")
-            .to_string();
-        assert!(e.contains("no such file"), "{e}");
-        let _ = std::fs::remove_file(&p);
     }
 }

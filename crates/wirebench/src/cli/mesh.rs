@@ -13,8 +13,10 @@ pub struct MeshArgs {
     /// The mesh file (TOML): hosts, groups, tests and how often (docs/mesh.md).
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
-    /// The archive (an SQLite file, made if there is none): a row per scheduled run.
-    #[arg(long, value_name = "PATH", default_value = DEFAULT_ARCHIVE)]
+    /// The archive: an SQLite file (made if there is none), or a PostgreSQL database that
+    /// many agents share (postgres://USER@HOST[:PORT]/DB; its tables are made if there are
+    /// none). A row per scheduled run.
+    #[arg(long, value_name = "PATH|URL", default_value = DEFAULT_ARCHIVE)]
     pub archive: PathBuf,
     /// Stop after this long (e.g. 60s, 24h): runs under way finish, none start. Default:
     /// until SIGINT or SIGTERM.
@@ -58,8 +60,8 @@ pub enum ArchiveAction {
 /// `wirebench archive report`.
 #[derive(Debug, Args)]
 pub struct ArchiveReportArgs {
-    /// The archive (an agent's --archive).
-    #[arg(value_name = "PATH")]
+    /// The archive (an agent's --archive: a file or a postgres:// URL).
+    #[arg(value_name = "PATH|URL")]
     pub path: PathBuf,
     /// The HTML file to write.
     #[arg(short, long, default_value = "archive.html")]
@@ -72,8 +74,8 @@ pub struct ArchiveReportArgs {
 /// `wirebench archive query`.
 #[derive(Debug, Args)]
 pub struct QueryArgs {
-    /// The archive (an agent's --archive).
-    #[arg(value_name = "PATH")]
+    /// The archive (an agent's --archive: a file or a postgres:// URL).
+    #[arg(value_name = "PATH|URL")]
     pub path: PathBuf,
     /// Only runs from this host (its name in the mesh file).
     #[arg(long, value_name = "HOST")]

@@ -31,7 +31,7 @@ fn since(age: Option<Duration>) -> Option<i64> {
 }
 
 fn report(r: &ArchiveReportArgs) -> Result<(), Failure> {
-    let archive = Archive::open(&r.path).map_err(|e| Failure::Runtime(e.into()))?;
+    let mut archive = Archive::open(&r.path).map_err(|e| Failure::Runtime(e.into()))?;
     let filter = Filter {
         since_unix_ms: since(r.since),
         ..Filter::default()
@@ -55,7 +55,7 @@ fn report(r: &ArchiveReportArgs) -> Result<(), Failure> {
 }
 
 fn query(q: &QueryArgs) -> Result<(), Failure> {
-    let archive = Archive::open(&q.path).map_err(|e| Failure::Runtime(e.into()))?;
+    let mut archive = Archive::open(&q.path).map_err(|e| Failure::Runtime(e.into()))?;
     let filter = Filter {
         source: q.from.clone(),
         destination: q.to.clone(),

@@ -161,7 +161,7 @@ pub fn mesh(args: &MeshArgs) -> Result<(), Failure> {
         )));
     }
     let psk = crate::psk::load_psk(args.psk_file.as_deref()).map_err(Failure::Usage)?;
-    let archive = Archive::create(&args.archive).map_err(|e| Failure::Runtime(e.into()))?;
+    let mut archive = Archive::create(&args.archive).map_err(|e| Failure::Runtime(e.into()))?;
     let started = Instant::now();
     let wall0 = unix_ms();
     let resumed: HashMap<(String, String, String), i64> = archive
