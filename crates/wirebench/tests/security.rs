@@ -720,6 +720,16 @@ fn metrics_after_a_test_and_a_refusal() -> String {
         1,
         "{after}"
     );
+    // The path's latest figure, as the server saw it: the client's throughput.
+    let latest = after.lines().find_map(|l| {
+        l.strip_prefix(
+            "wirebench_client_throughput_bytes_per_second{client=\"127.0.0.1\",kind=\"throughput\"} ",
+        )
+    });
+    assert!(
+        latest.and_then(|v| v.trim().parse::<f64>().ok()).is_some_and(|v| v > 0.0),
+        "{after}"
+    );
     after
 }
 

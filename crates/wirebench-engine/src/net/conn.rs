@@ -331,6 +331,19 @@ fn log_test(
     let (server_sent, server_received) = moved;
     state.metrics.bytes_sent.inc_by(server_sent);
     state.metrics.bytes_received.inc_by(server_received);
+    if r.error.is_none() {
+        let rr = spec.mechanism.is_rr();
+        let latest = super::metrics::Latest {
+            throughput_bps: r.end.received_bps.filter(|_| !rr),
+            latency_s: r.end.latency_us.as_ref().map(|p| p.p50 / 1e6),
+            loss_ratio: r.end.udp.as_ref().and_then(|u| u.loss_ratio),
+            ended_unix_s: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+        };
+        let kind = if rr { "latency" } else { "throughput" };
+        state.metrics.latest(peer.ip(), kind, latest);
+    }
     log(
         state,
         format_args!(

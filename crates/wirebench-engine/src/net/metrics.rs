@@ -6,6 +6,11 @@
 //! registry: OpenMetrics to a scraper whose `Accept` header asks for it (Prometheus does),
 //! the Prometheus text format 0.0.4 otherwise (`promtool check metrics`, older scrapers).
 
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Mutex;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::{prometheus_text, text};
 use prometheus_client::metrics::counter::Counter;
@@ -20,9 +25,36 @@ pub(super) struct Reason {
     reason: &'static str,
 }
 
+/// How many client addresses' latest figures the metrics keep (the most recent ones): the
+/// series stay a bounded set whatever addresses come.
+pub(super) const LATEST_CLIENTS: usize = 64;
+
+/// A client address and a kind of test (`throughput` or `latency`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClientLabels {
+    client: String,
+    kind: &'static str,
+}
+
+/// The latest figures of one client's test of one kind, from the server's results.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Latest {
+    /// Streaming: received bits/s over the test's time.
+    pub throughput_bps: Option<f64>,
+    /// Request/response: the median round trip, s.
+    pub latency_s: Option<f64>,
+    /// UDP: lost over sent.
+    pub loss_ratio: Option<f64>,
+    /// When it ended, s since the Unix epoch.
+    pub ended_unix_s: f64,
+}
+
 /// The server's counters.
 #[derive(Debug, Default)]
 pub(super) struct Metrics {
+    /// The latest test's figures of the [`LATEST_CLIENTS`] most recent client addresses,
+    /// by kind: each path's latest figures, as the server saw them.
+    latest: Mutex<VecDeque<(IpAddr, &'static str, Latest)>>,
     /// Tests that began (their data moved).
     pub tests_started: Counter,
     /// Tests refused, by the refusal's kind.
@@ -54,6 +86,63 @@ impl Metrics {
         if let Some(reason) = limit_label(kind) {
             self.tests_limited.get_or_create(&Reason { reason }).inc();
         }
+    }
+
+    /// Keeps `latest` as `client`'s latest figures of a test of `kind`, forgetting the
+    /// least recent client past [`LATEST_CLIENTS`].
+    pub(super) fn latest(&self, client: IpAddr, kind: &'static str, latest: Latest) {
+        let Ok(mut l) = self.latest.lock() else {
+            return;
+        };
+        l.retain(|(c, k, _)| !(*c == client && *k == kind));
+        l.push_back((client, kind, latest));
+        // At most LATEST_CLIENTS addresses (so at most two entries each): the least recent
+        // entries go first.
+        loop {
+            let mut seen: Vec<IpAddr> = l.iter().map(|e| e.0).collect();
+            seen.sort_unstable();
+            seen.dedup();
+            if seen.len() <= LATEST_CLIENTS {
+                break;
+            }
+            l.pop_front();
+        }
+    }
+
+    /// The latest figures as gauge families, made afresh for a scrape.
+    fn latest_families(
+        &self,
+    ) -> [(
+        &'static str,
+        &'static str,
+        Family<ClientLabels, Gauge<f64, AtomicU64>>,
+    ); 4] {
+        let make = || Family::<ClientLabels, Gauge<f64, AtomicU64>>::default();
+        let (tp, lat, loss, at) = (make(), make(), make(), make());
+        if let Ok(l) = self.latest.lock() {
+            for (client, kind, f) in l.iter() {
+                let labels = ClientLabels {
+                    client: client.to_string(),
+                    kind,
+                };
+                if let Some(b) = f.throughput_bps {
+                    tp.get_or_create(&labels).set(b / 8.0);
+                }
+                if let Some(s) = f.latency_s {
+                    lat.get_or_create(&labels).set(s);
+                }
+                if let Some(r) = f.loss_ratio {
+                    loss.get_or_create(&labels).set(r);
+                }
+                at.get_or_create(&labels).set(f.ended_unix_s);
+            }
+        }
+        [
+            ("client_throughput_bytes_per_second", "A client's latest test's throughput (received bytes/s over the test's time), the most recent 64 clients", tp),
+            ("client_latency_seconds", "A client's latest request/response test's median round trip, the most recent 64 clients", lat),
+            ("client_loss_ratio", "A client's latest UDP test's loss (lost over sent), the most recent 64 clients", loss),
+            ("client_last_test_timestamp_seconds", "When a client's latest test ended, s since the Unix epoch, the most recent 64 clients", at),
+        ]
     }
 
     /// The text a scrape gets in `format`, with the gauges as read now.
@@ -92,6 +181,9 @@ impl Metrics {
             self.auth_failures.clone(),
         );
         reg.register("tests_running", "Tests running now", self.running.clone());
+        for (name, help, family) in self.latest_families() {
+            reg.register(name, help, family);
+        }
         reg.register(
             "pending_handshakes",
             "Connections that have not yet proven what they are",
@@ -203,6 +295,33 @@ fn media_range(range: &str) -> (f32, Option<Format>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn latest_figures_keep_the_most_recent_clients_and_one_entry_each() {
+        let m = Metrics::default();
+        let f = |b: f64| Latest {
+            throughput_bps: Some(b),
+            latency_s: None,
+            loss_ratio: None,
+            ended_unix_s: 1.0,
+        };
+        for i in 0..100u8 {
+            m.latest(
+                IpAddr::from([10, 0, 0, i]),
+                "throughput",
+                f(8.0 * f64::from(i)),
+            );
+        }
+        m.latest(IpAddr::from([10, 0, 0, 99]), "throughput", f(8000.0));
+        let text = m.render(0, 0, Format::Text);
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("wirebench_client_throughput_bytes_per_second{"))
+            .collect();
+        assert_eq!(lines.len(), LATEST_CLIENTS, "{text}");
+        assert!(!text.contains("client=\"10.0.0.35\""), "{text}");
+        assert!(text.contains("wirebench_client_throughput_bytes_per_second{client=\"10.0.0.99\",kind=\"throughput\"} 1000"), "{text}");
+    }
 
     /// What Prometheus 3 sends by default.
     const PROMETHEUS: &str = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
