@@ -61,6 +61,19 @@ struct TestEntry {
     every: String,
     slip: Option<String>,
     kind: Option<Kind>,
+    #[serde(default)]
+    peer: Peer,
+}
+
+/// What the destinations' servers are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Peer {
+    /// `wirebench serve` (port 5300 unless the address names one).
+    #[default]
+    Wirebench,
+    /// `iperf3 -s` (port 5201 unless the address names one): `run --iperf3`.
+    Iperf3,
 }
 
 /// Whether a test needs the hosts to itself.
@@ -83,7 +96,8 @@ impl Kind {
         }
     }
 
-    /// What `run`'s flags make: latency for `--mode rr` and `crr`, else throughput.
+    /// What `run`'s flags make: latency for `--mode rr` and `crr`, else throughput (rrul's
+    /// load too).
     pub fn of_run(words: &[String]) -> Self {
         let mode = words
             .windows(2)
@@ -120,6 +134,8 @@ pub struct Test {
     pub slip: Duration,
     /// Whether it needs the hosts to itself.
     pub kind: Kind,
+    /// What the destinations' servers are.
+    pub peer: Peer,
 }
 
 /// One test from one host to another.
@@ -369,6 +385,7 @@ fn test(place: &str, name: &str, t: &TestEntry) -> Result<Test, MeshError> {
         every,
         slip,
         kind: t.kind.unwrap_or_else(|| Kind::of_run(&t.run)),
+        peer: t.peer,
     })
 }
 

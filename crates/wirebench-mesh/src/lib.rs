@@ -6,5 +6,5 @@
 pub mod config;
 pub mod schedule;
 
-pub use config::{Host, Kind, Mesh, MeshError, Path, Test};
+pub use config::{Host, Kind, Mesh, MeshError, Path, Peer, Test};
 pub use schedule::{Ended, Missed, MissedWhy, Schedule, Start};

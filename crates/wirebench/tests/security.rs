@@ -727,7 +727,9 @@ fn metrics_after_a_test_and_a_refusal() -> String {
         )
     });
     assert!(
-        latest.and_then(|v| v.trim().parse::<f64>().ok()).is_some_and(|v| v > 0.0),
+        latest
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .is_some_and(|v| v > 0.0),
         "{after}"
     );
     after

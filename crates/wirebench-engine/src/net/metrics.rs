@@ -36,6 +36,13 @@ struct ClientLabels {
     kind: &'static str,
 }
 
+/// A gauge family of the latest figures: its name, its help and its series.
+type LatestFamily = (
+    &'static str,
+    &'static str,
+    Family<ClientLabels, Gauge<f64, AtomicU64>>,
+);
+
 /// The latest figures of one client's test of one kind, from the server's results.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Latest {
@@ -110,13 +117,7 @@ impl Metrics {
     }
 
     /// The latest figures as gauge families, made afresh for a scrape.
-    fn latest_families(
-        &self,
-    ) -> [(
-        &'static str,
-        &'static str,
-        Family<ClientLabels, Gauge<f64, AtomicU64>>,
-    ); 4] {
+    fn latest_families(&self) -> [LatestFamily; 4] {
         let make = || Family::<ClientLabels, Gauge<f64, AtomicU64>>::default();
         let (tp, lat, loss, at) = (make(), make(), make(), make());
         if let Ok(l) = self.latest.lock() {

@@ -26,6 +26,7 @@ fn mesh(hosts: usize, tests: &[(Kind, u64, u64)]) -> Mesh {
             every: Duration::from_secs(every),
             slip: Duration::from_secs(slip),
             kind,
+            peer: crate::config::Peer::Wirebench,
         })
         .collect();
     let mut paths = Vec::new();

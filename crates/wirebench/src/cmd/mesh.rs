@@ -10,8 +10,9 @@ use std::net::{IpAddr, ToSocketAddrs, UdpSocket};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use wirebench_engine::{ClientConfig, EngineError, Psk, Watch};
-use wirebench_mesh::{Ended, Kind, Mesh, Missed, Path, Schedule, Start};
+use wirebench_engine::rrul::{run_rrul, RrulPlan};
+use wirebench_engine::{ClientConfig, EngineError, Iperf3Config, Psk, Watch};
+use wirebench_mesh::{Ended, Kind, Mesh, Missed, Path, Peer, Schedule, Start};
 use wirebench_proto::error_kind::ErrorKind;
 use wirebench_proto::results::Results;
 use wirebench_proto::spec::TestSpec;
@@ -33,9 +34,35 @@ const STOP_GRACE: Duration = Duration::from_secs(120);
 struct Silent;
 impl Watch for Silent {}
 
-/// A test of the mesh, ready to run: its spec, and whom it binds to.
-struct Ready {
-    spec: TestSpec,
+/// A test of the mesh, ready to run against a destination.
+#[derive(Clone)]
+enum Ready {
+    /// One wirebench test.
+    Test(TestSpec),
+    /// `--mode rrul`: a load and two probes.
+    Rrul(Box<RrulPlan>),
+    /// A test against an iperf3 server (`peer = "iperf3"`), with iperf3's own flags.
+    Iperf3 {
+        spec: TestSpec,
+        window: u64,
+        mss: Option<u32>,
+        fq_rate_bps: Option<u64>,
+    },
+}
+
+/// Why a run made no results: its kind (busy is asked again) and its words.
+struct RunFailure {
+    kind: ErrorKind,
+    text: String,
+}
+
+impl From<EngineError> for RunFailure {
+    fn from(e: EngineError) -> Self {
+        Self {
+            kind: e.kind(),
+            text: e.to_string(),
+        }
+    }
 }
 
 /// What a run's thread sends back.
@@ -43,7 +70,7 @@ struct Done {
     id: u64,
     started_unix_ms: i64,
     ended_unix_ms: i64,
-    result: Result<Results, EngineError>,
+    result: Result<Results, RunFailure>,
 }
 
 fn unix_ms() -> i64 {
@@ -95,17 +122,36 @@ fn ready_tests(mesh: &Mesh) -> Result<Vec<Ready>, Failure> {
                 return Err(place("not run's flags".into()));
             };
             let args = &cmd.run;
-            if args.mode == ModeArg::Rrul || args.iperf3.is_some() || args.both_directions {
+            if args.iperf3.is_some() {
                 return Err(place(
-                    "--mode rrul, --iperf3 and --both-directions do not run in a mesh yet".into(),
+                    "--iperf3: the destinations are iperf3 servers when the test says peer = \"iperf3\"".into(),
                 ));
             }
-            if args.file.is_some() || args.packet_log.is_some() {
-                return Err(place("--file and --packet-log do not run in a mesh".into()));
+            if args.both_directions || args.file.is_some() || args.packet_log.is_some() {
+                return Err(place(
+                    "--both-directions, --file and --packet-log do not run in a mesh".into(),
+                ));
+            }
+            let alone = t.kind == Kind::Throughput;
+            if args.mode == ModeArg::Rrul {
+                if t.peer == Peer::Iperf3 {
+                    return Err(place("--mode rrul runs against wirebench servers only".into()));
+                }
+                let mut plan = super::rrul::plan(args).map_err(place)?;
+                plan.load.exclusive = alone;
+                return Ok(Ready::Rrul(Box::new(plan)));
             }
             let mut spec = args.spec().map_err(place)?;
-            spec.exclusive = t.kind == Kind::Throughput;
-            Ok(Ready { spec })
+            spec.exclusive = alone;
+            Ok(match t.peer {
+                Peer::Wirebench => Ready::Test(spec),
+                Peer::Iperf3 => Ready::Iperf3 {
+                    spec,
+                    window: args.window.unwrap_or(0),
+                    mss: cmd.client.iperf3_only.set_mss,
+                    fq_rate_bps: cmd.client.iperf3_only.fq_rate.filter(|&r| r > 0),
+                },
+            })
         })
         .collect()
 }
@@ -303,7 +349,7 @@ impl Agent<'_> {
         let Some(path) = self.running.remove(&done.id) else {
             return Ok(());
         };
-        let busy = matches!(&done.result, Err(e) if e.kind() == ErrorKind::Busy);
+        let busy = matches!(&done.result, Err(e) if e.kind == ErrorKind::Busy);
         if busy && !stopping {
             self.sched.finished(done.id, now, Ended::Busy);
             return Ok(());
@@ -398,26 +444,16 @@ fn spawn_run(
     tx: &mpsc::Sender<Done>,
 ) {
     let p = order[s.path];
-    let dest = &mesh.hosts[p.destination].address;
-    let (host, port) = super::run::split_host_port(dest, crate::cli::DEFAULT_PORT)
-        .unwrap_or_else(|_| (dest.clone(), crate::cli::DEFAULT_PORT));
-    let cfg = ClientConfig {
-        host,
-        port,
-        spec: tests[p.test].spec.clone(),
-        packet_log: None,
-        file: None,
-        save: None,
-        psk: psk.cloned(),
-        bind: host_ip(&mesh.hosts[p.source].address),
-        stack: None,
-    };
+    let ready = tests[p.test].clone();
+    let dest = mesh.hosts[p.destination].address.clone();
+    let bind = host_ip(&mesh.hosts[p.source].address);
+    let psk = psk.cloned();
     let (mine, id) = (tx.clone(), s.id);
     let spawned = std::thread::Builder::new()
         .name("wirebench-mesh-run".into())
         .spawn(move || {
             let started_unix_ms = unix_ms();
-            let result = wirebench_engine::run(&cfg, &mut Silent);
+            let result = run_one(ready, &dest, bind, psk);
             let _ = mine.send(Done {
                 id,
                 started_unix_ms,
@@ -431,8 +467,67 @@ fn spawn_run(
             id,
             started_unix_ms: now,
             ended_unix_ms: now,
-            result: Err(EngineError::Setup(format!("starting a run's thread: {e}"))),
+            result: Err(RunFailure {
+                kind: ErrorKind::Internal,
+                text: format!("starting a run's thread: {e}"),
+            }),
         });
+    }
+}
+
+/// Runs one test against `dest` from `bind`.
+fn run_one(
+    ready: Ready,
+    dest: &str,
+    bind: Option<IpAddr>,
+    psk: Option<Psk>,
+) -> Result<Results, RunFailure> {
+    let port = match &ready {
+        Ready::Iperf3 { .. } => wirebench_engine::iperf3::DEFAULT_PORT,
+        _ => crate::cli::DEFAULT_PORT,
+    };
+    let (host, port) =
+        super::run::split_host_port(dest, port).unwrap_or_else(|_| (dest.to_string(), port));
+    let cfg = |spec: TestSpec| ClientConfig {
+        host: host.clone(),
+        port,
+        spec,
+        packet_log: None,
+        file: None,
+        save: None,
+        psk: psk.clone(),
+        bind,
+        stack: None,
+    };
+    match ready {
+        Ready::Test(spec) => Ok(wirebench_engine::run(&cfg(spec), &mut Silent)?),
+        Ready::Rrul(plan) => {
+            // A mesh's run is not stopped part way: the agent waits for it.
+            let never = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            run_rrul(&cfg(plan.load.clone()), &plan, &never).map_err(|e| RunFailure {
+                kind: e.engine().map_or(ErrorKind::Internal, EngineError::kind),
+                text: e.to_string(),
+            })
+        }
+        Ready::Iperf3 {
+            spec,
+            window,
+            mss,
+            fq_rate_bps,
+        } => {
+            let cfg = Iperf3Config {
+                host: host.clone(),
+                port,
+                spec,
+                window,
+                packet_log: None,
+                mss,
+                fq_rate_bps,
+                bind,
+            };
+            cfg.check()?;
+            Ok(wirebench_engine::run_iperf3(&cfg, &mut Silent)?)
+        }
     }
 }
 
@@ -473,8 +568,8 @@ fn run_row(mesh: &Mesh, p: &Path, done: Done) -> Row {
         }
         Err(e) => {
             row.outcome = Outcome::Failed;
-            row.error_kind = Some(kind_word(e.kind()));
-            row.reason = Some(e.to_string());
+            row.error_kind = Some(kind_word(e.kind));
+            row.reason = Some(e.text);
         }
     }
     row

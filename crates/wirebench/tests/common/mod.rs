@@ -4,6 +4,7 @@
 
 pub mod attack;
 pub mod logged;
+pub mod mesh;
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};
