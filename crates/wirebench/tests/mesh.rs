@@ -579,3 +579,96 @@ fn a_thousand_runs_leave_the_agents_memory_flat_and_every_run_a_row() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The shipped loopback mesh (`deploy/mesh/loopback.toml`, its servers on free ports) for
+/// 60 s: every scheduled run is a row (a round is a run or a miss), each path has the rounds
+/// its schedule makes, and no two throughput runs that share a host overlap.
+#[test]
+fn the_shipped_loopback_mesh_runs_for_a_minute() {
+    let dir = tempdir("minute");
+    let servers: Vec<Serve> = (1..=3)
+        .map(|i| Serve::on(&format!("127.0.0.{i}")))
+        .collect();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut text =
+        std::fs::read_to_string(root.join("deploy/mesh/loopback.toml")).expect("loopback.toml");
+    for (i, s) in servers.iter().enumerate() {
+        let at = format!("127.0.0.{}:5300", i + 1);
+        assert!(text.contains(&at), "{at}");
+        text = text.replace(&at, &format!("127.0.0.{}:{}", i + 1, s.1));
+    }
+    let file = dir.join("loopback.toml");
+    std::fs::write(&file, text).expect("write");
+    let archive = dir.join("a.sqlite");
+    let out = wirebench()
+        .arg("mesh")
+        .arg(&file)
+        .arg("--archive")
+        .arg(&archive)
+        .args(["--for", "60s"])
+        .output()
+        .expect("mesh");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = query(&archive);
+    assert_eq!(
+        rows.len() as u64,
+        agent_count(&out.stderr),
+        "every run a row"
+    );
+    let hosts = ["one", "two", "three"];
+    for s in hosts {
+        for d in hosts.iter().filter(|d| **d != s) {
+            let n = |test: &str| {
+                rows.iter()
+                    .filter(|r| r["test"] == test && r["source"] == s && r["destination"] == *d)
+                    .count()
+            };
+            // 60 s: every 10 s and every 5 s, give or take the first round's phase and the
+            // one under way at the end.
+            assert!(
+                (5..=7).contains(&n("throughput")),
+                "throughput {s} -> {d}: {}",
+                n("throughput")
+            );
+            assert!(
+                (11..=13).contains(&n("latency")),
+                "latency {s} -> {d}: {}",
+                n("latency")
+            );
+        }
+    }
+    for r in &rows {
+        if r["outcome"] != "done" {
+            assert!(r["reason"].as_str().is_some_and(|s| !s.is_empty()), "{r}");
+        }
+    }
+    let done: Vec<(i64, i64, &str, &str)> = rows
+        .iter()
+        .filter(|r| r["test"] == "throughput" && r["outcome"] == "done")
+        .map(|r| {
+            (
+                r["started_unix_ms"].as_i64().expect("start"),
+                r["ended_unix_ms"].as_i64().expect("end"),
+                r["source"].as_str().expect("source"),
+                r["destination"].as_str().expect("destination"),
+            )
+        })
+        .collect();
+    assert!(
+        done.len() >= 24,
+        "{} of the throughput runs done",
+        done.len()
+    );
+    for (i, a) in done.iter().enumerate() {
+        for b in &done[i + 1..] {
+            let shared = [a.2, a.3].iter().any(|h| *h == b.2 || *h == b.3);
+            assert!(!shared || a.1 <= b.0 || b.1 <= a.0, "overlap: {a:?} {b:?}");
+        }
+    }
+    drop(servers);
+    let _ = std::fs::remove_dir_all(&dir);
+}
