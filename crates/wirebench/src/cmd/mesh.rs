@@ -30,9 +30,23 @@ const MAX_FILE_BYTES: u64 = 1 << 20;
 /// sooner; this is a backstop).
 const STOP_GRACE: Duration = Duration::from_secs(120);
 
-/// Shows nothing: the agent prints a line per run.
-struct Silent;
-impl Watch for Silent {}
+/// Shows nothing (the agent prints a line per run); notes when the test's first data
+/// connection opened: the run's start in its row, after any wait for the hosts.
+#[derive(Default)]
+struct Stamp {
+    first_unix_ms: Option<i64>,
+}
+
+impl Watch for Stamp {
+    fn connected(
+        &mut self,
+        _stream: u32,
+        _local: std::net::SocketAddr,
+        _remote: std::net::SocketAddr,
+    ) {
+        self.first_unix_ms.get_or_insert_with(unix_ms);
+    }
+}
 
 /// A test of the mesh, ready to run against a destination.
 #[derive(Clone)]
@@ -446,18 +460,27 @@ fn spawn_run(
     let p = order[s.path];
     let ready = tests[p.test].clone();
     let dest = mesh.hosts[p.destination].address.clone();
-    let bind = host_ip(&mesh.hosts[p.source].address);
+    let source = mesh.hosts[p.source].address.clone();
+    let bind = host_ip(&source);
     let psk = psk.cloned();
     let (mine, id) = (tx.clone(), s.id);
     let spawned = std::thread::Builder::new()
         .name("wirebench-mesh-run".into())
         .spawn(move || {
-            let started_unix_ms = unix_ms();
-            let result = run_one(ready, &dest, bind, psk);
+            let called = unix_ms();
+            let mut stamp = Stamp::default();
+            let result = run_one(ready, (&source, &dest), bind, psk, &mut stamp);
+            // A run's time in its row is its data's: from its first data connection for the
+            // test's own time; one that made no results, from its call to its end.
+            let started_unix_ms = stamp.first_unix_ms.unwrap_or(called);
+            let ended_unix_ms = match &result {
+                Ok(r) => started_unix_ms + (r.end.duration_s * 1000.0).ceil() as i64,
+                Err(_) => unix_ms(),
+            };
             let _ = mine.send(Done {
                 id,
                 started_unix_ms,
-                ended_unix_ms: unix_ms(),
+                ended_unix_ms,
                 result,
             });
         });
@@ -475,13 +498,150 @@ fn spawn_run(
     }
 }
 
-/// Runs one test against `dest` from `bind`.
+/// The hold's rate and message size: a message a second, so that the hold is never taken
+/// for idle by a server short of memory that reclaims idle tests.
+const HOLD_RATE_BPS: u64 = 800;
+const HOLD_SIZE: u64 = 100;
+/// The longest a hold may last: past any test a mesh runs, and ended as soon as the run is.
+const HOLD_LONGEST: Duration = Duration::from_secs(3600);
+/// How long the agent waits for its own host's server to grant the hold.
+const HOLD_WAIT: Duration = Duration::from_secs(10);
+
+/// Watches a hold: says when its data connection is up (the server admitted it) and ends
+/// it when asked.
+struct HoldWatch {
+    up: Option<mpsc::Sender<()>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Watch for HoldWatch {
+    fn connected(
+        &mut self,
+        _stream: u32,
+        _local: std::net::SocketAddr,
+        _remote: std::net::SocketAddr,
+    ) {
+        if let Some(up) = self.up.take() {
+            let _ = up.send(());
+        }
+    }
+    fn interrupted(&mut self) -> bool {
+        self.stop.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// A throughput run's hold on its source host: a trickle test that asks the source's own
+/// server to run alone (`--exclusive`), for as long as the run lasts, so that another
+/// agent's throughput test to this host hears `busy` meanwhile, as one to the destination
+/// does. Ended when dropped.
+struct Hold {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Hold {
+    /// Takes the hold on the server at `source` (the source host's address), from `bind`.
+    /// `Ok(None)`: no server listens there (then no other agent can test to it either).
+    fn take(
+        source: &str,
+        bind: Option<IpAddr>,
+        psk: Option<Psk>,
+    ) -> Result<Option<Self>, RunFailure> {
+        let (host, port) = super::run::split_host_port(source, crate::cli::DEFAULT_PORT)
+            .unwrap_or_else(|_| (source.to_string(), crate::cli::DEFAULT_PORT));
+        let spec = TestSpec {
+            duration_ns: Some(HOLD_LONGEST.as_nanos() as u64),
+            rate_bps: Some(HOLD_RATE_BPS),
+            size: HOLD_SIZE,
+            exclusive: true,
+            ..TestSpec::default()
+        };
+        let cfg = ClientConfig {
+            host,
+            port,
+            spec,
+            packet_log: None,
+            file: None,
+            save: None,
+            psk,
+            bind,
+            stack: None,
+        };
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (up_tx, up_rx) = mpsc::channel();
+        let (err_tx, err_rx) = mpsc::channel();
+        let mut watch = HoldWatch {
+            up: Some(up_tx),
+            stop: Arc::clone(&stop),
+        };
+        let thread = std::thread::Builder::new()
+            .name("wirebench-mesh-hold".into())
+            .spawn(move || {
+                if let Err(e) = wirebench_engine::run(&cfg, &mut watch) {
+                    let _ = err_tx.send(e);
+                }
+            })
+            .map_err(|e| RunFailure {
+                kind: ErrorKind::Internal,
+                text: format!("starting a hold's thread: {e}"),
+            })?;
+        let hold = Self {
+            stop,
+            thread: Some(thread),
+        };
+        let until = Instant::now() + HOLD_WAIT;
+        loop {
+            if up_rx.try_recv().is_ok() {
+                return Ok(Some(hold));
+            }
+            match err_rx.recv_timeout(Duration::from_millis(10)) {
+                Ok(e) if e.kind() == ErrorKind::Connect => return Ok(None),
+                Ok(e) => {
+                    let mut f = RunFailure::from(e);
+                    f.text = format!("holding the source host: {}", f.text);
+                    return Err(f);
+                }
+                Err(_) if Instant::now() > until => {
+                    hold.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                    return Err(RunFailure {
+                        kind: ErrorKind::Timeout,
+                        text: "holding the source host: its server did not admit the hold".into(),
+                    });
+                }
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Runs one test against `dest` from `bind`; a throughput test first holds its source host
+/// (`source`, its server's address) for as long as it runs.
 fn run_one(
     ready: Ready,
-    dest: &str,
+    (source, dest): (&str, &str),
     bind: Option<IpAddr>,
     psk: Option<Psk>,
+    stamp: &mut Stamp,
 ) -> Result<Results, RunFailure> {
+    let alone = match &ready {
+        Ready::Test(spec) => spec.exclusive,
+        Ready::Rrul(plan) => plan.load.exclusive,
+        Ready::Iperf3 { spec, .. } => spec.exclusive,
+    };
+    let _hold = if alone {
+        Hold::take(source, bind, psk.clone())?
+    } else {
+        None
+    };
     let port = match &ready {
         Ready::Iperf3 { .. } => wirebench_engine::iperf3::DEFAULT_PORT,
         _ => crate::cli::DEFAULT_PORT,
@@ -500,8 +660,9 @@ fn run_one(
         stack: None,
     };
     match ready {
-        Ready::Test(spec) => Ok(wirebench_engine::run(&cfg(spec), &mut Silent)?),
+        Ready::Test(spec) => Ok(wirebench_engine::run(&cfg(spec), stamp)?),
         Ready::Rrul(plan) => {
+            stamp.first_unix_ms = Some(unix_ms());
             // A mesh's run is not stopped part way: the agent waits for it.
             let never = Arc::new(std::sync::atomic::AtomicBool::new(false));
             run_rrul(&cfg(plan.load.clone()), &plan, &never).map_err(|e| RunFailure {
@@ -526,7 +687,7 @@ fn run_one(
                 bind,
             };
             cfg.check()?;
-            Ok(wirebench_engine::run_iperf3(&cfg, &mut Silent)?)
+            Ok(wirebench_engine::run_iperf3(&cfg, stamp)?)
         }
     }
 }
