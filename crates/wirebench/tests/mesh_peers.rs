@@ -1,6 +1,6 @@
 //! A mesh's tests of every kind of `run`: rrul (its load asks to run alone, its probes
 //! beside it) against wirebench servers, and tests against iperf3 servers
-//! (`peer = "iperf3"`), each run a row with its figure.
+//! (`peer = "iperf3"`), each run a row with its figure; and a peer that says nothing.
 
 mod common;
 
@@ -108,5 +108,48 @@ fn tests_against_an_iperf3_server_run_in_a_mesh() {
         assert!(r["throughput_bps"].as_f64().is_some_and(|b| b > 0.0), "{r}");
     }
     drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A destination that takes connections and never says a word: each run ends within the
+/// client's setup bound as a failed row with its reason, rounds that come meanwhile are
+/// missed (the previous run still running), and the agent still stops on time.
+#[test]
+fn a_silent_peer_costs_failed_rows_and_never_a_hang() {
+    let dir = tempdir("silent");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let port = listener.local_addr().expect("addr").port();
+    // Accepts and holds every connection, reading nothing.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    let started = std::time::Instant::now();
+    let rows = run_mesh(
+        &dir,
+        &format!(
+            "[hosts]\none = \"127.0.0.1:{port}\"\ntwo = \"127.0.0.2\"\n\
+             [groups.g]\nsources = [\"two\"]\ndestinations = [\"one\"]\n\
+             [tests.latency]\ngroup = \"g\"\nrun = [\"--mode\", \"rr\", \"-t\", \"1\"]\nevery = \"4s\"\nslip = \"1s\"\n"
+        ),
+        "14s",
+    );
+    // The last run under way when --for ends is waited for: within its setup bound (10 s).
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(40),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(rows.len() >= 2, "{rows:?}");
+    for r in &rows {
+        assert_eq!(r["outcome"], "failed", "{r}");
+        assert!(r["reason"].as_str().is_some_and(|s| !s.is_empty()), "{r}");
+    }
+    assert!(
+        rows.iter().any(|r| r["error_kind"] == "overrun"),
+        "{rows:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
