@@ -140,8 +140,9 @@ fn ms(d: Duration) -> u64 {
 impl Schedule {
     /// The schedule of `paths` of `mesh` (the ones this agent runs), from `now_ms`, with
     /// randomness from `seed`. `resume(path)` gives a path's next round as a previous run of
-    /// the agent left it (ms on this clock), if it did: a round in the past is run now, and
-    /// none is made up for the time the agent was away.
+    /// the agent left it (ms on this clock), if it did: a round in the past is run now, none
+    /// is made up for the time the agent was away, and one more than a period ahead (the
+    /// wall clock stepped back meanwhile) comes within a period.
     pub fn new(
         mesh: &Mesh,
         paths: &[Path],
@@ -155,9 +156,11 @@ impl Schedule {
             .map(|p| {
                 let t = &mesh.tests[p.test];
                 let (every_ms, slip_ms) = (ms(t.every).max(1), ms(t.slip));
-                // A first round at a random phase of the period, so that paths spread out.
+                // A first round at a random phase of the period, so that paths spread out. A
+                // resumed round is never more than a period away: one further off is the wall
+                // clock stepped back while the agent was away, not a schedule.
                 let round_ms = resume(p)
-                    .map(|r| r.max(now_ms))
+                    .map(|r| r.clamp(now_ms, now_ms + every_ms))
                     .unwrap_or_else(|| now_ms + draw(&mut rng, every_ms.saturating_sub(1)));
                 let mut s = Slot {
                     path: *p,

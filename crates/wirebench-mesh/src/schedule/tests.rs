@@ -187,3 +187,11 @@ fn a_resumed_path_keeps_its_next_round_and_makes_up_none() {
     let (starts, _) = s.poll(70_000);
     assert_eq!(starts.len(), 1);
 }
+
+#[test]
+fn a_resumed_round_a_day_ahead_is_the_wall_clock_stepped_back_and_comes_within_a_period() {
+    let m = mesh(2, &[(Kind::Latency, 10, 0)]);
+    let one = [m.paths[0]];
+    let s = Schedule::new(&m, &one, 1_000, 1, &|_| Some(1_000 + 86_400_000));
+    assert_eq!(s.next_rounds().next().map(|r| r.1), Some(11_000));
+}
