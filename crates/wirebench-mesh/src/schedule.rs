@@ -232,16 +232,19 @@ impl Schedule {
                 });
                 s.done = true;
             }
-            // The next round, once this one is settled and its time has come.
-            while s.done && now_ms >= s.round_ms + s.every_ms {
-                s.round_ms += s.every_ms;
+            // The next round, once this one is settled and its time has come: the latest
+            // round that has begun (rounds that passed while the agent was held up are not
+            // made up, as after a restart).
+            if s.done && now_ms >= s.round_ms + s.every_ms {
+                let behind = (now_ms - s.round_ms) / s.every_ms;
+                s.round_ms += behind * s.every_ms;
                 s.done = false;
                 s.refused = false;
                 s.blocked = false;
                 let offset = draw(&mut self.rng, s.slip_ms / 2);
                 s.at_ms = s.round_ms + offset;
                 // A round whose slip has passed as well (the agent was held up): missed at
-                // once, and the next looked at.
+                // once.
                 if now_ms > s.round_ms + s.slip_ms {
                     let why = if s.running.is_some() {
                         MissedWhy::Overrun

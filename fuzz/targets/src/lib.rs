@@ -1,6 +1,6 @@
 //! The bodies of wirebench's fuzz targets: one function per reader of untrusted bytes (the
 //! control frames and data headers a peer sends, and every file wirebench reads back: packet
-//! logs, link logs, results and experiment JSON, scenario TOML, Mahimahi traces), and the
+//! logs, link logs, results and experiment JSON, scenario and mesh TOML, Mahimahi traces), and the
 //! lab's readers of the packets its hosts send through a link.
 //!
 //! They are plain functions so that two drivers share them: `cargo +nightly fuzz run`
@@ -40,6 +40,7 @@ pub const TARGETS: &[Target] = &[
     ("results_json", results_json),
     ("summary_json", summary_json),
     ("scenario_toml", scenario_toml),
+    ("mesh_toml", mesh_toml),
     ("iperf3", iperf3),
     ("iperf3_params", iperf3_params),
     ("lab_packet", lab_packet),
@@ -189,6 +190,26 @@ pub fn scenario_toml(data: &[u8]) {
     }
     for t in &s.tests {
         let _ = t.delay();
+    }
+}
+
+/// Arbitrary text as a mesh file: an error or a mesh whose every path names a host and a
+/// test it has (never a host against itself), and a schedule of those paths that polls.
+pub fn mesh_toml(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(m) = wirebench_mesh::Mesh::parse(text) else {
+        return;
+    };
+    for p in &m.paths {
+        assert!(p.test < m.tests.len() && p.source < m.hosts.len());
+        assert!(p.destination < m.hosts.len() && p.source != p.destination);
+    }
+    let mut s = wirebench_mesh::Schedule::new(&m, &m.paths, 0, 7, &|_| None);
+    let (starts, _) = s.poll(u64::MAX / 2);
+    for st in starts {
+        s.finished(st.id, u64::MAX / 2, wirebench_mesh::Ended::Ran);
     }
 }
 

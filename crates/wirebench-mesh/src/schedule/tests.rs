@@ -195,3 +195,20 @@ fn a_resumed_round_a_day_ahead_is_the_wall_clock_stepped_back_and_comes_within_a
     let s = Schedule::new(&m, &one, 1_000, 1, &|_| Some(1_000 + 86_400_000));
     assert_eq!(s.next_rounds().next().map(|r| r.1), Some(11_000));
 }
+
+#[test]
+fn an_agent_held_up_for_a_day_makes_up_no_backlog() {
+    let m = mesh(2, &[(Kind::Latency, 1, 0)]);
+    let one = [m.paths[0]];
+    let mut s = Schedule::new(&m, &one, 0, 3, &|_| Some(0));
+    let (starts, _) = s.poll(0);
+    s.finished(starts[0].id, 10, Ended::Ran);
+    // A day later: one round missed (late), not 86,400.
+    let (starts, missed) = s.poll(86_400_000 + 500);
+    assert!(starts.is_empty());
+    assert_eq!(missed.len(), 1, "{missed:?}");
+    assert_eq!(missed[0].why, MissedWhy::Late);
+    assert_eq!(missed[0].round_ms, 86_400_000);
+    let (starts, _) = s.poll(86_401_000);
+    assert_eq!(starts.len(), 1);
+}
