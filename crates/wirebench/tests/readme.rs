@@ -223,7 +223,9 @@ fn run_readme_commands(lab: bool) {
     }
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
-    let least = if lab { 1 } else { 20 };
+    // The README keeps its first measurement; the rest moved to docs/ (and the lab's
+    // commands with it).
+    let least = if lab { 0 } else { 8 };
     assert!(ran >= least, "only {ran} README commands found");
     assert!(
         failed.is_empty(),

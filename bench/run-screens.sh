@@ -1,10 +1,10 @@
 #!/bin/sh
-# Makes the README's "what a user sees" block from real runs on loopback: a server with its
+# Makes docs/run.md's "what a user sees" block from real runs on loopback: a server with its
 # live lines, a TCP and a UDP test against it, each shown with the command typed and what it
 # printed, on a pseudo-terminal (script(1)) as a user sees them. Writes the block between the
-# README's `screens:begin` and `screens:end` marks (or prints it with --print).
+# page's `screens:begin` and `screens:end` marks (or prints it with --print).
 #
-#   bench/readme-screens.sh [--print]        # from the repository's root; builds the binary
+#   bench/run-screens.sh [--print]        # from the repository's root; builds the binary
 set -eu
 
 # WIREBENCH=path/to/wirebench to use a binary already built.
@@ -60,9 +60,9 @@ block >"$tmp/block"
 python3 - "$tmp/block" <<'EOF'
 import sys
 block = open(sys.argv[1]).read()
-readme = open("README.md").read()
-begin, end = "<!-- screens:begin (bench/readme-screens.sh) -->\n", "<!-- screens:end -->\n"
-a, b = readme.index(begin) + len(begin), readme.index(end)
-open("README.md", "w").write(readme[:a] + block + readme[b:])
+page = open("docs/run.md").read()
+begin, end = "<!-- screens:begin (bench/run-screens.sh) -->\n", "<!-- screens:end -->\n"
+a, b = page.index(begin) + len(begin), page.index(end)
+open("docs/run.md", "w").write(page[:a] + block + page[b:])
 EOF
-echo "README.md: the screens block is new" >&2
+echo "docs/run.md: the screens block is new" >&2
