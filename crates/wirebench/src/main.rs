@@ -19,7 +19,7 @@ use std::process::ExitCode;
 
 use cli::Command;
 
-/// The exit codes, as `--help` and the README list them.
+/// The exit codes, as `--help` and docs/exit-codes.md list them.
 pub const EXIT_CODES: &str = "Exit codes: 0 the test completed (or stdout was closed early); \
 1 the test failed or was incomplete (what was measured is still printed); 2 bad flags; \
 3 some trials failed (sweep, merge, lab scenario: the summary counts them, without their \

@@ -3,7 +3,7 @@
 //! every command that passes against `iperf3 -s` passes against wirebench, with the same
 //! byte counts where iperf3's are exact (TCP `-n` and `-k` from the client), or is refused
 //! with iperf3's own words where wirebench does not serve it (`--sctp`, `-A`'s server CPU,
-//! listed in the README). A command that hangs fails the test. The table of results is
+//! listed in docs/iperf3.md). A command that hangs fails the test. The table of results is
 //! printed (`--nocapture`), as docs/iperf3.md shows it.
 //!
 //! `WIREBENCH_IPERF3` names another iperf3 to run (client and reference server), such as a
