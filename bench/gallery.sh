@@ -18,6 +18,8 @@ out=$root/docs/gallery
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT INT TERM
 mkdir -p "$out"
+# The commands name the repository's scenarios and traces as they are from its root.
+ln -s "$root/scenarios" "$work/scenarios"
 md=$work/gallery.md
 # One row of the rrul table, from a result (jq, when it is installed).
 cat >"$work/row.jq" <<'EOF'
@@ -47,7 +49,7 @@ figure() {
 
 $text
 
-\`\`\`
+\`\`\`sh
 wirebench $made
 wirebench plot $drawn -o $png
 \`\`\`
@@ -85,7 +87,7 @@ figure box.png "Box plots of a sweep's trials" \
 # A lab scenario: a point per stack profile, the box plot of its trials' goodput.
 scen="lab scenario scenarios/random-loss.toml --trials 5 --parallel 2 --time-scale 0.05 --out scen"
 # shellcheck disable=SC2086
-if run $(echo "$scen" | sed "s|scenarios/|$root/scenarios/|") >/dev/null 2>&1 &&
+if run $scen >/dev/null 2>&1 &&
     figure box-scenario.png "Box plots of a lab scenario's stack profiles" \
         "The random-loss dumbbell of scenarios/random-loss.toml (2 Mbit/s, 100 ms, 5% loss both ways), scaled to 3 s tests: one box per stack profile (Linux reno, cubic and bbr with and without SACK, and smoltcp), labelled by its name." \
         "$scen" "scen --kind box"; then
@@ -149,8 +151,7 @@ else
 fi
 
 # A trace-driven link: Mahimahi's LTE trace downstream, its capacity under what TCP got.
-cp "$root/scenarios/traces/TMobile-LTE-driving-30s.down" "$work/"
-trace="lab --trace-down TMobile-LTE-driving-30s.down --link-log lte.csv -- run -R -t 20 --drain 5s"
+trace="lab --trace-down scenarios/traces/TMobile-LTE-driving-30s.down --link-log lte.csv -- run -R -t 20 --drain 5s"
 # shellcheck disable=SC2086
 if run $trace >/dev/null 2>&1; then
     figure link-trace.png "Lab link log: a Mahimahi trace's capacity and what was delivered" \
@@ -201,7 +202,7 @@ drawn, and a probe line breaks where no answer came for more than two intervals.
 ends at the body of its data: a value far above the rest (Tukey's outer fence) is a ▲ on the
 top edge, counted in the caption (\`--full-range\` draws them all).
 
-\`\`\`$rrul_made
+\`\`\`sh$rrul_made
 wirebench plot$rrul_files -o rrul-compare.png
 \`\`\`
 
@@ -223,7 +224,8 @@ before and after the load (idle) and while it ran (loaded), for the UDP and the 
 apart; the time axis is log when the round trips span more than 30×. Below, the share
 slower than x on a log scale, for the tail.
 
-\`\`\`
+\`\`\`sh
+wirebench lab --rate 20M --delay 10ms --queue 1000 -- run --mode rrul --cc cubic -t 15 --json > rrul-q1000-cubic.json
 wirebench plot rrul-q1000-cubic.json --kind latency -o rrul-cdf.png
 \`\`\`
 
