@@ -119,7 +119,13 @@ fn test_differs(own: &Option<serde_json::Value>, planned: &serde_json::Value) ->
         return None;
     };
     for (k, v) in own {
-        let same = match (planned.get(k), k.strip_suffix("_s")) {
+        // The plan spells "a response as large as the request" as 0 (the wire's spelling);
+        // the results give the size it was.
+        let planned_value = match (k.as_str(), planned.get(k)) {
+            ("response_size", Some(p)) if p.as_u64() == Some(0) => planned.get("size"),
+            (_, p) => p,
+        };
+        let same = match (planned_value, k.strip_suffix("_s")) {
             (Some(p), _) => p == v || p.as_f64().zip(v.as_f64()).is_some_and(|(a, b)| a == b),
             (None, Some(stem)) => match (planned.get(&format!("{stem}_ns")), v.as_f64()) {
                 (Some(ns), Some(s)) => ns
@@ -403,6 +409,20 @@ pub(crate) mod tests {
         let json = serde_json::to_value(&t).expect("json");
         assert_eq!(json["trial"]["failed"], true);
         assert_eq!(json.as_object().map(|o| o.len()), Some(1));
+    }
+
+    /// Regression: `sweep --mode rr --vary size=...` refused each of its own trials, whose
+    /// results give the response's size where the plan says 0 ("as large as the request").
+    #[test]
+    fn a_response_as_large_as_the_request_is_the_planned_one() {
+        let planned = serde_json::json!({"mechanism": "rr", "size": 64, "response_size": 0});
+        let own =
+            |r: u64| Some(serde_json::json!({"mechanism": "rr", "size": 64, "response_size": r}));
+        assert_eq!(test_differs(&own(64), &planned), None);
+        assert_eq!(
+            test_differs(&own(200), &planned).as_deref(),
+            Some("response_size 200")
+        );
     }
 
     /// A UDP stream of `-n asked` that sent `sent` and received `received` bytes.
