@@ -24,7 +24,8 @@ pub fn free_port() -> u16 {
 }
 
 /// The working directory of one document's commands under `base`, made on first use: the
-/// files its commands name (`big.iso`, `files/big.iso`) and the repository's `scenarios/`.
+/// files its commands name (`big.iso`, `files/big.iso`) and the repository's `scenarios/`
+/// and `deploy/` (the mesh files).
 pub fn work_dir(base: &Path, file: &str) -> PathBuf {
     let dir = base.join(file.replace('/', "-"));
     if dir.exists() {
@@ -37,6 +38,8 @@ pub fn work_dir(base: &Path, file: &str) -> PathBuf {
     std::fs::write(files.join("big.iso"), &big).expect("files/big.iso");
     let scenarios = crate::markdown::repo().join("scenarios");
     std::os::unix::fs::symlink(scenarios, dir.join("scenarios")).expect("scenarios/");
+    let deploy = crate::markdown::repo().join("deploy");
+    std::os::unix::fs::symlink(deploy, dir.join("deploy")).expect("deploy/");
     dir
 }
 
