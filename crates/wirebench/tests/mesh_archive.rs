@@ -240,3 +240,85 @@ fn two_agents_share_a_postgresql_archive() {
     drop(pg);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An agent killed with SIGKILL in the middle of its schedule: the archive opens, every run
+/// it printed is a row (a row is committed before its line is printed) and each is whole,
+/// and the next agent resumes on the same archive.
+#[test]
+fn an_agent_killed_mid_schedule_leaves_a_whole_archive_the_next_one_resumes() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempdir("killed");
+    let server = Serve::on("127.0.0.1");
+    let file = dir.join("mesh.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[hosts]\none = \"127.0.0.1:{}\"\ntwo = \"127.0.0.2\"\n\
+             [groups.g]\nsources = [\"two\"]\ndestinations = [\"one\"]\n\
+             [tests.latency]\ngroup = \"g\"\nrun = [\"--mode\", \"rr\", \"-t\", \"0.2\"]\nevery = \"1s\"\nslip = \"200ms\"\n\
+             [tests.throughput]\ngroup = \"g\"\nrun = [\"-t\", \"0.5\"]\nevery = \"1s\"\nslip = \"500ms\"\n",
+            server.1
+        ),
+    )
+    .expect("mesh file");
+    let archive = dir.join("a.sqlite");
+    let mut agent = wirebench()
+        .arg("mesh")
+        .arg(&file)
+        .arg("--archive")
+        .arg(&archive)
+        .args(["--for", "60s", "--as", "two"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("mesh");
+    let mut out = BufReader::new(agent.stdout.take().expect("stdout"));
+    let mut printed = 0;
+    let mut line = String::new();
+    while printed < 6 {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).expect("a run") > 0,
+            "the agent ended"
+        );
+        printed += 1;
+    }
+    let _ = Command::new("kill")
+        .args(["-KILL", &agent.id().to_string()])
+        .status();
+    let _ = agent.wait();
+    let rows = query(&archive);
+    assert!(
+        rows.len() >= printed,
+        "{} rows, {printed} printed",
+        rows.len()
+    );
+    for r in &rows {
+        assert!(
+            r["started_unix_ms"].is_i64() && r["ended_unix_ms"].is_i64(),
+            "{r}"
+        );
+        assert!(r["outcome"] == "done" || r["reason"].is_string(), "{r}");
+    }
+    let next = wirebench()
+        .arg("mesh")
+        .arg(&file)
+        .arg("--archive")
+        .arg(&archive)
+        .args(["--for", "3s", "--as", "two"])
+        .output()
+        .expect("mesh");
+    assert!(
+        next.status.success(),
+        "{}",
+        String::from_utf8_lossy(&next.stderr)
+    );
+    let more = query(&archive);
+    assert_eq!(
+        more.len() as u64,
+        rows.len() as u64 + agent_count(&next.stderr)
+    );
+    assert!(more.len() > rows.len());
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

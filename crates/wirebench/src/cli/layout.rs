@@ -179,6 +179,7 @@ const LONG_HELP_ONLY: &[&str] = &[
     "probe_interval",
     "busy_poll",
     "zerocopy",
+    "exclusive",
     "both_directions",
     "save",
     "set_mss",
