@@ -65,7 +65,7 @@ fn test(name: &str, t: &str, after: Option<&str>) -> String {
 /// The receiver's clock is read by a process: on a loaded machine its first and last reads
 /// may come this much later and sooner, together, than the packets (in CI, near the end of
 /// the whole suite, a 500 ms test's window came out 5.2 ms short: 2.36 packets' time at
-/// 10 Mbit/s, where the idle machine reads 0.5 below the link's rate).
+/// 10 Mbit/s, where the idle machine reads 0.3% below the link's rate).
 const EDGE_S: f64 = 0.005;
 
 /// Every goodput of the summary at most the link's payload rate (over the receiver's window,
