@@ -66,17 +66,9 @@ impl Step {
     }
 }
 
+/// The median (the values are finite: [`steps`] leaves the others out).
 fn median(v: &[f64]) -> f64 {
-    let mut s: Vec<f64> = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n == 0 {
-        0.0
-    } else if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
+    crate::summarize(v).map_or(0.0, |s| s.median)
 }
 
 /// The standard normal's upper tail, P(Z > z): erfc by Abramowitz and Stegun 7.1.26

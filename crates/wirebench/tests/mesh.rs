@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::mesh::{agent_count, closed_port, query, tempdir, Serve};
+use common::mesh::{agent_count, agent_rows, apart, closed_port, query, tempdir, Serve};
 use common::{wait_for_line, wirebench};
 use serde_json::Value;
 
@@ -59,27 +59,12 @@ slip = "500ms"
     )
     .expect("mesh file");
     let archive = dir.join("archive.sqlite");
-    let agent = |secs: &str| {
-        wirebench()
-            .arg("mesh")
-            .arg(&file)
-            .arg("--archive")
-            .arg(&archive)
-            .args(["--for", secs, "--as", "one", "--as", "two", "--as", "three"])
-            .output()
-            .expect("mesh")
-    };
-    let first = agent("20s");
-    assert!(
-        first.status.success(),
-        "{}",
-        String::from_utf8_lossy(&first.stderr)
-    );
-    let rows = query(&archive);
-    assert_eq!(
-        rows.len() as u64,
-        agent_count(&first.stderr),
-        "every run a row"
+    let hosts = ["--as", "one", "--as", "two", "--as", "three"];
+    let rows = agent_rows(
+        &file,
+        &archive,
+        &[&["--for", "20s"], &hosts[..]].concat(),
+        0,
     );
     // 6 throughput paths every 4 s, 2 latency paths every 2 s, over 20 s: rounds the
     // schedule made, give or take the first one's phase and the last one under way.
@@ -117,39 +102,14 @@ slip = "500ms"
         }
     }
     // No two throughput runs that share a host overlap.
-    let runs: Vec<(i64, i64, String, String)> = rows
-        .iter()
-        .filter(|r| r["test"] == "throughput" && r["outcome"] == "done")
-        .map(|r| {
-            (
-                r["started_unix_ms"].as_i64().expect("start"),
-                r["ended_unix_ms"].as_i64().expect("end"),
-                r["source"].as_str().expect("source").to_string(),
-                r["destination"].as_str().expect("destination").to_string(),
-            )
-        })
-        .collect();
+    let runs = apart(&rows, Some("throughput"));
     assert!(runs.len() >= 12, "{} throughput runs done", runs.len());
-    for (i, a) in runs.iter().enumerate() {
-        for b in &runs[i + 1..] {
-            let shared = [&a.2, &a.3].iter().any(|h| **h == b.2 || **h == b.3);
-            assert!(
-                !shared || a.1 <= b.0 || b.1 <= a.0,
-                "throughput runs overlap on a host: {a:?} and {b:?}"
-            );
-        }
-    }
     // A restarted agent resumes its schedule and adds to the archive.
-    let second = agent("6s");
-    assert!(
-        second.status.success(),
-        "{}",
-        String::from_utf8_lossy(&second.stderr)
-    );
-    let more = query(&archive);
-    assert_eq!(
-        more.len() as u64,
-        rows.len() as u64 + agent_count(&second.stderr)
+    let more = agent_rows(
+        &file,
+        &archive,
+        &[&["--for", "6s"], &hosts[..]].concat(),
+        rows.len(),
     );
     assert!(more.len() > rows.len());
     // The CSV and the table read the same archive.
@@ -600,25 +560,7 @@ fn the_shipped_loopback_mesh_runs_for_a_minute() {
     let file = dir.join("loopback.toml");
     std::fs::write(&file, text).expect("write");
     let archive = dir.join("a.sqlite");
-    let out = wirebench()
-        .arg("mesh")
-        .arg(&file)
-        .arg("--archive")
-        .arg(&archive)
-        .args(["--for", "60s"])
-        .output()
-        .expect("mesh");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows = query(&archive);
-    assert_eq!(
-        rows.len() as u64,
-        agent_count(&out.stderr),
-        "every run a row"
-    );
+    let rows = agent_rows(&file, &archive, &["--for", "60s"], 0);
     let hosts = ["one", "two", "three"];
     for s in hosts {
         for d in hosts.iter().filter(|d| **d != s) {
@@ -646,29 +588,12 @@ fn the_shipped_loopback_mesh_runs_for_a_minute() {
             assert!(r["reason"].as_str().is_some_and(|s| !s.is_empty()), "{r}");
         }
     }
-    let done: Vec<(i64, i64, &str, &str)> = rows
-        .iter()
-        .filter(|r| r["test"] == "throughput" && r["outcome"] == "done")
-        .map(|r| {
-            (
-                r["started_unix_ms"].as_i64().expect("start"),
-                r["ended_unix_ms"].as_i64().expect("end"),
-                r["source"].as_str().expect("source"),
-                r["destination"].as_str().expect("destination"),
-            )
-        })
-        .collect();
+    let done = apart(&rows, Some("throughput"));
     assert!(
         done.len() >= 24,
         "{} of the throughput runs done",
         done.len()
     );
-    for (i, a) in done.iter().enumerate() {
-        for b in &done[i + 1..] {
-            let shared = [a.2, a.3].iter().any(|h| *h == b.2 || *h == b.3);
-            assert!(!shared || a.1 <= b.0 || b.1 <= a.0, "overlap: {a:?} {b:?}");
-        }
-    }
     drop(servers);
     let _ = std::fs::remove_dir_all(&dir);
 }

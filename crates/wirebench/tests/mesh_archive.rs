@@ -6,7 +6,9 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::mesh::{agent_count, closed_port, closed_port_on, query, tempdir, Postgres, Serve};
+use common::mesh::{
+    agent_count, agent_rows, closed_port, closed_port_on, query, tempdir, Postgres, Serve,
+};
 use common::wirebench;
 
 /// `archive report` of a short loopback mesh (one path up, one down), drawn by headless
@@ -300,24 +302,7 @@ fn an_agent_killed_mid_schedule_leaves_a_whole_archive_the_next_one_resumes() {
         );
         assert!(r["outcome"] == "done" || r["reason"].is_string(), "{r}");
     }
-    let next = wirebench()
-        .arg("mesh")
-        .arg(&file)
-        .arg("--archive")
-        .arg(&archive)
-        .args(["--for", "3s", "--as", "two"])
-        .output()
-        .expect("mesh");
-    assert!(
-        next.status.success(),
-        "{}",
-        String::from_utf8_lossy(&next.stderr)
-    );
-    let more = query(&archive);
-    assert_eq!(
-        more.len() as u64,
-        rows.len() as u64 + agent_count(&next.stderr)
-    );
+    let more = agent_rows(&file, &archive, &["--for", "3s", "--as", "two"], rows.len());
     assert!(more.len() > rows.len());
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);

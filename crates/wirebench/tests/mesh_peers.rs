@@ -6,30 +6,19 @@ mod common;
 
 use std::process::{Child, Command, Stdio};
 
-use common::mesh::{agent_count, query, tempdir, Serve};
-use common::{wait_for_line, wirebench};
+use common::mesh::{agent_rows, tempdir, Serve};
+use common::wait_for_line;
 
 /// Runs an agent on `text` (written to a file in `dir`) as host `two` for `secs`: its rows.
 fn run_mesh(dir: &std::path::Path, text: &str, secs: &str) -> Vec<serde_json::Value> {
     let file = dir.join("mesh.toml");
     std::fs::write(&file, text).expect("mesh file");
-    let archive = dir.join("a.sqlite");
-    let out = wirebench()
-        .arg("mesh")
-        .arg(&file)
-        .arg("--archive")
-        .arg(&archive)
-        .args(["--for", secs, "--as", "two"])
-        .output()
-        .expect("mesh");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows = query(&archive);
-    assert_eq!(rows.len() as u64, agent_count(&out.stderr));
-    rows
+    agent_rows(
+        &file,
+        &dir.join("a.sqlite"),
+        &["--for", secs, "--as", "two"],
+        0,
+    )
 }
 
 #[test]

@@ -29,6 +29,9 @@ pub(super) struct Reason {
 /// series stay a bounded set whatever addresses come.
 pub(super) const LATEST_CLIENTS: usize = 64;
 
+/// The kinds of test whose latest figures are kept, each client's in this order.
+const KINDS: [&str; 2] = ["throughput", "latency"];
+
 /// A client address and a kind of test (`throughput` or `latency`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClientLabels {
@@ -61,7 +64,8 @@ pub(super) struct Latest {
 pub(super) struct Metrics {
     /// The latest test's figures of the [`LATEST_CLIENTS`] most recent client addresses,
     /// by kind: each path's latest figures, as the server saw them.
-    latest: Mutex<VecDeque<(IpAddr, &'static str, Latest)>>,
+    /// Least recent first; each client's figures by kind, as [`KINDS`] orders them.
+    latest: Mutex<VecDeque<(IpAddr, [Option<Latest>; 2])>>,
     /// Tests that began (their data moved).
     pub tests_started: Counter,
     /// Tests refused, by the refusal's kind.
@@ -101,17 +105,14 @@ impl Metrics {
         let Ok(mut l) = self.latest.lock() else {
             return;
         };
-        l.retain(|(c, k, _)| !(*c == client && *k == kind));
-        l.push_back((client, kind, latest));
-        // At most LATEST_CLIENTS addresses (so at most two entries each): the least recent
-        // entries go first.
-        loop {
-            let mut seen: Vec<IpAddr> = l.iter().map(|e| e.0).collect();
-            seen.sort_unstable();
-            seen.dedup();
-            if seen.len() <= LATEST_CLIENTS {
-                break;
-            }
+        // The client moves to the most recent end; past LATEST_CLIENTS the least recent goes.
+        let mut figures = match l.iter().position(|(c, _)| *c == client) {
+            Some(i) => l.remove(i).map_or([None; 2], |(_, f)| f),
+            None => [None; 2],
+        };
+        figures[usize::from(kind == KINDS[1])] = Some(latest);
+        l.push_back((client, figures));
+        if l.len() > LATEST_CLIENTS {
             l.pop_front();
         }
     }
@@ -121,7 +122,13 @@ impl Metrics {
         let make = || Family::<ClientLabels, Gauge<f64, AtomicU64>>::default();
         let (tp, lat, loss, at) = (make(), make(), make(), make());
         if let Ok(l) = self.latest.lock() {
-            for (client, kind, f) in l.iter() {
+            let each = l.iter().flat_map(|(client, figures)| {
+                KINDS
+                    .iter()
+                    .zip(figures)
+                    .filter_map(move |(kind, f)| f.map(|f| (client, *kind, f)))
+            });
+            for (client, kind, f) in each {
                 let labels = ClientLabels {
                     client: client.to_string(),
                     kind,

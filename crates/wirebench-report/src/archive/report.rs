@@ -38,19 +38,6 @@ fn value(r: &QueriedRow) -> Option<(f64, Quantity)> {
     }
 }
 
-fn median(v: &mut [f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
-
 /// The report of `rows` (oldest first, steps marked), from the archive at `name`.
 ///
 /// # Errors
@@ -174,13 +161,13 @@ fn path_table(paths: &ByPath<'_>) -> String {
             .collect();
         let failed = runs.len() - done.len();
         let quantity = runs.iter().find_map(|r| value(r)).map(|v| v.1);
-        let mut vals: Vec<f64> = done.iter().filter_map(|r| value(r).map(|v| v.0)).collect();
+        let vals: Vec<f64> = done.iter().filter_map(|r| value(r).map(|v| v.0)).collect();
         let last = vals.last().copied();
         let show = |v: Option<f64>| match (v, quantity) {
             (Some(v), Some(q)) => with_unit(q, v),
             _ => "–".into(),
         };
-        let med = median(&mut vals);
+        let med = wirebench_stats::summarize(&vals).map(|s| s.median);
         let last_failure = runs
             .iter()
             .rev()

@@ -180,3 +180,56 @@ pub fn closed_port_on(ip: &str) -> u16 {
         .map(|a| a.port())
         .expect("a port")
 }
+
+/// Runs `wirebench mesh FILE --archive ARCHIVE` with `args`, which must succeed: the
+/// archive's rows, which must be the `before` rows it held and one for each run the agent
+/// counted.
+pub fn agent_rows(file: &Path, archive: &Path, args: &[&str], before: usize) -> Vec<Value> {
+    let out = wirebench()
+        .arg("mesh")
+        .arg(file)
+        .arg("--archive")
+        .arg(archive)
+        .args(args)
+        .output()
+        .expect("mesh");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = query(archive);
+    assert_eq!(
+        rows.len() as u64,
+        before as u64 + agent_count(&out.stderr),
+        "every run a row"
+    );
+    rows
+}
+
+/// The done runs of `rows` of test `test` (of every test: `None`), each checked never to
+/// overlap another that shares a host with it: start, end, source and destination.
+pub fn apart(rows: &[Value], test: Option<&str>) -> Vec<(i64, i64, String, String)> {
+    let runs: Vec<(i64, i64, String, String)> = rows
+        .iter()
+        .filter(|r| r["outcome"] == "done" && test.is_none_or(|t| r["test"] == t))
+        .map(|r| {
+            (
+                r["started_unix_ms"].as_i64().expect("start"),
+                r["ended_unix_ms"].as_i64().expect("end"),
+                r["source"].as_str().expect("source").to_string(),
+                r["destination"].as_str().expect("destination").to_string(),
+            )
+        })
+        .collect();
+    for (i, a) in runs.iter().enumerate() {
+        for b in &runs[i + 1..] {
+            let shared = [&a.2, &a.3].iter().any(|h| **h == b.2 || **h == b.3);
+            assert!(
+                !shared || a.1 <= b.0 || b.1 <= a.0,
+                "runs overlap on a host: {a:?} and {b:?}"
+            );
+        }
+    }
+    runs
+}
