@@ -88,9 +88,14 @@ impl Sqlite {
     /// There is none at `path`, or it is not a wirebench archive.
     pub fn open(path: &Path) -> Result<Self, ArchiveError> {
         if !path.is_file() {
+            let why = if path.exists() {
+                "not a file (a FIFO, a directory or a device)"
+            } else {
+                "no such file (an agent makes it: wirebench mesh FILE --archive PATH)"
+            };
             return Err(ArchiveError::NotAnArchive {
                 path: path.to_path_buf(),
-                why: "no such file (an agent makes it: wirebench mesh FILE --archive PATH)".into(),
+                why: why.into(),
             });
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -340,6 +345,10 @@ mod tests {
             .expect_err("missing")
             .to_string();
         assert!(e.contains("no such file"), "{e}");
+        let e = Archive::open(&std::env::temp_dir())
+            .expect_err("a directory")
+            .to_string();
+        assert!(e.contains("not a file"), "{e}");
         let _ = std::fs::remove_file(&p);
     }
 }

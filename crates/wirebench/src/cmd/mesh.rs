@@ -107,7 +107,21 @@ fn read_mesh(path: &std::path::Path) -> Result<Mesh, Failure> {
             meta.len()
         )));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| named(e.to_string()))?;
+    // No more than the bound, whatever the file became since it was looked at.
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| {
+            std::io::Read::read_to_string(
+                &mut std::io::Read::take(f, MAX_FILE_BYTES + 1),
+                &mut text,
+            )
+        })
+        .map_err(|e| named(e.to_string()))?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(named(format!(
+            "a mesh file is at most {MAX_FILE_BYTES} bytes"
+        )));
+    }
     Mesh::parse(&text).map_err(|e| named(e.to_string()))
 }
 
