@@ -428,7 +428,7 @@ impl ClientSession {
         if stream != *what || hello_at.is_some() {
             return;
         }
-        if stream == PACKET_LOG_STREAM || self.params.spec.protocol == Protocol::Tcp {
+        if stream == PACKET_LOG_STREAM || self.params.spec.protocol != Protocol::Udp {
             return self.next_stream(now, Some(stream));
         }
         // UDP: the hello, until the server confirms it over this connection.

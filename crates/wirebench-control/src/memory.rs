@@ -102,12 +102,27 @@ pub fn test_memory(spec: &TestSpec, caps: SocketCaps) -> u64 {
     u64::try_from(per_stream * streams + once).unwrap_or(u64::MAX)
 }
 
+/// A QUIC stream's receive window: the most its peer may send ahead of what the reader
+/// took, which the stack buffers (the engine sets it on every connection).
+pub const QUIC_STREAM_WINDOW: u64 = 2 << 20;
+/// A QUIC connection's send window: the most it holds unacknowledged, all streams together.
+pub const QUIC_SEND_WINDOW: u64 = 8 << 20;
+/// A QUIC connection's receive window, all streams together.
+pub const QUIC_CONNECTION_WINDOW: u64 = 8 << 20;
+
 /// One stream of `spec` on the server: its buffers, its socket buffers, its accounting.
 fn stream_memory(spec: &TestSpec, caps: SocketCaps) -> u64 {
     let size = spec.size;
     let buffers = match (spec.mechanism, spec.protocol) {
         // The request read whole, the response written whole.
         (Mechanism::Rr | Mechanism::Crr, Protocol::Tcp) => size.saturating_add(spec.response_len()),
+        // QUIC: the TCP roles' buffers, and what the stack holds for the stream (a stream
+        // may be a connection of its own: its whole send window).
+        (_, Protocol::Quic) => size
+            .saturating_add(spec.response_len())
+            .saturating_add(TCP_CALL_BYTES)
+            .saturating_add(QUIC_STREAM_WINDOW)
+            .saturating_add(QUIC_SEND_WINDOW),
         (Mechanism::Rr | Mechanism::Crr, Protocol::Udp) => size
             .saturating_add(spec.response_len())
             .saturating_add(DATAGRAM_BYTES),
@@ -119,7 +134,7 @@ fn stream_memory(spec: &TestSpec, caps: SocketCaps) -> u64 {
     let asked = match (spec.protocol, spec.socket_buffer_bytes) {
         (_, Some(w)) => Some(w),
         (Protocol::Udp, None) => Some(UDP_DEFAULT_SOCKET_BYTES),
-        (Protocol::Tcp, None) => None,
+        (Protocol::Tcp | Protocol::Quic, None) => None,
     };
     let sockets = asked.map_or(0, |w| {
         let receive = granted(w, caps.receive_max);

@@ -14,6 +14,7 @@ mod kernel_counters;
 mod net;
 pub mod pace;
 mod packet_log_writer;
+pub mod quic;
 mod role;
 pub mod rrul;
 mod rx;

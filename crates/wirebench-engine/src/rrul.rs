@@ -426,6 +426,7 @@ pub fn run_rrul_live(
         psk: server.psk.clone(),
         bind: server.bind,
         stack: None,
+        quic: server.quic,
     };
     let t0 = Instant::now();
     let (tx, rx) = channel();

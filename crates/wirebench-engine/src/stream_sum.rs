@@ -28,6 +28,8 @@ pub fn add_interval(acc: &mut IntervalRecord, rec: &IntervalRecord) {
     };
     acc.retransmits = add(acc.retransmits, rec.retransmits);
     acc.cwnd_bytes = add(acc.cwnd_bytes, rec.cwnd_bytes);
+    acc.lost_packets = add(acc.lost_packets, rec.lost_packets);
+    acc.rtt_us = acc.rtt_us.max(rec.rtt_us);
     acc.jitter_ns = None;
     acc.delay_p50_ns = None;
     acc.delay_p99_ns = None;
@@ -66,6 +68,9 @@ pub fn sum_streams(mut outs: Vec<(SideReport, Hists)>) -> SideReport {
         agg.retransmits += r.retransmits;
         agg.local_drops += r.local_drops;
         agg.timeouts += r.timeouts;
+        if let Some(q) = &r.quic {
+            agg.quic.get_or_insert_with(Default::default).merge(q);
+        }
         if agg.error.is_none() {
             agg.error = r.error.clone();
             agg.error_kind = r.error_kind;
@@ -173,6 +178,8 @@ mod tests {
                 delay_p99_ns: Some(9),
                 retransmits: Some(2),
                 cwnd_bytes: Some(1000),
+                rtt_us: None,
+                lost_packets: None,
             }],
             udp: Some(UdpCounts {
                 sequenced: true,

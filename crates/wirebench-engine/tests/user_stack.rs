@@ -223,6 +223,7 @@ fn server(stack: &Arc<StandIn>) -> u16 {
         iperf3_port: None,
         watch: None,
         user_stack: Some(Arc::clone(stack) as Arc<dyn UserListener>),
+        quic: None,
     })
     .expect("bind the server");
     let port = server.local_addr().expect("its address").port();
@@ -252,6 +253,7 @@ fn run(port: u16, spec: TestSpec) -> Result<wirebench_proto::results::Results, E
         psk: None,
         bind: None,
         stack: None,
+        quic: None,
     };
     wirebench_engine::run(&cfg, &mut Quiet)
 }

@@ -381,6 +381,8 @@ mod tests {
                 delay_p99_ns: Some(7_654_321),
                 retransmits: Some(12),
                 cwnd_bytes: Some(1_234_567),
+                rtt_us: Some(1_234_567),
+                lost_packets: Some(1_234_567),
             })
             .collect();
         let buckets: Vec<NsBucket> = (0..63)

@@ -28,6 +28,9 @@ pub enum Protocol {
     Tcp,
     /// UDP: one connected socket pair per stream.
     Udp,
+    /// QUIC: a stream of a QUIC connection per stream; the control dialogue runs over the
+    /// first connection too, so the test needs UDP alone.
+    Quic,
 }
 
 /// How messages are sent. The names are the JSON's, and the CLI's, table's and logs' too.
@@ -78,7 +81,7 @@ macro_rules! display_as {
     };
 }
 
-display_as!(Protocol { Tcp => "tcp", Udp => "udp" });
+display_as!(Protocol { Tcp => "tcp", Udp => "udp", Quic => "quic" });
 display_as!(Mechanism { Stream => "stream", StopAndWait => "stop-and-wait", Rr => "rr", Crr => "crr" });
 display_as!(Direction { Forward => "forward", Reverse => "reverse", Bidir => "bidir" });
 
@@ -181,6 +184,10 @@ pub struct TestSpec {
     /// runs the others beside it. Left out of the message when off.
     #[serde(default, skip_serializing_if = "is_false")]
     pub exclusive: bool,
+    /// QUIC: the streams each connection carries (`--quic-streams`); the test's streams
+    /// are `-P` connections of this many each. Left out of the message when none (one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic_streams: Option<u32>,
 }
 
 pub(crate) fn is_zero(n: &u64) -> bool {
@@ -304,7 +311,20 @@ pub enum SpecError {
     /// Busy polling outside request/response, or a spin too long.
     #[error("--busy-poll applies to --mode rr and crr, and spins at most {max}", max = crate::units::format_duration(std::time::Duration::from_nanos(MAX_BUSY_POLL_NS)))]
     BusyPoll,
+    /// `--quic-streams` without QUIC, out of range, or not a divisor of the streams.
+    #[error("--quic-streams applies to --quic tests: 1 to {MAX_STREAMS} streams per connection, -P connections of them, at most {MAX_STREAMS} streams in all")]
+    QuicStreams,
+    /// A congestion controller QUIC does not have.
+    #[error("--cc for a --quic test is one of cubic, newreno, bbr")]
+    QuicCongestion,
+    /// What a QUIC test cannot do yet.
+    #[error("{0} does not apply to --quic tests")]
+    NotQuic(&'static str),
 }
+
+/// The congestion controllers a QUIC test chooses from (`--cc`), as the QUIC stack names
+/// them.
+pub const QUIC_CONGESTION: [&str; 3] = ["cubic", "newreno", "bbr"];
 
 const NS_PER_S: u64 = 1_000_000_000;
 
@@ -339,6 +359,7 @@ impl Default for TestSpec {
             open_loop_interval_ns: None,
             live_streams: false,
             exclusive: false,
+            quic_streams: None,
         }
     }
 }
@@ -551,6 +572,9 @@ impl TestSpec {
         self.check_timing()?;
         self.check_request_response()?;
         self.check_tuning()?;
+        if self.protocol == Protocol::Quic && self.open_loop_interval_ns.is_some() {
+            return Err(SpecError::NotQuic("open-loop requests"));
+        }
         if self.packet_log
             && (self.protocol != Protocol::Udp
                 || self.mechanism != Mechanism::Stream
@@ -571,6 +595,11 @@ impl TestSpec {
             Protocol::Tcp if !(1..=MAX_TCP_SIZE).contains(&self.size) => Err(SpecError::Size {
                 size: self.size,
                 proto: "tcp",
+                allowed: "a message is 1 byte to 16 MiB",
+            }),
+            Protocol::Quic if !(1..=MAX_TCP_SIZE).contains(&self.size) => Err(SpecError::Size {
+                size: self.size,
+                proto: "quic",
                 allowed: "a message is 1 byte to 16 MiB",
             }),
             _ => Ok(()),
@@ -625,6 +654,14 @@ impl TestSpec {
         if !(1..=MAX_STREAMS).contains(&self.streams) {
             return Err(SpecError::Streams(self.streams));
         }
+        if let Some(m) = self.quic_streams {
+            if self.protocol != Protocol::Quic
+                || !(1..=MAX_STREAMS).contains(&m)
+                || !self.streams.is_multiple_of(m)
+            {
+                return Err(SpecError::QuicStreams);
+            }
+        }
         if self.direction == Direction::Bidir {
             if self.total_streams() > MAX_STREAMS {
                 return Err(SpecError::BidirStreams(self.streams));
@@ -673,6 +710,9 @@ impl TestSpec {
     }
 
     fn check_request_response(&self) -> Result<(), SpecError> {
+        if self.mechanism == Mechanism::Crr && self.protocol == Protocol::Quic {
+            return Err(SpecError::NotQuic("--mode crr"));
+        }
         if self.mechanism == Mechanism::Crr && (self.protocol != Protocol::Tcp || self.streams != 1)
         {
             return Err(SpecError::Crr);
@@ -693,7 +733,7 @@ impl TestSpec {
         }
         let max = match self.protocol {
             Protocol::Udp => MAX_UDP_SIZE,
-            Protocol::Tcp => MAX_TCP_SIZE,
+            Protocol::Tcp | Protocol::Quic => MAX_TCP_SIZE,
         };
         if let Some(r) = self.response_size.filter(|&r| r > max) {
             return Err(SpecError::ResponseSize(r));
@@ -712,7 +752,15 @@ impl TestSpec {
 
     /// The per-socket and per-test options: `--cc`, `--zerocopy`, `-w`, `-O`, `--busy-poll`.
     fn check_tuning(&self) -> Result<(), SpecError> {
-        if let Some(cc) = &self.congestion {
+        if let Some(cc) = self
+            .congestion
+            .as_deref()
+            .filter(|_| self.protocol == Protocol::Quic)
+        {
+            if !QUIC_CONGESTION.contains(&cc) {
+                return Err(SpecError::QuicCongestion);
+            }
+        } else if let Some(cc) = &self.congestion {
             let name_ok = (1..=15).contains(&cc.len())
                 && cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
             if !name_ok || self.protocol != Protocol::Tcp {
@@ -766,7 +814,7 @@ impl TestSpec {
     /// File bytes each message carries: all of it over TCP, all but the header over UDP.
     pub fn file_chunk(&self) -> u64 {
         match self.protocol {
-            Protocol::Tcp => self.size,
+            Protocol::Tcp | Protocol::Quic => self.size,
             Protocol::Udp => self.size.saturating_sub(HEADER_LEN as u64).max(1),
         }
     }
@@ -775,7 +823,7 @@ impl TestSpec {
     /// TCP; over UDP, the file plus a header per datagram.
     pub fn bytes_for_file(&self, file_bytes: u64) -> u64 {
         match self.protocol {
-            Protocol::Tcp => file_bytes,
+            Protocol::Tcp | Protocol::Quic => file_bytes,
             Protocol::Udp => {
                 let datagrams = file_bytes.div_ceil(self.file_chunk()).max(1);
                 file_bytes + datagrams * HEADER_LEN as u64
@@ -788,7 +836,7 @@ impl TestSpec {
     pub fn file_bytes(&self) -> u64 {
         let bytes = self.bytes.unwrap_or(0);
         match self.protocol {
-            Protocol::Tcp => bytes,
+            Protocol::Tcp | Protocol::Quic => bytes,
             Protocol::Udp => {
                 bytes.saturating_sub(bytes.div_ceil(self.size.max(1)) * HEADER_LEN as u64)
             }

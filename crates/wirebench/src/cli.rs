@@ -315,6 +315,13 @@ pub struct ServeArgs {
     /// this flag such a server refuses them and logs why).
     #[arg(long)]
     pub allow_iperf3: bool,
+    /// Serve no QUIC tests (QUIC Initials to the UDP port are dropped).
+    #[arg(long)]
+    pub no_quic: bool,
+    /// QUIC: keep the server's key pair in FILE (PEM; made there if missing), so that its
+    /// fingerprint survives restarts; default: a new key pair at each start.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_quic")]
+    pub quic_key: Option<std::path::PathBuf>,
     /// An iperf3 client's --get-server-output gets the server's JSON document, as from
     /// `iperf3 -s -J` (default: its text lines, as from `iperf3 -s`).
     #[arg(long)]
@@ -405,6 +412,7 @@ impl ServeArgs {
             // `serve` sets these: its live lines, and its --stack (a crate of its own).
             watch: None,
             user_stack: None,
+            quic: None,
         })
     }
 }
@@ -441,6 +449,19 @@ pub struct RunArgs {
     /// Use UDP.
     #[arg(short = 'u', long)]
     pub udp: bool,
+    /// Use QUIC: the test and its control dialogue over QUIC connections to the server's
+    /// UDP port (the same number); check the server with --quic-pin or --quic-insecure.
+    #[arg(long, conflicts_with_all = ["udp", "tcp"])]
+    pub quic: bool,
+    /// QUIC: streams per connection; the test has -P connections of this many.
+    #[arg(long, value_name = "N", requires = "quic")]
+    pub quic_streams: Option<u32>,
+    /// QUIC: the server key's fingerprint, as `serve` prints it (sha256:...).
+    #[arg(long, value_name = "FINGERPRINT", requires = "quic")]
+    pub quic_pin: Option<String>,
+    /// QUIC: check no key (a lab; anyone on the path could answer instead of the server).
+    #[arg(long, requires = "quic", conflicts_with = "quic_pin")]
+    pub quic_insecure: bool,
     /// How messages are sent (rr and crr: --size is the request, --response-size the answer).
     #[arg(long, value_enum, default_value = "stream")]
     pub mode: ModeArg,
@@ -746,17 +767,36 @@ impl RunArgs {
         }
     }
 
+    /// How a QUIC test checks the server: the pin or `--quic-insecure` given, else the
+    /// in-process server's own key (`pin`); none for other tests.
+    pub fn quic_check(
+        &self,
+        pin: Option<wirebench_engine::quic::Fingerprint>,
+    ) -> Result<Option<wirebench_engine::quic::ServerCheck>, String> {
+        use wirebench_engine::quic::{Fingerprint, ServerCheck};
+        if !self.quic {
+            return Ok(None);
+        }
+        Ok(match (&self.quic_pin, self.quic_insecure, pin) {
+            (Some(text), _, _) => Some(ServerCheck::Pin(Fingerprint::parse(text)?)),
+            (None, true, _) => Some(ServerCheck::Insecure),
+            (None, false, pin) => pin.map(ServerCheck::Pin),
+        })
+    }
+
     /// The validated test these flags describe.
     pub fn spec(&self) -> Result<TestSpec, String> {
         let protocol = if self.udp {
             Protocol::Udp
+        } else if self.quic {
+            Protocol::Quic
         } else {
             Protocol::Tcp
         };
         let size = self.size.unwrap_or(match (protocol, self.mode) {
             // Request/response measures latency: small messages, as netperf's and sockperf's.
             (_, ModeArg::Rr | ModeArg::Crr) => 64,
-            (Protocol::Tcp, _) => 128 * 1024,
+            (Protocol::Tcp | Protocol::Quic, _) => 128 * 1024,
             (Protocol::Udp, _) => 1472,
         });
         let (rate_bps, rate_pps) = match self.rate {
@@ -809,7 +849,7 @@ impl RunArgs {
             rate_bps,
             rate_pps,
             gap_ns: self.gap.map_or(0, ns),
-            streams: self.parallel,
+            streams: self.parallel.saturating_mul(self.quic_streams.unwrap_or(1)),
             interval_ns: ns(self
                 .interval
                 .filter(|d| !d.is_zero())
@@ -829,6 +869,7 @@ impl RunArgs {
             open_loop_interval_ns: None,
             live_streams: false,
             exclusive: self.exclusive,
+            quic_streams: self.quic_streams,
         };
         let mut spec = spec;
         if let Some(path) = &self.file {

@@ -50,6 +50,9 @@ pub struct ClientConfig {
     /// `--stack`: a user-space TCP/IP stack for the TCP data connections (the control
     /// connection stays on the kernel's stack); `None` for the kernel's.
     pub stack: Option<std::sync::Arc<dyn UserConnector>>,
+    /// QUIC tests: how the server is checked (`--quic-pin`, `--quic-insecure`); a QUIC test
+    /// without it is refused before anything is sent.
+    pub quic: Option<crate::quic::ServerCheck>,
 }
 
 /// How long the client waits for more of the server's packet log before giving it up.
@@ -295,6 +298,12 @@ struct Setup {
     roles: Option<Roles>,
     /// Data connections opened since the watch last heard: stream, local and peer address.
     connected: Vec<(u32, SocketAddr, SocketAddr)>,
+    /// The control connection's local address (UDP data sockets go from there).
+    local_ip: Option<IpAddr>,
+    /// QUIC: how the server is checked, and the test's connections (the first carries the
+    /// control dialogue).
+    quic_check: Option<crate::quic::ServerCheck>,
+    quic: Vec<std::sync::Arc<crate::quic::QuicConn>>,
 }
 
 impl Setup {
@@ -318,8 +327,17 @@ impl Setup {
         SocketAddr::new(self.addr.ip(), self.tcp_port.unwrap_or(self.addr.port()))
     }
 
-    fn open_stream(&mut self, control: &TcpStream, stream: u32) -> Result<(), EngineError> {
+    fn open_stream(&mut self, stream: u32) -> Result<(), EngineError> {
         let opened = match (self.spec.protocol, self.stack.as_deref()) {
+            (Protocol::Quic, _) => {
+                let s = self.open_quic(stream)?;
+                Opened {
+                    datapath: crate::quic::stream::datapath(&s),
+                    sock: DataSocket::Quic(Box::new(s)),
+                    offloads: Offloads::default(),
+                    hello: None,
+                }
+            }
             (Protocol::Tcp, Some(stack)) => {
                 let s = attach_user(stack, self.data_addr(), self.cookie, stream)?;
                 Opened {
@@ -340,10 +358,9 @@ impl Setup {
                 }
             }
             (Protocol::Udp, _) => {
-                let local = control
-                    .local_addr()
-                    .map_err(|e| EngineError::io("reading the control connection's address", e))?
-                    .ip();
+                let local = self.local_ip.ok_or_else(|| {
+                    EngineError::Setup("the control connection has no local address".into())
+                })?;
                 let s = UdpSocket::bind((local, 0))
                     .map_err(|e| EngineError::io("opening the UDP data socket", e))?;
                 s.connect((self.addr.ip(), self.udp_port))
@@ -370,6 +387,37 @@ impl Setup {
             *slot = Some(opened);
         }
         Ok(())
+    }
+
+    /// QUIC stream `stream`: on connection `stream / --quic-streams` (the first is the
+    /// control dialogue's; the others are opened as their first stream is), with its
+    /// `attach` written.
+    fn open_quic(&mut self, stream: u32) -> Result<crate::quic::QuicStream, EngineError> {
+        let per = self.spec.quic_streams.unwrap_or(1).max(1);
+        let k = (stream / per) as usize;
+        if k >= self.quic.len() {
+            let check = self.quic_check.ok_or_else(no_quic_check)?;
+            let cc = quic_congestion(&self.spec);
+            let conn = crate::quic::connect(self.addr, self.bind, check, cc, crate::quic::ALPN)?;
+            self.quic.push(std::sync::Arc::new(conn));
+        }
+        let conn = self
+            .quic
+            .get(k.min(self.quic.len() - 1))
+            .ok_or_else(no_quic_check)?;
+        let mut s = crate::quic::QuicStream::open(conn, SETUP_TIMEOUT)
+            .map_err(|e| EngineError::io("opening a QUIC stream", e))?;
+        s.reports_connection = stream.is_multiple_of(per);
+        let frame = encode(&Message::Attach {
+            version: PROTOCOL_VERSION,
+            cookie: self.cookie,
+            stream,
+        })
+        .map_err(|e| EngineError::Protocol(e.to_string()))?;
+        s.set_timeout(SETUP_TIMEOUT);
+        s.write_all(&frame)
+            .map_err(|e| EngineError::io("attaching a stream to the test", e))?;
+        Ok(s)
     }
 
     fn send_hello(&self, stream: u32) {
@@ -422,9 +470,51 @@ impl Setup {
 pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineError> {
     let addr = resolve(&cfg.host, cfg.port)?;
     let mut setup = Setup::new(cfg, addr)?;
+    if cfg.spec.protocol == Protocol::Quic {
+        let check = cfg.quic.ok_or_else(no_quic_check)?;
+        let conn = std::sync::Arc::new(crate::quic::connect(
+            addr,
+            cfg.bind,
+            check,
+            quic_congestion(&cfg.spec),
+            crate::quic::ALPN,
+        )?);
+        let control = crate::quic::QuicStream::open(&conn, SETUP_TIMEOUT)
+            .map_err(|e| EngineError::io("opening the QUIC control stream", e))?;
+        setup.local_ip = conn.local().ok().map(|a| a.ip());
+        setup.quic.push(conn);
+        return drive(cfg, addr, setup, Pump::quic(control), watch);
+    }
     let conn = connect(addr, cfg.bind, &mut || watch.interrupted())?;
-    let mut pump =
+    setup.local_ip = conn.local_addr().ok().map(|a| a.ip());
+    let pump =
         Pump::new(conn).map_err(|e| EngineError::io("configuring the control connection", e))?;
+    drive(cfg, addr, setup, pump, watch)
+}
+
+/// A QUIC test's client without a way to check the server.
+fn no_quic_check() -> EngineError {
+    EngineError::Setup(
+        "a QUIC test checks the server's key: give --quic-pin with the fingerprint `serve` printed, or --quic-insecure in a lab".into(),
+    )
+}
+
+/// The controller a QUIC test asked for (`--cc`; validated: one of QUIC's).
+fn quic_congestion(spec: &TestSpec) -> crate::quic::Congestion {
+    spec.congestion
+        .as_deref()
+        .and_then(crate::quic::Congestion::of_name)
+        .unwrap_or_default()
+}
+
+/// Runs the session over its control dialogue, the roles beside it, to the results.
+fn drive<S: super::ControlIo>(
+    cfg: &ClientConfig,
+    addr: SocketAddr,
+    mut setup: Setup,
+    mut pump: Pump<S>,
+    watch: &mut dyn Watch,
+) -> Result<Results, EngineError> {
     let params = ClientParams {
         spec: cfg.spec.clone(),
         psk: cfg.psk.clone(),
@@ -459,7 +549,10 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
                 session.handle_event(Instant::now(), event);
             }
         }
-        fetch(&mut fetcher, &setup, &mut session);
+        // Over QUIC the control stream is never stuck behind the test's data.
+        if setup.quic.is_empty() {
+            fetch(&mut fetcher, &setup, &mut session);
+        }
         // After this side's own intervals: an interval the server closed was closed here
         // first, so a watch that joins both (the receiver's line with the sender's TCP
         // window) finds this side's part already in.
@@ -623,11 +716,19 @@ impl Setup {
             stack: cfg.stack.clone(),
             roles: None,
             connected: Vec::new(),
+            local_ip: None,
+            quic_check: cfg.quic,
+            quic: Vec::new(),
         })
     }
 
     /// Carries out one of the session's actions.
-    fn on_action(&mut self, action: ClientAction, session: &mut ClientSession, pump: &mut Pump) {
+    fn on_action<S: super::ControlIo>(
+        &mut self,
+        action: ClientAction,
+        session: &mut ClientSession,
+        pump: &mut Pump<S>,
+    ) {
         let now = Instant::now();
         match action {
             ClientAction::Accepted {
@@ -663,7 +764,7 @@ impl Setup {
                 session.handle_event(now, event);
             }
             ClientAction::OpenStream { stream } => {
-                let event = match self.open_stream(pump.stream(), stream) {
+                let event = match self.open_stream(stream) {
                     Ok(()) => ClientEvent::Opened { stream },
                     Err(error) => open_failed(error),
                 };

@@ -24,6 +24,7 @@ use crate::control::server::{ServerAction, ServerEvent, ServerParams, ServerSess
 use crate::control::{Outcome, RunAction, SETUP_TIMEOUT};
 use crate::file::{FileSink, FileSource};
 use crate::packet_log_writer::LogOut;
+use crate::quic::Congestion;
 use crate::role::limit::{MoveLimit, TestLimits};
 use crate::role::{CrrPart, DataSocket, FilePart, RoleParams};
 use crate::sys::udp::Offloads;
@@ -58,10 +59,23 @@ pub(super) fn admitted(
         state.leave_pending(id);
         return;
     };
-    let Ok(mut pump) = Pump::new(conn) else {
+    let Ok(pump) = Pump::new(conn) else {
         state.leave_pending(id);
         return;
     };
+    run_admitted(pump, peer, local, session, Some(id), client_host, state);
+}
+
+/// As [`admitted`], over any control stream (a QUIC test's comes from no pending stage).
+pub(super) fn run_admitted<S: super::ControlIo>(
+    mut pump: Pump<S>,
+    peer: SocketAddr,
+    local: SocketAddr,
+    session: ServerSession,
+    id: Option<PendingId>,
+    client_host: String,
+    state: &State,
+) {
     let mut served = Served {
         state,
         session,
@@ -89,7 +103,9 @@ pub(super) fn admitted(
         pump.round(&mut served.session, tick);
         served.after_round();
     }
-    state.leave_pending(id);
+    if let Some(id) = served.id.take() {
+        state.leave_pending(id);
+    }
     served.finish();
 }
 
@@ -98,8 +114,8 @@ pub(super) fn admitted(
 struct Served<'a> {
     state: &'a State,
     session: ServerSession,
-    /// Its place in the pending stage, left once admitted or refused.
-    id: PendingId,
+    /// Its place in the pending stage, left once admitted or refused (none over QUIC).
+    id: Option<PendingId>,
     peer: SocketAddr,
     local: SocketAddr,
     /// The client's host identity (one clock or two).
@@ -118,7 +134,9 @@ impl Served<'_> {
             // The handshake loop saw these (they come before Admit).
             ServerAction::Identified { .. } | ServerAction::Attach { .. } => {}
             ServerAction::Admit => {
-                self.state.leave_pending(self.id);
+                if let Some(id) = self.id.take() {
+                    self.state.leave_pending(id);
+                }
                 let event = match admit(self.state, &self.session, self.peer, self.local) {
                     Ok(t) => {
                         let event = ServerEvent::Admitted {
@@ -631,6 +649,19 @@ impl Test<'_> {
                         return events;
                     }
                 },
+                DataSocket::Quic(s) => {
+                    // Data has not moved yet: the test's controller takes over now.
+                    let cc = self.spec.congestion.as_deref();
+                    s.connection()
+                        .choice
+                        .set(cc.and_then(Congestion::of_name).unwrap_or_default());
+                    Arrived {
+                        datapath: crate::quic::stream::datapath(s),
+                        sock,
+                        offloads: Offloads::default(),
+                        hello: None,
+                    }
+                }
                 DataSocket::User(s) => Arrived {
                     datapath: crate::role::user::user_datapath(s.as_ref(), &self.spec),
                     sock,

@@ -10,6 +10,7 @@ pub(crate) mod iperf3;
 mod listen;
 pub(crate) mod metrics;
 mod metrics_http;
+mod quic;
 pub(crate) mod roles;
 pub(crate) mod server;
 pub(crate) mod shared;
@@ -62,14 +63,48 @@ pub(crate) fn data_ends(sock: &crate::role::DataSocket) -> Option<(SocketAddr, S
     let (local, peer) = match sock {
         crate::role::DataSocket::Tcp(s) => (s.local_addr(), s.peer_addr()),
         crate::role::DataSocket::Udp(s) => (s.local_addr(), s.peer_addr()),
+        crate::role::DataSocket::Quic(s) => {
+            let c = s.connection();
+            (c.local(), Ok(c.remote()))
+        }
         crate::role::DataSocket::User(_) => return None,
     };
     Some((canonical(local.ok()?), canonical(peer.ok()?)))
 }
 
+/// What a control dialogue runs over: a TCP connection, or a QUIC stream.
+pub(crate) trait ControlIo {
+    /// Reads what arrived within `wait` (0: the peer closed).
+    fn read_for(&mut self, buf: &mut [u8], wait: Duration) -> std::io::Result<usize>;
+    /// Writes some of `buf`, waiting at most a tick.
+    fn write_some(&mut self, buf: &[u8]) -> std::io::Result<usize>;
+}
+
+impl ControlIo for TcpStream {
+    fn read_for(&mut self, buf: &mut [u8], wait: Duration) -> std::io::Result<usize> {
+        self.set_read_timeout(Some(wait))?;
+        self.read(buf)
+    }
+
+    fn write_some(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.write(buf)
+    }
+}
+
+impl ControlIo for crate::quic::QuicStream {
+    fn read_for(&mut self, buf: &mut [u8], wait: Duration) -> std::io::Result<usize> {
+        crate::quic::QuicStream::read_for(self, buf, wait)
+    }
+
+    fn write_some(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.set_timeout(TICK);
+        self.write(buf)
+    }
+}
+
 /// A control connection under a session.
-pub(crate) struct Pump {
-    sock: TcpStream,
+pub(crate) struct Pump<S: ControlIo = TcpStream> {
+    sock: S,
     buf: Vec<u8>,
     /// The connection is closed or broken: no more reads or writes.
     gone: bool,
@@ -93,14 +128,34 @@ impl Pump {
     pub(crate) fn stream(&self) -> &TcpStream {
         &self.sock
     }
+}
 
+impl<S: ControlIo> Pump<S> {
+    /// The stream, for whoever takes it on (a data stream after its `attach`).
+    pub(crate) fn into_inner(self) -> S {
+        self.sock
+    }
+}
+
+impl Pump<crate::quic::QuicStream> {
+    /// A control dialogue over a QUIC stream.
+    pub(crate) fn quic(sock: crate::quic::QuicStream) -> Self {
+        Self {
+            sock,
+            buf: vec![0u8; 16 * 1024],
+            gone: false,
+        }
+    }
+}
+
+impl<S: ControlIo> Pump<S> {
     /// Writes what waits, once (before the roles start, so that `begin` leaves first).
     pub(crate) fn flush(&mut self, s: &mut impl Session) {
         if self.gone {
             return;
         }
         if let Some(out) = s.poll_transmit() {
-            match self.sock.write(out) {
+            match self.sock.write_some(out) {
                 Ok(n) => s.handle_written(Instant::now(), n),
                 Err(e) if transient(&e) => {}
                 Err(_) => self.close(s),
@@ -121,10 +176,8 @@ impl Pump {
         let limit = s.read_limit().min(self.buf.len());
         if self.gone || limit == 0 {
             std::thread::sleep(wait);
-        } else if self.sock.set_read_timeout(Some(wait)).is_err() {
-            self.close(s);
         } else {
-            match self.sock.read(&mut self.buf[..limit]) {
+            match self.sock.read_for(&mut self.buf[..limit], wait) {
                 Ok(0) => self.close(s),
                 Ok(n) => s.handle_bytes(Instant::now(), &self.buf[..n]),
                 Err(e) if transient(&e) => {}

@@ -99,6 +99,7 @@ impl Server {
             iperf3: Default::default(),
             log_budget: Mutex::default(),
             shelf: Mutex::default(),
+            quic_handshakes: Mutex::default(),
         });
         let metrics = match state.cfg.metrics {
             Some(at) => {
@@ -165,8 +166,9 @@ impl Server {
                         let a = state.admission();
                         (a.running(), a.pending(), a.memory_in_use())
                     };
+                    let quic = state.quic_handshakes.lock().map_or(0, |h| h.len());
                     eprintln!(
-                        "stats: rss {} KiB (peak {} KiB), {running} tests running, {pending} connections in the handshake, {} wrong keys, {} KiB held by running tests (--max-memory)",
+                        "stats: rss {} KiB (peak {} KiB), {running} tests running, {pending} connections in the handshake, {quic} QUIC handshakes, {} wrong keys, {} KiB held by running tests (--max-memory)",
                         rss_kib(),
                         max_rss_kib(),
                         state.auth_failures.load(Ordering::SeqCst),
@@ -185,12 +187,17 @@ impl Server {
 /// Answers UDP hellos: opens a socket connected to the hello's source for the test it names.
 /// The test's entry stays pending until its session has every connection it waits for;
 /// repeated hellos meanwhile find the stream taken and are dropped.
-fn udp_hellos(udp: &UdpSocket, state: &State) {
-    let mut buf = [0u8; 64];
+fn udp_hellos(udp: &UdpSocket, state: &Arc<State>) {
+    // Room for a QUIC Initial (at least 1200 bytes; larger ones are cut and fail).
+    let mut buf = vec![0u8; 2048];
     loop {
         let Ok((n, src)) = udp.recv_from(&mut buf) else {
             continue;
         };
+        if crate::quic::is_initial(&buf[..n]) {
+            super::quic::initial(state, &buf[..n], src);
+            continue;
+        }
         // As the control connection's peer was taken (an IPv4 client of a dual-stack
         // socket is its IPv4 address).
         let src = super::canonical(src);

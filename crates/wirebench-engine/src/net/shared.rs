@@ -80,6 +80,9 @@ pub struct ServerConfig {
     /// Take TCP data connections through this user-space stack (`--stack`), on its port;
     /// none: the kernel's, on the control port.
     pub user_stack: Option<std::sync::Arc<dyn crate::UserListener>>,
+    /// The server's QUIC identity: QUIC tests are served on the UDP port with it; none
+    /// (`serve --no-quic`): QUIC Initials are dropped.
+    pub quic: Option<std::sync::Arc<crate::quic::Identity>>,
 }
 
 /// What the server's tests may cost it beyond the bytes they move (`serve --max-memory`,
@@ -141,6 +144,8 @@ pub(crate) struct State {
     pub(super) log_budget: Mutex<LogBudget>,
     /// Finished tests' last frames, for clients that fetch them (`control::shelf`).
     pub(super) shelf: Mutex<crate::control::shelf::Shelf>,
+    /// QUIC connections in their handshake (`net::quic`).
+    pub(super) quic_handshakes: Mutex<super::quic::Handshakes>,
 }
 
 /// The server log: one line per event, `key=value` pairs with values quoted where they have

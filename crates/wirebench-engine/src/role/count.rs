@@ -33,6 +33,17 @@ pub(super) struct Snapshot {
     pub(super) udp: Option<IntervalUdp>,
     /// TCP senders: (segments retransmitted so far, congestion window in bytes).
     pub(super) tcp: Option<(u64, u64)>,
+    /// QUIC senders: the connection's window, round-trip time and losses so far.
+    pub(super) quic: Option<QuicWindow>,
+}
+
+/// A QUIC connection's state as an interval closes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct QuicWindow {
+    pub(super) cwnd_bytes: u64,
+    pub(super) rtt_us: u64,
+    /// Packets declared lost so far.
+    pub(super) lost_packets: u64,
 }
 
 impl Snapshot {
@@ -42,6 +53,26 @@ impl Snapshot {
             messages: count.messages,
             udp: None,
             tcp: None,
+            quic: None,
+        }
+    }
+
+    /// As [`Snapshot::of_tcp`] for whatever stream a TCP role runs over: the kernel's
+    /// TCP_INFO, or a QUIC connection's figures (read under its lock, once per interval).
+    pub(super) fn of_stream<S: super::user::Stream + ?Sized>(count: &Count, s: &S) -> Self {
+        match s.quic() {
+            Some(q) => {
+                let i = q.info();
+                Self {
+                    quic: Some(QuicWindow {
+                        cwnd_bytes: i.cwnd_bytes,
+                        rtt_us: i.rtt_us,
+                        lost_packets: i.lost_packets,
+                    }),
+                    ..Self::of(count)
+                }
+            }
+            None => Self::of_tcp(count, s.kernel()),
         }
     }
 
@@ -67,6 +98,8 @@ pub(super) struct Recorder {
     last: (u64, u64, u64),
     /// Segments retransmitted when the last interval closed (TCP senders).
     last_retransmits: u64,
+    /// Packets declared lost when the last interval closed (QUIC senders).
+    last_lost_packets: u64,
     /// Kept records, allocated once at their bound (`TestSpec::interval_records`, which the
     /// server's memory estimate counts): later ones go out live but are not kept.
     records: Vec<IntervalRecord>,
@@ -85,6 +118,7 @@ impl Recorder {
             next_ns: p.spec.interval_ns,
             last: (0, 0, 0),
             last_retransmits: 0,
+            last_lost_packets: 0,
             records: Vec::with_capacity(keep),
             keep,
             closed_ns: 0,
@@ -121,8 +155,15 @@ impl Recorder {
             retransmits: snap
                 .tcp
                 .map(|(r, _)| r.saturating_sub(self.last_retransmits)),
-            cwnd_bytes: snap.tcp.map(|(_, c)| c),
+            cwnd_bytes: snap.tcp.map(|(_, c)| c).or(snap.quic.map(|q| q.cwnd_bytes)),
+            rtt_us: snap.quic.map(|q| q.rtt_us),
+            lost_packets: snap
+                .quic
+                .map(|q| q.lost_packets.saturating_sub(self.last_lost_packets)),
         };
+        if let Some(q) = snap.quic {
+            self.last_lost_packets = q.lost_packets;
+        }
         if let Some((r, _)) = snap.tcp {
             self.last_retransmits = r;
         }

@@ -327,7 +327,7 @@ pub(crate) fn run(sock: DataSocket, plan: &Plan, live: &Live, log: Option<LogOut
         (DataSocket::Udp(s), true) => udp_send(&s, plan, live),
         (DataSocket::Udp(s), false) => udp_receive(&s, plan, live, log),
         // The iperf3 client opens kernel sockets only.
-        (DataSocket::User(_), _) => StreamEnd::default(),
+        (DataSocket::User(_) | DataSocket::Quic(_), _) => StreamEnd::default(),
     };
     end.cpu_ns = crate::sys::thread_cpu_ns();
     end

@@ -57,6 +57,8 @@ pub enum DataSocket {
     Udp(UdpSocket),
     /// A TCP data connection in a user-space stack (see [`user`]).
     User(Box<dyn user::UserStream>),
+    /// A stream of a QUIC connection.
+    Quic(Box<crate::quic::QuicStream>),
 }
 
 /// What a role needs besides its socket.
@@ -158,6 +160,8 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
     let rr = p.spec.mechanism == Mechanism::Rr;
     let crr = p.crr.take();
     let mut file = p.file.take();
+    // A QUIC stream's connection, for its figures once the role is done.
+    let mut quic = None;
     let mut rep = match (role, sock) {
         // Connect/request/response: the set-up connection is not used.
         (_, _) if crr.is_some() => match crr {
@@ -182,6 +186,22 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
             rr::rr_client(&mut rr::TcpRr::new(s, &p), &p, sh)
         }
         (Role::Receiver, DataSocket::User(s)) if rr => rr::tcp_rr_server(s, &p, sh),
+        (Role::Sender, DataSocket::Quic(s)) if rr => {
+            quic = s.reports_connection.then(|| s.connection().clone());
+            rr::rr_client(&mut rr::TcpRr::new(s, &p), &p, sh)
+        }
+        (Role::Receiver, DataSocket::Quic(s)) if rr => {
+            quic = s.reports_connection.then(|| s.connection().clone());
+            rr::tcp_rr_server(s, &p, sh)
+        }
+        (Role::Sender, DataSocket::Quic(s)) => {
+            quic = s.reports_connection.then(|| s.connection().clone());
+            tcp::tcp_send(s, &p, &mut file, sh)
+        }
+        (Role::Receiver, DataSocket::Quic(s)) => {
+            quic = s.reports_connection.then(|| s.connection().clone());
+            tcp::tcp_receive(s, &p, &mut file, sh)
+        }
         (Role::Sender, DataSocket::User(s)) => tcp::tcp_send(s, &p, &mut file, sh),
         (Role::Receiver, DataSocket::User(s)) => tcp::tcp_receive(s, &p, &mut file, sh),
         (Role::Sender, DataSocket::Tcp(s)) => tcp::tcp_send(s, &p, &mut file, sh),
@@ -200,6 +220,7 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
         rep.file = Some(f.finish(p.spec.file_bytes()));
     }
     rep.tcp_info = tcp.as_ref().and_then(tcp_info);
+    rep.quic = quic.map(|c: std::sync::Arc<crate::quic::QuicConn>| c.info());
     let cpu_end = thread_cpu_ns();
     let (user, system) = (
         cpu_end.0.saturating_sub(cpu_start.0) as f64 / 1e9,

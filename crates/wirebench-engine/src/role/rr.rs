@@ -326,6 +326,7 @@ pub(super) fn rr_snapshot(
         messages: count.messages,
         udp: Some(udp),
         tcp: None,
+        quic: None,
     }
 }
 

@@ -47,7 +47,7 @@ pub(super) fn udp_send(
     let mut ack = [0u8; 64];
     let mut seq = 0u64;
     'messages: loop {
-        let len = match next_step(&mut rec, &mut pacer, sh, p, &count, None) {
+        let len = match next_step(&mut rec, &mut pacer, sh, p, &count, &Snapshot::of) {
             Step::Send(len) => len as usize,
             Step::Again => continue,
             Step::Done(why) => {

@@ -71,10 +71,10 @@ pub(super) fn next_step(
     sh: &Shared,
     p: &RoleParams,
     count: &Count,
-    tcp: Option<&std::net::TcpStream>,
+    snap: &dyn Fn(&Count) -> Snapshot,
 ) -> Step {
     let now = sh.now_ns();
-    rec.tick(now, || Snapshot::of_tcp(count, tcp));
+    rec.tick(now, || snap(count));
     if let Some(why) = early_stop(sh, p, now)
         .or_else(|| over_counted(p.limit.as_ref(), count.bytes, count.messages, now))
     {

@@ -61,7 +61,9 @@ pub(super) fn tcp_send<S: Stream>(
         // One message's bytes: these streams write one message per call.
         let mut buf = payload(spec.size);
         loop {
-            let len = match next_step(&mut rec, &mut pacer, sh, p, &count, s.kernel()) {
+            let len = match next_step(&mut rec, &mut pacer, sh, p, &count, &|c| {
+                Snapshot::of_stream(c, &s)
+            }) {
                 Step::Send(len) => len,
                 Step::Again => continue,
                 Step::Done(why) => {
@@ -107,7 +109,7 @@ pub(super) fn tcp_send<S: Stream>(
     }
     // EOF tells the receiver that everything was sent.
     s.shutdown_write();
-    let intervals = rec.finish(sh.now_ns(), || Snapshot::of_tcp(&count, s.kernel()));
+    let intervals = rec.finish(sh.now_ns(), || Snapshot::of_stream(&count, &s));
     let mut rep = report(&count, intervals, error);
     rep.ms_bytes = bins.finish();
     rep.datapath = p.datapath.clone();
@@ -217,7 +219,7 @@ fn stream_coalesced<S: Stream>(
             }
             (size - into).min(unit)
         } else {
-            match next_step(rec, pacer, sh, p, &count, s.kernel()) {
+            match next_step(rec, pacer, sh, p, &count, &|c| Snapshot::of_stream(c, s)) {
                 // As many bytes as the unit holds, never past the test's amount.
                 Step::Send(_) => p.spec.bytes.map_or(unit, |b| unit.min(b - count.bytes)),
                 Step::Again => continue,

@@ -75,6 +75,7 @@ impl Receive for UdpReceive {
             messages: self.rx.count.messages,
             udp: Some(self.rx.close_interval()),
             tcp: None,
+            quic: None,
         }
     }
 

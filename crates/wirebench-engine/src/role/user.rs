@@ -121,6 +121,29 @@ pub(super) trait Stream: Read + Write {
     fn shutdown_write(&mut self);
     /// The kernel socket, for what only it has (MSG_ZEROCOPY).
     fn kernel(&self) -> Option<&TcpStream>;
+    /// A QUIC stream, for its connection's figures.
+    fn quic(&self) -> Option<&crate::quic::QuicStream> {
+        None
+    }
+}
+
+impl Stream for Box<crate::quic::QuicStream> {
+    fn timeouts(&mut self, d: Duration) {
+        self.set_timeout(d);
+    }
+
+    fn shutdown_write(&mut self) {
+        // A failure shows at the receiver, which counts what arrived.
+        let _ = self.finish();
+    }
+
+    fn kernel(&self) -> Option<&TcpStream> {
+        None
+    }
+
+    fn quic(&self) -> Option<&crate::quic::QuicStream> {
+        Some(self)
+    }
 }
 
 impl Stream for TcpStream {

@@ -5,8 +5,8 @@
 use wirebench_stats::TimeSummary;
 
 use super::document::{
-    AfterOmit, End, FileEnd, Half, Interarrival, IntervalView, Percentiles, Results, Sides,
-    TestView, Totals, UdpEnd, UsBucket, NS_PER_S, SCHEMA,
+    AfterOmit, End, FileEnd, Half, Interarrival, IntervalView, Percentiles, QuicEnd, Results,
+    Sides, TestView, Totals, UdpEnd, UsBucket, NS_PER_S, SCHEMA,
 };
 use super::side::{IntervalRecord, SideReport, UdpCounts};
 use crate::error_kind::ErrorKind;
@@ -328,6 +328,8 @@ impl Half {
                         .map(|(d, m)| ms(d.saturating_sub(m))),
                     retransmits: si.retransmits,
                     cwnd_bytes: si.cwnd_bytes,
+                    rtt_us: si.rtt_us,
+                    lost_packets: si.lost_packets,
                 }
             })
             .collect();
@@ -477,6 +479,12 @@ impl End {
                 .as_ref()
                 .map(|m| Percentiles::from_ns(m, 1.0 / 8000.0)),
             tcp: s.tcp_info,
+            quic: s.quic.clone().map(|info| QuicEnd {
+                overhead_ratio: (s.bytes > 0)
+                    .then(|| info.wire_bytes_sent as f64 / s.bytes as f64 - 1.0),
+                peer_handshake_us: r.quic.as_ref().map(|q| q.handshake_us),
+                info,
+            }),
             file: spec.file.as_ref().map(|name| {
                 let sent = s.file.clone().unwrap_or_default();
                 let got = r.file.clone().unwrap_or_default();

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use wirebench_stats::{LossRunsSummary, TimeSummary};
 
-use super::side::{Datapath, Resources, TcpInfo};
+use super::side::{Datapath, QuicInfo, Resources, TcpInfo};
 use crate::spec::{Direction, Mechanism, Protocol, TestSpec};
 
 /// Version of the results document. Keys are only added within a version; renaming or
@@ -276,9 +276,15 @@ pub struct IntervalView {
     /// TCP: segments the sender retransmitted in the interval (its TCP_INFO).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retransmits: Option<u64>,
-    /// TCP: the sender's congestion window at the interval's end, bytes.
+    /// TCP and QUIC: the sender's congestion window at the interval's end, bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwnd_bytes: Option<u64>,
+    /// QUIC: the sender's smoothed round-trip time at the interval's end, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_us: Option<u64>,
+    /// QUIC: packets the sender declared lost in the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_packets: Option<u64>,
 }
 
 /// Totals of one side. Each figure is `None` (`null` in JSON) when that side never
@@ -443,6 +449,21 @@ pub struct UdpEnd {
     pub checksum_errors: Option<u64>,
 }
 
+/// `end.quic`: a QUIC test's connections as the stack saw them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QuicEnd {
+    /// The sender's connections (the client's for request/response).
+    #[serde(flatten)]
+    pub info: QuicInfo,
+    /// The receiving side's handshake time, µs.
+    #[serde(default)]
+    pub peer_handshake_us: Option<u64>,
+    /// UDP payload bytes the sender put on the wire per byte of goodput, minus one: QUIC's
+    /// headers, acknowledgements, retransmissions and padding over what was delivered.
+    #[serde(default)]
+    pub overhead_ratio: Option<f64>,
+}
+
 /// The `end` object.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct End {
@@ -483,6 +504,9 @@ pub struct End {
     /// TCP: the sender's connection as TCP_INFO saw it at the end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpInfo>,
+    /// QUIC: the sending side's connections as its stack saw them, and the wire's cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<QuicEnd>,
     /// What each side's data thread cost.
     pub resources: Sides<Resources>,
     /// A file transfer (`--file`): what went and what arrived.

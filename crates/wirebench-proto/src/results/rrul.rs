@@ -294,6 +294,8 @@ mod tests {
             delay_variation_p99_ms: None,
             retransmits: None,
             cwnd_bytes: None,
+            rtt_us: None,
+            lost_packets: None,
         }
     }
 

@@ -161,6 +161,69 @@ pub struct TcpInfo {
     pub snd_mss_bytes: u64,
 }
 
+/// A QUIC connection as its stack saw it (quinn's connection statistics), at the end of
+/// the test or of an interval. Several connections (`-P`): counters add up, windows add
+/// up, the smoothed round-trip time is the largest and the minimum the smallest.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QuicInfo {
+    /// The congestion controller (`--cc`): cubic, newreno or bbr.
+    pub congestion_control: String,
+    /// Smoothed round-trip time, µs.
+    pub rtt_us: u64,
+    /// Least round-trip time seen, µs.
+    pub min_rtt_us: u64,
+    /// Congestion window, bytes.
+    pub cwnd_bytes: u64,
+    /// Packets declared lost.
+    pub lost_packets: u64,
+    /// Bytes in the packets declared lost.
+    pub lost_bytes: u64,
+    /// Congestion events (window reductions).
+    pub congestion_events: u64,
+    /// QUIC packets sent.
+    pub sent_packets: u64,
+    /// UDP datagrams sent and received.
+    pub wire_datagrams_sent: u64,
+    /// See `wire_datagrams_sent`.
+    pub wire_datagrams_received: u64,
+    /// UDP payload bytes sent and received (QUIC's headers, acknowledgements and
+    /// retransmissions included): the wire beside the goodput.
+    pub wire_bytes_sent: u64,
+    /// See `wire_bytes_sent`.
+    pub wire_bytes_received: u64,
+    /// The path's maximum UDP payload as the stack found it, bytes.
+    pub mtu_bytes: u64,
+    /// From the first Initial sent (client) or received (server) to the handshake's
+    /// confirmation, µs.
+    pub handshake_us: u64,
+    /// Connections these figures cover.
+    pub connections: u32,
+}
+
+impl QuicInfo {
+    /// Adds another connection's figures to these.
+    pub fn merge(&mut self, o: &QuicInfo) {
+        if self.connections == 0 {
+            *self = o.clone();
+            return;
+        }
+        self.rtt_us = self.rtt_us.max(o.rtt_us);
+        self.min_rtt_us = self.min_rtt_us.min(o.min_rtt_us);
+        self.cwnd_bytes += o.cwnd_bytes;
+        self.lost_packets += o.lost_packets;
+        self.lost_bytes += o.lost_bytes;
+        self.congestion_events += o.congestion_events;
+        self.sent_packets += o.sent_packets;
+        self.wire_datagrams_sent += o.wire_datagrams_sent;
+        self.wire_datagrams_received += o.wire_datagrams_received;
+        self.wire_bytes_sent += o.wire_bytes_sent;
+        self.wire_bytes_received += o.wire_bytes_received;
+        self.mtu_bytes = self.mtu_bytes.min(o.mtu_bytes);
+        self.handshake_us = self.handshake_us.max(o.handshake_us);
+        self.connections += o.connections;
+    }
+}
+
 /// One side of a file transfer (`--file`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileReport {
@@ -236,6 +299,12 @@ pub struct IntervalRecord {
     /// `tcpi_snd_mss`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwnd_bytes: Option<u64>,
+    /// QUIC senders: the smoothed round-trip time at the interval's end, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_us: Option<u64>,
+    /// QUIC senders: packets declared lost in the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_packets: Option<u64>,
 }
 
 /// Counts of values in one bucket `low_ns ..= high_ns` of a histogram.
@@ -352,6 +421,10 @@ pub struct SideReport {
     /// TCP: the data connection's TCP_INFO at the end.
     #[serde(default)]
     pub tcp_info: Option<TcpInfo>,
+    /// QUIC: the stream's connection as the stack saw it at the end (on the first stream
+    /// of each connection only, so that the side's sum counts each connection once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<QuicInfo>,
     /// Stream senders: bytes sent in each millisecond of the test, as a distribution.
     #[serde(default)]
     pub ms_bytes: Option<TimeSummary>,

@@ -91,7 +91,7 @@ impl Columns {
         match (protocol, mechanism) {
             (_, m) if m.is_rr() => Self::Rr,
             (Protocol::Udp, _) => Self::Udp,
-            (Protocol::Tcp, _) => Self::Tcp,
+            (Protocol::Tcp | Protocol::Quic, _) => Self::Tcp,
         }
     }
 }

@@ -580,6 +580,7 @@ impl Hold {
             psk,
             bind,
             stack: None,
+            quic: None,
         };
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (up_tx, up_rx) = mpsc::channel();
@@ -672,6 +673,7 @@ fn run_one(
         psk: psk.clone(),
         bind,
         stack: None,
+        quic: None,
     };
     match ready {
         Ready::Test(spec) => Ok(wirebench_engine::run(&cfg(spec), stamp)?),

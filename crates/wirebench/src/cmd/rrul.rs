@@ -72,6 +72,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         psk,
         bind: client.bind,
         stack: None,
+        quic: None,
     };
     let signals = Interrupt::install();
     if io::stderr().is_terminal() {

@@ -124,6 +124,17 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         psk,
         bind: client.bind,
         stack,
+        quic: match args
+            .quic_check(args.host.is_none().then(super::serve::in_process_pin).flatten())
+            .map_err(Failure::Usage)?
+        {
+            None if args.quic => {
+                return Err(Failure::Usage(
+                    "--quic checks the server's key: give --quic-pin with the fingerprint `serve` printed, or --quic-insecure in a lab".into(),
+                ))
+            }
+            check => check,
+        },
     };
     let output = output_of(args, client);
     let interrupt = Interrupt::install();

@@ -21,6 +21,15 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(10);
 /// clients, waits for them (at most [`DRAIN_LIMIT`]) and exits 0.
 pub fn serve(args: &ServeArgs) -> Result<(), Failure> {
     let mut cfg = args.config().map_err(Failure::Usage)?;
+    if !args.no_quic {
+        let identity = match &args.quic_key {
+            Some(path) => wirebench_engine::quic::Identity::load_or_create(path),
+            None => wirebench_engine::quic::Identity::generate(),
+        }
+        .context("making the server's QUIC key")?;
+        cfg.quic = Some(Arc::new(identity));
+    }
+    let fingerprint = cfg.quic.as_ref().map(|q| q.fingerprint());
     cfg.user_stack = super::stack::listener(args).map_err(Failure::Usage)?;
     let lines = match args.live {
         LiveWhen::Auto => io::stdout().is_terminal(),
@@ -80,9 +89,11 @@ pub fn serve(args: &ServeArgs) -> Result<(), Failure> {
     // Said only once a signal can be handled: whoever starts the server and stops it as
     // soon as it listens gets a clean exit, not a killed process.
     let mut out = io::stdout().lock();
+    // One line, as scripts read it: the QUIC key's fingerprint is what clients pin.
+    let quic = fingerprint.map_or(String::new(), |f| format!("; QUIC, key {f}"));
     writeln!(
         out,
-        "wirebench server listening on {addr} ({families}TCP control and data, UDP data)"
+        "wirebench server listening on {addr} ({families}TCP control and data, UDP data{quic})"
     )
     .and_then(|()| out.flush())
     .context("writing to stdout")?;
@@ -137,6 +148,23 @@ fn shut_down(handle: &ServerHandle) -> ! {
     );
     handle.wait_idle(Instant::now() + DRAIN_LIMIT);
     std::process::exit(0);
+}
+
+/// The in-process server's QUIC key, made once per process: its clients pin it.
+fn in_process_identity() -> Result<&'static Arc<wirebench_engine::quic::Identity>, Failure> {
+    static ID: std::sync::OnceLock<Arc<wirebench_engine::quic::Identity>> =
+        std::sync::OnceLock::new();
+    if let Some(id) = ID.get() {
+        return Ok(id);
+    }
+    let made = wirebench_engine::quic::Identity::generate()
+        .context("making the in-process server's QUIC key")?;
+    Ok(ID.get_or_init(|| Arc::new(made)))
+}
+
+/// The fingerprint a client of the in-process server pins.
+pub fn in_process_pin() -> Option<wirebench_engine::quic::Fingerprint> {
+    in_process_identity().ok().map(|i| i.fingerprint())
 }
 
 /// The server a `run` or `sweep` measures against: `host` if given, else one started in this
@@ -196,6 +224,7 @@ pub fn in_process_server(
         iperf3_port: None,
         user_stack: None,
         watch: None,
+        quic: Some(Arc::clone(in_process_identity()?)),
     })
     .context("starting the in-process server")?;
     let port = server

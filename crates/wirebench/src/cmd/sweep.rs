@@ -257,6 +257,7 @@ fn one_trial(
         psk: psk.cloned(),
         bind: None,
         stack: None,
+        quic: None,
     };
     match test {
         PointTest::Test(spec) => {

@@ -22,6 +22,8 @@ pub fn wirebench() -> Command {
 pub struct Server {
     child: Child,
     pub port: u16,
+    /// The QUIC key's fingerprint the banner names.
+    pub quic_key: Option<String>,
 }
 
 impl Server {
@@ -67,7 +69,19 @@ impl Server {
             .next()
             .and_then(|p| p.parse().ok())
             .unwrap_or_else(|| panic!("no port in {line:?}"));
-        (Self { child, port }, stdout)
+        // "...; QUIC, key sha256:HEX)" unless --no-quic.
+        let quic_key = line
+            .split("key ")
+            .nth(1)
+            .map(|k| k.trim().trim_end_matches(')').to_string());
+        (
+            Self {
+                child,
+                port,
+                quic_key,
+            },
+            stdout,
+        )
     }
 
     /// The server's process id.

@@ -245,6 +245,9 @@ fn open_stream(
         source,
     };
     match spec.protocol {
+        Protocol::Quic => Err(EngineError::Setup(
+            "iperf3 servers do not speak QUIC: drop --quic, or run `wirebench serve` there".into(),
+        )),
         Protocol::Tcp => {
             let mut s = connect_tcp(cfg, addr, true)?;
             set_window(SockRef::from(&s), window);

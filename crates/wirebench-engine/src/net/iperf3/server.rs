@@ -205,7 +205,7 @@ fn addresses(s: &DataSocket) -> Option<(SocketAddr, SocketAddr)> {
     match s {
         DataSocket::Tcp(t) => Some((t.local_addr().ok()?, t.peer_addr().ok()?)),
         DataSocket::Udp(u) => Some((u.local_addr().ok()?, u.peer_addr().ok()?)),
-        DataSocket::User(_) => None,
+        DataSocket::User(_) | DataSocket::Quic(_) => None,
     }
 }
 
@@ -236,7 +236,7 @@ fn set_options(s: &DataSocket, o: &SocketOptions, ipv6: bool) {
     let sock = match s {
         DataSocket::Tcp(t) => SockRef::from(t),
         DataSocket::Udp(u) => SockRef::from(u),
-        DataSocket::User(_) => return,
+        DataSocket::User(_) | DataSocket::Quic(_) => return,
     };
     let tos = u32::try_from(o.tos).unwrap_or(0);
     if tos > 0 {

@@ -1,0 +1,298 @@
+//! The server's QUIC side, on the port's UDP socket: a client's first Initial comes to the
+//! hello socket; the server opens a socket beside it connected to the client, and that
+//! connection's own thread does the handshake ([`crate::quic::conn::accept`]). Then each
+//! stream the client opens says what it is with its first frame, as a TCP connection does:
+//! a `start` (the test's control dialogue, admitted as any other), or an `attach` (one of a
+//! test's data streams, handed to it).
+//!
+//! Bounds: at most [`MAX_HANDSHAKES`] connections between their first Initial and their
+//! first stream's first frame, [`MAX_HANDSHAKES_PER_ADDR`] of them per address (an Initial
+//! beyond is dropped unanswered); each has the set-up time for the handshake and again for
+//! that frame. A connection whose first stream is neither a test nor a stream of one is
+//! closed. A connection takes streams only while its test sets up: none after
+//! [`SETUP_TIMEOUT`] without a new one.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Instant;
+
+use wirebench_proto::spec::Protocol;
+
+use super::conn::{new_session, not_started, run_admitted};
+use super::shared::{log_refused, q, State};
+use super::{Pump, SETUP_TICK};
+use crate::control::server::{ServerAction, ServerEvent};
+use crate::control::SETUP_TIMEOUT;
+use crate::quic::{QuicConn, QuicStream};
+use crate::role::DataSocket;
+
+/// Most QUIC connections in their handshake at once.
+pub(crate) const MAX_HANDSHAKES: usize = 64;
+/// Most of them from one address.
+pub(crate) const MAX_HANDSHAKES_PER_ADDR: usize = 8;
+
+/// QUIC connections between their first Initial and their first stream's first frame.
+#[derive(Debug, Default)]
+pub(crate) struct Handshakes {
+    by_peer: HashMap<SocketAddr, ()>,
+    per_addr: HashMap<IpAddr, usize>,
+}
+
+impl Handshakes {
+    /// Takes a place for `src`; false when it has one already (a repeated Initial) or the
+    /// caps are reached.
+    fn enter(&mut self, src: SocketAddr) -> bool {
+        let n = self.per_addr.get(&src.ip()).copied().unwrap_or(0);
+        if self.by_peer.contains_key(&src)
+            || self.by_peer.len() >= MAX_HANDSHAKES
+            || n >= MAX_HANDSHAKES_PER_ADDR
+        {
+            return false;
+        }
+        self.by_peer.insert(src, ());
+        self.per_addr.insert(src.ip(), n + 1);
+        true
+    }
+
+    fn leave(&mut self, src: SocketAddr) {
+        if self.by_peer.remove(&src).is_some() {
+            if let Some(n) = self.per_addr.get_mut(&src.ip()) {
+                *n -= 1;
+                if *n == 0 {
+                    self.per_addr.remove(&src.ip());
+                }
+            }
+        }
+    }
+
+    /// Connections in their handshake now.
+    pub(crate) fn len(&self) -> usize {
+        self.by_peer.len()
+    }
+}
+
+/// Its place among the handshakes, given back however the thread ends.
+struct Place<'a> {
+    state: &'a State,
+    src: SocketAddr,
+    held: bool,
+}
+
+impl Place<'_> {
+    fn leave(&mut self) {
+        if std::mem::take(&mut self.held) {
+            if let Ok(mut h) = self.state.quic_handshakes.lock() {
+                h.leave(self.src);
+            }
+        }
+    }
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        self.leave();
+    }
+}
+
+/// A datagram `d` from `src` came to the port's hello socket and is a QUIC Initial: unless
+/// the server has no QUIC side or is at its caps, a connection's thread takes it.
+pub(super) fn initial(state: &Arc<State>, d: &[u8], src: SocketAddr) {
+    let Some(identity) = state.cfg.quic.clone() else {
+        return;
+    };
+    let arrived = Instant::now();
+    if !state.quic_handshakes.lock().is_ok_and(|mut h| h.enter(src)) {
+        return;
+    }
+    let local = match state.cfg.bind.ip() {
+        ip if ip.is_unspecified() => state.cfg.bind.ip(),
+        ip => ip,
+    };
+    let sock = super::listen::reuse_port_udp(SocketAddr::new(local, state.port), false)
+        .and_then(|s| s.connect(&src.into()).map(|()| s));
+    let first = d.to_vec();
+    let st = Arc::clone(state);
+    let spawned = match sock {
+        Ok(sock) => std::thread::Builder::new()
+            .name("wirebench-quic-accept".into())
+            .spawn(move || {
+                let mut place = Place {
+                    state: &st,
+                    src,
+                    held: true,
+                };
+                let made = crate::quic::conn::accept(
+                    sock.into(),
+                    first,
+                    src,
+                    arrived,
+                    &identity,
+                    crate::quic::ALPN,
+                );
+                if let Ok(conn) = made {
+                    streams(&Arc::new(conn), &st, &mut place);
+                }
+            })
+            .is_ok(),
+        Err(_) => false,
+    };
+    if !spawned {
+        if let Ok(mut h) = state.quic_handshakes.lock() {
+            h.leave(src);
+        }
+    }
+}
+
+/// What one stream's first frame made of it.
+enum First {
+    /// A data stream handed to its test.
+    Attached,
+    /// A test's control dialogue, running on a thread of its own now.
+    Test,
+    /// Neither: refused, malformed or silent.
+    Nothing,
+}
+
+/// Takes the connection's streams while its test sets up, each by its first frame.
+fn streams(conn: &Arc<QuicConn>, state: &Arc<State>, place: &mut Place<'_>) {
+    let peer = conn.remote();
+    let Ok(local) = conn.local() else { return };
+    let mut first_on_conn = true;
+    let mut useful = false;
+    loop {
+        let Ok(stream) = QuicStream::accept(conn, SETUP_TIMEOUT) else {
+            return;
+        };
+        match first(stream, peer, local, state, &mut first_on_conn) {
+            First::Nothing if !useful => {
+                conn.conn.close(0u32.into(), b"not a test");
+                return;
+            }
+            First::Nothing => {}
+            First::Attached | First::Test => useful = true,
+        }
+        // The handshake stage ends with the first stream's first frame.
+        place.leave();
+    }
+}
+
+/// Reads a stream's first frame with a pending session and carries out what it says.
+fn first(
+    stream: QuicStream,
+    peer: SocketAddr,
+    local: SocketAddr,
+    state: &Arc<State>,
+    first_on_conn: &mut bool,
+) -> First {
+    let Some(mut session) = new_session(state) else {
+        return First::Nothing;
+    };
+    let mut pump = Pump::quic(stream);
+    let mut identified = false;
+    let mut client_host = String::new();
+    let started = Instant::now();
+    loop {
+        while let Some(action) = session.poll_action() {
+            match action {
+                ServerAction::Identified { host_id, .. } => {
+                    identified = true;
+                    client_host = host_id;
+                    if state.cfg.psk.is_some() {
+                        let now = Instant::now();
+                        if let Err(r) = state.admission().key_wait(now, peer.ip()) {
+                            session.handle_event(now, ServerEvent::Refused(r));
+                        }
+                    }
+                }
+                ServerAction::Attach { cookie, stream } => {
+                    let mut s = pump.into_inner();
+                    s.reports_connection = std::mem::take(first_on_conn);
+                    return match attach(s, state, peer, cookie, stream) {
+                        Ok(()) => First::Attached,
+                        Err(e) => {
+                            log_refused(
+                                state,
+                                peer.ip(),
+                                format_args!("client={peer} event=attach_refused reason={}", q(e)),
+                            );
+                            First::Nothing
+                        }
+                    };
+                }
+                ServerAction::Admit => {
+                    if state.cfg.psk.is_some() {
+                        state.admission().key_proven(peer.ip());
+                    }
+                    let st = Arc::clone(state);
+                    let spawned = std::thread::Builder::new()
+                        .name("wirebench-conn".into())
+                        .spawn(move || {
+                            run_admitted(pump, peer, local, session, None, client_host, &st);
+                        });
+                    return if spawned.is_ok() {
+                        First::Test
+                    } else {
+                        First::Nothing
+                    };
+                }
+                ServerAction::StreamsReady | ServerAction::StartRoles | ServerAction::Run(_) => {}
+            }
+        }
+        if session.is_closed() || started.elapsed() > SETUP_TIMEOUT {
+            let outcome = session.outcome().unwrap_or_default();
+            not_started(state, peer, outcome, identified);
+            return First::Nothing;
+        }
+        pump.round(&mut session, SETUP_TICK);
+    }
+}
+
+/// Hands a QUIC data stream to the test whose cookie its `attach` carries, if that test is
+/// a QUIC one from the same address still waiting for stream `stream`.
+fn attach(
+    s: QuicStream,
+    state: &State,
+    peer: SocketAddr,
+    cookie: u64,
+    stream: u32,
+) -> Result<(), &'static str> {
+    let pending = state.pending.lock().map_err(|_| "server state poisoned")?;
+    match pending.get(&cookie) {
+        Some(p) if p.peer == peer.ip() && p.protocol == Protocol::Quic && stream < p.streams => {
+            p.tx.try_send((stream, DataSocket::Quic(Box::new(s))))
+                .map_err(|_| "more data streams than the test has")
+        }
+        _ => Err("unknown test or wrong address"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handshakes_are_capped_overall_and_per_address() {
+        let mut h = Handshakes::default();
+        let at = |ip: u8, port: u16| SocketAddr::from(([127, 0, 0, ip], port));
+        for port in 0..MAX_HANDSHAKES_PER_ADDR as u16 {
+            assert!(h.enter(at(1, port)));
+        }
+        assert!(!h.enter(at(1, 999)), "per address");
+        assert!(!h.enter(at(1, 0)), "a repeated Initial");
+        let mut ip = 2;
+        while h.len() < MAX_HANDSHAKES {
+            for port in 0..MAX_HANDSHAKES_PER_ADDR as u16 {
+                if h.len() < MAX_HANDSHAKES {
+                    assert!(h.enter(at(ip, port)));
+                }
+            }
+            ip += 1;
+        }
+        assert!(!h.enter(at(200, 1)), "overall");
+        h.leave(at(1, 0));
+        assert!(h.enter(at(200, 1)));
+        h.leave(at(1, 0)); // gone already: nothing changes
+        assert_eq!(h.len(), MAX_HANDSHAKES);
+    }
+}

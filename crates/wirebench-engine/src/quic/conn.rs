@@ -1,0 +1,341 @@
+//! One QUIC connection and the thread that drives it: quinn on a one-thread tokio runtime,
+//! one endpoint per connection over its own UDP socket (a server's is connected to its
+//! client beside the port's hello socket, as a UDP test's sockets are), so that each
+//! connection's crypto and I/O run on a thread of their own and no peer's packets pass
+//! through another's loop.
+//!
+//! The control session and the data roles use the connection's streams from their own
+//! threads, blocking ([`super::stream::QuicStream`]); the connection's thread runs the
+//! runtime (its I/O and timers) until every handle is gone, then lets the connection close
+//! cleanly (each stream's sent data acknowledged, bounded by [`LINGER`]).
+
+use std::io::IoSliceMut;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use quinn::udp::RecvMeta;
+use quinn::{AsyncUdpSocket, Runtime, TokioRuntime, UdpPoller};
+use wirebench_proto::results::QuicInfo;
+
+use super::cc::{Choice, Congestion, Factory};
+use super::tls::{client_config, Identity, ServerCheck};
+use crate::control::memory::{QUIC_CONNECTION_WINDOW, QUIC_SEND_WINDOW, QUIC_STREAM_WINDOW};
+use crate::control::SETUP_TIMEOUT;
+use crate::EngineError;
+
+/// The longest a connection stays open after its last handle went, for the peer to
+/// acknowledge what was sent (a stream's finish, the last control frames).
+pub(crate) const LINGER: Duration = Duration::from_secs(5);
+
+/// How long a server connection waits for its first Initial to make a connection (it
+/// does at once, or never: a resent one comes to the connection's own socket).
+const FIRST_INITIAL: Duration = Duration::from_secs(1);
+
+/// The most streams a peer may open on one connection: a test's data streams and its
+/// control stream ([`wirebench_proto::spec::MAX_STREAMS`] + 1).
+const MAX_PEER_STREAMS: u32 = wirebench_proto::spec::MAX_STREAMS + 1;
+
+/// How long a connection may be silent before it is gone (keep-alives every
+/// [`KEEP_ALIVE`] hold it open while a test waits).
+const IDLE: Duration = Duration::from_secs(30);
+const KEEP_ALIVE: Duration = Duration::from_secs(5);
+
+/// A QUIC connection, its runtime, and what it was made with.
+#[derive(Debug)]
+pub struct QuicConn {
+    pub(crate) conn: quinn::Connection,
+    pub(crate) handle: tokio::runtime::Handle,
+    pub(crate) choice: Choice,
+    /// From the first Initial (sent, or received) to the handshake's completion.
+    pub(crate) handshake: Duration,
+    local: Option<SocketAddr>,
+    /// Dropped with the connection: its thread then lets it close.
+    _release: tokio::sync::oneshot::Sender<()>,
+}
+
+impl QuicConn {
+    /// This side's address.
+    pub fn local(&self) -> std::io::Result<SocketAddr> {
+        self.local
+            .map(crate::net::canonical)
+            .ok_or_else(|| std::io::ErrorKind::AddrNotAvailable.into())
+    }
+
+    /// The peer's address.
+    pub fn remote(&self) -> SocketAddr {
+        crate::net::canonical(self.conn.remote_address())
+    }
+
+    /// What the stack counted for this connection, as the results say it.
+    pub(crate) fn info(&self) -> QuicInfo {
+        let s = self.conn.stats();
+        QuicInfo {
+            congestion_control: self.choice.get().name().to_string(),
+            rtt_us: s.path.rtt.as_micros() as u64,
+            min_rtt_us: s.path.min_rtt.as_micros() as u64,
+            cwnd_bytes: s.path.cwnd,
+            lost_packets: s.path.lost_packets,
+            lost_bytes: s.path.lost_bytes,
+            congestion_events: s.path.congestion_events,
+            sent_packets: s.path.sent_packets,
+            wire_datagrams_sent: s.udp_tx.datagrams,
+            wire_datagrams_received: s.udp_rx.datagrams,
+            wire_bytes_sent: s.udp_tx.bytes,
+            wire_bytes_received: s.udp_rx.bytes,
+            mtu_bytes: u64::from(s.path.current_mtu),
+            handshake_us: self.handshake.as_micros() as u64,
+            connections: 1,
+        }
+    }
+}
+
+/// The transport settings every wirebench QUIC connection has, with `choice`'s controller.
+fn transport(choice: &Choice) -> quinn::TransportConfig {
+    let mut t = quinn::TransportConfig::default();
+    t.congestion_controller_factory(Arc::new(Factory(choice.clone())))
+        .max_concurrent_bidi_streams(MAX_PEER_STREAMS.into())
+        .max_concurrent_uni_streams(0u32.into())
+        .keep_alive_interval(Some(KEEP_ALIVE))
+        .datagram_receive_buffer_size(None)
+        .stream_receive_window(quinn::VarInt::from_u64(QUIC_STREAM_WINDOW).unwrap_or_default())
+        .receive_window(quinn::VarInt::from_u64(QUIC_CONNECTION_WINDOW).unwrap_or_default())
+        .send_window(QUIC_SEND_WINDOW);
+    if let Ok(idle) = quinn::IdleTimeout::try_from(IDLE) {
+        t.max_idle_timeout(Some(idle));
+    }
+    t
+}
+
+/// What a connection's thread hands back once the handshake is done.
+type Made = Result<(quinn::Connection, Duration), String>;
+
+/// Starts a connection's thread: it builds the runtime and the endpoint, runs `make` for
+/// the connection, hands it back, and then drives the runtime until the connection is
+/// released and closed.
+fn spawn<F, Fut>(choice: Choice, make: F) -> Result<QuicConn, EngineError>
+where
+    F: FnOnce(Arc<dyn Runtime>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = (Option<quinn::Endpoint>, Made)>,
+{
+    let (made_tx, made_rx) = std::sync::mpsc::sync_channel(1);
+    let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name("wirebench-quic".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = made_tx.send(Err(format!("starting the QUIC runtime: {e}")));
+                    return;
+                }
+            };
+            let handle = rt.handle().clone();
+            rt.block_on(async move {
+                let (endpoint, made) = make(Arc::new(TokioRuntime)).await;
+                let ok = made.is_ok();
+                let local = endpoint.as_ref().and_then(|e| e.local_addr().ok());
+                let _ = made_tx.send(made.map(|(c, d)| (c, d, handle, local)));
+                let Some(endpoint) = endpoint else { return };
+                if ok {
+                    // Released (or the receiver gone): every stream lingers in a task of
+                    // its own until acknowledged; then the connection closes by itself.
+                    let _ = release_rx.await;
+                    let _ = tokio::time::timeout(LINGER, endpoint.wait_idle()).await;
+                }
+                endpoint.close(0u32.into(), b"");
+                let _ =
+                    tokio::time::timeout(Duration::from_millis(100), endpoint.wait_idle()).await;
+            });
+        })
+        .map_err(|e| EngineError::io("starting the QUIC connection's thread", e))?;
+    let (conn, handshake, handle, local) = made_rx
+        .recv()
+        .map_err(|_| EngineError::Setup("the QUIC connection's thread ended".into()))?
+        .map_err(EngineError::Setup)?;
+    Ok(QuicConn {
+        conn,
+        handle,
+        choice,
+        handshake,
+        local,
+        _release: release_tx,
+    })
+}
+
+/// Connects to a wirebench server's QUIC side (or, with `alpn`, another's) at `addr`, from
+/// `bind` if given, checking the server as `check` says, with controller `cc`.
+///
+/// # Errors
+///
+/// No answer within the set-up time, a refused handshake (a wrong pin says so), or a
+/// socket that cannot be opened.
+pub fn connect(
+    addr: SocketAddr,
+    bind: Option<IpAddr>,
+    check: ServerCheck,
+    cc: Congestion,
+    alpn: &'static [u8],
+) -> Result<QuicConn, EngineError> {
+    let local = bind.unwrap_or(match addr {
+        SocketAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+        SocketAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+    });
+    let sock =
+        UdpSocket::bind((local, 0)).map_err(|e| EngineError::io("opening the QUIC socket", e))?;
+    let tls = client_config(check, &[alpn])?;
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
+        .map_err(|e| EngineError::Setup(format!("setting up QUIC's TLS: {e}")))?;
+    let choice = Choice::new(cc);
+    let mut cfg = quinn::ClientConfig::new(Arc::new(crypto));
+    cfg.transport_config(Arc::new(transport(&choice)));
+    spawn(choice, move |runtime| async move {
+        let endpoint =
+            match quinn::Endpoint::new(quinn::EndpointConfig::default(), None, sock, runtime) {
+                Ok(e) => e,
+                Err(e) => return (None, Err(format!("opening the QUIC endpoint: {e}"))),
+            };
+        let started = Instant::now();
+        let connecting = match endpoint.connect_with(cfg, addr, "wirebench") {
+            Ok(c) => c,
+            Err(e) => return (Some(endpoint), Err(format!("connecting over QUIC: {e}"))),
+        };
+        let made = match tokio::time::timeout(SETUP_TIMEOUT, connecting).await {
+            Ok(Ok(conn)) => Ok((conn, started.elapsed())),
+            Ok(Err(e)) => Err(handshake_failed(addr, &e)),
+            Err(_) => Err(format!(
+                "no QUIC answer from {addr} within {} s: is `wirebench serve` there, and UDP let through?",
+                SETUP_TIMEOUT.as_secs()
+            )),
+        };
+        (Some(endpoint), made)
+    })
+}
+
+/// A handshake's failure in words: a wrong pin is the user's to fix, and says so.
+fn handshake_failed(addr: SocketAddr, e: &quinn::ConnectionError) -> String {
+    let text = e.to_string();
+    if text.contains("pinned") {
+        format!("the QUIC server at {addr} is not the one pinned: {text}; check --quic-pin against what `serve` printed")
+    } else if text.contains("no_application_protocol") || text.contains("0x178") {
+        format!("the QUIC server at {addr} does not speak wirebench's protocol (ALPN refused)")
+    } else {
+        format!("the QUIC handshake with {addr} failed: {text}")
+    }
+}
+
+/// The server's side of a connection whose first Initial (`first`, from `src`, at
+/// `arrived`) came to the port's hello socket: `sock` is bound beside it and connected to
+/// `src`, so the rest come there. Waits for the handshake at most the set-up time.
+///
+/// # Errors
+///
+/// The handshake failed or timed out.
+pub(crate) fn accept(
+    sock: UdpSocket,
+    first: Vec<u8>,
+    src: SocketAddr,
+    arrived: Instant,
+    identity: &Identity,
+    alpn: &'static [u8],
+) -> Result<QuicConn, EngineError> {
+    let tls = identity.server_config(&[alpn])?;
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
+        .map_err(|e| EngineError::Setup(format!("setting up QUIC's TLS: {e}")))?;
+    let choice = Choice::default();
+    let mut cfg = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    cfg.transport_config(Arc::new(transport(&choice)))
+        .migration(false);
+    spawn(choice, move |runtime| async move {
+        let inner = match runtime.wrap_udp_socket(sock) {
+            Ok(s) => s,
+            Err(e) => return (None, Err(format!("opening the QUIC socket: {e}"))),
+        };
+        let socket = Arc::new(Stashed {
+            inner,
+            first: Mutex::new(Some((first, src))),
+        });
+        let endpoint = match quinn::Endpoint::new_with_abstract_socket(
+            quinn::EndpointConfig::default(),
+            Some(cfg),
+            socket,
+            runtime,
+        ) {
+            Ok(e) => e,
+            Err(e) => return (None, Err(format!("opening the QUIC endpoint: {e}"))),
+        };
+        // A first Initial that is one makes a connection at once; one that does not (junk
+        // behind a valid header) gives its place back within FIRST_INITIAL.
+        let incoming = match tokio::time::timeout(FIRST_INITIAL, endpoint.accept()).await {
+            Ok(Some(i)) => i,
+            _ => return (Some(endpoint), Err("not a QUIC Initial".into())),
+        };
+        let made = tokio::time::timeout(SETUP_TIMEOUT, incoming)
+            .await
+            .map_err(|_| "no QUIC handshake within the set-up time".to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()))
+            .map(|conn| (conn, arrived.elapsed()));
+        (Some(endpoint), made)
+    })
+}
+
+/// A server connection's socket: the datagram that came to the hello socket first, then
+/// what comes to its own.
+#[derive(Debug)]
+struct Stashed {
+    inner: Arc<dyn AsyncUdpSocket>,
+    first: Mutex<Option<(Vec<u8>, SocketAddr)>>,
+}
+
+impl AsyncUdpSocket for Stashed {
+    fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
+        Arc::clone(&self.inner).create_io_poller()
+    }
+
+    fn try_send(&self, transmit: &quinn::udp::Transmit<'_>) -> std::io::Result<()> {
+        self.inner.try_send(transmit)
+    }
+
+    fn poll_recv(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+    ) -> Poll<std::io::Result<usize>> {
+        let first = self.first.lock().ok().and_then(|mut f| f.take());
+        if let (Some((d, src)), Some(buf), Some(m)) = (first, bufs.first_mut(), meta.first_mut()) {
+            if d.len() <= buf.len() {
+                buf[..d.len()].copy_from_slice(&d);
+                *m = RecvMeta {
+                    addr: src,
+                    len: d.len(),
+                    stride: d.len(),
+                    ..RecvMeta::default()
+                };
+                return Poll::Ready(Ok(1));
+            }
+        }
+        self.inner.poll_recv(cx, bufs, meta)
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    fn max_transmit_segments(&self) -> usize {
+        self.inner.max_transmit_segments()
+    }
+
+    fn max_receive_segments(&self) -> usize {
+        self.inner.max_receive_segments()
+    }
+
+    fn may_fragment(&self) -> bool {
+        self.inner.may_fragment()
+    }
+}
