@@ -767,32 +767,18 @@ impl RunArgs {
         }
     }
 
-    /// How a QUIC test checks the server: the pin or `--quic-insecure` given, else the
-    /// in-process server's own key (`pin`); none for other tests.
-    pub fn quic_check(
-        &self,
-        pin: Option<wirebench_engine::quic::Fingerprint>,
-    ) -> Result<Option<wirebench_engine::quic::ServerCheck>, String> {
-        use wirebench_engine::quic::{Fingerprint, ServerCheck};
-        if !self.quic {
-            return Ok(None);
+    /// The transport these flags ask for.
+    fn protocol(&self) -> Protocol {
+        match (self.udp, self.quic) {
+            (true, _) => Protocol::Udp,
+            (_, true) => Protocol::Quic,
+            _ => Protocol::Tcp,
         }
-        Ok(match (&self.quic_pin, self.quic_insecure, pin) {
-            (Some(text), _, _) => Some(ServerCheck::Pin(Fingerprint::parse(text)?)),
-            (None, true, _) => Some(ServerCheck::Insecure),
-            (None, false, pin) => pin.map(ServerCheck::Pin),
-        })
     }
 
     /// The validated test these flags describe.
     pub fn spec(&self) -> Result<TestSpec, String> {
-        let protocol = if self.udp {
-            Protocol::Udp
-        } else if self.quic {
-            Protocol::Quic
-        } else {
-            Protocol::Tcp
-        };
+        let protocol = self.protocol();
         let size = self.size.unwrap_or(match (protocol, self.mode) {
             // Request/response measures latency: small messages, as netperf's and sockperf's.
             (_, ModeArg::Rr | ModeArg::Crr) => 64,

@@ -145,7 +145,7 @@ pub(crate) struct State {
     /// Finished tests' last frames, for clients that fetch them (`control::shelf`).
     pub(super) shelf: Mutex<crate::control::shelf::Shelf>,
     /// QUIC connections in their handshake (`net::quic`).
-    pub(super) quic_handshakes: Mutex<super::quic::Handshakes>,
+    pub(super) quic_handshakes: Mutex<crate::quic::handshakes::Handshakes>,
 }
 
 /// The server log: one line per event, `key=value` pairs with values quoted where they have

@@ -6,6 +6,7 @@
 
 pub mod cc;
 pub mod conn;
+pub mod handshakes;
 pub mod stream;
 pub mod tls;
 

@@ -19,6 +19,11 @@ use crate::EngineError;
 /// The ALPN of wirebench's own tests over QUIC.
 pub const ALPN: &[u8] = b"wirebench/1";
 
+/// A fingerprint that cannot be one, or a certificate with no key to take one of.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FingerprintError(String);
+
 /// The SHA-256 of a certificate's public key (its SubjectPublicKeyInfo, DER).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fingerprint(pub [u8; 32]);
@@ -29,9 +34,10 @@ impl Fingerprint {
     /// # Errors
     ///
     /// The certificate cannot be parsed.
-    pub fn of_cert(cert: &CertificateDer<'_>) -> Result<Self, String> {
-        let ee = webpki::EndEntityCert::try_from(cert)
-            .map_err(|e| format!("the server's certificate cannot be read: {e}"))?;
+    pub fn of_cert(cert: &CertificateDer<'_>) -> Result<Self, FingerprintError> {
+        let ee = webpki::EndEntityCert::try_from(cert).map_err(|e| {
+            FingerprintError(format!("the server's certificate cannot be read: {e}"))
+        })?;
         let spki = ee.subject_public_key_info();
         Ok(Self(Sha256::digest(spki.as_ref()).into()))
     }
@@ -41,7 +47,7 @@ impl Fingerprint {
     /// # Errors
     ///
     /// Anything else, in words for the user.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, FingerprintError> {
         let hex: String = text
             .trim()
             .strip_prefix("sha256:")
@@ -50,9 +56,9 @@ impl Fingerprint {
             .filter(|c| *c != ':')
             .collect();
         let bad = || {
-            format!(
+            FingerprintError(format!(
                 "--quic-pin {text:?} is not a fingerprint: give the 64 hex digits `serve` prints (sha256:...)"
-            )
+            ))
         };
         if hex.len() != 64 || !hex.is_ascii() {
             return Err(bad());
@@ -150,7 +156,8 @@ impl Identity {
             rcgen::CertificateParams::new(vec!["wirebench".to_string()]).map_err(tls_error)?;
         let cert = params.self_signed(key).map_err(tls_error)?;
         let cert = cert.der().clone();
-        let fingerprint = Fingerprint::of_cert(&cert).map_err(EngineError::Setup)?;
+        let fingerprint =
+            Fingerprint::of_cert(&cert).map_err(|e| EngineError::Setup(e.to_string()))?;
         Ok(Self {
             cert,
             key: PrivatePkcs8KeyDer::from(key.serialize_der()),
@@ -237,7 +244,8 @@ impl ServerCertVerifier for Verifier {
         match self.check {
             ServerCheck::Insecure => Ok(ServerCertVerified::assertion()),
             ServerCheck::Pin(want) => {
-                let got = Fingerprint::of_cert(end_entity).map_err(rustls::Error::General)?;
+                let got = Fingerprint::of_cert(end_entity)
+                    .map_err(|e| rustls::Error::General(e.to_string()))?;
                 if got == want {
                     Ok(ServerCertVerified::assertion())
                 } else {
@@ -293,8 +301,8 @@ mod tests {
         let id = Identity::generate().expect("identity");
         let text = id.fingerprint().to_string();
         assert!(text.starts_with("sha256:") && text.len() == 7 + 64);
-        assert_eq!(Fingerprint::parse(&text), Ok(id.fingerprint()));
-        assert_eq!(Fingerprint::parse(&text[7..]), Ok(id.fingerprint()));
+        assert_eq!(Fingerprint::parse(&text).ok(), Some(id.fingerprint()));
+        assert_eq!(Fingerprint::parse(&text[7..]).ok(), Some(id.fingerprint()));
         assert!(Fingerprint::parse("sha256:xyz").is_err());
         assert!(Fingerprint::parse(&format!("{}é", &text[..text.len() - 2])).is_err());
     }
