@@ -743,6 +743,31 @@ fn one_test(
     Ok(results)
 }
 
+/// How a QUIC test checks the server: the pin or `--quic-insecure` given, else the
+/// in-process server's own key; none for other tests. A QUIC test against a host with
+/// neither is a usage error.
+fn quic_check(args: &RunArgs) -> Result<Option<wirebench_engine::quic::ServerCheck>, Failure> {
+    use wirebench_engine::quic::{Fingerprint, ServerCheck};
+    if !args.quic {
+        return Ok(None);
+    }
+    let own = args
+        .host
+        .is_none()
+        .then(super::serve::in_process_pin)
+        .flatten();
+    match (&args.quic_pin, args.quic_insecure, own) {
+        (Some(text), _, _) => Fingerprint::parse(text)
+            .map(|f| Some(ServerCheck::Pin(f)))
+            .map_err(|e| Failure::Usage(e.to_string())),
+        (None, true, _) => Ok(Some(ServerCheck::Insecure)),
+        (None, false, Some(pin)) => Ok(Some(ServerCheck::Pin(pin))),
+        (None, false, None) => Err(Failure::Usage(
+            "--quic checks the server's key: give --quic-pin with the fingerprint `serve` printed, or --quic-insecure in a lab".into(),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -767,30 +792,5 @@ mod tests {
         assert!(iperf3_port("h:1", 2)
             .unwrap_err()
             .contains("give one of them"));
-    }
-}
-
-/// How a QUIC test checks the server: the pin or `--quic-insecure` given, else the
-/// in-process server's own key; none for other tests. A QUIC test against a host with
-/// neither is a usage error.
-fn quic_check(args: &RunArgs) -> Result<Option<wirebench_engine::quic::ServerCheck>, Failure> {
-    use wirebench_engine::quic::{Fingerprint, ServerCheck};
-    if !args.quic {
-        return Ok(None);
-    }
-    let own = args
-        .host
-        .is_none()
-        .then(super::serve::in_process_pin)
-        .flatten();
-    match (&args.quic_pin, args.quic_insecure, own) {
-        (Some(text), _, _) => Fingerprint::parse(text)
-            .map(|f| Some(ServerCheck::Pin(f)))
-            .map_err(|e| Failure::Usage(e.to_string())),
-        (None, true, _) => Ok(Some(ServerCheck::Insecure)),
-        (None, false, Some(pin)) => Ok(Some(ServerCheck::Pin(pin))),
-        (None, false, None) => Err(Failure::Usage(
-            "--quic checks the server's key: give --quic-pin with the fingerprint `serve` printed, or --quic-insecure in a lab".into(),
-        )),
     }
 }
