@@ -59,12 +59,10 @@ pub(super) fn initial(state: &Arc<State>, d: &[u8], src: SocketAddr) {
     if !state.quic_handshakes.lock().is_ok_and(|mut h| h.enter(src)) {
         return;
     }
-    let local = match state.cfg.bind.ip() {
-        ip if ip.is_unspecified() => state.cfg.bind.ip(),
-        ip => ip,
-    };
-    let sock = super::listen::reuse_port_udp(SocketAddr::new(local, state.port), false)
-        .and_then(|s| s.connect(&src.into()).map(|()| s));
+    // The server's bind address (a wildcard answers from the route's source address).
+    let sock =
+        super::listen::reuse_port_udp(SocketAddr::new(state.cfg.bind.ip(), state.port), false)
+            .and_then(|s| s.connect(&src.into()).map(|()| s));
     let first = d.to_vec();
     let st = Arc::clone(state);
     let spawned = match sock {

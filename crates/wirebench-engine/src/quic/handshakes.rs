@@ -1,7 +1,7 @@
 //! The server's QUIC connections between their first Initial and their first stream's
 //! first frame, capped overall and per address (`net::quic` takes and gives back places).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 
 /// Most QUIC connections in their handshake at once.
@@ -12,7 +12,7 @@ pub(crate) const MAX_HANDSHAKES_PER_ADDR: usize = 8;
 /// QUIC connections between their first Initial and their first stream's first frame.
 #[derive(Debug, Default)]
 pub(crate) struct Handshakes {
-    by_peer: HashMap<SocketAddr, ()>,
+    by_peer: HashSet<SocketAddr>,
     per_addr: HashMap<IpAddr, usize>,
 }
 
@@ -21,19 +21,19 @@ impl Handshakes {
     /// caps are reached.
     pub(crate) fn enter(&mut self, src: SocketAddr) -> bool {
         let n = self.per_addr.get(&src.ip()).copied().unwrap_or(0);
-        if self.by_peer.contains_key(&src)
+        if self.by_peer.contains(&src)
             || self.by_peer.len() >= MAX_HANDSHAKES
             || n >= MAX_HANDSHAKES_PER_ADDR
         {
             return false;
         }
-        self.by_peer.insert(src, ());
+        self.by_peer.insert(src);
         self.per_addr.insert(src.ip(), n + 1);
         true
     }
 
     pub(crate) fn leave(&mut self, src: SocketAddr) {
-        if self.by_peer.remove(&src).is_some() {
+        if self.by_peer.remove(&src) {
             if let Some(n) = self.per_addr.get_mut(&src.ip()) {
                 *n -= 1;
                 if *n == 0 {
