@@ -109,6 +109,10 @@ pub const QUIC_STREAM_WINDOW: u64 = 2 << 20;
 pub const QUIC_SEND_WINDOW: u64 = 8 << 20;
 /// A QUIC connection's receive window, all streams together.
 pub const QUIC_CONNECTION_WINDOW: u64 = 8 << 20;
+/// What a QUIC connection buffers of datagrams each way: arrived and not yet read (older
+/// ones are dropped past it, and counted lost), and given and not yet sent. Every
+/// connection accepts them.
+pub const QUIC_DATAGRAM_WINDOW: u64 = 1 << 20;
 
 /// One stream of `spec` on the server: its buffers, its socket buffers, its accounting.
 fn stream_memory(spec: &TestSpec, caps: SocketCaps) -> u64 {
@@ -117,12 +121,13 @@ fn stream_memory(spec: &TestSpec, caps: SocketCaps) -> u64 {
         // The request read whole, the response written whole.
         (Mechanism::Rr | Mechanism::Crr, Protocol::Tcp) => size.saturating_add(spec.response_len()),
         // QUIC: the TCP roles' buffers, and what the stack holds for the stream (a stream
-        // may be a connection of its own: its whole send window).
+        // may be a connection of its own: its whole send window, and its datagrams' both ways).
         (_, Protocol::Quic) => size
             .saturating_add(spec.response_len())
             .saturating_add(TCP_CALL_BYTES)
             .saturating_add(QUIC_STREAM_WINDOW)
-            .saturating_add(QUIC_SEND_WINDOW),
+            .saturating_add(QUIC_SEND_WINDOW)
+            .saturating_add(2 * QUIC_DATAGRAM_WINDOW),
         (Mechanism::Rr | Mechanism::Crr, Protocol::Udp) => size
             .saturating_add(spec.response_len())
             .saturating_add(DATAGRAM_BYTES),

@@ -10,6 +10,10 @@ use crate::header::HEADER_LEN;
 pub const MAX_UDP_SIZE: u64 = 65_507;
 /// Largest TCP message: a message is the unit of a write, of stop-and-wait and of counting.
 pub const MAX_TCP_SIZE: u64 = 16 * 1024 * 1024;
+/// Largest QUIC datagram (`--datagrams`) a test may ask for: what one QUIC packet carries
+/// at the largest path MTU the stack probes for. The path decides what fits; the sender
+/// checks it at the start and says so.
+pub const MAX_QUIC_DATAGRAM: u64 = 1400;
 /// Request/response over UDP: the bytes of the sequence number at the start of each request
 /// and response (big-endian, keyed with the stream's token as the UDP header's `seq` is,
 /// since protocol 4; the response echoes the request's).
@@ -188,6 +192,10 @@ pub struct TestSpec {
     /// are `-P` connections of this many each. Left out of the message when none (one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quic_streams: Option<u32>,
+    /// QUIC: the data goes as unreliable datagrams (RFC 9221, `--datagrams`), one per
+    /// message with the UDP data header, counted as UDP's are. Left out when off.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub quic_datagrams: bool,
 }
 
 pub(crate) fn is_zero(n: &u64) -> bool {
@@ -317,6 +325,9 @@ pub enum SpecError {
     /// A congestion controller QUIC does not have.
     #[error("--cc for a --quic test is one of cubic, newreno, bbr")]
     QuicCongestion,
+    /// `--datagrams` outside a streaming QUIC test of one stream per connection.
+    #[error("--datagrams applies to --quic streaming tests (no --mode rr, crr or stop-and-wait, --file or --quic-streams; -P gives more connections)")]
+    Datagrams,
     /// What a QUIC test cannot do yet.
     #[error("{0} does not apply to --quic tests")]
     NotQuic(&'static str),
@@ -360,6 +371,7 @@ impl Default for TestSpec {
             live_streams: false,
             exclusive: false,
             quic_streams: None,
+            quic_datagrams: false,
         }
     }
 }
@@ -476,6 +488,13 @@ impl TestSpec {
         self
     }
 
+    /// QUIC: the data as datagrams or not.
+    #[must_use]
+    pub fn quic_datagrams(mut self, on: bool) -> Self {
+        self.quic_datagrams = on;
+        self
+    }
+
     /// Asks for a packet log or not.
     #[must_use]
     pub fn packet_log(mut self, packet_log: bool) -> Self {
@@ -575,8 +594,9 @@ impl TestSpec {
         if self.protocol == Protocol::Quic && self.open_loop_interval_ns.is_some() {
             return Err(SpecError::NotQuic("open-loop requests"));
         }
+        self.check_datagrams()?;
         if self.packet_log
-            && (self.protocol != Protocol::Udp
+            && (!self.datagrams()
                 || self.mechanism != Mechanism::Stream
                 || self.headerless())
         {
@@ -604,6 +624,29 @@ impl TestSpec {
             }),
             _ => Ok(()),
         }
+    }
+
+    /// `--datagrams`: QUIC, streaming, one stream per connection, each datagram with the
+    /// header and within one packet.
+    fn check_datagrams(&self) -> Result<(), SpecError> {
+        if !self.quic_datagrams {
+            return Ok(());
+        }
+        if self.protocol != Protocol::Quic
+            || self.mechanism != Mechanism::Stream
+            || self.quic_streams.is_some_and(|m| m > 1)
+            || self.file.is_some()
+        {
+            return Err(SpecError::Datagrams);
+        }
+        if !(HEADER_LEN as u64..=MAX_QUIC_DATAGRAM).contains(&self.size) {
+            return Err(SpecError::Size {
+                size: self.size,
+                proto: "quic --datagrams",
+                allowed: "a datagram carries the 16-byte header and fits one packet: 16 to 1400 bytes",
+            });
+        }
+        Ok(())
     }
 
     fn check_amount(&self) -> Result<(), SpecError> {
@@ -846,6 +889,12 @@ impl TestSpec {
     /// Request/response: the response's length.
     pub fn response_len(&self) -> u64 {
         self.response_size.filter(|&r| r > 0).unwrap_or(self.size)
+    }
+
+    /// True when each message is a datagram with the UDP data header, sequenced and counted
+    /// for loss, duplicates, reordering and jitter: UDP, and QUIC's `--datagrams`.
+    pub fn datagrams(&self) -> bool {
+        self.protocol == Protocol::Udp || (self.protocol == Protocol::Quic && self.quic_datagrams)
     }
 
     /// True when messages of this test are too short to carry the UDP data header.

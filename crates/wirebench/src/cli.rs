@@ -26,6 +26,10 @@ pub const DEFAULT_PORT: u16 = 5300;
 /// an unlimited default floods it; 1 Gbit/s is a line rate most paths can be asked for.
 pub const DEFAULT_UDP_RATE_BPS: u64 = 1_000_000_000;
 
+/// Default size of a QUIC datagram (`--datagrams`): one fits a packet of QUIC's smallest
+/// path MTU (1200 bytes) with the packet's and the frame's headers.
+pub const DEFAULT_QUIC_DATAGRAM: u64 = 1100;
+
 /// Measure what a network path delivers over TCP and UDP.
 #[derive(Debug, Parser)]
 #[command(
@@ -449,8 +453,11 @@ pub struct RunArgs {
     /// Use UDP.
     #[arg(short = 'u', long)]
     pub udp: bool,
-    /// Use QUIC: the test and its control dialogue over QUIC connections to the server's
-    /// UDP port (the same number); check the server with --quic-pin or --quic-insecure.
+    /// Use QUIC (check the server's key: --quic-pin)
+    ///
+    /// To the server's UDP port of the same number; --quic-insecure checks no key. The
+    /// test and its control dialogue run over QUIC connections: only UDP needs to pass a
+    /// firewall.
     #[arg(long, conflicts_with_all = ["udp", "tcp"])]
     pub quic: bool,
     /// QUIC: streams per connection; the test has -P connections of this many.
@@ -462,6 +469,12 @@ pub struct RunArgs {
     /// QUIC: check no key (a lab; anyone on the path could answer instead of the server).
     #[arg(long, requires = "quic", conflicts_with = "quic_pin")]
     pub quic_insecure: bool,
+    /// QUIC: the data as datagrams, counted as UDP's are
+    ///
+    /// Unreliable datagrams (RFC 9221), one per message with the data header: loss,
+    /// duplicates, reordering, jitter, --packet-log. -l is 16 to 1400 (default 1100).
+    #[arg(long, requires = "quic")]
+    pub datagrams: bool,
     /// How messages are sent (rr and crr: --size is the request, --response-size the answer).
     #[arg(long, value_enum, default_value = "stream")]
     pub mode: ModeArg,
@@ -540,7 +553,7 @@ pub struct RunArgs {
     /// UDP streaming: write a record per datagram received to FILE.
     ///
     /// Binary, a record per datagram and per loss run (`wirebench packet-log FILE` prints
-    /// it as CSV). Either side may be the receiver.
+    /// it as CSV). Either side may be the receiver. QUIC's --datagrams too.
     #[arg(long, value_name = "FILE")]
     pub packet_log: Option<PathBuf>,
     /// UDP: one datagram per system call on both sides (plain send/recv: no sendmmsg or
@@ -559,7 +572,8 @@ pub struct RunArgs {
     /// TCP congestion control for the data connection, on both sides (e.g. cubic, reno,
     /// bbr); default: each host's own.
     ///
-    /// What was used is in the results' datapath.
+    /// What was used is in the results' datapath. With --quic: QUIC's controller, one of
+    /// cubic (the default), newreno, bbr.
     #[arg(short = 'C', long, alias = "congestion", value_name = "ALGO")]
     pub cc: Option<String>,
     /// TCP: send with MSG_ZEROCOPY; the results say whether the kernel really skipped the
@@ -782,6 +796,8 @@ impl RunArgs {
         let size = self.size.unwrap_or(match (protocol, self.mode) {
             // Request/response measures latency: small messages, as netperf's and sockperf's.
             (_, ModeArg::Rr | ModeArg::Crr) => 64,
+            // A QUIC datagram fits one packet of the smallest path QUIC allows.
+            (Protocol::Quic, _) if self.datagrams => DEFAULT_QUIC_DATAGRAM,
             (Protocol::Tcp | Protocol::Quic, _) => 128 * 1024,
             (Protocol::Udp, _) => 1472,
         });
@@ -856,6 +872,7 @@ impl RunArgs {
             live_streams: false,
             exclusive: self.exclusive,
             quic_streams: self.quic_streams,
+            quic_datagrams: self.datagrams,
         };
         let mut spec = spec;
         if let Some(path) = &self.file {

@@ -132,3 +132,57 @@ fn initials_that_lead_nowhere_cost_a_bounded_handshake_and_nothing_else() {
     let v = s.run_json(&["--quic", "--quic-pin", &key, "-n", "1000000"]);
     assert_exact(&v, 1_000_000);
 }
+
+/// `--datagrams`: each message one QUIC datagram with the UDP data header, counted as UDP's
+/// are, and the stacks' own counts agree with the test's: what the sender's stack put in
+/// packets is what the test sent, what the receiver's stack took from packets is at least
+/// what the test read, and nothing is counted twice.
+#[test]
+fn datagrams_are_counted_as_udp_datagrams_and_agree_with_the_stack() {
+    let s = Server::start(&[]);
+    let key = key_of(&s);
+    let pin = ["--quic", "--quic-pin", key.as_str(), "--datagrams"];
+    for (args, connections) in [
+        (&["-n", "2200000", "-b", "100M"][..], 1),
+        (&["-n", "2200000", "-b", "100M", "-R"][..], 1),
+        (&["-n", "1000000", "-b", "50M", "-P", "2", "-l", "1000"][..], 2),
+        // A last datagram too short for the header, as over UDP.
+        (&["-n", "1000005", "-b", "50M", "-l", "1000"][..], 1),
+    ] {
+        let v = s.run_json(&[&pin[..], args].concat());
+        assert!(v.get("error").is_none(), "{args:?}: {v}");
+        assert_eq!(v["test"]["quic_datagrams"], true, "{v}");
+        let bytes = args[1].parse::<u64>().expect("bytes") * u(&v, "test.streams");
+        assert_eq!(u(&v, "end.sent.bytes"), bytes, "{args:?}: {v}");
+        let (sent, got) = (u(&v, "end.sent.messages"), u(&v, "end.received.messages"));
+        assert!(got > 0, "{v}");
+        // Every datagram arrived or is counted lost; a short last one carries no
+        // sequence number, so it is never counted lost (as over UDP).
+        let accounted = got + u(&v, "end.udp.lost");
+        let short_tail = args[1].ends_with('5');
+        assert!(
+            accounted == sent || (short_tail && accounted + 1 == sent),
+            "{args:?}: {v}"
+        );
+        assert_eq!(u(&v, "end.udp.duplicates"), 0, "{v}");
+        assert_eq!(u(&v, "end.quic.connections"), connections, "{v}");
+        // The stacks' own counts: every datagram the test gave went out in a packet; the
+        // receiver's stack took at least what the test read (more if its buffer dropped
+        // some unread, which the test counts as lost).
+        assert_eq!(u(&v, "end.quic.datagrams_sent"), sent, "{v}");
+        assert!(u(&v, "end.quic.peer_datagrams_received") >= got, "{v}");
+        assert!(v["end"]["udp"]["jitter_ms"].as_f64().is_some(), "{v}");
+        assert!(v["intervals"][0]["lost"].as_u64().is_some(), "{v}");
+    }
+    // What does not fit, or does not apply, is refused before anything is sent.
+    for (bad, says) in [
+        (&["-l", "1401", "-t", "1"][..], "16 to 1400"),
+        (&["--mode", "rr", "-t", "1"][..], "--datagrams applies to"),
+        (&["--quic-streams", "2", "-t", "1"][..], "--datagrams applies to"),
+    ] {
+        let out = s.run(&[&pin[..], bad].concat());
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{bad:?}: {err}");
+    }
+}

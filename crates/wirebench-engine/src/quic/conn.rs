@@ -22,7 +22,9 @@ use wirebench_proto::results::QuicInfo;
 
 use super::cc::{Choice, Congestion, Factory};
 use super::tls::{client_config, Identity, ServerCheck};
-use crate::control::memory::{QUIC_CONNECTION_WINDOW, QUIC_SEND_WINDOW, QUIC_STREAM_WINDOW};
+use crate::control::memory::{
+    QUIC_CONNECTION_WINDOW, QUIC_DATAGRAM_WINDOW, QUIC_SEND_WINDOW, QUIC_STREAM_WINDOW,
+};
 use crate::control::SETUP_TIMEOUT;
 use crate::EngineError;
 
@@ -88,6 +90,8 @@ impl QuicConn {
             mtu_bytes: u64::from(s.path.current_mtu),
             handshake_us: self.handshake.as_micros() as u64,
             connections: 1,
+            datagrams_sent: s.frame_tx.datagram,
+            datagrams_received: s.frame_rx.datagram,
         }
     }
 }
@@ -99,7 +103,8 @@ fn transport(choice: &Choice) -> quinn::TransportConfig {
         .max_concurrent_bidi_streams(MAX_PEER_STREAMS.into())
         .max_concurrent_uni_streams(0u32.into())
         .keep_alive_interval(Some(KEEP_ALIVE))
-        .datagram_receive_buffer_size(None)
+        .datagram_receive_buffer_size(Some(QUIC_DATAGRAM_WINDOW as usize))
+        .datagram_send_buffer_size(QUIC_DATAGRAM_WINDOW as usize)
         .stream_receive_window(quinn::VarInt::from_u64(QUIC_STREAM_WINDOW).unwrap_or_default())
         .receive_window(quinn::VarInt::from_u64(QUIC_CONNECTION_WINDOW).unwrap_or_default())
         .send_window(QUIC_SEND_WINDOW);

@@ -46,6 +46,18 @@ pub(super) struct QuicWindow {
     pub(super) lost_packets: u64,
 }
 
+impl QuicWindow {
+    /// The connection's figures now (read under its lock, once per interval).
+    pub(super) fn of(conn: &crate::quic::QuicConn) -> Self {
+        let i = conn.info();
+        Self {
+            cwnd_bytes: i.cwnd_bytes,
+            rtt_us: i.rtt_us,
+            lost_packets: i.lost_packets,
+        }
+    }
+}
+
 impl Snapshot {
     pub(super) fn of(count: &Count) -> Self {
         Self {
@@ -61,17 +73,10 @@ impl Snapshot {
     /// TCP_INFO, or a QUIC connection's figures (read under its lock, once per interval).
     pub(super) fn of_stream<S: super::user::Stream + ?Sized>(count: &Count, s: &S) -> Self {
         match s.quic() {
-            Some(q) => {
-                let i = q.info();
-                Self {
-                    quic: Some(QuicWindow {
-                        cwnd_bytes: i.cwnd_bytes,
-                        rtt_us: i.rtt_us,
-                        lost_packets: i.lost_packets,
-                    }),
-                    ..Self::of(count)
-                }
-            }
+            Some(q) => Self {
+                quic: Some(QuicWindow::of(q.connection())),
+                ..Self::of(count)
+            },
             None => Self::of_tcp(count, s.kernel()),
         }
     }

@@ -66,6 +66,17 @@ pub(crate) enum RoleError {
     /// A stop-and-wait sender got no acknowledgement for this many seconds.
     #[error("no acknowledgement for {0} s: the receiver is gone or the path drops everything")]
     NoAck(u64),
+    /// QUIC: the peer takes no datagrams.
+    #[error("the peer's QUIC stack takes no datagrams")]
+    DatagramsRefused,
+    /// QUIC: the path's packets carry smaller datagrams than the test's.
+    #[error("the path carries QUIC datagrams of at most {max} bytes: give -l {max} or less")]
+    DatagramTooLarge {
+        /// The test's datagram size.
+        size: u64,
+        /// What fits now.
+        max: usize,
+    },
     /// Sending failed.
     #[error("sending data: {0}")]
     Send(std::io::Error),
@@ -126,7 +137,9 @@ impl RoleError {
             | Self::Connect(_)
             | Self::LogStart(_)
             | Self::Log(_)
-            | Self::File(_) => ErrorKind::Io,
+            | Self::File(_)
+            | Self::DatagramsRefused
+            | Self::DatagramTooLarge { .. } => ErrorKind::Io,
         }
     }
 }

@@ -19,6 +19,7 @@ mod early_end;
 pub(crate) mod iperf3;
 pub(crate) mod limit;
 pub(crate) mod probe;
+mod quic_datagrams;
 mod recv_loop;
 mod rr;
 mod rr_key;
@@ -193,6 +194,15 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
         (Role::Receiver, DataSocket::Quic(s)) if rr => {
             quic = s.reports_connection.then(|| s.connection().clone());
             rr::tcp_rr_server(s, &p, sh)
+        }
+        (Role::Sender, DataSocket::Quic(s)) if p.spec.quic_datagrams => {
+            quic = s.reports_connection.then(|| s.connection().clone());
+            quic_datagrams::quic_datagram_send(s, &p, sh)
+        }
+        (Role::Receiver, DataSocket::Quic(s)) if p.spec.quic_datagrams => {
+            quic = s.reports_connection.then(|| s.connection().clone());
+            let log = p.packet_log.take();
+            quic_datagrams::quic_datagram_receive(s, &p, log, sh)
         }
         (Role::Sender, DataSocket::Quic(s)) => {
             quic = s.reports_connection.then(|| s.connection().clone());

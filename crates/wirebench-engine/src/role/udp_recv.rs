@@ -27,7 +27,7 @@ fn short_tail(spec: &TestSpec) -> bool {
 
 /// Which datagrams shorter than a header each stream of `spec` sends: all of them in a
 /// headerless test, else at most its short last message.
-fn short_datagrams(spec: &TestSpec) -> ShortDatagrams {
+pub(super) fn short_datagrams(spec: &TestSpec) -> ShortDatagrams {
     match spec.bytes {
         _ if spec.headerless() => ShortDatagrams::All,
         Some(b) if short_tail(spec) => ShortDatagrams::Tail((b % spec.size) as usize),

@@ -151,7 +151,7 @@ fn gso_refused(dp: &mut wirebench_proto::results::Datapath, why: Option<&std::io
 /// Datagrams of `size` bytes left to send, and the length of the last one: a `bytes` test
 /// (`total`) ends with what is left after `sent` bytes, a shorter datagram if it does not
 /// divide; a timed one (`duration_ns`) sends whole datagrams until `now` reaches its end.
-fn left_to_send(
+pub(super) fn left_to_send(
     total: Option<u64>,
     duration_ns: Option<u64>,
     size: u64,

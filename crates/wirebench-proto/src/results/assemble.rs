@@ -261,7 +261,7 @@ impl Half {
         let s = sender.unwrap_or(&empty);
         let r = receiver.unwrap_or(&empty);
         let counts = r.udp.clone().unwrap_or_default();
-        let udp = spec.protocol == Protocol::Udp;
+        let udp = spec.datagrams();
         // A UDP stream receiver's intervals carry jitter when its datagrams carry headers.
         let jitter = udp && spec.mechanism == Mechanism::Stream && !spec.headerless();
         let n = s.streams.len().max(r.streams.len());
@@ -367,7 +367,7 @@ impl AfterOmit {
         };
         let sent = s.map(|s| after(&s.intervals));
         let received = r.map(|r| after(&r.intervals));
-        let udp = spec.protocol == Protocol::Udp;
+        let udp = spec.datagrams();
         Self {
             omitted_s: spec.omit_ns as f64 / NS_PER_S,
             sent_bytes: sent.map(|s| s.0),
@@ -430,7 +430,7 @@ impl End {
             .map(|(r, t)| r.totals(t))
             .unwrap_or_default();
         let no_counts = UdpCounts::default();
-        let mut udp = (spec.protocol == Protocol::Udp).then(|| {
+        let mut udp = spec.datagrams().then(|| {
             UdpEnd::new(
                 spec,
                 sender.map(|s| s.messages),
@@ -483,6 +483,11 @@ impl End {
                 overhead_ratio: (s.bytes > 0)
                     .then(|| info.wire_bytes_sent as f64 / s.bytes as f64 - 1.0),
                 peer_handshake_us: r.quic.as_ref().map(|q| q.handshake_us),
+                peer_datagrams_received: r
+                    .quic
+                    .as_ref()
+                    .filter(|_| spec.quic_datagrams)
+                    .map(|q| q.datagrams_received),
                 info,
             }),
             file: spec.file.as_ref().map(|name| {

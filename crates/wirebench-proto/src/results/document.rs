@@ -128,7 +128,7 @@ pub struct Sides<T> {
 /// The validated spec in the document's units.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestView {
-    /// "tcp" or "udp".
+    /// "tcp", "udp" or "quic".
     pub protocol: Protocol,
     /// "stream" or "stop-and-wait".
     pub mechanism: Mechanism,
@@ -176,6 +176,21 @@ pub struct TestView {
     /// absent when it did not.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub exclusive: bool,
+    /// QUIC: streams per connection (`--quic-streams`); absent when one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic_streams: Option<u32>,
+    /// QUIC: the data went as datagrams (`--datagrams`), counted as UDP's are; absent when
+    /// it went on streams.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quic_datagrams: bool,
+}
+
+impl TestView {
+    /// True when each message was a datagram with the data header, counted for loss,
+    /// duplicates, reordering and jitter: UDP, and QUIC's `--datagrams`.
+    pub fn datagrams(&self) -> bool {
+        self.protocol == Protocol::Udp || (self.protocol == Protocol::Quic && self.quic_datagrams)
+    }
 }
 
 impl From<&TestSpec> for TestView {
@@ -201,6 +216,8 @@ impl From<&TestSpec> for TestView {
             omit_s: (s.omit_ns > 0).then(|| secs(s.omit_ns)),
             open_loop_interval_s: s.open_loop_interval_ns.map(secs),
             exclusive: s.exclusive,
+            quic_streams: s.quic_streams,
+            quic_datagrams: s.quic_datagrams,
         }
     }
 }
@@ -462,6 +479,10 @@ pub struct QuicEnd {
     /// headers, acknowledgements, retransmissions and padding over what was delivered.
     #[serde(default)]
     pub overhead_ratio: Option<f64>,
+    /// `--datagrams`: the datagrams the receiving side's stack took from packets (its own
+    /// count: what arrived, whether or not the test read it in time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_datagrams_received: Option<u64>,
 }
 
 /// The `end` object.

@@ -198,6 +198,13 @@ pub struct QuicInfo {
     pub handshake_us: u64,
     /// Connections these figures cover.
     pub connections: u32,
+    /// QUIC datagrams (`--datagrams`) the stack put in packets, and took from packets: its
+    /// own count beside the test's. Absent when none.
+    #[serde(default, skip_serializing_if = "crate::spec::is_zero")]
+    pub datagrams_sent: u64,
+    /// See `datagrams_sent`.
+    #[serde(default, skip_serializing_if = "crate::spec::is_zero")]
+    pub datagrams_received: u64,
 }
 
 impl QuicInfo {
@@ -221,6 +228,8 @@ impl QuicInfo {
         self.mtu_bytes = self.mtu_bytes.min(o.mtu_bytes);
         self.handshake_us = self.handshake_us.max(o.handshake_us);
         self.connections += o.connections;
+        self.datagrams_sent += o.datagrams_sent;
+        self.datagrams_received += o.datagrams_received;
     }
 }
 

@@ -276,7 +276,7 @@ fn percent(lost: Option<u64>, packets: Option<u64>) -> Value {
 /// `intervals`: each interval's streams (a direction's one stream is its sum; several are
 /// the client's own records of each) and sums.
 fn intervals(r: &Results, halves: &[Half<'_>], client: &Iperf3Client) -> Value {
-    let udp = r.test.protocol == Protocol::Udp;
+    let udp = r.test.datagrams();
     let omit_s = r.test.omit_s.unwrap_or(0.0);
     let out: Vec<Value> = (0..halves[0].intervals.len())
         .map(|i| {
@@ -414,7 +414,7 @@ fn stream_entry(rec: &IntervalRecord, h: &Half<'_>, udp: bool, omit_s: f64, sock
 
 /// `end`: each stream's totals, the sums per direction, CPU, congestion control.
 fn end_section(r: &Results, halves: &[Half<'_>], client: &Iperf3Client) -> Value {
-    let udp = r.test.protocol == Protocol::Udp;
+    let udp = r.test.datagrams();
     let mut streams = Vec::new();
     for h in halves {
         for (i, e) in h.streams.iter().enumerate() {

@@ -4,7 +4,7 @@
 //! one role does not have is left blank, never moved). Off a terminal they are the same
 //! lines: no escape codes.
 
-use wirebench_proto::spec::{Mechanism, Protocol};
+use wirebench_proto::spec::Mechanism;
 use wirebench_proto::units::{format_bytes, format_rate_bps};
 
 /// The units of rates (iperf3's `-f` letters).
@@ -86,12 +86,13 @@ pub enum Columns {
 }
 
 impl Columns {
-    /// The columns of a test of this protocol and mechanism.
-    pub fn of(protocol: Protocol, mechanism: Mechanism) -> Self {
-        match (protocol, mechanism) {
+    /// The columns of a test of this mechanism, whose messages are datagrams (UDP, QUIC's
+    /// `--datagrams`) or a byte stream.
+    pub fn of(datagrams: bool, mechanism: Mechanism) -> Self {
+        match (datagrams, mechanism) {
             (_, m) if m.is_rr() => Self::Rr,
-            (Protocol::Udp, _) => Self::Udp,
-            (Protocol::Tcp | Protocol::Quic, _) => Self::Tcp,
+            (true, _) => Self::Udp,
+            (false, _) => Self::Tcp,
         }
     }
 }

@@ -135,7 +135,7 @@ fn retransmits(w: &Way<'_>, omit: Option<f64>) -> Option<u64> {
 /// line per stream (with several; not with `-O`, whose streams have no figures after the
 /// omitted start, nor for rrul's load) and for the whole.
 pub(crate) fn write(r: &Results, units: RateUnits, out: &mut dyn Write) -> io::Result<()> {
-    let columns = Columns::of(r.test.protocol, r.test.mechanism);
+    let columns = Columns::of(r.test.datagrams(), r.test.mechanism);
     if columns == Columns::Rr {
         return rr_line(r, false, out);
     }

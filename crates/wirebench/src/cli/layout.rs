@@ -34,6 +34,7 @@ const RUN_GROUPS: &[(&str, &[&str])] = &[
             "port",
             "udp",
             "tcp",
+            "quic",
             "time",
             "bytes",
             "blockcount",
@@ -75,6 +76,10 @@ const RUN_GROUPS: &[(&str, &[&str])] = &[
         ],
     ),
     ("TCP", &["cc", "zerocopy"]),
+    (
+        "QUIC",
+        &["quic_pin", "quic_insecure", "quic_streams", "datagrams"],
+    ),
     ("Files", &["file", "both_directions", "save"]),
     (
         "iperf3",
@@ -106,6 +111,8 @@ const SERVE_GROUPS: &[(&str, &[&str])] = &[
             "iperf3_port",
             "allow_iperf3",
             "iperf3_json",
+            "no_quic",
+            "quic_key",
         ],
     ),
     (
@@ -196,6 +203,11 @@ const LONG_HELP_ONLY: &[&str] = &[
     "max_size",
     "allow_iperf3",
     "iperf3_json",
+    "quic_key",
+    "quic_pin",
+    "quic_insecure",
+    "quic_streams",
+    "datagrams",
 ];
 
 /// A flag's value may start with `-` when it is a number: a negative one is refused by its

@@ -68,7 +68,7 @@ impl Live {
         Self {
             protocol: spec.protocol,
             layout: Layout {
-                columns: Columns::of(spec.protocol, spec.mechanism),
+                columns: Columns::of(spec.datagrams(), spec.mechanism),
                 tag_width: if bidir { 11 } else { 5 },
                 summary: false,
                 units,
