@@ -174,6 +174,10 @@ pub fn run_pair(p: &PairRun) -> Result<PairOutcome, PairError> {
                 c.args(site.run_args(p.client_stack));
             }
             c.args(args);
+            // The lab's own server: a QUIC test pins the key it printed.
+            if let Some(pin) = quic_pin(args, server.quic_key.as_deref()) {
+                c.args(["--quic-pin", pin]);
+            }
             (c, wants_json(args), "wirebench run".to_owned())
         }
         ClientCommand::Exec(words) => {
@@ -221,6 +225,17 @@ pub fn run_pair(p: &PairRun) -> Result<PairOutcome, PairError> {
         reports,
         log,
     })
+}
+
+/// The key a `run` with `--quic` pins, when it checks none itself: the lab's own server's.
+fn quic_pin<'a>(args: &[String], key: Option<&'a str>) -> Option<&'a str> {
+    let has = |flag: &str| {
+        args.iter()
+            .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+    };
+    (has("--quic") && !has("--quic-pin") && !has("--quic-insecure"))
+        .then_some(key)
+        .flatten()
 }
 
 /// While the client's command runs, SIGINT, SIGTERM and SIGHUP do not end the lab: it passes

@@ -464,6 +464,11 @@ impl TestDef {
         })
     }
 
+    /// Whether its args ask for QUIC (`--quic`).
+    pub fn is_quic(&self) -> bool {
+        self.args.iter().any(|a| a == "--quic")
+    }
+
     /// Its start delay.
     ///
     /// # Errors

@@ -49,6 +49,8 @@ pub enum ServerError {
 #[derive(Debug)]
 pub struct LabServer {
     child: Child,
+    /// `wirebench serve`'s QUIC key, as its banner names it (`sha256:...`).
+    pub quic_key: Option<String>,
 }
 
 impl LabServer {
@@ -82,7 +84,10 @@ impl LabServer {
             program: "wirebench serve".into(),
             source,
         })?;
-        let mut server = Self { child };
+        let mut server = Self {
+            child,
+            quic_key: None,
+        };
         let stdout = server
             .child
             .stdout
@@ -94,6 +99,9 @@ impl LabServer {
         if !first.contains("listening") {
             return Err(ServerError::NotListening);
         }
+        server.quic_key = first
+            .split_once("QUIC, key ")
+            .map(|(_, k)| k.trim_end().trim_end_matches(')').to_owned());
         // Keep reading, so that the server never blocks on a full pipe.
         std::thread::spawn(move || io::copy(&mut lines, &mut io::sink()));
         Ok(server)
@@ -114,7 +122,10 @@ impl LabServer {
             program: (*prog).to_owned(),
             source,
         })?;
-        let mut server = Self { child };
+        let mut server = Self {
+            child,
+            quic_key: None,
+        };
         let until = Instant::now() + LISTEN_DEADLINE;
         loop {
             if let Some(status) = server.child.try_wait()? {

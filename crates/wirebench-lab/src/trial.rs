@@ -112,8 +112,8 @@ pub fn run_trial(s: &TrialSetup<'_>, profile: &Profile, n: u32) -> Result<TrialD
         profile_hosts: sc.profile_hosts(profile),
     };
     let sysctls = net.apply_profile()?;
-    let (servers, ports) = net.start_servers()?;
-    let children = net.start_tests(&ports)?;
+    let (servers, reach) = net.start_servers()?;
+    let children = net.start_tests(&reach)?;
     let tests = wait_for_tests(sc, children);
     drop(servers);
     let (links, log) = lab.stop_logged().map_err(io_err("stopping the emulator"))?;
@@ -173,11 +173,11 @@ impl TrialNet<'_> {
     /// One server per host that tests go to, on the kernel's stack; they end when dropped.
     /// A test to a host of the profile's user-space stack has a server of its own instead,
     /// with a stack of its own (a TUN device takes one), on ports of its own: those ports
-    /// by test (none: the default port).
-    fn start_servers(&self) -> Result<(Vec<LabServer>, Vec<Option<u16>>), TrialError> {
-        let mut servers = Vec::new();
-        let mut server_hosts: Vec<&str> = Vec::new();
-        let mut ports: Vec<Option<u16>> = vec![None; self.sc.tests.len()];
+    /// by test (none: the default port), with the QUIC key each test's server printed.
+    fn start_servers(&self) -> Result<(Vec<LabServer>, Vec<Reach>), TrialError> {
+        let mut servers: Vec<LabServer> = Vec::new();
+        let mut server_hosts: Vec<(&str, Option<String>)> = Vec::new();
+        let mut ports: Vec<Reach> = vec![Reach::default(); self.sc.tests.len()];
         for (i, test) in self.sc.tests.iter().enumerate() {
             let server_err = |source| TrialError::Server {
                 host: test.to.clone(),
@@ -187,17 +187,24 @@ impl TrialNet<'_> {
             match self.user_stack {
                 Some(stack) if self.stack_hosts.contains(&test.to) => {
                     let (server, port) = self.stack_server(i, test, stack)?;
+                    ports[i] = Reach {
+                        port: Some(port),
+                        quic_key: server.quic_key.clone(),
+                    };
                     servers.push(server);
-                    ports[i] = Some(port);
                 }
-                _ if !server_hosts.contains(&test.to.as_str()) => {
-                    server_hosts.push(&test.to);
-                    servers.push(
-                        LabServer::wirebench(self.lab, self.exe, to, "0.0.0.0", &[])
-                            .map_err(server_err)?,
-                    );
+                _ => {
+                    if !server_hosts.iter().any(|(h, _)| *h == test.to) {
+                        let server = LabServer::wirebench(self.lab, self.exe, to, "0.0.0.0", &[])
+                            .map_err(server_err)?;
+                        server_hosts.push((&test.to, server.quic_key.clone()));
+                        servers.push(server);
+                    }
+                    ports[i].quic_key = server_hosts
+                        .iter()
+                        .find(|(h, _)| *h == test.to)
+                        .and_then(|(_, k)| k.clone());
                 }
-                _ => {}
             }
         }
         Ok((servers, ports))
@@ -238,7 +245,7 @@ impl TrialNet<'_> {
 
     /// Starts every test in the order of their start delays, each when its delay is up:
     /// the processes, by test.
-    fn start_tests(&self, ports: &[Option<u16>]) -> Result<Vec<(usize, Child)>, TrialError> {
+    fn start_tests(&self, ports: &[Reach]) -> Result<Vec<(usize, Child)>, TrialError> {
         let tests = &self.sc.tests;
         let mut order: Vec<usize> = (0..tests.len()).collect();
         let delay = |i: usize| {
@@ -253,7 +260,7 @@ impl TrialNet<'_> {
         for &i in &order {
             // The scenario's start delay: time itself is what is waited for.
             std::thread::sleep(delay(i).saturating_sub(t0.elapsed()));
-            let mut c = self.test_command(i, &tests[i], ports[i])?;
+            let mut c = self.test_command(i, &tests[i], &ports[i])?;
             children.push((i, c.spawn().map_err(io_err("starting a test"))?));
         }
         Ok(children)
@@ -261,13 +268,9 @@ impl TrialNet<'_> {
 
     /// The command of test `i`: `wirebench run` in its `from` host to its `to` host's
     /// server (on `port` if not the default), with the profile's stack and congestion
-    /// control, and its output captured.
-    fn test_command(
-        &self,
-        i: usize,
-        test: &TestDef,
-        port: Option<u16>,
-    ) -> Result<Command, TrialError> {
+    /// control, and its output captured. A QUIC test pins its server's key.
+    fn test_command(&self, i: usize, test: &TestDef, reach: &Reach) -> Result<Command, TrialError> {
+        let port = reach.port;
         let to = node(self.t, &test.to)?;
         let addr = self
             .t
@@ -299,12 +302,30 @@ impl TrialNet<'_> {
         }
         // The profile's congestion control, per socket too (see Profile::apply); a UDP test
         // has none (as iperf3 ignores -C with -u).
+        // QUIC's controllers are its own: the profile's applies where QUIC has it (reno is
+        // QUIC's newreno).
+        let quic = test.is_quic();
         if let Some(cc) = &self.profile.cc {
+            let cc = match cc.as_str() {
+                "reno" if quic => "newreno",
+                other => other,
+            };
+            let has = !quic || wirebench_proto::spec::QUIC_CONGESTION.contains(&cc);
             if self.profile_hosts.contains(&test.from)
                 && !test.is_udp()
+                && has
                 && !test.args.iter().any(|a| a == "--cc")
             {
                 c.args(["--cc", cc]);
+            }
+        }
+        if let Some(key) = reach.quic_key.as_deref().filter(|_| quic) {
+            if !test
+                .args
+                .iter()
+                .any(|a| a == "--quic-pin" || a == "--quic-insecure")
+            {
+                c.args(["--quic-pin", key]);
             }
         }
         c.args(scaled_args(&test.args, self.time_scale))
@@ -313,6 +334,14 @@ impl TrialNet<'_> {
             .stderr(Stdio::piped());
         Ok(c)
     }
+}
+
+/// How a test reaches its server: its control port (none: the default) and the QUIC key
+/// the server printed.
+#[derive(Debug, Clone, Default)]
+struct Reach {
+    port: Option<u16>,
+    quic_key: Option<String>,
 }
 
 /// Waits for every test's process: their outcomes in the scenario's order. A test whose

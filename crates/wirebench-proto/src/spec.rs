@@ -596,9 +596,7 @@ impl TestSpec {
         }
         self.check_datagrams()?;
         if self.packet_log
-            && (!self.datagrams()
-                || self.mechanism != Mechanism::Stream
-                || self.headerless())
+            && (!self.datagrams() || self.mechanism != Mechanism::Stream || self.headerless())
         {
             return Err(SpecError::PacketLog);
         }
@@ -643,7 +641,8 @@ impl TestSpec {
             return Err(SpecError::Size {
                 size: self.size,
                 proto: "quic --datagrams",
-                allowed: "a datagram carries the 16-byte header and fits one packet: 16 to 1400 bytes",
+                allowed:
+                    "a datagram carries the 16-byte header and fits one packet: 16 to 1400 bytes",
             });
         }
         Ok(())

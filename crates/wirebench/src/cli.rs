@@ -558,6 +558,9 @@ pub struct RunArgs {
     pub packet_log: Option<PathBuf>,
     /// UDP: one datagram per system call on both sides (plain send/recv: no sendmmsg or
     /// recvmmsg batches, no GSO or GRO), as most applications send.
+    ///
+    /// QUIC: the test's connections send one packet per system call, no GSO batches (from
+    /// the test's start on both sides; a handshake may still use them).
     #[arg(long)]
     pub no_offload: bool,
     /// --mode rrul: each idle phase's length, before and after the load.

@@ -145,7 +145,10 @@ fn datagrams_are_counted_as_udp_datagrams_and_agree_with_the_stack() {
     for (args, connections) in [
         (&["-n", "2200000", "-b", "100M"][..], 1),
         (&["-n", "2200000", "-b", "100M", "-R"][..], 1),
-        (&["-n", "1000000", "-b", "50M", "-P", "2", "-l", "1000"][..], 2),
+        (
+            &["-n", "1000000", "-b", "50M", "-P", "2", "-l", "1000"][..],
+            2,
+        ),
         // A last datagram too short for the header, as over UDP.
         (&["-n", "1000005", "-b", "50M", "-l", "1000"][..], 1),
     ] {
@@ -178,7 +181,10 @@ fn datagrams_are_counted_as_udp_datagrams_and_agree_with_the_stack() {
     for (bad, says) in [
         (&["-l", "1401", "-t", "1"][..], "16 to 1400"),
         (&["--mode", "rr", "-t", "1"][..], "--datagrams applies to"),
-        (&["--quic-streams", "2", "-t", "1"][..], "--datagrams applies to"),
+        (
+            &["--quic-streams", "2", "-t", "1"][..],
+            "--datagrams applies to",
+        ),
     ] {
         let out = s.run(&[&pin[..], bad].concat());
         assert_eq!(out.status.code(), Some(2), "{bad:?}: {out:?}");

@@ -399,6 +399,7 @@ impl Setup {
             let check = self.quic_check.ok_or_else(no_quic_check)?;
             let cc = quic_congestion(&self.spec);
             let conn = crate::quic::connect(self.addr, self.bind, check, cc, crate::quic::ALPN)?;
+            conn.set_gso(!self.spec.no_offload);
             self.quic.push(std::sync::Arc::new(conn));
         }
         let conn = self
@@ -479,6 +480,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
             quic_congestion(&cfg.spec),
             crate::quic::ALPN,
         )?);
+        conn.set_gso(!cfg.spec.no_offload);
         let control = crate::quic::QuicStream::open(&conn, SETUP_TIMEOUT)
             .map_err(|e| EngineError::io("opening the QUIC control stream", e))?;
         setup.local_ip = conn.local().ok().map(|a| a.ip());

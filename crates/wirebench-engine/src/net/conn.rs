@@ -655,6 +655,7 @@ impl Test<'_> {
                     s.connection()
                         .choice
                         .set(cc.and_then(Congestion::of_name).unwrap_or_default());
+                    s.connection().set_gso(!self.spec.no_offload);
                     Arrived {
                         datapath: crate::quic::stream::datapath(s),
                         sock,

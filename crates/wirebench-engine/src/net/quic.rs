@@ -9,8 +9,8 @@
 //! first stream's first frame, [`MAX_HANDSHAKES_PER_ADDR`] of them per address (an Initial
 //! beyond is dropped unanswered); each has the set-up time for the handshake and again for
 //! that frame. A connection whose first stream is neither a test nor a stream of one is
-//! closed. A connection takes streams only while its test sets up: none after
-//! [`SETUP_TIMEOUT`] without a new one.
+//! closed. A connection takes streams only while its test sets up: none later than
+//! [`SETUP_TIMEOUT`] after its first stream's first frame.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -106,23 +106,35 @@ enum First {
     Nothing,
 }
 
-/// Takes the connection's streams while its test sets up, each by its first frame.
+/// Takes the connection's streams while its test sets up, each by its first frame: the
+/// first within the set-up time of the handshake, the others within the set-up time of
+/// the first (a test's streams all come while it sets up, which is bounded so). Then the
+/// connection takes no more: what a peer opens later is never read, and this thread ends.
 fn streams(conn: &Arc<QuicConn>, state: &Arc<State>, place: &mut Place<'_>) {
     let peer = conn.remote();
     let Ok(local) = conn.local() else { return };
     let mut first_on_conn = true;
     let mut useful = false;
+    let mut until = Instant::now() + SETUP_TIMEOUT;
     loop {
-        let Ok(stream) = QuicStream::accept(conn, SETUP_TIMEOUT) else {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        let Ok(stream) = QuicStream::accept(conn, left) else {
             return;
         };
-        match first(stream, peer, local, state, &mut first_on_conn) {
+        match first(stream, peer, local, state, &mut first_on_conn, until) {
             First::Nothing if !useful => {
                 conn.conn.close(0u32.into(), b"not a test");
                 return;
             }
             First::Nothing => {}
-            First::Attached | First::Test => useful = true,
+            First::Attached | First::Test if !useful => {
+                useful = true;
+                until = Instant::now() + SETUP_TIMEOUT;
+            }
+            First::Attached | First::Test => {}
         }
         // The handshake stage ends with the first stream's first frame.
         place.leave();
@@ -136,6 +148,7 @@ fn first(
     local: SocketAddr,
     state: &Arc<State>,
     first_on_conn: &mut bool,
+    until: Instant,
 ) -> First {
     let Some(mut session) = new_session(state) else {
         return First::Nothing;
@@ -143,7 +156,6 @@ fn first(
     let mut pump = Pump::quic(stream);
     let mut identified = false;
     let mut client_host = String::new();
-    let started = Instant::now();
     loop {
         while let Some(action) = session.poll_action() {
             match action {
@@ -191,7 +203,7 @@ fn first(
                 ServerAction::StreamsReady | ServerAction::StartRoles | ServerAction::Run(_) => {}
             }
         }
-        if session.is_closed() || started.elapsed() > SETUP_TIMEOUT {
+        if session.is_closed() || Instant::now() > until {
             let outcome = session.outcome().unwrap_or_default();
             not_started(state, peer, outcome, identified);
             return First::Nothing;

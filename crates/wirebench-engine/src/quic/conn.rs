@@ -12,6 +12,7 @@
 use std::io::IoSliceMut;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -51,6 +52,8 @@ pub struct QuicConn {
     pub(crate) conn: quinn::Connection,
     pub(crate) handle: tokio::runtime::Handle,
     pub(crate) choice: Choice,
+    /// Whether sends may go as GSO batches (`--no-offload` says no; read at each send).
+    gso: Arc<AtomicBool>,
     /// From the first Initial (sent, or received) to the handshake's completion.
     pub(crate) handshake: Duration,
     local: Option<SocketAddr>,
@@ -64,6 +67,12 @@ impl QuicConn {
         self.local
             .map(crate::net::canonical)
             .ok_or_else(|| std::io::ErrorKind::AddrNotAvailable.into())
+    }
+
+    /// Lets sends go as GSO batches, or one packet a system call (`--no-offload`: as
+    /// packets that a firewall on the path counts one by one).
+    pub(crate) fn set_gso(&self, on: bool) {
+        self.gso.store(on, Ordering::Relaxed);
     }
 
     /// The peer's address.
@@ -120,7 +129,7 @@ type Made = Result<(quinn::Connection, Duration), String>;
 /// Starts a connection's thread: it builds the runtime and the endpoint, runs `make` for
 /// the connection, hands it back, and then drives the runtime until the connection is
 /// released and closed.
-fn spawn<F, Fut>(choice: Choice, make: F) -> Result<QuicConn, EngineError>
+fn spawn<F, Fut>(choice: Choice, gso: Arc<AtomicBool>, make: F) -> Result<QuicConn, EngineError>
 where
     F: FnOnce(Arc<dyn Runtime>) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = (Option<quinn::Endpoint>, Made)>,
@@ -167,6 +176,7 @@ where
         conn,
         handle,
         choice,
+        gso,
         handshake,
         local,
         _release: release_tx,
@@ -199,12 +209,26 @@ pub fn connect(
     let choice = Choice::new(cc);
     let mut cfg = quinn::ClientConfig::new(Arc::new(crypto));
     cfg.transport_config(Arc::new(transport(&choice)));
-    spawn(choice, move |runtime| async move {
-        let endpoint =
-            match quinn::Endpoint::new(quinn::EndpointConfig::default(), None, sock, runtime) {
-                Ok(e) => e,
-                Err(e) => return (None, Err(format!("opening the QUIC endpoint: {e}"))),
-            };
+    let gso = Arc::new(AtomicBool::new(true));
+    let sends = Arc::clone(&gso);
+    spawn(choice, gso, move |runtime| async move {
+        let socket = match runtime.wrap_udp_socket(sock) {
+            Ok(inner) => Arc::new(Stashed {
+                inner,
+                first: Mutex::new(None),
+                gso: sends,
+            }),
+            Err(e) => return (None, Err(format!("opening the QUIC socket: {e}"))),
+        };
+        let endpoint = match quinn::Endpoint::new_with_abstract_socket(
+            quinn::EndpointConfig::default(),
+            None,
+            socket,
+            runtime,
+        ) {
+            Ok(e) => e,
+            Err(e) => return (None, Err(format!("opening the QUIC endpoint: {e}"))),
+        };
         let started = Instant::now();
         let connecting = match endpoint.connect_with(cfg, addr, "wirebench") {
             Ok(c) => c,
@@ -256,7 +280,9 @@ pub(crate) fn accept(
     let mut cfg = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     cfg.transport_config(Arc::new(transport(&choice)))
         .migration(false);
-    spawn(choice, move |runtime| async move {
+    let gso = Arc::new(AtomicBool::new(true));
+    let sends = Arc::clone(&gso);
+    spawn(choice, gso, move |runtime| async move {
         let inner = match runtime.wrap_udp_socket(sock) {
             Ok(s) => s,
             Err(e) => return (None, Err(format!("opening the QUIC socket: {e}"))),
@@ -264,6 +290,7 @@ pub(crate) fn accept(
         let socket = Arc::new(Stashed {
             inner,
             first: Mutex::new(Some((first, src))),
+            gso: sends,
         });
         let endpoint = match quinn::Endpoint::new_with_abstract_socket(
             quinn::EndpointConfig::default(),
@@ -289,12 +316,13 @@ pub(crate) fn accept(
     })
 }
 
-/// A server connection's socket: the datagram that came to the hello socket first, then
-/// what comes to its own.
+/// A connection's socket: for a server's, the datagram that came to the hello socket
+/// first, then what comes to its own; sends in GSO batches while `gso` says so.
 #[derive(Debug)]
 struct Stashed {
     inner: Arc<dyn AsyncUdpSocket>,
     first: Mutex<Option<(Vec<u8>, SocketAddr)>>,
+    gso: Arc<AtomicBool>,
 }
 
 impl AsyncUdpSocket for Stashed {
@@ -333,7 +361,11 @@ impl AsyncUdpSocket for Stashed {
     }
 
     fn max_transmit_segments(&self) -> usize {
-        self.inner.max_transmit_segments()
+        if self.gso.load(Ordering::Relaxed) {
+            self.inner.max_transmit_segments()
+        } else {
+            1
+        }
     }
 
     fn max_receive_segments(&self) -> usize {

@@ -40,7 +40,7 @@ impl QuicStream {
     /// # Errors
     ///
     /// The connection is gone, or the peer allows no more streams in time.
-    pub(crate) fn open(conn: &Arc<QuicConn>, timeout: Duration) -> io::Result<Self> {
+    pub fn open(conn: &Arc<QuicConn>, timeout: Duration) -> io::Result<Self> {
         let c = conn.conn.clone();
         let (send, recv) = conn
             .handle

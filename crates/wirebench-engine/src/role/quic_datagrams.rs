@@ -24,12 +24,12 @@ use super::early_end::{early_stop, idle_limit_ns, RoleError};
 use super::limit::over_counted;
 use super::recv_loop::{self, Flow, Receive, Until};
 use super::sender::{sleep_for, wait_for};
+use super::udp_recv::{sequenced_count, short_datagrams};
 use super::udp_send::left_to_send;
 use super::{payload, report, RoleParams, POLL};
 use crate::pace::Pacer;
 use crate::packet_log_writer::{LogOut, LogSink};
 use crate::quic::{QuicConn, QuicStream};
-use super::udp_recv::{sequenced_count, short_datagrams};
 use crate::rx::{StreamKey, UdpRx};
 use crate::Shared;
 
@@ -165,9 +165,9 @@ fn hand_over(conn: &QuicConn, batch: Vec<Bytes>, size: u64) -> (u64, u64, Option
         } else {
             // Full: wait until the stack sent some (the congestion controller's pace).
             let c = conn.conn.clone();
-            let waited = conn.handle.block_on(async move {
-                tokio::time::timeout(POLL, c.send_datagram_wait(d)).await
-            });
+            let waited = conn
+                .handle
+                .block_on(async move { tokio::time::timeout(POLL, c.send_datagram_wait(d)).await });
             match waited {
                 Ok(r) => r,
                 Err(_) => break,
@@ -184,12 +184,12 @@ fn hand_over(conn: &QuicConn, batch: Vec<Bytes>, size: u64) -> (u64, u64, Option
 
 fn send_failed(conn: &QuicConn, e: SendDatagramError, size: u64) -> RoleError {
     match e {
-        SendDatagramError::TooLarge => does_not_fit(conn, size).unwrap_or(
-            RoleError::DatagramTooLarge {
+        SendDatagramError::TooLarge => {
+            does_not_fit(conn, size).unwrap_or(RoleError::DatagramTooLarge {
                 size,
                 max: conn.conn.max_datagram_size().unwrap_or(0),
-            },
-        ),
+            })
+        }
         SendDatagramError::UnsupportedByPeer | SendDatagramError::Disabled => {
             RoleError::DatagramsRefused
         }

@@ -746,7 +746,9 @@ fn one_test(
 /// How a QUIC test checks the server: the pin or `--quic-insecure` given, else the
 /// in-process server's own key; none for other tests. A QUIC test against a host with
 /// neither is a usage error.
-fn quic_check(args: &RunArgs) -> Result<Option<wirebench_engine::quic::ServerCheck>, Failure> {
+pub(crate) fn quic_check(
+    args: &RunArgs,
+) -> Result<Option<wirebench_engine::quic::ServerCheck>, Failure> {
     use wirebench_engine::quic::{Fingerprint, ServerCheck};
     if !args.quic {
         return Ok(None);

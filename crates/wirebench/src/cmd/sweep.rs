@@ -32,6 +32,7 @@ use super::merge::save;
 use super::serve::server_for;
 use crate::cli::{ModeArg, RunArgs, SweepArgs};
 use crate::Failure;
+use wirebench_engine::quic::ServerCheck;
 
 /// A watcher that shows nothing: the sweep has its own progress bar.
 struct Silent;
@@ -83,6 +84,7 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
     let (shard, dir) =
         experiment::place(args.shard.as_deref(), args.out.as_deref()).map_err(usage)?;
     let psk = crate::psk::load_psk(base.psk_file.as_deref()).map_err(Failure::Usage)?;
+    let quic = super::run::quic_check(base)?;
     // A server per point when the grid names them; else one for all (maybe in-process).
     let fixed = if experiment::names_servers(&planned.points) {
         None
@@ -116,7 +118,7 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
                 &planned.tests[t.point],
                 host,
                 port,
-                psk.as_ref(),
+                (psk.as_ref(), quic.as_ref()),
                 &mut |_, _| Box::new(Silent),
             )
             .0;
@@ -125,7 +127,7 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
             &planned.tests[t.point],
             host,
             port,
-            psk.as_ref(),
+            (psk.as_ref(), quic.as_ref()),
             &mut |h, spec| Box::new(Iperf3Record::begin(h, port, spec)),
         );
         save_iperf3(&dir, t, &results, record)?;
@@ -236,7 +238,7 @@ impl TrialWatch for Iperf3Record {
     }
 }
 
-/// One trial of `test` against `host:port`, a busy server asked again a few times, each
+/// One trial of `test` against `host:port` (with the key and the QUIC check given), a busy server asked again a few times, each
 /// attempt watched by a new `watch`; with what the last attempt's watch kept. A test that
 /// made no results says why, with its kind (a limit that refused it, say), which the
 /// experiment's warnings name.
@@ -244,7 +246,7 @@ fn one_trial(
     test: &PointTest,
     host: String,
     port: u16,
-    psk: Option<&Psk>,
+    (psk, quic): (Option<&Psk>, Option<&ServerCheck>),
     watch: &mut WatchFor<'_>,
 ) -> (Result<Results, Unmeasured>, Option<Iperf3Client>) {
     let cfg = |spec: &TestSpec| ClientConfig {
@@ -257,7 +259,7 @@ fn one_trial(
         psk: psk.cloned(),
         bind: None,
         stack: None,
-        quic: None,
+        quic: quic.cloned(),
     };
     match test {
         PointTest::Test(spec) => {
