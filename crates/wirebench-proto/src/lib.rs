@@ -7,6 +7,7 @@
 
 pub mod control;
 pub mod error_kind;
+mod file_amounts;
 pub mod header;
 pub mod host_port;
 pub mod link_log;

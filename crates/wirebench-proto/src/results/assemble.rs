@@ -397,6 +397,25 @@ impl AfterOmit {
     }
 }
 
+impl QuicEnd {
+    /// A QUIC test's `end.quic`: the sender's connections, beside what the receiver's
+    /// stack counted.
+    fn of(spec: &TestSpec, s: &SideReport, r: &SideReport) -> Option<Self> {
+        let info = s.quic.clone()?;
+        Some(QuicEnd {
+            overhead_ratio: (s.bytes > 0)
+                .then(|| info.wire_bytes_sent as f64 / s.bytes as f64 - 1.0),
+            peer_handshake_us: r.quic.as_ref().map(|q| q.handshake_us),
+            peer_datagrams_received: r
+                .quic
+                .as_ref()
+                .filter(|_| spec.quic_datagrams)
+                .map(|q| q.datagrams_received),
+            info,
+        })
+    }
+}
+
 impl End {
     /// The totals of one test (or one stream of it) from both sides' reports.
     pub fn of(
@@ -479,17 +498,7 @@ impl End {
                 .as_ref()
                 .map(|m| Percentiles::from_ns(m, 1.0 / 8000.0)),
             tcp: s.tcp_info,
-            quic: s.quic.clone().map(|info| QuicEnd {
-                overhead_ratio: (s.bytes > 0)
-                    .then(|| info.wire_bytes_sent as f64 / s.bytes as f64 - 1.0),
-                peer_handshake_us: r.quic.as_ref().map(|q| q.handshake_us),
-                peer_datagrams_received: r
-                    .quic
-                    .as_ref()
-                    .filter(|_| spec.quic_datagrams)
-                    .map(|q| q.datagrams_received),
-                info,
-            }),
+            quic: QuicEnd::of(spec, s, r),
             file: spec.file.as_ref().map(|name| {
                 let sent = s.file.clone().unwrap_or_default();
                 let got = r.file.clone().unwrap_or_default();
