@@ -138,3 +138,32 @@ fn goodput_is_never_above_the_link() {
         check(&format!("5 s × 0.1 over {rate}"), bps, 0.5, &s, &t);
     }
 }
+
+/// QUIC through the lab: bulk goodput over a 20 Mbit/s link is at least 0.9 of the link and
+/// never more than it (its payload after QUIC's and UDP's headers), and no more than the
+/// emulator delivered. The lab pins its own server's QUIC key.
+#[test]
+#[ignore = "needs network namespaces"]
+fn quic_bulk_goodput_is_most_of_a_20_mbit_link_and_never_above_it() {
+    common::require_lab();
+    let o = wirebench()
+        .args(["lab", "--rate", "20M", "--delay", "10ms", "--"])
+        .args(["run", "--quic", "-t", "8", "-J"])
+        .output()
+        .expect("lab");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let goodput = f(&v, "end.received_bps");
+    assert!(
+        (0.9 * 20e6..=20e6).contains(&goodput),
+        "goodput {goodput} over 20 Mbit/s: {}",
+        v["end"]
+    );
+    let delivered = f(&v["lab"]["links"][0]["up"], "delivered_bytes");
+    assert!(
+        delivered > 0.0,
+        "the emulator carried nothing: {}",
+        v["lab"]
+    );
+    assert!(f(&v, "end.received.bytes") <= delivered, "{}", v["lab"]);
+}
