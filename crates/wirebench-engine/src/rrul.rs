@@ -62,8 +62,8 @@ pub enum RrulError {
     NotTimed,
     /// UDP, reverse or bidirectional asked of the load, which is fixed.
     #[error(
-        "--mode rrul sends both ways over TCP with UDP and TCP probes: leave out -u, -R, \
-         --bidir and --both-directions"
+        "--mode rrul sends both ways over TCP (QUIC with --quic) with UDP and TCP probes: \
+         leave out -u, --datagrams, -R, --bidir and --both-directions"
     )]
     FixedShape,
     /// A part's test is not one the server would take.
@@ -135,7 +135,9 @@ impl RrulPlan {
         if base.bytes.is_some() || base.file.is_some() {
             return Err(RrulError::NotTimed);
         }
-        if base.protocol != Protocol::Tcp || base.direction != Direction::Forward {
+        // The load is TCP, or QUIC (`--quic`: streams each way over QUIC connections); the
+        // probes are the UDP and TCP ones either way, so both loads meet the same yardstick.
+        if base.datagrams() || base.direction != Direction::Forward {
             return Err(RrulError::FixedShape);
         }
         let probe_interval = probe_interval
@@ -151,6 +153,12 @@ impl RrulPlan {
             load.streams = LOAD_STREAMS;
         }
         let mut tcp = base.clone();
+        tcp.protocol = Protocol::Tcp;
+        tcp.quic_streams = None;
+        if base.protocol == Protocol::Quic {
+            // QUIC's controllers are not the kernel's: the TCP probe keeps the host's.
+            tcp.congestion = None;
+        }
         tcp.mechanism = Mechanism::Rr;
         tcp.duration_ns = base
             .duration_ns
@@ -463,7 +471,7 @@ pub fn run_rrul_live(
     let (_, udp, udp_watch) = udp.join().map_err(|_| RrulError::Panicked("UDP"))?;
     let (tcp_offset, tcp, _) = tcp.join().map_err(|_| RrulError::Panicked("TCP"))?;
     let failed = |part: &'static str| move |source| RrulError::Part { part, source };
-    let mut doc = load.map_err(failed("the rrul load (TCP both ways)"))?;
+    let mut doc = load.map_err(failed("the rrul load (streams both ways)"))?;
     let udp = udp.map_err(failed("the rrul UDP probe"))?;
     let tcp = tcp.map_err(failed("the rrul TCP probe"))?;
     let sent = udp_watch

@@ -192,3 +192,56 @@ fn datagrams_are_counted_as_udp_datagrams_and_agree_with_the_stack() {
         assert!(err.contains(says), "{bad:?}: {err}");
     }
 }
+
+/// `--mode rrul --quic`: the load is QUIC streams both ways, the probes the UDP and TCP
+/// ones as for a TCP load; the load's document carries the stack's figures and rrul's.
+#[test]
+fn rrul_with_a_quic_load_measures_latency_under_it() {
+    let s = Server::start(&[]);
+    let key = key_of(&s);
+    let v = s.run_json(&[
+        "--quic",
+        "--quic-pin",
+        &key,
+        "--mode",
+        "rrul",
+        "-t",
+        "1s",
+        "--idle",
+        "500ms",
+    ]);
+    assert_eq!(v["test"]["protocol"], "quic", "{v}");
+    let rrul = &v["end"]["rrul"];
+    for key in [
+        "loaded_latency_us",
+        "tcp_loaded_latency_us",
+        "idle_latency_us",
+    ] {
+        assert!(
+            rrul[key]["p50"].as_f64().is_some_and(|p| p > 0.0),
+            "{key}: {rrul}"
+        );
+    }
+    assert!(
+        rrul["upload_bps"].as_f64().is_some_and(|b| b > 0.0),
+        "{rrul}"
+    );
+    assert!(
+        rrul["download_bps"].as_f64().is_some_and(|b| b > 0.0),
+        "{rrul}"
+    );
+    assert!(u(&v, "end.quic.sent_packets") > 0, "{v}");
+    // A load of QUIC datagrams is not rrul's.
+    let out = s.run(&[
+        "--quic",
+        "--quic-pin",
+        &key,
+        "--datagrams",
+        "--mode",
+        "rrul",
+        "-t",
+        "1s",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--datagrams"));
+}

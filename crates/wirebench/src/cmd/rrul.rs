@@ -72,7 +72,7 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
         psk,
         bind: client.bind,
         stack: None,
-        quic: None,
+        quic: super::run::quic_check(args)?,
     };
     let signals = Interrupt::install();
     if io::stderr().is_terminal() {
