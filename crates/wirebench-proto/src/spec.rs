@@ -196,6 +196,10 @@ pub struct TestSpec {
     /// message with the UDP data header, counted as UDP's are. Left out when off.
     #[serde(default, skip_serializing_if = "is_false")]
     pub quic_datagrams: bool,
+    /// QUIC `--mode crr`: each transaction's connection resumes the last one's session and
+    /// sends its request in 0-RTT (`--quic-0rtt`). Left out when off.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub quic_zero_rtt: bool,
 }
 
 pub(crate) fn is_zero(n: &u64) -> bool {
@@ -290,7 +294,9 @@ pub enum SpecError {
     #[error("--mode rr/crr: the client always sends the requests; -R and --bidir do not apply")]
     RrReverse,
     /// Connect/request/response outside TCP or with several streams.
-    #[error("--mode crr opens a TCP connection per transaction: TCP only, one stream (no -P)")]
+    #[error(
+        "--mode crr opens a connection per transaction: TCP or QUIC (not -u), one stream (no -P)"
+    )]
     Crr,
     /// A UDP request or response too short for its sequence number.
     #[error("--mode rr over UDP: requests and responses carry an 8-byte sequence number, so --size and --response-size must be at least 8")]
@@ -328,6 +334,9 @@ pub enum SpecError {
     /// `--datagrams` outside a streaming QUIC test of one stream per connection.
     #[error("--datagrams applies to --quic streaming tests (no --mode rr, crr or stop-and-wait, --file or --quic-streams; -P gives more connections)")]
     Datagrams,
+    /// `--quic-0rtt` outside a QUIC crr test.
+    #[error("--quic-0rtt applies to --quic --mode crr: each transaction's connection resumes the last one's")]
+    ZeroRtt,
     /// What a QUIC test cannot do yet.
     #[error("{0} does not apply to --quic tests")]
     NotQuic(&'static str),
@@ -372,6 +381,7 @@ impl Default for TestSpec {
             exclusive: false,
             quic_streams: None,
             quic_datagrams: false,
+            quic_zero_rtt: false,
         }
     }
 }
@@ -752,10 +762,12 @@ impl TestSpec {
     }
 
     fn check_request_response(&self) -> Result<(), SpecError> {
-        if self.mechanism == Mechanism::Crr && self.protocol == Protocol::Quic {
-            return Err(SpecError::NotQuic("--mode crr"));
+        if self.quic_zero_rtt
+            && (self.protocol != Protocol::Quic || self.mechanism != Mechanism::Crr)
+        {
+            return Err(SpecError::ZeroRtt);
         }
-        if self.mechanism == Mechanism::Crr && (self.protocol != Protocol::Tcp || self.streams != 1)
+        if self.mechanism == Mechanism::Crr && (self.protocol == Protocol::Udp || self.streams != 1)
         {
             return Err(SpecError::Crr);
         }

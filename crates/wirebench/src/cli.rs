@@ -475,6 +475,13 @@ pub struct RunArgs {
     /// duplicates, reordering, jitter, --packet-log. -l is 16 to 1400 (default 1100).
     #[arg(long, requires = "quic")]
     pub datagrams: bool,
+    /// QUIC --mode crr: requests in 0-RTT on resumed sessions
+    ///
+    /// Each transaction's connection resumes the session of the one before and sends its
+    /// request with the handshake's first flight; end.quic.zero_rtt_accepted counts those
+    /// the server took.
+    #[arg(long = "quic-0rtt", requires = "quic")]
+    pub quic_zero_rtt: bool,
     /// How messages are sent (rr and crr: --size is the request, --response-size the answer).
     #[arg(long, value_enum, default_value = "stream")]
     pub mode: ModeArg,

@@ -245,3 +245,38 @@ fn rrul_with_a_quic_load_measures_latency_under_it() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--datagrams"));
 }
+
+/// `--mode crr --quic`: a new QUIC connection per transaction, every one answered; with
+/// `--quic-0rtt` each resumes a session of one before and sends its request in 0-RTT,
+/// which the server takes (all but the first can; the results count those it took).
+#[test]
+fn crr_makes_a_connection_per_transaction_with_and_without_0rtt() {
+    let s = Server::start(&[]);
+    let key = key_of(&s);
+    let base = ["--quic", "--quic-pin", key.as_str(), "--mode", "crr"];
+    for zero_rtt in [false, true] {
+        let mut args = base.to_vec();
+        args.extend(["-l", "64", "-n", "3200"]);
+        if zero_rtt {
+            args.push("--quic-0rtt");
+        }
+        let v = s.run_json(&args);
+        assert!(v.get("error").is_none(), "{v}");
+        // 50 transactions of 64 bytes, each on a connection of its own, each answered.
+        assert_eq!(u(&v, "end.sent.messages"), 50, "{v}");
+        assert_eq!(u(&v, "end.received.messages"), 50, "{v}");
+        assert_eq!(u(&v, "end.quic.connections"), 50, "{v}");
+        assert!(u(&v, "end.latency_us.count") == 50, "{v}");
+        let took = v["end"]["quic"]["zero_rtt_accepted"].as_u64().unwrap_or(0);
+        if zero_rtt {
+            assert_eq!(v["test"]["quic_zero_rtt"], true);
+            assert!((1..50).contains(&took), "0-RTT taken {took} times: {v}");
+        } else {
+            assert_eq!(took, 0, "no session resumed without --quic-0rtt: {v}");
+        }
+    }
+    // 0-RTT is crr's: elsewhere it is a usage error.
+    let out = s.run(&["--quic", "--quic-pin", &key, "--quic-0rtt", "-t", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--quic-0rtt applies to"));
+}

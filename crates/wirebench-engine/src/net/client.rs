@@ -307,6 +307,20 @@ struct Setup {
 }
 
 impl Setup {
+    /// A QUIC crr test: how each transaction's connection is made.
+    fn crr_dial(&self) -> Option<crate::role::rr::QuicDial> {
+        let check = self
+            .quic_check
+            .filter(|_| self.spec.protocol == Protocol::Quic)?;
+        let dialer =
+            crate::quic::Dialer::new(check, crate::quic::ALPN, self.spec.quic_zero_rtt).ok()?;
+        Some(crate::role::rr::QuicDial {
+            dialer,
+            cc: quic_congestion(&self.spec),
+            bind: self.bind,
+        })
+    }
+
     fn open_log(&mut self) -> Result<(), EngineError> {
         let Some(file) = self.log_file.take() else {
             return Ok(());
@@ -457,7 +471,11 @@ impl Setup {
                     None
                 },
                 offloads: o.offloads,
-                crr: (spec.mechanism == Mechanism::Crr).then_some(CrrPart::Client { addr, cookie }),
+                crr: (spec.mechanism == Mechanism::Crr).then(|| CrrPart::Client {
+                    addr,
+                    cookie,
+                    quic: self.crr_dial(),
+                }),
                 file: if stream == 0 { self.file.take() } else { None },
             };
             out.push((session.role_of(stream), o.sock, params));

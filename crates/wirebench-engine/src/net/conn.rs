@@ -503,7 +503,7 @@ struct Test<'a> {
     /// Bytes of packet log written to the client: the server sent them.
     log_sent: Arc<AtomicU64>,
     file: Option<FilePart>,
-    crr: Option<Receiver<TcpStream>>,
+    crr: Option<Receiver<DataSocket>>,
 }
 
 /// Takes a slot for the test the session asks for, prepares its file part, and lists it so

@@ -16,6 +16,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use wirebench_proto::control::CRR_STREAM;
 use wirebench_proto::spec::Protocol;
 
 use super::conn::{new_session, not_started, run_admitted};
@@ -56,14 +57,20 @@ pub(super) fn initial(state: &Arc<State>, d: &[u8], src: SocketAddr) {
         return;
     };
     let arrived = Instant::now();
-    if !state.quic_handshakes.lock().is_ok_and(|mut h| h.enter(src)) {
-        return;
-    }
+    let inbox = match state.quic_handshakes.lock() {
+        // A repeated Initial of a connection being made: it goes to that connection.
+        Ok(mut h) => match h.inbox(src) {
+            Some(inbox) => return inbox.push(d),
+            None => h.enter(src),
+        },
+        Err(_) => None,
+    };
+    let Some(inbox) = inbox else { return };
+    inbox.push(d);
     // The server's bind address (a wildcard answers from the route's source address).
     let sock =
         super::listen::reuse_port_udp(SocketAddr::new(state.cfg.bind.ip(), state.port), false)
             .and_then(|s| s.connect(&src.into()).map(|()| s));
-    let first = d.to_vec();
     let st = Arc::clone(state);
     let spawned = match sock {
         Ok(sock) => std::thread::Builder::new()
@@ -76,7 +83,7 @@ pub(super) fn initial(state: &Arc<State>, d: &[u8], src: SocketAddr) {
                 };
                 let made = crate::quic::conn::accept(
                     sock.into(),
-                    first,
+                    inbox,
                     src,
                     arrived,
                     &identity,
@@ -96,10 +103,29 @@ pub(super) fn initial(state: &Arc<State>, d: &[u8], src: SocketAddr) {
     }
 }
 
+/// A QUIC packet that is not an Initial (`d`, from `src`) came to the hello socket: one
+/// that a client sent right behind its first Initial (its 0-RTT packets) before its
+/// connection's own socket was there. It goes to that connection, if one is being made
+/// for `src`; true when it was taken.
+pub(super) fn early(state: &State, d: &[u8], src: SocketAddr) -> bool {
+    if !crate::quic::is_long_header(d) || state.cfg.quic.is_none() {
+        return false;
+    }
+    match state.quic_handshakes.lock().ok().and_then(|h| h.inbox(src)) {
+        Some(inbox) => {
+            inbox.push(d);
+            true
+        }
+        None => false,
+    }
+}
+
 /// What one stream's first frame made of it.
 enum First {
     /// A data stream handed to its test.
     Attached,
+    /// A `--mode crr` transaction's stream: its connection carries nothing else.
+    Transaction,
     /// A test's control dialogue, running on a thread of its own now.
     Test,
     /// Neither: refused, malformed or silent.
@@ -130,6 +156,8 @@ fn streams(conn: &Arc<QuicConn>, state: &Arc<State>, place: &mut Place<'_>) {
                 return;
             }
             First::Nothing => {}
+            // The connection was made for this one transaction: no more streams.
+            First::Transaction => return,
             First::Attached | First::Test if !useful => {
                 useful = true;
                 until = Instant::now() + SETUP_TIMEOUT;
@@ -173,6 +201,7 @@ fn first(
                     let mut s = pump.into_inner();
                     s.reports_connection = std::mem::take(first_on_conn);
                     return match attach(s, state, peer, cookie, stream) {
+                        Ok(()) if stream == CRR_STREAM => First::Transaction,
                         Ok(()) => First::Attached,
                         Err(e) => {
                             log_refused(
@@ -221,6 +250,16 @@ fn attach(
     cookie: u64,
     stream: u32,
 ) -> Result<(), &'static str> {
+    if stream == CRR_STREAM {
+        let crr = state.crr.lock().map_err(|_| "server state poisoned")?;
+        return match crr.get(&cookie) {
+            // A full queue drops the stream (and its connection): the client sees it reset.
+            Some((ip, tx)) if *ip == peer.ip() => tx
+                .try_send(DataSocket::Quic(Box::new(s)))
+                .map_err(|_| "too many transactions at once"),
+            _ => Err("unknown test or wrong address"),
+        };
+    }
     let pending = state.pending.lock().map_err(|_| "server state poisoned")?;
     match pending.get(&cookie) {
         Some(p) if p.peer == peer.ip() && p.protocol == Protocol::Quic && stream < p.streams => {

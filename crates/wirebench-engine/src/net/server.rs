@@ -198,6 +198,9 @@ fn udp_hellos(udp: &UdpSocket, state: &Arc<State>) {
             super::quic::initial(state, &buf[..n], src);
             continue;
         }
+        if super::quic::early(state, &buf[..n], src) {
+            continue;
+        }
         // As the control connection's peer was taken (an IPv4 client of a dual-stack
         // socket is its IPv4 address).
         let src = super::canonical(src);

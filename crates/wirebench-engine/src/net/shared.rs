@@ -137,7 +137,7 @@ pub(crate) struct State {
     pub(super) pending: Mutex<HashMap<u64, Pending>>,
     /// Running `--mode crr` tests: where each transaction's connection goes, and the client
     /// address it must come from.
-    pub(super) crr: Mutex<HashMap<u64, (IpAddr, SyncSender<TcpStream>)>>,
+    pub(super) crr: Mutex<HashMap<u64, (IpAddr, SyncSender<DataSocket>)>>,
     /// iperf3 tests waiting for their data streams.
     pub(crate) iperf3: super::iperf3::registry::Registry,
     /// How many lines each address's refused connections may still log.
@@ -283,7 +283,7 @@ pub(super) fn attach(
             // A full queue (a client opening connections faster than it waits for answers)
             // drops the connection: the client sees it closed.
             Some((ip, tx)) if *ip == peer => tx
-                .try_send(conn)
+                .try_send(DataSocket::Tcp(conn))
                 .map_err(|_| "too many transactions at once"),
             _ => Err("unknown test or wrong address"),
         };

@@ -12,8 +12,8 @@
 use std::io::IoSliceMut;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -22,6 +22,7 @@ use quinn::{AsyncUdpSocket, Runtime, TokioRuntime, UdpPoller};
 use wirebench_proto::results::QuicInfo;
 
 use super::cc::{Choice, Congestion, Factory};
+use super::handshakes::Inbox;
 use super::tls::{client_config, Identity, ServerCheck};
 use crate::control::memory::{
     QUIC_CONNECTION_WINDOW, QUIC_DATAGRAM_WINDOW, QUIC_SEND_WINDOW, QUIC_STREAM_WINDOW,
@@ -56,6 +57,8 @@ pub struct QuicConn {
     gso: Arc<AtomicBool>,
     /// From the first Initial (sent, or received) to the handshake's completion.
     pub(crate) handshake: Duration,
+    /// A 0-RTT connection: how its handshake ended (it ends while the connection is used).
+    early: Option<Early>,
     local: Option<SocketAddr>,
     /// Dropped with the connection: its thread then lets it close.
     _release: tokio::sync::oneshot::Sender<()>,
@@ -80,6 +83,14 @@ impl QuicConn {
         crate::net::canonical(self.conn.remote_address())
     }
 
+    /// From the first Initial to the handshake's end (a 0-RTT connection's, once it ended).
+    fn handshake(&self) -> Duration {
+        self.early
+            .as_ref()
+            .and_then(Early::get)
+            .map_or(self.handshake, |(_, d)| d)
+    }
+
     /// What the stack counted for this connection, as the results say it.
     pub(crate) fn info(&self) -> QuicInfo {
         let s = self.conn.stats();
@@ -97,8 +108,14 @@ impl QuicConn {
             wire_bytes_sent: s.udp_tx.bytes,
             wire_bytes_received: s.udp_rx.bytes,
             mtu_bytes: u64::from(s.path.current_mtu),
-            handshake_us: self.handshake.as_micros() as u64,
+            handshake_us: self.handshake().as_micros() as u64,
             connections: 1,
+            zero_rtt_accepted: u64::from(
+                self.early
+                    .as_ref()
+                    .and_then(Early::get)
+                    .is_some_and(|(took, _)| took),
+            ),
             datagrams_sent: s.frame_tx.datagram,
             datagrams_received: s.frame_rx.datagram,
         }
@@ -124,7 +141,7 @@ fn transport(choice: &Choice) -> quinn::TransportConfig {
 }
 
 /// What a connection's thread hands back once the handshake is done.
-type Made = Result<(quinn::Connection, Duration), String>;
+type Made = Result<(quinn::Connection, Duration, Option<Early>), String>;
 
 /// Starts a connection's thread: it builds the runtime and the endpoint, runs `make` for
 /// the connection, hands it back, and then drives the runtime until the connection is
@@ -154,7 +171,7 @@ where
                 let (endpoint, made) = make(Arc::new(TokioRuntime)).await;
                 let ok = made.is_ok();
                 let local = endpoint.as_ref().and_then(|e| e.local_addr().ok());
-                let _ = made_tx.send(made.map(|(c, d)| (c, d, handle, local)));
+                let _ = made_tx.send(made.map(|(c, d, e)| (c, d, e, handle, local)));
                 let Some(endpoint) = endpoint else { return };
                 if ok {
                     // Released (or the receiver gone): every stream lingers in a task of
@@ -168,7 +185,7 @@ where
             });
         })
         .map_err(|e| EngineError::io("starting the QUIC connection's thread", e))?;
-    let (conn, handshake, handle, local) = made_rx
+    let (conn, handshake, early, handle, local) = made_rx
         .recv()
         .map_err(|_| EngineError::Setup("the QUIC connection's thread ended".into()))?
         .map_err(EngineError::Setup)?;
@@ -178,13 +195,150 @@ where
         choice,
         gso,
         handshake,
+        early,
         local,
         _release: release_tx,
     })
 }
 
+/// What a client connects with: its TLS (checking the server, asking for an ALPN), shared
+/// by every connection made with it, so that a later connection resumes an earlier one's
+/// session and sends its first data in 0-RTT, when asked to (`--quic-0rtt`).
+#[derive(Clone)]
+pub struct Dialer {
+    crypto: Arc<quinn::crypto::rustls::QuicClientConfig>,
+    zero_rtt: bool,
+}
+
+impl std::fmt::Debug for Dialer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dialer")
+            .field("zero_rtt", &self.zero_rtt)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Dialer {
+    /// Checking the server as `check` says, asking for `alpn`; resuming sessions and
+    /// sending 0-RTT when `zero_rtt` (else every connection makes the whole handshake).
+    ///
+    /// # Errors
+    ///
+    /// TLS could not be set up.
+    pub fn new(
+        check: ServerCheck,
+        alpn: &'static [u8],
+        zero_rtt: bool,
+    ) -> Result<Self, EngineError> {
+        let tls = client_config(check, &[alpn], zero_rtt)?;
+        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
+            .map_err(|e| EngineError::Setup(format!("setting up QUIC's TLS: {e}")))?;
+        Ok(Self {
+            crypto: Arc::new(crypto),
+            zero_rtt,
+        })
+    }
+
+    /// Connects to `addr`, from `bind` if given, with controller `cc`.
+    ///
+    /// # Errors
+    ///
+    /// No answer within the set-up time, a refused handshake (a wrong pin says so), or a
+    /// socket that cannot be opened.
+    pub fn connect(
+        &self,
+        addr: SocketAddr,
+        bind: Option<IpAddr>,
+        cc: Congestion,
+    ) -> Result<QuicConn, EngineError> {
+        let local = bind.unwrap_or(match addr {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+        });
+        let sock = UdpSocket::bind((local, 0))
+            .map_err(|e| EngineError::io("opening the QUIC socket", e))?;
+        let choice = Choice::new(cc);
+        let mut cfg = quinn::ClientConfig::new(self.crypto.clone());
+        cfg.transport_config(Arc::new(transport(&choice)));
+        let gso = Arc::new(AtomicBool::new(true));
+        let sends = Arc::clone(&gso);
+        let zero_rtt = self.zero_rtt;
+        spawn(choice, gso, move |runtime| async move {
+            let socket = match runtime.wrap_udp_socket(sock) {
+                Ok(inner) => Arc::new(Stashed {
+                    inner,
+                    early: None,
+                    gso: sends,
+                }),
+                Err(e) => return (None, Err(format!("opening the QUIC socket: {e}"))),
+            };
+            let endpoint = match quinn::Endpoint::new_with_abstract_socket(
+                quinn::EndpointConfig::default(),
+                None,
+                socket,
+                runtime,
+            ) {
+                Ok(e) => e,
+                Err(e) => return (None, Err(format!("opening the QUIC endpoint: {e}"))),
+            };
+            let started = Instant::now();
+            let connecting = match endpoint.connect_with(cfg, addr, "wirebench") {
+                Ok(c) => c,
+                Err(e) => return (Some(endpoint), Err(format!("connecting over QUIC: {e}"))),
+            };
+            let connecting = if zero_rtt {
+                match connecting.into_0rtt() {
+                    // Usable at once; the handshake ends (and says whether the server took
+                    // the early data) in a task of its own.
+                    Ok((conn, accepted)) => {
+                        let early = Early::default();
+                        let seen = early.clone();
+                        tokio::spawn(async move {
+                            let took = accepted.await;
+                            seen.done(took, started.elapsed());
+                        });
+                        return (Some(endpoint), Ok((conn, Duration::ZERO, Some(early))));
+                    }
+                    Err(c) => c,
+                }
+            } else {
+                connecting
+            };
+            let made = match tokio::time::timeout(SETUP_TIMEOUT, connecting).await {
+                Ok(Ok(conn)) => Ok((conn, started.elapsed(), None)),
+                Ok(Err(e)) => Err(handshake_failed(addr, &e)),
+                Err(_) => Err(format!(
+                    "no QUIC answer from {addr} within {} s: is `wirebench serve` there, and UDP let through?",
+                    SETUP_TIMEOUT.as_secs()
+                )),
+            };
+            (Some(endpoint), made)
+        })
+    }
+}
+
+/// A 0-RTT connection's handshake, which ends while the connection is in use: whether the
+/// server took the early data, and when the handshake ended.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Early(Arc<(AtomicBool, AtomicU64)>);
+
+impl Early {
+    fn done(&self, accepted: bool, took: Duration) {
+        self.0 .0.store(accepted, Ordering::Relaxed);
+        let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX).max(1);
+        self.0 .1.store(ns, Ordering::Relaxed);
+    }
+
+    /// Whether the early data was taken, and the handshake's time, once it ended.
+    fn get(&self) -> Option<(bool, Duration)> {
+        let ns = self.0 .1.load(Ordering::Relaxed);
+        (ns > 0).then(|| (self.0 .0.load(Ordering::Relaxed), Duration::from_nanos(ns)))
+    }
+}
+
 /// Connects to a wirebench server's QUIC side (or, with `alpn`, another's) at `addr`, from
-/// `bind` if given, checking the server as `check` says, with controller `cc`.
+/// `bind` if given, checking the server as `check` says, with controller `cc`: the whole
+/// handshake, no session resumed.
 ///
 /// # Errors
 ///
@@ -197,53 +351,7 @@ pub fn connect(
     cc: Congestion,
     alpn: &'static [u8],
 ) -> Result<QuicConn, EngineError> {
-    let local = bind.unwrap_or(match addr {
-        SocketAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
-        SocketAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
-    });
-    let sock =
-        UdpSocket::bind((local, 0)).map_err(|e| EngineError::io("opening the QUIC socket", e))?;
-    let tls = client_config(check, &[alpn])?;
-    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
-        .map_err(|e| EngineError::Setup(format!("setting up QUIC's TLS: {e}")))?;
-    let choice = Choice::new(cc);
-    let mut cfg = quinn::ClientConfig::new(Arc::new(crypto));
-    cfg.transport_config(Arc::new(transport(&choice)));
-    let gso = Arc::new(AtomicBool::new(true));
-    let sends = Arc::clone(&gso);
-    spawn(choice, gso, move |runtime| async move {
-        let socket = match runtime.wrap_udp_socket(sock) {
-            Ok(inner) => Arc::new(Stashed {
-                inner,
-                first: Mutex::new(None),
-                gso: sends,
-            }),
-            Err(e) => return (None, Err(format!("opening the QUIC socket: {e}"))),
-        };
-        let endpoint = match quinn::Endpoint::new_with_abstract_socket(
-            quinn::EndpointConfig::default(),
-            None,
-            socket,
-            runtime,
-        ) {
-            Ok(e) => e,
-            Err(e) => return (None, Err(format!("opening the QUIC endpoint: {e}"))),
-        };
-        let started = Instant::now();
-        let connecting = match endpoint.connect_with(cfg, addr, "wirebench") {
-            Ok(c) => c,
-            Err(e) => return (Some(endpoint), Err(format!("connecting over QUIC: {e}"))),
-        };
-        let made = match tokio::time::timeout(SETUP_TIMEOUT, connecting).await {
-            Ok(Ok(conn)) => Ok((conn, started.elapsed())),
-            Ok(Err(e)) => Err(handshake_failed(addr, &e)),
-            Err(_) => Err(format!(
-                "no QUIC answer from {addr} within {} s: is `wirebench serve` there, and UDP let through?",
-                SETUP_TIMEOUT.as_secs()
-            )),
-        };
-        (Some(endpoint), made)
-    })
+    Dialer::new(check, alpn, false)?.connect(addr, bind, cc)
 }
 
 /// A handshake's failure in words: a wrong pin is the user's to fix, and says so.
@@ -267,17 +375,15 @@ fn handshake_failed(addr: SocketAddr, e: &quinn::ConnectionError) -> String {
 /// The handshake failed or timed out.
 pub(crate) fn accept(
     sock: UdpSocket,
-    first: Vec<u8>,
+    inbox: Arc<Inbox>,
     src: SocketAddr,
     arrived: Instant,
     identity: &Identity,
     alpn: &'static [u8],
 ) -> Result<QuicConn, EngineError> {
-    let tls = identity.server_config(&[alpn])?;
-    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
-        .map_err(|e| EngineError::Setup(format!("setting up QUIC's TLS: {e}")))?;
+    let crypto = identity.quic_server_config(alpn)?;
     let choice = Choice::default();
-    let mut cfg = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    let mut cfg = quinn::ServerConfig::with_crypto(crypto);
     cfg.transport_config(Arc::new(transport(&choice)))
         .migration(false);
     let gso = Arc::new(AtomicBool::new(true));
@@ -289,7 +395,7 @@ pub(crate) fn accept(
         };
         let socket = Arc::new(Stashed {
             inner,
-            first: Mutex::new(Some((first, src))),
+            early: Some((inbox, src)),
             gso: sends,
         });
         let endpoint = match quinn::Endpoint::new_with_abstract_socket(
@@ -307,21 +413,42 @@ pub(crate) fn accept(
             Ok(Some(i)) => i,
             _ => return (Some(endpoint), Err("not a QUIC Initial".into())),
         };
-        let made = tokio::time::timeout(SETUP_TIMEOUT, incoming)
-            .await
-            .map_err(|_| "no QUIC handshake within the set-up time".to_string())
-            .and_then(|r| r.map_err(|e| e.to_string()))
-            .map(|conn| (conn, arrived.elapsed()));
+        let connecting = match incoming.accept() {
+            Ok(c) => c,
+            Err(e) => return (Some(endpoint), Err(e.to_string())),
+        };
+        // A resumed session's 0-RTT request is read, and answered, before the handshake
+        // ends (0.5-RTT: the answer goes with the server's first flight), as a client
+        // that asked for 0-RTT expects. A session that is not resumed brings no stream
+        // before the handshake ends, so nothing changes for it; its first frame has the
+        // set-up time, as before.
+        let made = match connecting.into_0rtt() {
+            Ok((conn, accepted)) => {
+                let early = Early::default();
+                let seen = early.clone();
+                tokio::spawn(async move {
+                    let took = accepted.await;
+                    seen.done(took, arrived.elapsed());
+                });
+                Ok((conn, Duration::ZERO, Some(early)))
+            }
+            Err(connecting) => tokio::time::timeout(SETUP_TIMEOUT, connecting)
+                .await
+                .map_err(|_| "no QUIC handshake within the set-up time".to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()))
+                .map(|conn| (conn, arrived.elapsed(), None)),
+        };
         (Some(endpoint), made)
     })
 }
 
-/// A connection's socket: for a server's, the datagram that came to the hello socket
-/// first, then what comes to its own; sends in GSO batches while `gso` says so.
+/// A connection's socket: for a server's, what came from its client to the hello socket
+/// (its inbox: the first Initial, and what came right behind it), then what comes to its
+/// own; sends in GSO batches while `gso` says so.
 #[derive(Debug)]
 struct Stashed {
     inner: Arc<dyn AsyncUdpSocket>,
-    first: Mutex<Option<(Vec<u8>, SocketAddr)>>,
+    early: Option<(Arc<Inbox>, SocketAddr)>,
     gso: Arc<AtomicBool>,
 }
 
@@ -340,8 +467,11 @@ impl AsyncUdpSocket for Stashed {
         bufs: &mut [IoSliceMut<'_>],
         meta: &mut [RecvMeta],
     ) -> Poll<std::io::Result<usize>> {
-        let first = self.first.lock().ok().and_then(|mut f| f.take());
-        if let (Some((d, src)), Some(buf), Some(m)) = (first, bufs.first_mut(), meta.first_mut()) {
+        let early = self
+            .early
+            .as_ref()
+            .and_then(|(inbox, src)| inbox.pop(cx).map(|d| (d, *src)));
+        if let (Some((d, src)), Some(buf), Some(m)) = (early, bufs.first_mut(), meta.first_mut()) {
             if d.len() <= buf.len() {
                 buf[..d.len()].copy_from_slice(&d);
                 *m = RecvMeta {

@@ -11,15 +11,23 @@ pub mod stream;
 pub mod tls;
 
 pub use cc::Congestion;
-pub use conn::{connect, QuicConn};
+pub use conn::{connect, Dialer, QuicConn};
 pub use stream::QuicStream;
 pub use tls::{Fingerprint, Identity, ServerCheck, ALPN};
 
 /// Whether `d` is a QUIC version 1 client Initial that a server must answer: a long header
 /// of type Initial, version 1, padded to at least 1200 bytes as RFC 9000 requires of a
-/// client (smaller ones are dropped unanswered, so the server never amplifies them).
+/// client (smaller ones are dropped unanswered, so the server never amplifies them). The
+/// fixed bit is not looked at: a client that learnt the server greases it (RFC 9287; quinn
+/// does, on a resumed session) may clear it.
 pub fn is_initial(d: &[u8]) -> bool {
-    d.len() >= 1200 && d[0] & 0xf0 == 0xc0 && d[1..5] == [0, 0, 0, 1]
+    d.len() >= 1200 && d[0] & 0xb0 == 0x80 && d[1..5] == [0, 0, 0, 1]
+}
+
+/// Whether `d` is any QUIC version 1 long-header packet (Initial, 0-RTT, Handshake, Retry),
+/// its fixed bit greased or not.
+pub fn is_long_header(d: &[u8]) -> bool {
+    d.len() > 5 && d[0] & 0x80 != 0 && d[1..5] == [0, 0, 0, 1]
 }
 
 #[cfg(test)]
@@ -35,6 +43,11 @@ mod tests {
         assert!(!is_initial(&d[..1199]));
         d[0] = 0xe3; // a Handshake packet
         assert!(!is_initial(&d));
+        d[0] = 0xa3; // a Handshake packet, its fixed bit greased
+        assert!(!is_initial(&d));
+        d[0] = 0x83; // an Initial, its fixed bit greased (RFC 9287)
+        assert!(is_initial(&d));
+        assert!(is_long_header(&d));
         d[0] = 0xc3;
         d[4] = 2;
         assert!(!is_initial(&d));

@@ -86,6 +86,9 @@ pub struct Identity {
     cert: CertificateDer<'static>,
     key: PrivatePkcs8KeyDer<'static>,
     fingerprint: Fingerprint,
+    /// The QUIC server configuration made once per ALPN: its session cache is what lets a
+    /// client resume (and send 0-RTT data) on its next connection.
+    quic: std::sync::Mutex<Vec<(&'static [u8], Arc<quinn::crypto::rustls::QuicServerConfig>)>>,
 }
 
 impl std::fmt::Debug for Identity {
@@ -162,6 +165,7 @@ impl Identity {
             cert,
             key: PrivatePkcs8KeyDer::from(key.serialize_der()),
             fingerprint,
+            quic: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -170,11 +174,25 @@ impl Identity {
         self.fingerprint
     }
 
-    /// The rustls server configuration with this identity, offering `alpn`.
-    pub(crate) fn server_config(
+    /// The QUIC server configuration offering `alpn`, made on first use and shared by every
+    /// connection after (one session cache: resumption and 0-RTT across connections).
+    pub(crate) fn quic_server_config(
         &self,
-        alpn: &[&[u8]],
-    ) -> Result<rustls::ServerConfig, EngineError> {
+        alpn: &'static [u8],
+    ) -> Result<Arc<quinn::crypto::rustls::QuicServerConfig>, EngineError> {
+        let mut made = self.quic.lock().map_err(|_| tls_error("poisoned"))?;
+        if let Some((_, c)) = made.iter().find(|(a, _)| *a == alpn) {
+            return Ok(Arc::clone(c));
+        }
+        let tls = self.server_config(&[alpn])?;
+        let c =
+            Arc::new(quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(tls_error)?);
+        made.push((alpn, Arc::clone(&c)));
+        Ok(c)
+    }
+
+    /// The rustls server configuration with this identity, offering `alpn`.
+    fn server_config(&self, alpn: &[&[u8]]) -> Result<rustls::ServerConfig, EngineError> {
         let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(tls_error)?
@@ -186,6 +204,11 @@ impl Identity {
             .map_err(tls_error)?;
         cfg.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
         cfg.max_early_data_size = u32::MAX;
+        // A crr client (`--quic-0rtt`) closes each connection once its answer came, often
+        // before the tickets of its handshake arrive; each ticket resumes once (so 0-RTT
+        // data cannot be replayed): a connection whose tickets do arrive leaves enough for
+        // the next several.
+        cfg.send_tls13_tickets = 8;
         Ok(cfg)
     }
 }
@@ -203,6 +226,7 @@ pub enum ServerCheck {
 pub(crate) fn client_config(
     check: ServerCheck,
     alpn: &[&[u8]],
+    resume: bool,
 ) -> Result<rustls::ClientConfig, EngineError> {
     let provider = provider();
     let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
@@ -212,7 +236,12 @@ pub(crate) fn client_config(
         .with_custom_certificate_verifier(Arc::new(Verifier { check, provider }))
         .with_no_client_auth();
     cfg.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
-    cfg.enable_early_data = true;
+    // A connection resumes an earlier one's session, and sends early data, only when asked
+    // (`--quic-0rtt`): every other connection makes the whole handshake, as it measures it.
+    cfg.enable_early_data = resume;
+    if !resume {
+        cfg.resumption = rustls::client::Resumption::disabled();
+    }
     Ok(cfg)
 }
 

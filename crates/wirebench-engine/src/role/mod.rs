@@ -21,7 +21,7 @@ pub(crate) mod limit;
 pub(crate) mod probe;
 mod quic_datagrams;
 mod recv_loop;
-mod rr;
+pub(crate) mod rr;
 mod rr_key;
 mod saw;
 mod sender;
@@ -133,9 +133,12 @@ pub enum CrrPart {
         addr: std::net::SocketAddr,
         /// The test's cookie.
         cookie: u64,
+        /// A QUIC test: how each transaction's connection is made (else TCP).
+        quic: Option<rr::QuicDial>,
     },
-    /// The server gets each transaction's connection from its `attach` here.
-    Server(std::sync::mpsc::Receiver<TcpStream>),
+    /// The server gets each transaction's connection (a QUIC one's stream) from its
+    /// `attach` here.
+    Server(std::sync::mpsc::Receiver<DataSocket>),
 }
 
 /// A message's payload of `size` bytes.
@@ -166,8 +169,11 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
     let mut rep = match (role, sock) {
         // Connect/request/response: the set-up connection is not used.
         (_, _) if crr.is_some() => match crr {
-            Some(CrrPart::Client { addr, cookie }) => {
-                rr::rr_client(&mut rr::CrrTransact::new(addr, cookie, &p), &p, sh)
+            Some(CrrPart::Client { addr, cookie, quic }) => {
+                let mut t = rr::CrrTransact::new(addr, cookie, quic, &p);
+                let mut rep = rr::rr_client(&mut t, &p, sh);
+                rep.quic = t.quic_info();
+                rep
             }
             Some(CrrPart::Server(conns)) => rr::crr_server(&conns, &p, sh),
             None => SideReport::default(),
@@ -230,7 +236,11 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
         rep.file = Some(f.finish(p.spec.file_bytes()));
     }
     rep.tcp_info = tcp.as_ref().and_then(tcp_info);
-    rep.quic = quic.map(|c: std::sync::Arc<crate::quic::QuicConn>| c.info());
+    // (A crr client's figures are its transactions' connections', which its role kept.)
+    if let Some(c) = quic {
+        let c: std::sync::Arc<crate::quic::QuicConn> = c;
+        rep.quic = Some(c.info());
+    }
     let cpu_end = thread_cpu_ns();
     let (user, system) = (
         cpu_end.0.saturating_sub(cpu_start.0) as f64 / 1e9,

@@ -31,7 +31,7 @@ use super::recv_loop::{self, Flow, Receive, Until};
 use super::rr_key::{self, Requests, Response};
 use super::sender::{next_len, pace};
 use super::user::Stream;
-use super::{payload, report, RoleParams, POLL};
+use super::{payload, report, DataSocket, RoleParams, POLL};
 use crate::pace::Pacer;
 use crate::sys::{recv_nowait, set_busy_poll};
 use crate::{Hists, Shared};
@@ -568,6 +568,8 @@ pub(super) fn udp_rr_server(s: UdpSocket, p: &RoleParams, sh: &Shared) -> SideRe
 /// thousands of transactions leave no TIME_WAIT behind to exhaust the client's ports.
 pub(super) struct CrrTransact {
     addr: std::net::SocketAddr,
+    quic: Option<QuicDial>,
+    quic_info: Option<wirebench_proto::results::QuicInfo>,
     /// The attach frame, then the request.
     request: Vec<u8>,
     frame_len: usize,
@@ -576,7 +578,12 @@ pub(super) struct CrrTransact {
 }
 
 impl CrrTransact {
-    pub(super) fn new(addr: std::net::SocketAddr, cookie: u64, p: &RoleParams) -> Self {
+    pub(super) fn new(
+        addr: std::net::SocketAddr,
+        cookie: u64,
+        quic: Option<QuicDial>,
+        p: &RoleParams,
+    ) -> Self {
         let frame = wirebench_proto::control::encode(&wirebench_proto::control::Message::Attach {
             version: wirebench_proto::control::PROTOCOL_VERSION,
             cookie,
@@ -588,10 +595,59 @@ impl CrrTransact {
         request.extend_from_slice(&payload(p.spec.size));
         Self {
             addr,
+            quic,
+            quic_info: None,
             request,
             frame_len,
             response: vec![0u8; p.spec.response_len() as usize],
             spin: Spin::of(p),
+        }
+    }
+}
+
+/// How a QUIC crr client makes each transaction's connection: the server's check, the
+/// congestion controller, the local address.
+#[derive(Debug, Clone)]
+pub(crate) struct QuicDial {
+    pub(crate) dialer: crate::quic::Dialer,
+    pub(crate) cc: crate::quic::Congestion,
+    pub(crate) bind: Option<std::net::IpAddr>,
+}
+
+impl CrrTransact {
+    /// A QUIC client's figures over its transactions' connections (none over TCP).
+    pub(super) fn quic_info(&self) -> Option<wirebench_proto::results::QuicInfo> {
+        self.quic_info.clone()
+    }
+
+    /// A transaction over a new QUIC connection: its handshake, a stream with the attach
+    /// and the request, the response; then the connection is closed at once (the answer
+    /// came: nothing is left to acknowledge). Its figures join the others'.
+    fn transact_quic(&mut self, len: u64, sh: &Shared, p: &RoleParams) -> Result<bool, RoleError> {
+        let Some(dial) = &self.quic else {
+            return Ok(false);
+        };
+        let conn = dial
+            .dialer
+            .connect(self.addr, dial.bind, dial.cc)
+            .map_err(|e| RoleError::Connect(std::io::Error::other(e.to_string())))?;
+        let conn = std::sync::Arc::new(conn);
+        let mut s = Box::new(
+            crate::quic::QuicStream::open(&conn, Duration::from_secs(10))
+                .map_err(RoleError::Connect)?,
+        );
+        s.set_timeout(POLL);
+        let end = self.frame_len + len as usize;
+        let answered = write_message(&mut s, &self.request[..end], sh, p)
+            .and_then(|()| read_message(&mut s, &mut self.response, &mut self.spin, sh, p));
+        self.quic_info
+            .get_or_insert_with(Default::default)
+            .merge(&conn.info());
+        conn.conn.close(0u32.into(), b"");
+        drop(s);
+        match answered? {
+            true => Ok(true),
+            false => Err(RoleError::TransactionUnanswered),
         }
     }
 }
@@ -605,6 +661,9 @@ impl Transact for CrrTransact {
         sh: &Shared,
         p: &RoleParams,
     ) -> Result<bool, RoleError> {
+        if self.quic.is_some() {
+            return self.transact_quic(len, sh, p);
+        }
         let mut s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(10))
             .map_err(RoleError::Connect)?;
         let _ = s.set_nodelay(true);
@@ -632,7 +691,7 @@ impl Transact for CrrTransact {
 /// Connect/request/response, the server's side of the receive loop: each transaction's
 /// connection arrives attached; read its request, answer, close.
 struct CrrServe<'a> {
-    conns: &'a std::sync::mpsc::Receiver<TcpStream>,
+    conns: &'a std::sync::mpsc::Receiver<DataSocket>,
     request: Vec<u8>,
     response: Vec<u8>,
     count: Count,
@@ -660,43 +719,50 @@ impl Receive for CrrServe<'_> {
     }
 
     fn receive(&mut self, sh: &Shared, p: &RoleParams) -> Result<Flow, RoleError> {
-        let spec = &p.spec;
-        let Ok(mut s) = self.conns.recv_timeout(POLL) else {
-            return Ok(Flow::More);
-        };
-        let _ = s.set_nodelay(true);
-        let _ = s.set_read_timeout(Some(POLL));
-        let _ = s.set_write_timeout(Some(POLL));
-        if self.spin.spin_ns > 0 {
-            let _ = set_busy_poll(&s, self.spin.spin_ns);
+        match self.conns.recv_timeout(POLL) {
+            Ok(DataSocket::Tcp(mut s)) => {
+                let _ = s.set_nodelay(true);
+                let _ = s.set_read_timeout(Some(POLL));
+                let _ = s.set_write_timeout(Some(POLL));
+                if self.spin.spin_ns > 0 {
+                    let _ = set_busy_poll(&s, self.spin.spin_ns);
+                }
+                self.serve(&mut s, sh, p);
+            }
+            Ok(DataSocket::Quic(mut s)) => {
+                s.set_timeout(POLL);
+                self.serve(&mut s, sh, p);
+            }
+            Ok(_) | Err(_) => {}
         }
+        Ok(Flow::More)
+    }
+}
+
+impl CrrServe<'_> {
+    /// One transaction: its request read, its response written.
+    fn serve<S: Stream>(&mut self, s: &mut S, sh: &Shared, p: &RoleParams) {
+        let spec = &p.spec;
         let len = spec.bytes.map_or(spec.size, |total| {
             total.saturating_sub(self.count.bytes).clamp(1, spec.size)
         });
         // A transaction that breaks (the client reset it) ends that transaction only.
         if !matches!(
-            read_message(
-                &mut s,
-                &mut self.request[..len as usize],
-                &mut self.spin,
-                sh,
-                p
-            ),
+            read_message(s, &mut self.request[..len as usize], &mut self.spin, sh, p),
             Ok(true)
         ) {
-            return Ok(Flow::More);
+            return;
         }
         // What was written counts, whole or not: the limit is on what moved.
-        let _ = write_message(&mut s, &self.response, sh, p);
+        let _ = write_message(s, &self.response, sh, p);
         self.count.add(len, sh.now_ns());
         self.sent += self.response.len() as u64;
-        Ok(Flow::More)
     }
 }
 
 /// Connect/request/response, the server.
 pub(super) fn crr_server(
-    conns: &std::sync::mpsc::Receiver<TcpStream>,
+    conns: &std::sync::mpsc::Receiver<DataSocket>,
     p: &RoleParams,
     sh: &Shared,
 ) -> SideReport {

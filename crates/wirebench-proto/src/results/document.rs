@@ -183,6 +183,10 @@ pub struct TestView {
     /// it went on streams.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub quic_datagrams: bool,
+    /// QUIC crr: each transaction's connection asked to send its request in 0-RTT
+    /// (`--quic-0rtt`); `end.quic.zero_rtt_accepted` says how many the server took.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quic_zero_rtt: bool,
 }
 
 impl TestView {
@@ -218,6 +222,7 @@ impl From<&TestSpec> for TestView {
             exclusive: s.exclusive,
             quic_streams: s.quic_streams,
             quic_datagrams: s.quic_datagrams,
+            quic_zero_rtt: s.quic_zero_rtt,
         }
     }
 }

@@ -205,6 +205,10 @@ pub struct QuicInfo {
     /// See `datagrams_sent`.
     #[serde(default, skip_serializing_if = "crate::spec::is_zero")]
     pub datagrams_received: u64,
+    /// `--quic-0rtt`: connections whose first data the server took in 0-RTT (a resumed
+    /// session's early data). Absent when none.
+    #[serde(default, skip_serializing_if = "crate::spec::is_zero")]
+    pub zero_rtt_accepted: u64,
 }
 
 impl QuicInfo {
@@ -230,6 +234,7 @@ impl QuicInfo {
         self.connections += o.connections;
         self.datagrams_sent += o.datagrams_sent;
         self.datagrams_received += o.datagrams_received;
+        self.zero_rtt_accepted += o.zero_rtt_accepted;
     }
 }
 

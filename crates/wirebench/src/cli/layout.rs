@@ -78,7 +78,13 @@ const RUN_GROUPS: &[(&str, &[&str])] = &[
     ("TCP", &["cc", "zerocopy"]),
     (
         "QUIC",
-        &["quic_pin", "quic_insecure", "quic_streams", "datagrams"],
+        &[
+            "quic_pin",
+            "quic_insecure",
+            "quic_streams",
+            "datagrams",
+            "quic_zero_rtt",
+        ],
     ),
     ("Files", &["file", "both_directions", "save"]),
     (
@@ -208,6 +214,7 @@ const LONG_HELP_ONLY: &[&str] = &[
     "quic_insecure",
     "quic_streams",
     "datagrams",
+    "quic_zero_rtt",
 ];
 
 /// A flag's value may start with `-` when it is a number: a negative one is refused by its

@@ -122,6 +122,7 @@ impl RunArgs {
             exclusive: self.exclusive,
             quic_streams: self.quic_streams,
             quic_datagrams: self.datagrams,
+            quic_zero_rtt: self.quic_zero_rtt,
         };
         let mut spec = spec;
         if let Some(path) = &self.file {
