@@ -32,6 +32,9 @@ pub use file::{SaveDir, DEFAULT_SAVE_QUOTA};
 pub use net::client::{run, ClientConfig};
 pub use net::iperf3::client::{run_iperf3, split_target, Iperf3Config};
 pub use net::metrics::Format as MetricsFormat;
+pub use net::quic_perf::{
+    run_quic_perf, PerfRefusal, QuicPerfConfig, DEFAULT_PERF_PORT, PERF_ALPN,
+};
 pub use net::roles::{ServerInterval, ServerWatch, Watch};
 pub use net::serve_metrics;
 pub use net::server::{

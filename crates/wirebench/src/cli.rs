@@ -464,10 +464,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", requires = "quic")]
     pub quic_streams: Option<u32>,
     /// QUIC: the server key's fingerprint, as `serve` prints it (sha256:...).
-    #[arg(long, value_name = "FINGERPRINT", requires = "quic")]
+    #[arg(long, value_name = "FINGERPRINT")]
     pub quic_pin: Option<String>,
     /// QUIC: check no key (a lab; anyone on the path could answer instead of the server).
-    #[arg(long, requires = "quic", conflicts_with = "quic_pin")]
+    #[arg(long, conflicts_with = "quic_pin")]
     pub quic_insecure: bool,
     /// QUIC: the data as datagrams, counted as UDP's are
     ///
@@ -626,6 +626,14 @@ pub struct RunArgs {
     /// --fq-rate for it alone.
     #[arg(long, value_name = "HOST[:PORT]", conflicts_with_all = ["host", "file", "both_directions", "psk_file"])]
     pub iperf3: Option<String>,
+    /// Measure against a QUIC perf server (msquic's secnetperf, picoquic's quicperf, ...)
+    ///
+    /// The QUIC performance protocol (ALPN `perf`), port 4433 unless HOST:PORT or -p says:
+    /// upload (the default), download (-R) or both (--bidir), -P streams of one connection.
+    /// Check its key with --quic-pin or --quic-insecure. The server reports nothing: its
+    /// side of each figure is unknown.
+    #[arg(long, value_name = "HOST[:PORT]", conflicts_with_all = ["host", "file", "both_directions", "psk_file", "iperf3", "udp", "quic"])]
+    pub quic_perf: Option<String>,
     /// Socket buffer of the data sockets on both sides (as iperf3's -w, e.g. 4M).
     ///
     /// SO_SNDBUF and SO_RCVBUF, 1K to 1G. TCP's autotuning is then off; the kernel caps the size (net.core.wmem_max,

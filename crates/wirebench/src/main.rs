@@ -61,7 +61,9 @@ fn main() -> ExitCode {
         Command::Serve(args) => cmd::serve::serve(&args),
         // rrul runs several tests at once (it is no one test's mode): its own command file.
         Command::Run(args)
-            if matches!(args.run.mode, cli::ModeArg::Rrul) && args.run.iperf3.is_none() =>
+            if matches!(args.run.mode, cli::ModeArg::Rrul)
+                && args.run.iperf3.is_none()
+                && args.run.quic_perf.is_none() =>
         {
             cmd::rrul::run(&args)
         }

@@ -258,7 +258,7 @@ pub fn tool() -> String {
     format!("wirebench {}", env!("CARGO_PKG_VERSION"))
 }
 
-fn resolve(host: &str, port: u16) -> Result<SocketAddr, EngineError> {
+pub(crate) fn resolve(host: &str, port: u16) -> Result<SocketAddr, EngineError> {
     let err = |source| EngineError::Connect {
         addr: format!("{host}:{port}"),
         source,

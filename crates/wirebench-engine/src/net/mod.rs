@@ -11,6 +11,7 @@ mod listen;
 pub(crate) mod metrics;
 mod metrics_http;
 mod quic;
+pub(crate) mod quic_perf;
 pub(crate) mod roles;
 pub(crate) mod server;
 pub(crate) mod shared;

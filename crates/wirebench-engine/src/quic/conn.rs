@@ -308,7 +308,7 @@ impl Dialer {
                 Ok(Ok(conn)) => Ok((conn, started.elapsed(), None)),
                 Ok(Err(e)) => Err(handshake_failed(addr, &e)),
                 Err(_) => Err(format!(
-                    "no QUIC answer from {addr} within {} s: is `wirebench serve` there, and UDP let through?",
+                    "no QUIC answer from {addr} within {} s: is the server there (`wirebench serve`), and UDP let through?",
                     SETUP_TIMEOUT.as_secs()
                 )),
             };

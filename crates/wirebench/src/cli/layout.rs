@@ -79,6 +79,7 @@ const RUN_GROUPS: &[(&str, &[&str])] = &[
     (
         "QUIC",
         &[
+            "quic_perf",
             "quic_pin",
             "quic_insecure",
             "quic_streams",
@@ -215,6 +216,7 @@ const LONG_HELP_ONLY: &[&str] = &[
     "quic_streams",
     "datagrams",
     "quic_zero_rtt",
+    "quic_perf",
 ];
 
 /// A flag's value may start with `-` when it is a number: a negative one is refused by its

@@ -32,11 +32,36 @@ impl RunArgs {
 
     /// The transport these flags ask for.
     fn protocol(&self) -> Protocol {
-        match (self.udp, self.quic) {
+        match (self.udp, self.quic || self.quic_perf.is_some()) {
             (true, _) => Protocol::Udp,
             (_, true) => Protocol::Quic,
             _ => Protocol::Tcp,
         }
+    }
+
+    /// The mechanism `--mode` asks for; rrul is three tests, which only a wirebench
+    /// server runs.
+    fn mechanism(&self) -> Result<Mechanism, String> {
+        Ok(match self.mode {
+            ModeArg::Stream => Mechanism::Stream,
+            ModeArg::StopAndWait => Mechanism::StopAndWait,
+            ModeArg::Rr => Mechanism::Rr,
+            ModeArg::Crr => Mechanism::Crr,
+            // `run` and `sweep` plan rrul as three tests (cmd/rrul.rs); only an iperf3
+            // server, which runs one test at a time, gets here.
+            ModeArg::Rrul if self.quic_perf.is_some() => {
+                return Err(
+                    "--mode rrul runs three wirebench tests at once: a QUIC perf \
+                                server runs none of them, leave out --quic-perf"
+                        .into(),
+                )
+            }
+            ModeArg::Rrul => {
+                return Err("--mode rrul runs three wirebench tests at once: an iperf3 \
+                                server runs one, leave out --iperf3"
+                    .into())
+            }
+        })
     }
 
     /// The validated test these flags describe.
@@ -74,19 +99,7 @@ impl RunArgs {
         let duration = duration.map(|d| d + self.omit.unwrap_or_default());
         let spec = TestSpec {
             protocol,
-            mechanism: match self.mode {
-                ModeArg::Stream => Mechanism::Stream,
-                ModeArg::StopAndWait => Mechanism::StopAndWait,
-                ModeArg::Rr => Mechanism::Rr,
-                ModeArg::Crr => Mechanism::Crr,
-                // `run` and `sweep` plan rrul as three tests (cmd/rrul.rs); only an iperf3
-                // server, which runs one test at a time, gets here.
-                ModeArg::Rrul => {
-                    return Err("--mode rrul runs three wirebench tests at once: an iperf3 \
-                                server runs one, leave out --iperf3"
-                        .into())
-                }
-            },
+            mechanism: self.mechanism()?,
             direction: if self.bidir {
                 Direction::Bidir
             } else if self.reverse {

@@ -79,6 +79,9 @@ pub fn run(cmd: &RunCmd) -> Result<(), Failure> {
     if let Some(target) = &args.iperf3 {
         return iperf3(args, target, spec, client);
     }
+    if let Some(target) = &args.quic_perf {
+        return quic_perf(args, target, spec, client);
+    }
     if let Some(e) = client.iperf3_only.without_iperf3() {
         return Err(Failure::Usage(e));
     }
@@ -429,6 +432,7 @@ fn failed_before_start(cfg: &ClientConfig, output: Output, e: &EngineError) -> F
 enum Peer {
     Wirebench,
     Iperf3,
+    QuicPerf,
 }
 
 impl Peer {
@@ -437,6 +441,7 @@ impl Peer {
         match self {
             Self::Wirebench => "-p",
             Self::Iperf3 => "the port (--iperf3 HOST:PORT)",
+            Self::QuicPerf => "the port (--quic-perf HOST:PORT)",
         }
     }
 
@@ -445,6 +450,7 @@ impl Peer {
         match self {
             Self::Wirebench => "wirebench serve",
             Self::Iperf3 => "iperf3 -s",
+            Self::QuicPerf => "a QUIC perf server",
         }
     }
 }
@@ -650,6 +656,57 @@ fn iperf3(
     print_results(&results, output, interrupted, args, client, recorded)
 }
 
+/// `--quic-perf HOST[:PORT]`: the test against a QUIC perf server, with the same live
+/// output and results document (the server's side unknown: the protocol has no report).
+fn quic_perf(
+    args: &RunArgs,
+    target: &str,
+    spec: TestSpec,
+    client: &ClientArgs,
+) -> Result<(), Failure> {
+    let check = quic_check(args)?.ok_or_else(|| {
+        Failure::Usage(
+            "--quic-perf checks the server's key: give --quic-pin with its fingerprint, or --quic-insecure in a lab".into(),
+        )
+    })?;
+    let port = if args.port == crate::cli::DEFAULT_PORT {
+        wirebench_engine::DEFAULT_PERF_PORT
+    } else {
+        args.port
+    };
+    let (host, port) = self::target(target, port, client)
+        .map_err(|e| Failure::Usage(format!("--quic-perf {e}")))?;
+    let cfg = wirebench_engine::QuicPerfConfig {
+        host,
+        port,
+        spec,
+        check,
+        bind: client.bind,
+    };
+    cfg.check().map_err(|e| Failure::Usage(e.to_string()))?;
+    let output = output_of(args, client);
+    let interrupt = Interrupt::install();
+    if output == Output::Document(Format::Table) {
+        connecting(&cfg.host, cfg.port, &cfg.spec);
+    }
+    let server = format!("{}:{} (QUIC perf)", cfg.host, cfg.port);
+    if output == Output::Stream {
+        emit(&StartEvent {
+            event: "start",
+            wirebench: TOOL,
+            server: &server,
+            test: TestView::from(&cfg.spec),
+        });
+    }
+    let mut live = live_view(args, &cfg.spec, output, interrupt.flag());
+    let results = wirebench_engine::run_quic_perf(&cfg, &mut live)
+        .map_err(|e| failed_to_start(&cfg.host, cfg.port, &cfg.spec, Peer::QuicPerf, output, &e))?;
+    let interrupted = interrupt.signal();
+    live.finish();
+    let recorded = live.iperf3_client();
+    print_results(&results, output, interrupted, args, client, recorded)
+}
+
 /// `--both-directions`: the test as given (this side sends), then reversed (this side
 /// receives; a file comes from the server's --files-dir under the same name), and the table
 /// of send and receive times and rates.
@@ -750,12 +807,16 @@ pub(crate) fn quic_check(
     args: &RunArgs,
 ) -> Result<Option<wirebench_engine::quic::ServerCheck>, Failure> {
     use wirebench_engine::quic::{Fingerprint, ServerCheck};
-    if !args.quic {
+    if !args.quic && args.quic_perf.is_none() {
+        if args.quic_pin.is_some() || args.quic_insecure {
+            return Err(Failure::Usage(
+                "--quic-pin and --quic-insecure check a QUIC server: add --quic (or --quic-perf HOST)".into(),
+            ));
+        }
         return Ok(None);
     }
-    let own = args
-        .host
-        .is_none()
+    // No host: the server in this process, whose key is known (not a perf server's).
+    let own = (args.host.is_none() && args.quic_perf.is_none())
         .then(super::serve::in_process_pin)
         .flatten();
     match (&args.quic_pin, args.quic_insecure, own) {

@@ -70,6 +70,7 @@ pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
         (base.file.is_some(), "--file"),
     ])
     .map_err(usage)?;
+    not_a_perf_server(base)?;
     let flags = SweepFlags {
         vary: &args.vary,
         preset: args.preset,
@@ -223,6 +224,17 @@ fn save_iperf3(
 
 /// Makes the watch of one attempt at a trial, for the host and test it runs.
 type WatchFor<'a> = dyn FnMut(&str, &TestSpec) -> Box<dyn TrialWatch> + 'a;
+
+/// A sweep measures wirebench servers (a perf server runs one test at a time, and reports
+/// nothing to sum).
+fn not_a_perf_server(base: &crate::cli::RunArgs) -> Result<(), Failure> {
+    match base.quic_perf {
+        Some(_) => Err(Failure::Usage(
+            "sweep measures wirebench servers: run --quic-perf measures a perf server, one test at a time".into(),
+        )),
+        None => Ok(()),
+    }
+}
 
 /// A trial's watch: shows nothing, and may keep what `--iperf3-json` needs.
 trait TrialWatch: Watch {
