@@ -36,6 +36,7 @@ fn server() -> (SocketAddr, Arc<Identity>) {
         allow_iperf3: false,
         iperf3_json: false,
         iperf3_port: None,
+        quic_perf_port: None,
         watch: None,
         user_stack: None,
         quic: Some(Arc::clone(&identity)),

@@ -221,6 +221,7 @@ fn server(stack: &Arc<StandIn>) -> u16 {
         allow_iperf3: false,
         iperf3_json: false,
         iperf3_port: None,
+        quic_perf_port: None,
         watch: None,
         user_stack: Some(Arc::clone(stack) as Arc<dyn UserListener>),
         quic: None,

@@ -315,6 +315,14 @@ pub struct ServeArgs {
     /// on --port too, told apart by their first bytes.
     #[arg(long, value_name = "PORT")]
     pub iperf3_port: Option<u16>,
+    /// Also serve QUIC perf clients (secnetperf, quicperf, quinn's perf) on this UDP port.
+    ///
+    /// The QUIC performance protocol (ALPN `perf`), with the server's QUIC key: each
+    /// connection is a test, admitted and limited as every other (--max-tests and the
+    /// per-client and per-minute limits, --max-memory, --max-duration, --max-bytes,
+    /// --max-rate, --max-streams streams at once).
+    #[arg(long, value_name = "PORT", conflicts_with = "no_quic")]
+    pub quic_perf_port: Option<u16>,
     /// Admit iperf3 clients although --psk-file is set (iperf3 cannot prove a key; without
     /// this flag such a server refuses them and logs why).
     #[arg(long)]
@@ -413,6 +421,7 @@ impl ServeArgs {
             allow_iperf3: self.allow_iperf3,
             iperf3_json: self.iperf3_json,
             iperf3_port: self.iperf3_port,
+            quic_perf_port: self.quic_perf_port,
             // `serve` sets these: its live lines, and its --stack (a crate of its own).
             watch: None,
             user_stack: None,

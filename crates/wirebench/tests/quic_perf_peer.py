@@ -128,7 +128,21 @@ async def run_client(port, upload, download, streams):
     config = QuicConfiguration(is_client=True, alpn_protocols=["perf"])
     config.verify_mode = ssl.CERT_NONE
     async with connect("127.0.0.1", port, configuration=config) as client:
-        got = await asyncio.gather(*(one_stream(client, upload, download) for _ in range(streams)))
+        work = asyncio.ensure_future(
+            asyncio.gather(*(one_stream(client, upload, download) for _ in range(streams)))
+        )
+        # A server that closes the connection (at a limit) ends the streams' waits.
+        closed = asyncio.ensure_future(client.wait_closed())
+        done, _ = await asyncio.wait({work, closed}, return_when=asyncio.FIRST_COMPLETED)
+        # Closed by the server (its streams then end too, perhaps first): an error, with
+        # the server's reason.
+        event = client._quic._close_event
+        if work not in done or (event is not None and event.error_code != 0):
+            work.cancel()
+            reason = event.reason_phrase if event is not None else ""
+            raise ConnectionError(f"closed by the server: {reason}")
+        closed.cancel()
+        got = work.result()
     print(
         json.dumps({"sent": upload * streams, "received": sum(got), "asked": download * streams}),
         flush=True,
@@ -142,11 +156,18 @@ def main():
     p.add_argument("--upload", type=int, default=0)
     p.add_argument("--download", type=int, default=0)
     p.add_argument("--streams", type=int, default=1)
+    p.add_argument("--timeout", type=float, default=20)
     a = p.parse_args()
     if a.mode == "server":
         asyncio.run(run_server(a.port))
     else:
-        asyncio.run(run_client(a.port, a.upload, a.download, a.streams))
+        try:
+            asyncio.run(
+                asyncio.wait_for(run_client(a.port, a.upload, a.download, a.streams), a.timeout)
+            )
+        except Exception as e:  # the test reads why, in one line
+            print(json.dumps({"error": f"{type(e).__name__}: {e}"}), flush=True)
+            return 1
 
 
 if __name__ == "__main__":

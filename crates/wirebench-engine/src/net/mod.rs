@@ -12,6 +12,7 @@ pub(crate) mod metrics;
 mod metrics_http;
 mod quic;
 pub(crate) mod quic_perf;
+mod quic_perf_server;
 pub(crate) mod roles;
 pub(crate) mod server;
 pub(crate) mod shared;

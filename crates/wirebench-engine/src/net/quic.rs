@@ -27,15 +27,36 @@ use crate::control::SETUP_TIMEOUT;
 use crate::quic::{QuicConn, QuicStream};
 use crate::role::DataSocket;
 
+/// What a QUIC port serves: its port, its ALPN, and what takes a connection once its
+/// handshake is done (wirebench's tests here; the perf protocol's clients on a port of their
+/// own, `serve --quic-perf-port`).
+#[derive(Clone, Copy)]
+pub(super) struct Serves {
+    pub(super) port: u16,
+    pub(super) alpn: &'static [u8],
+    pub(super) then: fn(&Arc<QuicConn>, &Arc<State>, &mut Place<'_>),
+}
+
+impl Serves {
+    /// wirebench's tests, on the server's port.
+    pub(super) fn tests(state: &State) -> Self {
+        Self {
+            port: state.port,
+            alpn: crate::quic::ALPN,
+            then: streams,
+        }
+    }
+}
+
 /// Its place among the handshakes, given back however the thread ends.
-struct Place<'a> {
+pub(super) struct Place<'a> {
     state: &'a State,
     src: SocketAddr,
     held: bool,
 }
 
 impl Place<'_> {
-    fn leave(&mut self) {
+    pub(super) fn leave(&mut self) {
         if std::mem::take(&mut self.held) {
             if let Ok(mut h) = self.state.quic_handshakes.lock() {
                 h.leave(self.src);
@@ -52,7 +73,7 @@ impl Drop for Place<'_> {
 
 /// A datagram `d` from `src` came to the port's hello socket and is a QUIC Initial: unless
 /// the server has no QUIC side or is at its caps, a connection's thread takes it.
-pub(super) fn initial(state: &Arc<State>, d: &[u8], src: SocketAddr) {
+pub(super) fn initial(state: &Arc<State>, d: &[u8], src: SocketAddr, serves: Serves) {
     let Some(identity) = state.cfg.quic.clone() else {
         return;
     };
@@ -69,7 +90,7 @@ pub(super) fn initial(state: &Arc<State>, d: &[u8], src: SocketAddr) {
     inbox.push(d);
     // The server's bind address (a wildcard answers from the route's source address).
     let sock =
-        super::listen::reuse_port_udp(SocketAddr::new(state.cfg.bind.ip(), state.port), false)
+        super::listen::reuse_port_udp(SocketAddr::new(state.cfg.bind.ip(), serves.port), false)
             .and_then(|s| s.connect(&src.into()).map(|()| s));
     let st = Arc::clone(state);
     let spawned = match sock {
@@ -81,16 +102,11 @@ pub(super) fn initial(state: &Arc<State>, d: &[u8], src: SocketAddr) {
                     src,
                     held: true,
                 };
-                let made = crate::quic::conn::accept(
-                    sock.into(),
-                    inbox,
-                    src,
-                    arrived,
-                    &identity,
-                    crate::quic::ALPN,
-                );
+                let alpn = serves.alpn;
+                let made =
+                    crate::quic::conn::accept(sock.into(), inbox, src, arrived, &identity, alpn);
                 if let Ok(conn) = made {
-                    streams(&Arc::new(conn), &st, &mut place);
+                    (serves.then)(&Arc::new(conn), &st, &mut place);
                 }
             })
             .is_ok(),

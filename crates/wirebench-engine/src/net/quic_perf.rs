@@ -112,6 +112,8 @@ pub fn run_quic_perf(cfg: &QuicPerfConfig, watch: &mut dyn Watch) -> Result<Resu
         // The roles run on their own threads: this loop only shows their progress.
         std::thread::sleep(Duration::from_millis(20));
     };
+    // The test is over: the server hears so now, not at its idle timeout.
+    conn.close_now();
     // A timed download ends at the client's own time bound, which is no error.
     let own_bound = |half: &mut wirebench_proto::results::SideReport| {
         if half.error_kind == Some(crate::ErrorKind::MaxDuration) {
@@ -164,10 +166,11 @@ fn open(
 /// What stream `i`'s role needs: a receiver of a timed download stops at the test's time.
 fn params(spec: &TestSpec, i: u32, role: Role, s: &QuicStream) -> RoleParams {
     RoleParams {
+        // (The roles read a deadline as a server's limit, which ends the test and is
+        // reported as such; the client clears that report: it is its own time.)
         deadline_ns: (role == Role::Receiver)
             .then_some(spec.duration_ns)
-            .flatten()
-            .map(|d| d.saturating_add(spec.drain_ns)),
+            .flatten(),
         limit: None,
         hello: None,
         token: Default::default(),

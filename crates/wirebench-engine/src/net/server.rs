@@ -63,6 +63,8 @@ pub struct Server {
     state: Arc<State>,
     metrics: Option<SocketAddr>,
     iperf3: Option<super::iperf3::server::Iperf3Port>,
+    /// `--quic-perf-port`'s socket.
+    perf: Option<UdpSocket>,
 }
 
 impl Server {
@@ -73,6 +75,13 @@ impl Server {
         let addr = listener
             .local_addr()
             .map_err(|e| EngineError::io("reading the listening address", e))?;
+        let perf = match (cfg.quic_perf_port, &cfg.quic) {
+            (Some(p), Some(_)) => Some(
+                reuse_port_udp(SocketAddr::new(addr.ip(), p), cfg.ipv6_only)
+                    .map_err(|e| EngineError::io("binding --quic-perf-port", e))?,
+            ),
+            _ => None,
+        };
         let iperf3 = cfg
             .iperf3_port
             .map(|p| super::iperf3::server::bind_port(addr.ip(), p, cfg.ipv6_only))
@@ -120,7 +129,13 @@ impl Server {
             state,
             metrics,
             iperf3,
+            perf: perf.map(UdpSocket::from),
         })
+    }
+
+    /// Where `--quic-perf-port` serves, once bound.
+    pub fn quic_perf_addr(&self) -> Option<SocketAddr> {
+        self.perf.as_ref().and_then(|s| s.local_addr().ok())
     }
 
     /// Where `--metrics` serves, once bound (its port resolved).
@@ -154,6 +169,13 @@ impl Server {
             .name("wirebench-udp-hello".into())
             .spawn(move || udp_hellos(&udp, &state))
             .map_err(|e| EngineError::io("starting the UDP thread", e))?;
+        if let Some(perf) = self.perf {
+            let state = Arc::clone(&self.state);
+            thread::Builder::new()
+                .name("wirebench-quic-perf".into())
+                .spawn(move || super::quic_perf_server::serve(&perf, &state))
+                .map_err(|e| EngineError::io("starting the QUIC perf thread", e))?;
+        }
         if let Some(every) = self.state.cfg.stats_every {
             let state = Arc::clone(&self.state);
             thread::Builder::new()
@@ -195,7 +217,7 @@ fn udp_hellos(udp: &UdpSocket, state: &Arc<State>) {
             continue;
         };
         if crate::quic::is_initial(&buf[..n]) {
-            super::quic::initial(state, &buf[..n], src);
+            super::quic::initial(state, &buf[..n], src, super::quic::Serves::tests(state));
             continue;
         }
         if super::quic::early(state, &buf[..n], src) {

@@ -75,6 +75,9 @@ pub struct ServerConfig {
     pub iperf3_json: bool,
     /// Also answer iperf3 clients on this port (`--iperf3-port`), TCP and UDP.
     pub iperf3_port: Option<u16>,
+    /// Also serve QUIC perf clients on this UDP port (`--quic-perf-port`), with the QUIC
+    /// identity; ignored without one.
+    pub quic_perf_port: Option<u16>,
     /// Shown each interval of each test (`serve`'s live lines); none: nothing.
     pub watch: Option<super::roles::ServerWatch>,
     /// Take TCP data connections through this user-space stack (`--stack`), on its port;

@@ -90,7 +90,10 @@ pub fn serve(args: &ServeArgs) -> Result<(), Failure> {
     // soon as it listens gets a clean exit, not a killed process.
     let mut out = io::stdout().lock();
     // One line, as scripts read it: the QUIC key's fingerprint is what clients pin.
-    let quic = fingerprint.map_or(String::new(), |f| format!("; QUIC, key {f}"));
+    let perf = server.quic_perf_addr().map_or(String::new(), |a| {
+        format!("; QUIC perf on UDP port {}", a.port())
+    });
+    let quic = fingerprint.map_or(String::new(), |f| format!("{perf}; QUIC, key {f}"));
     writeln!(
         out,
         "wirebench server listening on {addr} ({families}TCP control and data, UDP data{quic})"
@@ -222,6 +225,7 @@ pub fn in_process_server(
         allow_iperf3: false,
         iperf3_json: false,
         iperf3_port: None,
+        quic_perf_port: None,
         user_stack: None,
         watch: None,
         quic: Some(Arc::clone(in_process_identity()?)),
