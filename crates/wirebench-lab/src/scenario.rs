@@ -363,6 +363,21 @@ pub struct Profile {
         skip_serializing_if = "Option::is_none"
     )]
     pub stack_hosts: Option<Vec<String>>,
+    /// The transport of the measured tests that start in its hosts: "tcp" (the default:
+    /// their args say) or "quic" (`--quic` is added, so that one scenario compares TCP and
+    /// QUIC under the same links; `cc` is then QUIC's controller, reno being its newreno).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<Transport>,
+}
+
+/// A profile's transport for its measured tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// As the tests' args say.
+    Tcp,
+    /// QUIC streams (`run --quic`).
+    Quic,
 }
 
 impl Profile {

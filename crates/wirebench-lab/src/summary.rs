@@ -148,7 +148,7 @@ pub struct ProfileRow {
     pub profile: String,
     /// The receiver's whole-transfer rate, kbit/s.
     pub received_kbps: Option<Summary>,
-    /// TCP retransmits of the sender.
+    /// Retransmits of the sender: TCP's segments, or the packets QUIC declared lost.
     pub retransmits: Option<Summary>,
     /// The measured tests' client process's peak resident memory, KiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -191,8 +191,11 @@ fn test_figures(r: &Results) -> BTreeMap<String, f64> {
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
     f.insert("goodput_bps".into(), goodput_bps(r));
+    // A QUIC sender's are the packets its stack declared lost (each sent again).
     if let Some(tcp) = &r.end.tcp {
         f.insert("retransmits".into(), tcp.retransmits as f64);
+    } else if let Some(q) = &r.end.quic {
+        f.insert("retransmits".into(), q.info.lost_packets as f64);
     }
     if let Some(c) = &r.end.resources.client {
         f.insert(ROW_ONLY[0].into(), c.max_rss_kib as f64);

@@ -302,9 +302,18 @@ impl TrialNet<'_> {
         }
         // The profile's congestion control, per socket too (see Profile::apply); a UDP test
         // has none (as iperf3 ignores -C with -u).
+        // A QUIC profile's measured tests go over QUIC (a UDP test stays UDP).
+        let to_quic = self.profile.transport == Some(crate::scenario::Transport::Quic)
+            && test.measured
+            && self.profile_hosts.contains(&test.from)
+            && !test.is_udp()
+            && !test.is_quic();
+        if to_quic {
+            c.arg("--quic");
+        }
         // QUIC's controllers are its own: the profile's applies where QUIC has it (reno is
         // QUIC's newreno).
-        let quic = test.is_quic();
+        let quic = test.is_quic() || to_quic;
         if let Some(cc) = &self.profile.cc {
             let cc = match cc.as_str() {
                 "reno" if quic => "newreno",

@@ -167,3 +167,61 @@ fn quic_bulk_goodput_is_most_of_a_20_mbit_link_and_never_above_it() {
     );
     assert!(f(&v, "end.received.bytes") <= delivered, "{}", v["lab"]);
 }
+
+/// The shipped QUIC-against-TCP scenario: a `transport = "quic"` profile's measured test
+/// runs over QUIC with its controller, the TCP profile's over TCP, the same links for both;
+/// the summary has a row for each, with goodput, and QUIC's losses as its retransmits.
+#[test]
+#[ignore = "needs network namespaces"]
+fn the_quic_against_tcp_scenario_runs_each_transport() {
+    common::require_lab();
+    let dir = std::env::temp_dir().join(format!("wb-quic-vs-tcp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let file =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/quic-vs-tcp.toml");
+    let o = wirebench()
+        .args(["lab", "scenario"])
+        .arg(&file)
+        .args(["--trials", "1", "--time-scale", "0.05"])
+        .args([
+            "--profile",
+            "tcp-cubic",
+            "--profile",
+            "quic-cubic",
+            "--profile",
+            "quic-bbr",
+        ])
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .expect("lab scenario");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let read = |p: &str| -> Value {
+        serde_json::from_slice(&std::fs::read(dir.join(p)).expect(p)).expect("JSON")
+    };
+    for (profile, protocol, cc) in [
+        ("tcp-cubic", "tcp", None),
+        ("quic-cubic", "quic", Some("cubic")),
+        ("quic-bbr", "quic", Some("bbr")),
+    ] {
+        let trial = read(&format!("trials/0000-{profile}.json"));
+        let measured = trial["tests"]
+            .as_array()
+            .and_then(|t| t.iter().find(|t| t["measured"] == true))
+            .expect("the measured test");
+        let r = &measured["result"];
+        assert_eq!(r["test"]["protocol"], protocol, "{profile}: {r}");
+        assert!(f(r, "end.received_bps") > 0.0, "{profile}: {r}");
+        if let Some(cc) = cc {
+            assert_eq!(r["end"]["quic"]["congestion_control"], cc, "{profile}");
+        }
+    }
+    let summary = read("summary.json");
+    let rows = summary["profiles"].as_array().expect("profiles");
+    assert_eq!(rows.len(), 3, "{summary}");
+    for row in rows {
+        assert!(f(row, "goodput_kbps.mean") > 0.0, "{row}");
+        assert!(row["retransmits"]["mean"].as_f64().is_some(), "{row}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
