@@ -94,6 +94,40 @@ fn merged_tail(r: &Results) -> Vec<IntervalView> {
     iv
 }
 
+/// The sender's transport as it closed each interval, below the rate: its congestion
+/// window (TCP's or QUIC's), and QUIC's smoothed round trip (not drawn when the round trips
+/// of request/response are). What the caption adds for them.
+fn window_panels(chart: &mut Chart, intervals: &[IntervalView], rr: bool) -> &'static str {
+    let x = Axis::linear("time since the test began", Quantity::Seconds);
+    let mut cwnd = Panel::new(
+        x.clone(),
+        Axis::linear("congestion window", Quantity::Bytes),
+    );
+    cwnd.series.extend(line(
+        "congestion window",
+        steps(intervals, |i| i.cwnd_bytes.map(|b| b as f64)),
+    ));
+    let mut rtt = Panel::new(x, Axis::linear("smoothed round trip", Quantity::Seconds));
+    if !rr {
+        rtt.series.extend(line(
+            "smoothed round trip",
+            steps(intervals, |i| i.rtt_us.map(|us| us as f64 * 1e-6)),
+        ));
+    }
+    let (has_cwnd, has_rtt) = (!cwnd.series.is_empty(), !rtt.series.is_empty());
+    for mut p in [cwnd, rtt].into_iter().filter(|p| !p.series.is_empty()) {
+        p.weight = 2;
+        p.body = true;
+        chart.panels.push(p);
+    }
+    match (has_cwnd, has_rtt) {
+        (true, true) => " Then the sender's congestion window and its stack's smoothed round trip as each interval closed (QUIC).",
+        (true, false) => " Then the sender's congestion window as each interval closed.",
+        (false, true) => " Then the sender's smoothed round trip as each interval closed.",
+        (false, false) => "",
+    }
+}
+
 /// A per-interval figure in its base unit.
 type Figure = fn(&IntervalView) -> Option<f64>;
 
@@ -102,7 +136,14 @@ pub fn result_chart(kind: Kind, r: &Results) -> Result<Chart, PlotError> {
     let mut chart = Chart::default();
     match kind {
         Kind::Throughput => {
-            chart.palette = Palette::ordered(&["sent", "received", "median", "99th percentile"]);
+            chart.palette = Palette::ordered(&[
+                "sent",
+                "received",
+                "median",
+                "99th percentile",
+                "congestion window",
+                "smoothed round trip",
+            ]);
             let x = Axis::linear("time since the test began", Quantity::Seconds);
             let intervals = merged_tail(r);
             let mut rate = Panel::new(x.clone(), Axis::linear("rate", Quantity::BitRate));
@@ -142,6 +183,7 @@ pub fn result_chart(kind: Kind, r: &Results) -> Result<Chart, PlotError> {
             if has_latency {
                 chart.panels.push(lat);
             }
+            let stack = window_panels(&mut chart, &intervals, rr);
             chart.title = "Rate over time".into();
             chart.caption = format!(
                 "{}; each step is one {} s interval's rate over its own length (the last \
@@ -155,6 +197,7 @@ pub fn result_chart(kind: Kind, r: &Results) -> Result<Chart, PlotError> {
                     String::new()
                 }
             );
+            chart.caption.push_str(stack);
         }
         Kind::Latency if r.end.rrul.is_some() => return super::rrul::rrul_latency_chart(r),
         Kind::Latency => {
