@@ -842,3 +842,44 @@ fn the_y_scale_can_be_forced_either_way() {
     });
     assert!(linear.iter().any(|t| t == "rate (Mbit/s)"), "{linear:?}");
 }
+
+/// A QUIC sender's intervals carry its congestion window and round trip: the rate chart
+/// draws both below the rate; an rr result's round trips stay the transactions' (no stack
+/// round trip drawn twice).
+#[test]
+fn a_quic_result_shows_its_window_and_round_trip_below_the_rate() {
+    let mut r = document("stream");
+    r.test.protocol = wirebench_proto::spec::Protocol::Quic;
+    r.intervals = (0..6)
+        .map(|i| {
+            let mut iv = interval(i, Some(1e8));
+            iv.latency_p50_us = None;
+            iv.latency_p99_us = None;
+            iv.cwnd_bytes = Some(100_000 + u64::from(i) * 1000);
+            iv.rtt_us = Some(2_000);
+            iv
+        })
+        .collect();
+    let chart = result_chart(Kind::Throughput, &r).expect("a chart");
+    let labels: Vec<&str> = chart.panels.iter().map(|p| p.y.label.as_str()).collect();
+    assert_eq!(
+        labels,
+        ["rate", "congestion window", "smoothed round trip"],
+        "{labels:?}"
+    );
+    assert!(
+        chart.caption.contains("congestion window"),
+        "{}",
+        chart.caption
+    );
+    // Request/response: its own round trips are drawn; the stack's are not.
+    let mut rr = rr_result();
+    for iv in &mut rr.intervals {
+        iv.rtt_us = Some(2_000);
+    }
+    let chart = result_chart(Kind::Throughput, &rr).expect("a chart");
+    assert!(chart
+        .panels
+        .iter()
+        .all(|p| p.y.label != "smoothed round trip"));
+}
