@@ -112,6 +112,9 @@ pub struct Schedule {
     slots: Vec<Slot>,
     rng: u64,
     next_id: u64,
+    /// Rounds whose run was refused busy after a later round of its path began (so it
+    /// cannot be tried again): missed, said at the next poll.
+    refused_late: Vec<Missed>,
 }
 
 /// A xorshift64* step: the slips' randomness (seeded by the agent; not for secrets).
@@ -182,6 +185,7 @@ impl Schedule {
             slots,
             rng,
             next_id: 0,
+            refused_late: Vec::new(),
         }
     }
 
@@ -265,7 +269,7 @@ impl Schedule {
     /// What to do at `now_ms`: the runs to start (none of them a throughput run beside
     /// another on a host), and the rounds missed since the last call.
     pub fn poll(&mut self, now_ms: u64) -> (Vec<Start>, Vec<Missed>) {
-        let mut missed = Vec::new();
+        let mut missed = std::mem::take(&mut self.refused_late);
         self.roll(now_ms, &mut missed);
         let mut due: Vec<usize> = (0..self.slots.len())
             .filter(|&i| {
@@ -303,21 +307,30 @@ impl Schedule {
     /// Run `id` ended at `now_ms`, as `ended` says. A busy answer is tried again within the
     /// round's slip.
     pub fn finished(&mut self, id: u64, now_ms: u64, ended: Ended) {
-        let Some(s) = self
+        let Some((path, s)) = self
             .slots
             .iter_mut()
-            .find(|s| s.running.is_some_and(|(r, _)| r == id))
+            .enumerate()
+            .find(|(_, s)| s.running.is_some_and(|(r, _)| r == id))
         else {
             return;
         };
         let round = s.running.take().map_or(0, |(_, round)| round);
         // Refused: its round is open again, to be tried once more within the slip (or
-        // missed, past it), unless a later round began meanwhile.
+        // missed, past it); if a later round began meanwhile, it can be tried no more and
+        // is missed (it was neither run nor said missed before: found by the property
+        // test, a round refused busy as its slip ended went unrecorded).
         if ended == Ended::Busy && round == s.round_ms {
             s.done = false;
             s.refused = true;
             let retry = ms(BUSY_RETRY).min(s.slip_ms / 4).max(1);
             s.at_ms = now_ms + retry;
+        } else if ended == Ended::Busy {
+            self.refused_late.push(Missed {
+                path,
+                round_ms: round,
+                why: MissedWhy::ServerBusy,
+            });
         }
     }
 
