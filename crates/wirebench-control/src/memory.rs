@@ -109,6 +109,9 @@ pub const QUIC_STREAM_WINDOW: u64 = 2 << 20;
 pub const QUIC_SEND_WINDOW: u64 = 8 << 20;
 /// A QUIC connection's receive window, all streams together.
 pub const QUIC_CONNECTION_WINDOW: u64 = 8 << 20;
+/// The send and receive buffers of each QUIC connection's UDP socket, both sides (as
+/// quinn's own perf tool sets them: the kernel's default drops a burst on loopback).
+pub const QUIC_SOCKET_BYTES: u64 = 2 << 20;
 /// What a QUIC connection buffers of datagrams each way: arrived and not yet read (older
 /// ones are dropped past it, and counted lost), and given and not yet sent. Every
 /// connection accepts them.
@@ -135,11 +138,12 @@ fn stream_memory(spec: &TestSpec, caps: SocketCaps) -> u64 {
         (Mechanism::Stream, Protocol::Tcp) => size.saturating_add(TCP_CALL_BYTES),
         (Mechanism::Stream, Protocol::Udp) => size.saturating_add(UDP_BATCH_BYTES),
     };
-    // The server sets UDP buffers always, TCP ones only when -w asks.
+    // The server sets UDP and QUIC buffers always, TCP ones only when -w asks.
     let asked = match (spec.protocol, spec.socket_buffer_bytes) {
         (_, Some(w)) => Some(w),
         (Protocol::Udp, None) => Some(UDP_DEFAULT_SOCKET_BYTES),
-        (Protocol::Tcp | Protocol::Quic, None) => None,
+        (Protocol::Quic, None) => Some(QUIC_SOCKET_BYTES),
+        (Protocol::Tcp, None) => None,
     };
     let sockets = asked.map_or(0, |w| {
         let receive = granted(w, caps.receive_max);

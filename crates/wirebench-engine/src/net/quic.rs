@@ -92,6 +92,9 @@ pub(super) fn initial(state: &Arc<State>, d: &[u8], src: SocketAddr, serves: Ser
     let sock =
         super::listen::reuse_port_udp(SocketAddr::new(state.cfg.bind.ip(), serves.port), false)
             .and_then(|s| s.connect(&src.into()).map(|()| s));
+    if let Ok(s) = &sock {
+        crate::quic::conn::socket_buffers(&socket2::SockRef::from(s));
+    }
     let st = Arc::clone(state);
     let spawned = match sock {
         Ok(sock) => std::thread::Builder::new()

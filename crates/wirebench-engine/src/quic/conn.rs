@@ -25,7 +25,8 @@ use super::cc::{Choice, Congestion, Factory};
 use super::handshakes::Inbox;
 use super::tls::{client_config, Identity, ServerCheck};
 use crate::control::memory::{
-    QUIC_CONNECTION_WINDOW, QUIC_DATAGRAM_WINDOW, QUIC_SEND_WINDOW, QUIC_STREAM_WINDOW,
+    QUIC_CONNECTION_WINDOW, QUIC_DATAGRAM_WINDOW, QUIC_SEND_WINDOW, QUIC_SOCKET_BYTES,
+    QUIC_STREAM_WINDOW,
 };
 use crate::control::SETUP_TIMEOUT;
 use crate::EngineError;
@@ -90,6 +91,11 @@ impl QuicConn {
         self.gso.store(on, Ordering::Relaxed);
     }
 
+    /// Whether sends may go as GSO batches.
+    pub(crate) fn gso(&self) -> bool {
+        self.gso.load(Ordering::Relaxed)
+    }
+
     /// The peer's address.
     pub fn remote(&self) -> SocketAddr {
         crate::net::canonical(self.conn.remote_address())
@@ -132,6 +138,13 @@ impl QuicConn {
             datagrams_received: s.frame_rx.datagram,
         }
     }
+}
+
+/// A QUIC socket's buffers ([`QUIC_SOCKET_BYTES`] each way, as the kernel grants them;
+/// what it refuses leaves its default).
+pub(crate) fn socket_buffers(s: &socket2::SockRef<'_>) {
+    let _ = s.set_send_buffer_size(QUIC_SOCKET_BYTES as usize);
+    let _ = s.set_recv_buffer_size(QUIC_SOCKET_BYTES as usize);
 }
 
 /// The transport settings every wirebench QUIC connection has, with `choice`'s controller.
@@ -269,6 +282,7 @@ impl Dialer {
         });
         let sock = UdpSocket::bind((local, 0))
             .map_err(|e| EngineError::io("opening the QUIC socket", e))?;
+        socket_buffers(&socket2::SockRef::from(&sock));
         let choice = Choice::new(cc);
         let mut cfg = quinn::ClientConfig::new(self.crypto.clone());
         cfg.transport_config(Arc::new(transport(&choice)));

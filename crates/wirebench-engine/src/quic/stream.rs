@@ -168,8 +168,12 @@ pub(crate) fn datapath(s: &QuicStream) -> wirebench_proto::results::Datapath {
     use wirebench_proto::results::{Datapath, Unavailable};
     let c = s.connection();
     Datapath {
-        io: "quinn 0.11 over UDP (sendmsg with GSO, recvmsg with GRO where the kernel has them)"
-            .into(),
+        io: if c.gso() {
+            "quinn 0.11 over UDP (sendmsg with GSO, recvmsg with GRO where the kernel has them)"
+        } else {
+            "quinn 0.11 over UDP (one packet a sendmsg: --no-offload; recvmsg with GRO where the kernel has it)"
+        }
+        .into(),
         batch: 1,
         recv_buffer_bytes: crate::control::memory::QUIC_STREAM_WINDOW,
         send_buffer_bytes: crate::control::memory::QUIC_SEND_WINDOW,
