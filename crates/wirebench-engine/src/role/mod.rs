@@ -164,8 +164,14 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
     let rr = p.spec.mechanism == Mechanism::Rr;
     let crr = p.crr.take();
     let mut file = p.file.take();
-    // A QUIC stream's connection, for its figures once the role is done.
-    let mut quic = None;
+    // A QUIC stream's connection, for its figures once the role is done (the first stream
+    // of each connection reports them; a crr client's are its transactions').
+    let quic = match &sock {
+        DataSocket::Quic(s) if s.reports_connection && crr.is_none() => {
+            Some(std::sync::Arc::clone(s.connection()))
+        }
+        _ => None,
+    };
     let mut rep = match (role, sock) {
         // Connect/request/response: the set-up connection is not used.
         (_, _) if crr.is_some() => match crr {
@@ -194,30 +200,18 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
         }
         (Role::Receiver, DataSocket::User(s)) if rr => rr::tcp_rr_server(s, &p, sh),
         (Role::Sender, DataSocket::Quic(s)) if rr => {
-            quic = s.reports_connection.then(|| s.connection().clone());
             rr::rr_client(&mut rr::TcpRr::new(s, &p), &p, sh)
         }
-        (Role::Receiver, DataSocket::Quic(s)) if rr => {
-            quic = s.reports_connection.then(|| s.connection().clone());
-            rr::tcp_rr_server(s, &p, sh)
-        }
+        (Role::Receiver, DataSocket::Quic(s)) if rr => rr::tcp_rr_server(s, &p, sh),
         (Role::Sender, DataSocket::Quic(s)) if p.spec.quic_datagrams => {
-            quic = s.reports_connection.then(|| s.connection().clone());
             quic_datagrams::quic_datagram_send(s, &p, sh)
         }
         (Role::Receiver, DataSocket::Quic(s)) if p.spec.quic_datagrams => {
-            quic = s.reports_connection.then(|| s.connection().clone());
             let log = p.packet_log.take();
             quic_datagrams::quic_datagram_receive(s, &p, log, sh)
         }
-        (Role::Sender, DataSocket::Quic(s)) => {
-            quic = s.reports_connection.then(|| s.connection().clone());
-            tcp::tcp_send(s, &p, &mut file, sh)
-        }
-        (Role::Receiver, DataSocket::Quic(s)) => {
-            quic = s.reports_connection.then(|| s.connection().clone());
-            tcp::tcp_receive(s, &p, &mut file, sh)
-        }
+        (Role::Sender, DataSocket::Quic(s)) => tcp::tcp_send(s, &p, &mut file, sh),
+        (Role::Receiver, DataSocket::Quic(s)) => tcp::tcp_receive(s, &p, &mut file, sh),
         (Role::Sender, DataSocket::User(s)) => tcp::tcp_send(s, &p, &mut file, sh),
         (Role::Receiver, DataSocket::User(s)) => tcp::tcp_receive(s, &p, &mut file, sh),
         (Role::Sender, DataSocket::Tcp(s)) => tcp::tcp_send(s, &p, &mut file, sh),
@@ -238,7 +232,6 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
     rep.tcp_info = tcp.as_ref().and_then(tcp_info);
     // (A crr client's figures are its transactions' connections', which its role kept.)
     if let Some(c) = quic {
-        let c: std::sync::Arc<crate::quic::QuicConn> = c;
         rep.quic = Some(c.info());
     }
     let cpu_end = thread_cpu_ns();

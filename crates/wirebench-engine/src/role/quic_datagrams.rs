@@ -24,11 +24,11 @@ use super::early_end::{early_stop, idle_limit_ns, RoleError};
 use super::limit::over_counted;
 use super::recv_loop::{self, Flow, Receive, Until};
 use super::sender::{sleep_for, wait_for};
-use super::udp_recv::{sequenced_count, short_datagrams};
+use super::udp_recv::{sequenced_count, short_datagrams, start_log};
 use super::udp_send::left_to_send;
 use super::{payload, report, RoleParams, POLL};
 use crate::pace::Pacer;
-use crate::packet_log_writer::{LogOut, LogSink};
+use crate::packet_log_writer::LogOut;
 use crate::quic::{QuicConn, QuicStream};
 use crate::rx::{StreamKey, UdpRx};
 use crate::Shared;
@@ -278,11 +278,7 @@ pub(super) fn quic_datagram_receive(
     packet_log: Option<LogOut>,
     sh: &Shared,
 ) -> SideReport {
-    let (log, log_start_error) = match packet_log.map(LogSink::start) {
-        None => (None, None),
-        Some(Ok(l)) => (Some(l), None),
-        Some(Err(e)) => (None, Some(RoleError::LogStart(e))),
-    };
+    let (log, log_start_error) = start_log(packet_log);
     let key = StreamKey {
         token: p.token,
         short: short_datagrams(&p.spec),

@@ -52,6 +52,15 @@ pub(super) fn sequenced_count(spec: &TestSpec, messages: u64) -> u64 {
     }
 }
 
+/// The packet log asked for, started; or why it could not be (then there is no test).
+pub(super) fn start_log(packet_log: Option<LogOut>) -> (Option<LogSink>, Option<RoleError>) {
+    match packet_log.map(LogSink::start) {
+        None => (None, None),
+        Some(Ok(l)) => (Some(l), None),
+        Some(Err(e)) => (None, Some(RoleError::LogStart(e))),
+    }
+}
+
 /// The UDP streaming receiver's side of the receive loop.
 struct UdpReceive {
     s: UdpSocket,
@@ -110,11 +119,7 @@ pub(super) fn udp_receive(
     let spec = &p.spec;
     let _ = s.set_read_timeout(Some(POLL));
     let io = BatchRecv::new(p.offloads);
-    let (log, log_start_error) = match packet_log.map(LogSink::start) {
-        None => (None, None),
-        Some(Ok(l)) => (Some(l), None),
-        Some(Err(e)) => (None, Some(RoleError::LogStart(e))),
-    };
+    let (log, log_start_error) = start_log(packet_log);
     let key = StreamKey {
         token: p.token,
         short: short_datagrams(spec),
