@@ -7,9 +7,15 @@ https://github.com/quinn-rs/quinn, `cargo build --release -p perf`, and give the
 (`target/release/quinn-perf`) with --quinn-perf. Both stacks encrypt (TLS 1.3, AES-GCM as
 rustls with ring chooses); both send one stream of one connection, upload only.
 
+Packet sizes differ by default: quinn's perf tool probes the path for packets of up to
+1452 bytes (quinn's default), wirebench up to what the path's MTU allows (loopback's is
+64 KiB), at most 6500 (ten of those fill one GSO send); `wb-1452` is wirebench held to
+quinn's size, so that the stacks' per-packet work is compared at equal packets too.
+
 The loads, each S seconds, in a round (their order alternating between rounds):
   quinn     quinn-perf server  +  quinn-perf client --upload-size 1T --download-size 0
   wirebench wirebench serve    +  wirebench run --quic  (wirebench's protocol)
+  wb-1452   the same with --quic-mtu 1452: quinn's packet size, the stacks side by side
   perf      quinn-perf server  +  wirebench run --quic-perf (wirebench's client, quinn's server)
   tcp       wirebench serve    +  wirebench run         (TCP, for reference)
 
@@ -97,6 +103,7 @@ def main():
     loads = {
         "quinn": lambda p: quinn(a.quinn_perf, p, a.seconds),
         "wirebench": lambda p: wirebench(a.wirebench, p, a.seconds, ["--quic"]),
+        "wb-1452": lambda p: wirebench(a.wirebench, p, a.seconds, ["--quic", "--quic-mtu", "1452"]),
         "perf": lambda p: wirebench(a.wirebench, p, a.seconds, [], perf=a.quinn_perf),
         "tcp": lambda p: wirebench(a.wirebench, p, a.seconds, []),
     }

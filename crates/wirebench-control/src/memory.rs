@@ -112,6 +112,10 @@ pub const QUIC_CONNECTION_WINDOW: u64 = 8 << 20;
 /// The send and receive buffers of each QUIC connection's UDP socket, both sides (as
 /// quinn's own perf tool sets them: the kernel's default drops a burst on loopback).
 pub const QUIC_SOCKET_BYTES: u64 = 2 << 20;
+/// A QUIC connection's receive buffers: quinn reads up to 32 coalesced reads (GRO) at
+/// once, each up to 64 KiB, into buffers of whole packets of the largest size the server
+/// probes for (at most 6500 bytes).
+pub const QUIC_RECEIVE_BATCH_BYTES: u64 = 32 * (65_535 + 6_500);
 /// What a QUIC connection buffers of datagrams each way: arrived and not yet read (older
 /// ones are dropped past it, and counted lost), and given and not yet sent. Every
 /// connection accepts them.
@@ -124,13 +128,23 @@ fn stream_memory(spec: &TestSpec, caps: SocketCaps) -> u64 {
         // The request read whole, the response written whole.
         (Mechanism::Rr | Mechanism::Crr, Protocol::Tcp) => size.saturating_add(spec.response_len()),
         // QUIC: the TCP roles' buffers, and what the stack holds for the stream (a stream
-        // may be a connection of its own: its whole send window, and its datagrams' both ways).
-        (_, Protocol::Quic) => size
-            .saturating_add(spec.response_len())
-            .saturating_add(TCP_CALL_BYTES)
-            .saturating_add(QUIC_STREAM_WINDOW)
-            .saturating_add(QUIC_SEND_WINDOW)
-            .saturating_add(2 * QUIC_DATAGRAM_WINDOW),
+        // may be a connection of its own): its receive buffers, and its receive window and
+        // arrived datagrams when the server receives on it, its whole send window and
+        // datagrams to send when it sends (a `--bidir` stream does one or the other).
+        (_, Protocol::Quic) => {
+            let receives = QUIC_STREAM_WINDOW + QUIC_DATAGRAM_WINDOW;
+            let sends = QUIC_SEND_WINDOW + QUIC_DATAGRAM_WINDOW;
+            let windows = match (spec.mechanism, spec.direction) {
+                (Mechanism::Rr | Mechanism::Crr, _) => receives + sends,
+                (_, Direction::Forward) => receives,
+                (_, Direction::Reverse) => sends,
+                (_, Direction::Bidir) => receives.max(sends),
+            };
+            size.saturating_add(spec.response_len())
+                .saturating_add(TCP_CALL_BYTES)
+                .saturating_add(QUIC_RECEIVE_BATCH_BYTES)
+                .saturating_add(windows)
+        }
         (Mechanism::Rr | Mechanism::Crr, Protocol::Udp) => size
             .saturating_add(spec.response_len())
             .saturating_add(DATAGRAM_BYTES),

@@ -95,7 +95,7 @@ fn a_connection_takes_no_streams_after_its_test_set_up() {
     let (addr, identity) = server();
     let check = ServerCheck::Pin(identity.fingerprint());
     let conn = Arc::new(
-        quic::connect(addr, None, check, Congestion::Cubic, ALPN).expect("a QUIC connection"),
+        quic::connect(addr, None, check, Congestion::Cubic, ALPN, None).expect("a QUIC connection"),
     );
     let opened = Instant::now();
     let mut control = QuicStream::open(&conn, Duration::from_secs(5)).expect("a stream");

@@ -200,6 +200,11 @@ pub struct TestSpec {
     /// sends its request in 0-RTT (`--quic-0rtt`). Left out when off.
     #[serde(default, skip_serializing_if = "is_false")]
     pub quic_zero_rtt: bool,
+    /// QUIC: the largest packet (UDP payload bytes) the client's connections probe the
+    /// path for, both ways (`--quic-mtu`); the server does not use it. Left out when
+    /// none: the path's MTU less headers, at most 6500.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic_mtu: Option<u16>,
 }
 
 pub(crate) fn is_zero(n: &u64) -> bool {
@@ -337,6 +342,9 @@ pub enum SpecError {
     /// `--quic-0rtt` outside a QUIC crr test.
     #[error("--quic-0rtt applies to --quic --mode crr: each transaction's connection resumes the last one's")]
     ZeroRtt,
+    /// `--quic-mtu` without QUIC, or out of range.
+    #[error("--quic-mtu applies to --quic tests: the largest packet to probe the path for, 1200 to 65527 bytes of UDP payload")]
+    QuicMtu,
     /// What a QUIC test cannot do yet.
     #[error("{0} does not apply to --quic tests")]
     NotQuic(&'static str),
@@ -382,6 +390,7 @@ impl Default for TestSpec {
             quic_streams: None,
             quic_datagrams: false,
             quic_zero_rtt: false,
+            quic_mtu: None,
         }
     }
 }
@@ -605,6 +614,7 @@ impl TestSpec {
             return Err(SpecError::NotQuic("open-loop requests"));
         }
         self.check_datagrams()?;
+        self.check_quic_mtu()?;
         if self.packet_log
             && (!self.datagrams() || self.mechanism != Mechanism::Stream || self.headerless())
         {
@@ -630,6 +640,16 @@ impl TestSpec {
                 proto: "quic",
                 allowed: "a message is 1 byte to 16 MiB",
             }),
+            _ => Ok(()),
+        }
+    }
+
+    /// `--quic-mtu`: QUIC, and a packet size QUIC can have.
+    fn check_quic_mtu(&self) -> Result<(), SpecError> {
+        match self.quic_mtu {
+            Some(m) if self.protocol != Protocol::Quic || !(1200..=65527).contains(&m) => {
+                Err(SpecError::QuicMtu)
+            }
             _ => Ok(()),
         }
     }

@@ -280,3 +280,41 @@ fn crr_makes_a_connection_per_transaction_with_and_without_0rtt() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--quic-0rtt applies to"));
 }
+
+/// A QUIC side's `end.resources` CPU counts its connection's thread, where the stack
+/// encrypts, sends and receives: most of what the client process took (the kernel's count
+/// from wait4), and no more than it.
+#[test]
+#[allow(unsafe_code, clippy::zombie_processes)] // wait4 reaps it
+fn a_quic_sides_cpu_counts_its_connections_thread() {
+    use std::io::Read;
+    let s = Server::start(&[]);
+    let key = key_of(&s);
+    let mut child = s.spawn(&["--quic", "--quic-pin", &key, "-n", "1G", "--json"]);
+    let mut out = Vec::new();
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_end(&mut out)
+        .expect("read the results");
+    let pid = i32::try_from(child.id()).expect("pid");
+    let mut status = 0;
+    // SAFETY: all-zero is a valid rusage, which wait4 fills for the child it reaps.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our child, not yet waited for; the pointers are valid for writes.
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    assert_eq!(rc, pid, "wait4");
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let process = secs(ru.ru_utime) + secs(ru.ru_stime);
+    let v: serde_json::Value = serde_json::from_slice(&out).expect("results JSON");
+    assert_exact(&v, 1_000_000_000);
+    let r = &v["end"]["resources"]["client"];
+    let side =
+        r["cpu_user_s"].as_f64().expect("user") + r["cpu_system_s"].as_f64().expect("system");
+    assert!(process > 0.05, "the client process took CPU: {process} s");
+    assert!(
+        side >= 0.5 * process && side <= process + 0.02,
+        "the client's data side {side} s, its process {process} s"
+    );
+}

@@ -123,14 +123,17 @@ impl Pair {
         pair
     }
 
-    fn server_addr(&self) -> String {
-        let n: u32 = self
-            .client
+    /// The pair's number: its subnet's and devices'.
+    fn number(&self) -> u32 {
+        self.client
             .rsplit('-')
             .next()
             .and_then(|n| n.parse().ok())
-            .expect("pair number");
-        format!("10.213.{n}.2")
+            .expect("pair number")
+    }
+
+    fn server_addr(&self) -> String {
+        format!("10.213.{}.2", self.number())
     }
 
     /// Adds an input-hook rule `expr counter drop` for the test's data datagrams in `ns`
@@ -147,20 +150,50 @@ impl Pair {
              add rule inet wb in udp sport {PORT} {sized} {expr} counter drop\n\
              add rule inet wb in udp dport {PORT} {sized} {expr} counter drop\n"
         );
+        nft_script(ns, &script);
+    }
+
+    /// Sets both ends' MTU.
+    fn set_mtu(&self, mtu: u32) {
+        let n = self.number();
+        for (ns, dev) in [
+            (&self.client, format!("wbc{n}")),
+            (&self.server, format!("wbs{n}")),
+        ] {
+            sh(&["ip", "-n", ns, "link", "set", &dev, "mtu", &mtu.to_string()])
+                .expect("set the veth's MTU");
+        }
+    }
+
+    /// Adds input-hook rules in `ns` that count (and let through) the test's packets each
+    /// of `matches` selects, in order.
+    fn count_rules(&self, ns: &str, matches: &[&str]) {
+        let mut script = String::from(
+            "add table inet wbc\n\
+             add chain inet wbc in { type filter hook input priority 0; }\n",
+        );
+        for m in matches {
+            script.push_str(&format!("add rule inet wbc in {m} counter\n"));
+        }
+        nft_script(ns, &script);
+    }
+
+    /// Each rule's packet count in `ns`, in the order of the ruleset.
+    fn counters(&self, ns: &str) -> Vec<u64> {
         let out = Command::new("ip")
-            .args(["netns", "exec", ns, "nft", "-f", "-"])
-            .stdin(Stdio::piped())
-            .spawn()
-            .and_then(|mut c| {
-                use std::io::Write;
-                c.stdin
-                    .take()
-                    .expect("nft stdin")
-                    .write_all(script.as_bytes())?;
-                c.wait()
-            })
-            .expect("run nft");
-        assert!(out.success(), "nft rejected {script}");
+            .args(["netns", "exec", ns, "nft", "-j", "list", "ruleset"])
+            .output()
+            .expect("nft list");
+        let v: Value = serde_json::from_slice(&out.stdout).expect("nft JSON");
+        let mut counts = Vec::new();
+        for item in v["nftables"].as_array().expect("nftables array") {
+            for e in item["rule"]["expr"].as_array().into_iter().flatten() {
+                if let Some(n) = e["counter"]["packets"].as_u64() {
+                    counts.push(n);
+                }
+            }
+        }
+        counts
     }
 
     /// Packets the rules in `ns` dropped, from the kernel's counters.
@@ -201,6 +234,24 @@ impl Pair {
         );
         serde_json::from_slice(&out.stdout).expect("results JSON")
     }
+}
+
+/// Loads `script` into nftables in `ns`.
+fn nft_script(ns: &str, script: &str) {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin
+                .take()
+                .expect("nft stdin")
+                .write_all(script.as_bytes())?;
+            c.wait()
+        })
+        .expect("run nft");
+    assert!(out.success(), "nft rejected {script}");
 }
 
 impl Drop for Pair {
@@ -295,6 +346,56 @@ fn quic_datagrams_lost_are_exactly_the_packets_the_kernel_dropped() {
     assert_eq!(u(&v, "end.udp.duplicates"), 0, "{v}");
     assert_eq!(u(&v, "end.quic.datagrams_sent"), 2000, "{v}");
     assert_eq!(u(&v, "end.quic.peer_datagrams_received"), 1750, "{v}");
+}
+
+#[test]
+#[ignore = "needs root and nftables"]
+fn quic_packets_grow_to_the_paths_mtu_and_no_further_than_asked_both_ways() {
+    let pair = Pair::new();
+    pair.set_mtu(9000);
+    // The server's input: what the client sent (UDP length is the payload and 8 bytes).
+    pair.count_rules(
+        &pair.server,
+        &[
+            &format!("udp dport {PORT} udp length > 1480"),
+            &format!("udp dport {PORT} udp length > 6508"),
+        ],
+    );
+    let v = pair.run(&["--quic", "--quic-insecure", "-n", "20M", "--no-offload"]);
+    let [over_ethernet, over_ceiling] = pair.counters(&pair.server)[..] else {
+        panic!("two counters")
+    };
+    assert!(
+        over_ethernet > 1000,
+        "packets past 1472 bytes: {over_ethernet}"
+    );
+    assert_eq!(over_ceiling, 0, "packets past 6500 bytes");
+    assert_eq!(u(&v, "end.quic.mtu_bytes"), 6500, "{v}");
+
+    // Asked smaller, from the client: the server's packets keep to it too.
+    pair.count_rules(
+        &pair.client,
+        &[
+            &format!("udp sport {PORT} udp length 1308"),
+            &format!("udp sport {PORT} udp length > 1308"),
+        ],
+    );
+    let v = pair.run(&[
+        "--quic",
+        "--quic-insecure",
+        "-n",
+        "20M",
+        "-R",
+        "--no-offload",
+        "--quic-mtu",
+        "1300",
+    ]);
+    let [full, over] = pair.counters(&pair.client)[..] else {
+        panic!("two counters")
+    };
+    assert!(full > 1000, "the server's full-size packets: {full}");
+    assert_eq!(over, 0, "the server's packets past 1300 bytes");
+    assert_eq!(u(&v, "test.quic_mtu"), 1300, "{v}");
 }
 
 #[test]

@@ -312,8 +312,9 @@ impl Setup {
         let check = self
             .quic_check
             .filter(|_| self.spec.protocol == Protocol::Quic)?;
-        let dialer =
-            crate::quic::Dialer::new(check, crate::quic::ALPN, self.spec.quic_zero_rtt).ok()?;
+        let dialer = crate::quic::Dialer::new(check, crate::quic::ALPN, self.spec.quic_zero_rtt)
+            .ok()?
+            .max_packet(self.spec.quic_mtu);
         Some(crate::role::rr::QuicDial {
             dialer,
             cc: quic_congestion(&self.spec),
@@ -412,7 +413,14 @@ impl Setup {
         if k >= self.quic.len() {
             let check = self.quic_check.ok_or_else(no_quic_check)?;
             let cc = quic_congestion(&self.spec);
-            let conn = crate::quic::connect(self.addr, self.bind, check, cc, crate::quic::ALPN)?;
+            let conn = crate::quic::connect(
+                self.addr,
+                self.bind,
+                check,
+                cc,
+                crate::quic::ALPN,
+                self.spec.quic_mtu,
+            )?;
             conn.set_gso(!self.spec.no_offload);
             self.quic.push(std::sync::Arc::new(conn));
         }
@@ -422,7 +430,7 @@ impl Setup {
             .ok_or_else(no_quic_check)?;
         let mut s = crate::quic::QuicStream::open(conn, SETUP_TIMEOUT)
             .map_err(|e| EngineError::io("opening a QUIC stream", e))?;
-        s.reports_connection = stream.is_multiple_of(per);
+        s.data_stream(stream.is_multiple_of(per));
         let frame = encode(&Message::Attach {
             version: PROTOCOL_VERSION,
             cookie: self.cookie,
@@ -497,6 +505,7 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
             check,
             quic_congestion(&cfg.spec),
             crate::quic::ALPN,
+            cfg.spec.quic_mtu,
         )?);
         conn.set_gso(!cfg.spec.no_offload);
         let control = crate::quic::QuicStream::open(&conn, SETUP_TIMEOUT)

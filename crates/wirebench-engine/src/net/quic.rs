@@ -218,7 +218,7 @@ fn first(
                 }
                 ServerAction::Attach { cookie, stream } => {
                     let mut s = pump.into_inner();
-                    s.reports_connection = std::mem::take(first_on_conn);
+                    s.data_stream(std::mem::take(first_on_conn));
                     return match attach(s, state, peer, cookie, stream) {
                         Ok(()) if stream == CRR_STREAM => First::Transaction,
                         Ok(()) => First::Attached,

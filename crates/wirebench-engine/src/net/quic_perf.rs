@@ -90,7 +90,11 @@ pub fn run_quic_perf(cfg: &QuicPerfConfig, watch: &mut dyn Watch) -> Result<Resu
         .as_deref()
         .and_then(Congestion::of_name)
         .unwrap_or_default();
-    let conn = Arc::new(Dialer::new(cfg.check, PERF_ALPN, false)?.connect(addr, cfg.bind, cc)?);
+    let conn = Arc::new(
+        Dialer::new(cfg.check, PERF_ALPN, false)?
+            .max_packet(cfg.spec.quic_mtu)
+            .connect(addr, cfg.bind, cc)?,
+    );
     conn.set_gso(!spec.no_offload);
     let local = conn.local().unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
     let mut streams = Vec::new();
@@ -147,7 +151,7 @@ fn open(
     i: u32,
 ) -> std::io::Result<(Role, QuicStream)> {
     let mut s = QuicStream::open(conn, SETUP_TIMEOUT)?;
-    s.reports_connection = i == 0;
+    s.data_stream(i == 0);
     s.set_timeout(SETUP_TIMEOUT);
     match spec.stream_direction(i) {
         Direction::Reverse => {

@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use super::quic::Place;
 use super::shared::{log, log_refused, q, State, DEFAULT_MAX_DURATION};
 use crate::control::memory::{
-    QUIC_CONNECTION_WINDOW, QUIC_DATAGRAM_WINDOW, QUIC_SEND_WINDOW, QUIC_SOCKET_BYTES,
+    QUIC_CONNECTION_WINDOW, QUIC_DATAGRAM_WINDOW, QUIC_RECEIVE_BATCH_BYTES, QUIC_SEND_WINDOW,
+    QUIC_SOCKET_BYTES,
 };
 use crate::quic::{QuicConn, QuicStream};
 
@@ -32,11 +33,12 @@ const CHUNK: usize = 64 * 1024;
 const POLL: Duration = Duration::from_millis(100);
 
 /// What one perf connection may hold of the server's memory, with `streams` streams: the
-/// stack's windows (receive, send, datagrams both ways), its socket's buffers and each
-/// stream's two buffers.
+/// stack's windows (receive, send, datagrams both ways) and receive buffers, its socket's
+/// buffers and each stream's two buffers.
 fn memory(streams: u32) -> u64 {
     QUIC_CONNECTION_WINDOW
         + QUIC_SEND_WINDOW
+        + QUIC_RECEIVE_BATCH_BYTES
         + 2 * QUIC_DATAGRAM_WINDOW
         + 2 * QUIC_SOCKET_BYTES
         + u64::from(streams) * 2 * CHUNK as u64

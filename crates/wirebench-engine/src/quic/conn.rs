@@ -48,6 +48,43 @@ const MAX_PEER_STREAMS: u32 = wirebench_proto::spec::MAX_STREAMS + 1;
 const IDLE: Duration = Duration::from_secs(30);
 const KEEP_ALIVE: Duration = Duration::from_secs(5);
 
+/// The largest packet (UDP payload) a connection probes its path for unless told: quinn
+/// hands the kernel up to ten packets a send (GSO), and the kernel takes at most 64 KiB a
+/// send, so ten of these fit one. A path whose MTU is smaller stops the search sooner.
+pub const DEFAULT_MAX_PACKET: u16 = 6500;
+
+// The memory accounting's receive buffers assume this ceiling.
+const _: () = assert!(
+    crate::control::memory::QUIC_RECEIVE_BATCH_BYTES
+        >= 32 * (GSO_BYTES as u64 + DEFAULT_MAX_PACKET as u64)
+);
+
+/// The smallest packet QUIC allows a path (RFC 9000): every connection starts there.
+pub const MIN_PACKET: u16 = 1200;
+
+/// The largest UDP payload QUIC may name (quinn's limit for an endpoint's).
+pub const MAX_PACKET: u16 = 65527;
+
+/// Quinn's own ceiling on the packets it probes for: what a path gets when its MTU
+/// cannot be read.
+const UNKNOWN_PATH_PACKET: u16 = 1452;
+
+/// The largest packet a connection probes its path for: `asked` (`--quic-mtu`) when
+/// given, else the MTU the kernel knows for the path (`path`) less the IP and UDP headers,
+/// at most [`DEFAULT_MAX_PACKET`]. Probing (RFC 8899) finds what the path carries below it.
+pub(crate) fn max_packet(asked: Option<u16>, path: std::io::Result<u32>, ipv6: bool) -> u16 {
+    if let Some(p) = asked {
+        return p.clamp(MIN_PACKET, MAX_PACKET);
+    }
+    let headers = if ipv6 { 48 } else { 28 };
+    path.ok()
+        .map(|mtu| mtu.saturating_sub(headers))
+        .map_or(UNKNOWN_PATH_PACKET, |p| {
+            u16::try_from(p).unwrap_or(u16::MAX)
+        })
+        .clamp(MIN_PACKET, DEFAULT_MAX_PACKET)
+}
+
 /// A QUIC connection, its runtime, and what it was made with.
 #[derive(Debug)]
 pub struct QuicConn {
@@ -61,6 +98,12 @@ pub struct QuicConn {
     /// A 0-RTT connection: how its handshake ended (it ends while the connection is used).
     early: Option<Early>,
     local: Option<SocketAddr>,
+    /// The test's data streams on it not yet dropped (their roles running): the figures
+    /// are taken once none is, so that they cover every stream's data.
+    data_streams: std::sync::Mutex<u32>,
+    data_streams_done: std::sync::Condvar,
+    /// The connection's thread (its crypto and I/O), for its CPU time.
+    thread: i32,
     /// Dropped with the connection: its thread then lets it close.
     _release: tokio::sync::oneshot::Sender<()>,
 }
@@ -82,6 +125,37 @@ impl QuicConn {
             && start.elapsed() < Duration::from_millis(200)
         {
             std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// The user and system CPU time its thread took so far, ns.
+    pub(crate) fn thread_cpu_ns(&self) -> (u64, u64) {
+        crate::sys::task_cpu_ns(self.thread)
+    }
+
+    /// A data stream was opened on it.
+    pub(crate) fn data_stream_opened(&self) {
+        if let Ok(mut n) = self.data_streams.lock() {
+            *n = n.saturating_add(1);
+        }
+    }
+
+    /// A data stream was dropped (its role ended, or never ran).
+    pub(crate) fn data_stream_closed(&self) {
+        if let Ok(mut n) = self.data_streams.lock() {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.data_streams_done.notify_all();
+            }
+        }
+    }
+
+    /// Waits until every data stream on it was dropped, at most `limit`.
+    pub(crate) fn data_streams_done(&self, limit: Duration) {
+        if let Ok(n) = self.data_streams.lock() {
+            let _ = self
+                .data_streams_done
+                .wait_timeout_while(n, limit, |n| *n > 0);
         }
     }
 
@@ -147,9 +221,13 @@ pub(crate) fn socket_buffers(s: &socket2::SockRef<'_>) {
     let _ = s.set_recv_buffer_size(QUIC_SOCKET_BYTES as usize);
 }
 
-/// The transport settings every wirebench QUIC connection has, with `choice`'s controller.
-fn transport(choice: &Choice) -> quinn::TransportConfig {
+/// The transport settings every wirebench QUIC connection has, with `choice`'s controller,
+/// probing its path for packets of up to `packet` bytes.
+fn transport(choice: &Choice, packet: u16) -> quinn::TransportConfig {
     let mut t = quinn::TransportConfig::default();
+    let mut probing = quinn::MtuDiscoveryConfig::default();
+    probing.upper_bound(packet);
+    t.mtu_discovery_config(Some(probing));
     t.congestion_controller_factory(Arc::new(Factory(choice.clone())))
         .max_concurrent_bidi_streams(MAX_PEER_STREAMS.into())
         .max_concurrent_uni_streams(0u32.into())
@@ -164,6 +242,18 @@ fn transport(choice: &Choice) -> quinn::TransportConfig {
     }
     t
 }
+
+/// An endpoint that tells its peer to send it packets of at most `packet` bytes (a
+/// client's `--quic-mtu` holds both ways).
+fn endpoint_config(packet: u16) -> quinn::EndpointConfig {
+    let mut e = quinn::EndpointConfig::default();
+    // Within the bounds quinn takes (`max_packet` keeps it there).
+    let _ = e.max_udp_payload_size(packet);
+    e
+}
+
+/// The most a send with GSO, or a read with GRO, carries: the kernel's 64 KiB.
+const GSO_BYTES: usize = 65_535;
 
 /// What a connection's thread hands back once the handshake is done.
 type Made = Result<(quinn::Connection, Duration, Option<Early>), String>;
@@ -181,6 +271,7 @@ where
     std::thread::Builder::new()
         .name("wirebench-quic".into())
         .spawn(move || {
+            let thread = crate::sys::thread_id();
             let rt = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -196,7 +287,7 @@ where
                 let (endpoint, made) = make(Arc::new(TokioRuntime)).await;
                 let ok = made.is_ok();
                 let local = endpoint.as_ref().and_then(|e| e.local_addr().ok());
-                let _ = made_tx.send(made.map(|(c, d, e)| (c, d, e, handle, local)));
+                let _ = made_tx.send(made.map(|(c, d, e)| (c, d, e, handle, local, thread)));
                 let Some(endpoint) = endpoint else { return };
                 if ok {
                     // Released (or the receiver gone): every stream lingers in a task of
@@ -210,7 +301,7 @@ where
             });
         })
         .map_err(|e| EngineError::io("starting the QUIC connection's thread", e))?;
-    let (conn, handshake, early, handle, local) = made_rx
+    let (conn, handshake, early, handle, local, thread) = made_rx
         .recv()
         .map_err(|_| EngineError::Setup("the QUIC connection's thread ended".into()))?
         .map_err(EngineError::Setup)?;
@@ -222,6 +313,9 @@ where
         handshake,
         early,
         local,
+        data_streams: std::sync::Mutex::new(0),
+        data_streams_done: std::sync::Condvar::new(),
+        thread,
         _release: release_tx,
     })
 }
@@ -233,6 +327,8 @@ where
 pub struct Dialer {
     crypto: Arc<quinn::crypto::rustls::QuicClientConfig>,
     zero_rtt: bool,
+    /// The largest packet asked for (`--quic-mtu`); none: the path's, as `max_packet` says.
+    packet: Option<u16>,
 }
 
 impl std::fmt::Debug for Dialer {
@@ -261,7 +357,16 @@ impl Dialer {
         Ok(Self {
             crypto: Arc::new(crypto),
             zero_rtt,
+            packet: None,
         })
+    }
+
+    /// Probes for packets of up to `packet` bytes (`--quic-mtu`), both ways; none: up to
+    /// what the path's MTU allows, at most [`DEFAULT_MAX_PACKET`].
+    #[must_use]
+    pub fn max_packet(mut self, packet: Option<u16>) -> Self {
+        self.packet = packet;
+        self
     }
 
     /// Connects to `addr`, from `bind` if given, with controller `cc`.
@@ -283,9 +388,16 @@ impl Dialer {
         let sock = UdpSocket::bind((local, 0))
             .map_err(|e| EngineError::io("opening the QUIC socket", e))?;
         socket_buffers(&socket2::SockRef::from(&sock));
+        // The path's MTU, from a socket connected for the asking (the connection's own
+        // stays unconnected, as quinn's client sockets are).
+        let path = UdpSocket::bind((local, 0)).and_then(|probe| {
+            probe.connect(addr)?;
+            crate::sys::path_mtu(&probe, addr.is_ipv6())
+        });
+        let packet = max_packet(self.packet, path, addr.is_ipv6());
         let choice = Choice::new(cc);
         let mut cfg = quinn::ClientConfig::new(self.crypto.clone());
-        cfg.transport_config(Arc::new(transport(&choice)));
+        cfg.transport_config(Arc::new(transport(&choice, packet)));
         let gso = Arc::new(AtomicBool::new(true));
         let sends = Arc::clone(&gso);
         let zero_rtt = self.zero_rtt;
@@ -295,11 +407,12 @@ impl Dialer {
                     inner,
                     early: None,
                     gso: sends,
+                    packet,
                 }),
                 Err(e) => return (None, Err(format!("opening the QUIC socket: {e}"))),
             };
             let endpoint = match quinn::Endpoint::new_with_abstract_socket(
-                quinn::EndpointConfig::default(),
+                endpoint_config(packet),
                 None,
                 socket,
                 runtime,
@@ -363,8 +476,9 @@ impl Early {
 }
 
 /// Connects to a wirebench server's QUIC side (or, with `alpn`, another's) at `addr`, from
-/// `bind` if given, checking the server as `check` says, with controller `cc`: the whole
-/// handshake, no session resumed.
+/// `bind` if given, checking the server as `check` says, with controller `cc`, probing for
+/// packets of up to `packet` bytes (none: the path's, as [`Dialer::max_packet`] says): the
+/// whole handshake, no session resumed.
 ///
 /// # Errors
 ///
@@ -376,8 +490,11 @@ pub fn connect(
     check: ServerCheck,
     cc: Congestion,
     alpn: &'static [u8],
+    packet: Option<u16>,
 ) -> Result<QuicConn, EngineError> {
-    Dialer::new(check, alpn, false)?.connect(addr, bind, cc)
+    Dialer::new(check, alpn, false)?
+        .max_packet(packet)
+        .connect(addr, bind, cc)
 }
 
 /// A handshake's failure in words: a wrong pin is the user's to fix, and says so.
@@ -409,8 +526,14 @@ pub(crate) fn accept(
 ) -> Result<QuicConn, EngineError> {
     let crypto = identity.quic_server_config(alpn)?;
     let choice = Choice::default();
+    // The socket is connected to the client: the kernel knows the path's MTU.
+    let packet = max_packet(
+        None,
+        crate::sys::path_mtu(&sock, src.is_ipv6()),
+        src.is_ipv6(),
+    );
     let mut cfg = quinn::ServerConfig::with_crypto(crypto);
-    cfg.transport_config(Arc::new(transport(&choice)))
+    cfg.transport_config(Arc::new(transport(&choice, packet)))
         .migration(false);
     let gso = Arc::new(AtomicBool::new(true));
     let sends = Arc::clone(&gso);
@@ -423,9 +546,10 @@ pub(crate) fn accept(
             inner,
             early: Some((inbox, src)),
             gso: sends,
+            packet,
         });
         let endpoint = match quinn::Endpoint::new_with_abstract_socket(
-            quinn::EndpointConfig::default(),
+            endpoint_config(packet),
             Some(cfg),
             socket,
             runtime,
@@ -470,12 +594,13 @@ pub(crate) fn accept(
 
 /// A connection's socket: for a server's, what came from its client to the hello socket
 /// (its inbox: the first Initial, and what came right behind it), then what comes to its
-/// own; sends in GSO batches while `gso` says so.
+/// own; sends in GSO batches while `gso` says so, of packets of up to `packet` bytes.
 #[derive(Debug)]
 struct Stashed {
     inner: Arc<dyn AsyncUdpSocket>,
     early: Option<(Arc<Inbox>, SocketAddr)>,
     gso: Arc<AtomicBool>,
+    packet: u16,
 }
 
 impl AsyncUdpSocket for Stashed {
@@ -518,17 +643,47 @@ impl AsyncUdpSocket for Stashed {
 
     fn max_transmit_segments(&self) -> usize {
         if self.gso.load(Ordering::Relaxed) {
-            self.inner.max_transmit_segments()
+            // The kernel takes at most 64 KiB a send.
+            let fit = (GSO_BYTES / usize::from(self.packet)).max(1);
+            self.inner.max_transmit_segments().min(fit)
         } else {
             1
         }
     }
 
+    /// Quinn gives each of its receive buffers room for this many packets of the largest
+    /// size: enough for one coalesced read (GRO: at most 64 KiB), no more.
     fn max_receive_segments(&self) -> usize {
-        self.inner.max_receive_segments()
+        GSO_BYTES
+            .div_ceil(usize::from(self.packet))
+            .min(self.inner.max_receive_segments())
+            .max(1)
     }
 
     fn may_fragment(&self) -> bool {
         self.inner.may_fragment()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_largest_packet_is_the_paths_within_bounds_unless_asked() {
+        let path = |mtu: u32| -> std::io::Result<u32> { Ok(mtu) };
+        // An Ethernet path: its MTU less 20 + 8 bytes of headers (IPv6: 40 + 8).
+        assert_eq!(max_packet(None, path(1500), false), 1472);
+        assert_eq!(max_packet(None, path(1500), true), 1452);
+        // Loopback's 64 KiB: ten packets a GSO send.
+        assert_eq!(max_packet(None, path(65536), false), DEFAULT_MAX_PACKET);
+        // A path under QUIC's minimum still starts at it (probing goes no lower).
+        assert_eq!(max_packet(None, path(1232), true), MIN_PACKET);
+        // Unknown: quinn's own ceiling.
+        let unknown = Err(std::io::ErrorKind::NotConnected.into());
+        assert_eq!(max_packet(None, unknown, false), 1452);
+        // Asked: that, past the path's and the default ceiling alike.
+        assert_eq!(max_packet(Some(9000), path(1500), false), 9000);
+        assert_eq!(max_packet(Some(1300), path(65536), false), 1300);
     }
 }

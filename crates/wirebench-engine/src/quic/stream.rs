@@ -20,7 +20,10 @@ pub struct QuicStream {
     timeout: Duration,
     /// The first of its connection's streams in the test: its report carries the
     /// connection's figures (the others' would count them again).
-    pub(crate) reports_connection: bool,
+    reports_connection: bool,
+    /// A stream of the test's data: counted among its connection's running ones until
+    /// dropped ([`QuicConn::data_streams_done`]).
+    data: bool,
 }
 
 impl QuicStream {
@@ -32,7 +35,24 @@ impl QuicStream {
             conn,
             timeout: Duration::from_secs(10),
             reports_connection: false,
+            data: false,
         }
+    }
+
+    /// Makes this a stream of the test's data, the one whose report carries its
+    /// connection's figures when `reports`: its connection counts it as running until it
+    /// is dropped.
+    pub(crate) fn data_stream(&mut self, reports: bool) {
+        if !self.data {
+            self.data = true;
+            self.conn.data_stream_opened();
+        }
+        self.reports_connection = reports;
+    }
+
+    /// Whether this stream's report carries its connection's figures.
+    pub(crate) fn reports_connection(&self) -> bool {
+        self.reports_connection
     }
 
     /// Opens a new stream on `conn`, within `timeout`.
@@ -160,6 +180,9 @@ impl Drop for QuicStream {
             });
         }
         let _ = self.recv.stop(0u32.into());
+        if self.data {
+            self.conn.data_stream_closed();
+        }
     }
 }
 

@@ -167,11 +167,13 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
     // A QUIC stream's connection, for its figures once the role is done (the first stream
     // of each connection reports them; a crr client's are its transactions').
     let quic = match &sock {
-        DataSocket::Quic(s) if s.reports_connection && crr.is_none() => {
+        DataSocket::Quic(s) if s.reports_connection() && crr.is_none() => {
             Some(std::sync::Arc::clone(s.connection()))
         }
         _ => None,
     };
+    // Its thread's CPU (the stack's crypto and I/O) belongs to the test too.
+    let quic_cpu_start = quic.as_ref().map(|c| c.thread_cpu_ns());
     let mut rep = match (role, sock) {
         // Connect/request/response: the set-up connection is not used.
         (_, _) if crr.is_some() => match crr {
@@ -231,10 +233,19 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
     }
     rep.tcp_info = tcp.as_ref().and_then(tcp_info);
     // (A crr client's figures are its transactions' connections', which its role kept.)
-    if let Some(c) = quic {
+    if let Some(c) = &quic {
+        // Once the connection's other streams are done too (their roles end about when
+        // this one does; a stuck one is not waited for past the linger time).
+        c.data_streams_done(crate::quic::conn::LINGER);
         rep.quic = Some(c.info());
     }
-    let cpu_end = thread_cpu_ns();
+    let mut cpu_end = thread_cpu_ns();
+    let mut cpu_start = cpu_start;
+    if let (Some(c), Some(start)) = (&quic, quic_cpu_start) {
+        let end = c.thread_cpu_ns();
+        cpu_end = (cpu_end.0 + end.0, cpu_end.1 + end.1);
+        cpu_start = (cpu_start.0 + start.0, cpu_start.1 + start.1);
+    }
     let (user, system) = (
         cpu_end.0.saturating_sub(cpu_start.0) as f64 / 1e9,
         cpu_end.1.saturating_sub(cpu_start.1) as f64 / 1e9,

@@ -127,6 +127,17 @@ pub fn set_dont_fragment(sock: &impl AsRawFd, ipv6: bool) -> io::Result<()> {
     }
 }
 
+/// The MTU the kernel knows for the path of a connected socket (`IP_MTU`, IPv6's
+/// `IPV6_MTU`): its route's, or less where the path said so (an ICMP "too big").
+pub fn path_mtu(sock: &impl AsRawFd, ipv6: bool) -> io::Result<u32> {
+    let mtu: libc::c_int = if ipv6 {
+        get(sock, libc::IPPROTO_IPV6, libc::IPV6_MTU)?
+    } else {
+        get(sock, libc::IPPROTO_IP, libc::IP_MTU)?
+    };
+    u32::try_from(mtu).map_err(|_| io::ErrorKind::InvalidData.into())
+}
+
 /// The kernel's caps on the socket buffers a process may ask for (`net.core.rmem_max`,
 /// `net.core.wmem_max`); a cap that cannot be read is unknown (none).
 pub(crate) fn socket_caps() -> crate::control::memory::SocketCaps {
@@ -152,5 +163,19 @@ mod tests {
         let v: libc::c_int = get(&s, libc::SOL_SOCKET, libc::SO_REUSEADDR).expect("get");
         assert_eq!(v, 1);
         assert!(get::<libc::c_int>(&s, libc::SOL_SOCKET, -1).is_err());
+    }
+
+    #[test]
+    fn a_connected_socket_knows_its_path_mtu_and_an_unconnected_one_does_not() {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        assert!(path_mtu(&s, false).is_err());
+        s.connect("127.0.0.1:9").expect("connect");
+        let lo: u32 = std::fs::read_to_string("/sys/class/net/lo/mtu")
+            .expect("lo's MTU")
+            .trim()
+            .parse()
+            .expect("a number");
+        // An IP packet's length is 16 bits: loopback's 65536 reads as 65535.
+        assert_eq!(path_mtu(&s, false).expect("IP_MTU"), lo.min(65535));
     }
 }

@@ -187,6 +187,11 @@ pub struct TestView {
     /// (`--quic-0rtt`); `end.quic.zero_rtt_accepted` says how many the server took.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub quic_zero_rtt: bool,
+    /// QUIC: the largest packet the connections probed the path for (`--quic-mtu`), UDP
+    /// payload bytes; absent when the path's MTU set it. `end.quic.mtu_bytes` is what
+    /// the probing found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic_mtu: Option<u16>,
 }
 
 impl TestView {
@@ -223,6 +228,7 @@ impl From<&TestSpec> for TestView {
             quic_streams: s.quic_streams,
             quic_datagrams: s.quic_datagrams,
             quic_zero_rtt: s.quic_zero_rtt,
+            quic_mtu: s.quic_mtu,
         }
     }
 }

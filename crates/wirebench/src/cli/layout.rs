@@ -85,6 +85,7 @@ const RUN_GROUPS: &[(&str, &[&str])] = &[
             "quic_streams",
             "datagrams",
             "quic_zero_rtt",
+            "quic_mtu",
         ],
     ),
     ("Files", &["file", "both_directions", "save"]),
@@ -216,6 +217,7 @@ const LONG_HELP_ONLY: &[&str] = &[
     "quic_streams",
     "datagrams",
     "quic_zero_rtt",
+    "quic_mtu",
     "quic_perf",
 ];
 

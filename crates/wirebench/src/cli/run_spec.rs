@@ -136,6 +136,7 @@ impl RunArgs {
             quic_streams: self.quic_streams,
             quic_datagrams: self.datagrams,
             quic_zero_rtt: self.quic_zero_rtt,
+            quic_mtu: self.quic_mtu,
         };
         let mut spec = spec;
         if let Some(path) = &self.file {
