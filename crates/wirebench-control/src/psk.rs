@@ -11,6 +11,12 @@
 //!
 //! The client's MAC covers the spec, so the test that runs is the test the key holder asked
 //! for. The server compares in constant time (`Mac::verify_slice`).
+//!
+//! Over QUIC both sides first bind the key to their TLS session ([`Psk::bound`]: the
+//! session's exported keying material, RFC 8446 7.5, under the key): a party in the middle
+//! that ends one TLS session with the client and another with the server holds two
+//! different exports, so neither side's proof passes on the other's. The key so proves the
+//! server to a client that pinned no certificate.
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -83,6 +89,18 @@ impl Psk {
             m.update(p);
         }
         m
+    }
+
+    /// This key bound to a TLS session whose exported keying material is `export`: the
+    /// key both sides of that one session use in the exchange.
+    #[must_use]
+    pub fn bound(&self, export: &[u8]) -> Self {
+        Self(
+            self.mac(&[b"wirebench-tls-binding-1", export])
+                .finalize()
+                .into_bytes()
+                .to_vec(),
+        )
     }
 
     /// The client's answer to the server's challenge.
@@ -173,6 +191,22 @@ mod tests {
         assert!(!wrong.verify_server("sn", "cn", &proof));
         assert!(!k.verify_server("sn", "cn", &mac));
         assert_eq!(format!("{k:?}"), "Psk(..)");
+    }
+
+    #[test]
+    fn a_key_bound_to_another_session_proves_nothing_on_this_one() {
+        let k = Psk::new(b"0123456789abcdef0123").expect("key");
+        let (client_side, server_side) = (k.bound(b"session A"), k.bound(b"session B"));
+        // The same session: both proofs pass.
+        let same = k.bound(b"session A");
+        let mac = client_side.client_mac("cn", "sn", "{}");
+        assert!(same.verify_client("cn", "sn", "{}", &mac));
+        assert!(client_side.verify_server("sn", "cn", &same.server_mac("sn", "cn")));
+        // A relay between two sessions: neither side's proof passes on the other's.
+        assert!(!server_side.verify_client("cn", "sn", "{}", &mac));
+        assert!(!client_side.verify_server("sn", "cn", &server_side.server_mac("sn", "cn")));
+        // Nor does the unbound key's.
+        assert!(!same.verify_client("cn", "sn", "{}", &k.client_mac("cn", "sn", "{}")));
     }
 
     #[test]

@@ -462,11 +462,13 @@ pub struct RunArgs {
     /// Use UDP.
     #[arg(short = 'u', long)]
     pub udp: bool,
-    /// Use QUIC (check the server's key: --quic-pin)
+    /// Use QUIC (check the server's key: --quic-pin, or its --psk-file)
     ///
-    /// To the server's UDP port of the same number; --quic-insecure checks no key. The
-    /// test and its control dialogue run over QUIC connections: only UDP needs to pass a
-    /// firewall.
+    /// To the server's UDP port of the same number. The server is checked by its key's
+    /// fingerprint (--quic-pin), or by proving the pre-shared key over the connection's
+    /// own TLS session (--psk-file without --quic-pin); --quic-insecure checks nothing.
+    /// The test and its control dialogue run over QUIC connections: only UDP needs to pass
+    /// a firewall.
     #[arg(long, conflicts_with_all = ["udp", "tcp"])]
     pub quic: bool,
     /// QUIC: streams per connection; the test has -P connections of this many.
@@ -627,7 +629,8 @@ pub struct RunArgs {
     pub file: Option<PathBuf>,
     /// Authenticate with the pre-shared key in FILE.
     ///
-    /// Or in the WIREBENCH_PSK variable; for a server started with one.
+    /// Or in the WIREBENCH_PSK variable; for a server started with one. Both sides prove
+    /// it: with --quic and no --quic-pin, it is how the client knows the server.
     #[arg(long, value_name = "FILE")]
     pub psk_file: Option<PathBuf>,
     /// Run the test, then the same reversed (with --file: the server sends the file of that

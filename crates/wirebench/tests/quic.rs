@@ -318,3 +318,47 @@ fn a_quic_sides_cpu_counts_its_connections_thread() {
         "the client's data side {side} s, its process {process} s"
     );
 }
+
+/// A client with the server's pre-shared key and no pin: the server proves the key over
+/// the connection's own TLS session, and the test's other connections (-P, crr's) reach
+/// the same key. A wrong key, or a server without one, fails in words.
+#[test]
+fn the_pre_shared_key_proves_the_server_to_a_client_without_a_pin() {
+    let dir = common::attack::tmp_dir("quic-psk");
+    let (right, wrong) = (dir.join("right"), dir.join("wrong"));
+    std::fs::write(&right, "the server's key of sixteen bytes or more").expect("key");
+    std::fs::write(&wrong, "another key of sixteen bytes or more").expect("key");
+    let (right, wrong) = (right.to_string_lossy(), wrong.to_string_lossy());
+    let keyed = Server::start(&["--psk-file", &right]);
+    let v = keyed.run_json(&["--quic", "--psk-file", &right, "-n", "10M", "-P", "2"]);
+    assert_exact(&v, 20_000_000);
+    assert_eq!(u(&v, "end.quic.connections"), 2, "{v}");
+    for zero_rtt in [&[][..], &["--quic-0rtt"]] {
+        let crr = [
+            "--quic",
+            "--psk-file",
+            &right,
+            "--mode",
+            "crr",
+            "-n",
+            "3200",
+        ];
+        let v = keyed.run_json(&[&crr[..], zero_rtt].concat());
+        assert!(v.get("error").is_none(), "{v}");
+        assert_eq!(u(&v, "end.quic.connections"), 50, "{v}");
+    }
+
+    let out = keyed.run(&["--quic", "--psk-file", &wrong, "-n", "1M"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("wrong pre-shared key"), "{err}");
+
+    let unkeyed = Server::start(&[]);
+    let out = unkeyed.run(&["--quic", "--psk-file", &right, "-n", "1M"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the server did not prove it holds the pre-shared key"),
+        "{err}"
+    );
+}

@@ -511,8 +511,16 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
         let control = crate::quic::QuicStream::open(&conn, SETUP_TIMEOUT)
             .map_err(|e| EngineError::io("opening the QUIC control stream", e))?;
         setup.local_ip = conn.local().ok().map(|a| a.ip());
+        // The key proves the server over this connection's session (the exchange fails
+        // otherwise): the test's other connections must reach the same key.
+        if check == crate::quic::ServerCheck::Psk {
+            setup.quic_check = conn.peer_fingerprint().map(crate::quic::ServerCheck::Pin);
+        }
+        let binding = conn.tls_export()?;
         setup.quic.push(conn);
-        return drive(cfg, addr, setup, Pump::quic(control), watch);
+        let mut cfg = cfg.clone();
+        cfg.psk = cfg.psk.map(|k| k.bound(&binding));
+        return drive(&cfg, addr, setup, Pump::quic(control), watch);
     }
     let conn = connect(addr, cfg.bind, &mut || watch.interrupted())?;
     setup.local_ip = conn.local_addr().ok().map(|a| a.ip());

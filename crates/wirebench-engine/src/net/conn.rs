@@ -33,10 +33,20 @@ use crate::{EngineError, ErrorKind, SessionError};
 
 /// A fresh session for a connection just accepted (none if no nonce can be drawn).
 pub(super) fn new_session(state: &State) -> Option<ServerSession> {
+    new_bound_session(state, None)
+}
+
+/// As [`new_session`], its pre-shared key bound to the TLS session that exported
+/// `export` (a QUIC connection's), when given.
+pub(super) fn new_bound_session(state: &State, export: Option<&[u8]>) -> Option<ServerSession> {
     let nonce = crate::auth::nonce().ok()?;
+    let psk = state.cfg.psk.as_ref().map(|k| match export {
+        Some(e) => k.bound(e),
+        None => k.clone(),
+    });
     let params = ServerParams {
         limits: state.spec_limits(),
-        psk: state.cfg.psk.clone(),
+        psk,
         nonce,
         tool: tool(),
         host_id: host_id(),

@@ -19,7 +19,7 @@ use std::time::Instant;
 use wirebench_proto::control::CRR_STREAM;
 use wirebench_proto::spec::Protocol;
 
-use super::conn::{new_session, not_started, run_admitted};
+use super::conn::{new_bound_session, not_started, run_admitted};
 use super::shared::{log_refused, q, State};
 use super::{Pump, SETUP_TICK};
 use crate::control::server::{ServerAction, ServerEvent};
@@ -197,7 +197,16 @@ fn first(
     first_on_conn: &mut bool,
     until: Instant,
 ) -> First {
-    let Some(mut session) = new_session(state) else {
+    // The key, if the server has one, bound to this connection's TLS session. A stream
+    // read before the handshake ended (a 0-RTT transaction's, which attaches) has no
+    // session to bind to: bound to a fresh nonce instead, no start on it can prove the key.
+    let export = match stream.connection().tls_export() {
+        Ok(e) => e.to_vec(),
+        Err(_) => crate::auth::nonce()
+            .map(String::into_bytes)
+            .unwrap_or_default(),
+    };
+    let Some(mut session) = new_bound_session(state, Some(&export)) else {
         return First::Nothing;
     };
     let mut pump = Pump::quic(stream);

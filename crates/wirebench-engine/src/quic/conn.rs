@@ -128,6 +128,32 @@ impl QuicConn {
         }
     }
 
+    /// The keying material exported from its TLS session (RFC 8446 7.5): the same on
+    /// both ends of one session, different on any other, to bind the pre-shared key to it.
+    ///
+    /// # Errors
+    ///
+    /// The session exports nothing (its handshake has not ended).
+    pub(crate) fn tls_export(&self) -> Result<[u8; 32], EngineError> {
+        let mut out = [0u8; 32];
+        self.conn
+            .export_keying_material(&mut out, b"EXPORTER-wirebench-psk", b"")
+            .map_err(|_| {
+                EngineError::Setup("the QUIC session exported no keying material".into())
+            })?;
+        Ok(out)
+    }
+
+    /// The fingerprint of the key the server showed, for the test's other connections.
+    pub(crate) fn peer_fingerprint(&self) -> Option<super::Fingerprint> {
+        let certs = self
+            .conn
+            .peer_identity()?
+            .downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
+            .ok()?;
+        super::Fingerprint::of_cert(certs.first()?).ok()
+    }
+
     /// The user and system CPU time its thread took so far, ns.
     pub(crate) fn thread_cpu_ns(&self) -> (u64, u64) {
         crate::sys::task_cpu_ns(self.thread)

@@ -801,7 +801,8 @@ fn one_test(
 }
 
 /// How a QUIC test checks the server: the pin or `--quic-insecure` given, else the
-/// in-process server's own key; none for other tests. A QUIC test against a host with
+/// in-process server's own key, else the pre-shared key the server must prove; none for
+/// other tests. A QUIC test against a host with
 /// neither is a usage error.
 pub(crate) fn quic_check(
     args: &RunArgs,
@@ -819,14 +820,18 @@ pub(crate) fn quic_check(
     let own = (args.host.is_none() && args.quic_perf.is_none())
         .then(super::serve::in_process_pin)
         .flatten();
+    // A pre-shared key proves the server too (not a perf server's: it has none).
+    let psk = args.quic_perf.is_none()
+        && (args.psk_file.is_some() || std::env::var_os("WIREBENCH_PSK").is_some());
     match (&args.quic_pin, args.quic_insecure, own) {
         (Some(text), _, _) => Fingerprint::parse(text)
             .map(|f| Some(ServerCheck::Pin(f)))
             .map_err(|e| Failure::Usage(e.to_string())),
         (None, true, _) => Ok(Some(ServerCheck::Insecure)),
         (None, false, Some(pin)) => Ok(Some(ServerCheck::Pin(pin))),
+        (None, false, None) if psk => Ok(Some(ServerCheck::Psk)),
         (None, false, None) => Err(Failure::Usage(
-            "--quic checks the server's key: give --quic-pin with the fingerprint `serve` printed, or --quic-insecure in a lab".into(),
+            "--quic checks the server's key: give --quic-pin with the fingerprint `serve` printed, --psk-file with the server's pre-shared key, or --quic-insecure in a lab".into(),
         )),
     }
 }
