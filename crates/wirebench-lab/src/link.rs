@@ -70,6 +70,10 @@ pub struct LinkConfig {
     pub queue_bytes: u64,
     /// Random loss.
     pub loss: Loss,
+    /// The IP lengths random loss applies to, inclusive (`--loss-sizes`): a packet outside
+    /// them is never lost at random, nor draws from the loss's random numbers. None: all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_sizes: Option<(u64, u64)>,
     /// Seed of the link's random numbers: the same seed, the same losses and jitter.
     pub seed: u64,
     /// The queue's discipline, its limits `queue_packets` and `queue_bytes` unless it sets
@@ -101,6 +105,7 @@ impl LinkConfig {
             queue_packets: 0,
             queue_bytes: 0,
             loss: Loss::None,
+            loss_sizes: None,
             seed: 1,
             aqm: None,
             netem: NetemConfig::default(),
@@ -447,7 +452,14 @@ impl Link {
         self.uniform_in(0)
     }
 
-    fn lost(&mut self, kind: Traffic) -> bool {
+    fn lost(&mut self, kind: Traffic, len: u64) -> bool {
+        if self
+            .cfg
+            .loss_sizes
+            .is_some_and(|(min, max)| !(min..=max).contains(&len))
+        {
+            return false;
+        }
         let k = kind.index();
         match self.cfg.loss {
             Loss::None => false,
@@ -559,7 +571,7 @@ impl Link {
     /// call) to a drop-tail link (one that does not [queue packets](LinkConfig::queues_packets)).
     pub fn offer_kind(&mut self, now_ns: u64, len: u64, kind: Traffic) -> Fate {
         self.counters.packets_in += 1;
-        if self.lost(kind) {
+        if self.lost(kind, len) {
             self.counters.dropped_loss += 1;
             return Fate::Lost;
         }
@@ -612,7 +624,7 @@ impl Link {
     pub fn enqueue(&mut self, now_ns: u64, p: Packet, out: &mut Vec<Event>) {
         self.poll(now_ns, out);
         self.counters.packets_in += 1;
-        if self.lost(p.kind) {
+        if self.lost(p.kind, p.len) {
             self.counters.dropped_loss += 1;
             out.push(Event::Dropped {
                 id: p.id,
@@ -849,6 +861,32 @@ mod tests {
         };
         assert_eq!(udp_fates(0), udp_fates(7));
         assert_eq!(udp_fates(3), udp_fates(50));
+    }
+
+    #[test]
+    fn loss_by_size_spares_other_packets_and_keeps_its_draws() {
+        // Lose at random only packets of 1000 to 1100 bytes: the 60-byte ones between them
+        // all pass, and the big ones lose the same as with no small ones at all.
+        let fates = |small_every: u64| {
+            let mut l = Link::new(LinkConfig {
+                loss: Loss::Bernoulli { p: 0.2 },
+                loss_sizes: Some((1000, 1100)),
+                seed: 3,
+                ..cfg()
+            });
+            let mut big = Vec::new();
+            for i in 0..2000u64 {
+                if small_every > 0 && i % small_every == 0 {
+                    assert_ne!(l.offer_kind(i, 60, Traffic::Udp), Fate::Lost);
+                }
+                big.push(l.offer_kind(i, 1050, Traffic::Udp) == Fate::Lost);
+            }
+            (big, l.counters().dropped_loss)
+        };
+        let (alone, dropped) = fates(0);
+        assert_eq!(fates(3), (alone.clone(), dropped));
+        assert_eq!(alone.iter().filter(|x| **x).count() as u64, dropped);
+        assert!((300..500).contains(&dropped), "{dropped} of 2000 at 20%");
     }
 
     #[test]

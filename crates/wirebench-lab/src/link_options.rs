@@ -34,6 +34,11 @@ pub enum PropsError {
         /// The value as given.
         value: String,
     },
+    /// Loss sizes that are not a range of IP lengths.
+    #[error(
+        "loss-sizes {0:?} must be MIN-MAX, IP lengths in bytes from 20 to 65535 (e.g. 1050-1120)"
+    )]
+    LossSizes(String),
     /// A mean loss burst below one packet.
     #[error("loss-burst {0} must be at least 1 packet")]
     BurstTooShort(f64),
@@ -157,6 +162,10 @@ pub struct LinkProps {
     pub loss_down: Option<String>,
     /// Mean length of a loss burst, packets (Gilbert-Elliott); default 1: independent losses.
     pub loss_burst: Option<f64>,
+    /// The packets random loss applies to, by IP length (`1050-1120`): data packets, not
+    /// acknowledgements, say; default all. Left out of documents when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_sizes: Option<String>,
     /// Queue before the serializer, packets (0: no limit by count); default 1000.
     pub queue: Option<u32>,
     /// Queue limit in bytes (`64K`); default none.
@@ -352,6 +361,7 @@ impl LinkProps {
             loss_up,
             loss_down,
             loss_burst,
+            loss_sizes,
             queue,
             queue_bytes,
             overhead,
@@ -477,6 +487,11 @@ impl LinkProps {
             queue_packets,
             queue_bytes,
             loss: Loss::None,
+            loss_sizes: self
+                .loss_sizes
+                .as_deref()
+                .map(parse_loss_sizes)
+                .transpose()?,
             seed: 0,
             aqm,
             netem: NetemConfig::default(),
@@ -757,6 +772,22 @@ impl LinkProps {
                 *p = dir.join(&*p);
             }
         }
+    }
+}
+
+/// `MIN-MAX`: IP lengths, bytes, MIN at most MAX.
+fn parse_loss_sizes(text: &str) -> Result<(u64, u64), PropsError> {
+    let bad = || PropsError::LossSizes(text.to_owned());
+    let (min, max) = text.split_once('-').ok_or_else(bad)?;
+    let n = |v: &str| {
+        v.trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|n| (20..=65_535).contains(n))
+    };
+    match (n(min), n(max)) {
+        (Some(min), Some(max)) if min <= max => Ok((min, max)),
+        _ => Err(bad()),
     }
 }
 

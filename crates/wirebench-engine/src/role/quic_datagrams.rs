@@ -4,9 +4,11 @@
 //! duplicates, reordering, jitter, one-way delay and the packet log.
 //!
 //! The sender gives the stack a batch at a time: one buffer for the batch, each datagram a
-//! slice of it (no allocation per datagram), handed over while the connection's datagram
-//! buffer has room for it, so that the stack never drops an older datagram to make room
-//! (its congestion controller paces them out; a full buffer waits). What the sender counts
+//! slice of it (no allocation per datagram), handed over while what the stack holds unsent
+//! is under a congestion window's worth (at least 16 KiB), so that the stack never drops
+//! an older datagram to make room and the datagrams' one-way delay is the path's, not a
+//! queue in the sender's stack (its congestion controller paces them out; the sender
+//! waits for it). What the sender counts
 //! is what the stack took; what the receiver did not get was lost on the path or dropped
 //! from the receiver's buffer unread, and counts as lost either way.
 
@@ -38,6 +40,12 @@ const BATCH: usize = 64;
 
 /// The longest a sender waits at its end for the stack to send what it took.
 const FLUSH: Duration = Duration::from_secs(1);
+
+/// The least a sender lets the stack hold unsent, whatever its congestion window.
+const MIN_AHEAD: usize = 16 * 1024;
+
+/// How often a sender that is a window ahead looks whether the stack sent some.
+const AHEAD_POLL: Duration = Duration::from_micros(200);
 
 /// Why a test's datagrams do not fit: the peer takes none, or the path's packets are
 /// smaller than the test's datagrams.
@@ -90,7 +98,7 @@ pub(super) fn quic_datagram_send(s: Box<QuicStream>, p: &RoleParams, sh: &Shared
         }
         let tail_len = if n == left { last_len } else { size };
         let batch = fill(count.messages, n, size, tail_len, sh.unix_ns(now), p, &body);
-        let (sent, bytes, why) = hand_over(&conn, batch, size);
+        let (sent, bytes, why) = hand_over(&conn, batch, size, empty);
         let now = sh.now_ns();
         // A stack whose buffer never drains: the peer stopped reading and acknowledging.
         if sent > 0 {
@@ -152,27 +160,38 @@ fn fill(
         .collect()
 }
 
-/// Gives the batch to the stack, each datagram once the connection's buffer has room for
-/// it (waiting for room at most the poll time). Returns the datagrams and bytes it took,
-/// and why it stopped early; a datagram not taken in time is not sent, and the next batch
-/// starts at its sequence number.
-fn hand_over(conn: &QuicConn, batch: Vec<Bytes>, size: u64) -> (u64, u64, Option<RoleError>) {
+/// Gives the batch to the stack, each datagram once the stack holds less than a congestion
+/// window unsent (its buffer holds `empty` bytes when it holds none), waiting for that at
+/// most the poll time. Returns the datagrams and bytes it took, and why it stopped early;
+/// a datagram not taken in time is not sent, and the next batch starts at its sequence
+/// number.
+fn hand_over(
+    conn: &QuicConn,
+    batch: Vec<Bytes>,
+    size: u64,
+    empty: usize,
+) -> (u64, u64, Option<RoleError>) {
     let (mut sent, mut bytes) = (0u64, 0u64);
+    let window = usize::try_from(conn.conn.stats().path.cwnd).unwrap_or(usize::MAX);
+    let ahead = window.clamp(MIN_AHEAD, empty.max(MIN_AHEAD));
     for d in batch {
         let len = d.len();
-        let taken = if conn.conn.datagram_send_buffer_space() >= len {
-            conn.conn.send_datagram(d)
-        } else {
-            // Full: wait until the stack sent some (the congestion controller's pace).
-            let c = conn.conn.clone();
-            let waited = conn
-                .handle
-                .block_on(async move { tokio::time::timeout(POLL, c.send_datagram_wait(d)).await });
-            match waited {
-                Ok(r) => r,
-                Err(_) => break,
+        let start = Instant::now();
+        let has_room = loop {
+            let held = empty.saturating_sub(conn.conn.datagram_send_buffer_space());
+            if held + len <= ahead || held == 0 {
+                break true;
             }
+            if start.elapsed() >= POLL || conn.conn.close_reason().is_some() {
+                break false;
+            }
+            // The congestion controller's pace: a window's worth goes out a round trip.
+            std::thread::sleep(AHEAD_POLL);
         };
+        if !has_room {
+            break;
+        }
+        let taken = conn.conn.send_datagram(d);
         if let Err(e) = taken {
             return (sent, bytes, Some(send_failed(conn, e, size)));
         }

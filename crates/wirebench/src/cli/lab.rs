@@ -163,6 +163,10 @@ pub struct LinkArgs {
     /// Mean length of a loss burst, packets (Gilbert-Elliott; default 1: independent).
     #[arg(long)]
     pub loss_burst: Option<f64>,
+    /// Random loss only for packets of these IP lengths, MIN-MAX bytes (e.g. 1050-1120:
+    /// data, not acknowledgements); default all.
+    #[arg(long, value_name = "MIN-MAX")]
+    pub loss_sizes: Option<String>,
     /// Queue before the link, packets (default 1000; 0: no limit by count).
     #[arg(long)]
     pub queue: Option<u32>,
@@ -264,6 +268,7 @@ impl LinkArgs {
             loss_up: self.loss_up.clone(),
             loss_down: self.loss_down.clone(),
             loss_burst: self.loss_burst,
+            loss_sizes: self.loss_sizes.clone(),
             queue: self.queue,
             queue_bytes: self.queue_bytes.clone(),
             overhead: self.overhead,
