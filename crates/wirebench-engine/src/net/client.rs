@@ -495,6 +495,7 @@ impl Setup {
 /// Runs one test against a server. Returns the results document; when the test started but
 /// did not complete, the document carries what was measured and `error` says why.
 pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineError> {
+    crate::sys::tune_allocator();
     let addr = resolve(&cfg.host, cfg.port)?;
     let mut setup = Setup::new(cfg, addr)?;
     if cfg.spec.protocol == Protocol::Quic {

@@ -70,7 +70,7 @@ pub struct Server {
 impl Server {
     /// Binds the TCP port and the UDP port of the same number.
     pub fn bind(cfg: ServerConfig) -> Result<Self, EngineError> {
-        crate::sys::limit_allocator_arenas();
+        crate::sys::tune_allocator();
         let (listener, udp) = listen(listen_addr(&cfg), cfg.ipv6_only, "-p")?;
         let addr = listener
             .local_addr()

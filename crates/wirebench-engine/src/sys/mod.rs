@@ -18,8 +18,8 @@ pub mod udp;
 pub use busy::{busy_poll_setup, recv_nowait, set_busy_poll, wait_readable};
 pub use clock::{clock_pair, host_id, same_clock, unix_now_ns};
 pub use process::{
-    limit_allocator_arenas, max_rss_kib, release_free_memory, rss_kib, task_cpu_ns, thread_cpu_ns,
-    thread_id,
+    max_rss_kib, release_free_memory, rss_kib, task_cpu_ns, thread_cpu_ns, thread_id,
+    tune_allocator,
 };
 pub(crate) use sockopt::socket_caps;
 pub use sockopt::{path_mtu, set_dont_fragment, set_max_pacing_rate};
