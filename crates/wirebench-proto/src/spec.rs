@@ -200,9 +200,7 @@ pub struct TestSpec {
     /// sends its request in 0-RTT (`--quic-0rtt`). Left out when off.
     #[serde(default, skip_serializing_if = "is_false")]
     pub quic_zero_rtt: bool,
-    /// QUIC: the largest packet (UDP payload bytes) the client's connections probe the
-    /// path for, both ways (`--quic-mtu`); the server does not use it. Left out when
-    /// none: the path's MTU less headers, at most 6500.
+    /// QUIC: the largest packet to probe the path for, both ways (`--quic-mtu`); or none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quic_mtu: Option<u16>,
 }
@@ -614,7 +612,10 @@ impl TestSpec {
             return Err(SpecError::NotQuic("open-loop requests"));
         }
         self.check_datagrams()?;
-        self.check_quic_mtu()?;
+        let quic_mtu = |m| self.protocol == Protocol::Quic && (1200..=65527).contains(&m);
+        if !self.quic_mtu.is_none_or(quic_mtu) {
+            return Err(SpecError::QuicMtu);
+        }
         if self.packet_log
             && (!self.datagrams() || self.mechanism != Mechanism::Stream || self.headerless())
         {
@@ -630,25 +631,12 @@ impl TestSpec {
                 proto: "udp",
                 allowed: "a datagram carries 1 to 65507 bytes",
             }),
-            Protocol::Tcp if !(1..=MAX_TCP_SIZE).contains(&self.size) => Err(SpecError::Size {
-                size: self.size,
-                proto: "tcp",
-                allowed: "a message is 1 byte to 16 MiB",
-            }),
-            Protocol::Quic if !(1..=MAX_TCP_SIZE).contains(&self.size) => Err(SpecError::Size {
-                size: self.size,
-                proto: "quic",
-                allowed: "a message is 1 byte to 16 MiB",
-            }),
-            _ => Ok(()),
-        }
-    }
-
-    /// `--quic-mtu`: QUIC, and a packet size QUIC can have.
-    fn check_quic_mtu(&self) -> Result<(), SpecError> {
-        match self.quic_mtu {
-            Some(m) if self.protocol != Protocol::Quic || !(1200..=65527).contains(&m) => {
-                Err(SpecError::QuicMtu)
+            p @ (Protocol::Tcp | Protocol::Quic) if !(1..=MAX_TCP_SIZE).contains(&self.size) => {
+                Err(SpecError::Size {
+                    size: self.size,
+                    proto: if p == Protocol::Tcp { "tcp" } else { "quic" },
+                    allowed: "a message is 1 byte to 16 MiB",
+                })
             }
             _ => Ok(()),
         }

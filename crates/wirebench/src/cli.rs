@@ -649,8 +649,9 @@ pub struct RunArgs {
     /// Measure against a QUIC perf server (msquic's secnetperf, picoquic's quicperf, ...)
     ///
     /// The QUIC performance protocol (ALPN `perf`), port 4433 unless HOST:PORT or -p says:
-    /// upload (the default), download (-R) or both (--bidir), -P streams of one connection.
-    /// Check its key with --quic-pin or --quic-insecure. The server reports nothing: its
+    /// upload (the default), download (-R) or both (--bidir), -P streams of one connection;
+    /// --mode rr: a stream per transaction. Check its key with --quic-pin or
+    /// --quic-insecure. The server reports nothing: its
     /// side of each figure is unknown.
     #[arg(long, value_name = "HOST[:PORT]", conflicts_with_all = ["host", "file", "both_directions", "psk_file", "iperf3", "udp", "quic"])]
     pub quic_perf: Option<String>,

@@ -138,6 +138,59 @@ fn uploads_and_downloads_agree_with_aioquic_to_the_byte() {
     assert_eq!(u(&peer.next_stream(), "received"), sent);
 }
 
+/// `--mode rr`: each transaction a stream of its own, its request and response counted to
+/// the byte by aioquic, and by wirebench's own perf server.
+#[test]
+#[ignore = "needs aioquic (PyPI)"]
+fn request_response_is_a_stream_per_transaction_counted_by_aioquic() {
+    let mut peer = Peer::start();
+    let v = peer.run(&[
+        "--mode",
+        "rr",
+        "-n",
+        "6400",
+        "-l",
+        "64",
+        "--response-size",
+        "1000",
+    ]);
+    assert!(v.get("error").is_none(), "{v}");
+    assert_eq!(u(&v, "end.sent.messages"), 100, "{v}");
+    assert_eq!(u(&v, "end.latency_us.count"), 100, "{v}");
+    assert_eq!(u(&v, "end.quic.connections"), 1, "{v}");
+    for _ in 0..100 {
+        let p = peer.next_stream();
+        assert_eq!(
+            (p["received"].as_u64(), p["sent"].as_u64()),
+            (Some(64), Some(1000)),
+            "{p}"
+        );
+    }
+    // Timed, against wirebench's own perf server: its log line counts every stream.
+    let mut s = PerfServe::start(&[]);
+    let target = format!("127.0.0.1:{}", s.port);
+    let out = wirebench()
+        .args([
+            "run",
+            "--quic-perf",
+            &target,
+            "--quic-insecure",
+            "--mode",
+            "rr",
+        ])
+        .args(["-t", "1", "-l", "100", "--json"])
+        .output()
+        .expect("run wirebench");
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("results JSON");
+    let n = u(&v, "end.sent.messages");
+    assert!(n > 100, "{v}");
+    let line = s.next_log();
+    assert_eq!(field(&line, "streams"), Some(n), "{line}");
+    assert_eq!(field(&line, "received_bytes"), Some(n * 100), "{line}");
+    assert_eq!(field(&line, "sent_bytes"), Some(n * 100), "{line}");
+}
+
 #[test]
 #[ignore = "needs aioquic (PyPI)"]
 fn a_perf_server_is_checked_by_its_key_and_what_it_cannot_carry_is_refused() {
@@ -158,8 +211,9 @@ fn a_perf_server_is_checked_by_its_key_and_what_it_cannot_carry_is_refused() {
     let out = run(&["--quic-pin", &wrong]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not the one pinned"));
-    // The protocol streams bytes: rr is refused before anything is sent.
-    let out = run(&["--quic-insecure", "--mode", "rr"]);
+    // The protocol streams bytes, or a request and response per stream: crr (a
+    // connection per transaction) is refused before anything is sent.
+    let out = run(&["--quic-insecure", "--mode", "crr"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--quic-perf"));
     // --quic-insecure: no check, and the test runs.

@@ -59,12 +59,13 @@ impl QuicPerfConfig {
     ///
     /// # Errors
     ///
-    /// Not a streaming test of bytes on streams (rr, crr, stop-and-wait, datagrams, files).
+    /// Not streaming or request/response of bytes on streams (crr, stop-and-wait,
+    /// datagrams, files).
     pub fn check(&self) -> Result<(), PerfRefusal> {
         let s = &self.spec;
-        if s.mechanism != Mechanism::Stream {
+        if !matches!(s.mechanism, Mechanism::Stream | Mechanism::Rr) {
             return Err(PerfRefusal(
-                "the perf protocol streams bytes: no --mode rr, crr or stop-and-wait",
+                "the perf protocol streams bytes, or a request and its response per stream (--mode rr): no --mode crr or stop-and-wait",
             ));
         }
         if s.quic_datagrams || s.file.is_some() || s.quic_streams.is_some() {
@@ -144,7 +145,8 @@ pub fn run_quic_perf(cfg: &QuicPerfConfig, watch: &mut dyn Watch) -> Result<Resu
 }
 
 /// Opens stream `i` and asks for its direction: an upload asks for nothing back; a download
-/// asks for its amount (or more than a timed one takes) and ends its side at once.
+/// asks for its amount (or more than a timed one takes) and ends its side at once; a
+/// request/response client's is its first transaction's, which it writes itself.
 fn open(
     conn: &Arc<crate::quic::QuicConn>,
     spec: &TestSpec,
@@ -153,6 +155,9 @@ fn open(
     let mut s = QuicStream::open(conn, SETUP_TIMEOUT)?;
     s.data_stream(i == 0);
     s.set_timeout(SETUP_TIMEOUT);
+    if spec.mechanism == Mechanism::Rr {
+        return Ok((Role::Sender, s));
+    }
     match spec.stream_direction(i) {
         Direction::Reverse => {
             let want = spec.bytes.unwrap_or(UNBOUNDED);
@@ -184,7 +189,8 @@ fn params(spec: &TestSpec, i: u32, role: Role, s: &QuicStream) -> RoleParams {
         same_clock: false,
         packet_log: None,
         offloads: Default::default(),
-        crr: None,
+        // Request/response: a stream per transaction.
+        crr: (spec.mechanism == Mechanism::Rr).then_some(crate::role::CrrPart::PerfStreams),
         file: None,
         spec: spec.clone(),
     }

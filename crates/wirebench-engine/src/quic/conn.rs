@@ -176,13 +176,16 @@ impl QuicConn {
         }
     }
 
-    /// Waits until every data stream on it was dropped, at most `limit`.
-    pub(crate) fn data_streams_done(&self, limit: Duration) {
+    /// Its figures once every data stream on it was dropped (their roles end about when
+    /// the caller's does; a stuck one is not waited for past [`LINGER`]), so that they
+    /// cover every stream's data.
+    pub(crate) fn info_once_streams_done(&self) -> QuicInfo {
         if let Ok(n) = self.data_streams.lock() {
             let _ = self
                 .data_streams_done
-                .wait_timeout_while(n, limit, |n| *n > 0);
+                .wait_timeout_while(n, LINGER, |n| *n > 0);
         }
+        self.info()
     }
 
     /// Lets sends go as GSO batches, or one packet a system call (`--no-offload`: as

@@ -115,6 +115,21 @@ impl QuicStream {
         }
     }
 
+    /// Ends the sending side once all written is sent, without waiting for the peer to
+    /// have it (it goes out behind what was written; the stream's drop waits for that).
+    ///
+    /// # Errors
+    ///
+    /// The sending side was ended or reset already.
+    pub fn end_sending(&mut self) -> io::Result<()> {
+        match self.send.as_mut() {
+            Some(send) => send
+                .finish()
+                .map_err(|e| io::Error::new(io::ErrorKind::BrokenPipe, e)),
+            None => Err(io::ErrorKind::BrokenPipe.into()),
+        }
+    }
+
     /// Ends the sending side once all written is sent, and waits (at most [`LINGER`]) until
     /// the peer has it.
     pub fn finish(&mut self) -> io::Result<()> {

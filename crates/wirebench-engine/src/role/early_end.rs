@@ -55,6 +55,8 @@ pub(crate) enum RoleError {
     #[error("the server closed a transaction's connection without answering")]
     TransactionUnanswered,
     /// A full socket did not drain for the idle limit.
+    #[error("the server answered more than the {0} bytes asked")]
+    AnsweredTooMuch(u64),
     #[error("the receiver stopped reading")]
     ReceiverStuck,
     /// No answer came for the idle limit.
@@ -140,6 +142,7 @@ impl RoleError {
             | Self::File(_)
             | Self::DatagramsRefused
             | Self::DatagramTooLarge { .. } => ErrorKind::Io,
+            Self::AnsweredTooMuch(_) => ErrorKind::Protocol,
         }
     }
 }

@@ -18,6 +18,7 @@ pub(crate) mod count;
 mod early_end;
 pub(crate) mod iperf3;
 pub(crate) mod limit;
+mod perf_rr;
 pub(crate) mod probe;
 mod quic_datagrams;
 mod recv_loop;
@@ -139,6 +140,9 @@ pub enum CrrPart {
     /// The server gets each transaction's connection (a QUIC one's stream) from its
     /// `attach` here.
     Server(std::sync::mpsc::Receiver<DataSocket>),
+    /// A QUIC perf server's request/response: each transaction a stream of its own on the
+    /// connection of the stream the role was given (its first transaction's).
+    PerfStreams,
 }
 
 /// A message's payload of `size` bytes.
@@ -176,6 +180,12 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
     let quic_cpu_start = quic.as_ref().map(|c| c.thread_cpu_ns());
     let mut rep = match (role, sock) {
         // Connect/request/response: the set-up connection is not used.
+        (_, DataSocket::Quic(s)) if matches!(crr, Some(CrrPart::PerfStreams)) => {
+            let conn = std::sync::Arc::clone(s.connection());
+            let mut rep = rr::rr_client(&mut perf_rr::PerfRr::new(s, &p), &p, sh);
+            rep.quic = Some(conn.info());
+            rep
+        }
         (_, _) if crr.is_some() => match crr {
             Some(CrrPart::Client { addr, cookie, quic }) => {
                 let mut t = rr::CrrTransact::new(addr, cookie, quic, &p);
@@ -184,7 +194,7 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
                 rep
             }
             Some(CrrPart::Server(conns)) => rr::crr_server(&conns, &p, sh),
-            None => SideReport::default(),
+            Some(CrrPart::PerfStreams) | None => SideReport::default(),
         },
         (Role::Sender, DataSocket::Tcp(s)) if rr => {
             rr::rr_client(&mut rr::TcpRr::new(s, &p), &p, sh)
@@ -234,24 +244,30 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
     rep.tcp_info = tcp.as_ref().and_then(tcp_info);
     // (A crr client's figures are its transactions' connections', which its role kept.)
     if let Some(c) = &quic {
-        // Once the connection's other streams are done too (their roles end about when
-        // this one does; a stuck one is not waited for past the linger time).
-        c.data_streams_done(crate::quic::conn::LINGER);
-        rep.quic = Some(c.info());
+        rep.quic = Some(c.info_once_streams_done());
     }
-    let mut cpu_end = thread_cpu_ns();
-    let mut cpu_start = cpu_start;
+    let (mut cpu_start, mut cpu_end) = (cpu_start, thread_cpu_ns());
     if let (Some(c), Some(start)) = (&quic, quic_cpu_start) {
         let end = c.thread_cpu_ns();
         cpu_end = (cpu_end.0 + end.0, cpu_end.1 + end.1);
         cpu_start = (cpu_start.0 + start.0, cpu_start.1 + start.1);
     }
+    rep.resources = Some(resources(cpu_start, cpu_end, rss_before_kib, sh));
+    rep.elapsed_ns = sh.now_ns();
+    if rep.datapath.io.is_empty() {
+        rep.datapath = p.datapath;
+    }
+    rep
+}
+
+/// What the role cost from `start` to `end` (user, system CPU ns) and in memory.
+fn resources(start: (u64, u64), end: (u64, u64), rss_before_kib: u64, sh: &Shared) -> Resources {
     let (user, system) = (
-        cpu_end.0.saturating_sub(cpu_start.0) as f64 / 1e9,
-        cpu_end.1.saturating_sub(cpu_start.1) as f64 / 1e9,
+        end.0.saturating_sub(start.0) as f64 / 1e9,
+        end.1.saturating_sub(start.1) as f64 / 1e9,
     );
     let elapsed = sh.now_ns() as f64 / 1e9;
-    rep.resources = Some(Resources {
+    Resources {
         cpu_user_s: user,
         cpu_system_s: system,
         cpu_percent: if elapsed > 0.0 {
@@ -262,12 +278,7 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
         max_rss_kib: max_rss_kib(),
         rss_before_kib,
         rss_after_kib: rss_kib(),
-    });
-    rep.elapsed_ns = sh.now_ns();
-    if rep.datapath.io.is_empty() {
-        rep.datapath = p.datapath;
     }
-    rep
 }
 
 /// A role's report from its totals, its intervals and why it ended early, if it did.

@@ -49,7 +49,7 @@ pub(super) struct Spin {
 }
 
 impl Spin {
-    fn of(p: &RoleParams) -> Self {
+    pub(super) fn of(p: &RoleParams) -> Self {
         Self {
             spin_ns: p.spec.busy_poll_ns.unwrap_or(0),
             ..Self::default()
@@ -113,7 +113,7 @@ impl Spin {
 /// timeout, goes through [`read_full`]. `Ok(false)` when the peer closed before its first
 /// byte.
 #[inline]
-fn read_message<S: Stream>(
+pub(super) fn read_message<S: Stream>(
     s: &mut S,
     buf: &mut [u8],
     spin: &mut Spin,
@@ -142,7 +142,7 @@ fn read_message<S: Stream>(
 /// Writes one whole message: one call when the socket takes it all, as it does a small
 /// message; otherwise the rest through [`write_full`].
 #[inline]
-fn write_message<S: Stream>(
+pub(super) fn write_message<S: Stream>(
     s: &mut S,
     buf: &[u8],
     sh: &Shared,
