@@ -99,16 +99,47 @@ pub fn test_memory(spec: &TestSpec, caps: SocketCaps) -> u64 {
     if spec.file.is_some() {
         once += u128::from(FILE_BUFFER_BYTES);
     }
+    if spec.protocol == Protocol::Quic {
+        once += quic_memory(spec);
+    }
     u64::try_from(per_stream * streams + once).unwrap_or(u64::MAX)
+}
+
+/// What the QUIC stacks of the test's connections may hold on the server. Each: what its
+/// peer sends, read or not, on any stream and whatever the test's direction, up to the
+/// connection's receive window, its datagrams, and the stack's receive buffers; and when
+/// the server sends on it, its whole send window and datagrams to send. A crr test holds
+/// its first connection and one transaction's at a time.
+fn quic_memory(spec: &TestSpec) -> u128 {
+    let per = spec.quic_streams.unwrap_or(1).max(1);
+    let receives = QUIC_CONNECTION_WINDOW + QUIC_DATAGRAM_WINDOW + QUIC_RECEIVE_BATCH_BYTES;
+    let sends = QUIC_SEND_WINDOW + QUIC_DATAGRAM_WINDOW;
+    if spec.mechanism.is_rr() {
+        let connections = if spec.mechanism == Mechanism::Crr {
+            2
+        } else {
+            1
+        };
+        let connections = connections.max(spec.total_streams().div_ceil(per));
+        return u128::from(connections) * u128::from(receives + sends);
+    }
+    (0..spec.total_streams().max(1).div_ceil(per))
+        .map(|k| match spec.stream_direction(k * per) {
+            Direction::Forward => u128::from(receives),
+            _ => u128::from(receives + sends),
+        })
+        .sum()
 }
 
 /// A QUIC stream's receive window: the most its peer may send ahead of what the reader
 /// took, which the stack buffers (the engine sets it on every connection).
 pub const QUIC_STREAM_WINDOW: u64 = 2 << 20;
 /// A QUIC connection's send window: the most it holds unacknowledged, all streams together.
-pub const QUIC_SEND_WINDOW: u64 = 8 << 20;
+/// 4 MiB, as Linux's TCP send buffer at most grows to by default (`tcp_wmem`).
+pub const QUIC_SEND_WINDOW: u64 = 4 << 20;
 /// A QUIC connection's receive window, all streams together.
-pub const QUIC_CONNECTION_WINDOW: u64 = 8 << 20;
+/// What a peer may make the stack hold on the server, whatever the test's direction.
+pub const QUIC_CONNECTION_WINDOW: u64 = 4 << 20;
 /// The send and receive buffers of each QUIC connection's UDP socket, both sides (as
 /// quinn's own perf tool sets them: the kernel's default drops a burst on loopback).
 pub const QUIC_SOCKET_BYTES: u64 = 2 << 20;
@@ -127,24 +158,10 @@ fn stream_memory(spec: &TestSpec, caps: SocketCaps) -> u64 {
     let buffers = match (spec.mechanism, spec.protocol) {
         // The request read whole, the response written whole.
         (Mechanism::Rr | Mechanism::Crr, Protocol::Tcp) => size.saturating_add(spec.response_len()),
-        // QUIC: the TCP roles' buffers, and what the stack holds for the stream (a stream
-        // may be a connection of its own): its receive buffers, and its receive window and
-        // arrived datagrams when the server receives on it, its whole send window and
-        // datagrams to send when it sends (a `--bidir` stream does one or the other).
-        (_, Protocol::Quic) => {
-            let receives = QUIC_STREAM_WINDOW + QUIC_DATAGRAM_WINDOW;
-            let sends = QUIC_SEND_WINDOW + QUIC_DATAGRAM_WINDOW;
-            let windows = match (spec.mechanism, spec.direction) {
-                (Mechanism::Rr | Mechanism::Crr, _) => receives + sends,
-                (_, Direction::Forward) => receives,
-                (_, Direction::Reverse) => sends,
-                (_, Direction::Bidir) => receives.max(sends),
-            };
-            size.saturating_add(spec.response_len())
-                .saturating_add(TCP_CALL_BYTES)
-                .saturating_add(QUIC_RECEIVE_BATCH_BYTES)
-                .saturating_add(windows)
-        }
+        // QUIC: the TCP roles' buffers (the stack's are its connection's: `quic_memory`).
+        (_, Protocol::Quic) => size
+            .saturating_add(spec.response_len())
+            .saturating_add(TCP_CALL_BYTES),
         (Mechanism::Rr | Mechanism::Crr, Protocol::Udp) => size
             .saturating_add(spec.response_len())
             .saturating_add(DATAGRAM_BYTES),
@@ -290,6 +307,28 @@ mod tests {
         assert_eq!(
             test_memory(&tcp, CAPS),
             tcp.size + TCP_CALL_BYTES + PER_STREAM_BYTES + ALL_RECORDS + ONCE
+        );
+    }
+
+    #[test]
+    fn a_quic_connection_counts_what_its_peer_may_send_whatever_the_direction() {
+        let quic = TestSpec::example().protocol(Protocol::Quic);
+        let (fwd, rev) = (
+            test_memory(&quic, CAPS),
+            test_memory(&quic.clone().direction(Direction::Reverse), CAPS),
+        );
+        let receives = QUIC_CONNECTION_WINDOW + QUIC_DATAGRAM_WINDOW + QUIC_RECEIVE_BATCH_BYTES;
+        let sends = QUIC_SEND_WINDOW + QUIC_DATAGRAM_WINDOW;
+        // A reverse test's server reads nothing, yet its peer may fill the window.
+        assert!(rev >= receives + sends, "{rev}");
+        assert!(fwd >= receives, "{fwd}");
+        // Four streams on one connection: its windows once, not four times.
+        let mut one = quic.clone().streams(4);
+        one.quic_streams = Some(4);
+        let four = quic.streams(4);
+        assert_eq!(
+            test_memory(&four, CAPS) - test_memory(&one, CAPS),
+            3 * receives
         );
     }
 

@@ -495,9 +495,9 @@ pub struct RunArgs {
     pub quic_zero_rtt: bool,
     /// QUIC: the largest packet to probe the path for, bytes of UDP payload
     ///
-    /// Both ways: the server is told to send no larger. 1200 to 65527; default the MTU the
-    /// kernel knows for the path less the IP and UDP headers, at most 6500 (ten of those
-    /// fill one 64 KiB GSO send). end.quic.mtu_bytes says what the probing found; e.g.
+    /// The server is told to send no larger (each side stops at what the other takes: a
+    /// wirebench server at most 6500). 1200 to 65527; default the MTU the kernel knows for
+    /// the path less the IP and UDP headers, at most 6500 (ten fill one 64 KiB GSO send). end.quic.mtu_bytes says what the probing found; e.g.
     /// 1252 measures with the packets most Internet paths carry.
     #[arg(long = "quic-mtu", value_name = "BYTES", value_parser = clap::value_parser!(u16).range(1200..=65527))]
     pub quic_mtu: Option<u16>,

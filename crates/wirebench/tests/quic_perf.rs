@@ -166,8 +166,10 @@ fn request_response_is_a_stream_per_transaction_counted_by_aioquic() {
             "{p}"
         );
     }
-    // Timed, against wirebench's own perf server: its log line counts every stream.
-    let mut s = PerfServe::start(&[]);
+    // Timed, two at a time, against wirebench's own perf server that serves two streams at
+    // once: each next request's stream comes as soon as the last answer did, and is
+    // served; the log line counts every stream; the connection's figures come once.
+    let mut s = PerfServe::start(&["--max-streams", "2"]);
     let target = format!("127.0.0.1:{}", s.port);
     let out = wirebench()
         .args([
@@ -178,11 +180,13 @@ fn request_response_is_a_stream_per_transaction_counted_by_aioquic() {
             "--mode",
             "rr",
         ])
-        .args(["-t", "1", "-l", "100", "--json"])
+        .args(["-t", "1", "-l", "100", "-P", "2", "--json"])
         .output()
         .expect("run wirebench");
     assert!(out.status.success(), "{out:?}");
     let v: Value = serde_json::from_slice(&out.stdout).expect("results JSON");
+    assert!(v.get("error").is_none(), "{v}");
+    assert_eq!(u(&v, "end.quic.connections"), 1, "{v}");
     let n = u(&v, "end.sent.messages");
     assert!(n > 100, "{v}");
     let line = s.next_log();

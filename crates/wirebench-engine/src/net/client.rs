@@ -500,6 +500,11 @@ pub fn run(cfg: &ClientConfig, watch: &mut dyn Watch) -> Result<Results, EngineE
     let mut setup = Setup::new(cfg, addr)?;
     if cfg.spec.protocol == Protocol::Quic {
         let check = cfg.quic.ok_or_else(no_quic_check)?;
+        if check == crate::quic::ServerCheck::Psk && cfg.psk.is_none() {
+            return Err(EngineError::Setup(
+                "the QUIC server is to prove the pre-shared key, and there is none: give --psk-file (or WIREBENCH_PSK), or --quic-pin".into(),
+            ));
+        }
         let conn = std::sync::Arc::new(crate::quic::connect(
             addr,
             cfg.bind,

@@ -74,6 +74,19 @@ struct Moved {
     ended: AtomicBool,
     /// Why, for the log.
     why: std::sync::Mutex<Option<&'static str>>,
+    /// Streams being served: counted out once a stream's whole answer is written, before
+    /// the client can have it, so that a client that opens its next stream as soon as it
+    /// has the last one's answer (requests/s) is never over `--max-streams` by the count.
+    active: std::sync::atomic::AtomicU32,
+}
+
+/// A stream counted among those being served until it is dropped.
+struct Serving<'a>(&'a Moved);
+
+impl Drop for Serving<'_> {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Moved {
@@ -146,15 +159,19 @@ fn connection(conn: &Arc<QuicConn>, state: &Arc<State>, place: &mut Place<'_>) {
         }
         threads.retain(|t| !t.is_finished());
         match QuicStream::accept(conn, left.min(Duration::from_secs(1))) {
-            Ok(s) if (threads.len() as u32) < max_streams => {
+            Ok(s) if moved.active.load(Ordering::Acquire) < max_streams => {
+                moved.active.fetch_add(1, Ordering::AcqRel);
                 streams += 1;
                 last = Instant::now();
                 let (m, l) = (Arc::clone(&moved), Arc::clone(&limits));
-                if let Ok(t) = std::thread::Builder::new()
+                match std::thread::Builder::new()
                     .name("wirebench-perf".into())
                     .spawn(move || stream(s, &m, &l))
                 {
-                    threads.push(t);
+                    Ok(t) => threads.push(t),
+                    Err(_) => {
+                        moved.active.fetch_sub(1, Ordering::AcqRel);
+                    }
                 }
             }
             // More streams at once than --max-streams: this one is reset unread.
@@ -192,6 +209,7 @@ fn connection(conn: &Arc<QuicConn>, state: &Arc<State>, place: &mut Place<'_>) {
 /// One stream: the amount asked back, what the client uploads until its side ends, then
 /// the answer. Ends early at the connection's limits, or after [`IDLE`] without data.
 fn stream(mut s: QuicStream, moved: &Moved, limits: &Limits) {
+    let serving = Serving(moved);
     s.set_timeout(POLL);
     let mut buf = vec![0u8; CHUNK];
     let mut head = [0u8; 8];
@@ -256,7 +274,10 @@ fn stream(mut s: QuicStream, moved: &Moved, limits: &Limits) {
         }
     }
     let _ = s.flush();
-    let _ = s.finish();
+    // Counted out before the end goes: the stream's drop waits for its acknowledgement
+    // on the connection's own thread, not this one.
+    drop(serving);
+    let _ = s.end_sending();
 }
 
 /// Ends the connection at once, saying which limit (the client must not take a stream

@@ -154,8 +154,9 @@ impl QuicConn {
         super::Fingerprint::of_cert(certs.first()?).ok()
     }
 
-    /// The user and system CPU time its thread took so far, ns.
-    pub(crate) fn thread_cpu_ns(&self) -> (u64, u64) {
+    /// The user and system CPU time its thread took so far, ns (none where it cannot be
+    /// read).
+    pub(crate) fn thread_cpu_ns(&self) -> Option<(u64, u64)> {
         crate::sys::task_cpu_ns(self.thread)
     }
 

@@ -54,9 +54,10 @@ pub(crate) enum RoleError {
     /// A crr transaction's connection closed without its response.
     #[error("the server closed a transaction's connection without answering")]
     TransactionUnanswered,
-    /// A full socket did not drain for the idle limit.
+    /// A perf server's response longer than asked for.
     #[error("the server answered more than the {0} bytes asked")]
     AnsweredTooMuch(u64),
+    /// A full socket did not drain for the idle limit.
     #[error("the receiver stopped reading")]
     ReceiverStuck,
     /// No answer came for the idle limit.

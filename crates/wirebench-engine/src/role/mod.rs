@@ -170,21 +170,19 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
     let mut file = p.file.take();
     // A QUIC stream's connection, for its figures once the role is done (the first stream
     // of each connection reports them; a crr client's are its transactions').
+    let own_connection = matches!(crr, None | Some(CrrPart::PerfStreams));
     let quic = match &sock {
-        DataSocket::Quic(s) if s.reports_connection() && crr.is_none() => {
+        DataSocket::Quic(s) if s.reports_connection() && own_connection => {
             Some(std::sync::Arc::clone(s.connection()))
         }
         _ => None,
     };
     // Its thread's CPU (the stack's crypto and I/O) belongs to the test too.
-    let quic_cpu_start = quic.as_ref().map(|c| c.thread_cpu_ns());
+    let quic_cpu_start = quic.as_ref().and_then(|c| c.thread_cpu_ns());
     let mut rep = match (role, sock) {
         // Connect/request/response: the set-up connection is not used.
         (_, DataSocket::Quic(s)) if matches!(crr, Some(CrrPart::PerfStreams)) => {
-            let conn = std::sync::Arc::clone(s.connection());
-            let mut rep = rr::rr_client(&mut perf_rr::PerfRr::new(s, &p), &p, sh);
-            rep.quic = Some(conn.info());
-            rep
+            rr::rr_client(&mut perf_rr::PerfRr::new(s, &p), &p, sh)
         }
         (_, _) if crr.is_some() => match crr {
             Some(CrrPart::Client { addr, cookie, quic }) => {
@@ -246,13 +244,14 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
     if let Some(c) = &quic {
         rep.quic = Some(c.info_once_streams_done());
     }
-    let (mut cpu_start, mut cpu_end) = (cpu_start, thread_cpu_ns());
-    if let (Some(c), Some(start)) = (&quic, quic_cpu_start) {
-        let end = c.thread_cpu_ns();
-        cpu_end = (cpu_end.0 + end.0, cpu_end.1 + end.1);
-        cpu_start = (cpu_start.0 + start.0, cpu_start.1 + start.1);
+    // This thread's CPU, and its QUIC connection's thread's where both its readings came.
+    let mut cpu = delta(cpu_start, thread_cpu_ns());
+    let quic_end = quic.as_ref().and_then(|c| c.thread_cpu_ns());
+    if let (Some(start), Some(end)) = (quic_cpu_start, quic_end) {
+        let q = delta(start, end);
+        cpu = (cpu.0 + q.0, cpu.1 + q.1);
     }
-    rep.resources = Some(resources(cpu_start, cpu_end, rss_before_kib, sh));
+    rep.resources = Some(resources(cpu, rss_before_kib, sh));
     rep.elapsed_ns = sh.now_ns();
     if rep.datapath.io.is_empty() {
         rep.datapath = p.datapath;
@@ -260,12 +259,14 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
     rep
 }
 
-/// What the role cost from `start` to `end` (user, system CPU ns) and in memory.
-fn resources(start: (u64, u64), end: (u64, u64), rss_before_kib: u64, sh: &Shared) -> Resources {
-    let (user, system) = (
-        end.0.saturating_sub(start.0) as f64 / 1e9,
-        end.1.saturating_sub(start.1) as f64 / 1e9,
-    );
+/// User and system CPU time between two readings, ns.
+fn delta(start: (u64, u64), end: (u64, u64)) -> (u64, u64) {
+    (end.0.saturating_sub(start.0), end.1.saturating_sub(start.1))
+}
+
+/// What the role cost: `cpu` (user, system ns), and memory.
+fn resources(cpu: (u64, u64), rss_before_kib: u64, sh: &Shared) -> Resources {
+    let (user, system) = (cpu.0 as f64 / 1e9, cpu.1 as f64 / 1e9);
     let elapsed = sh.now_ns() as f64 / 1e9;
     Resources {
         cpu_user_s: user,

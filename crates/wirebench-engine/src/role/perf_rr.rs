@@ -34,6 +34,9 @@ impl PerfRr {
         let mut request = vec![0u8; SIZE_LEN];
         request.extend_from_slice(&payload(p.spec.size));
         request[..SIZE_LEN].copy_from_slice(&(response.len() as u64).to_be_bytes());
+        // Its streams come and go: it counts among the connection's running data streams
+        // itself, until it is dropped, so the connection's figures wait for all of it.
+        first.connection().data_stream_opened();
         Self {
             conn: Arc::clone(first.connection()),
             first: Some(first),
@@ -41,6 +44,13 @@ impl PerfRr {
             response,
             spin: Spin::of(p),
         }
+    }
+}
+
+impl Drop for PerfRr {
+    fn drop(&mut self) {
+        self.first = None;
+        self.conn.data_stream_closed();
     }
 }
 

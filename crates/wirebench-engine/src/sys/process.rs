@@ -24,28 +24,26 @@ pub fn thread_id() -> i32 {
 }
 
 /// The user and system CPU time of thread `tid` of this process, ns, from
-/// `/proc/self/task/TID/stat` (in clock ticks: 10 ms apiece on most kernels); (0, 0) for
-/// a thread that is gone.
+/// `/proc/self/task/TID/stat` (in clock ticks: 10 ms apiece on most kernels); none for a
+/// thread that is gone, or a file that cannot be read.
 #[allow(unsafe_code)]
-pub fn task_cpu_ns(tid: i32) -> (u64, u64) {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")) else {
-        return (0, 0);
-    };
+pub fn task_cpu_ns(tid: i32) -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
     // The name, in parentheses, may hold spaces: the fields after it are the third on.
     let mut rest = stat
         .rsplit_once(')')
         .map_or("", |(_, r)| r)
         .split_ascii_whitespace()
         .skip(11);
-    let mut ticks = || rest.next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    let (user, system) = (ticks(), ticks());
+    let mut ticks = || rest.next().and_then(|v| v.parse::<u64>().ok());
+    let (user, system) = (ticks()?, ticks()?);
     // SAFETY: sysconf only reads a system constant.
     let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
         .ok()
         .filter(|&h| h > 0)
         .unwrap_or(100);
     let ns = |t: u64| t.saturating_mul(1_000_000_000) / hz;
-    (ns(user), ns(system))
+    Some((ns(user), ns(system)))
 }
 
 /// A `kB` figure of `/proc/self/status` (0 where there is none).
@@ -123,11 +121,11 @@ mod tests {
             let _ = done_rx.recv();
         });
         let tid = rx.recv().expect("tid");
-        let (user, system) = task_cpu_ns(tid);
+        let (user, system) = task_cpu_ns(tid).expect("a live thread's times");
         // It spun 300 ms of wall time: most of it on a CPU, whatever else runs.
         assert!(user + system >= 100_000_000, "{user} {system}");
         drop(done_tx);
         t.join().expect("join");
-        assert_eq!(task_cpu_ns(i32::MAX), (0, 0));
+        assert_eq!(task_cpu_ns(i32::MAX), None);
     }
 }
