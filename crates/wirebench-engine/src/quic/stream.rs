@@ -22,7 +22,7 @@ pub struct QuicStream {
     /// connection's figures (the others' would count them again).
     reports_connection: bool,
     /// A stream of the test's data: counted among its connection's running ones until
-    /// dropped ([`QuicConn::data_streams_done`]).
+    /// dropped ([`QuicConn::info_once_streams_done`] waits for them).
     data: bool,
 }
 

@@ -180,10 +180,11 @@ pub fn run(role: Role, sock: DataSocket, mut p: RoleParams, sh: &Shared) -> Side
     // Its thread's CPU (the stack's crypto and I/O) belongs to the test too.
     let quic_cpu_start = quic.as_ref().and_then(|c| c.thread_cpu_ns());
     let mut rep = match (role, sock) {
-        // Connect/request/response: the set-up connection is not used.
+        // The perf protocol's requests: the set-up stream carries the first.
         (_, DataSocket::Quic(s)) if matches!(crr, Some(CrrPart::PerfStreams)) => {
             rr::rr_client(&mut perf_rr::PerfRr::new(s, &p), &p, sh)
         }
+        // Connect/request/response: the set-up connection is not used.
         (_, _) if crr.is_some() => match crr {
             Some(CrrPart::Client { addr, cookie, quic }) => {
                 let mut t = rr::CrrTransact::new(addr, cookie, quic, &p);

@@ -6,9 +6,9 @@
 //! The sender gives the stack a batch at a time: one buffer for the batch, each datagram a
 //! slice of it (no allocation per datagram), handed over while what the stack holds unsent
 //! is under a congestion window's worth (at least 16 KiB), so that the stack never drops
-//! an older datagram to make room and the datagrams' one-way delay is the path's, not a
-//! queue in the sender's stack (its congestion controller paces them out; the sender
-//! waits for it). What the sender counts
+//! an older datagram to make room, and a window-limited sender's queue in its stack adds
+//! about a round trip to the one-way delay, not the seconds a full buffer would (its
+//! congestion controller paces them out; the sender waits for it). What the sender counts
 //! is what the stack took; what the receiver did not get was lost on the path or dropped
 //! from the receiver's buffer unread, and counts as lost either way.
 
@@ -176,13 +176,15 @@ fn hand_over(
     let ahead = window.clamp(MIN_AHEAD, empty.max(MIN_AHEAD));
     for d in batch {
         let len = d.len();
-        let start = Instant::now();
+        // The clock is read only once the sender has to wait.
+        let mut waiting_since = None;
         let has_room = loop {
             let held = empty.saturating_sub(conn.conn.datagram_send_buffer_space());
             if held + len <= ahead || held == 0 {
                 break true;
             }
-            if start.elapsed() >= POLL || conn.conn.close_reason().is_some() {
+            let since = *waiting_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= POLL || conn.conn.close_reason().is_some() {
                 break false;
             }
             // The congestion controller's pace: a window's worth goes out a round trip.
